@@ -1,0 +1,155 @@
+package topology
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+)
+
+// Bookie is what placement knows about one live bookie: its id, its rack
+// ("" when the operator set none) and whether it refuses writes.
+type Bookie struct {
+	ID       string
+	Rack     string
+	ReadOnly bool
+}
+
+// PlaceEnsemble chooses size distinct, writable bookies out of candidates,
+// leaving out every id in exclude, for a new ledger's ensemble.
+//
+// Racks are filled round-robin: the first pick of every rack comes before the
+// second pick of any rack, so an ensemble spans min(size, racks) racks and
+// losing one rack costs as few members as the candidates allow. Bookies with
+// no rack share the rack "" (when no rack is set anywhere, placement is plain
+// random choice). rnd orders racks and the bookies inside a rack; a nil rnd
+// gives a deterministic order (racks and ids sorted), which tests use.
+//
+// It returns ErrNotEnoughBookies, wrapped with the counts, when fewer than size
+// bookies are eligible.
+func PlaceEnsemble(candidates []Bookie, size int, exclude []string, rnd *rand.Rand) ([]string, error) {
+	if size < 1 {
+		return nil, fmt.Errorf("%w: ensemble size %d", ErrInvalidSize, size)
+	}
+	racks := groupByRack(eligible(candidates, exclude), rnd)
+	n := 0
+	for _, r := range racks {
+		n += len(r.ids)
+	}
+	if n < size {
+		return nil, fmt.Errorf("%w: need %d, have %d writable", ErrNotEnoughBookies, size, n)
+	}
+	out := make([]string, 0, size)
+	for depth := 0; len(out) < size; depth++ {
+		for _, r := range racks {
+			if depth < len(r.ids) && len(out) < size {
+				out = append(out, r.ids[depth])
+			}
+		}
+	}
+	return out, nil
+}
+
+// ReplaceBookie chooses a writable bookie to take the place of
+// ensemble[index], one that is neither in the ensemble nor in exclude. It
+// prefers a rack that none of the other members use, then the rack used by the
+// fewest of them, so a replacement never concentrates the ensemble on a rack
+// when a better one exists. rnd breaks ties (nil: lowest id).
+func ReplaceBookie(ensemble []string, index int, candidates []Bookie, exclude []string, rnd *rand.Rand) (string, error) {
+	if index < 0 || index >= len(ensemble) {
+		return "", fmt.Errorf("%w: index %d of ensemble of %d", ErrInvalidSize, index, len(ensemble))
+	}
+	rackOf := make(map[string]string, len(candidates))
+	for _, c := range candidates {
+		rackOf[c.ID] = c.Rack
+	}
+	used := make(map[string]int) // rack -> members of the ensemble (other than index) on it
+	for i, id := range ensemble {
+		if i != index {
+			if rack, ok := rackOf[id]; ok {
+				used[rack]++
+			}
+		}
+	}
+	skip := slices.Concat(exclude, ensemble)
+	var best []string
+	bestUse := -1
+	for _, c := range eligible(candidates, skip) {
+		u := used[c.Rack]
+		switch {
+		case bestUse < 0 || u < bestUse:
+			best, bestUse = []string{c.ID}, u
+		case u == bestUse:
+			best = append(best, c.ID)
+		}
+	}
+	if len(best) == 0 {
+		return "", fmt.Errorf("%w: no spare bookie outside the ensemble", ErrNotEnoughBookies)
+	}
+	if rnd == nil {
+		slices.Sort(best)
+		return best[0], nil
+	}
+	return best[rnd.IntN(len(best))], nil
+}
+
+type rackGroup struct {
+	rack string
+	ids  []string
+}
+
+// eligible returns the writable candidates not in exclude, without duplicate
+// ids (a bookie registered twice must not fill two ensemble slots).
+func eligible(candidates []Bookie, exclude []string) []Bookie {
+	seen := make(map[string]bool, len(exclude)+len(candidates))
+	for _, id := range exclude {
+		seen[id] = true
+	}
+	out := make([]Bookie, 0, len(candidates))
+	for _, c := range candidates {
+		if c.ReadOnly || c.ID == "" || seen[c.ID] {
+			continue
+		}
+		seen[c.ID] = true
+		out = append(out, c)
+	}
+	return out
+}
+
+func groupByRack(bs []Bookie, rnd *rand.Rand) []rackGroup {
+	idx := make(map[string]int)
+	var groups []rackGroup
+	for _, b := range bs {
+		i, ok := idx[b.Rack]
+		if !ok {
+			i = len(groups)
+			idx[b.Rack] = i
+			groups = append(groups, rackGroup{rack: b.Rack})
+		}
+		groups[i].ids = append(groups[i].ids, b.ID)
+	}
+	if rnd == nil {
+		slices.SortFunc(groups, func(a, b rackGroup) int {
+			// Larger racks first: with a deterministic order the result
+			// still uses every rack before doubling up on one.
+			if len(a.ids) != len(b.ids) {
+				return len(b.ids) - len(a.ids)
+			}
+			if a.rack < b.rack {
+				return -1
+			}
+			if a.rack > b.rack {
+				return 1
+			}
+			return 0
+		})
+		for _, g := range groups {
+			slices.Sort(g.ids)
+		}
+		return groups
+	}
+	rnd.Shuffle(len(groups), func(i, j int) { groups[i], groups[j] = groups[j], groups[i] })
+	for _, g := range groups {
+		rnd.Shuffle(len(g.ids), func(i, j int) { g.ids[i], g.ids[j] = g.ids[j], g.ids[i] })
+	}
+	return groups
+}
