@@ -1,0 +1,18 @@
+// Package bkproto is the bookie RPC protocol: the frame codec, the request
+// and response messages, the status codes and their sentinel errors, the
+// entry checksum, the bookie registration value, and a pipelined client
+// connection (Conn) that the ledger client uses.
+//
+// The protocol is a stream of length-prefixed frames over TCP (see
+// AppendFrame for the layout). Many requests may be in flight on one
+// connection; each carries a request id that its response echoes, and the
+// bookie answers in whatever order its work completes: a fast read overtakes
+// an add waiting for its journal fsync, and a LAC long-poll does not hold up
+// anything behind it.
+//
+// Every decoding failure is an error, never a panic: a peer that sends an
+// oversized or malformed frame gets its connection closed.
+//
+// The package imports nothing else of Meridian's, so the ledger client can use
+// it without the bookie server.
+package bkproto
