@@ -375,4 +375,3 @@ func (c *Conn) mismatch(req Message, ledgerID, entryID int64) error {
 	c.fail(err)
 	return err
 }
-
