@@ -1,0 +1,125 @@
+// Package meta is Meridian's metadata store: a small, etcd-shaped interface
+// (get, range, create-if-absent, compare-and-swap on ModRevision, prefix watch,
+// leases and elections) with two implementations: one over etcd
+// (go.etcd.io/etcd/client/v3) and one in memory for unit tests.
+//
+// Every write to shared state is conditional. Keys are created only when absent
+// (CreateRevision == 0) and changed or deleted only at the ModRevision the
+// writer last read. A failed condition returns ErrConflict (or ErrExists), and
+// by DESIGN §3 the caller treats that as "someone else owns this now": it stops
+// writing instead of re-reading and retrying over the winner.
+//
+// The package also launches an embedded etcd server (see Embed), used by the
+// tests, `meridian etcd`, `meridian standalone` and `meridian dev`.
+package meta
+
+import (
+	"context"
+	"time"
+)
+
+// KV is one key as read from the store.
+type KV struct {
+	Key   string
+	Value []byte
+	// CreateRevision is the store revision at which the key was created.
+	CreateRevision int64
+	// ModRevision is the store revision of the key's last change. It is the
+	// version that Update and Delete compare against.
+	ModRevision int64
+	// Lease is the lease the key is attached to, or NoLease.
+	Lease LeaseID
+}
+
+// LeaseID names a lease. Keys attached to a lease are deleted when it expires
+// or is revoked.
+type LeaseID int64
+
+// NoLease attaches nothing.
+const NoLease LeaseID = 0
+
+// EventType says what happened to a key in a watch.
+type EventType int
+
+const (
+	// EventPut is a creation or an update.
+	EventPut EventType = iota + 1
+	// EventDelete is a deletion, including one caused by lease expiry.
+	EventDelete
+)
+
+// Event is one change seen by a watch. For EventDelete, KV.Value is nil and
+// KV.ModRevision is the revision of the deletion.
+type Event struct {
+	Type EventType
+	KV   KV
+}
+
+// WatchResponse is one batch of events, all at the same store revision, or a
+// terminal error. After an error (for example ErrCompacted: the requested start
+// revision is gone) the channel is closed and the watcher must re-read with
+// List and watch again from the revision List returned.
+type WatchResponse struct {
+	Events   []Event
+	Revision int64
+	Err      error
+}
+
+// Store is the metadata store. Implementations are safe for concurrent use.
+type Store interface {
+	// Get returns the key, or ErrNotFound.
+	Get(ctx context.Context, key string) (KV, error)
+	// List returns every key under prefix, in key order, and the store
+	// revision the read was made at (the revision to watch from, plus one).
+	List(ctx context.Context, prefix string) ([]KV, int64, error)
+	// Create writes key only if it does not exist (CreateRevision == 0),
+	// attached to lease unless it is NoLease. It returns the new ModRevision,
+	// or ErrExists.
+	Create(ctx context.Context, key string, value []byte, lease LeaseID) (int64, error)
+	// Update replaces key's value only if its ModRevision is still modRev,
+	// keeping its lease. It returns the new ModRevision, or ErrConflict when
+	// the key changed or is gone.
+	Update(ctx context.Context, key string, value []byte, modRev int64) (int64, error)
+	// Delete removes key only if its ModRevision is still modRev, or returns
+	// ErrConflict.
+	Delete(ctx context.Context, key string, modRev int64) error
+	// Watch streams the changes under prefix from revision fromRev (0 means
+	// "from now"). The channel is closed when ctx is done or after a
+	// WatchResponse carrying Err.
+	Watch(ctx context.Context, prefix string, fromRev int64) <-chan WatchResponse
+	// Grant creates a lease with the given time to live and keeps it alive in
+	// the background until it is revoked, ctx is done, or the store cannot
+	// renew it in time; then Lease.Done is closed.
+	Grant(ctx context.Context, ttl time.Duration) (Lease, error)
+	// Revoke ends a lease by id, deleting its keys. It is how a restarted
+	// process removes the leases of its previous run (DESIGN §3). Revoking a
+	// lease that no longer exists is not an error.
+	Revoke(ctx context.Context, id LeaseID) error
+	// Campaign blocks until this caller leads the election named by prefix,
+	// announcing value under lease, or until ctx is done. Leadership is lost
+	// when the lease ends or Resign is called.
+	Campaign(ctx context.Context, prefix string, value []byte, lease Lease) (Leadership, error)
+	// Close releases the store's resources. Leases it keeps alive stop being
+	// renewed.
+	Close() error
+}
+
+// Lease is a live lease kept alive by the store.
+type Lease interface {
+	ID() LeaseID
+	// Done is closed when the lease has ended: revoked, expired, or no longer
+	// renewable. Whatever was held under it must be treated as lost.
+	Done() <-chan struct{}
+	// Revoke ends the lease now and deletes its keys.
+	Revoke(ctx context.Context) error
+}
+
+// Leadership is won from Campaign.
+type Leadership interface {
+	// Key is the election key this leader holds.
+	Key() string
+	// Done is closed when leadership is lost.
+	Done() <-chan struct{}
+	// Resign gives up leadership; the next candidate takes over.
+	Resign(ctx context.Context) error
+}
