@@ -5425,6 +5425,7 @@ type CommandGetTopicsOfNamespace struct {
 	Mode          *CommandGetTopicsOfNamespace_Mode `protobuf:"varint,3,opt,name=mode,enum=meridian.wire.v1.CommandGetTopicsOfNamespace_Mode,def=0" json:"mode,omitempty"`
 	TopicsPattern *string                           `protobuf:"bytes,4,opt,name=topics_pattern,json=topicsPattern" json:"topics_pattern,omitempty"`
 	TopicsHash    *string                           `protobuf:"bytes,5,opt,name=topics_hash,json=topicsHash" json:"topics_hash,omitempty"`
+	Properties    []*KeyValue                       `protobuf:"bytes,6,rep,name=properties" json:"properties,omitempty"` // newer than v0.19.0: client context
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5497,6 +5498,13 @@ func (x *CommandGetTopicsOfNamespace) GetTopicsHash() string {
 		return *x.TopicsHash
 	}
 	return ""
+}
+
+func (x *CommandGetTopicsOfNamespace) GetProperties() []*KeyValue {
+	if x != nil {
+		return x.Properties
+	}
+	return nil
 }
 
 type CommandGetTopicsOfNamespaceResponse struct {
@@ -9734,7 +9742,7 @@ const file_meridian_pulsar_api_proto_rawDesc = "" +
 	"\x0flast_message_id\x18\x01 \x02(\v2\x1f.meridian.wire.v1.MessageIdDataR\rlastMessageId\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x02 \x02(\x04R\trequestId\x12b\n" +
-	"\x1dconsumer_mark_delete_position\x18\x03 \x01(\v2\x1f.meridian.wire.v1.MessageIdDataR\x1aconsumerMarkDeletePosition\"\xab\x02\n" +
+	"\x1dconsumer_mark_delete_position\x18\x03 \x01(\v2\x1f.meridian.wire.v1.MessageIdDataR\x1aconsumerMarkDeletePosition\"\xe7\x02\n" +
 	"\x1bCommandGetTopicsOfNamespace\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x02(\x04R\trequestId\x12\x1c\n" +
@@ -9743,7 +9751,10 @@ const file_meridian_pulsar_api_proto_rawDesc = "" +
 	"PERSISTENTR\x04mode\x12%\n" +
 	"\x0etopics_pattern\x18\x04 \x01(\tR\rtopicsPattern\x12\x1f\n" +
 	"\vtopics_hash\x18\x05 \x01(\tR\n" +
-	"topicsHash\"3\n" +
+	"topicsHash\x12:\n" +
+	"\n" +
+	"properties\x18\x06 \x03(\v2\x1a.meridian.wire.v1.KeyValueR\n" +
+	"properties\"3\n" +
 	"\x04Mode\x12\x0e\n" +
 	"\n" +
 	"PERSISTENT\x10\x00\x12\x12\n" +
@@ -10446,116 +10457,117 @@ var file_meridian_pulsar_api_proto_depIdxs = []int32{
 	20,  // 45: meridian.wire.v1.CommandGetLastMessageIdResponse.last_message_id:type_name -> meridian.wire.v1.MessageIdData
 	20,  // 46: meridian.wire.v1.CommandGetLastMessageIdResponse.consumer_mark_delete_position:type_name -> meridian.wire.v1.MessageIdData
 	17,  // 47: meridian.wire.v1.CommandGetTopicsOfNamespace.mode:type_name -> meridian.wire.v1.CommandGetTopicsOfNamespace.Mode
-	2,   // 48: meridian.wire.v1.CommandGetSchemaResponse.error_code:type_name -> meridian.wire.v1.ServerError
-	19,  // 49: meridian.wire.v1.CommandGetSchemaResponse.schema:type_name -> meridian.wire.v1.Schema
-	19,  // 50: meridian.wire.v1.CommandGetOrCreateSchema.schema:type_name -> meridian.wire.v1.Schema
-	2,   // 51: meridian.wire.v1.CommandGetOrCreateSchemaResponse.error_code:type_name -> meridian.wire.v1.ServerError
-	6,   // 52: meridian.wire.v1.SegmentInfoProto.state:type_name -> meridian.wire.v1.SegmentState
-	75,  // 53: meridian.wire.v1.ScalableTopicDAG.segments:type_name -> meridian.wire.v1.SegmentInfoProto
-	76,  // 54: meridian.wire.v1.ScalableTopicDAG.segment_brokers:type_name -> meridian.wire.v1.SegmentBrokerAddress
-	77,  // 55: meridian.wire.v1.CommandScalableTopicUpdate.dag:type_name -> meridian.wire.v1.ScalableTopicDAG
-	2,   // 56: meridian.wire.v1.CommandScalableTopicUpdate.error:type_name -> meridian.wire.v1.ServerError
-	23,  // 57: meridian.wire.v1.ScalableAssignedSegment.bucket_ranges:type_name -> meridian.wire.v1.IntRange
-	81,  // 58: meridian.wire.v1.ScalableConsumerAssignment.segments:type_name -> meridian.wire.v1.ScalableAssignedSegment
-	7,   // 59: meridian.wire.v1.CommandScalableTopicSubscribe.consumer_type:type_name -> meridian.wire.v1.ScalableConsumerType
-	2,   // 60: meridian.wire.v1.CommandScalableTopicSubscribeResponse.error:type_name -> meridian.wire.v1.ServerError
-	82,  // 61: meridian.wire.v1.CommandScalableTopicSubscribeResponse.assignment:type_name -> meridian.wire.v1.ScalableConsumerAssignment
-	82,  // 62: meridian.wire.v1.CommandScalableTopicAssignmentUpdate.assignment:type_name -> meridian.wire.v1.ScalableConsumerAssignment
-	21,  // 63: meridian.wire.v1.CommandWatchScalableTopics.property_filters:type_name -> meridian.wire.v1.KeyValue
-	87,  // 64: meridian.wire.v1.CommandWatchScalableTopicsUpdate.snapshot:type_name -> meridian.wire.v1.ScalableTopicsSnapshot
-	88,  // 65: meridian.wire.v1.CommandWatchScalableTopicsUpdate.diff:type_name -> meridian.wire.v1.ScalableTopicsDiff
-	2,   // 66: meridian.wire.v1.CommandWatchScalableTopicsUpdate.error:type_name -> meridian.wire.v1.ServerError
-	92,  // 67: meridian.wire.v1.TcAssignmentsSnapshot.assignments:type_name -> meridian.wire.v1.TcAssignment
-	93,  // 68: meridian.wire.v1.CommandWatchTcAssignmentsUpdate.snapshot:type_name -> meridian.wire.v1.TcAssignmentsSnapshot
-	2,   // 69: meridian.wire.v1.CommandWatchTcAssignmentsUpdate.error:type_name -> meridian.wire.v1.ServerError
-	2,   // 70: meridian.wire.v1.CommandTcClientConnectResponse.error:type_name -> meridian.wire.v1.ServerError
-	2,   // 71: meridian.wire.v1.CommandNewTxnResponse.error:type_name -> meridian.wire.v1.ServerError
-	2,   // 72: meridian.wire.v1.CommandAddPartitionToTxnResponse.error:type_name -> meridian.wire.v1.ServerError
-	102, // 73: meridian.wire.v1.CommandAddSubscriptionToTxn.subscription:type_name -> meridian.wire.v1.Subscription
-	2,   // 74: meridian.wire.v1.CommandAddSubscriptionToTxnResponse.error:type_name -> meridian.wire.v1.ServerError
-	8,   // 75: meridian.wire.v1.CommandEndTxn.txn_action:type_name -> meridian.wire.v1.TxnAction
-	2,   // 76: meridian.wire.v1.CommandEndTxnResponse.error:type_name -> meridian.wire.v1.ServerError
-	8,   // 77: meridian.wire.v1.CommandEndTxnOnPartition.txn_action:type_name -> meridian.wire.v1.TxnAction
-	2,   // 78: meridian.wire.v1.CommandEndTxnOnPartitionResponse.error:type_name -> meridian.wire.v1.ServerError
-	102, // 79: meridian.wire.v1.CommandEndTxnOnSubscription.subscription:type_name -> meridian.wire.v1.Subscription
-	8,   // 80: meridian.wire.v1.CommandEndTxnOnSubscription.txn_action:type_name -> meridian.wire.v1.TxnAction
-	2,   // 81: meridian.wire.v1.CommandEndTxnOnSubscriptionResponse.error:type_name -> meridian.wire.v1.ServerError
-	18,  // 82: meridian.wire.v1.BaseCommand.type:type_name -> meridian.wire.v1.BaseCommand.Type
-	28,  // 83: meridian.wire.v1.BaseCommand.connect:type_name -> meridian.wire.v1.CommandConnect
-	30,  // 84: meridian.wire.v1.BaseCommand.connected:type_name -> meridian.wire.v1.CommandConnected
-	35,  // 85: meridian.wire.v1.BaseCommand.subscribe:type_name -> meridian.wire.v1.CommandSubscribe
-	40,  // 86: meridian.wire.v1.BaseCommand.producer:type_name -> meridian.wire.v1.CommandProducer
-	41,  // 87: meridian.wire.v1.BaseCommand.send:type_name -> meridian.wire.v1.CommandSend
-	42,  // 88: meridian.wire.v1.BaseCommand.send_receipt:type_name -> meridian.wire.v1.CommandSendReceipt
-	43,  // 89: meridian.wire.v1.BaseCommand.send_error:type_name -> meridian.wire.v1.CommandSendError
-	44,  // 90: meridian.wire.v1.BaseCommand.message:type_name -> meridian.wire.v1.CommandMessage
-	45,  // 91: meridian.wire.v1.BaseCommand.ack:type_name -> meridian.wire.v1.CommandAck
-	48,  // 92: meridian.wire.v1.BaseCommand.flow:type_name -> meridian.wire.v1.CommandFlow
-	49,  // 93: meridian.wire.v1.BaseCommand.unsubscribe:type_name -> meridian.wire.v1.CommandUnsubscribe
-	56,  // 94: meridian.wire.v1.BaseCommand.success:type_name -> meridian.wire.v1.CommandSuccess
-	58,  // 95: meridian.wire.v1.BaseCommand.error:type_name -> meridian.wire.v1.CommandError
-	53,  // 96: meridian.wire.v1.BaseCommand.close_producer:type_name -> meridian.wire.v1.CommandCloseProducer
-	54,  // 97: meridian.wire.v1.BaseCommand.close_consumer:type_name -> meridian.wire.v1.CommandCloseConsumer
-	57,  // 98: meridian.wire.v1.BaseCommand.producer_success:type_name -> meridian.wire.v1.CommandProducerSuccess
-	59,  // 99: meridian.wire.v1.BaseCommand.ping:type_name -> meridian.wire.v1.CommandPing
-	60,  // 100: meridian.wire.v1.BaseCommand.pong:type_name -> meridian.wire.v1.CommandPong
-	55,  // 101: meridian.wire.v1.BaseCommand.redeliverUnacknowledgedMessages:type_name -> meridian.wire.v1.CommandRedeliverUnacknowledgedMessages
-	36,  // 102: meridian.wire.v1.BaseCommand.partitionMetadata:type_name -> meridian.wire.v1.CommandPartitionedTopicMetadata
-	37,  // 103: meridian.wire.v1.BaseCommand.partitionMetadataResponse:type_name -> meridian.wire.v1.CommandPartitionedTopicMetadataResponse
-	38,  // 104: meridian.wire.v1.BaseCommand.lookupTopic:type_name -> meridian.wire.v1.CommandLookupTopic
-	39,  // 105: meridian.wire.v1.BaseCommand.lookupTopicResponse:type_name -> meridian.wire.v1.CommandLookupTopicResponse
-	61,  // 106: meridian.wire.v1.BaseCommand.consumerStats:type_name -> meridian.wire.v1.CommandConsumerStats
-	62,  // 107: meridian.wire.v1.BaseCommand.consumerStatsResponse:type_name -> meridian.wire.v1.CommandConsumerStatsResponse
-	51,  // 108: meridian.wire.v1.BaseCommand.reachedEndOfTopic:type_name -> meridian.wire.v1.CommandReachedEndOfTopic
-	50,  // 109: meridian.wire.v1.BaseCommand.seek:type_name -> meridian.wire.v1.CommandSeek
-	63,  // 110: meridian.wire.v1.BaseCommand.getLastMessageId:type_name -> meridian.wire.v1.CommandGetLastMessageId
-	64,  // 111: meridian.wire.v1.BaseCommand.getLastMessageIdResponse:type_name -> meridian.wire.v1.CommandGetLastMessageIdResponse
-	47,  // 112: meridian.wire.v1.BaseCommand.active_consumer_change:type_name -> meridian.wire.v1.CommandActiveConsumerChange
-	65,  // 113: meridian.wire.v1.BaseCommand.getTopicsOfNamespace:type_name -> meridian.wire.v1.CommandGetTopicsOfNamespace
-	66,  // 114: meridian.wire.v1.BaseCommand.getTopicsOfNamespaceResponse:type_name -> meridian.wire.v1.CommandGetTopicsOfNamespaceResponse
-	71,  // 115: meridian.wire.v1.BaseCommand.getSchema:type_name -> meridian.wire.v1.CommandGetSchema
-	72,  // 116: meridian.wire.v1.BaseCommand.getSchemaResponse:type_name -> meridian.wire.v1.CommandGetSchemaResponse
-	32,  // 117: meridian.wire.v1.BaseCommand.authChallenge:type_name -> meridian.wire.v1.CommandAuthChallenge
-	31,  // 118: meridian.wire.v1.BaseCommand.authResponse:type_name -> meridian.wire.v1.CommandAuthResponse
-	46,  // 119: meridian.wire.v1.BaseCommand.ackResponse:type_name -> meridian.wire.v1.CommandAckResponse
-	73,  // 120: meridian.wire.v1.BaseCommand.getOrCreateSchema:type_name -> meridian.wire.v1.CommandGetOrCreateSchema
-	74,  // 121: meridian.wire.v1.BaseCommand.getOrCreateSchemaResponse:type_name -> meridian.wire.v1.CommandGetOrCreateSchemaResponse
-	98,  // 122: meridian.wire.v1.BaseCommand.newTxn:type_name -> meridian.wire.v1.CommandNewTxn
-	99,  // 123: meridian.wire.v1.BaseCommand.newTxnResponse:type_name -> meridian.wire.v1.CommandNewTxnResponse
-	100, // 124: meridian.wire.v1.BaseCommand.addPartitionToTxn:type_name -> meridian.wire.v1.CommandAddPartitionToTxn
-	101, // 125: meridian.wire.v1.BaseCommand.addPartitionToTxnResponse:type_name -> meridian.wire.v1.CommandAddPartitionToTxnResponse
-	103, // 126: meridian.wire.v1.BaseCommand.addSubscriptionToTxn:type_name -> meridian.wire.v1.CommandAddSubscriptionToTxn
-	104, // 127: meridian.wire.v1.BaseCommand.addSubscriptionToTxnResponse:type_name -> meridian.wire.v1.CommandAddSubscriptionToTxnResponse
-	105, // 128: meridian.wire.v1.BaseCommand.endTxn:type_name -> meridian.wire.v1.CommandEndTxn
-	106, // 129: meridian.wire.v1.BaseCommand.endTxnResponse:type_name -> meridian.wire.v1.CommandEndTxnResponse
-	107, // 130: meridian.wire.v1.BaseCommand.endTxnOnPartition:type_name -> meridian.wire.v1.CommandEndTxnOnPartition
-	108, // 131: meridian.wire.v1.BaseCommand.endTxnOnPartitionResponse:type_name -> meridian.wire.v1.CommandEndTxnOnPartitionResponse
-	109, // 132: meridian.wire.v1.BaseCommand.endTxnOnSubscription:type_name -> meridian.wire.v1.CommandEndTxnOnSubscription
-	110, // 133: meridian.wire.v1.BaseCommand.endTxnOnSubscriptionResponse:type_name -> meridian.wire.v1.CommandEndTxnOnSubscriptionResponse
-	96,  // 134: meridian.wire.v1.BaseCommand.tcClientConnectRequest:type_name -> meridian.wire.v1.CommandTcClientConnectRequest
-	97,  // 135: meridian.wire.v1.BaseCommand.tcClientConnectResponse:type_name -> meridian.wire.v1.CommandTcClientConnectResponse
-	67,  // 136: meridian.wire.v1.BaseCommand.watchTopicList:type_name -> meridian.wire.v1.CommandWatchTopicList
-	68,  // 137: meridian.wire.v1.BaseCommand.watchTopicListSuccess:type_name -> meridian.wire.v1.CommandWatchTopicListSuccess
-	69,  // 138: meridian.wire.v1.BaseCommand.watchTopicUpdate:type_name -> meridian.wire.v1.CommandWatchTopicUpdate
-	70,  // 139: meridian.wire.v1.BaseCommand.watchTopicListClose:type_name -> meridian.wire.v1.CommandWatchTopicListClose
-	52,  // 140: meridian.wire.v1.BaseCommand.topicMigrated:type_name -> meridian.wire.v1.CommandTopicMigrated
-	78,  // 141: meridian.wire.v1.BaseCommand.scalableTopicLookup:type_name -> meridian.wire.v1.CommandScalableTopicLookup
-	79,  // 142: meridian.wire.v1.BaseCommand.scalableTopicUpdate:type_name -> meridian.wire.v1.CommandScalableTopicUpdate
-	80,  // 143: meridian.wire.v1.BaseCommand.scalableTopicClose:type_name -> meridian.wire.v1.CommandScalableTopicClose
-	83,  // 144: meridian.wire.v1.BaseCommand.scalableTopicSubscribe:type_name -> meridian.wire.v1.CommandScalableTopicSubscribe
-	84,  // 145: meridian.wire.v1.BaseCommand.scalableTopicSubscribeResponse:type_name -> meridian.wire.v1.CommandScalableTopicSubscribeResponse
-	85,  // 146: meridian.wire.v1.BaseCommand.scalableTopicAssignmentUpdate:type_name -> meridian.wire.v1.CommandScalableTopicAssignmentUpdate
-	86,  // 147: meridian.wire.v1.BaseCommand.watchScalableTopics:type_name -> meridian.wire.v1.CommandWatchScalableTopics
-	89,  // 148: meridian.wire.v1.BaseCommand.watchScalableTopicsUpdate:type_name -> meridian.wire.v1.CommandWatchScalableTopicsUpdate
-	90,  // 149: meridian.wire.v1.BaseCommand.watchScalableTopicsClose:type_name -> meridian.wire.v1.CommandWatchScalableTopicsClose
-	91,  // 150: meridian.wire.v1.BaseCommand.watchTcAssignments:type_name -> meridian.wire.v1.CommandWatchTcAssignments
-	94,  // 151: meridian.wire.v1.BaseCommand.watchTcAssignmentsUpdate:type_name -> meridian.wire.v1.CommandWatchTcAssignmentsUpdate
-	95,  // 152: meridian.wire.v1.BaseCommand.watchTcAssignmentsClose:type_name -> meridian.wire.v1.CommandWatchTcAssignmentsClose
-	153, // [153:153] is the sub-list for method output_type
-	153, // [153:153] is the sub-list for method input_type
-	153, // [153:153] is the sub-list for extension type_name
-	153, // [153:153] is the sub-list for extension extendee
-	0,   // [0:153] is the sub-list for field type_name
+	21,  // 48: meridian.wire.v1.CommandGetTopicsOfNamespace.properties:type_name -> meridian.wire.v1.KeyValue
+	2,   // 49: meridian.wire.v1.CommandGetSchemaResponse.error_code:type_name -> meridian.wire.v1.ServerError
+	19,  // 50: meridian.wire.v1.CommandGetSchemaResponse.schema:type_name -> meridian.wire.v1.Schema
+	19,  // 51: meridian.wire.v1.CommandGetOrCreateSchema.schema:type_name -> meridian.wire.v1.Schema
+	2,   // 52: meridian.wire.v1.CommandGetOrCreateSchemaResponse.error_code:type_name -> meridian.wire.v1.ServerError
+	6,   // 53: meridian.wire.v1.SegmentInfoProto.state:type_name -> meridian.wire.v1.SegmentState
+	75,  // 54: meridian.wire.v1.ScalableTopicDAG.segments:type_name -> meridian.wire.v1.SegmentInfoProto
+	76,  // 55: meridian.wire.v1.ScalableTopicDAG.segment_brokers:type_name -> meridian.wire.v1.SegmentBrokerAddress
+	77,  // 56: meridian.wire.v1.CommandScalableTopicUpdate.dag:type_name -> meridian.wire.v1.ScalableTopicDAG
+	2,   // 57: meridian.wire.v1.CommandScalableTopicUpdate.error:type_name -> meridian.wire.v1.ServerError
+	23,  // 58: meridian.wire.v1.ScalableAssignedSegment.bucket_ranges:type_name -> meridian.wire.v1.IntRange
+	81,  // 59: meridian.wire.v1.ScalableConsumerAssignment.segments:type_name -> meridian.wire.v1.ScalableAssignedSegment
+	7,   // 60: meridian.wire.v1.CommandScalableTopicSubscribe.consumer_type:type_name -> meridian.wire.v1.ScalableConsumerType
+	2,   // 61: meridian.wire.v1.CommandScalableTopicSubscribeResponse.error:type_name -> meridian.wire.v1.ServerError
+	82,  // 62: meridian.wire.v1.CommandScalableTopicSubscribeResponse.assignment:type_name -> meridian.wire.v1.ScalableConsumerAssignment
+	82,  // 63: meridian.wire.v1.CommandScalableTopicAssignmentUpdate.assignment:type_name -> meridian.wire.v1.ScalableConsumerAssignment
+	21,  // 64: meridian.wire.v1.CommandWatchScalableTopics.property_filters:type_name -> meridian.wire.v1.KeyValue
+	87,  // 65: meridian.wire.v1.CommandWatchScalableTopicsUpdate.snapshot:type_name -> meridian.wire.v1.ScalableTopicsSnapshot
+	88,  // 66: meridian.wire.v1.CommandWatchScalableTopicsUpdate.diff:type_name -> meridian.wire.v1.ScalableTopicsDiff
+	2,   // 67: meridian.wire.v1.CommandWatchScalableTopicsUpdate.error:type_name -> meridian.wire.v1.ServerError
+	92,  // 68: meridian.wire.v1.TcAssignmentsSnapshot.assignments:type_name -> meridian.wire.v1.TcAssignment
+	93,  // 69: meridian.wire.v1.CommandWatchTcAssignmentsUpdate.snapshot:type_name -> meridian.wire.v1.TcAssignmentsSnapshot
+	2,   // 70: meridian.wire.v1.CommandWatchTcAssignmentsUpdate.error:type_name -> meridian.wire.v1.ServerError
+	2,   // 71: meridian.wire.v1.CommandTcClientConnectResponse.error:type_name -> meridian.wire.v1.ServerError
+	2,   // 72: meridian.wire.v1.CommandNewTxnResponse.error:type_name -> meridian.wire.v1.ServerError
+	2,   // 73: meridian.wire.v1.CommandAddPartitionToTxnResponse.error:type_name -> meridian.wire.v1.ServerError
+	102, // 74: meridian.wire.v1.CommandAddSubscriptionToTxn.subscription:type_name -> meridian.wire.v1.Subscription
+	2,   // 75: meridian.wire.v1.CommandAddSubscriptionToTxnResponse.error:type_name -> meridian.wire.v1.ServerError
+	8,   // 76: meridian.wire.v1.CommandEndTxn.txn_action:type_name -> meridian.wire.v1.TxnAction
+	2,   // 77: meridian.wire.v1.CommandEndTxnResponse.error:type_name -> meridian.wire.v1.ServerError
+	8,   // 78: meridian.wire.v1.CommandEndTxnOnPartition.txn_action:type_name -> meridian.wire.v1.TxnAction
+	2,   // 79: meridian.wire.v1.CommandEndTxnOnPartitionResponse.error:type_name -> meridian.wire.v1.ServerError
+	102, // 80: meridian.wire.v1.CommandEndTxnOnSubscription.subscription:type_name -> meridian.wire.v1.Subscription
+	8,   // 81: meridian.wire.v1.CommandEndTxnOnSubscription.txn_action:type_name -> meridian.wire.v1.TxnAction
+	2,   // 82: meridian.wire.v1.CommandEndTxnOnSubscriptionResponse.error:type_name -> meridian.wire.v1.ServerError
+	18,  // 83: meridian.wire.v1.BaseCommand.type:type_name -> meridian.wire.v1.BaseCommand.Type
+	28,  // 84: meridian.wire.v1.BaseCommand.connect:type_name -> meridian.wire.v1.CommandConnect
+	30,  // 85: meridian.wire.v1.BaseCommand.connected:type_name -> meridian.wire.v1.CommandConnected
+	35,  // 86: meridian.wire.v1.BaseCommand.subscribe:type_name -> meridian.wire.v1.CommandSubscribe
+	40,  // 87: meridian.wire.v1.BaseCommand.producer:type_name -> meridian.wire.v1.CommandProducer
+	41,  // 88: meridian.wire.v1.BaseCommand.send:type_name -> meridian.wire.v1.CommandSend
+	42,  // 89: meridian.wire.v1.BaseCommand.send_receipt:type_name -> meridian.wire.v1.CommandSendReceipt
+	43,  // 90: meridian.wire.v1.BaseCommand.send_error:type_name -> meridian.wire.v1.CommandSendError
+	44,  // 91: meridian.wire.v1.BaseCommand.message:type_name -> meridian.wire.v1.CommandMessage
+	45,  // 92: meridian.wire.v1.BaseCommand.ack:type_name -> meridian.wire.v1.CommandAck
+	48,  // 93: meridian.wire.v1.BaseCommand.flow:type_name -> meridian.wire.v1.CommandFlow
+	49,  // 94: meridian.wire.v1.BaseCommand.unsubscribe:type_name -> meridian.wire.v1.CommandUnsubscribe
+	56,  // 95: meridian.wire.v1.BaseCommand.success:type_name -> meridian.wire.v1.CommandSuccess
+	58,  // 96: meridian.wire.v1.BaseCommand.error:type_name -> meridian.wire.v1.CommandError
+	53,  // 97: meridian.wire.v1.BaseCommand.close_producer:type_name -> meridian.wire.v1.CommandCloseProducer
+	54,  // 98: meridian.wire.v1.BaseCommand.close_consumer:type_name -> meridian.wire.v1.CommandCloseConsumer
+	57,  // 99: meridian.wire.v1.BaseCommand.producer_success:type_name -> meridian.wire.v1.CommandProducerSuccess
+	59,  // 100: meridian.wire.v1.BaseCommand.ping:type_name -> meridian.wire.v1.CommandPing
+	60,  // 101: meridian.wire.v1.BaseCommand.pong:type_name -> meridian.wire.v1.CommandPong
+	55,  // 102: meridian.wire.v1.BaseCommand.redeliverUnacknowledgedMessages:type_name -> meridian.wire.v1.CommandRedeliverUnacknowledgedMessages
+	36,  // 103: meridian.wire.v1.BaseCommand.partitionMetadata:type_name -> meridian.wire.v1.CommandPartitionedTopicMetadata
+	37,  // 104: meridian.wire.v1.BaseCommand.partitionMetadataResponse:type_name -> meridian.wire.v1.CommandPartitionedTopicMetadataResponse
+	38,  // 105: meridian.wire.v1.BaseCommand.lookupTopic:type_name -> meridian.wire.v1.CommandLookupTopic
+	39,  // 106: meridian.wire.v1.BaseCommand.lookupTopicResponse:type_name -> meridian.wire.v1.CommandLookupTopicResponse
+	61,  // 107: meridian.wire.v1.BaseCommand.consumerStats:type_name -> meridian.wire.v1.CommandConsumerStats
+	62,  // 108: meridian.wire.v1.BaseCommand.consumerStatsResponse:type_name -> meridian.wire.v1.CommandConsumerStatsResponse
+	51,  // 109: meridian.wire.v1.BaseCommand.reachedEndOfTopic:type_name -> meridian.wire.v1.CommandReachedEndOfTopic
+	50,  // 110: meridian.wire.v1.BaseCommand.seek:type_name -> meridian.wire.v1.CommandSeek
+	63,  // 111: meridian.wire.v1.BaseCommand.getLastMessageId:type_name -> meridian.wire.v1.CommandGetLastMessageId
+	64,  // 112: meridian.wire.v1.BaseCommand.getLastMessageIdResponse:type_name -> meridian.wire.v1.CommandGetLastMessageIdResponse
+	47,  // 113: meridian.wire.v1.BaseCommand.active_consumer_change:type_name -> meridian.wire.v1.CommandActiveConsumerChange
+	65,  // 114: meridian.wire.v1.BaseCommand.getTopicsOfNamespace:type_name -> meridian.wire.v1.CommandGetTopicsOfNamespace
+	66,  // 115: meridian.wire.v1.BaseCommand.getTopicsOfNamespaceResponse:type_name -> meridian.wire.v1.CommandGetTopicsOfNamespaceResponse
+	71,  // 116: meridian.wire.v1.BaseCommand.getSchema:type_name -> meridian.wire.v1.CommandGetSchema
+	72,  // 117: meridian.wire.v1.BaseCommand.getSchemaResponse:type_name -> meridian.wire.v1.CommandGetSchemaResponse
+	32,  // 118: meridian.wire.v1.BaseCommand.authChallenge:type_name -> meridian.wire.v1.CommandAuthChallenge
+	31,  // 119: meridian.wire.v1.BaseCommand.authResponse:type_name -> meridian.wire.v1.CommandAuthResponse
+	46,  // 120: meridian.wire.v1.BaseCommand.ackResponse:type_name -> meridian.wire.v1.CommandAckResponse
+	73,  // 121: meridian.wire.v1.BaseCommand.getOrCreateSchema:type_name -> meridian.wire.v1.CommandGetOrCreateSchema
+	74,  // 122: meridian.wire.v1.BaseCommand.getOrCreateSchemaResponse:type_name -> meridian.wire.v1.CommandGetOrCreateSchemaResponse
+	98,  // 123: meridian.wire.v1.BaseCommand.newTxn:type_name -> meridian.wire.v1.CommandNewTxn
+	99,  // 124: meridian.wire.v1.BaseCommand.newTxnResponse:type_name -> meridian.wire.v1.CommandNewTxnResponse
+	100, // 125: meridian.wire.v1.BaseCommand.addPartitionToTxn:type_name -> meridian.wire.v1.CommandAddPartitionToTxn
+	101, // 126: meridian.wire.v1.BaseCommand.addPartitionToTxnResponse:type_name -> meridian.wire.v1.CommandAddPartitionToTxnResponse
+	103, // 127: meridian.wire.v1.BaseCommand.addSubscriptionToTxn:type_name -> meridian.wire.v1.CommandAddSubscriptionToTxn
+	104, // 128: meridian.wire.v1.BaseCommand.addSubscriptionToTxnResponse:type_name -> meridian.wire.v1.CommandAddSubscriptionToTxnResponse
+	105, // 129: meridian.wire.v1.BaseCommand.endTxn:type_name -> meridian.wire.v1.CommandEndTxn
+	106, // 130: meridian.wire.v1.BaseCommand.endTxnResponse:type_name -> meridian.wire.v1.CommandEndTxnResponse
+	107, // 131: meridian.wire.v1.BaseCommand.endTxnOnPartition:type_name -> meridian.wire.v1.CommandEndTxnOnPartition
+	108, // 132: meridian.wire.v1.BaseCommand.endTxnOnPartitionResponse:type_name -> meridian.wire.v1.CommandEndTxnOnPartitionResponse
+	109, // 133: meridian.wire.v1.BaseCommand.endTxnOnSubscription:type_name -> meridian.wire.v1.CommandEndTxnOnSubscription
+	110, // 134: meridian.wire.v1.BaseCommand.endTxnOnSubscriptionResponse:type_name -> meridian.wire.v1.CommandEndTxnOnSubscriptionResponse
+	96,  // 135: meridian.wire.v1.BaseCommand.tcClientConnectRequest:type_name -> meridian.wire.v1.CommandTcClientConnectRequest
+	97,  // 136: meridian.wire.v1.BaseCommand.tcClientConnectResponse:type_name -> meridian.wire.v1.CommandTcClientConnectResponse
+	67,  // 137: meridian.wire.v1.BaseCommand.watchTopicList:type_name -> meridian.wire.v1.CommandWatchTopicList
+	68,  // 138: meridian.wire.v1.BaseCommand.watchTopicListSuccess:type_name -> meridian.wire.v1.CommandWatchTopicListSuccess
+	69,  // 139: meridian.wire.v1.BaseCommand.watchTopicUpdate:type_name -> meridian.wire.v1.CommandWatchTopicUpdate
+	70,  // 140: meridian.wire.v1.BaseCommand.watchTopicListClose:type_name -> meridian.wire.v1.CommandWatchTopicListClose
+	52,  // 141: meridian.wire.v1.BaseCommand.topicMigrated:type_name -> meridian.wire.v1.CommandTopicMigrated
+	78,  // 142: meridian.wire.v1.BaseCommand.scalableTopicLookup:type_name -> meridian.wire.v1.CommandScalableTopicLookup
+	79,  // 143: meridian.wire.v1.BaseCommand.scalableTopicUpdate:type_name -> meridian.wire.v1.CommandScalableTopicUpdate
+	80,  // 144: meridian.wire.v1.BaseCommand.scalableTopicClose:type_name -> meridian.wire.v1.CommandScalableTopicClose
+	83,  // 145: meridian.wire.v1.BaseCommand.scalableTopicSubscribe:type_name -> meridian.wire.v1.CommandScalableTopicSubscribe
+	84,  // 146: meridian.wire.v1.BaseCommand.scalableTopicSubscribeResponse:type_name -> meridian.wire.v1.CommandScalableTopicSubscribeResponse
+	85,  // 147: meridian.wire.v1.BaseCommand.scalableTopicAssignmentUpdate:type_name -> meridian.wire.v1.CommandScalableTopicAssignmentUpdate
+	86,  // 148: meridian.wire.v1.BaseCommand.watchScalableTopics:type_name -> meridian.wire.v1.CommandWatchScalableTopics
+	89,  // 149: meridian.wire.v1.BaseCommand.watchScalableTopicsUpdate:type_name -> meridian.wire.v1.CommandWatchScalableTopicsUpdate
+	90,  // 150: meridian.wire.v1.BaseCommand.watchScalableTopicsClose:type_name -> meridian.wire.v1.CommandWatchScalableTopicsClose
+	91,  // 151: meridian.wire.v1.BaseCommand.watchTcAssignments:type_name -> meridian.wire.v1.CommandWatchTcAssignments
+	94,  // 152: meridian.wire.v1.BaseCommand.watchTcAssignmentsUpdate:type_name -> meridian.wire.v1.CommandWatchTcAssignmentsUpdate
+	95,  // 153: meridian.wire.v1.BaseCommand.watchTcAssignmentsClose:type_name -> meridian.wire.v1.CommandWatchTcAssignmentsClose
+	154, // [154:154] is the sub-list for method output_type
+	154, // [154:154] is the sub-list for method input_type
+	154, // [154:154] is the sub-list for extension type_name
+	154, // [154:154] is the sub-list for extension extendee
+	0,   // [0:154] is the sub-list for field type_name
 }
 
 func init() { file_meridian_pulsar_api_proto_init() }
