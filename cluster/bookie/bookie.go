@@ -1,0 +1,246 @@
+package bookie
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/meridian-mq/meridian/cluster/bookie/bkproto"
+)
+
+// Bookie is a running bookie: listener, journal, entry store, registration
+// and garbage collector. Start it with Start and stop it with Close.
+//
+// Goroutines, all started by Start and all waited for by Close: the accept
+// loop; two per connection (reader, writer); the journal (the sole owner of
+// the journal file and the sole writer of ledger state); the checkpointer;
+// the registration loop and the GC loop when a metadata store is configured;
+// and a watcher that closes the listener and connections when the bookie's
+// context ends.
+type Bookie struct {
+	cfg     Config
+	log     *slog.Logger
+	clock   Clock
+	m       *metrics
+	store   *store
+	journal *journal
+	ln      net.Listener
+	addr    string
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	readOnly  atomic.Bool
+	readOnlyC chan struct{} // wakes the registration loop; capacity 1
+
+	fatalOnce sync.Once
+	fatalErr  error // set once before cancel
+
+	mu struct {
+		sync.Mutex
+		conns map[*serverConn]struct{}
+	}
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Start opens the bookie's storage (replaying its journal), starts serving on
+// cfg.ListenAddr and registers it. ctx bounds only the startup; the bookie
+// then runs until Close or until a fatal error, which Done and Err report.
+func Start(ctx context.Context, cfg Config) (*Bookie, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	log = log.With("bookie", cfg.ID, "region", cfg.Region)
+	clock := cfg.Clock
+	if clock == nil {
+		clock = realClock{}
+	}
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("bookie: register metrics: %w", err)
+	}
+	fs := cfg.FS
+	if fs == nil {
+		fs = OSFS{}
+	}
+	if cfg.Failpoints.fsActive() {
+		ffs := NewFaultFS(fs)
+		cfg.Failpoints.arm(ffs)
+		fs = ffs
+		log.Warn("failpoints armed", "failpoints", fmt.Sprintf("%+v", cfg.Failpoints))
+	}
+
+	st, err := openStore(filepath.Join(cfg.DataDir, "index"), cfg.IndexCacheSize, log, m, cfg.Failpoints)
+	if err != nil {
+		return nil, err
+	}
+	b := &Bookie{cfg: cfg, log: log, clock: clock, m: m, store: st, readOnlyC: make(chan struct{}, 1)}
+	b.mu.conns = make(map[*serverConn]struct{})
+	b.journal = &journal{
+		fs: fs, dir: filepath.Join(cfg.DataDir, "journal"), log: log, m: m, clock: clock, store: st,
+		maxBatchBytes: cfg.JournalMaxBatchBytes, maxWait: cfg.JournalMaxWait, fileSize: cfg.JournalFileSize,
+		queue: make(chan *op, cfg.JournalQueue), rolled: make(chan uint64, 1),
+		onFatal: b.fatal, onReadOnly: b.setReadOnly, readOnly: &b.readOnly,
+	}
+	if err := openJournal(b.journal); err != nil {
+		st.close()
+		return nil, err
+	}
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.ListenAddr)
+	if err != nil {
+		b.journal.file.Close()
+		st.close()
+		return nil, fmt.Errorf("bookie: listen on %s: %w", cfg.ListenAddr, err)
+	}
+	b.ln = ln
+	b.addr = ln.Addr().String()
+	if cfg.AdvertiseAddr != "" {
+		b.addr = cfg.AdvertiseAddr
+	}
+	b.ctx, b.cancel = context.WithCancel(context.Background())
+
+	b.goroutine(func() { b.journal.run(b.ctx) })
+	b.goroutine(func() { b.journal.checkpointLoop(b.ctx) })
+	b.goroutine(b.acceptLoop)
+	b.goroutine(func() {
+		<-b.ctx.Done()
+		b.ln.Close()
+		b.mu.Lock()
+		for c := range b.mu.conns {
+			c.close()
+		}
+		b.mu.Unlock()
+	})
+	if cfg.Meta != nil {
+		b.goroutine(func() { b.registerLoop(b.ctx) })
+		if cfg.GCInterval > 0 {
+			b.goroutine(func() { b.gcLoop(b.ctx) })
+		}
+	}
+	log.Info("bookie started", "address", b.addr, "listen", ln.Addr().String(), "data_dir", cfg.DataDir)
+	return b, nil
+}
+
+func (b *Bookie) goroutine(f func()) {
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		f()
+	}()
+}
+
+// Addr is the address the bookie serves on (its advertised address if one
+// was configured).
+func (b *Bookie) Addr() string { return b.addr }
+
+// Done is closed when the bookie stops: after Close, or on its own after a
+// fatal error.
+func (b *Bookie) Done() <-chan struct{} { return b.ctx.Done() }
+
+// Err is the fatal error that stopped the bookie (wrapping ErrJournalSync or
+// ErrStorage), or nil.
+func (b *Bookie) Err() error {
+	select {
+	case <-b.ctx.Done():
+		return b.fatalErr
+	default:
+		return nil
+	}
+}
+
+// ReadOnly reports whether the bookie refuses adds because its disk is full.
+func (b *Bookie) ReadOnly() bool { return b.readOnly.Load() }
+
+// Close stops the bookie, waits for every goroutine it started and closes its
+// storage. It returns the fatal error, if one stopped the bookie.
+func (b *Bookie) Close() error {
+	b.closeOnce.Do(func() {
+		b.cancel()
+		b.wg.Wait()
+		if err := b.store.close(); err != nil && b.fatalErr == nil {
+			b.closeErr = fmt.Errorf("%w: close: %w", ErrStorage, err)
+		}
+		b.log.Info("bookie stopped")
+	})
+	if b.fatalErr != nil {
+		return b.fatalErr
+	}
+	return b.closeErr
+}
+
+// fatal stops the bookie because its storage can no longer be trusted.
+func (b *Bookie) fatal(err error) {
+	b.fatalOnce.Do(func() {
+		b.log.Error("fatal storage error; the bookie stops", "err", err)
+		b.fatalErr = err
+		b.cancel()
+	})
+}
+
+func (b *Bookie) setReadOnly() {
+	if b.readOnly.CompareAndSwap(false, true) {
+		b.m.readOnly.Set(1)
+		select {
+		case b.readOnlyC <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (b *Bookie) acceptLoop() {
+	for {
+		nc, err := b.ln.Accept()
+		if err != nil {
+			if b.ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			b.log.Warn("accept failed", "err", err)
+			// Back off so that a persistent error (EMFILE) cannot spin.
+			t := b.clock.NewTicker(100 * time.Millisecond)
+			select {
+			case <-t.C():
+			case <-b.ctx.Done():
+			}
+			t.Stop()
+			continue
+		}
+		c := &serverConn{
+			b: b, nc: nc, log: b.log.With("peer", nc.RemoteAddr().String()),
+			out:   make(chan []byte, b.cfg.MaxConnInFlight+1), // +1: closeAfter
+			slots: make(chan struct{}, b.cfg.MaxConnInFlight),
+			done:  make(chan struct{}),
+		}
+		b.mu.Lock()
+		if b.ctx.Err() != nil {
+			b.mu.Unlock()
+			nc.Close()
+			return
+		}
+		b.mu.conns[c] = struct{}{}
+		b.mu.Unlock()
+		b.goroutine(c.writeLoop)
+		b.goroutine(func() {
+			c.readLoop()
+			b.mu.Lock()
+			delete(b.mu.conns, c)
+			b.mu.Unlock()
+		})
+	}
+}
+
+// registration is the bookie's current registration value.
+func (b *Bookie) registration() []byte {
+	return bkproto.Registration{ID: b.cfg.ID, Address: b.addr, Rack: b.cfg.Rack, ReadOnly: b.readOnly.Load()}.Marshal()
+}

@@ -1,0 +1,163 @@
+package bookie
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/meridian-mq/meridian/cluster/bookie/bkproto"
+	"github.com/meridian-mq/meridian/cluster/meta"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Config configures a bookie. Flags of `meridian bookie` map onto it.
+type Config struct {
+	// Region is the region the bookie belongs to; it names the metadata
+	// prefixes it registers under and garbage-collects against. Required.
+	Region string
+	// ID names the bookie in its registration. Required; stable across
+	// restarts so that a restart can revoke its previous run's lease.
+	ID string
+	// Rack is the failure domain used by rack-aware placement; may be empty.
+	Rack string
+	// DataDir holds the journal (DataDir/journal) and the entry index
+	// (DataDir/index). Required.
+	DataDir string
+	// ListenAddr is the TCP address to serve on, e.g. "127.0.0.1:3181";
+	// port 0 picks a free port.
+	ListenAddr string
+	// AdvertiseAddr is the address written in the registration; empty means
+	// the listener's actual address.
+	AdvertiseAddr string
+
+	// Meta is the metadata store used to register and to find deleted
+	// ledgers. Nil runs the bookie without either (unit tests only).
+	Meta meta.Store
+	// LeaseTTL is the registration lease's time to live: how long a dead
+	// bookie stays listed. 2s..5m.
+	LeaseTTL time.Duration
+	// GCInterval is the period of garbage collection of ledgers whose
+	// metadata is gone; 0 disables it. Each pass lists the region's ledger
+	// keys, so very small values load etcd. 0 or >= 1s.
+	GCInterval time.Duration
+
+	// JournalQueue bounds the adds (and fences, LAC writes) waiting for the
+	// journal. A full queue blocks the connections feeding it, which is the
+	// backpressure the writers see. 1..1<<20.
+	JournalQueue int
+	// JournalMaxBatchBytes caps one group commit's size, so that one sync
+	// never waits behind an unbounded write. 64 KiB..256 MiB.
+	JournalMaxBatchBytes int
+	// JournalMaxWait caps how long a group commit keeps collecting records
+	// while they keep arriving; it is never a fixed delay: a commit starts as
+	// soon as the queue is empty. 0..1s.
+	JournalMaxWait time.Duration
+	// JournalFileSize is the size at which the journal rolls to a new file;
+	// the files behind the last checkpoint are deleted, so it also bounds the
+	// replay after a crash. 1 MiB..4 GiB.
+	JournalFileSize int64
+
+	// MaxEntrySize is the largest payload accepted; larger adds get TooLarge.
+	// 1..bkproto.MaxPayloadSize.
+	MaxEntrySize int
+	// MaxConnInFlight bounds the requests one connection may have
+	// outstanding; the bookie stops reading from a connection at the bound.
+	// With MaxEntrySize it bounds a connection's memory. 1..65536.
+	MaxConnInFlight int
+	// IndexCacheSize is pebble's block cache, in bytes. >= 0.
+	IndexCacheSize int64
+
+	// FS is the journal's filesystem; nil is the real one.
+	FS FS
+	// Failpoints are injected faults (see Failpoints); zero value: none.
+	Failpoints Failpoints
+	// Registerer receives the bookie's metrics; nil registers nowhere.
+	Registerer prometheus.Registerer
+	// Logger; nil discards.
+	Logger *slog.Logger
+	// Clock drives timeouts (long-polls) and periodic work; nil is the
+	// real clock.
+	Clock Clock
+}
+
+// DefaultConfig returns a Config with every tunable at its default and the
+// required identity fields empty.
+func DefaultConfig() Config {
+	return Config{
+		ListenAddr:           "127.0.0.1:3181",
+		LeaseTTL:             10 * time.Second,
+		GCInterval:           5 * time.Minute,
+		JournalQueue:         16384,
+		JournalMaxBatchBytes: 4 << 20,
+		JournalMaxWait:       2 * time.Millisecond,
+		JournalFileSize:      256 << 20,
+		MaxEntrySize:         bkproto.MaxPayloadSize,
+		MaxConnInFlight:      4096,
+		IndexCacheSize:       64 << 20,
+		Failpoints:           Failpoints{JournalSyncAfter: -1, JournalWriteAfter: -1},
+	}
+}
+
+// Validate checks the bounds documented on each field.
+func (c Config) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case c.Region == "":
+		return bad("Region is required")
+	case c.ID == "":
+		return bad("ID is required")
+	case c.DataDir == "":
+		return bad("DataDir is required")
+	case c.ListenAddr == "":
+		return bad("ListenAddr is required")
+	case c.LeaseTTL < 2*time.Second || c.LeaseTTL > 5*time.Minute:
+		return bad("LeaseTTL %s out of range 2s..5m", c.LeaseTTL)
+	case c.GCInterval != 0 && c.GCInterval < time.Second:
+		return bad("GCInterval %s: 0 (off) or at least 1s", c.GCInterval)
+	case c.JournalQueue < 1 || c.JournalQueue > 1<<20:
+		return bad("JournalQueue %d out of range 1..%d", c.JournalQueue, 1<<20)
+	case c.JournalMaxBatchBytes < 64<<10 || c.JournalMaxBatchBytes > 256<<20:
+		return bad("JournalMaxBatchBytes %d out of range 64KiB..256MiB", c.JournalMaxBatchBytes)
+	case c.JournalMaxWait < 0 || c.JournalMaxWait > time.Second:
+		return bad("JournalMaxWait %s out of range 0..1s", c.JournalMaxWait)
+	case c.JournalFileSize < 1<<20 || c.JournalFileSize > 4<<30:
+		return bad("JournalFileSize %d out of range 1MiB..4GiB", c.JournalFileSize)
+	case c.MaxEntrySize < 1 || c.MaxEntrySize > bkproto.MaxPayloadSize:
+		return bad("MaxEntrySize %d out of range 1..%d", c.MaxEntrySize, bkproto.MaxPayloadSize)
+	case c.MaxConnInFlight < 1 || c.MaxConnInFlight > 1<<16:
+		return bad("MaxConnInFlight %d out of range 1..65536", c.MaxConnInFlight)
+	case c.IndexCacheSize < 0:
+		return bad("IndexCacheSize %d is negative", c.IndexCacheSize)
+	}
+	return nil
+}
+
+// Clock is the time source, injected so that tests control it.
+type Clock interface {
+	Now() time.Time
+	// AfterFunc calls f in its own goroutine after d, unless stopped first.
+	AfterFunc(d time.Duration, f func()) interface{ Stop() bool }
+	// NewTicker returns a ticker; the caller must Stop it.
+	NewTicker(d time.Duration) Ticker
+}
+
+// Ticker is the part of *time.Ticker the bookie uses.
+type Ticker interface {
+	C() <-chan time.Time
+	Stop()
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }
+func (realClock) AfterFunc(d time.Duration, f func()) interface{ Stop() bool } {
+	return time.AfterFunc(d, f)
+}
+func (realClock) NewTicker(d time.Duration) Ticker { return realTicker{time.NewTicker(d)} }
+
+type realTicker struct{ t *time.Ticker }
+
+func (t realTicker) C() <-chan time.Time { return t.t.C }
+func (t realTicker) Stop()               { t.t.Stop() }

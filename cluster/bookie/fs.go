@@ -1,0 +1,165 @@
+package bookie
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+)
+
+// FS is the filesystem under the journal and the checkpoint file. It is an
+// interface so that tests (and failpoints in a real process) can make writes
+// fail with ENOSPC and syncs fail with EIO. The entry index lives in pebble,
+// which has its own vfs; its faults surface as ErrStorage.
+type FS interface {
+	// OpenFile opens name like os.OpenFile.
+	OpenFile(name string, flag int, perm os.FileMode) (File, error)
+	Remove(name string) error
+	Rename(oldname, newname string) error
+	MkdirAll(name string, perm os.FileMode) error
+	// ReadDirNames lists the names in a directory, sorted.
+	ReadDirNames(name string) ([]string, error)
+	// SyncDir makes a directory's entries (creations, renames, removals)
+	// durable.
+	SyncDir(name string) error
+}
+
+// File is an open file of an FS.
+type File interface {
+	io.Reader
+	io.Writer
+	io.Closer
+	// Sync makes the file's data durable (fdatasync: data and the size, not
+	// the timestamps).
+	Sync() error
+	Truncate(size int64) error
+	Seek(offset int64, whence int) (int64, error)
+}
+
+// OSFS is the real filesystem.
+type OSFS struct{}
+
+type osFile struct{ *os.File }
+
+// Sync is fdatasync: the journal only needs its data and length durable, and
+// skipping the inode timestamps saves a metadata write per sync.
+func (f osFile) Sync() error {
+	for {
+		err := syscall.Fdatasync(int(f.File.Fd()))
+		if err != syscall.EINTR {
+			return err
+		}
+	}
+}
+
+func (OSFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
+	f, err := os.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return osFile{f}, nil
+}
+
+func (OSFS) Remove(name string) error                     { return os.Remove(name) }
+func (OSFS) Rename(oldname, newname string) error         { return os.Rename(oldname, newname) }
+func (OSFS) MkdirAll(name string, perm os.FileMode) error { return os.MkdirAll(name, perm) }
+
+func (OSFS) ReadDirNames(name string) ([]string, error) {
+	ents, err := os.ReadDir(name) // sorted by name
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(ents))
+	for i, e := range ents {
+		names[i] = e.Name()
+	}
+	return names, nil
+}
+
+func (OSFS) SyncDir(name string) error {
+	d, err := os.Open(filepath.Clean(name))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// FaultFS wraps an FS and injects errors into writes and syncs of its files.
+// A fault armed with after = n lets n more calls succeed and then fails every
+// later call with err, until it is cleared. It is what tests and the
+// journal-write / journal-fsync failpoints use.
+type FaultFS struct {
+	FS
+	mu    sync.Mutex
+	write fault // guarded by mu
+	sync  fault // guarded by mu
+}
+
+type fault struct {
+	err   error
+	after int
+}
+
+// NewFaultFS wraps fs with no fault armed.
+func NewFaultFS(fs FS) *FaultFS { return &FaultFS{FS: fs} }
+
+// FailWrites makes file writes fail with err (e.g. syscall.ENOSPC) after
+// `after` more successful ones; a nil err clears the fault.
+func (f *FaultFS) FailWrites(err error, after int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.write = fault{err: err, after: after}
+}
+
+// FailSyncs makes file syncs fail with err (e.g. syscall.EIO) after `after`
+// more successful ones; a nil err clears the fault.
+func (f *FaultFS) FailSyncs(err error, after int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.sync = fault{err: err, after: after}
+}
+
+func (f *FaultFS) check(which *fault) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if which.err == nil {
+		return nil
+	}
+	if which.after > 0 {
+		which.after--
+		return nil
+	}
+	return which.err
+}
+
+func (f *FaultFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
+	file, err := f.FS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return &faultFile{File: file, fs: f}, nil
+}
+
+type faultFile struct {
+	File
+	fs *FaultFS
+}
+
+func (f *faultFile) Write(p []byte) (int, error) {
+	if err := f.fs.check(&f.fs.write); err != nil {
+		// A full disk often takes part of a write before refusing the
+		// rest; do the same so the journal's truncate-back is exercised.
+		n, _ := f.File.Write(p[:len(p)/2])
+		return n, &os.PathError{Op: "write", Path: "journal", Err: err}
+	}
+	return f.File.Write(p)
+}
+
+func (f *faultFile) Sync() error {
+	if err := f.fs.check(&f.fs.sync); err != nil {
+		return &os.PathError{Op: "fdatasync", Path: "journal", Err: err}
+	}
+	return f.File.Sync()
+}

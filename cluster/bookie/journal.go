@@ -1,0 +1,502 @@
+package bookie
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/meridian-mq/meridian/cluster/bookie/bkproto"
+)
+
+// op is a record waiting for the journal, with whom to tell.
+type op struct {
+	rec      record
+	enqueued time.Time
+	// done is called exactly once, by the journal goroutine, after the
+	// record is fsynced and applied, or has failed. It must not block.
+	done func(opResult)
+}
+
+// journal is the bookie's write-ahead log, and its group commit.
+//
+// One goroutine (run) owns the current journal file. It takes whatever is
+// queued (at least one op, at most JournalMaxBatchBytes, and it stops
+// collecting after JournalMaxWait if ops keep arriving), writes the batch with
+// one write(2), fdatasyncs, applies the batch to the store, and only then
+// calls the ops' done callbacks: an add is acknowledged only after its record
+// is durable. It never waits for more work once the queue is empty, so a lone
+// add costs one sync, and under load every sync carries everything that
+// arrived during the previous one: the batch size adapts to the disk's
+// latency instead of to a timer.
+//
+// Faults (DESIGN §4): ENOSPC on write truncates the partial batch away, fails
+// the batch with ReadOnly and turns the bookie read-only; any other write
+// error or any sync error is fatal (ErrJournalSync), because after a failed
+// fsync the kernel may have dropped the dirty pages and no later sync can say
+// whether earlier acknowledged data is on disk.
+//
+// Files are named %016x.log by a sequence number and rolled at
+// JournalFileSize. After a roll, the checkpointer flushes pebble and records
+// the first file still needed in CHECKPOINT; older files are deleted.
+type journal struct {
+	fs    FS
+	dir   string
+	log   *slog.Logger
+	m     *metrics
+	clock Clock
+	store *store
+
+	maxBatchBytes int
+	maxWait       time.Duration
+	fileSize      int64
+
+	queue chan *op
+	// rolled carries the number of a newly opened file to the
+	// checkpointer; it holds at most one pending value (the newest).
+	rolled chan uint64
+
+	onFatal    func(error)
+	onReadOnly func()
+	readOnly   *atomic.Bool
+
+	// Owned by run.
+	file    File
+	fileNum uint64
+	size    int64
+	buf     []byte
+	results []opResult
+	recs    []*record
+}
+
+const checkpointName = "CHECKPOINT"
+
+func journalFileName(n uint64) string { return fmt.Sprintf("%016x.log", n) }
+
+func parseJournalFileName(name string) (uint64, bool) {
+	hex, ok := strings.CutSuffix(name, ".log")
+	if !ok || len(hex) != 16 {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(hex, 16, 64)
+	return n, err == nil
+}
+
+// openJournal replays the journal into the store and opens a fresh file.
+// Replay applies every record from the checkpoint on, in order; a damaged
+// record at the very end of the last file is a write cut by a crash (it was
+// never acknowledged, since acks follow the sync) and is truncated away;
+// damage anywhere else is ErrJournalCorrupt. After replay pebble is flushed,
+// the checkpoint moves past the replayed files and they are deleted, so the
+// next crash replays only what was written after this start.
+func openJournal(j *journal) error {
+	if err := j.fs.MkdirAll(j.dir, 0o755); err != nil {
+		return fmt.Errorf("bookie: create journal dir: %w", err)
+	}
+	cp, err := readCheckpoint(j.fs, j.dir)
+	if err != nil {
+		return err
+	}
+	names, err := j.fs.ReadDirNames(j.dir)
+	if err != nil {
+		return fmt.Errorf("bookie: list journal: %w", err)
+	}
+	var files []uint64
+	for _, name := range names {
+		if n, ok := parseJournalFileName(name); ok {
+			files = append(files, n)
+		}
+	}
+	next := cp
+	replayed := 0
+	for i, n := range files {
+		if n < cp {
+			continue // deleted below; a crash interrupted the last deletion
+		}
+		count, err := j.replayFile(n, i == len(files)-1)
+		if err != nil {
+			return err
+		}
+		replayed += count
+		next = n + 1
+	}
+	if replayed > 0 {
+		j.log.Info("journal replayed", "records", replayed, "files", len(files))
+	}
+	if err := j.store.flush(); err != nil {
+		return err
+	}
+	if err := writeCheckpoint(j.fs, j.dir, next); err != nil {
+		return err
+	}
+	j.removeBefore(next)
+	return j.openFile(next)
+}
+
+func (j *journal) openFile(n uint64) error {
+	f, err := j.fs.OpenFile(filepath.Join(j.dir, journalFileName(n)), os.O_CREATE|os.O_EXCL|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("bookie: create journal file: %w", err)
+	}
+	if err := j.fs.SyncDir(j.dir); err != nil {
+		f.Close()
+		return fmt.Errorf("%w: sync journal dir: %w", ErrJournalSync, err)
+	}
+	if j.file != nil {
+		j.file.Close()
+	}
+	j.file, j.fileNum, j.size = f, n, 0
+	return nil
+}
+
+func (j *journal) replayFile(n uint64, last bool) (int, error) {
+	path := filepath.Join(j.dir, journalFileName(n))
+	f, err := j.fs.OpenFile(path, os.O_RDONLY, 0)
+	if err != nil {
+		return 0, fmt.Errorf("bookie: open journal %s: %w", path, err)
+	}
+	defer f.Close()
+	br := bufio.NewReaderSize(f, 1<<20)
+	var (
+		off     int64
+		count   int
+		batch   []*record
+		pending int
+	)
+	applyBatch := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		results := make([]opResult, len(batch))
+		if err := j.store.apply(batch, results); err != nil {
+			return err
+		}
+		batch, pending = batch[:0], 0
+		return nil
+	}
+	var hdr [recordHeaderSize]byte
+	for {
+		torn := ""
+		if _, err := io.ReadFull(br, hdr[:]); err == io.EOF {
+			break
+		} else if err != nil {
+			torn = "cut in a record header"
+		}
+		var body []byte
+		if torn == "" {
+			size := binary.BigEndian.Uint32(hdr[:])
+			if size > maxRecordBody {
+				torn = fmt.Sprintf("record length %d is impossible", size)
+			} else {
+				body = make([]byte, size)
+				if _, err := io.ReadFull(br, body); err != nil {
+					torn = "cut in a record body"
+				} else if crc32.Checksum(body, crcTable) != binary.BigEndian.Uint32(hdr[4:]) {
+					torn = "record fails its checksum"
+				}
+			}
+		}
+		if torn != "" {
+			if !last {
+				return 0, fmt.Errorf("%w: %s at offset %d of %s, which is not the last file", ErrJournalCorrupt, torn, off, path)
+			}
+			if err := applyBatch(); err != nil {
+				return 0, err
+			}
+			j.log.Warn("truncating torn journal tail", "file", path, "offset", off, "why", torn)
+			if err := truncateFile(j.fs, path, off); err != nil {
+				return 0, err
+			}
+			return count, nil
+		}
+		rec, err := decodeRecord(body)
+		if err != nil {
+			return 0, fmt.Errorf("%w: %s at offset %d: %w", ErrJournalCorrupt, path, off, err)
+		}
+		batch = append(batch, &rec)
+		pending += len(body)
+		count++
+		off += recordHeaderSize + int64(len(body))
+		if len(batch) >= 4096 || pending >= 32<<20 {
+			if err := applyBatch(); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return count, applyBatch()
+}
+
+func truncateFile(fs FS, path string, size int64) error {
+	f, err := fs.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return fmt.Errorf("bookie: truncate %s: %w", path, err)
+	}
+	defer f.Close()
+	if err := f.Truncate(size); err != nil {
+		return fmt.Errorf("bookie: truncate %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrJournalSync, path, err)
+	}
+	return nil
+}
+
+func readCheckpoint(fs FS, dir string) (uint64, error) {
+	f, err := fs.OpenFile(filepath.Join(dir, checkpointName), os.O_RDONLY, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("bookie: read checkpoint: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, 64))
+	if err != nil {
+		return 0, fmt.Errorf("bookie: read checkpoint: %w", err)
+	}
+	n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 16, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%w: checkpoint %q: %w", ErrJournalCorrupt, b, err)
+	}
+	return n, nil
+}
+
+// writeCheckpoint durably records that journal files before n are no longer
+// needed: write a temporary file, sync it, rename it over the old one, sync
+// the directory.
+func writeCheckpoint(fs FS, dir string, n uint64) error {
+	tmp := filepath.Join(dir, checkpointName+".tmp")
+	f, err := fs.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("bookie: write checkpoint: %w", err)
+	}
+	_, werr := fmt.Fprintf(f, "%016x\n", n)
+	serr := f.Sync()
+	cerr := f.Close()
+	if err := errors.Join(werr, cerr); err != nil {
+		return fmt.Errorf("bookie: write checkpoint: %w", err)
+	}
+	if serr != nil {
+		return fmt.Errorf("%w: checkpoint: %w", ErrJournalSync, serr)
+	}
+	if err := fs.Rename(tmp, filepath.Join(dir, checkpointName)); err != nil {
+		return fmt.Errorf("bookie: write checkpoint: %w", err)
+	}
+	if err := fs.SyncDir(dir); err != nil {
+		return fmt.Errorf("%w: checkpoint dir: %w", ErrJournalSync, err)
+	}
+	return nil
+}
+
+// removeBefore deletes the journal files before n. A failure only leaves a
+// file that the next start skips and deletes.
+func (j *journal) removeBefore(n uint64) {
+	names, err := j.fs.ReadDirNames(j.dir)
+	if err != nil {
+		j.log.Warn("cannot list journal for cleanup", "err", err)
+		return
+	}
+	for _, name := range names {
+		if f, ok := parseJournalFileName(name); ok && f < n {
+			if err := j.fs.Remove(filepath.Join(j.dir, name)); err != nil {
+				j.log.Warn("cannot delete old journal file", "file", name, "err", err)
+			}
+		}
+	}
+}
+
+// enqueue hands an op to the journal, waiting while the queue is full (that
+// wait is the backpressure a writer feels). It fails with ErrClosed when the
+// bookie stops first.
+func (j *journal) enqueue(ctx context.Context, o *op) error {
+	select {
+	case j.queue <- o:
+		return nil
+	case <-ctx.Done():
+		return ErrClosed
+	}
+}
+
+// run is the journal goroutine. It returns when ctx is done or after a fatal
+// error, failing whatever is still queued.
+func (j *journal) run(ctx context.Context) {
+	batch := make([]*op, 0, 1024)
+	defer func() {
+		j.drain(fmt.Errorf("%w: the bookie is stopping", bkproto.ErrInternal))
+		if j.file != nil {
+			j.file.Close()
+		}
+	}()
+	for {
+		var first *op
+		select {
+		case first = <-j.queue:
+		case <-ctx.Done():
+			return
+		}
+		batch = append(batch[:0], first)
+		bytes := first.rec.size()
+		start := j.clock.Now()
+	collect:
+		for bytes < j.maxBatchBytes {
+			select {
+			case o := <-j.queue:
+				batch = append(batch, o)
+				bytes += o.rec.size()
+				// The cap, checked every few records: a queue that never
+				// drains must not postpone the sync forever.
+				if len(batch)%64 == 0 && j.clock.Now().Sub(start) >= j.maxWait {
+					break collect
+				}
+			default:
+				break collect // queue drained: commit now
+			}
+		}
+		if !j.commit(batch) {
+			return
+		}
+		clear(batch)
+	}
+}
+
+func (j *journal) drain(err error) {
+	for {
+		select {
+		case o := <-j.queue:
+			o.done(opResult{err: err, lac: bkproto.NoEntry})
+		default:
+			return
+		}
+	}
+}
+
+func failAll(batch []*op, err error) {
+	for _, o := range batch {
+		o.done(opResult{err: err, lac: bkproto.NoEntry})
+	}
+}
+
+// commit writes, syncs and applies one batch, then answers it. It returns
+// false after a fatal error.
+func (j *journal) commit(batch []*op) bool {
+	j.buf = j.buf[:0]
+	j.recs = j.recs[:0]
+	for _, o := range batch {
+		j.buf = appendRecord(j.buf, &o.rec)
+		j.recs = append(j.recs, &o.rec)
+	}
+	start := j.clock.Now()
+	if _, err := j.file.Write(j.buf); err != nil {
+		if errors.Is(err, syscall.ENOSPC) {
+			return j.diskFull(batch, err)
+		}
+		return j.fatal(batch, fmt.Errorf("%w: write: %w", ErrJournalSync, err))
+	}
+	if err := j.file.Sync(); err != nil {
+		return j.fatal(batch, fmt.Errorf("%w: %w", ErrJournalSync, err))
+	}
+	j.size += int64(len(j.buf))
+	j.m.journalSync.Observe(j.clock.Now().Sub(start).Seconds())
+	j.m.journalBatch.Observe(float64(len(batch)))
+
+	if cap(j.results) < len(batch) {
+		j.results = make([]opResult, len(batch))
+	}
+	results := j.results[:len(batch)]
+	if err := j.store.apply(j.recs, results); err != nil {
+		return j.fatal(batch, err)
+	}
+	for i, o := range batch {
+		o.done(results[i])
+	}
+	if j.buf = j.buf[:0]; cap(j.buf) > 2*j.maxBatchBytes {
+		j.buf = nil // do not pin one oversized batch's buffer
+	}
+	if j.size >= j.fileSize {
+		return j.roll()
+	}
+	return true
+}
+
+// diskFull handles ENOSPC: the partial write is cut off (and that made
+// durable, so that replay never meets a torn record followed by good ones),
+// the batch is refused, and the bookie turns read-only.
+func (j *journal) diskFull(batch []*op, werr error) bool {
+	if err := j.file.Truncate(j.size); err != nil {
+		return j.fatal(batch, fmt.Errorf("%w: truncate after %w: %w", ErrJournalSync, werr, err))
+	}
+	if err := j.file.Sync(); err != nil {
+		return j.fatal(batch, fmt.Errorf("%w: sync after truncate: %w", ErrJournalSync, err))
+	}
+	if !j.readOnly.Load() {
+		j.log.Error("journal disk is full; the bookie is now read-only", "err", werr)
+		j.onReadOnly()
+	}
+	failAll(batch, fmt.Errorf("%w: journal disk full", bkproto.ErrReadOnly))
+	return true
+}
+
+func (j *journal) fatal(batch []*op, err error) bool {
+	failAll(batch, fmt.Errorf("%w: %v", bkproto.ErrInternal, err))
+	j.onFatal(err)
+	return false
+}
+
+// roll starts a new journal file and asks the checkpointer to retire the
+// old ones. ENOSPC keeps the current file and turns the bookie read-only.
+func (j *journal) roll() bool {
+	next := j.fileNum + 1
+	if err := j.openFile(next); err != nil {
+		if errors.Is(err, syscall.ENOSPC) {
+			if !j.readOnly.Load() {
+				j.log.Error("no space for a new journal file; the bookie is now read-only", "err", err)
+				j.onReadOnly()
+			}
+			return true
+		}
+		j.onFatal(err)
+		return false
+	}
+	select {
+	case <-j.rolled: // replace an older pending request
+	default:
+	}
+	j.rolled <- next
+	return true
+}
+
+// checkpointLoop retires journal files: once every record in files before n
+// is in pebble's sstables (Flush), CHECKPOINT says so and the files go.
+func (j *journal) checkpointLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case n := <-j.rolled:
+			if err := j.store.flush(); err != nil {
+				j.onFatal(err)
+				return
+			}
+			if err := writeCheckpoint(j.fs, j.dir, n); err != nil {
+				if errors.Is(err, syscall.ENOSPC) {
+					j.log.Warn("no space to write the journal checkpoint; old journal files are kept", "err", err)
+					continue
+				}
+				j.onFatal(err)
+				return
+			}
+			j.removeBefore(n)
+		}
+	}
+}

@@ -1,0 +1,77 @@
+package bookie
+
+import (
+	"github.com/meridian-mq/meridian/cluster/bookie/bkproto"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are every metric the bookie exports, declared in this one place and
+// registered on the registry the caller passes in (never the global one).
+type metrics struct {
+	journalSync    prometheus.Histogram
+	journalBatch   prometheus.Histogram
+	addLatency     prometheus.Histogram
+	adds           *prometheus.CounterVec
+	reads          *prometheus.CounterVec
+	checksumErrors prometheus.Counter
+	readOnly       prometheus.Gauge
+	ledgers        prometheus.Gauge
+	gcDeleted      prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		journalSync: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "meridian_bookie_journal_sync_seconds",
+			Help:    "Time of one journal write plus fdatasync (one group commit).",
+			Buckets: prometheus.ExponentialBuckets(50e-6, 2, 16),
+		}),
+		journalBatch: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "meridian_bookie_journal_batch_records",
+			Help:    "Records written by one group commit.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 14),
+		}),
+		addLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "meridian_bookie_add_seconds",
+			Help:    "Time from an add's arrival to its acknowledgement.",
+			Buckets: prometheus.ExponentialBuckets(50e-6, 2, 16),
+		}),
+		adds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "meridian_bookie_adds_total",
+			Help: "Add requests answered, by status.",
+		}, []string{"status"}),
+		reads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "meridian_bookie_reads_total",
+			Help: "Read requests answered, by status.",
+		}, []string{"status"}),
+		checksumErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "meridian_bookie_checksum_errors_total",
+			Help: "Entries that failed their CRC32C, on add or on read.",
+		}),
+		readOnly: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "meridian_bookie_read_only",
+			Help: "1 while the bookie refuses adds because its disk is full.",
+		}),
+		ledgers: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "meridian_bookie_ledgers",
+			Help: "Ledgers stored on this bookie.",
+		}),
+		gcDeleted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "meridian_bookie_gc_ledgers_deleted_total",
+			Help: "Ledgers deleted because their metadata is gone.",
+		}),
+	}
+	for s := bkproto.StatusOK; s <= bkproto.StatusInternal; s++ {
+		m.adds.WithLabelValues(s.String())
+		m.reads.WithLabelValues(s.String())
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{m.journalSync, m.journalBatch, m.addLatency, m.adds, m.reads,
+			m.checksumErrors, m.readOnly, m.ledgers, m.gcDeleted} {
+			if err := reg.Register(c); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return m, nil
+}

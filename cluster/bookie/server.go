@@ -1,0 +1,284 @@
+package bookie
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+
+	"github.com/meridian-mq/meridian/cluster/bookie/bkproto"
+)
+
+// serverConn is one client connection. Its reader goroutine decodes requests
+// and dispatches them; reads are served inline, while adds, fences and LAC
+// writes go to the journal and are answered from the journal goroutine when
+// durable, and long-polls are answered from a timer or a LAC update. Every
+// answer goes through out to the writer goroutine, the only one that writes
+// to the socket. So responses leave in completion order, not request order.
+//
+// Bounds: the reader takes a slot from slots before dispatching a request and
+// the writer returns it after writing the response, so at most
+// MaxConnInFlight requests are outstanding and out (of that capacity) never
+// blocks a responder. In particular the journal goroutine never waits on a
+// slow client.
+type serverConn struct {
+	b     *Bookie
+	nc    net.Conn
+	log   *slog.Logger
+	out   chan []byte
+	slots chan struct{}
+	done  chan struct{}
+	once  sync.Once
+}
+
+// closeAfter, sent on out, makes the writer close the connection after
+// writing everything before it.
+var closeAfter = []byte{}
+
+func (c *serverConn) close() {
+	c.once.Do(func() {
+		close(c.done)
+		c.nc.Close()
+	})
+}
+
+func (c *serverConn) respond(requestID uint64, m bkproto.Message) {
+	c.out <- bkproto.AppendFrame(nil, requestID, m)
+}
+
+func (c *serverConn) writeLoop() {
+	bw := bufio.NewWriterSize(c.nc, 64<<10)
+	write := func(f []byte) bool {
+		if len(f) == 0 { // closeAfter
+			bw.Flush()
+			c.close()
+			return false
+		}
+		_, err := bw.Write(f)
+		<-c.slots
+		if err != nil {
+			c.close()
+			return false
+		}
+		return true
+	}
+	for {
+		select {
+		case <-c.done:
+			return
+		case f := <-c.out:
+			if !write(f) {
+				return
+			}
+		drain:
+			for {
+				select {
+				case f := <-c.out:
+					if !write(f) {
+						return
+					}
+				default:
+					break drain
+				}
+			}
+			if err := bw.Flush(); err != nil {
+				c.close()
+				return
+			}
+		}
+	}
+}
+
+func (c *serverConn) readLoop() {
+	defer c.close()
+	br := bufio.NewReaderSize(c.nc, 64<<10)
+	for {
+		f, err := bkproto.ReadFrame(br, bkproto.MaxFrameSize)
+		if err != nil {
+			select {
+			case <-c.done:
+			default:
+				if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+					c.log.Warn("closing bookie connection: bad frame", "err", err)
+				}
+			}
+			return
+		}
+		select {
+		case c.slots <- struct{}{}:
+		case <-c.done:
+			return
+		}
+		m, err := bkproto.Decode(f)
+		if err == nil && f.Type&bkproto.ResponseBit != 0 {
+			err = fmt.Errorf("%w: a client sent a response (%s)", bkproto.ErrMalformedFrame, f.Type)
+		}
+		if err != nil {
+			c.log.Warn("closing bookie connection: malformed request", "err", err)
+			if resp := badRequest(f.Type, err); resp != nil {
+				c.respond(f.RequestID, resp)
+			} else {
+				<-c.slots
+			}
+			c.out <- closeAfter
+			return
+		}
+		c.b.dispatch(c, f.RequestID, m)
+	}
+}
+
+// badRequest is the BadRequest response to a request type, or nil if the
+// type is not a request we know.
+func badRequest(t bkproto.MsgType, err error) bkproto.Message {
+	r := bkproto.Result{Status: bkproto.StatusBadRequest, Message: err.Error()}
+	switch t {
+	case bkproto.TypeAddEntry:
+		return &bkproto.AddResponse{Result: r}
+	case bkproto.TypeReadEntry:
+		return &bkproto.ReadResponse{Result: r}
+	case bkproto.TypeReadLAC:
+		return &bkproto.ReadLACResponse{Result: r}
+	case bkproto.TypeFence:
+		return &bkproto.FenceResponse{Result: r}
+	case bkproto.TypeWriteLAC:
+		return &bkproto.WriteLACResponse{Result: r}
+	}
+	return nil
+}
+
+func result(err error) bkproto.Result {
+	if err == nil {
+		return bkproto.Result{}
+	}
+	return bkproto.Result{Status: bkproto.StatusOf(err), Message: err.Error()}
+}
+
+// dispatch serves one request. It runs on the connection's reader goroutine
+// and must not block except to hand work to the journal.
+func (b *Bookie) dispatch(c *serverConn, id uint64, m bkproto.Message) {
+	switch req := m.(type) {
+	case *bkproto.AddRequest:
+		b.handleAdd(c, id, req)
+	case *bkproto.ReadRequest:
+		if req.Fence {
+			b.handleFencingRead(c, id, req)
+			return
+		}
+		c.respond(id, b.readResponse(req.LedgerID, req.EntryID))
+	case *bkproto.ReadLACRequest:
+		b.handleReadLAC(c, id, req)
+	case *bkproto.FenceRequest:
+		b.journalOp(c, id, record{kind: recFence, ledgerID: req.LedgerID}, func(res opResult) bkproto.Message {
+			return &bkproto.FenceResponse{Result: result(res.err), LedgerID: req.LedgerID, LastAddConfirmed: res.lac}
+		})
+	case *bkproto.WriteLACRequest:
+		if req.LedgerID < 0 || req.LastAddConfirmed < bkproto.NoEntry {
+			c.respond(id, &bkproto.WriteLACResponse{Result: result(fmt.Errorf("%w: negative ledger id or LAC", bkproto.ErrBadRequest)), LedgerID: req.LedgerID})
+			return
+		}
+		b.journalOp(c, id, record{kind: recLAC, ledgerID: req.LedgerID, lac: req.LastAddConfirmed, masterKey: req.MasterKey},
+			func(res opResult) bkproto.Message {
+				return &bkproto.WriteLACResponse{Result: result(res.err), LedgerID: req.LedgerID}
+			})
+	}
+}
+
+func (b *Bookie) handleAdd(c *serverConn, id uint64, req *bkproto.AddRequest) {
+	start := b.clock.Now()
+	refuse := func(err error) {
+		b.m.adds.WithLabelValues(bkproto.StatusOf(err).String()).Inc()
+		c.respond(id, &bkproto.AddResponse{Result: result(err), LedgerID: req.LedgerID, EntryID: req.EntryID})
+	}
+	switch {
+	case req.LedgerID < 0 || req.EntryID < 0 || req.LastAddConfirmed < bkproto.NoEntry:
+		refuse(fmt.Errorf("%w: negative ledger id, entry id or LAC", bkproto.ErrBadRequest))
+		return
+	case b.readOnly.Load():
+		refuse(fmt.Errorf("%w: bookie %s's disk is full; write to another bookie", bkproto.ErrReadOnly, b.cfg.ID))
+		return
+	case len(req.Payload) > b.cfg.MaxEntrySize:
+		refuse(fmt.Errorf("%w: %d-byte entry, this bookie accepts at most %d", bkproto.ErrTooLarge, len(req.Payload), b.cfg.MaxEntrySize))
+		return
+	case bkproto.EntryChecksum(req.LedgerID, req.EntryID, req.Payload) != req.Checksum:
+		b.m.checksumErrors.Inc()
+		refuse(fmt.Errorf("%w: ledger %d entry %d arrived damaged", bkproto.ErrChecksumMismatch, req.LedgerID, req.EntryID))
+		return
+	}
+	if fenced, _, _ := b.store.ledger(req.LedgerID); fenced && !req.Recovery {
+		// An early answer only; the journal goroutine decides for real.
+		refuse(fmt.Errorf("%w: ledger %d is fenced", bkproto.ErrFenced, req.LedgerID))
+		return
+	}
+	rec := record{kind: recAdd, ledgerID: req.LedgerID, entryID: req.EntryID, lac: req.LastAddConfirmed,
+		recovery: req.Recovery, checksum: req.Checksum, masterKey: req.MasterKey, payload: req.Payload}
+	b.journalOp(c, id, rec, func(res opResult) bkproto.Message {
+		b.m.adds.WithLabelValues(bkproto.StatusOf(res.err).String()).Inc()
+		if res.err == nil {
+			b.m.addLatency.Observe(b.clock.Now().Sub(start).Seconds())
+		}
+		return &bkproto.AddResponse{Result: result(res.err), LedgerID: req.LedgerID, EntryID: req.EntryID}
+	})
+}
+
+// journalOp sends a record through the journal and answers with answer's
+// response once it is durable (or has failed).
+func (b *Bookie) journalOp(c *serverConn, id uint64, rec record, answer func(opResult) bkproto.Message) {
+	o := &op{rec: rec, enqueued: b.clock.Now(), done: func(res opResult) { c.respond(id, answer(res)) }}
+	if err := b.journal.enqueue(b.ctx, o); err != nil {
+		o.done(opResult{err: fmt.Errorf("%w: %w", bkproto.ErrInternal, err), lac: bkproto.NoEntry})
+	}
+}
+
+func (b *Bookie) readResponse(ledgerID, entryID int64) *bkproto.ReadResponse {
+	payload, sum, lac, err := b.store.read(ledgerID, entryID)
+	b.m.reads.WithLabelValues(bkproto.StatusOf(err).String()).Inc()
+	return &bkproto.ReadResponse{Result: result(err), LedgerID: ledgerID, EntryID: entryID,
+		LastAddConfirmed: lac, Checksum: sum, Payload: payload}
+}
+
+// handleFencingRead persists the fence first (through the journal), then
+// reads: the answer proves that no later non-recovery add will be accepted.
+func (b *Bookie) handleFencingRead(c *serverConn, id uint64, req *bkproto.ReadRequest) {
+	b.journalOp(c, id, record{kind: recFence, ledgerID: req.LedgerID}, func(res opResult) bkproto.Message {
+		if res.err != nil {
+			b.m.reads.WithLabelValues(bkproto.StatusOf(res.err).String()).Inc()
+			return &bkproto.ReadResponse{Result: result(res.err), LedgerID: req.LedgerID, EntryID: req.EntryID, LastAddConfirmed: res.lac}
+		}
+		return b.readResponse(req.LedgerID, req.EntryID)
+	})
+}
+
+func (b *Bookie) handleReadLAC(c *serverConn, id uint64, req *bkproto.ReadLACRequest) {
+	answer := func(lac int64, err error) {
+		c.respond(id, &bkproto.ReadLACResponse{Result: result(err), LedgerID: req.LedgerID, LastAddConfirmed: lac})
+	}
+	if !req.LongPoll || req.Timeout <= 0 {
+		_, lac, ok := b.store.ledger(req.LedgerID)
+		if !ok {
+			answer(lac, fmt.Errorf("%w: ledger %d", bkproto.ErrNoSuchLedger, req.LedgerID))
+			return
+		}
+		answer(lac, nil)
+		return
+	}
+	w := b.store.waitLAC(req.LedgerID, req.Previous, answer)
+	if w == nil {
+		return
+	}
+	// The timer's goroutine is the runtime's and lives only to answer; a
+	// bookie shutting down answers nothing, and its connections are closed.
+	b.clock.AfterFunc(req.Timeout, func() {
+		if w.claim() {
+			b.store.forgetWaiter(req.LedgerID, w)
+			_, lac, ok := b.store.ledger(req.LedgerID)
+			if !ok {
+				answer(lac, fmt.Errorf("%w: ledger %d", bkproto.ErrNoSuchLedger, req.LedgerID))
+				return
+			}
+			answer(lac, nil)
+		}
+	})
+}
