@@ -287,7 +287,7 @@ func testWatchFromRevision(t *testing.T, _ harness, s Store, p string) {
 		key, value string
 		create     int64
 	}
-	want := []seen{{EventPut, "a", "1", r1}, {EventPut, "a", "2", r1}, {EventDelete, "a", "", r1}, {EventPut, "b", "x", r4}}
+	want := []seen{{EventPut, "a", "1", r1}, {EventPut, "a", "2", r1}, {EventDelete, "a", "", 0}, {EventPut, "b", "x", r4}}
 	for i, ev := range evs {
 		got := seen{ev.Type, strings.TrimPrefix(ev.KV.Key, p), string(ev.KV.Value), ev.KV.CreateRevision}
 		if got != want[i] {

@@ -216,9 +216,8 @@ func (m *Memory) deleteLocked(keys []string) {
 		if l := m.mu.leases[kv.Lease]; l != nil {
 			delete(l.keys, k)
 		}
-		events = append(events, Event{Type: EventDelete, KV: KV{
-			Key: k, CreateRevision: kv.CreateRevision, ModRevision: rev, Lease: kv.Lease,
-		}})
+		// etcd's delete events carry only the key and the deletion revision.
+		events = append(events, Event{Type: EventDelete, KV: KV{Key: k, ModRevision: rev}})
 	}
 	m.commitLocked(events)
 }

@@ -48,8 +48,8 @@ const (
 	EventDelete
 )
 
-// Event is one change seen by a watch. For EventDelete, KV.Value is nil and
-// KV.ModRevision is the revision of the deletion.
+// Event is one change seen by a watch. For EventDelete only KV.Key and
+// KV.ModRevision (the revision of the deletion) are set, as etcd reports it.
 type Event struct {
 	Type EventType
 	KV   KV
@@ -84,8 +84,11 @@ type Store interface {
 	// ErrConflict.
 	Delete(ctx context.Context, key string, modRev int64) error
 	// Watch streams the changes under prefix from revision fromRev (0 means
-	// "from now"). The channel is closed when ctx is done or after a
-	// WatchResponse carrying Err.
+	// "from now": every change after Watch returns). The channel is closed
+	// when ctx is done or after a WatchResponse carrying Err. When the store
+	// is closed the channel is closed too; its final ErrClosed response is
+	// delivered only if the reader is there to take it, because Close never
+	// waits on a reader.
 	Watch(ctx context.Context, prefix string, fromRev int64) <-chan WatchResponse
 	// Grant creates a lease with the given time to live and keeps it alive in
 	// the background until it is revoked, ctx is done, or the store cannot

@@ -1,0 +1,525 @@
+package meta
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// EtcdConfig configures the etcd-backed Store.
+type EtcdConfig struct {
+	// DialTimeout bounds how long Dial waits for the cluster to answer a
+	// first (linearizable, so quorum-backed) read. Default 5s; at least
+	// 100ms.
+	DialTimeout time.Duration
+	// KeepAliveTime is the gRPC keep-alive ping interval, which is how fast a
+	// dead connection is noticed and the client moves to another endpoint.
+	// Each ping costs one small frame per connection. Default 10s; at least
+	// 1s.
+	KeepAliveTime time.Duration
+	// ListPageSize is how many keys List reads per request. Pages are read at
+	// one revision, so a List stays a consistent snapshot; smaller pages
+	// bound the memory of one response, larger ones save round trips.
+	// Default 1000; between 1 and 100,000.
+	ListPageSize int
+	// Username and Password authenticate to etcd when Username is set.
+	Username, Password string
+	// Logger receives the etcd client's log records at LogLevel and above.
+	// Nil discards them.
+	Logger   *slog.Logger
+	LogLevel slog.Level
+}
+
+// DefaultEtcdConfig returns the defaults documented on EtcdConfig, logging
+// etcd client warnings to slog's default logger.
+func DefaultEtcdConfig() EtcdConfig {
+	return EtcdConfig{
+		DialTimeout:   5 * time.Second,
+		KeepAliveTime: 10 * time.Second,
+		ListPageSize:  1000,
+		Logger:        slog.Default(),
+		LogLevel:      slog.LevelWarn,
+	}
+}
+
+// Validate reports a field out of bounds.
+func (c EtcdConfig) Validate() error {
+	switch {
+	case c.DialTimeout < 100*time.Millisecond:
+		return fmt.Errorf("meta: EtcdConfig.DialTimeout must be at least 100ms, got %v", c.DialTimeout)
+	case c.KeepAliveTime < time.Second:
+		return fmt.Errorf("meta: EtcdConfig.KeepAliveTime must be at least 1s, got %v", c.KeepAliveTime)
+	case c.ListPageSize < 1 || c.ListPageSize > 100_000:
+		return fmt.Errorf("meta: EtcdConfig.ListPageSize must be in [1, 100000], got %d", c.ListPageSize)
+	}
+	return nil
+}
+
+// Etcd is the Store over an etcd cluster.
+//
+// Every conditional write is one etcd Txn: Create compares CreateRevision
+// with 0, Update and Delete compare ModRevision with the caller's. Leases
+// are renewed by the client's KeepAlive; a Lease's Done closes when the
+// keep-alive stream ends for any reason (revoked, expired, renewal impossible
+// before the TTL ran out, Grant's context done, store closed).
+//
+// Goroutines: one per watch (translating etcd's responses) and one per lease
+// (draining its keep-alive channel) and per leadership; all are owned by the
+// store, and Close stops them and waits for them before it closes the client
+// (only a client it dialled itself).
+type Etcd struct {
+	cli      *clientv3.Client
+	ownsCli  bool
+	pageSize int
+
+	life   context.Context
+	cancel context.CancelFunc
+	// wg counts the store's goroutines; Add is only called under mu while
+	// mu.closed is false.
+	wg sync.WaitGroup
+
+	mu struct {
+		sync.Mutex
+		closed bool
+		// leases are the live leases this store keeps alive, so that Revoke
+		// by id ends their Done at once.
+		leases map[LeaseID]*etcdLease
+	}
+}
+
+var _ Store = (*Etcd)(nil)
+
+// Dial connects to the etcd cluster at endpoints and checks that it answers a
+// quorum read within cfg.DialTimeout (or ctx's deadline, if sooner). The
+// store owns the client and closes it on Close.
+func Dial(ctx context.Context, endpoints []string, cfg EtcdConfig) (*Etcd, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if len(endpoints) == 0 {
+		return nil, errors.New("meta: Dial needs at least one etcd endpoint")
+	}
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:            endpoints,
+		DialTimeout:          cfg.DialTimeout,
+		DialKeepAliveTime:    cfg.KeepAliveTime,
+		DialKeepAliveTimeout: cfg.KeepAliveTime,
+		Username:             cfg.Username,
+		Password:             cfg.Password,
+		Logger:               zapToSlog(cfg.Logger, cfg.LogLevel),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("meta: etcd client for %v: %w", endpoints, err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
+	defer cancel()
+	if _, err := cli.Get(pctx, Root, clientv3.WithCountOnly()); err != nil {
+		_ = cli.Close()
+		return nil, fmt.Errorf("meta: etcd at %v did not answer a quorum read within %v "+
+			"(is the cluster up, with a majority of its members?): %w", endpoints, cfg.DialTimeout, err)
+	}
+	s, err := NewEtcd(cli, cfg)
+	if err != nil {
+		_ = cli.Close()
+		return nil, err
+	}
+	s.ownsCli = true
+	return s, nil
+}
+
+// NewEtcd wraps a client the caller already has. Close leaves the client
+// open; only cfg.ListPageSize is used.
+func NewEtcd(cli *clientv3.Client, cfg EtcdConfig) (*Etcd, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Etcd{cli: cli, pageSize: cfg.ListPageSize}
+	s.life, s.cancel = context.WithCancel(context.Background())
+	s.mu.leases = make(map[LeaseID]*etcdLease)
+	return s, nil
+}
+
+// Client is the underlying etcd client, for maintenance (compaction,
+// defragmentation, alarms) that the Store interface leaves out.
+func (s *Etcd) Client() *clientv3.Client { return s.cli }
+
+func (s *Etcd) closed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.closed
+}
+
+// fail maps an etcd error to the package's errors: ErrClosed once the store
+// is closed, ErrLeaseNotFound and ErrCompacted for etcd's own.
+func (s *Etcd) fail(op, key string, err error) error {
+	switch {
+	case s.closed():
+		return ErrClosed
+	case errors.Is(err, rpctypes.ErrLeaseNotFound):
+		return fmt.Errorf("meta: %s %s: %w", op, key, ErrLeaseNotFound)
+	case errors.Is(err, rpctypes.ErrCompacted):
+		return fmt.Errorf("meta: %s %s: %w", op, key, ErrCompacted)
+	}
+	return fmt.Errorf("meta: %s %s: %w", op, key, err)
+}
+
+// Get implements Store.
+func (s *Etcd) Get(ctx context.Context, key string) (KV, error) {
+	if s.closed() {
+		return KV{}, ErrClosed
+	}
+	resp, err := s.cli.Get(ctx, key)
+	if err != nil {
+		return KV{}, s.fail("get", key, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return KV{}, fmt.Errorf("%w: %s", ErrNotFound, key)
+	}
+	return fromEtcd(resp.Kvs[0]), nil
+}
+
+// List implements Store. It reads in pages of ListPageSize keys, all at the
+// revision of the first page, so the result is one consistent snapshot. A
+// compaction past that revision between pages (only possible for a listing
+// that outlasts the compaction retention) fails with ErrCompacted.
+func (s *Etcd) List(ctx context.Context, prefix string) ([]KV, int64, error) {
+	if s.closed() {
+		return nil, 0, ErrClosed
+	}
+	from, end := prefix, clientv3.GetPrefixRangeEnd(prefix)
+	if prefix == "" {
+		from = "\x00" // etcd's "whole key space"
+	}
+	var out []KV
+	var rev int64
+	for {
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(int64(s.pageSize))}
+		if rev != 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
+		resp, err := s.cli.Get(ctx, from, opts...)
+		if err != nil {
+			return nil, 0, s.fail("list", prefix, err)
+		}
+		if rev == 0 {
+			rev = resp.Header.Revision
+		}
+		for _, kv := range resp.Kvs {
+			out = append(out, fromEtcd(kv))
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			return out, rev, nil
+		}
+		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+}
+
+// Create implements Store.
+func (s *Etcd) Create(ctx context.Context, key string, value []byte, lease LeaseID) (int64, error) {
+	if s.closed() {
+		return 0, ErrClosed
+	}
+	resp, err := s.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, string(value), clientv3.WithLease(clientv3.LeaseID(lease)))).
+		Commit()
+	if err != nil {
+		return 0, s.fail("create", key, err)
+	}
+	if !resp.Succeeded {
+		return 0, fmt.Errorf("%w: %s", ErrExists, key)
+	}
+	return resp.Header.Revision, nil
+}
+
+// Update implements Store.
+func (s *Etcd) Update(ctx context.Context, key string, value []byte, modRev int64) (int64, error) {
+	if s.closed() {
+		return 0, ErrClosed
+	}
+	if modRev <= 0 {
+		// ModRevision 0 would match an absent key and create it: a blind put.
+		return 0, fmt.Errorf("%w: %s at revision %d", ErrConflict, key, modRev)
+	}
+	resp, err := s.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.ModRevision(key), "=", modRev)).
+		Then(clientv3.OpPut(key, string(value), clientv3.WithIgnoreLease())).
+		Commit()
+	if err != nil {
+		return 0, s.fail("update", key, err)
+	}
+	if !resp.Succeeded {
+		return 0, fmt.Errorf("%w: %s at revision %d", ErrConflict, key, modRev)
+	}
+	return resp.Header.Revision, nil
+}
+
+// Delete implements Store.
+func (s *Etcd) Delete(ctx context.Context, key string, modRev int64) error {
+	if s.closed() {
+		return ErrClosed
+	}
+	if modRev <= 0 {
+		return fmt.Errorf("%w: %s at revision %d", ErrConflict, key, modRev)
+	}
+	resp, err := s.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.ModRevision(key), "=", modRev)).
+		Then(clientv3.OpDelete(key)).
+		Commit()
+	if err != nil {
+		return s.fail("delete", key, err)
+	}
+	if !resp.Succeeded {
+		return fmt.Errorf("%w: %s at revision %d", ErrConflict, key, modRev)
+	}
+	return nil
+}
+
+// Watch implements Store. "From now" (fromRev 0) is resolved before Watch
+// returns, with one read of the current revision, so that no change made
+// after the call can be missed. The watch requires a leader: a member cut off
+// from its quorum ends the watch with an error rather than going quiet, and
+// the watcher re-lists through a member that can answer.
+func (s *Etcd) Watch(ctx context.Context, prefix string, fromRev int64) <-chan WatchResponse {
+	out := make(chan WatchResponse, 1)
+	fail := func(err error) <-chan WatchResponse {
+		out <- WatchResponse{Err: err}
+		close(out)
+		return out
+	}
+	if s.closed() {
+		return fail(ErrClosed)
+	}
+	if fromRev <= 0 {
+		resp, err := s.cli.Get(ctx, Root, clientv3.WithCountOnly())
+		if err != nil {
+			return fail(s.fail("watch", prefix, err))
+		}
+		fromRev = resp.Header.Revision + 1
+	}
+	if !s.spawn(func(life context.Context) { s.watch(ctx, life, prefix, fromRev, out) }) {
+		return fail(ErrClosed)
+	}
+	return out
+}
+
+func (s *Etcd) watch(ctx, life context.Context, prefix string, fromRev int64, out chan<- WatchResponse) {
+	defer close(out)
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	defer context.AfterFunc(life, cancel)()
+
+	send := func(r WatchResponse) bool {
+		select {
+		case out <- r:
+			return true
+		case <-wctx.Done():
+			return false
+		}
+	}
+	opts := []clientv3.OpOption{clientv3.WithRev(fromRev)}
+	key := prefix
+	if prefix == "" {
+		key = "\x00"
+		opts = append(opts, clientv3.WithFromKey())
+	} else {
+		opts = append(opts, clientv3.WithPrefix())
+	}
+	for resp := range s.cli.Watch(wctx, key, opts...) {
+		if resp.CompactRevision != 0 {
+			send(WatchResponse{Err: fmt.Errorf("%w: watch %s from revision %d, compacted at %d",
+				ErrCompacted, prefix, fromRev, resp.CompactRevision)})
+			return
+		}
+		if err := resp.Err(); err != nil {
+			send(WatchResponse{Err: s.fail("watch", prefix, err)})
+			return
+		}
+		// etcd may batch several revisions in one response; the Store
+		// contract is one revision per response.
+		evs := resp.Events
+		for len(evs) > 0 {
+			rev := evs[0].Kv.ModRevision
+			n := 1
+			for n < len(evs) && evs[n].Kv.ModRevision == rev {
+				n++
+			}
+			r := WatchResponse{Revision: rev, Events: make([]Event, 0, n)}
+			for _, ev := range evs[:n] {
+				e := Event{Type: EventPut, KV: fromEtcd(ev.Kv)}
+				if ev.Type == mvccpb.DELETE {
+					e = Event{Type: EventDelete, KV: KV{Key: string(ev.Kv.Key), ModRevision: rev}}
+				}
+				r.Events = append(r.Events, e)
+			}
+			if !send(r) {
+				return
+			}
+			evs = evs[n:]
+		}
+	}
+	// The client closed the stream without an error response.
+	switch {
+	case ctx.Err() != nil:
+	case s.closed():
+		select {
+		case out <- WatchResponse{Err: ErrClosed}:
+		default:
+		}
+	default:
+		send(WatchResponse{Err: fmt.Errorf("meta: watch %s: stream ended by the etcd client", prefix)})
+	}
+}
+
+// etcdLease is a lease kept alive by the store. Its goroutine drains the
+// keep-alive channel (clientv3 requires it) and closes done when the channel
+// closes.
+type etcdLease struct {
+	s        *Etcd
+	id       LeaseID
+	stop     context.CancelFunc // ends the keep-alive
+	done     chan struct{}
+	doneOnce sync.Once
+}
+
+func (l *etcdLease) ID() LeaseID                      { return l.id }
+func (l *etcdLease) Done() <-chan struct{}            { return l.done }
+func (l *etcdLease) Revoke(ctx context.Context) error { return l.s.Revoke(ctx, l.id) }
+func (l *etcdLease) end()                             { l.stop(); l.doneOnce.Do(func() { close(l.done) }) }
+
+// Grant implements Store. etcd counts TTLs in whole seconds, so ttl is
+// rounded up, and the server raises it to its own minimum (about 1.5 times
+// the election timeout) if it is lower.
+func (s *Etcd) Grant(ctx context.Context, ttl time.Duration) (Lease, error) {
+	if ttl <= 0 {
+		return nil, fmt.Errorf("meta: lease TTL must be positive, got %v", ttl)
+	}
+	if s.closed() {
+		return nil, ErrClosed
+	}
+	resp, err := s.cli.Grant(ctx, int64(math.Ceil(ttl.Seconds())))
+	if err != nil {
+		return nil, s.fail("grant", fmt.Sprint(ttl), err)
+	}
+	id := LeaseID(resp.ID)
+	kctx, stop := context.WithCancel(ctx)
+	ka, err := s.cli.KeepAlive(kctx, resp.ID)
+	if err != nil {
+		stop()
+		return nil, s.fail("keep alive lease", fmt.Sprintf("%x", int64(id)), err)
+	}
+	l := &etcdLease{s: s, id: id, stop: stop, done: make(chan struct{})}
+	s.mu.Lock()
+	s.mu.leases[id] = l
+	s.mu.Unlock()
+	ok := s.spawn(func(life context.Context) {
+		defer l.end()
+		defer func() {
+			s.mu.Lock()
+			delete(s.mu.leases, id)
+			s.mu.Unlock()
+		}()
+		for {
+			select {
+			case _, open := <-ka:
+				if !open {
+					return
+				}
+			case <-life.Done():
+				return
+			}
+		}
+	})
+	if !ok {
+		l.end()
+		return nil, ErrClosed
+	}
+	return l, nil
+}
+
+// Revoke implements Store.
+func (s *Etcd) Revoke(ctx context.Context, id LeaseID) error {
+	if s.closed() {
+		return ErrClosed
+	}
+	_, err := s.cli.Revoke(ctx, clientv3.LeaseID(id))
+	if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return s.fail("revoke lease", fmt.Sprintf("%x", int64(id)), err)
+	}
+	s.mu.Lock()
+	l := s.mu.leases[id]
+	s.mu.Unlock()
+	if l != nil {
+		l.end()
+	}
+	return nil
+}
+
+// Campaign implements Store.
+func (s *Etcd) Campaign(ctx context.Context, prefix string, value []byte, lease Lease) (Leadership, error) {
+	if s.closed() {
+		return nil, ErrClosed
+	}
+	return campaign(ctx, s, s.spawn, prefix, value, lease)
+}
+
+// spawn runs f in a goroutine the store owns, with a context that Close
+// cancels; it reports false, running nothing, once the store is closed.
+func (s *Etcd) spawn(f func(life context.Context)) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.closed {
+		return false
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		f(s.life)
+	}()
+	return true
+}
+
+// Close implements Store. Keep-alives stop, so every lease's Done closes;
+// the leases themselves lapse on the server one TTL later.
+func (s *Etcd) Close() error {
+	s.mu.Lock()
+	if s.mu.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.mu.closed = true
+	leases := make([]*etcdLease, 0, len(s.mu.leases))
+	for _, l := range s.mu.leases {
+		leases = append(leases, l)
+	}
+	s.mu.Unlock()
+	s.cancel()
+	s.wg.Wait()
+	for _, l := range leases {
+		l.end()
+	}
+	if s.ownsCli {
+		if err := s.cli.Close(); err != nil && !errors.Is(err, context.Canceled) {
+			return fmt.Errorf("meta: close etcd client: %w", err)
+		}
+	}
+	return nil
+}
+
+func fromEtcd(kv *mvccpb.KeyValue) KV {
+	return KV{
+		Key:            string(kv.Key),
+		Value:          kv.Value,
+		CreateRevision: kv.CreateRevision,
+		ModRevision:    kv.ModRevision,
+		Lease:          LeaseID(kv.Lease),
+	}
+}
