@@ -30,9 +30,9 @@ type countHandler struct {
 }
 
 func (h countHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= h.level }
-func (h countHandler) Handle(context.Context, slog.Record) error     { h.n.Add(1); return nil }
-func (h countHandler) WithAttrs([]slog.Attr) slog.Handler            { return h }
-func (h countHandler) WithGroup(string) slog.Handler                 { return h }
+func (h countHandler) Handle(context.Context, slog.Record) error    { h.n.Add(1); return nil }
+func (h countHandler) WithAttrs([]slog.Attr) slog.Handler           { return h }
+func (h countHandler) WithGroup(string) slog.Handler                { return h }
 
 // fastEmbedConfig makes raft quick on loopback, so that etcd's minimum lease
 // TTL (1.5 election timeouts) is well under a second.
@@ -232,22 +232,25 @@ func TestEmbedConfigValidate(t *testing.T) {
 		t.Fatalf("default config invalid: %v", err)
 	}
 	for name, mutate := range map[string]func(*EmbedConfig){
-		"empty name":             func(c *EmbedConfig) { c.Name = "" },
-		"name with =":            func(c *EmbedConfig) { c.Name = "a=b" },
-		"no client URL":          func(c *EmbedConfig) { c.ListenClientURLs = nil },
-		"https":                  func(c *EmbedConfig) { c.ListenClientURLs = []string{"https://127.0.0.1:2379"} },
-		"no port":                func(c *EmbedConfig) { c.ListenClientURLs = []string{"http://127.0.0.1"} },
-		"advertise port 0":       func(c *EmbedConfig) { c.AdvertiseClientURLs = []string{"http://127.0.0.1:0"} },
-		"cluster with peer 0":    func(c *EmbedConfig) { c.InitialCluster = "meridian=http://127.0.0.1:2380" },
-		"cluster without member": func(c *EmbedConfig) { c.InitialCluster = "x=http://127.0.0.1:2380"; c.ListenPeerURLs = []string{"http://127.0.0.1:2380"} },
-		"bad state":              func(c *EmbedConfig) { c.InitialClusterState = "old" },
-		"no compaction":          func(c *EmbedConfig) { c.AutoCompactionRetention = 0 },
-		"tiny quota":             func(c *EmbedConfig) { c.QuotaBackendBytes = 1 << 20 },
-		"huge quota":             func(c *EmbedConfig) { c.QuotaBackendBytes = 16 << 30 },
-		"defrag too often":       func(c *EmbedConfig) { c.DefragInterval = time.Second },
-		"negative defrag free":   func(c *EmbedConfig) { c.DefragMinFree = -1 },
-		"election too short":     func(c *EmbedConfig) { c.ElectionTimeout = 2 * c.HeartbeatInterval },
-		"no start timeout":       func(c *EmbedConfig) { c.StartTimeout = 0 },
+		"empty name":          func(c *EmbedConfig) { c.Name = "" },
+		"name with =":         func(c *EmbedConfig) { c.Name = "a=b" },
+		"no client URL":       func(c *EmbedConfig) { c.ListenClientURLs = nil },
+		"https":               func(c *EmbedConfig) { c.ListenClientURLs = []string{"https://127.0.0.1:2379"} },
+		"no port":             func(c *EmbedConfig) { c.ListenClientURLs = []string{"http://127.0.0.1"} },
+		"advertise port 0":    func(c *EmbedConfig) { c.AdvertiseClientURLs = []string{"http://127.0.0.1:0"} },
+		"cluster with peer 0": func(c *EmbedConfig) { c.InitialCluster = "meridian=http://127.0.0.1:2380" },
+		"cluster without member": func(c *EmbedConfig) {
+			c.InitialCluster = "x=http://127.0.0.1:2380"
+			c.ListenPeerURLs = []string{"http://127.0.0.1:2380"}
+		},
+		"bad state":            func(c *EmbedConfig) { c.InitialClusterState = "old" },
+		"no compaction":        func(c *EmbedConfig) { c.AutoCompactionRetention = 0 },
+		"tiny quota":           func(c *EmbedConfig) { c.QuotaBackendBytes = 1 << 20 },
+		"huge quota":           func(c *EmbedConfig) { c.QuotaBackendBytes = 16 << 30 },
+		"defrag too often":     func(c *EmbedConfig) { c.DefragInterval = time.Second },
+		"negative defrag free": func(c *EmbedConfig) { c.DefragMinFree = -1 },
+		"election too short":   func(c *EmbedConfig) { c.ElectionTimeout = 2 * c.HeartbeatInterval },
+		"no start timeout":     func(c *EmbedConfig) { c.StartTimeout = 0 },
 	} {
 		c := DefaultEmbedConfig()
 		mutate(&c)
