@@ -1,0 +1,66 @@
+package ledger
+
+import (
+	"context"
+	"time"
+)
+
+// Bookie is the narrow view the client has of one bookie, in the way
+// hashicorp/raft sees its peers through a Transport: the bkproto connection
+// implements it for real bookies, and ledgertest implements it in memory with
+// fault injection. Implementations are safe for concurrent use and pipeline
+// concurrent calls; each call honours ctx (deadline and cancellation).
+//
+// Errors are classified with errors.Is against ErrBookieFenced,
+// ErrNoSuchEntry, ErrNoSuchLedger, ErrBookieReadOnly, ErrChecksum and
+// ErrBookieUnavailable. Anything else is treated like ErrBookieUnavailable:
+// it says nothing about what the bookie stores.
+type Bookie interface {
+	// AddEntry stores one entry and returns once it is on the bookie's
+	// fsynced journal. A fenced ledger refuses it with ErrBookieFenced
+	// unless req.Recovery is set.
+	AddEntry(ctx context.Context, req AddRequest) error
+	// ReadEntry returns an entry whose checksum the implementation has
+	// verified. With fence set the bookie first fences the ledger durably
+	// (recovery reads do this, so a bookie that answers NoSuchEntry can
+	// never later accept the old writer's add).
+	ReadEntry(ctx context.Context, ledgerID, entryID int64, fence bool) (BookieEntry, error)
+	// ReadLAC returns the highest LAC the bookie has seen for the ledger. If
+	// wait > 0 and that LAC is not above previous, the bookie holds the call
+	// for up to wait for a higher one (long-poll) and then returns what it
+	// has.
+	ReadLAC(ctx context.Context, ledgerID, previous int64, wait time.Duration) (int64, error)
+	// Fence durably marks the ledger fenced, so that later normal adds fail
+	// with ErrBookieFenced, and returns the bookie's LAC for it (-1 when it
+	// knows none). It succeeds for a ledger the bookie has never seen.
+	Fence(ctx context.Context, ledgerID int64) (int64, error)
+	// WriteLAC records an explicit LAC, sent by an idle writer.
+	WriteLAC(ctx context.Context, ledgerID, lac int64) error
+}
+
+// AddRequest is one entry sent to one bookie.
+type AddRequest struct {
+	LedgerID int64
+	EntryID  int64
+	// LAC is the writer's last add confirmed when it sent the entry;
+	// bookies keep the highest they see and tailing readers read it.
+	LAC     int64
+	Payload []byte
+	// Recovery marks a recovery write-back, which fenced bookies accept.
+	Recovery bool
+}
+
+// BookieEntry is an entry as one bookie returned it.
+type BookieEntry struct {
+	EntryID int64
+	// LAC is the LAC the entry was written with.
+	LAC     int64
+	Payload []byte
+}
+
+// Bookies resolves a bookie id to a client for it. Implementations cache
+// connections; the client calls Bookie on every use, so a reconnect after a
+// bookie restart is the implementation's business.
+type Bookies interface {
+	Bookie(ctx context.Context, id string) (Bookie, error)
+}

@@ -1,0 +1,276 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/meridian-mq/meridian/cluster/meta"
+	"github.com/meridian-mq/meridian/topology"
+)
+
+// Config is the ledger client's configuration.
+type Config struct {
+	// Region whose bookies and ledgers the client uses. Required.
+	Region string
+	// AddTimeout bounds one add to one bookie. A bookie that does not ack in
+	// time is treated as failed and replaced. Too short turns a slow fsync
+	// into an ensemble change; too long stalls confirmation behind a dead
+	// bookie. 1ms..10m.
+	AddTimeout time.Duration
+	// ReadTimeout bounds one read, fence or LAC request to one bookie. A
+	// timeout is never taken as "entry absent"; the request is retried or
+	// another replica is asked. 1ms..10m.
+	ReadTimeout time.Duration
+	// MetaTimeout bounds one metadata store operation. 1ms..10m.
+	MetaTimeout time.Duration
+	// MaxInFlightEntries bounds the adds a writer holds unconfirmed. A full
+	// writer blocks Add (backpressure) until entries confirm or ctx ends.
+	// 1..1<<20; memory is at most this many payloads.
+	MaxInFlightEntries int
+	// MaxInFlightBytes bounds the payload bytes a writer holds
+	// unconfirmed; a single entry larger than this is refused. 1KiB..4GiB.
+	MaxInFlightBytes int64
+	// ExplicitLACInterval is how long after its last add an idle writer
+	// sends its LAC explicitly, so that tailing readers see the last
+	// entries. Costs one small RPC per bookie per idle period. 1ms..1m.
+	ExplicitLACInterval time.Duration
+	// RetryInterval is the pause before a writer retries bookies it saw
+	// fail (when no spare could replace them) and re-checks whether its
+	// ledger was fenced, and before recovery retries a bookie that did not
+	// answer. 1ms..1m.
+	RetryInterval time.Duration
+	// LACPollWait is how long a tailing reader's LAC long-poll is held by a
+	// bookie. 1ms..10m.
+	LACPollWait time.Duration
+}
+
+// DefaultConfig returns the configuration for region with production
+// defaults.
+func DefaultConfig(region string) Config {
+	return Config{
+		Region:              region,
+		AddTimeout:          10 * time.Second,
+		ReadTimeout:         10 * time.Second,
+		MetaTimeout:         10 * time.Second,
+		MaxInFlightEntries:  10000,
+		MaxInFlightBytes:    64 << 20,
+		ExplicitLACInterval: 100 * time.Millisecond,
+		RetryInterval:       time.Second,
+		LACPollWait:         10 * time.Second,
+	}
+}
+
+// Validate checks every field against its documented bounds.
+func (c Config) Validate() error {
+	bad := func(f string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(f, args...))
+	}
+	if c.Region == "" {
+		return bad("Region is required")
+	}
+	durs := []struct {
+		name      string
+		v, lo, hi time.Duration
+	}{
+		{"AddTimeout", c.AddTimeout, time.Millisecond, 10 * time.Minute},
+		{"ReadTimeout", c.ReadTimeout, time.Millisecond, 10 * time.Minute},
+		{"MetaTimeout", c.MetaTimeout, time.Millisecond, 10 * time.Minute},
+		{"ExplicitLACInterval", c.ExplicitLACInterval, time.Millisecond, time.Minute},
+		{"RetryInterval", c.RetryInterval, time.Millisecond, time.Minute},
+		{"LACPollWait", c.LACPollWait, time.Millisecond, 10 * time.Minute},
+	}
+	for _, d := range durs {
+		if d.v < d.lo || d.v > d.hi {
+			return bad("%s %v outside [%v, %v]", d.name, d.v, d.lo, d.hi)
+		}
+	}
+	if c.MaxInFlightEntries < 1 || c.MaxInFlightEntries > 1<<20 {
+		return bad("MaxInFlightEntries %d outside [1, %d]", c.MaxInFlightEntries, 1<<20)
+	}
+	if c.MaxInFlightBytes < 1<<10 || c.MaxInFlightBytes > 4<<30 {
+		return bad("MaxInFlightBytes %d outside [1KiB, 4GiB]", c.MaxInFlightBytes)
+	}
+	return nil
+}
+
+// Client creates, writes, reads and recovers a region's ledgers. It owns one
+// goroutine, the bookie directory's watch, stopped by Close. Writers and
+// readers it returns must be closed before it.
+type Client struct {
+	cfg     Config
+	store   meta.Store
+	bookies Bookies
+	dir     *Directory
+	log     *slog.Logger
+
+	rndMu sync.Mutex
+	rnd   *rand.Rand
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	statsMu sync.Mutex
+	stats   ClientStats
+}
+
+// ClientStats counts events across all of a client's ledgers.
+type ClientStats struct {
+	// ChecksumErrors counts reads that failed their checksum and were
+	// retried on another replica.
+	ChecksumErrors int64
+	// ReadRetries counts reads that moved on to another replica.
+	ReadRetries int64
+}
+
+// New starts a client. logger and rnd must be non-nil; rnd drives placement
+// and replica choice and is used under the client's lock.
+func New(cfg Config, store meta.Store, bookies Bookies, logger *slog.Logger, rnd *rand.Rand) (*Client, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if store == nil || bookies == nil || logger == nil || rnd == nil {
+		return nil, fmt.Errorf("%w: store, bookies, logger and rnd are required", ErrInvalidConfig)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &Client{
+		cfg:     cfg,
+		store:   store,
+		bookies: bookies,
+		log:     logger.With("region", cfg.Region),
+		rnd:     rnd,
+		cancel:  cancel,
+	}
+	c.dir = newDirectory(store, cfg.Region, cfg.RetryInterval, c.log)
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		c.dir.run(ctx)
+	}()
+	return c, nil
+}
+
+// Directory returns the client's live view of the region's bookies.
+func (c *Client) Directory() *Directory { return c.dir }
+
+// Stats returns a snapshot of the client's counters.
+func (c *Client) Stats() ClientStats {
+	c.statsMu.Lock()
+	defer c.statsMu.Unlock()
+	return c.stats
+}
+
+func (c *Client) count(f func(*ClientStats)) {
+	c.statsMu.Lock()
+	f(&c.stats)
+	c.statsMu.Unlock()
+}
+
+// Close stops the directory watch and waits for it.
+func (c *Client) Close() error {
+	c.cancel()
+	c.wg.Wait()
+	return nil
+}
+
+func (c *Client) metaCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, c.cfg.MetaTimeout)
+}
+
+func (c *Client) shuffle(n int, swap func(i, j int)) {
+	c.rndMu.Lock()
+	c.rnd.Shuffle(n, swap)
+	c.rndMu.Unlock()
+}
+
+func (c *Client) place(size int, exclude []string) ([]string, error) {
+	c.rndMu.Lock()
+	defer c.rndMu.Unlock()
+	ens, err := topology.PlaceEnsemble(c.dir.Snapshot(), size, exclude, c.rnd)
+	if errors.Is(err, topology.ErrNotEnoughBookies) {
+		return nil, fmt.Errorf("%w: %v", ErrNotEnoughBookies, err)
+	}
+	return ens, err
+}
+
+func (c *Client) replace(ensemble []string, slot int, exclude []string) (string, bool) {
+	c.rndMu.Lock()
+	defer c.rndMu.Unlock()
+	id, err := topology.ReplaceBookie(ensemble, slot, c.dir.Snapshot(), exclude, c.rnd)
+	return id, err == nil
+}
+
+// Create makes a new ledger with ensemble size e, write quorum qw and ack
+// quorum qa (e >= qw >= qa >= 1) on bookies chosen by rack-aware placement,
+// records it OPEN in the store, and returns its writer. custom is stored with
+// the metadata as is.
+func (c *Client) Create(ctx context.Context, e, qw, qa int, custom map[string]string) (*Writer, error) {
+	q := Quorum{Ensemble: e, Write: qw, Ack: qa}
+	if err := q.Validate(); err != nil {
+		return nil, err
+	}
+	if err := c.dir.waitReady(ctx); err != nil {
+		return nil, err
+	}
+	ens, err := c.place(e, nil)
+	if err != nil {
+		return nil, err
+	}
+	mctx, cancel := c.metaCtx(ctx)
+	defer cancel()
+	id, err := nextLedgerID(mctx, c.store, c.cfg.Region)
+	if err != nil {
+		return nil, err
+	}
+	md := &Metadata{
+		V: metadataVersion, ID: id,
+		EnsembleSize: e, WriteQuorum: qw, AckQuorum: qa,
+		State: StateOpen, LastEntry: -1, Length: 0,
+		Fragments: []Fragment{{FirstEntry: 0, Ensemble: ens}},
+		CTime:     time.Now().UnixMilli(),
+		Custom:    custom,
+	}
+	b, err := encodeMetadata(md)
+	if err != nil {
+		return nil, err
+	}
+	rev, err := c.store.Create(mctx, LedgerKey(c.cfg.Region, id), b, meta.NoLease)
+	if err != nil {
+		return nil, fmt.Errorf("create ledger %d: %w", id, err)
+	}
+	c.log.Debug("ledger created", "ledger", id, "ensemble", ens)
+	return newWriter(c, versioned{md: md, modRev: rev}), nil
+}
+
+// Metadata reads a ledger's current metadata.
+func (c *Client) Metadata(ctx context.Context, id int64) (*Metadata, error) {
+	mctx, cancel := c.metaCtx(ctx)
+	defer cancel()
+	v, err := readMetadata(mctx, c.store, c.cfg.Region, id)
+	if err != nil {
+		return nil, err
+	}
+	return v.md, nil
+}
+
+// Delete removes a closed ledger's metadata; bookies reclaim its space
+// lazily. Deleting an open ledger is refused: close or recover it first.
+func (c *Client) Delete(ctx context.Context, id int64) error {
+	mctx, cancel := c.metaCtx(ctx)
+	defer cancel()
+	v, err := readMetadata(mctx, c.store, c.cfg.Region, id)
+	if err != nil {
+		return err
+	}
+	if v.md.State != StateClosed {
+		return fmt.Errorf("delete ledger %d: state %s: %w", id, v.md.State, ErrLedgerOpen)
+	}
+	if err := c.store.Delete(mctx, LedgerKey(c.cfg.Region, id), v.modRev); err != nil {
+		return fmt.Errorf("delete ledger %d: %w", id, err)
+	}
+	return nil
+}

@@ -1,0 +1,43 @@
+// Package ledger is Meridian's BookKeeper client: it creates ledgers on an
+// ensemble of bookies, writes them through a single pipelined writer, reads
+// them up to the last add confirmed (LAC), and recovers them when their
+// writer dies, fencing it out.
+//
+// # Semantics (DESIGN §4)
+//
+// A ledger has an ensemble of E bookies, a write quorum Qw and an ack quorum
+// Qa. Entry e goes to members (e+k) mod E, k = 0..Qw-1, and is confirmed once
+// Qa of them acked it and every lower entry is confirmed. Every add carries
+// the writer's LAC; an idle writer sends it explicitly, so tailing readers
+// never wait forever. Readers read only up to the LAC (or the closed ledger's
+// lastEntry).
+//
+// Metadata lives in the metadata store (cluster/meta) at
+// /meridian/regions/<region>/ledgers/<id>, versioned JSON, and every change is
+// a CAS on its ModRevision. The store serialises the writer's ensemble
+// changes and close against recovery: once recovery has moved the ledger to
+// IN_RECOVERY, the writer's next CAS fails and it stops with ErrFenced.
+//
+// # Safety argument in one paragraph
+//
+// Recovery fences (Qw-Qa)+1 members of every write quorum before it reads.
+// A fenced bookie refuses the old writer's adds, so every write quorum is
+// left with at most Qa-1 members that accept them: no entry can be confirmed
+// after fencing, and the writer's next add fails. Every entry confirmed
+// before it sits on Qa members of its write quorum, so at most Qw-Qa of them
+// can answer NoSuchEntry: requiring (Qw-Qa)+1 such answers before calling an
+// entry absent (and retrying timeouts and errors instead of counting them)
+// means recovery never stops before a confirmed entry. Recovery reads fence
+// too, so an answer of NoSuchEntry stays true. Recovery writes what it found
+// back to a full Qw and closes by CAS, which also settles concurrent
+// recoverers: the loser returns the winner's result.
+//
+// # Bookies
+//
+// The client sees a bookie through the narrow Bookie interface and finds
+// bookies through Bookies, the way hashicorp/raft sees peers through a
+// Transport. BKProto adapts cluster/bookie/bkproto connections to it;
+// ledgertest provides an in-memory set with fault injection. Live bookies are
+// watched under /meridian/regions/<region>/bookies/ (Directory) and chosen by
+// topology's rack-aware placement.
+package ledger

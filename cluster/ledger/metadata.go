@@ -1,0 +1,227 @@
+package ledger
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strconv"
+
+	"github.com/meridian-mq/meridian/cluster/meta"
+)
+
+// State is a ledger's lifecycle state. It only moves forward:
+// OPEN -> IN_RECOVERY -> CLOSED, or OPEN -> CLOSED.
+type State string
+
+const (
+	StateOpen       State = "OPEN"
+	StateInRecovery State = "IN_RECOVERY"
+	StateClosed     State = "CLOSED"
+)
+
+// metadataVersion is the "v" of the JSON value this code writes and reads.
+const metadataVersion = 1
+
+// Fragment is a run of entries, from FirstEntry up to the next fragment's
+// FirstEntry (or the end of the ledger), stored on one ensemble. An ensemble
+// change appends a fragment; earlier fragments never change.
+type Fragment struct {
+	FirstEntry int64    `json:"firstEntry"`
+	Ensemble   []string `json:"ensemble"`
+}
+
+// Metadata is a ledger's record in the store, at
+// /meridian/regions/<region>/ledgers/<id>. Every change is a CAS on the key's
+// ModRevision, so the writer, recoverers and closers are serialised by the
+// store: whoever loses a CAS has lost the ledger.
+type Metadata struct {
+	V            int   `json:"v"`
+	ID           int64 `json:"id"`
+	EnsembleSize int   `json:"E"`
+	WriteQuorum  int   `json:"Qw"`
+	AckQuorum    int   `json:"Qa"`
+	State        State `json:"state"`
+	// LastEntry is the id of the last entry once CLOSED (-1: empty). While
+	// OPEN or IN_RECOVERY it is -1 and means nothing.
+	LastEntry int64 `json:"lastEntry"`
+	// Length is the total payload bytes once closed by its writer. A ledger
+	// closed by recovery has Length -1 (unknown) unless it is empty: recovery
+	// reads only the tail of the ledger.
+	Length    int64      `json:"length"`
+	Fragments []Fragment `json:"fragments"`
+	// CTime is the creation time, in Unix milliseconds.
+	CTime  int64             `json:"ctime"`
+	Custom map[string]string `json:"custom,omitempty"`
+}
+
+// Quorum returns the ledger's E, Qw, Qa.
+func (m *Metadata) Quorum() Quorum {
+	return Quorum{Ensemble: m.EnsembleSize, Write: m.WriteQuorum, Ack: m.AckQuorum}
+}
+
+// EnsembleFor returns the ensemble that stores entry: the ensemble of the
+// last fragment starting at or before it.
+func (m *Metadata) EnsembleFor(entry int64) []string {
+	i := len(m.Fragments) - 1
+	for i > 0 && m.Fragments[i].FirstEntry > entry {
+		i--
+	}
+	return m.Fragments[i].Ensemble
+}
+
+// LastEnsemble returns the ensemble new entries go to.
+func (m *Metadata) LastEnsemble() []string {
+	return m.Fragments[len(m.Fragments)-1].Ensemble
+}
+
+func (m *Metadata) clone() *Metadata {
+	c := *m
+	c.Fragments = make([]Fragment, len(m.Fragments))
+	for i, f := range m.Fragments {
+		c.Fragments[i] = Fragment{FirstEntry: f.FirstEntry, Ensemble: slices.Clone(f.Ensemble)}
+	}
+	if m.Custom != nil {
+		c.Custom = make(map[string]string, len(m.Custom))
+		for k, v := range m.Custom {
+			c.Custom[k] = v
+		}
+	}
+	return &c
+}
+
+// validate checks the invariants every reader relies on.
+func (m *Metadata) validate() error {
+	if m.V != metadataVersion {
+		return fmt.Errorf("%w: ledger %d: version %d, want %d", ErrBadMetadata, m.ID, m.V, metadataVersion)
+	}
+	if err := m.Quorum().Validate(); err != nil {
+		return fmt.Errorf("%w: ledger %d: %v", ErrBadMetadata, m.ID, err)
+	}
+	switch m.State {
+	case StateOpen, StateInRecovery, StateClosed:
+	default:
+		return fmt.Errorf("%w: ledger %d: state %q", ErrBadMetadata, m.ID, m.State)
+	}
+	if len(m.Fragments) == 0 || m.Fragments[0].FirstEntry != 0 {
+		return fmt.Errorf("%w: ledger %d: fragments must start at entry 0", ErrBadMetadata, m.ID)
+	}
+	for i, f := range m.Fragments {
+		if len(f.Ensemble) != m.EnsembleSize {
+			return fmt.Errorf("%w: ledger %d: fragment %d has %d bookies, E=%d", ErrBadMetadata, m.ID, i, len(f.Ensemble), m.EnsembleSize)
+		}
+		if i > 0 && f.FirstEntry < m.Fragments[i-1].FirstEntry {
+			return fmt.Errorf("%w: ledger %d: fragment %d out of order", ErrBadMetadata, m.ID, i)
+		}
+	}
+	return nil
+}
+
+func encodeMetadata(m *Metadata) ([]byte, error) { return json.Marshal(m) }
+
+func decodeMetadata(b []byte) (*Metadata, error) {
+	var m Metadata
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadMetadata, err)
+	}
+	if err := m.validate(); err != nil {
+		return nil, err
+	}
+	return &m, nil
+}
+
+// Key layout (DESIGN §3). Segments are URL-path escaped.
+func regionPrefix(region string) string {
+	return "/meridian/regions/" + url.PathEscape(region) + "/"
+}
+
+// LedgerKey is where ledger id's metadata lives.
+func LedgerKey(region string, id int64) string {
+	return regionPrefix(region) + "ledgers/" + strconv.FormatInt(id, 10)
+}
+
+// BookiesPrefix is the prefix under which a region's bookies register.
+func BookiesPrefix(region string) string { return regionPrefix(region) + "bookies/" }
+
+func ledgerIDCounterKey(region string) string { return regionPrefix(region) + "ledger-id-counter" }
+
+type idCounter struct {
+	V    int   `json:"v"`
+	Next int64 `json:"next"`
+}
+
+// nextLedgerID takes the next id from the region's counter. Unlike a CAS on
+// shared state owned by one process, a conflict here only means another
+// creator took an id at the same time, so retrying is correct: every winner
+// gets a distinct, increasing id. Ids start at 1.
+func nextLedgerID(ctx context.Context, store meta.Store, region string) (int64, error) {
+	key := ledgerIDCounterKey(region)
+	for {
+		kv, err := store.Get(ctx, key)
+		if errors.Is(err, meta.ErrNotFound) {
+			b, _ := json.Marshal(idCounter{V: 1, Next: 2})
+			_, err := store.Create(ctx, key, b, meta.NoLease)
+			if errors.Is(err, meta.ErrExists) {
+				continue
+			}
+			if err != nil {
+				return 0, fmt.Errorf("ledger id counter: %w", err)
+			}
+			return 1, nil
+		}
+		if err != nil {
+			return 0, fmt.Errorf("ledger id counter: %w", err)
+		}
+		var c idCounter
+		if err := json.Unmarshal(kv.Value, &c); err != nil || c.V != 1 || c.Next < 1 {
+			return 0, fmt.Errorf("%w: ledger id counter %q", ErrBadMetadata, kv.Value)
+		}
+		id := c.Next
+		c.Next++
+		b, _ := json.Marshal(c)
+		if _, err := store.Update(ctx, key, b, kv.ModRevision); errors.Is(err, meta.ErrConflict) {
+			continue
+		} else if err != nil {
+			return 0, fmt.Errorf("ledger id counter: %w", err)
+		}
+		return id, nil
+	}
+}
+
+// versioned is metadata together with the ModRevision it was read or
+// written at: the revision the next CAS must name.
+type versioned struct {
+	md     *Metadata
+	modRev int64
+}
+
+func readMetadata(ctx context.Context, store meta.Store, region string, id int64) (versioned, error) {
+	kv, err := store.Get(ctx, LedgerKey(region, id))
+	if errors.Is(err, meta.ErrNotFound) {
+		return versioned{}, fmt.Errorf("%w: %d", ErrLedgerNotFound, id)
+	}
+	if err != nil {
+		return versioned{}, fmt.Errorf("read ledger %d: %w", id, err)
+	}
+	md, err := decodeMetadata(kv.Value)
+	if err != nil {
+		return versioned{}, err
+	}
+	return versioned{md: md, modRev: kv.ModRevision}, nil
+}
+
+// casMetadata writes md over the version read at modRev. It returns
+// meta.ErrConflict (wrapped) when someone else changed the ledger first.
+func casMetadata(ctx context.Context, store meta.Store, region string, md *Metadata, modRev int64) (versioned, error) {
+	b, err := encodeMetadata(md)
+	if err != nil {
+		return versioned{}, err
+	}
+	rev, err := store.Update(ctx, LedgerKey(region, md.ID), b, modRev)
+	if err != nil {
+		return versioned{}, fmt.Errorf("update ledger %d: %w", md.ID, err)
+	}
+	return versioned{md: md, modRev: rev}, nil
+}

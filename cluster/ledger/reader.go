@@ -1,0 +1,219 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Entry is one confirmed entry of a ledger.
+type Entry struct {
+	ID      int64
+	Payload []byte
+}
+
+// Reader reads a ledger up to its last add confirmed: the LAC carried by
+// the writer's adds while the ledger is open, its lastEntry once closed. It
+// never returns an entry past that point. A Reader is safe for concurrent use;
+// its state (metadata and the highest LAC seen) sits under mu and only moves
+// forward.
+type Reader struct {
+	c  *Client
+	id int64
+
+	mu  sync.Mutex
+	md  *Metadata
+	lac int64
+}
+
+// OpenForRead opens a ledger for reading without recovering it. For an open
+// ledger it asks the last ensemble for the LAC; a writer may still be adding.
+func (c *Client) OpenForRead(ctx context.Context, id int64) (*Reader, error) {
+	md, err := c.Metadata(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	r := &Reader{c: c, id: id, md: md, lac: -1}
+	if md.State == StateClosed {
+		r.lac = md.LastEntry
+		return r, nil
+	}
+	if _, err := r.pollLAC(ctx, -1, 0); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func (c *Client) closedReader(md *Metadata) *Reader {
+	return &Reader{c: c, id: md.ID, md: md, lac: md.LastEntry}
+}
+
+// ID returns the ledger id.
+func (r *Reader) ID() int64 { return r.id }
+
+// Metadata returns the metadata the reader last saw.
+func (r *Reader) Metadata() *Metadata {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.md.clone()
+}
+
+// LastAddConfirmed returns the highest entry the reader may read (-1: none).
+func (r *Reader) LastAddConfirmed() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lac
+}
+
+// Closed reports whether the reader has seen the ledger closed; its LAC is
+// then final.
+func (r *Reader) Closed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.md.State == StateClosed
+}
+
+// Read returns entries first..last inclusive. last must not exceed
+// LastAddConfirmed (ErrBeyondLAC). Each entry is read from one member of its
+// write quorum; on a checksum mismatch or an error the next member is asked.
+func (r *Reader) Read(ctx context.Context, first, last int64) ([]Entry, error) {
+	r.mu.Lock()
+	md, lac := r.md, r.lac
+	r.mu.Unlock()
+	if first < 0 || last < first {
+		return nil, fmt.Errorf("ledger %d: bad range %d..%d", r.id, first, last)
+	}
+	if last > lac {
+		return nil, fmt.Errorf("%w: ledger %d entry %d, LAC %d", ErrBeyondLAC, r.id, last, lac)
+	}
+	out := make([]Entry, 0, last-first+1)
+	for e := first; e <= last; e++ {
+		data, err := r.c.readEntry(ctx, md, e)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, Entry{ID: e, Payload: data})
+	}
+	return out, nil
+}
+
+// readEntry reads e from the members of its write quorum in turn.
+func (c *Client) readEntry(ctx context.Context, md *Metadata, e int64) ([]byte, error) {
+	ens := md.EnsembleFor(e)
+	var errs []error
+	for i, slot := range md.Quorum().WriteSet(e) {
+		if i > 0 {
+			c.count(func(s *ClientStats) { s.ReadRetries++ })
+		}
+		id := ens[slot]
+		rctx, cancel := context.WithTimeout(ctx, c.cfg.ReadTimeout)
+		b, err := c.bookies.Bookie(rctx, id)
+		var ent BookieEntry
+		if err == nil {
+			ent, err = b.ReadEntry(rctx, md.ID, e, false)
+		}
+		cancel()
+		if err == nil {
+			return ent.Payload, nil
+		}
+		if errors.Is(err, ErrChecksum) {
+			c.count(func(s *ClientStats) { s.ChecksumErrors++ })
+			c.log.Warn("checksum mismatch, reading another replica", "ledger", md.ID, "entry", e, "bookie", id)
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		errs = append(errs, fmt.Errorf("bookie %s: %w", id, err))
+	}
+	return nil, fmt.Errorf("ledger %d entry %d: %w", md.ID, e, errors.Join(errs...))
+}
+
+// UpdateLAC refreshes the LAC without waiting: from the metadata if the
+// ledger has been closed, else from the bookies.
+func (r *Reader) UpdateLAC(ctx context.Context) (int64, error) {
+	return r.pollLAC(ctx, r.LastAddConfirmed(), 0)
+}
+
+// WaitLAC blocks until the LAC moves past previous and returns it. It
+// long-polls the last ensemble's bookies and re-reads the metadata after each
+// poll; once the ledger is closed at or before previous it returns the final
+// LAC with ErrLedgerClosed: nothing more will come.
+func (r *Reader) WaitLAC(ctx context.Context, previous int64) (int64, error) {
+	for {
+		lac, err := r.pollLAC(ctx, previous, r.c.cfg.LACPollWait)
+		if err != nil {
+			return lac, err
+		}
+		if lac > previous {
+			return lac, nil
+		}
+		if r.Closed() {
+			return lac, ErrLedgerClosed
+		}
+	}
+}
+
+// pollLAC asks every member of the last ensemble for its LAC, holding each
+// call up to wait for one above previous, and returns as soon as one answer
+// moves past previous (or all have answered). A ledger found closed in the
+// metadata ends the poll with its lastEntry.
+func (r *Reader) pollLAC(ctx context.Context, previous int64, wait time.Duration) (int64, error) {
+	if r.Closed() {
+		return r.LastAddConfirmed(), nil
+	}
+	md, err := r.c.Metadata(ctx, r.id)
+	if err != nil {
+		return r.LastAddConfirmed(), err
+	}
+	if md.State == StateClosed {
+		r.mu.Lock()
+		r.md, r.lac = md, md.LastEntry
+		r.mu.Unlock()
+		return md.LastEntry, nil
+	}
+	ens := md.LastEnsemble()
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	answers := make(chan int64, len(ens))
+	var wg sync.WaitGroup
+	for _, id := range ens {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cctx, ccancel := context.WithTimeout(pctx, wait+r.c.cfg.ReadTimeout)
+			defer ccancel()
+			b, err := r.c.bookies.Bookie(cctx, id)
+			lac := int64(-1)
+			if err == nil {
+				lac, err = b.ReadLAC(cctx, r.id, previous, wait)
+			}
+			if err != nil {
+				lac = -1
+			}
+			answers <- lac
+		}()
+	}
+	best := int64(-1)
+	for range ens {
+		select {
+		case lac := <-answers:
+			best = max(best, lac)
+		case <-ctx.Done():
+		}
+		if best > previous || ctx.Err() != nil {
+			break
+		}
+	}
+	cancel()
+	wg.Wait()
+	r.mu.Lock()
+	if r.md.State != StateClosed {
+		r.md = md
+		r.lac = max(r.lac, best)
+	}
+	lac := r.lac
+	r.mu.Unlock()
+	return lac, ctx.Err()
+}

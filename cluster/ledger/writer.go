@@ -1,0 +1,678 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/meridian-mq/meridian/cluster/meta"
+)
+
+// Writer is the only writer of one OPEN ledger.
+//
+// Ownership: one goroutine (run) owns all of the writer's state: the
+// metadata it last wrote, the pending adds, the LAC, the failed bookies.
+// Add, Close, Stop and Stats send it requests. RPCs to bookies run in their
+// own goroutines, tracked by rpcs, and report back on results.
+//
+// Invariants:
+//   - pending holds exactly the unconfirmed adds, in entry order, and
+//     pending[0] is entry lac+1. An entry is confirmed when Qa members of its
+//     write set (under the current metadata) have acked it and it is at the
+//     head of pending: confirmation is in order.
+//   - Acks count only from bookies in the entry's current write set. After an
+//     ensemble change, an ack from a replaced bookie is ignored and the entry
+//     is sent to its replacement.
+//   - The writer never changes metadata unless it is OPEN at the revision it
+//     last wrote. A failed CAS means recovery (or a closer) took the ledger:
+//     the writer turns terminal with ErrFenced and never re-tries over it.
+//   - Once terminal (fenced, closed, stopped), every add fails.
+type Writer struct {
+	c   *Client
+	id  int64
+	q   Quorum
+	log *slog.Logger
+
+	addCh   chan *addOp
+	closeCh chan chan error
+	statsCh chan chan WriterStats
+	results chan addResult
+
+	runCtx context.Context // cancelled when the writer stops; parent of every RPC
+	stop   context.CancelFunc
+	done   chan struct{}
+	rpcs   sync.WaitGroup
+
+	// Owned by run.
+	v             versioned
+	next          int64
+	lac           int64
+	lacSent       int64
+	length        int64
+	pending       []*pendingAdd
+	pendingBytes  int64
+	failed        map[string]bool
+	terminal      error
+	closers       []chan error
+	missingCopies int64
+	changes       int
+	lastSend      time.Time
+	retryArmed    bool
+	lacArmed      bool
+}
+
+// WriterStats is a snapshot of a writer's state.
+type WriterStats struct {
+	LedgerID         int64
+	LastAddConfirmed int64
+	NextEntry        int64
+	PendingEntries   int
+	PendingBytes     int64
+	Ensemble         []string
+	// FailedBookies are members of the current ensemble the writer saw fail
+	// and could not yet replace (delayed ensemble change).
+	FailedBookies []string
+	// UnderReplicated is true when some confirmed entry is known to have
+	// fewer than Qw copies, or the ensemble still holds a failed bookie.
+	// Auto-recovery will re-replicate; until then this shows in stats.
+	UnderReplicated bool
+	// MissingCopies counts copies of confirmed entries the writer knows were
+	// never stored (one per entry and missing bookie).
+	MissingCopies   int64
+	EnsembleChanges int
+	// Err is the writer's terminal error, if any (ErrFenced, ErrWriterClosed).
+	Err error
+}
+
+type addOp struct {
+	data []byte
+	fut  *AddFuture
+}
+
+type pendingAdd struct {
+	entry int64
+	data  []byte
+	fut   *AddFuture
+	// acked and inflight are keyed by bookie id; only members of the entry's
+	// current write set count.
+	acked    map[string]bool
+	inflight map[string]bool
+}
+
+type addResult struct {
+	entry  int64
+	bookie string
+	err    error
+}
+
+// AddFuture is the outcome of one Add. It completes exactly once.
+type AddFuture struct {
+	done  chan struct{}
+	entry int64
+	err   error
+}
+
+// Done is closed when the add is confirmed or has failed.
+func (f *AddFuture) Done() <-chan struct{} { return f.done }
+
+// Result returns the entry id and error once Done is closed.
+func (f *AddFuture) Result() (int64, error) {
+	<-f.done
+	return f.entry, f.err
+}
+
+// Wait blocks until the add completes or ctx ends. A ctx error says nothing
+// about the add: it may still be confirmed.
+func (f *AddFuture) Wait(ctx context.Context) (int64, error) {
+	select {
+	case <-f.done:
+		return f.entry, f.err
+	case <-ctx.Done():
+		return -1, ctx.Err()
+	}
+}
+
+func (f *AddFuture) complete(entry int64, err error) {
+	f.entry, f.err = entry, err
+	close(f.done)
+}
+
+func newWriter(c *Client, v versioned) *Writer {
+	ctx, stop := context.WithCancel(context.Background())
+	w := &Writer{
+		c:       c,
+		id:      v.md.ID,
+		q:       v.md.Quorum(),
+		log:     c.log.With("ledger", v.md.ID),
+		addCh:   make(chan *addOp),
+		closeCh: make(chan chan error),
+		statsCh: make(chan chan WriterStats),
+		// Every RPC sends exactly one result; this buffer only smooths
+		// bursts, and senders also watch runCtx so none can block forever.
+		results: make(chan addResult, 1024),
+		runCtx:  ctx,
+		stop:    stop,
+		done:    make(chan struct{}),
+		v:       v,
+		lac:     -1,
+		lacSent: -1,
+		failed:  make(map[string]bool),
+	}
+	go w.run()
+	return w
+}
+
+// ID returns the ledger id.
+func (w *Writer) ID() int64 { return w.id }
+
+// Add hands data to the writer and returns a future for its confirmation.
+// Entries are confirmed in the order Add returns. Add blocks while the
+// writer's in-flight budget (MaxInFlightEntries, MaxInFlightBytes) is spent,
+// until ctx ends. data must not be changed afterwards. A writer that is
+// fenced, closing or stopped fails the future (or returns the error at once
+// once it has exited).
+func (w *Writer) Add(ctx context.Context, data []byte) (*AddFuture, error) {
+	if int64(len(data)) > w.c.cfg.MaxInFlightBytes {
+		return nil, fmt.Errorf("%w: %d bytes", ErrEntryTooLarge, len(data))
+	}
+	op := &addOp{data: data, fut: &AddFuture{done: make(chan struct{}), entry: -1}}
+	select {
+	case w.addCh <- op:
+		return op.fut, nil
+	case <-w.done:
+		return nil, ErrWriterClosed
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Append adds data and waits for its confirmation, returning its entry id.
+func (w *Writer) Append(ctx context.Context, data []byte) (int64, error) {
+	f, err := w.Add(ctx, data)
+	if err != nil {
+		return -1, err
+	}
+	return f.Wait(ctx)
+}
+
+// Close waits for every pending add to be confirmed, then records the ledger
+// CLOSED with its last entry and length, and stops the writer. If recovery
+// took the ledger first it returns ErrFenced. If ctx ends first the writer
+// keeps running: call Close again or Stop.
+func (w *Writer) Close(ctx context.Context) error {
+	reply := make(chan error, 1)
+	select {
+	case w.closeCh <- reply:
+	case <-w.done:
+		return ErrWriterClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-reply:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Stop abandons the writer without touching the metadata: pending adds fail
+// with ErrWriterClosed and the ledger stays OPEN for recovery to close. It is
+// what an owner that lost its topic does. Stop waits for every goroutine.
+func (w *Writer) Stop() {
+	w.stop()
+	<-w.done
+}
+
+// Stats returns a snapshot of the writer's state.
+func (w *Writer) Stats(ctx context.Context) (WriterStats, error) {
+	reply := make(chan WriterStats, 1)
+	select {
+	case w.statsCh <- reply:
+	case <-w.done:
+		return WriterStats{}, ErrWriterClosed
+	case <-ctx.Done():
+		return WriterStats{}, ctx.Err()
+	}
+	select {
+	case s := <-reply:
+		return s, nil
+	case <-ctx.Done():
+		return WriterStats{}, ctx.Err()
+	}
+}
+
+func (w *Writer) run() {
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
+	lacTimer := time.NewTimer(time.Hour)
+	lacTimer.Stop()
+	defer func() {
+		retry.Stop()
+		lacTimer.Stop()
+		w.stop()
+		w.failAll(ErrWriterClosed)
+		w.rpcs.Wait()
+		close(w.done)
+	}()
+	for {
+		var addCh chan *addOp
+		if w.terminal != nil || len(w.closers) > 0 ||
+			(len(w.pending) < w.c.cfg.MaxInFlightEntries && w.pendingBytes < w.c.cfg.MaxInFlightBytes) {
+			addCh = w.addCh
+		}
+		var dirCh <-chan struct{}
+		if len(w.failedMembers()) > 0 {
+			dirCh = w.c.dir.Changed()
+		}
+		if w.needRetry() && !w.retryArmed {
+			retry.Reset(w.c.cfg.RetryInterval)
+			w.retryArmed = true
+		}
+		if w.terminal == nil && w.lac > w.lacSent && !w.lacArmed {
+			lacTimer.Reset(w.c.cfg.ExplicitLACInterval)
+			w.lacArmed = true
+		}
+		select {
+		case op := <-addCh:
+			w.handleAdd(op)
+		case r := <-w.results:
+			w.handleResult(r)
+		case reply := <-w.closeCh:
+			w.closers = append(w.closers, reply)
+		case reply := <-w.statsCh:
+			reply <- w.snapshot()
+		case <-dirCh:
+			w.progress()
+		case <-retry.C:
+			w.retryArmed = false
+			w.handleRetry()
+		case <-lacTimer.C:
+			w.lacArmed = false
+			w.sendExplicitLAC()
+		case <-w.runCtx.Done():
+			return
+		}
+		if len(w.closers) > 0 && (len(w.pending) == 0 || w.terminal != nil) {
+			w.finishClose()
+			return
+		}
+	}
+}
+
+func (w *Writer) handleAdd(op *addOp) {
+	if w.terminal != nil {
+		op.fut.complete(-1, w.terminal)
+		return
+	}
+	if len(w.closers) > 0 {
+		op.fut.complete(-1, ErrWriterClosed)
+		return
+	}
+	p := &pendingAdd{
+		entry:    w.next,
+		data:     op.data,
+		fut:      op.fut,
+		acked:    make(map[string]bool, w.q.Write),
+		inflight: make(map[string]bool, w.q.Write),
+	}
+	w.next++
+	w.pending = append(w.pending, p)
+	w.pendingBytes += int64(len(op.data))
+	w.sendMissing(p)
+}
+
+// writeSet returns the bookie ids that store entry under the current
+// metadata.
+func (w *Writer) writeSet(entry int64) []string {
+	ens := w.v.md.EnsembleFor(entry)
+	slots := w.q.WriteSet(entry)
+	out := make([]string, len(slots))
+	for i, s := range slots {
+		out[i] = ens[s]
+	}
+	return out
+}
+
+// sendMissing sends p to every member of its write set that has neither
+// acked it, nor has it in flight, nor is known failed.
+func (w *Writer) sendMissing(p *pendingAdd) {
+	for _, b := range w.writeSet(p.entry) {
+		if p.acked[b] || p.inflight[b] || w.failed[b] {
+			continue
+		}
+		p.inflight[b] = true
+		w.send(p, b)
+	}
+}
+
+func (w *Writer) send(p *pendingAdd, bookie string) {
+	req := AddRequest{LedgerID: w.id, EntryID: p.entry, LAC: w.lac, Payload: p.data}
+	w.lacSent = max(w.lacSent, w.lac)
+	w.lastSend = time.Now()
+	w.rpcs.Add(1)
+	go func() {
+		defer w.rpcs.Done()
+		ctx, cancel := context.WithTimeout(w.runCtx, w.c.cfg.AddTimeout)
+		b, err := w.c.bookies.Bookie(ctx, bookie)
+		if err == nil {
+			err = b.AddEntry(ctx, req)
+		}
+		cancel()
+		select {
+		case w.results <- addResult{entry: req.EntryID, bookie: bookie, err: err}:
+		case <-w.runCtx.Done():
+		}
+	}()
+}
+
+func (w *Writer) pendingFor(entry int64) *pendingAdd {
+	if len(w.pending) == 0 {
+		return nil
+	}
+	i := entry - w.pending[0].entry
+	if i < 0 || i >= int64(len(w.pending)) {
+		return nil
+	}
+	return w.pending[i]
+}
+
+func (w *Writer) handleResult(r addResult) {
+	if w.terminal != nil {
+		return
+	}
+	p := w.pendingFor(r.entry)
+	if p != nil {
+		delete(p.inflight, r.bookie)
+	}
+	switch {
+	case r.err == nil:
+		if p != nil && slices.Contains(w.writeSet(p.entry), r.bookie) {
+			p.acked[r.bookie] = true
+			w.confirm()
+		}
+	case errors.Is(r.err, ErrBookieFenced):
+		// Recovery has fenced the ledger on this bookie. No later add can
+		// reach Qa, and none may succeed: stop now.
+		w.log.Info("writer fenced", "bookie", r.bookie, "entry", r.entry)
+		w.fail(fmt.Errorf("%w: bookie %s refused entry %d", ErrFenced, r.bookie, r.entry))
+	default:
+		if p == nil {
+			// The entry was already confirmed without this copy.
+			w.missingCopies++
+		}
+		if !w.failed[r.bookie] {
+			w.log.Warn("bookie failed an add", "bookie", r.bookie, "entry", r.entry, "err", r.err)
+		}
+		w.failed[r.bookie] = true
+		w.progress()
+	}
+}
+
+// confirm completes adds from the head of pending while each has Qa acks.
+func (w *Writer) confirm() {
+	for len(w.pending) > 0 {
+		p := w.pending[0]
+		ws := w.writeSet(p.entry)
+		n, copies := 0, 0
+		for _, b := range ws {
+			if p.acked[b] {
+				n++
+			}
+			if p.acked[b] || p.inflight[b] {
+				copies++
+			}
+		}
+		if n < w.q.Ack {
+			return
+		}
+		w.missingCopies += int64(w.q.Write - copies)
+		w.pending[0] = nil
+		w.pending = w.pending[1:]
+		w.pendingBytes -= int64(len(p.data))
+		w.length += int64(len(p.data))
+		w.lac = p.entry
+		p.fut.complete(p.entry, nil)
+	}
+}
+
+// progress reacts to failed bookies: it replaces the failed members of the
+// ensemble it can (an ensemble change), then sends every pending entry to
+// the members of its write set that still lack it.
+func (w *Writer) progress() {
+	if w.terminal != nil {
+		return
+	}
+	if len(w.failedMembers()) > 0 {
+		if err := w.changeEnsemble(); err != nil {
+			w.fail(err)
+			return
+		}
+	}
+	for _, p := range w.pending {
+		w.sendMissing(p)
+	}
+	w.confirm()
+}
+
+// failedMembers returns the slots of the current ensemble held by failed
+// bookies.
+func (w *Writer) failedMembers() []int {
+	var out []int
+	for i, b := range w.v.md.LastEnsemble() {
+		if w.failed[b] {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// changeEnsemble replaces every failed member it finds a spare for, in a new
+// fragment starting at the first unconfirmed entry, by CAS. With no spare at
+// all it changes nothing: adds go on while Qa acks are possible (delayed
+// ensemble change) and the next directory change tries again. It returns an
+// error only when the writer must stop.
+func (w *Writer) changeEnsemble() error {
+	cur := w.v.md.LastEnsemble()
+	next := slices.Clone(cur)
+	exclude := make([]string, 0, len(w.failed))
+	for b := range w.failed {
+		exclude = append(exclude, b)
+	}
+	replaced := 0
+	for _, slot := range w.failedMembers() {
+		if b, ok := w.c.replace(next, slot, exclude); ok {
+			next[slot] = b
+			exclude = append(exclude, b)
+			replaced++
+		}
+	}
+	if replaced == 0 {
+		return nil
+	}
+	md := w.v.md.clone()
+	first := w.lac + 1
+	if last := &md.Fragments[len(md.Fragments)-1]; last.FirstEntry == first {
+		// Nothing in the last fragment is confirmed: amend it rather than
+		// leave an empty fragment behind.
+		last.Ensemble = next
+	} else {
+		md.Fragments = append(md.Fragments, Fragment{FirstEntry: first, Ensemble: next})
+	}
+	ctx, cancel := w.c.metaCtx(w.runCtx)
+	defer cancel()
+	v, err := casMetadata(ctx, w.c.store, w.c.cfg.Region, md, w.v.modRev)
+	if errors.Is(err, meta.ErrConflict) {
+		return w.lostLedger(ctx)
+	}
+	if err != nil {
+		// The store is unreachable: keep the failed members and try again
+		// on the next retry tick.
+		w.log.Warn("ensemble change failed", "err", err)
+		return nil
+	}
+	w.log.Info("ensemble changed", "from", cur, "to", next, "firstEntry", first)
+	w.v = v
+	w.changes++
+	return nil
+}
+
+// lostLedger explains a failed CAS: the ledger is no longer ours.
+func (w *Writer) lostLedger(ctx context.Context) error {
+	v, err := readMetadata(ctx, w.c.store, w.c.cfg.Region, w.id)
+	if err != nil {
+		return fmt.Errorf("%w: metadata changed under the writer (%v)", ErrFenced, err)
+	}
+	return fmt.Errorf("%w: ledger is %s", ErrFenced, v.md.State)
+}
+
+func (w *Writer) needRetry() bool {
+	return w.terminal == nil && (len(w.failedMembers()) > 0 || w.stuck())
+}
+
+// stuck reports whether some pending entry cannot reach Qa acks with the
+// bookies it is on or going to.
+func (w *Writer) stuck() bool {
+	for _, p := range w.pending {
+		n := 0
+		for _, b := range w.writeSet(p.entry) {
+			if p.acked[b] || p.inflight[b] {
+				n++
+			}
+		}
+		if n < w.q.Ack {
+			return true
+		}
+	}
+	return false
+}
+
+// handleRetry runs RetryInterval after bookies failed. It first checks the
+// metadata: a writer cut off from bookies learns here that recovery has
+// taken its ledger. Then it forgives the failed bookies (a partition may have
+// healed), tries an ensemble change and resends.
+func (w *Writer) handleRetry() {
+	if w.terminal != nil {
+		return
+	}
+	ctx, cancel := w.c.metaCtx(w.runCtx)
+	v, err := readMetadata(ctx, w.c.store, w.c.cfg.Region, w.id)
+	cancel()
+	switch {
+	case err == nil && v.modRev != w.v.modRev:
+		w.fail(fmt.Errorf("%w: ledger is %s", ErrFenced, v.md.State))
+		return
+	case err != nil && errors.Is(err, ErrLedgerNotFound):
+		w.fail(fmt.Errorf("%w: ledger deleted", ErrFenced))
+		return
+	}
+	if err == nil && len(w.failedMembers()) > 0 {
+		// Try spares first, with the failed bookies still excluded.
+		if err := w.changeEnsemble(); err != nil {
+			w.fail(err)
+			return
+		}
+	}
+	clear(w.failed)
+	w.progress()
+}
+
+func (w *Writer) sendExplicitLAC() {
+	if w.terminal != nil || w.lac <= w.lacSent {
+		return
+	}
+	if time.Since(w.lastSend) < w.c.cfg.ExplicitLACInterval {
+		// Adds are still carrying the LAC; look again later.
+		return
+	}
+	lac := w.lac
+	w.lacSent = lac
+	for _, b := range w.v.md.LastEnsemble() {
+		if w.failed[b] {
+			continue
+		}
+		w.rpcs.Add(1)
+		go func() {
+			defer w.rpcs.Done()
+			ctx, cancel := context.WithTimeout(w.runCtx, w.c.cfg.AddTimeout)
+			defer cancel()
+			bk, err := w.c.bookies.Bookie(ctx, b)
+			if err == nil {
+				err = bk.WriteLAC(ctx, w.id, lac)
+			}
+			if err != nil && w.runCtx.Err() == nil {
+				w.log.Debug("explicit LAC failed", "bookie", b, "err", err)
+			}
+		}()
+	}
+}
+
+// fail makes the writer terminal: every pending and later add fails with err.
+func (w *Writer) fail(err error) {
+	if w.terminal == nil {
+		w.terminal = err
+	}
+	w.failAll(w.terminal)
+}
+
+func (w *Writer) failAll(err error) {
+	for _, p := range w.pending {
+		p.fut.complete(-1, err)
+	}
+	w.pending = nil
+	w.pendingBytes = 0
+}
+
+// finishClose runs once no add is pending (or the writer is terminal).
+func (w *Writer) finishClose() {
+	err := w.terminal
+	if err == nil {
+		md := w.v.md.clone()
+		md.State = StateClosed
+		md.LastEntry = w.lac
+		md.Length = w.length
+		ctx, cancel := w.c.metaCtx(w.runCtx)
+		var v versioned
+		v, err = casMetadata(ctx, w.c.store, w.c.cfg.Region, md, w.v.modRev)
+		if errors.Is(err, meta.ErrConflict) {
+			err = w.lostLedger(ctx)
+		}
+		cancel()
+		if err == nil {
+			w.v = v
+			w.log.Debug("ledger closed", "lastEntry", w.lac)
+		}
+	}
+	if err == nil {
+		w.terminal = ErrWriterClosed
+	} else {
+		w.fail(err)
+	}
+	for _, c := range w.closers {
+		c <- err
+	}
+	w.closers = nil
+}
+
+func (w *Writer) snapshot() WriterStats {
+	s := WriterStats{
+		LedgerID:         w.id,
+		LastAddConfirmed: w.lac,
+		NextEntry:        w.next,
+		PendingEntries:   len(w.pending),
+		PendingBytes:     w.pendingBytes,
+		Ensemble:         slices.Clone(w.v.md.LastEnsemble()),
+		MissingCopies:    w.missingCopies,
+		EnsembleChanges:  w.changes,
+		Err:              w.terminal,
+	}
+	for _, slot := range w.failedMembers() {
+		s.FailedBookies = append(s.FailedBookies, w.v.md.LastEnsemble()[slot])
+	}
+	s.UnderReplicated = w.missingCopies > 0 || len(s.FailedBookies) > 0
+	return s
+}

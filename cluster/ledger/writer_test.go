@@ -1,0 +1,412 @@
+package ledger_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/meridian-mq/meridian/cluster/ledger"
+	"github.com/meridian-mq/meridian/cluster/ledger/ledgertest"
+)
+
+func create(t *testing.T, c *ledger.Client, e, qw, qa int) *ledger.Writer {
+	t.Helper()
+	w, err := c.Create(t.Context(), e, qw, qa, map[string]string{"owner": t.Name()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	return w
+}
+
+func appendN(t *testing.T, w *ledger.Writer, from, n int) {
+	t.Helper()
+	futs := make([]*ledger.AddFuture, 0, n)
+	for i := from; i < from+n; i++ {
+		f, err := w.Add(t.Context(), payload(i))
+		if err != nil {
+			t.Fatalf("add %d: %v", i, err)
+		}
+		futs = append(futs, f)
+	}
+	for i, f := range futs {
+		id, err := f.Wait(t.Context())
+		if err != nil || id != int64(from+i) {
+			t.Fatalf("add %d: entry %d, err %v", from+i, id, err)
+		}
+	}
+}
+
+func readAll(t *testing.T, r *ledger.Reader, want int) {
+	t.Helper()
+	if lac := r.LastAddConfirmed(); lac != int64(want-1) {
+		t.Fatalf("LAC %d, want %d", lac, want-1)
+	}
+	if want == 0 {
+		return
+	}
+	got, err := r.Read(t.Context(), 0, int64(want-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range got {
+		if e.ID != int64(i) || !bytes.Equal(e.Payload, payload(i)) {
+			t.Fatalf("entry %d: id %d, payload mismatch", i, e.ID)
+		}
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	if err := ledger.DefaultConfig("r").Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for name, mut := range map[string]func(*ledger.Config){
+		"no region":      func(c *ledger.Config) { c.Region = "" },
+		"zero timeout":   func(c *ledger.Config) { c.AddTimeout = 0 },
+		"no in-flight":   func(c *ledger.Config) { c.MaxInFlightEntries = 0 },
+		"tiny byte cap":  func(c *ledger.Config) { c.MaxInFlightBytes = 10 },
+		"huge poll wait": func(c *ledger.Config) { c.LACPollWait = time.Hour },
+	} {
+		cfg := ledger.DefaultConfig("r")
+		mut(&cfg)
+		if err := cfg.Validate(); !errors.Is(err, ledger.ErrInvalidConfig) {
+			t.Errorf("%s: err = %v", name, err)
+		}
+	}
+}
+
+func TestCreateValidatesQuorum(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, 1, "b1", "b2", "b3")
+		c := e.client("w", testConfig())
+		for _, q := range [][3]int{{3, 2, 3}, {2, 3, 2}, {3, 3, 0}} {
+			if _, err := c.Create(t.Context(), q[0], q[1], q[2], nil); !errors.Is(err, ledger.ErrInvalidConfig) {
+				t.Errorf("%v: err = %v", q, err)
+			}
+		}
+		if _, err := c.Create(t.Context(), 4, 3, 2, nil); !errors.Is(err, ledger.ErrNotEnoughBookies) {
+			t.Errorf("E=4 on 3 bookies: err = %v", err)
+		}
+	})
+}
+
+func TestAddReadClose(t *testing.T) {
+	for _, q := range [][3]int{{1, 1, 1}, {3, 3, 2}, {3, 2, 2}, {3, 3, 3}} {
+		synctest.Test(t, func(t *testing.T) {
+			e := newEnv(t, 1, "b1", "b2", "b3", "b4")
+			c := e.client("w", testConfig())
+			w := create(t, c, q[0], q[1], q[2])
+			w2 := create(t, c, q[0], q[1], q[2])
+			if w2.ID() <= w.ID() {
+				t.Fatalf("ledger ids not increasing: %d then %d", w.ID(), w2.ID())
+			}
+			appendN(t, w, 0, 100)
+
+			// Open while the writer is live: reads go up to the LAC
+			// bookies have seen (the explicit LAC brings it to 99).
+			rc := e.client("r", testConfig())
+			r, err := rc.OpenForRead(t.Context(), w.ID())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if lac, err := r.WaitLAC(t.Context(), 98); err != nil || lac != 99 {
+				t.Fatalf("WaitLAC = %d, %v", lac, err)
+			}
+			readAll(t, r, 100)
+			if _, err := r.Read(t.Context(), 0, 100); !errors.Is(err, ledger.ErrBeyondLAC) {
+				t.Fatalf("read past LAC: %v", err)
+			}
+
+			if err := w.Close(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			md, err := c.Metadata(t.Context(), w.ID())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var length int64
+			for i := range 100 {
+				length += int64(len(payload(i)))
+			}
+			if md.State != ledger.StateClosed || md.LastEntry != 99 || md.Length != length || md.Custom["owner"] != t.Name() {
+				t.Fatalf("metadata after close: %+v", md)
+			}
+			if _, err := w.Add(t.Context(), []byte("x")); !errors.Is(err, ledger.ErrWriterClosed) {
+				t.Fatalf("add after close: %v", err)
+			}
+			if lac, err := r.WaitLAC(t.Context(), 99); !errors.Is(err, ledger.ErrLedgerClosed) || lac != 99 {
+				t.Fatalf("WaitLAC on closed ledger = %d, %v", lac, err)
+			}
+			r2, err := rc.OpenForRead(t.Context(), w.ID())
+			if err != nil {
+				t.Fatal(err)
+			}
+			readAll(t, r2, 100)
+			// Every entry sits on exactly its write set.
+			for i := int64(0); i < 100; i++ {
+				ens := md.EnsembleFor(i)
+				n := 0
+				for _, slot := range md.Quorum().WriteSet(i) {
+					if e.bookies.Has(ens[slot], w.ID(), i) {
+						n++
+					}
+				}
+				if n < q[2] {
+					t.Fatalf("entry %d on %d bookies of its write set, want >= Qa=%d", i, n, q[2])
+				}
+			}
+		})
+	}
+}
+
+// TestTailingReaderSeesIdleWriter checks the explicit LAC: a reader waiting
+// for the last entry of an idle writer gets it without another add.
+func TestTailingReaderSeesIdleWriter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, 2, "b1", "b2", "b3")
+		c := e.client("w", testConfig())
+		w := create(t, c, 3, 3, 2)
+		r, err := e.client("r", testConfig()).OpenForRead(t.Context(), w.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := int64(-1)
+		for i := range 5 {
+			if _, err := w.Append(t.Context(), payload(i)); err != nil {
+				t.Fatal(err)
+			}
+			lac, err := r.WaitLAC(t.Context(), seen)
+			if err != nil || lac != int64(i) {
+				t.Fatalf("after add %d: WaitLAC = %d, %v", i, lac, err)
+			}
+			seen = lac
+		}
+		readAll(t, r, 5)
+	})
+}
+
+func TestReadRetriesOtherReplicaOnChecksum(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, 3, "b1", "b2", "b3")
+		c := e.client("w", testConfig())
+		w := create(t, c, 3, 3, 3)
+		appendN(t, w, 0, 3)
+		if err := w.Close(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		md, _ := c.Metadata(t.Context(), w.ID())
+		first := md.EnsembleFor(1)[md.Quorum().WriteSet(1)[0]]
+		e.bookies.Corrupt(first, w.ID(), 1)
+		r, err := c.OpenForRead(t.Context(), w.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		readAll(t, r, 3)
+		if s := c.Stats(); s.ChecksumErrors != 1 {
+			t.Fatalf("checksum errors = %d, want 1", s.ChecksumErrors)
+		}
+	})
+}
+
+func TestBackpressure(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, 4, "b1", "b2", "b3")
+		cfg := testConfig()
+		cfg.MaxInFlightEntries = 2
+		cfg.AddTimeout = time.Minute
+		c := e.client("w", cfg)
+		w := create(t, c, 3, 3, 2)
+		for _, b := range []string{"b1", "b2", "b3"} {
+			e.bookies.Partition("w", b)
+		}
+		var futs []*ledger.AddFuture
+		for i := range 2 {
+			f, err := w.Add(t.Context(), payload(i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			futs = append(futs, f)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		if _, err := w.Add(ctx, payload(2)); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("third add with two in flight: %v", err)
+		}
+		e.bookies.HealAll()
+		f, err := w.Add(t.Context(), payload(2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		futs = append(futs, f)
+		for i, f := range futs {
+			if id, err := f.Wait(t.Context()); err != nil || id != int64(i) {
+				t.Fatalf("add %d: %d, %v", i, id, err)
+			}
+		}
+		big := make([]byte, cfg.MaxInFlightBytes+1)
+		if _, err := w.Add(t.Context(), big); !errors.Is(err, ledger.ErrEntryTooLarge) {
+			t.Fatalf("oversized add: %v", err)
+		}
+	})
+}
+
+func TestFencedWriterCannotAdd(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, 5, "b1", "b2", "b3")
+		w := create(t, e.client("w", testConfig()), 3, 3, 2)
+		appendN(t, w, 0, 10)
+		r, err := e.client("rec", testConfig()).OpenAndRecover(t.Context(), w.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if md := r.Metadata(); md.State != ledger.StateClosed || md.LastEntry != 9 {
+			t.Fatalf("recovered metadata %+v", md)
+		}
+		readAll(t, r, 10)
+		if _, err := w.Append(t.Context(), payload(10)); !errors.Is(err, ledger.ErrFenced) {
+			t.Fatalf("add after recovery: %v", err)
+		}
+		if err := w.Close(t.Context()); !errors.Is(err, ledger.ErrFenced) {
+			t.Fatalf("close after recovery: %v", err)
+		}
+		// Recovering a closed ledger is a no-op that returns the result.
+		r2, err := e.client("rec2", testConfig()).OpenAndRecover(t.Context(), w.ID())
+		if err != nil || r2.LastAddConfirmed() != 9 {
+			t.Fatalf("second recovery: %v, %v", r2, err)
+		}
+	})
+}
+
+func TestRecoverEmptyLedger(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, 6, "b1", "b2", "b3")
+		w := create(t, e.client("w", testConfig()), 3, 2, 2)
+		r, err := e.client("rec", testConfig()).OpenAndRecover(t.Context(), w.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if md := r.Metadata(); md.LastEntry != -1 || md.Length != 0 {
+			t.Fatalf("recovered empty ledger: %+v", md)
+		}
+		if _, err := w.Append(t.Context(), payload(0)); !errors.Is(err, ledger.ErrFenced) {
+			t.Fatalf("add after recovery: %v", err)
+		}
+	})
+}
+
+// TestEnsembleChangeWithSpare kills an ensemble member mid-stream with a
+// spare registered: no add fails, the change shows in the metadata, and a
+// reader sees exactly the confirmed prefix.
+func TestEnsembleChangeWithSpare(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, 7, "b1", "b2", "b3", "b4")
+		c := e.client("w", testConfig())
+		w := create(t, c, 3, 3, 2)
+		appendN(t, w, 0, 50)
+		md, _ := c.Metadata(t.Context(), w.ID())
+		victim := md.LastEnsemble()[1]
+		e.bookies.SetDown(victim, true)
+		appendN(t, w, 50, 50)
+		md, _ = c.Metadata(t.Context(), w.ID())
+		// The new fragment starts at the first entry not yet confirmed when
+		// the failure was seen: 50 or a little later.
+		first := md.Fragments[len(md.Fragments)-1].FirstEntry
+		if len(md.Fragments) != 2 || slices.Contains(md.LastEnsemble(), victim) || first < 50 || first > 99 {
+			t.Fatalf("no ensemble change in metadata: %+v", md.Fragments)
+		}
+		st, err := w.Stats(t.Context())
+		if err != nil || st.EnsembleChanges != 1 || len(st.FailedBookies) != 0 {
+			t.Fatalf("stats %+v, %v", st, err)
+		}
+		// Entries of the new fragment reach all three of its bookies.
+		for i := first; i < 100; i++ {
+			for _, b := range md.LastEnsemble() {
+				if !e.bookies.Has(b, w.ID(), i) {
+					t.Fatalf("entry %d missing on %s", i, b)
+				}
+			}
+		}
+		r, err := e.client("r", testConfig()).OpenForRead(t.Context(), w.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lac, err := r.WaitLAC(t.Context(), 98); err != nil || lac != 99 {
+			t.Fatalf("reader LAC %d, %v", lac, err)
+		}
+		readAll(t, r, 100)
+		if err := w.Close(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestDelayedEnsembleChange kills a member with no spare: adds go on with Qa
+// acks, the writer reports itself under-replicated, and the ensemble changes
+// when a fourth bookie registers.
+func TestDelayedEnsembleChange(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, 8, "b1", "b2", "b3")
+		c := e.client("w", testConfig())
+		w := create(t, c, 3, 3, 2)
+		appendN(t, w, 0, 20)
+		e.bookies.SetDown("b2", true)
+		appendN(t, w, 20, 30)
+		md, _ := c.Metadata(t.Context(), w.ID())
+		if len(md.Fragments) != 1 {
+			t.Fatalf("ensemble changed with no spare: %+v", md.Fragments)
+		}
+		st, _ := w.Stats(t.Context())
+		if !st.UnderReplicated || !slices.Equal(st.FailedBookies, []string{"b2"}) {
+			t.Fatalf("stats without spare: %+v", st)
+		}
+		e.addBookie("b4")
+		synctest.Wait() // the watch delivers b4 and the writer reacts
+		if st, _ = w.Stats(t.Context()); st.EnsembleChanges != 1 || st.UnderReplicated != true {
+			t.Fatalf("stats after b4 registered: %+v", st)
+		}
+		appendN(t, w, 50, 10)
+		want := slices.Clone(md.LastEnsemble())
+		want[slices.Index(want, "b2")] = "b4"
+		md, _ = c.Metadata(t.Context(), w.ID())
+		if len(md.Fragments) != 2 || !slices.Equal(md.LastEnsemble(), want) || md.Fragments[1].FirstEntry != 50 {
+			t.Fatalf("after b4 registered: %+v", md.Fragments)
+		}
+		for i := int64(50); i < 60; i++ {
+			if !e.bookies.Has("b4", w.ID(), i) {
+				t.Fatalf("entry %d not on the new bookie", i)
+			}
+		}
+		if err := w.Close(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		r, err := c.OpenForRead(t.Context(), w.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		readAll(t, r, 60)
+	})
+}
+
+func TestReadOnlyBookieReplaced(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, 9, "b1", "b2", "b3", "b4")
+		c := e.client("w", testConfig())
+		w := create(t, c, 3, 3, 3)
+		md, _ := c.Metadata(t.Context(), w.ID())
+		ro := md.LastEnsemble()[0]
+		e.bookies.SetReadOnly(ro, true)
+		e.bookies.InjectError(md.LastEnsemble()[2], ledgertest.OpAdd, errors.New("disk hiccup"))
+		appendN(t, w, 0, 10)
+		md, _ = c.Metadata(t.Context(), w.ID())
+		if slices.Contains(md.LastEnsemble(), ro) {
+			t.Fatalf("read-only bookie still in ensemble: %v", md.Fragments)
+		}
+		if err := w.Close(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
