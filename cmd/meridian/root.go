@@ -20,6 +20,7 @@ func newRootCommand() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(newVersionCommand())
+	root.AddCommand(newEtcdCommand())
 	return root
 }
 
