@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"time"
 
 	"github.com/meridian-mq/meridian/cluster/bookie/bkproto"
 )
@@ -93,7 +94,12 @@ func (c *serverConn) writeLoop() {
 }
 
 func (c *serverConn) readLoop() {
-	defer c.close()
+	closeNow := true
+	defer func() {
+		if closeNow {
+			c.close()
+		}
+	}()
 	br := bufio.NewReaderSize(c.nc, 64<<10)
 	for {
 		f, err := bkproto.ReadFrame(br, bkproto.MaxFrameSize)
@@ -123,7 +129,11 @@ func (c *serverConn) readLoop() {
 			} else {
 				<-c.slots
 			}
+			// The writer closes the connection once the answer is out;
+			// the deadline bounds that wait on a peer that does not read.
+			c.nc.SetWriteDeadline(time.Now().Add(5 * time.Second))
 			c.out <- closeAfter
+			closeNow = false
 			return
 		}
 		c.b.dispatch(c, f.RequestID, m)

@@ -1,0 +1,725 @@
+package bookie
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/meridian-mq/meridian/cluster/bookie/bkproto"
+	"github.com/meridian-mq/meridian/cluster/meta"
+)
+
+func TestAddReadFenceLAC(t *testing.T) {
+	ctx := testCtx(t)
+	b := startBookie(t, testConfig(t, t.TempDir(), nil))
+	c := dial(t, b.Addr())
+
+	// Pipelined adds from many goroutines on one connection.
+	const n = 200
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for e := range int64(n) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- c.AddEntry(ctx, bkproto.AddRequest{LedgerID: 1, EntryID: e, LastAddConfirmed: e - 1,
+				MasterKey: []byte("writer"), Payload: payloadOf(1, e, 100+int(e))})
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for e := range int64(n) {
+		mustRead(t, ctx, c, 1, e, 100+int(e))
+	}
+	lac, err := c.ReadLAC(ctx, bkproto.ReadLACRequest{LedgerID: 1})
+	if err != nil || lac != n-2 {
+		t.Fatalf("LAC = %d, %v; want %d (max piggybacked)", lac, err, n-2)
+	}
+	if err := c.WriteLAC(ctx, bkproto.WriteLACRequest{LedgerID: 1, LastAddConfirmed: n - 1}); err != nil {
+		t.Fatal(err)
+	}
+	if lac, _ := c.ReadLAC(ctx, bkproto.ReadLACRequest{LedgerID: 1}); lac != n-1 {
+		t.Fatalf("LAC after explicit write = %d, want %d", lac, n-1)
+	}
+	if err := c.WriteLAC(ctx, bkproto.WriteLACRequest{LedgerID: 1, LastAddConfirmed: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if lac, _ := c.ReadLAC(ctx, bkproto.ReadLACRequest{LedgerID: 1}); lac != n-1 {
+		t.Fatalf("LAC went backwards to %d", lac)
+	}
+
+	_, err = c.ReadEntry(ctx, bkproto.ReadRequest{LedgerID: 1, EntryID: n})
+	wantErr(t, "read past the end", err, bkproto.ErrNoSuchEntry)
+	_, err = c.ReadEntry(ctx, bkproto.ReadRequest{LedgerID: 99, EntryID: 0})
+	wantErr(t, "read unknown ledger", err, bkproto.ErrNoSuchLedger)
+	err = c.AddEntry(ctx, bkproto.AddRequest{LedgerID: 1, EntryID: n, MasterKey: []byte("intruder"), Payload: []byte("x")})
+	wantErr(t, "add with another master key", err, bkproto.ErrBadRequest)
+	err = c.AddEntry(ctx, bkproto.AddRequest{LedgerID: 1, EntryID: n, Payload: make([]byte, b.cfg.MaxEntrySize+1)})
+	wantErr(t, "oversized add", err, bkproto.ErrTooLarge)
+
+	// Fence: later adds fail, recovery adds succeed.
+	lac, err = c.Fence(ctx, 1)
+	if err != nil || lac != n-1 {
+		t.Fatalf("fence: LAC %d, %v", lac, err)
+	}
+	err = c.AddEntry(ctx, bkproto.AddRequest{LedgerID: 1, EntryID: n, LastAddConfirmed: n - 1, Payload: []byte("late")})
+	wantErr(t, "add after fence", err, bkproto.ErrFenced)
+	err = c.WriteLAC(ctx, bkproto.WriteLACRequest{LedgerID: 1, LastAddConfirmed: n})
+	wantErr(t, "LAC write after fence", err, bkproto.ErrFenced)
+	if err := c.AddEntry(ctx, bkproto.AddRequest{LedgerID: 1, EntryID: n, LastAddConfirmed: n - 1, Recovery: true,
+		Payload: payloadOf(1, n, 10)}); err != nil {
+		t.Fatalf("recovery add on a fenced ledger: %v", err)
+	}
+	mustRead(t, ctx, c, 1, n, 10)
+
+	// A fencing read of a ledger this bookie never saw fences it anyway.
+	e, err := c.ReadEntry(ctx, bkproto.ReadRequest{LedgerID: 2, EntryID: 0, Fence: true})
+	wantErr(t, "fencing read of an unseen ledger", err, bkproto.ErrNoSuchEntry)
+	if e.LastAddConfirmed != bkproto.NoEntry {
+		t.Fatalf("fencing read LAC %d", e.LastAddConfirmed)
+	}
+	err = c.AddEntry(ctx, bkproto.AddRequest{LedgerID: 2, EntryID: 0, LastAddConfirmed: bkproto.NoEntry, Payload: []byte("x")})
+	wantErr(t, "add after fencing read", err, bkproto.ErrFenced)
+
+	if got := metricValue(b.m.adds.WithLabelValues("OK")); got != n+1 {
+		t.Fatalf("adds_total{OK} = %v, want %d", got, n+1)
+	}
+}
+
+// TestOutOfOrderResponses holds a LAC long-poll open while reads and adds on
+// the same connection complete: the responses overtake it.
+func TestOutOfOrderResponses(t *testing.T) {
+	ctx := testCtx(t)
+	b := startBookie(t, testConfig(t, t.TempDir(), nil))
+	c := dial(t, b.Addr())
+	mustAdd(t, ctx, c, 5, 0, 10)
+
+	polled := make(chan int64, 1)
+	go func() {
+		lac, err := c.ReadLAC(ctx, bkproto.ReadLACRequest{LedgerID: 5, LongPoll: true, Previous: bkproto.NoEntry + 1, Timeout: time.Minute})
+		if err != nil {
+			t.Error(err)
+		}
+		polled <- lac
+	}()
+	// While the poll waits, other requests on the connection complete.
+	waitFor(t, "the long-poll to register", func() bool {
+		b.store.mu.Lock()
+		defer b.store.mu.Unlock()
+		return len(b.store.mu.ledgers[5].waiters) == 1
+	})
+	mustRead(t, ctx, c, 5, 0, 10)
+	mustAdd(t, ctx, c, 5, 1, 10) // piggybacks LAC 0: the poll (previous 0) still waits
+	select {
+	case lac := <-polled:
+		t.Fatalf("long-poll answered early with %d", lac)
+	default:
+	}
+	mustAdd(t, ctx, c, 5, 2, 10) // LAC 1 > 0: the poll fires
+	if lac := <-polled; lac != 1 {
+		t.Fatalf("long-poll LAC %d, want 1", lac)
+	}
+
+	// A long-poll that times out answers with the unchanged LAC.
+	start := time.Now()
+	lac, err := c.ReadLAC(ctx, bkproto.ReadLACRequest{LedgerID: 5, LongPoll: true, Previous: 1, Timeout: 50 * time.Millisecond})
+	if err != nil || lac != 1 {
+		t.Fatalf("timed-out long-poll: %d, %v", lac, err)
+	}
+	if time.Since(start) < 50*time.Millisecond {
+		t.Fatal("long-poll returned before its timeout")
+	}
+	_, err = c.ReadLAC(ctx, bkproto.ReadLACRequest{LedgerID: 77, LongPoll: true, Timeout: time.Second})
+	wantErr(t, "long-poll on an unknown ledger", err, bkproto.ErrNoSuchLedger)
+}
+
+func TestRestartReplaysJournal(t *testing.T) {
+	ctx := testCtx(t)
+	dir := t.TempDir()
+	cfg := testConfig(t, dir, nil)
+	cfg.JournalFileSize = 1 << 20 // several rolls and checkpoints below
+	b := startBookie(t, cfg)
+	c := dial(t, b.Addr())
+	const n = 60 // 60 × 40 KiB: the journal rolls twice
+	for e := range int64(n) {
+		mustAdd(t, ctx, c, 3, e, 40<<10)
+	}
+	if _, err := c.Fence(ctx, 4); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WriteLAC(ctx, bkproto.WriteLACRequest{LedgerID: 3, LastAddConfirmed: n - 1}); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	// Pebble runs without its WAL, so whatever was not flushed at a
+	// checkpoint is gone after Close: it must come back from the journal.
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// A torn record at the end of the last journal file, as a crash in the
+	// middle of a write leaves it.
+	files := journalFiles(t, dir)
+	last := files[len(files)-1]
+	f, err := os.OpenFile(last, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	torn := appendRecord(nil, &record{kind: recAdd, ledgerID: 3, entryID: n, lac: n - 1, payload: make([]byte, 1000)})
+	f.Write(torn[:len(torn)-100])
+	f.Close()
+
+	b2 := startBookie(t, cfg)
+	c2 := dial(t, b2.Addr())
+	for e := range int64(n) {
+		mustRead(t, ctx, c2, 3, e, 40<<10)
+	}
+	_, err = c2.ReadEntry(ctx, bkproto.ReadRequest{LedgerID: 3, EntryID: n})
+	wantErr(t, "the torn entry", err, bkproto.ErrNoSuchEntry)
+	if lac, _ := c2.ReadLAC(ctx, bkproto.ReadLACRequest{LedgerID: 3}); lac != n-1 {
+		t.Fatalf("LAC after restart %d, want %d", lac, n-1)
+	}
+	// The fence survived the restart.
+	err = c2.AddEntry(ctx, bkproto.AddRequest{LedgerID: 4, EntryID: 0, LastAddConfirmed: bkproto.NoEntry, Payload: []byte("x")})
+	wantErr(t, "add to a ledger fenced before the restart", err, bkproto.ErrFenced)
+	// The replayed files were checkpointed and deleted.
+	if got := journalFiles(t, dir); len(got) != 1 {
+		t.Fatalf("journal files after restart: %v", got)
+	}
+	mustAdd(t, ctx, c2, 3, n, 10)
+}
+
+// TestReplayIsDeterministicAboutFences: an add that raced behind a fence in
+// the journal was refused live, and must stay refused after replay.
+func TestReplayKeepsFenceOrder(t *testing.T) {
+	ctx := testCtx(t)
+	dir := t.TempDir()
+	cfg := testConfig(t, dir, nil)
+	b := startBookie(t, cfg)
+	// Feed the journal directly: add 0, fence, add 1 (non-recovery), all
+	// in one batch.
+	results := make(chan opResult, 3)
+	recs := []record{
+		{kind: recAdd, ledgerID: 8, entryID: 0, lac: -1, checksum: bkproto.EntryChecksum(8, 0, []byte("a")), payload: []byte("a")},
+		{kind: recFence, ledgerID: 8},
+		{kind: recAdd, ledgerID: 8, entryID: 1, lac: 0, checksum: bkproto.EntryChecksum(8, 1, []byte("b")), payload: []byte("b")},
+	}
+	for _, r := range recs {
+		if err := b.journal.enqueue(ctx, &op{rec: r, done: func(res opResult) { results <- res }}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []error
+	for range recs {
+		got = append(got, (<-results).err)
+	}
+	if got[0] != nil || got[1] != nil || !errors.Is(got[2], bkproto.ErrFenced) {
+		t.Fatalf("live results %v", got)
+	}
+	b.Close()
+	b2 := startBookie(t, cfg)
+	c := dial(t, b2.Addr())
+	if _, err := c.ReadEntry(ctx, bkproto.ReadRequest{LedgerID: 8, EntryID: 0}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.ReadEntry(ctx, bkproto.ReadRequest{LedgerID: 8, EntryID: 1})
+	wantErr(t, "the refused add after replay", err, bkproto.ErrNoSuchEntry)
+}
+
+func journalFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "journal", "*.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+func TestCorruptJournalRefusesToStart(t *testing.T) {
+	ctx := testCtx(t)
+	dir := t.TempDir()
+	cfg := testConfig(t, dir, nil)
+	b := startBookie(t, cfg)
+	c := dial(t, b.Addr())
+	for e := range int64(5) {
+		mustAdd(t, ctx, c, 1, e, 100)
+	}
+	c.Close()
+	b.Close()
+	files := journalFiles(t, dir)
+	// Damage the first record and add a later file: the damage is not a
+	// torn tail.
+	data, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[recordHeaderSize+20] ^= 1
+	os.WriteFile(files[0], data, 0o644)
+	os.WriteFile(filepath.Join(dir, "journal", journalFileName(1<<40)), nil, 0o644)
+	_, err = Start(ctx, cfg)
+	wantErr(t, "start on a corrupt journal", err, ErrJournalCorrupt)
+}
+
+func TestGroupCommit(t *testing.T) {
+	ctx := testCtx(t)
+	fs := &gateFS{FS: OSFS{}, release: make(chan struct{})}
+	cfg := testConfig(t, t.TempDir(), nil)
+	cfg.FS = fs
+	b := startBookie(t, cfg)
+	c := dial(t, b.Addr())
+	fs.gate.Store(true)
+
+	const n = 50
+	errs := make(chan error, n+1)
+	add := func(e int64) {
+		errs <- c.AddEntry(ctx, bkproto.AddRequest{LedgerID: 1, EntryID: e, LastAddConfirmed: e - 1, Payload: payloadOf(1, e, 500)})
+	}
+	go add(0)
+	// The first add's sync is held; everything sent meanwhile queues.
+	waitFor(t, "the first sync to start", func() bool { return fs.waiting.Load() == 1 })
+	for e := int64(1); e <= n; e++ {
+		go add(e)
+	}
+	waitFor(t, "the other adds to queue", func() bool { return len(b.journal.queue) == n })
+	select {
+	case err := <-errs:
+		t.Fatalf("an add was acknowledged before its sync: %v", err)
+	default:
+	}
+	syncsBefore := fs.syncs.Load()
+	fs.gate.Store(false)
+	close(fs.release)
+	for range n + 1 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	// One sync for the held add, one for all n queued behind it.
+	if got := fs.syncs.Load() - syncsBefore; got != 2 {
+		t.Fatalf("%d syncs for the held add and %d queued adds, want 2", got, n)
+	}
+}
+
+func TestJournalSyncFailureIsFatal(t *testing.T) {
+	ctx := testCtx(t)
+	fs := NewFaultFS(OSFS{})
+	cfg := testConfig(t, t.TempDir(), nil)
+	cfg.FS = fs
+	b := startBookie(t, cfg)
+	c := dial(t, b.Addr())
+	mustAdd(t, ctx, c, 1, 0, 100)
+	fs.FailSyncs(syscall.EIO, 0)
+	err := c.AddEntry(ctx, bkproto.AddRequest{LedgerID: 1, EntryID: 1, LastAddConfirmed: 0, Payload: []byte("x")})
+	if err == nil {
+		t.Fatal("an add whose fsync failed was acknowledged")
+	}
+	<-b.Done()
+	wantErr(t, "bookie error", b.Err(), ErrJournalSync)
+	wantErr(t, "Close", b.Close(), ErrJournalSync)
+	// The bookie is gone: new connections are refused.
+	if _, err := net.Dial("tcp", b.Addr()); err == nil {
+		t.Fatal("a stopped bookie still accepts connections")
+	}
+	// After a restart on the same disk, the acknowledged entry is there.
+	fs.FailSyncs(nil, 0)
+	b2 := startBookie(t, cfg)
+	mustRead(t, ctx, dial(t, b2.Addr()), 1, 0, 100)
+}
+
+func TestDiskFullTurnsReadOnly(t *testing.T) {
+	ctx := testCtx(t)
+	store := newMemStore(t)
+	fs := NewFaultFS(OSFS{})
+	cfg := testConfig(t, t.TempDir(), store)
+	cfg.FS = fs
+	b := startBookie(t, cfg)
+	key := bkproto.BookieKey(cfg.Region, cfg.ID)
+	watch := store.Watch(ctx, key, 0)
+	c := dial(t, b.Addr())
+	for e := range int64(3) {
+		mustAdd(t, ctx, c, 1, e, 1000)
+	}
+	// The registration is there, exactly as the ledger client parses it.
+	waitRegistration(t, ctx, store, key, watch, false)
+
+	fs.FailWrites(syscall.ENOSPC, 0)
+	err := c.AddEntry(ctx, bkproto.AddRequest{LedgerID: 1, EntryID: 3, LastAddConfirmed: 2, Payload: payloadOf(1, 3, 1000)})
+	wantErr(t, "add on a full disk", err, bkproto.ErrReadOnly)
+	if !b.ReadOnly() {
+		t.Fatal("bookie is not read-only")
+	}
+	err = c.AddEntry(ctx, bkproto.AddRequest{LedgerID: 2, EntryID: 0, LastAddConfirmed: -1, Payload: []byte("x")})
+	wantErr(t, "add on a read-only bookie", err, bkproto.ErrReadOnly)
+	// Reads go on.
+	for e := range int64(3) {
+		mustRead(t, ctx, c, 1, e, 1000)
+	}
+	waitRegistration(t, ctx, store, key, watch, true)
+	if metricValue(b.m.readOnly) != 1 {
+		t.Fatal("read-only gauge not set")
+	}
+	// The partial write was cut away: a restart replays cleanly.
+	fs.FailWrites(nil, 0)
+	b.Close()
+	b2 := startBookie(t, cfg)
+	c2 := dial(t, b2.Addr())
+	for e := range int64(3) {
+		mustRead(t, ctx, c2, 1, e, 1000)
+	}
+	_, err = c2.ReadEntry(ctx, bkproto.ReadRequest{LedgerID: 1, EntryID: 3})
+	wantErr(t, "the refused entry", err, bkproto.ErrNoSuchEntry)
+}
+
+func waitRegistration(t *testing.T, ctx context.Context, store meta.Store, key string, watch <-chan meta.WatchResponse, readOnly bool) {
+	t.Helper()
+	for {
+		kv, err := store.Get(ctx, key)
+		if err == nil {
+			reg, err := bkproto.ParseRegistration(kv.Value)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if reg.ReadOnly == readOnly {
+				return
+			}
+		} else if !errors.Is(err, meta.ErrNotFound) {
+			t.Fatal(err)
+		}
+		select {
+		case resp, ok := <-watch:
+			if !ok || resp.Err != nil {
+				t.Fatalf("watch ended: %v", resp.Err)
+			}
+		case <-ctx.Done():
+			t.Fatalf("registration never showed readOnly=%v", readOnly)
+		}
+	}
+}
+
+func TestChecksumMismatchOnRead(t *testing.T) {
+	ctx := testCtx(t)
+	cfg := testConfig(t, t.TempDir(), nil)
+	fp, err := ParseFailpoints("entry-corrupt=1:2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Failpoints = fp
+	b := startBookie(t, cfg)
+	c := dial(t, b.Addr())
+	for e := range int64(4) {
+		mustAdd(t, ctx, c, 1, e, 300)
+	}
+	_, err = c.ReadEntry(ctx, bkproto.ReadRequest{LedgerID: 1, EntryID: 2})
+	wantErr(t, "corrupted entry", err, bkproto.ErrChecksumMismatch)
+	var se *bkproto.StatusError
+	if !errors.As(err, &se) || se.Status != bkproto.StatusChecksumMismatch {
+		t.Fatalf("the bookie, not the client, must report it: %v", err)
+	}
+	// Only that read fails.
+	for _, e := range []int64{0, 1, 3} {
+		mustRead(t, ctx, c, 1, e, 300)
+	}
+	if got := metricValue(b.m.checksumErrors); got != 1 {
+		t.Fatalf("checksum_errors_total = %v, want 1", got)
+	}
+
+	// An add whose payload does not match its checksum is refused too.
+	nc, err := net.Dial("tcp", b.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	nc.Write(bkproto.AppendFrame(nil, 1, &bkproto.AddRequest{LedgerID: 1, EntryID: 9, Checksum: 12345, Payload: []byte("x")}))
+	resp := readResponse(t, nc).(*bkproto.AddResponse)
+	if resp.Status != bkproto.StatusChecksumMismatch {
+		t.Fatalf("add with a bad checksum: %s", resp.Status)
+	}
+}
+
+func readResponse(t *testing.T, nc net.Conn) bkproto.Message {
+	t.Helper()
+	nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	f, err := bkproto.ReadFrame(bufio.NewReader(nc), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := bkproto.Decode(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func TestMalformedFramesRefused(t *testing.T) {
+	ctx := testCtx(t)
+	b := startBookie(t, testConfig(t, t.TempDir(), nil))
+	huge := make([]byte, 4)
+	binary.BigEndian.PutUint32(huge, 1<<30)
+	badBody := bkproto.AppendFrame(nil, 77, &bkproto.ReadRequest{LedgerID: 1})
+	badBody[len(badBody)-1] = 0xff // unknown flags
+	cases := []struct {
+		name    string
+		data    []byte
+		wantBad bool // a BadRequest answer before the close
+	}{
+		{"oversized length", huge, false},
+		{"garbage", []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"), false},
+		{"bad version", []byte{0, 0, 0, 10, 9, 1, 0, 0, 0, 0, 0, 0, 0, 1}, false},
+		{"bad body", badBody, true},
+		{"a response sent as a request", bkproto.AppendFrame(nil, 3, &bkproto.FenceResponse{}), false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			nc, err := net.Dial("tcp", b.Addr())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer nc.Close()
+			nc.Write(tc.data)
+			nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+			br := bufio.NewReader(nc)
+			if tc.wantBad {
+				f, err := bkproto.ReadFrame(br, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				m, _ := bkproto.Decode(f)
+				if r, ok := m.(*bkproto.ReadResponse); !ok || r.Status != bkproto.StatusBadRequest || f.RequestID != 77 {
+					t.Fatalf("got %#v", m)
+				}
+			}
+			if _, err := br.ReadByte(); err != io.EOF {
+				t.Fatalf("connection not closed: %v", err)
+			}
+		})
+	}
+	// The bookie is unharmed.
+	c := dial(t, b.Addr())
+	mustAdd(t, ctx, c, 1, 0, 10)
+	mustRead(t, ctx, c, 1, 0, 10)
+}
+
+func TestGarbageCollection(t *testing.T) {
+	ctx := testCtx(t)
+	store := newMemStore(t)
+	cfg := testConfig(t, t.TempDir(), store)
+	b := startBookie(t, cfg)
+	c := dial(t, b.Addr())
+	for _, id := range []int64{1, 2} {
+		if _, err := store.Create(ctx, bkproto.LedgerKey(cfg.Region, id), []byte(`{"v":1}`), meta.NoLease); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A ledger of another region with the same id must not keep ours alive.
+	store.Create(ctx, bkproto.LedgerKey("other", 3), []byte(`{"v":1}`), meta.NoLease)
+	for _, id := range []int64{1, 2, 3} {
+		for e := range int64(3) {
+			mustAdd(t, ctx, c, id, e, 100)
+		}
+	}
+	if n, err := b.CollectGarbage(ctx); err != nil || n != 1 {
+		t.Fatalf("first pass deleted %d (%v), want 1 (ledger 3 has no metadata)", n, err)
+	}
+	kv, err := store.Get(ctx, bkproto.LedgerKey(cfg.Region, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Delete(ctx, kv.Key, kv.ModRevision); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := b.CollectGarbage(ctx); err != nil || n != 1 {
+		t.Fatalf("second pass deleted %d (%v), want 1", n, err)
+	}
+	for _, id := range []int64{2, 3} {
+		_, err := c.ReadEntry(ctx, bkproto.ReadRequest{LedgerID: id, EntryID: 0})
+		wantErr(t, fmt.Sprintf("read of collected ledger %d", id), err, bkproto.ErrNoSuchLedger)
+	}
+	for e := range int64(3) {
+		mustRead(t, ctx, c, 1, e, 100)
+	}
+	// The deletion holds across a restart (entries 2 and 3 are still in the
+	// journal, so replay brings them back until a pass deletes them again).
+	b.Close()
+	b2 := startBookie(t, cfg)
+	if _, err := b2.CollectGarbage(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c2 := dial(t, b2.Addr())
+	_, err = c2.ReadEntry(ctx, bkproto.ReadRequest{LedgerID: 2, EntryID: 0})
+	wantErr(t, "collected ledger after restart", err, bkproto.ErrNoSuchLedger)
+	mustRead(t, ctx, c2, 1, 2, 100)
+	if got := metricValue(b2.m.ledgers); got != 1 {
+		t.Fatalf("ledgers gauge %v, want 1", got)
+	}
+}
+
+func TestRegistrationLifecycle(t *testing.T) {
+	ctx := testCtx(t)
+	store := newMemStore(t)
+	cfg := testConfig(t, t.TempDir(), store)
+	key := bkproto.BookieKey(cfg.Region, cfg.ID)
+	watch := store.Watch(ctx, key, 0)
+	b := startBookie(t, cfg)
+	waitRegistration(t, ctx, store, key, watch, false)
+	kv, _ := store.Get(ctx, key)
+	want := fmt.Sprintf(`{"v":1,"id":"bookie-1","address":"%s","rack":"rack-a","readOnly":false}`, b.Addr())
+	if string(kv.Value) != want {
+		t.Fatalf("registration %s, want %s", kv.Value, want)
+	}
+	if kv.Lease == meta.NoLease {
+		t.Fatal("registration is not under a lease")
+	}
+	b.Close()
+	if _, err := store.Get(ctx, key); !errors.Is(err, meta.ErrNotFound) {
+		t.Fatalf("registration survives a clean stop: %v", err)
+	}
+
+	// A crashed run leaves its key under a live lease (etcd renews leases
+	// when it restarts). The next run revokes it, because LEASE names it.
+	stale, err := store.Grant(ctx, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Create(ctx, key, []byte(`{"v":1,"id":"bookie-1","address":"old:1","rack":"","readOnly":false}`), stale.ID()); err != nil {
+		t.Fatal(err)
+	}
+	b2 := &Bookie{cfg: cfg}
+	if err := b2.saveLease(stale.ID()); err != nil {
+		t.Fatal(err)
+	}
+	b3 := startBookie(t, cfg)
+	for {
+		kv, err := store.Get(ctx, key)
+		if err == nil && string(kv.Value) != "" {
+			if reg, _ := bkproto.ParseRegistration(kv.Value); reg.Address == b3.Addr() {
+				break
+			}
+		}
+		select {
+		case <-watch:
+		case <-ctx.Done():
+			t.Fatal("the restarted bookie never replaced its stale registration")
+		}
+	}
+	select {
+	case <-stale.Done():
+	case <-ctx.Done():
+		t.Fatal("the stale lease was not revoked")
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	good := testConfig(t, "/tmp/x", nil)
+	if err := good.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for name, mutate := range map[string]func(*Config){
+		"no region":        func(c *Config) { c.Region = "" },
+		"no id":            func(c *Config) { c.ID = "" },
+		"no data dir":      func(c *Config) { c.DataDir = "" },
+		"short lease":      func(c *Config) { c.LeaseTTL = time.Second },
+		"tiny batch":       func(c *Config) { c.JournalMaxBatchBytes = 10 },
+		"huge entries":     func(c *Config) { c.MaxEntrySize = bkproto.MaxPayloadSize + 1 },
+		"fast gc":          func(c *Config) { c.GCInterval = time.Millisecond },
+		"no queue":         func(c *Config) { c.JournalQueue = 0 },
+		"tiny journal":     func(c *Config) { c.JournalFileSize = 10 },
+		"long max wait":    func(c *Config) { c.JournalMaxWait = time.Hour },
+		"no conn window":   func(c *Config) { c.MaxConnInFlight = 0 },
+		"negative cache":   func(c *Config) { c.IndexCacheSize = -1 },
+		"no listen addr":   func(c *Config) { c.ListenAddr = "" },
+		"negative maxwait": func(c *Config) { c.JournalMaxWait = -1 },
+	} {
+		c := good
+		mutate(&c)
+		if err := c.Validate(); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+func TestParseFailpoints(t *testing.T) {
+	fp, err := ParseFailpoints("journal-fsync=error@3; journal-write=enospc ;entry-corrupt=4:5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fp.JournalSyncAfter != 3 || fp.JournalWriteAfter != 0 || !fp.corrupts(4, 5) || fp.corrupts(4, 6) || fp.CorruptAll {
+		t.Fatalf("%+v", fp)
+	}
+	if fp, _ := ParseFailpoints(""); fp.fsActive() || fp.corrupts(1, 1) {
+		t.Fatal("empty spec arms something")
+	}
+	for _, bad := range []string{"journal-fsync", "journal-fsync=maybe", "nope=1", "entry-corrupt=x", "journal-fsync=error@-1"} {
+		if _, err := ParseFailpoints(bad); !errors.Is(err, ErrFailpoint) {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+}
+
+func TestRecordRoundTrip(t *testing.T) {
+	for _, r := range []record{
+		{kind: recAdd, ledgerID: 1, entryID: 2, lac: 1, recovery: true, checksum: 9, masterKey: []byte("k"), payload: []byte("payload")},
+		{kind: recAdd, ledgerID: 1, entryID: 0, lac: -1, payload: []byte{}},
+		{kind: recFence, ledgerID: 7},
+		{kind: recLAC, ledgerID: 7, lac: 100, masterKey: []byte("key")},
+	} {
+		b := appendRecord(nil, &r)
+		if len(b) > r.size() {
+			t.Fatalf("record of %d bytes exceeds its size estimate %d", len(b), r.size())
+		}
+		got, err := decodeRecord(b[recordHeaderSize:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(r) && !(len(r.payload) == 0 && got.kind == r.kind) {
+			t.Fatalf("got %+v, want %+v", got, r)
+		}
+	}
+	if _, err := decodeRecord([]byte{9, 0, 0, 0, 0, 0, 0, 0, 1}); err == nil {
+		t.Fatal("unknown kind accepted")
+	}
+}
+
+// gateFS holds every journal sync while gate is set, until release closes.
+type gateFS struct {
+	FS
+	gate    atomicBool
+	release chan struct{}
+	waiting atomicInt
+	syncs   atomicInt
+}
+
+func (g *gateFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
+	f, err := g.FS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return &gateFile{File: f, g: g}, nil
+}
+
+type gateFile struct {
+	File
+	g *gateFS
+}
+
+func (f *gateFile) Sync() error {
+	if f.g.gate.Load() {
+		f.g.waiting.Add(1)
+		<-f.g.release
+	}
+	f.g.syncs.Add(1)
+	return f.File.Sync()
+}
