@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -23,9 +22,10 @@ import (
 // buildMeridian builds the meridian binary into dir.
 func buildMeridian(t *testing.T, dir string) string {
 	t.Helper()
+	// go test puts its own toolchain first on PATH.
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		t.Fatalf("no go toolchain on PATH: %v", err)
 	}
 	bin := filepath.Join(dir, "meridian")
 	cmd := exec.Command(goBin, "build", "-o", bin, "github.com/meridian-mq/meridian/cmd/meridian")
