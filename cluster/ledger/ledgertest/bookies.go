@@ -46,6 +46,7 @@ type Cluster struct {
 	mu      sync.Mutex
 	bookies map[string]*bookie
 	cut     map[link]bool // unreachable client -> bookie links
+	refused map[link]bool // client -> bookie links whose connections are refused
 	delay   DelayFunc
 }
 
@@ -70,7 +71,7 @@ type ledgerState struct {
 
 // NewCluster returns a cluster with bookies of the given ids, all up.
 func NewCluster(ids ...string) *Cluster {
-	c := &Cluster{bookies: make(map[string]*bookie), cut: make(map[link]bool)}
+	c := &Cluster{bookies: make(map[string]*bookie), cut: make(map[link]bool), refused: make(map[link]bool)}
 	for _, id := range ids {
 		c.AddBookie(id)
 	}
@@ -102,17 +103,27 @@ func (c *Cluster) Partition(client, bookie string) {
 	c.mu.Unlock()
 }
 
-// Heal undoes Partition.
-func (c *Cluster) Heal(client, bookie string) {
+// Refuse makes bookie refuse client's calls at once with
+// ErrBookieUnavailable, as a reset connection does.
+func (c *Cluster) Refuse(client, bookie string) {
 	c.mu.Lock()
-	delete(c.cut, link{client, bookie})
+	c.refused[link{client, bookie}] = true
 	c.mu.Unlock()
 }
 
-// HealAll undoes every partition.
+// Heal undoes Partition and Refuse.
+func (c *Cluster) Heal(client, bookie string) {
+	c.mu.Lock()
+	delete(c.cut, link{client, bookie})
+	delete(c.refused, link{client, bookie})
+	c.mu.Unlock()
+}
+
+// HealAll undoes every partition and refusal.
 func (c *Cluster) HealAll() {
 	c.mu.Lock()
 	clear(c.cut)
+	clear(c.refused)
 	c.mu.Unlock()
 }
 
@@ -223,9 +234,9 @@ func (v *bookieView) call(ctx context.Context, op Op, apply func(b *bookie) erro
 		<-ctx.Done()
 		return fmt.Errorf("%w: %s: %v", ledger.ErrBookieUnavailable, v.id, ctx.Err())
 	}
-	if b.down {
+	if b.down || c.refused[link{v.client, v.id}] {
 		c.mu.Unlock()
-		return fmt.Errorf("%w: %s is down", ledger.ErrBookieUnavailable, v.id)
+		return fmt.Errorf("%w: %s refused the connection", ledger.ErrBookieUnavailable, v.id)
 	}
 	var err error
 	if errs := b.inject[op]; len(errs) > 0 {
