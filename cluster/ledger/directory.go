@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/url"
@@ -10,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/meridian-mq/meridian/cluster/bookie/bkproto"
 	"github.com/meridian-mq/meridian/cluster/meta"
 	"github.com/meridian-mq/meridian/topology"
 )
@@ -17,13 +17,7 @@ import (
 // Registration is a live bookie's record under
 // /meridian/regions/<region>/bookies/<id>, written by the bookie under its
 // lease: {"v":1,"id":"...","address":"host:port","rack":"...","readOnly":false}.
-type Registration struct {
-	V        int    `json:"v"`
-	ID       string `json:"id"`
-	Address  string `json:"address"`
-	Rack     string `json:"rack"`
-	ReadOnly bool   `json:"readOnly"`
-}
+type Registration = bkproto.Registration
 
 // Directory is the client's view of a region's live bookies, kept current by
 // a watch on the bookies prefix. Its goroutine (run) owns the watch; the map
@@ -147,8 +141,8 @@ func (d *Directory) apply(evs []meta.Event) {
 // decode reads one registration. The map is keyed by the key's last segment
 // so that a delete event (which carries no value) finds it.
 func (d *Directory) decode(kv meta.KV) (Registration, bool) {
-	var r Registration
-	if err := json.Unmarshal(kv.Value, &r); err != nil || r.V != 1 {
+	r, err := bkproto.ParseRegistration(kv.Value)
+	if err != nil {
 		d.log.Warn("ignoring bad bookie registration", "key", kv.Key, "err", err)
 		return r, false
 	}

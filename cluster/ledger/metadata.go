@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
-	"strconv"
 
+	"github.com/meridian-mq/meridian/cluster/bookie/bkproto"
 	"github.com/meridian-mq/meridian/cluster/meta"
 )
 
@@ -137,13 +137,12 @@ func regionPrefix(region string) string {
 	return "/meridian/regions/" + url.PathEscape(region) + "/"
 }
 
-// LedgerKey is where ledger id's metadata lives.
-func LedgerKey(region string, id int64) string {
-	return regionPrefix(region) + "ledgers/" + strconv.FormatInt(id, 10)
-}
+// LedgerKey is where ledger id's metadata lives. Bookies garbage-collect
+// a ledger once this key is gone, so it is bkproto's definition.
+func LedgerKey(region string, id int64) string { return bkproto.LedgerKey(region, id) }
 
 // BookiesPrefix is the prefix under which a region's bookies register.
-func BookiesPrefix(region string) string { return regionPrefix(region) + "bookies/" }
+func BookiesPrefix(region string) string { return bkproto.BookiesPrefix(region) }
 
 func ledgerIDCounterKey(region string) string { return regionPrefix(region) + "ledger-id-counter" }
 

@@ -13,13 +13,12 @@ package ledgertest
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/url"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/meridian-mq/meridian/cluster/bookie/bkproto"
 	"github.com/meridian-mq/meridian/cluster/ledger"
 	"github.com/meridian-mq/meridian/cluster/meta"
 )
@@ -368,17 +367,14 @@ func (v *bookieView) WriteLAC(ctx context.Context, ledgerID, lac int64) error {
 // Register writes a bookie's registration into the store, as a bookie does
 // at start-up (without a lease: tests unregister explicitly).
 func Register(ctx context.Context, store meta.Store, region, id, rack string, readOnly bool) error {
-	b, err := json.Marshal(ledger.Registration{V: 1, ID: id, Address: id + ":0", Rack: rack, ReadOnly: readOnly})
-	if err != nil {
-		return err
-	}
-	_, err = store.Create(ctx, ledger.BookiesPrefix(region)+url.PathEscape(id), b, meta.NoLease)
+	b := bkproto.Registration{ID: id, Address: id + ":0", Rack: rack, ReadOnly: readOnly}.Marshal()
+	_, err := store.Create(ctx, bkproto.BookieKey(region, id), b, meta.NoLease)
 	return err
 }
 
 // Unregister removes a bookie's registration, as its lease expiry would.
 func Unregister(ctx context.Context, store meta.Store, region, id string) error {
-	kv, err := store.Get(ctx, ledger.BookiesPrefix(region)+url.PathEscape(id))
+	kv, err := store.Get(ctx, bkproto.BookieKey(region, id))
 	if err != nil {
 		return err
 	}
