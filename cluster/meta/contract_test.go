@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -24,6 +25,9 @@ type harness struct {
 	// compact compacts the store's history before rev.
 	compact func(t *testing.T, s Store, rev int64)
 }
+
+// runs numbers the suite's test runs in this process.
+var runs atomic.Int64
 
 // waitFor bounds every wait in the suite. The etcd harness needs a TTL (at
 // least etcd's minimum, about 2s) for expiry; nothing else comes close.
@@ -46,6 +50,7 @@ func runContract(t *testing.T, h harness) {
 		{"ElectionOrderAndFailover", testElection},
 		{"CampaignCancelled", testCampaignCancelled},
 		{"RevokeStale", testRevokeStale},
+		{"NextID", testNextID},
 		{"AfterClose", testAfterClose},
 	}
 	for _, tc := range tests {
@@ -56,7 +61,9 @@ func runContract(t *testing.T, h harness) {
 					t.Errorf("Close: %v", err)
 				}
 			})
-			tc.run(t, h, s, "/test/"+t.Name()+"/")
+			// Unique per run, too: with -count=N the shared etcd keeps the
+			// keys of earlier runs.
+			tc.run(t, h, s, fmt.Sprintf("/test/%d/%s/", runs.Add(1), t.Name()))
 		})
 	}
 }
@@ -528,6 +535,8 @@ func testElection(t *testing.T, h harness, s Store, p string) {
 	case <-time.After(waitFor):
 		t.Fatal("no failover after the leader's lease ended")
 	}
+	_, err = s.Campaign(ctx, election, nil, leases[1])
+	wantErr(t, "Campaign under an ended lease", err, ErrLeaseNotFound)
 }
 
 // waitKeys waits until exactly n keys exist under prefix.
@@ -645,5 +654,46 @@ func testAfterClose(t *testing.T, _ harness, s Store, p string) {
 	wantErr(t, "Watch after Close", r.Err, ErrClosed)
 	if err := s.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
+	}
+}
+
+func testNextID(t *testing.T, _ harness, s Store, p string) {
+	ctx := ctxT(t)
+	const workers, each = 4, 10
+	ids := make(chan int64, workers*each)
+	errc := make(chan error, workers)
+	for range workers {
+		go func() {
+			var last int64
+			for range each {
+				id, err := NextID(ctx, s, p+"ledger-id")
+				if err == nil && id <= last {
+					err = fmt.Errorf("id %d after %d from the same caller", id, last)
+				}
+				if err != nil {
+					errc <- err
+					return
+				}
+				last = id
+				ids <- id
+			}
+			errc <- nil
+		}()
+	}
+	for range workers {
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(ids)
+	seen := map[int64]bool{}
+	for id := range ids {
+		if seen[id] || id < 1 || id > workers*each {
+			t.Fatalf("id %d repeated or outside 1..%d", id, workers*each)
+		}
+		seen[id] = true
+	}
+	if len(seen) != workers*each {
+		t.Fatalf("%d distinct ids, want %d", len(seen), workers*each)
 	}
 }

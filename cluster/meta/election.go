@@ -33,6 +33,11 @@ func campaign(ctx context.Context, s Store, spawn func(func(context.Context)) bo
 	if lease == nil {
 		return nil, errNilLease
 	}
+	select {
+	case <-lease.Done():
+		return nil, fmt.Errorf("meta: campaign under a lease that has ended: %w", ErrLeaseNotFound)
+	default:
+	}
 	pfx := electionPrefix(prefix)
 	key := fmt.Sprintf("%s%016x", pfx, uint64(lease.ID()))
 

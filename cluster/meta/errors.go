@@ -23,3 +23,6 @@ var (
 // understands (or missing). Upgrade the binary that reads it; never rewrite
 // the value with an older format.
 var ErrValueVersion = errors.New("meta: unsupported value version")
+
+// errNilLease: Campaign was given no lease.
+var errNilLease = errors.New("meta: Campaign needs a lease")

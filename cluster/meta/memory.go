@@ -2,7 +2,6 @@ package meta
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -391,7 +390,8 @@ func (m *Memory) keepAliveStopped(l *memLease) {
 	if m.mu.closed || m.mu.leases[l.id] != l {
 		return
 	}
-	l.closeDoneLocked()
+	// Arm the expiry before closing done: whoever sees done closed may move
+	// a manual clock at once, and the timer must already be there.
 	m.wg.Add(1)
 	l.stopExpiry = m.clock.AfterFunc(l.ttl, func() {
 		defer m.wg.Done()
@@ -401,6 +401,7 @@ func (m *Memory) keepAliveStopped(l *memLease) {
 			m.endLeaseLocked(l)
 		}
 	})
+	l.closeDoneLocked()
 }
 
 // Expire ends the lease now, deleting its keys, as an etcd server does when a
@@ -466,6 +467,12 @@ func (m *Memory) stopLeaseCallbacksLocked(l *memLease) {
 
 // Campaign implements Store.
 func (m *Memory) Campaign(ctx context.Context, prefix string, value []byte, lease Lease) (Leadership, error) {
+	m.mu.Lock()
+	closed := m.mu.closed
+	m.mu.Unlock()
+	if closed {
+		return nil, ErrClosed
+	}
 	return campaign(ctx, m, m.spawn, prefix, value, lease)
 }
 
@@ -529,8 +536,6 @@ func (m *Memory) Revision() int64 {
 	defer m.mu.Unlock()
 	return m.mu.rev
 }
-
-var errNilLease = errors.New("meta: nil lease")
 
 func copyKV(kv *KV) KV {
 	c := *kv

@@ -9,8 +9,17 @@
 // by DESIGN §3 the caller treats that as "someone else owns this now": it stops
 // writing instead of re-reading and retrying over the winner.
 //
-// The package also launches an embedded etcd server (see Embed), used by the
-// tests, `meridian etcd`, `meridian standalone` and `meridian dev`.
+// Around the interface:
+//   - Key, GlobalKey and RegionKey build DESIGN §3's keys from escaped name
+//     segments; EncodeJSON and DecodeJSON read and write versioned values.
+//   - NextID hands out unique, increasing ids from a counter key.
+//   - RevokeStale removes a previous run's lease after a restart.
+//   - StartEmbed launches an embedded etcd member (see Embed), used by the
+//     tests, `meridian etcd`, `meridian standalone` and `meridian dev`.
+//
+// Which to use: Dial (or NewEtcd) in every process and every integration
+// test; NewMemory only in unit tests, where its manual clock and Expire hook
+// reach failures that a real server makes slow to produce.
 package meta
 
 import (
