@@ -56,19 +56,46 @@ func freePorts(t *testing.T, n int) []int {
 	return ports
 }
 
-// member is one `meridian etcd` process.
+// member is one `meridian etcd` process. exited and exitErr describe the
+// current run; start replaces them.
 type member struct {
 	name    string
 	client  string
+	args    []string
+	logPath string
 	cmd     *exec.Cmd
 	exited  chan struct{}
 	exitErr error
-	logPath string
 }
 
+// start runs the member's process, appending its output to its log.
+func (m *member) start(t *testing.T, bin string) {
+	t.Helper()
+	logf, err := os.OpenFile(m.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.cmd = exec.Command(bin, m.args...)
+	m.cmd.Stdout, m.cmd.Stderr = logf, logf
+	if err := m.cmd.Start(); err != nil {
+		logf.Close()
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	m.exited = exited
+	cmd := m.cmd
+	go func() {
+		err := cmd.Wait()
+		logf.Close()
+		m.exitErr = err
+		close(exited)
+	}()
+}
+
+// kill sends SIGKILL to the member's process by PID and waits for it.
 func (m *member) kill(t *testing.T) {
 	t.Helper()
-	if m.cmd.Process == nil {
+	if m.cmd == nil || m.cmd.Process == nil {
 		return
 	}
 	select {
@@ -82,8 +109,7 @@ func (m *member) kill(t *testing.T) {
 	<-m.exited
 }
 
-func dial(ctx context.Context, t *testing.T, endpoint string) (*meta.Etcd, error) {
-	t.Helper()
+func dial(ctx context.Context, endpoint string) (*meta.Etcd, error) {
 	cfg := meta.DefaultEtcdConfig()
 	cfg.Logger = nil
 	cfg.DialTimeout = 2 * time.Second
@@ -93,49 +119,18 @@ func dial(ctx context.Context, t *testing.T, endpoint string) (*meta.Etcd, error
 // TestEtcdCluster runs three `meridian etcd` processes as one cluster, writes
 // through one member and reads through another, kills the raft leader by PID
 // and shows that the two survivors elect a new leader and keep serving
-// writes, then stops the survivors with SIGTERM and checks a clean exit.
+// writes. The killed member then restarts on its data and catches up, and
+// SIGTERM stops every member cleanly.
 func TestEtcdCluster(t *testing.T) {
 	dir := t.TempDir()
+	began := time.Now()
 	bin := buildMeridian(t, dir)
+	t.Logf("built meridian in %v", time.Since(began).Round(time.Millisecond))
 	ports := freePorts(t, 6)
 	var members []*member
 	var cluster []string
 	for i := range 3 {
 		cluster = append(cluster, fmt.Sprintf("m%d=http://127.0.0.1:%d", i+1, ports[2*i+1]))
-	}
-	for i := range 3 {
-		m := &member{
-			name:    fmt.Sprintf("m%d", i+1),
-			client:  fmt.Sprintf("http://127.0.0.1:%d", ports[2*i]),
-			exited:  make(chan struct{}),
-			logPath: filepath.Join(dir, fmt.Sprintf("m%d.log", i+1)),
-		}
-		peer := fmt.Sprintf("http://127.0.0.1:%d", ports[2*i+1])
-		logf, err := os.Create(m.logPath)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m.cmd = exec.Command(bin, "etcd",
-			"--name", m.name,
-			"--data-dir", filepath.Join(dir, m.name),
-			"--listen-client-urls", m.client,
-			"--advertise-client-urls", m.client,
-			"--listen-peer-urls", peer,
-			"--initial-advertise-peer-urls", peer,
-			"--initial-cluster", strings.Join(cluster, ","),
-			"--initial-cluster-state", "new",
-			"--log-level", "warn",
-		)
-		m.cmd.Stdout, m.cmd.Stderr = logf, logf
-		if err := m.cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		go func() {
-			m.exitErr = m.cmd.Wait()
-			logf.Close()
-			close(m.exited)
-		}()
-		members = append(members, m)
 	}
 	t.Cleanup(func() {
 		for _, m := range members {
@@ -148,16 +143,41 @@ func TestEtcdCluster(t *testing.T) {
 			}
 		}
 	})
+	for i := range 3 {
+		name := fmt.Sprintf("m%d", i+1)
+		client := fmt.Sprintf("http://127.0.0.1:%d", ports[2*i])
+		peer := fmt.Sprintf("http://127.0.0.1:%d", ports[2*i+1])
+		m := &member{
+			name:    name,
+			client:  client,
+			logPath: filepath.Join(dir, name+".log"),
+			args: []string{"etcd",
+				"--name", name,
+				"--data-dir", filepath.Join(dir, name),
+				"--listen-client-urls", client,
+				"--advertise-client-urls", client,
+				"--listen-peer-urls", peer,
+				"--initial-advertise-peer-urls", peer,
+				"--initial-cluster", strings.Join(cluster, ","),
+				"--initial-cluster-state", "new",
+				"--log-level", "warn",
+			},
+		}
+		members = append(members, m)
+		m.start(t, bin)
+	}
 
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 
-	// The cluster is up when a quorum read through member 1 succeeds.
+	// The cluster is up when a quorum read through a member succeeds.
+	began = time.Now()
 	s1 := waitDial(ctx, t, members[0])
 	defer s1.Close()
 	s2 := waitDial(ctx, t, members[1])
 	defer s2.Close()
 
+	t.Logf("cluster serving %v after the members started", time.Since(began).Round(time.Millisecond))
 	key := meta.GlobalKey("clusters", "us-east")
 	if _, err := s1.Create(ctx, key, []byte(`{"v":1}`), meta.NoLease); err != nil {
 		t.Fatalf("write through m1: %v", err)
@@ -182,12 +202,14 @@ func TestEtcdCluster(t *testing.T) {
 	if leader < 0 {
 		t.Fatal("no member reports being the leader")
 	}
-	t.Logf("killing leader %s (pid %d)", members[leader].name, members[leader].cmd.Process.Pid)
-	members[leader].kill(t)
+	killed := members[leader]
+	t.Logf("killing leader %s (pid %d)", killed.name, killed.cmd.Process.Pid)
+	killed.kill(t)
+	began = time.Now()
 
 	var survivors []*member
-	for i, m := range members {
-		if i != leader {
+	for _, m := range members {
+		if m != killed {
 			survivors = append(survivors, m)
 		}
 	}
@@ -199,6 +221,7 @@ func TestEtcdCluster(t *testing.T) {
 	if err := createRetrying(ctx, w, key2, "after failover"); err != nil {
 		t.Fatalf("write after killing the leader: %v", err)
 	}
+	t.Logf("write committed %v after the leader was killed", time.Since(began).Round(time.Millisecond))
 	if kv, err := r.Get(ctx, key2); err != nil || string(kv.Value) != "after failover" {
 		t.Fatalf("read after killing the leader: %+v, %v", kv, err)
 	}
@@ -206,13 +229,26 @@ func TestEtcdCluster(t *testing.T) {
 		t.Fatalf("earlier write lost after failover: %+v, %v", kv, err)
 	}
 
-	// SIGTERM shuts a member down cleanly: exit status 0.
-	for _, m := range survivors {
+	// The killed member restarts on its own data and serves what was written
+	// while it was down (a linearizable read waits until it has caught up).
+	began = time.Now()
+	killed.start(t, bin)
+	k := waitDial(ctx, t, killed)
+	defer k.Close()
+	if kv, err := k.Get(ctx, key2); err != nil || string(kv.Value) != "after failover" {
+		t.Fatalf("read through the restarted %s: %+v, %v", killed.name, kv, err)
+	}
+
+	t.Logf("restarted %s served the failover write %v after its start", killed.name, time.Since(began).Round(time.Millisecond))
+
+	// SIGTERM shuts every member down cleanly: exit status 0.
+	began = time.Now()
+	for _, m := range members {
 		if err := m.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatalf("SIGTERM %s: %v", m.name, err)
 		}
 	}
-	for _, m := range survivors {
+	for _, m := range members {
 		select {
 		case <-m.exited:
 			if m.exitErr != nil {
@@ -222,6 +258,7 @@ func TestEtcdCluster(t *testing.T) {
 			t.Fatalf("%s did not exit after SIGTERM", m.name)
 		}
 	}
+	t.Logf("all members exited %v after SIGTERM", time.Since(began).Round(time.Millisecond))
 }
 
 // waitDial dials m until a quorum read through it succeeds or ctx ends. Each
@@ -230,7 +267,7 @@ func TestEtcdCluster(t *testing.T) {
 func waitDial(ctx context.Context, t *testing.T, m *member) *meta.Etcd {
 	t.Helper()
 	for {
-		s, err := dial(ctx, t, m.client)
+		s, err := dial(ctx, m.client)
 		if err == nil {
 			return s
 		}
