@@ -18,8 +18,9 @@ import (
 // and garbage collector. Start it with Start and stop it with Close.
 //
 // Goroutines, all started by Start and all waited for by Close: the accept
-// loop; two per connection (reader, writer); the journal (the sole owner of
-// the journal file and the sole writer of ledger state); the checkpointer;
+// loop; two per connection (reader, writer); the journal's sync stage (the
+// sole owner of the journal file) and apply stage (the sole writer of ledger
+// state); the checkpointer;
 // the registration loop and the GC loop when a metadata store is configured;
 // and a watcher that closes the listener and connections when the bookie's
 // context ends.
@@ -91,7 +92,7 @@ func Start(ctx context.Context, cfg Config) (*Bookie, error) {
 	b.journal = &journal{
 		fs: fs, dir: filepath.Join(cfg.DataDir, "journal"), log: log, m: m, clock: clock, store: st,
 		maxBatchBytes: cfg.JournalMaxBatchBytes, maxWait: cfg.JournalMaxWait, fileSize: cfg.JournalFileSize,
-		queue: make(chan *op, cfg.JournalQueue), rolled: make(chan uint64, 1),
+		queue: make(chan *op, cfg.JournalQueue), applyq: make(chan applyItem, 4), rolled: make(chan uint64, 1),
 		onFatal: b.fatal, onReadOnly: b.setReadOnly, readOnly: &b.readOnly,
 	}
 	if err := openJournal(b.journal); err != nil {
@@ -112,6 +113,7 @@ func Start(ctx context.Context, cfg Config) (*Bookie, error) {
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 
 	b.goroutine(func() { b.journal.run(b.ctx) })
+	b.goroutine(b.journal.applyLoop)
 	b.goroutine(func() { b.journal.checkpointLoop(b.ctx) })
 	b.goroutine(b.acceptLoop)
 	b.goroutine(func() {

@@ -34,9 +34,12 @@ type op struct {
 // One goroutine (run) owns the current journal file. It takes whatever is
 // queued (at least one op, at most JournalMaxBatchBytes, and it stops
 // collecting after JournalMaxWait if ops keep arriving), writes the batch with
-// one write(2), fdatasyncs, applies the batch to the store, and only then
-// calls the ops' done callbacks: an add is acknowledged only after its record
-// is durable. It never waits for more work once the queue is empty, so a lone
+// one write(2), fdatasyncs, and hands the synced batch to a second goroutine
+// (applyLoop), which applies it to the store and only then calls the ops'
+// done callbacks: an add is acknowledged only after its record is durable.
+// The two stages overlap, so the memtable insert of one batch (hundreds of
+// microseconds for a few MiB) is off the critical path of the next sync;
+// applyq is FIFO, so records still take effect in journal order. It never waits for more work once the queue is empty, so a lone
 // add costs one sync, and under load every sync carries everything that
 // arrived during the previous one: the batch size adapts to the disk's
 // latency instead of to a timer.
@@ -63,6 +66,9 @@ type journal struct {
 	fileSize      int64
 
 	queue chan *op
+	// applyq carries synced batches from run to applyLoop, in journal
+	// order. It is closed by run when it stops.
+	applyq chan applyItem
 	// rolled carries the number of a newly opened file to the
 	// checkpointer; it holds at most one pending value (the newest).
 	rolled chan uint64
@@ -76,8 +82,14 @@ type journal struct {
 	fileNum uint64
 	size    int64
 	buf     []byte
-	results []opResult
-	recs    []*record
+}
+
+// applyItem is one synced batch for applyLoop, or (ops == nil) the news that
+// the journal rolled to file rolledTo, to pass on to the checkpointer once
+// everything before it is applied.
+type applyItem struct {
+	ops      []*op
+	rolledTo uint64
 }
 
 const checkpointName = "CHECKPOINT"
@@ -331,12 +343,12 @@ func (j *journal) enqueue(ctx context.Context, o *op) error {
 // run is the journal goroutine. It returns when ctx is done or after a fatal
 // error, failing whatever is still queued.
 func (j *journal) run(ctx context.Context) {
-	batch := make([]*op, 0, 1024)
 	defer func() {
 		j.drain(fmt.Errorf("%w: the bookie is stopping", bkproto.ErrInternal))
 		if j.file != nil {
 			j.file.Close()
 		}
+		close(j.applyq)
 	}()
 	for {
 		var first *op
@@ -345,7 +357,9 @@ func (j *journal) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		}
-		batch = append(batch[:0], first)
+		// A fresh slice per batch: applyLoop still holds the previous one.
+		batch := make([]*op, 1, 64)
+		batch[0] = first
 		bytes := first.rec.size()
 		start := j.clock.Now()
 	collect:
@@ -366,7 +380,6 @@ func (j *journal) run(ctx context.Context) {
 		if !j.commit(batch) {
 			return
 		}
-		clear(batch)
 	}
 }
 
@@ -387,14 +400,12 @@ func failAll(batch []*op, err error) {
 	}
 }
 
-// commit writes, syncs and applies one batch, then answers it. It returns
+// commit writes and syncs one batch and passes it to applyLoop. It returns
 // false after a fatal error.
 func (j *journal) commit(batch []*op) bool {
 	j.buf = j.buf[:0]
-	j.recs = j.recs[:0]
 	for _, o := range batch {
 		j.buf = appendRecord(j.buf, &o.rec)
-		j.recs = append(j.recs, &o.rec)
 	}
 	start := j.clock.Now()
 	if _, err := j.file.Write(j.buf); err != nil {
@@ -409,24 +420,61 @@ func (j *journal) commit(batch []*op) bool {
 	j.size += int64(len(j.buf))
 	j.m.journalSync.Observe(j.clock.Now().Sub(start).Seconds())
 	j.m.journalBatch.Observe(float64(len(batch)))
-
-	if cap(j.results) < len(batch) {
-		j.results = make([]opResult, len(batch))
-	}
-	results := j.results[:len(batch)]
-	if err := j.store.apply(j.recs, results); err != nil {
-		return j.fatal(batch, err)
-	}
-	for i, o := range batch {
-		o.done(results[i])
-	}
-	if j.buf = j.buf[:0]; cap(j.buf) > 2*j.maxBatchBytes {
+	if cap(j.buf) > 2*j.maxBatchBytes {
 		j.buf = nil // do not pin one oversized batch's buffer
 	}
+	// applyq is small: a store that cannot keep up slows the journal, and
+	// through its queue the writers.
+	j.applyq <- applyItem{ops: batch}
 	if j.size >= j.fileSize {
 		return j.roll()
 	}
 	return true
+}
+
+// applyLoop is the apply stage: it applies synced batches to the store in
+// journal order and answers them. It stops when run closes applyq, after
+// answering every batch run synced: those are durable, so acking them is
+// right even when the bookie is stopping. After a store failure it fails the
+// rest.
+func (j *journal) applyLoop() {
+	var dead error
+	var recs []*record
+	var results []opResult
+	for item := range j.applyq {
+		if item.ops == nil {
+			if dead == nil {
+				select {
+				case <-j.rolled: // replace an older pending request
+				default:
+				}
+				j.rolled <- item.rolledTo
+			}
+			continue
+		}
+		if dead != nil {
+			failAll(item.ops, dead)
+			continue
+		}
+		recs = recs[:0]
+		for _, o := range item.ops {
+			recs = append(recs, &o.rec)
+		}
+		if cap(results) < len(recs) {
+			results = make([]opResult, len(recs))
+		}
+		results = results[:len(recs)]
+		if err := j.store.apply(recs, results); err != nil {
+			dead = fmt.Errorf("%w: %v", bkproto.ErrInternal, err)
+			failAll(item.ops, dead)
+			j.onFatal(err)
+			continue
+		}
+		for i, o := range item.ops {
+			o.done(results[i])
+		}
+		clear(recs)
+	}
 }
 
 // diskFull handles ENOSPC: the partial write is cut off (and that made
@@ -468,11 +516,9 @@ func (j *journal) roll() bool {
 		j.onFatal(err)
 		return false
 	}
-	select {
-	case <-j.rolled: // replace an older pending request
-	default:
-	}
-	j.rolled <- next
+	// The checkpointer may retire the old files only once everything in
+	// them is applied: the marker travels behind the batches.
+	j.applyq <- applyItem{rolledTo: next}
 	return true
 }
 

@@ -162,3 +162,5 @@ func metricValue(m prometheus.Metric) float64 {
 	}
 	panic("not a counter or gauge")
 }
+
+type dtoMetric = dto.Metric

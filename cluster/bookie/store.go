@@ -20,15 +20,15 @@ import (
 //
 // Pebble runs with its WAL disabled: the journal is the write-ahead log. An
 // entry reaches pebble only after its journal record is fsynced (apply is
-// called by the journal goroutine after the sync), so pebble's memtable may
+// called by the journal's apply stage after the sync), so pebble's memtable may
 // be lost in a crash, and replay re-applies the journal from the last
 // checkpoint. Applying is idempotent (same key, same value; LAC is a max;
 // fence is a flag), so re-applying records that did reach an sstable is
 // harmless.
 //
-// Ownership: the journal goroutine is the only writer of ledger state
-// (fenced, lac, masterKey); it applies records in journal order, and that
-// order decides whether an add raced with a fence. GC may delete a ledger
+// Ownership: the journal's apply stage (applyLoop) is the only writer of
+// ledger state (fenced, lac, masterKey); it applies records in journal order,
+// and that order decides whether an add raced with a fence. GC may delete a ledger
 // concurrently. Readers take mu only to look a ledger up.
 //
 // Keys:
@@ -120,15 +120,16 @@ func (l pebbleLogger) Fatalf(format string, args ...any) {
 func openStore(dir string, cacheSize int64, log *slog.Logger, m *metrics, fp Failpoints) (*store, error) {
 	cache := pebble.NewCache(cacheSize)
 	defer cache.Unref()
-	db, err := pebble.Open(dir, &pebble.Options{
+	opts := &pebble.Options{
 		// The journal is the WAL; see the type comment.
 		DisableWAL: true,
 		// Large memtables absorb bursts of 64 KiB entries without stalling
-		// on flushes.
+		// on flushes. Cost: up to two memtables (128 MiB) of memory.
 		MemTableSize: 64 << 20,
 		Cache:        cache,
 		Logger:       pebbleLogger{log},
-	})
+	}
+	db, err := pebble.Open(dir, opts)
 	if err != nil {
 		return nil, fmt.Errorf("%w: open index %s: %w", ErrStorage, dir, err)
 	}
@@ -179,7 +180,7 @@ type opResult struct {
 
 // apply applies journaled records, in journal order, to pebble and to the
 // ledger table, and says for each whether it took effect. It is called only
-// by the journal goroutine (and by replay before it starts). An error is
+// by the journal's apply stage (and by replay before it starts). An error is
 // fatal (ErrStorage).
 //
 // The rules, which replay applies identically so that a restart reaches the

@@ -1,0 +1,209 @@
+package bookie
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/meridian-mq/meridian/cluster/bookie/bkproto"
+)
+
+// Benchmarks run on t.TempDir() unless MERIDIAN_BENCH_DIR names a directory
+// on the disk to measure. Every figure is with fdatasync on.
+//
+//	go test -run '^$' -bench . -benchtime 5s ./cluster/bookie/
+func benchDir(b *testing.B) string {
+	if d := os.Getenv("MERIDIAN_BENCH_DIR"); d != "" {
+		dir, err := os.MkdirTemp(d, "bookie-bench-")
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { os.RemoveAll(dir) })
+		return dir
+	}
+	return b.TempDir()
+}
+
+// processWriteBytes is the bytes this process has caused to be written to
+// storage (/proc/self/io write_bytes), or -1 where that is unavailable.
+func processWriteBytes() int64 {
+	data, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		return -1
+	}
+	for line := range strings.Lines(string(data)) {
+		if v, ok := strings.CutPrefix(line, "write_bytes: "); ok {
+			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			return n
+		}
+	}
+	return -1
+}
+
+// randomPayload is incompressible, as compressed or encrypted messages are:
+// a compressible one would flatter pebble, which compresses its blocks.
+func randomPayload(size int) []byte {
+	p := make([]byte, size)
+	rand.NewChaCha8([32]byte{1}).Read(p)
+	return p
+}
+
+func reportLatencies(b *testing.B, lat []time.Duration) {
+	if len(lat) == 0 {
+		return
+	}
+	slices.Sort(lat)
+	pct := func(p float64) float64 {
+		return float64(lat[min(len(lat)-1, int(float64(len(lat))*p))].Microseconds())
+	}
+	b.ReportMetric(pct(0.50), "p50-µs")
+	b.ReportMetric(pct(0.99), "p99-µs")
+}
+
+// BenchmarkAdd measures adds through a real bookie over loopback: one
+// pipelined connection with `inflight` adds outstanding, as a ledger writer
+// keeps them. It reports throughput, add latency percentiles, how many
+// adds one journal sync carried, and the disk bytes written per payload
+// byte (journal plus pebble's flushes and compactions).
+func BenchmarkAdd(b *testing.B) {
+	for _, size := range []int{1 << 10, 64 << 10} {
+		for _, inflight := range []int{1, 64} {
+			b.Run(fmt.Sprintf("size=%dKiB/inflight=%d", size>>10, inflight), func(b *testing.B) {
+				benchAdd(b, size, inflight)
+			})
+		}
+	}
+}
+
+func benchAdd(b *testing.B, size, inflight int) {
+	cfg := testConfig(b, benchDir(b), nil)
+	cfg.JournalFileSize = 256 << 20
+	bk := startBookie(b, cfg)
+	c := dial(b, bk.Addr())
+	ctx := context.Background()
+	payload := randomPayload(size)
+	var next atomic.Int64
+	lat := make([][]time.Duration, inflight)
+	syncsBefore := histCount(bk.m.journalBatch)
+	writtenBefore := processWriteBytes()
+	b.SetBytes(int64(size))
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	var failed atomic.Value
+	for w := range inflight {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				e := next.Add(1) - 1
+				if e >= int64(b.N) {
+					return
+				}
+				start := time.Now()
+				err := c.AddEntry(ctx, bkproto.AddRequest{LedgerID: 1, EntryID: e, LastAddConfirmed: e - 1, Payload: payload})
+				if err != nil {
+					failed.Store(err)
+					return
+				}
+				lat[w] = append(lat[w], time.Since(start))
+			}
+		}()
+	}
+	wg.Wait()
+	b.StopTimer()
+	if err := failed.Load(); err != nil {
+		b.Fatal(err)
+	}
+	elapsed := b.Elapsed()
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "adds/s")
+	reportLatencies(b, slices.Concat(lat...))
+	if syncs := histCount(bk.m.journalBatch) - syncsBefore; syncs > 0 {
+		b.ReportMetric(float64(b.N)/float64(syncs), "adds/sync")
+	}
+	if w := processWriteBytes(); w >= 0 && writtenBefore >= 0 {
+		b.ReportMetric(float64(w-writtenBefore)/float64(int64(b.N)*int64(size)), "disk-B/payload-B")
+	}
+}
+
+func histCount(h interface{ Write(*dtoMetric) error }) uint64 {
+	var m dtoMetric
+	if err := h.Write(&m); err != nil {
+		panic(err)
+	}
+	return m.GetHistogram().GetSampleCount()
+}
+
+// BenchmarkDiskCeiling is the ceiling BenchmarkAdd is measured against: a
+// plain append + fdatasync loop on the same disk, one sync per `perSync`
+// bytes, with nothing else in the way.
+func BenchmarkDiskCeiling(b *testing.B) {
+	for _, perSync := range []int{64 << 10, 256 << 10, 1 << 20, 4 << 20} {
+		b.Run(fmt.Sprintf("perSync=%dKiB", perSync>>10), func(b *testing.B) {
+			f, err := OSFS{}.OpenFile(filepath.Join(benchDir(b), "ceiling.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer f.Close()
+			buf := randomPayload(perSync)
+			lat := make([]time.Duration, 0, b.N)
+			b.SetBytes(int64(perSync))
+			b.ResetTimer()
+			for range b.N {
+				start := time.Now()
+				if _, err := f.Write(buf); err != nil {
+					b.Fatal(err)
+				}
+				if err := f.Sync(); err != nil {
+					b.Fatal(err)
+				}
+				lat = append(lat, time.Since(start))
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "syncs/s")
+			reportLatencies(b, lat)
+		})
+	}
+}
+
+// BenchmarkStoreApply measures the pebble side of the ack path alone: the
+// memtable insert that follows each journal sync. If it is far cheaper than
+// the sync, keeping entries in pebble costs the ack path nothing; what it
+// costs the disk (flush and compaction writes) shows in BenchmarkAdd's
+// disk-B/payload-B.
+func BenchmarkStoreApply(b *testing.B) {
+	for _, size := range []int{1 << 10, 64 << 10} {
+		b.Run(fmt.Sprintf("size=%dKiB", size>>10), func(b *testing.B) {
+			m, _ := newMetrics(nil)
+			st, err := openStore(filepath.Join(benchDir(b), "index"), 8<<20, testLogger(b), m, Failpoints{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer st.close()
+			payload := randomPayload(size)
+			const batch = 64
+			recs := make([]*record, batch)
+			results := make([]opResult, batch)
+			b.SetBytes(int64(size))
+			b.ResetTimer()
+			for i := 0; i < b.N; i += batch {
+				n := min(batch, b.N-i)
+				for j := range n {
+					e := int64(i + j)
+					recs[j] = &record{kind: recAdd, ledgerID: 1, entryID: e, lac: e - 1, payload: payload}
+				}
+				if err := st.apply(recs[:n], results[:n]); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+
+	"github.com/meridian-mq/meridian/cluster/bookie"
+	"github.com/meridian-mq/meridian/cluster/meta"
+)
+
+// newBookieCommand runs one bookie as its own process. Every flag sets one
+// bookie.Config field; the defaults are that struct's.
+func newBookieCommand() *cobra.Command {
+	cfg := bookie.DefaultConfig()
+	var (
+		etcd        string
+		failpoints  string
+		metricsAddr string
+		logLevel    = slog.LevelInfo
+	)
+	cmd := &cobra.Command{
+		Use:   "bookie",
+		Short: "Run one bookie (ledger storage) until SIGINT or SIGTERM",
+		Long: `Run one bookie: it stores ledger entries in --data-dir (a journal with group
+commit, and an index), serves the bookie protocol on --listen, and registers
+itself under /meridian/regions/<region>/bookies/<id> in etcd.
+
+  meridian bookie --region us-east --etcd http://127.0.0.1:2379 \
+    --data-dir /var/lib/meridian/bookie-1 --listen 0.0.0.0:3181 --rack r1 --id bookie-1
+
+The bookie exits non-zero if its journal fsync fails: acknowledged data may
+not be on disk, so check the disk before restarting it. A full disk makes it
+read-only (it keeps serving reads). Fault injection for tests: --failpoints or
+` + bookie.FailpointsEnv + `, e.g. "journal-fsync=error@100;entry-corrupt=3:7".`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: logLevel}))
+			if failpoints == "" {
+				failpoints = os.Getenv(bookie.FailpointsEnv)
+			}
+			fp, err := bookie.ParseFailpoints(failpoints)
+			if err != nil {
+				return err
+			}
+			cfg.Failpoints = fp
+			if cfg.ID == "" {
+				cfg.ID = cfg.AdvertiseAddr
+				if cfg.ID == "" && !strings.HasSuffix(cfg.ListenAddr, ":0") {
+					cfg.ID = cfg.ListenAddr
+				}
+				if cfg.ID == "" {
+					return errors.New("--id is required when --listen has port 0 and there is no --advertise address")
+				}
+			}
+			if etcd == "" {
+				return errors.New("--etcd is required: the bookie registers in the region's metadata store")
+			}
+			return runBookie(cmd, cfg, strings.Split(etcd, ","), metricsAddr, log)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Region, "region", "", "region this bookie belongs to (required)")
+	f.StringVar(&etcd, "etcd", "", "comma-separated etcd client URLs of the region's metadata store (required)")
+	f.StringVar(&cfg.DataDir, "data-dir", "", "directory for the journal and the entry index (required)")
+	f.StringVar(&cfg.ListenAddr, "listen", cfg.ListenAddr, "address to serve the bookie protocol on")
+	f.StringVar(&cfg.AdvertiseAddr, "advertise", "", "address to register, if clients must use another than --listen")
+	f.StringVar(&cfg.Rack, "rack", "", "rack (failure domain) for rack-aware placement")
+	f.StringVar(&cfg.ID, "id", "", "bookie id, stable across restarts (default: the advertised or listen address)")
+	f.DurationVar(&cfg.LeaseTTL, "lease-ttl", cfg.LeaseTTL, "registration lease TTL: how long a dead bookie stays listed")
+	f.DurationVar(&cfg.GCInterval, "gc-interval", cfg.GCInterval, "how often to delete ledgers whose metadata is gone (0: never)")
+	f.DurationVar(&cfg.JournalMaxWait, "journal-max-wait", cfg.JournalMaxWait, "cap on how long one group commit keeps collecting while adds keep arriving")
+	f.IntVar(&cfg.JournalMaxBatchBytes, "journal-max-batch-bytes", cfg.JournalMaxBatchBytes, "cap on one group commit's size")
+	f.Int64Var(&cfg.JournalFileSize, "journal-file-size", cfg.JournalFileSize, "journal file size at which it rolls and checkpoints")
+	f.IntVar(&cfg.MaxEntrySize, "max-entry-size", cfg.MaxEntrySize, "largest entry accepted, in bytes")
+	f.Int64Var(&cfg.IndexCacheSize, "index-cache-size", cfg.IndexCacheSize, "index (pebble) block cache, in bytes")
+	f.StringVar(&failpoints, "failpoints", "", "fault injection for tests (default: $"+bookie.FailpointsEnv+")")
+	f.StringVar(&metricsAddr, "metrics-listen", "", "address to serve Prometheus /metrics on (default: off)")
+	f.TextVar(&logLevel, "log-level", logLevel, "lowest level of log records to print (debug, info, warn, error)")
+	return cmd
+}
+
+// runBookie connects to etcd, starts the bookie, prints a ready line on
+// stdout, and runs until a signal or a fatal storage error; the latter is
+// returned, so the process exits non-zero.
+func runBookie(cmd *cobra.Command, cfg bookie.Config, endpoints []string, metricsAddr string, log *slog.Logger) error {
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	ecfg := meta.DefaultEtcdConfig()
+	ecfg.Logger = log
+	store, err := meta.Dial(ctx, endpoints, ecfg)
+	if err != nil {
+		return fmt.Errorf("connect to etcd %v: %w", endpoints, err)
+	}
+	defer store.Close()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	cfg.Meta, cfg.Registerer, cfg.Logger = store, reg, log
+
+	b, err := bookie.Start(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	var srv *http.Server
+	srvDone := make(chan struct{})
+	if metricsAddr != "" {
+		ln, err := net.Listen("tcp", metricsAddr)
+		if err != nil {
+			b.Close()
+			return fmt.Errorf("metrics listener: %w", err)
+		}
+		srv = &http.Server{Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: 10 * time.Second}
+		go func() {
+			defer close(srvDone)
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Warn("metrics server failed", "err", err)
+			}
+		}()
+		log.Info("serving metrics", "address", ln.Addr().String())
+	} else {
+		close(srvDone)
+	}
+	if _, err := fmt.Fprintf(cmd.OutOrStdout(), "bookie %s ready: %s\n", cfg.ID, b.Addr()); err != nil {
+		log.Warn("cannot write the ready line", "err", err)
+	}
+
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down bookie")
+	case <-b.Done():
+	}
+	if srv != nil {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		srv.Shutdown(sctx)
+		cancel()
+	}
+	<-srvDone
+	if err := b.Close(); err != nil {
+		return fmt.Errorf("bookie %s stopped: %w", cfg.ID, err)
+	}
+	return nil
+}
