@@ -21,6 +21,7 @@ func newRootCommand() *cobra.Command {
 	}
 	root.AddCommand(newVersionCommand())
 	root.AddCommand(newEtcdCommand())
+	root.AddCommand(newBookieCommand())
 	return root
 }
 
