@@ -396,6 +396,11 @@ func (e *Embed) defragLoop(ctx context.Context) {
 
 // Close stops the member, waits for it and for the defragmentation schedule,
 // and removes a temporary data directory. It is safe to call more than once.
+//
+// etcd stops gracefully: it lets open client streams (watches, lease
+// keep-alives) finish for up to 5s + 2×ElectionTimeout before cutting them,
+// and a leader first hands leadership to another member. Those streams never
+// end by themselves, so close the Stores of this process before the member.
 func (e *Embed) Close() error {
 	e.closeOnce.Do(func() {
 		e.stop()

@@ -283,3 +283,31 @@ func TestEtcdConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+// When etcd goes away, a lease cannot be renewed: its Done, and the Done of a
+// leadership held under it, close within about one TTL, so that the holder
+// stops acting on what it can no longer be sure it holds.
+func TestEtcdLeaseEndsWhenServerGone(t *testing.T) {
+	e, err := StartEmbed(t.Context(), fastEmbedConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	s := dialT(t, e.Endpoints())
+	defer s.Close()
+	l, err := s.Grant(t.Context(), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ld, err := s.Campaign(ctxT(t), "/test/gone", nil, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Close waits a few seconds for this store's open streams, then cuts
+	// them (see Embed.Close).
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitClosed(t, "Lease.Done after the server stopped", l.Done())
+	waitClosed(t, "Leadership.Done after the server stopped", ld.Done())
+}

@@ -97,7 +97,11 @@ type Store interface {
 	// when ctx is done or after a WatchResponse carrying Err. When the store
 	// is closed the channel is closed too; its final ErrClosed response is
 	// delivered only if the reader is there to take it, because Close never
-	// waits on a reader.
+	// waits on a reader. A watch served by a member cut off from its leader
+	// ends with an error, but one whose member is merely unreachable does
+	// not: the client reconnects and resumes where it was. Losing contact
+	// shows reliably only in leases (Lease.Done), which is what ownership
+	// must hang on.
 	Watch(ctx context.Context, prefix string, fromRev int64) <-chan WatchResponse
 	// Grant creates a lease with the given time to live and keeps it alive in
 	// the background until it is revoked, ctx is done, or the store cannot
