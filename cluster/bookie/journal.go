@@ -22,8 +22,7 @@ import (
 
 // op is a record waiting for the journal, with whom to tell.
 type op struct {
-	rec      record
-	enqueued time.Time
+	rec record
 	// done is called exactly once, by the journal goroutine, after the
 	// record is fsynced and applied, or has failed. It must not block.
 	done func(opResult)

@@ -17,11 +17,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		// pebble's background goroutines for caches are stopped by Close,
-		// but the pebble cache's finalizer-driven cleanup may lag.
-		goleak.IgnoreAnyFunction("github.com/cockroachdb/pebble/v2/internal/cache.(*shard).releaseLoop"),
-	)
+	goleak.VerifyTestMain(m)
 }
 
 type testBookie struct {

@@ -236,7 +236,7 @@ func (b *Bookie) handleAdd(c *serverConn, id uint64, req *bkproto.AddRequest) {
 // journalOp sends a record through the journal and answers with answer's
 // response once it is durable (or has failed).
 func (b *Bookie) journalOp(c *serverConn, id uint64, rec record, answer func(opResult) bkproto.Message) {
-	o := &op{rec: rec, enqueued: b.clock.Now(), done: func(res opResult) { c.respond(id, answer(res)) }}
+	o := &op{rec: rec, done: func(res opResult) { c.respond(id, answer(res)) }}
 	if err := b.journal.enqueue(b.ctx, o); err != nil {
 		o.done(opResult{err: fmt.Errorf("%w: %w", bkproto.ErrInternal, err), lac: bkproto.NoEntry})
 	}

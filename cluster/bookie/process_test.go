@@ -1,0 +1,270 @@
+//go:build e2e
+
+package bookie
+
+// Multi-process tests: the real `meridian bookie` binary against an embedded
+// etcd, with faults injected through MERIDIAN_FAILPOINTS. They build the
+// binary, so they run only with -tags e2e:
+//
+//	go test -tags e2e -race -run Process ./cluster/bookie/
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/meridian-mq/meridian/cluster/bookie/bkproto"
+	"github.com/meridian-mq/meridian/cluster/meta"
+)
+
+var buildOnce struct {
+	sync.Once
+	path string
+	err  error
+}
+
+func meridianBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "meridian-bin-")
+		if err != nil {
+			buildOnce.err = err
+			return
+		}
+		buildOnce.path = filepath.Join(dir, "meridian")
+		cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", buildOnce.path, "github.com/meridian-mq/meridian/cmd/meridian")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			buildOnce.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildOnce.err != nil {
+		t.Fatal(buildOnce.err)
+	}
+	return buildOnce.path
+}
+
+func startEtcd(t *testing.T) (*meta.Embed, meta.Store) {
+	t.Helper()
+	cfg := meta.DefaultEmbedConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.HeartbeatInterval = 20 * time.Millisecond
+	cfg.ElectionTimeout = 200 * time.Millisecond
+	cfg.Logger = nil
+	ctx := testCtx(t)
+	e, err := meta.StartEmbed(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	ecfg := meta.DefaultEtcdConfig()
+	ecfg.Logger = nil
+	s, err := meta.Dial(ctx, e.Endpoints(), ecfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return e, s
+}
+
+type bookieProc struct {
+	cmd    *exec.Cmd
+	addr   string
+	stderr *strings.Builder
+	exited chan struct{}
+	err    error // Wait's result, valid after exited
+}
+
+// startProc runs `meridian bookie` and waits for its ready line. The test's
+// cleanup kills it by PID if it is still running.
+func startProc(t *testing.T, e *meta.Embed, dataDir, failpoints string) *bookieProc {
+	t.Helper()
+	cmd := exec.Command(meridianBinary(t), "bookie", "--region", "e2e", "--id", "proc-bookie",
+		"--etcd", strings.Join(e.Endpoints(), ","), "--data-dir", dataDir, "--listen", "127.0.0.1:0",
+		"--lease-ttl", "2s", "--log-level", "info")
+	cmd.Env = append(os.Environ(), failpointsEnvName+"="+failpoints)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &bookieProc{cmd: cmd, stderr: &strings.Builder{}, exited: make(chan struct{})}
+	cmd.Stderr = &lockedWriter{w: p.stderr}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if _, addr, ok := strings.Cut(sc.Text(), " ready: "); ok {
+				ready <- addr
+			}
+		}
+		io.Copy(io.Discard, stdout)
+		p.err = cmd.Wait()
+		close(p.exited)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.exited:
+		default:
+			syscall.Kill(cmd.Process.Pid, syscall.SIGKILL)
+			<-p.exited
+		}
+	})
+	select {
+	case p.addr = <-ready:
+	case <-p.exited:
+		t.Fatalf("bookie exited before it was ready: %v\n%s", p.err, p.stderr)
+	case <-time.After(60 * time.Second):
+		t.Fatalf("bookie not ready\n%s", p.stderr)
+	}
+	return p
+}
+
+const failpointsEnvName = FailpointsEnv
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func TestProcessFsyncFailureExitsNonZero(t *testing.T) {
+	ctx := testCtx(t)
+	e, store := startEtcd(t)
+	p := startProc(t, e, t.TempDir(), "journal-fsync=error@20")
+	c := dial(t, p.addr)
+	var acked int64
+	for ; acked < 1000; acked++ {
+		err := c.AddEntry(ctx, bkproto.AddRequest{LedgerID: 1, EntryID: acked, LastAddConfirmed: acked - 1, Payload: []byte("x")})
+		if err != nil {
+			break
+		}
+	}
+	if acked == 1000 {
+		t.Fatal("the fsync failpoint never fired")
+	}
+	select {
+	case <-p.exited:
+	case <-ctx.Done():
+		t.Fatal("the bookie did not exit after a failed fsync")
+	}
+	var ee *exec.ExitError
+	if !errors.As(p.err, &ee) || ee.ExitCode() == 0 {
+		t.Fatalf("exit: %v, want a non-zero exit code", p.err)
+	}
+	if !strings.Contains(p.stderr.String(), "journal fsync failed") {
+		t.Fatalf("stderr does not say why:\n%s", p.stderr)
+	}
+	// Its registration is gone (revoked on the way out).
+	if _, err := store.Get(ctx, bkproto.BookieKey("e2e", "proc-bookie")); !errors.Is(err, meta.ErrNotFound) {
+		t.Fatalf("registration after the fatal exit: %v", err)
+	}
+}
+
+func TestProcessKillAndRestart(t *testing.T) {
+	ctx := testCtx(t)
+	e, store := startEtcd(t)
+	dir := t.TempDir()
+	p := startProc(t, e, dir, "")
+	c := dial(t, p.addr)
+	const n = 300
+	acked := make(chan int64, n)
+	for i := range int64(50) {
+		mustAdd(t, ctx, c, 2, i, 2000)
+		acked <- i
+	}
+	// Then many adds in flight, and a SIGKILL while some are acked and
+	// some are not.
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	more := 0
+	kill := make(chan struct{})
+	for i := int64(50); i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if c.AddEntry(ctx, bkproto.AddRequest{LedgerID: 2, EntryID: i, LastAddConfirmed: i - 1, Payload: payloadOf(2, i, 2000)}) == nil {
+				acked <- i
+				mu.Lock()
+				if more++; more == 20 {
+					close(kill)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	<-kill
+	syscall.Kill(p.cmd.Process.Pid, syscall.SIGKILL)
+	wg.Wait()
+	close(acked)
+	<-p.exited
+	c.Close()
+
+	p2 := startProc(t, e, dir, "")
+	c2 := dial(t, p2.addr)
+	count := 0
+	for i := range acked {
+		mustRead(t, ctx, c2, 2, i, 2000)
+		count++
+	}
+	t.Logf("%d of %d adds were acknowledged before the SIGKILL; all are readable after the restart", count, n)
+	// The restarted process replaced the crashed run's registration at once
+	// (it revoked the old lease rather than waiting for it to expire).
+	kv, err := store.Get(ctx, bkproto.BookieKey("e2e", "proc-bookie"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reg, err := bkproto.ParseRegistration(kv.Value); err != nil || reg.Address != p2.addr {
+		t.Fatalf("registration %s (%v), want address %s", kv.Value, err, p2.addr)
+	}
+	syscall.Kill(p2.cmd.Process.Pid, syscall.SIGTERM)
+	<-p2.exited
+	if p2.err != nil {
+		t.Fatalf("SIGTERM exit: %v\n%s", p2.err, p2.stderr)
+	}
+}
+
+func TestProcessDiskFullAndCorruption(t *testing.T) {
+	ctx := testCtx(t)
+	e, store := startEtcd(t)
+	p := startProc(t, e, t.TempDir(), "journal-write=enospc@10;entry-corrupt=3:1")
+	c := dial(t, p.addr)
+	var acked int64
+	var err error
+	for ; acked < 1000; acked++ {
+		if err = c.AddEntry(ctx, bkproto.AddRequest{LedgerID: 3, EntryID: acked, LastAddConfirmed: acked - 1, Payload: payloadOf(3, acked, 100)}); err != nil {
+			break
+		}
+	}
+	wantErr(t, "add on a full disk", err, bkproto.ErrReadOnly)
+	if acked < 3 {
+		t.Fatalf("only %d adds before ENOSPC", acked)
+	}
+	mustRead(t, ctx, c, 3, 0, 100)
+	_, err = c.ReadEntry(ctx, bkproto.ReadRequest{LedgerID: 3, EntryID: 1})
+	wantErr(t, "corrupted entry", err, bkproto.ErrChecksumMismatch)
+	key := bkproto.BookieKey("e2e", "proc-bookie")
+	waitRegistration(t, ctx, store, key, store.Watch(ctx, key, 0), true)
+	select {
+	case <-p.exited:
+		t.Fatalf("a full disk stopped the bookie: %v", p.err)
+	default:
+	}
+}
