@@ -237,22 +237,22 @@ func TestWireBytesInterchangeable(t *testing.T) {
 	clientMeta := ref.Messages().ByName("MessageMetadata")
 
 	t.Run("ours to client", func(t *testing.T) {
-		cmd := &pb.BaseCommand{
+		cmd := pb.BaseCommand_builder{
 			Type: pb.BaseCommand_SEND.Enum(),
-			Send: &pb.CommandSend{
+			Send: pb.CommandSend_builder{
 				ProducerId:        proto.Uint64(7),
 				SequenceId:        proto.Uint64(42),
 				NumMessages:       proto.Int32(3),
 				HighestSequenceId: proto.Uint64(44),
 				IsChunk:           proto.Bool(true),
-				MessageId: &pb.MessageIdData{
+				MessageId: pb.MessageIdData_builder{
 					LedgerId:   proto.Uint64(10),
 					EntryId:    proto.Uint64(11),
 					BatchIndex: proto.Int32(2),
 					AckSet:     []int64{-1, 5},
-				},
-			},
-		}
+				}.Build(),
+			}.Build(),
+		}.Build()
 		wire := marshal(t, cmd)
 
 		got := dynamicpb.NewMessage(clientBase)
@@ -318,13 +318,13 @@ func TestWireBytesInterchangeable(t *testing.T) {
 	// A field newer than the client survives a trip through it as an unknown
 	// field, which is what lets replication forward metadata unchanged.
 	t.Run("newer field through client", func(t *testing.T) {
-		meta := &pb.MessageMetadata{
+		meta := pb.MessageMetadata_builder{
 			ProducerName: proto.String("p"),
 			SequenceId:   proto.Uint64(1),
 			PublishTime:  proto.Uint64(2),
 			EntryHashMin: proto.Uint32(0x10),
 			EntryHashMax: proto.Uint32(0xffff),
-		}
+		}.Build()
 		wire := marshal(t, meta)
 		viaClient := dynamicpb.NewMessage(clientMeta)
 		if err := proto.Unmarshal(wire, viaClient); err != nil {

@@ -21,7 +21,6 @@ import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
-	sync "sync"
 	unsafe "unsafe"
 )
 
@@ -82,21 +81,6 @@ func (x CompressionType) Number() protoreflect.EnumNumber {
 	return protoreflect.EnumNumber(x)
 }
 
-// Deprecated: Do not use.
-func (x *CompressionType) UnmarshalJSON(b []byte) error {
-	num, err := protoimpl.X.UnmarshalJSONEnum(x.Descriptor(), b)
-	if err != nil {
-		return err
-	}
-	*x = CompressionType(num)
-	return nil
-}
-
-// Deprecated: Use CompressionType.Descriptor instead.
-func (CompressionType) EnumDescriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{0}
-}
-
 type ProducerAccessMode int32
 
 const (
@@ -142,21 +126,6 @@ func (ProducerAccessMode) Type() protoreflect.EnumType {
 
 func (x ProducerAccessMode) Number() protoreflect.EnumNumber {
 	return protoreflect.EnumNumber(x)
-}
-
-// Deprecated: Do not use.
-func (x *ProducerAccessMode) UnmarshalJSON(b []byte) error {
-	num, err := protoimpl.X.UnmarshalJSONEnum(x.Descriptor(), b)
-	if err != nil {
-		return err
-	}
-	*x = ProducerAccessMode(num)
-	return nil
-}
-
-// Deprecated: Use ProducerAccessMode.Descriptor instead.
-func (ProducerAccessMode) EnumDescriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{1}
 }
 
 // Error codes carried by CommandError, CommandSendError and the *Response
@@ -274,21 +243,6 @@ func (x ServerError) Number() protoreflect.EnumNumber {
 	return protoreflect.EnumNumber(x)
 }
 
-// Deprecated: Do not use.
-func (x *ServerError) UnmarshalJSON(b []byte) error {
-	num, err := protoimpl.X.UnmarshalJSONEnum(x.Descriptor(), b)
-	if err != nil {
-		return err
-	}
-	*x = ServerError(num)
-	return nil
-}
-
-// Deprecated: Use ServerError.Descriptor instead.
-func (ServerError) EnumDescriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{2}
-}
-
 type AuthMethod int32
 
 const (
@@ -331,21 +285,6 @@ func (AuthMethod) Type() protoreflect.EnumType {
 
 func (x AuthMethod) Number() protoreflect.EnumNumber {
 	return protoreflect.EnumNumber(x)
-}
-
-// Deprecated: Do not use.
-func (x *AuthMethod) UnmarshalJSON(b []byte) error {
-	num, err := protoimpl.X.UnmarshalJSONEnum(x.Descriptor(), b)
-	if err != nil {
-		return err
-	}
-	*x = AuthMethod(num)
-	return nil
-}
-
-// Deprecated: Use AuthMethod.Descriptor instead.
-func (AuthMethod) EnumDescriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{3}
 }
 
 // Negotiated in CONNECT/CONNECTED; each step adds a feature.
@@ -450,21 +389,6 @@ func (x ProtocolVersion) Number() protoreflect.EnumNumber {
 	return protoreflect.EnumNumber(x)
 }
 
-// Deprecated: Do not use.
-func (x *ProtocolVersion) UnmarshalJSON(b []byte) error {
-	num, err := protoimpl.X.UnmarshalJSONEnum(x.Descriptor(), b)
-	if err != nil {
-		return err
-	}
-	*x = ProtocolVersion(num)
-	return nil
-}
-
-// Deprecated: Use ProtocolVersion.Descriptor instead.
-func (ProtocolVersion) EnumDescriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{4}
-}
-
 type KeySharedMode int32
 
 const (
@@ -504,21 +428,6 @@ func (KeySharedMode) Type() protoreflect.EnumType {
 
 func (x KeySharedMode) Number() protoreflect.EnumNumber {
 	return protoreflect.EnumNumber(x)
-}
-
-// Deprecated: Do not use.
-func (x *KeySharedMode) UnmarshalJSON(b []byte) error {
-	num, err := protoimpl.X.UnmarshalJSONEnum(x.Descriptor(), b)
-	if err != nil {
-		return err
-	}
-	*x = KeySharedMode(num)
-	return nil
-}
-
-// Deprecated: Use KeySharedMode.Descriptor instead.
-func (KeySharedMode) EnumDescriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{5}
 }
 
 type SegmentState int32
@@ -562,21 +471,6 @@ func (x SegmentState) Number() protoreflect.EnumNumber {
 	return protoreflect.EnumNumber(x)
 }
 
-// Deprecated: Do not use.
-func (x *SegmentState) UnmarshalJSON(b []byte) error {
-	num, err := protoimpl.X.UnmarshalJSONEnum(x.Descriptor(), b)
-	if err != nil {
-		return err
-	}
-	*x = SegmentState(num)
-	return nil
-}
-
-// Deprecated: Use SegmentState.Descriptor instead.
-func (SegmentState) EnumDescriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{6}
-}
-
 type ScalableConsumerType int32
 
 const (
@@ -618,21 +512,6 @@ func (x ScalableConsumerType) Number() protoreflect.EnumNumber {
 	return protoreflect.EnumNumber(x)
 }
 
-// Deprecated: Do not use.
-func (x *ScalableConsumerType) UnmarshalJSON(b []byte) error {
-	num, err := protoimpl.X.UnmarshalJSONEnum(x.Descriptor(), b)
-	if err != nil {
-		return err
-	}
-	*x = ScalableConsumerType(num)
-	return nil
-}
-
-// Deprecated: Use ScalableConsumerType.Descriptor instead.
-func (ScalableConsumerType) EnumDescriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{7}
-}
-
 type TxnAction int32
 
 const (
@@ -672,21 +551,6 @@ func (TxnAction) Type() protoreflect.EnumType {
 
 func (x TxnAction) Number() protoreflect.EnumNumber {
 	return protoreflect.EnumNumber(x)
-}
-
-// Deprecated: Do not use.
-func (x *TxnAction) UnmarshalJSON(b []byte) error {
-	num, err := protoimpl.X.UnmarshalJSONEnum(x.Descriptor(), b)
-	if err != nil {
-		return err
-	}
-	*x = TxnAction(num)
-	return nil
-}
-
-// Deprecated: Use TxnAction.Descriptor instead.
-func (TxnAction) EnumDescriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{8}
 }
 
 type Schema_Type int32
@@ -793,21 +657,6 @@ func (x Schema_Type) Number() protoreflect.EnumNumber {
 	return protoreflect.EnumNumber(x)
 }
 
-// Deprecated: Do not use.
-func (x *Schema_Type) UnmarshalJSON(b []byte) error {
-	num, err := protoimpl.X.UnmarshalJSONEnum(x.Descriptor(), b)
-	if err != nil {
-		return err
-	}
-	*x = Schema_Type(num)
-	return nil
-}
-
-// Deprecated: Use Schema_Type.Descriptor instead.
-func (Schema_Type) EnumDescriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{0, 0}
-}
-
 type CommandSubscribe_SubType int32
 
 const (
@@ -855,21 +704,6 @@ func (x CommandSubscribe_SubType) Number() protoreflect.EnumNumber {
 	return protoreflect.EnumNumber(x)
 }
 
-// Deprecated: Do not use.
-func (x *CommandSubscribe_SubType) UnmarshalJSON(b []byte) error {
-	num, err := protoimpl.X.UnmarshalJSONEnum(x.Descriptor(), b)
-	if err != nil {
-		return err
-	}
-	*x = CommandSubscribe_SubType(num)
-	return nil
-}
-
-// Deprecated: Use CommandSubscribe_SubType.Descriptor instead.
-func (CommandSubscribe_SubType) EnumDescriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{16, 0}
-}
-
 type CommandSubscribe_InitialPosition int32
 
 const (
@@ -911,21 +745,6 @@ func (x CommandSubscribe_InitialPosition) Number() protoreflect.EnumNumber {
 	return protoreflect.EnumNumber(x)
 }
 
-// Deprecated: Do not use.
-func (x *CommandSubscribe_InitialPosition) UnmarshalJSON(b []byte) error {
-	num, err := protoimpl.X.UnmarshalJSONEnum(x.Descriptor(), b)
-	if err != nil {
-		return err
-	}
-	*x = CommandSubscribe_InitialPosition(num)
-	return nil
-}
-
-// Deprecated: Use CommandSubscribe_InitialPosition.Descriptor instead.
-func (CommandSubscribe_InitialPosition) EnumDescriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{16, 1}
-}
-
 type CommandPartitionedTopicMetadataResponse_LookupType int32
 
 const (
@@ -965,21 +784,6 @@ func (CommandPartitionedTopicMetadataResponse_LookupType) Type() protoreflect.En
 
 func (x CommandPartitionedTopicMetadataResponse_LookupType) Number() protoreflect.EnumNumber {
 	return protoreflect.EnumNumber(x)
-}
-
-// Deprecated: Do not use.
-func (x *CommandPartitionedTopicMetadataResponse_LookupType) UnmarshalJSON(b []byte) error {
-	num, err := protoimpl.X.UnmarshalJSONEnum(x.Descriptor(), b)
-	if err != nil {
-		return err
-	}
-	*x = CommandPartitionedTopicMetadataResponse_LookupType(num)
-	return nil
-}
-
-// Deprecated: Use CommandPartitionedTopicMetadataResponse_LookupType.Descriptor instead.
-func (CommandPartitionedTopicMetadataResponse_LookupType) EnumDescriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{18, 0}
 }
 
 type CommandLookupTopicResponse_LookupType int32
@@ -1026,21 +830,6 @@ func (x CommandLookupTopicResponse_LookupType) Number() protoreflect.EnumNumber 
 	return protoreflect.EnumNumber(x)
 }
 
-// Deprecated: Do not use.
-func (x *CommandLookupTopicResponse_LookupType) UnmarshalJSON(b []byte) error {
-	num, err := protoimpl.X.UnmarshalJSONEnum(x.Descriptor(), b)
-	if err != nil {
-		return err
-	}
-	*x = CommandLookupTopicResponse_LookupType(num)
-	return nil
-}
-
-// Deprecated: Use CommandLookupTopicResponse_LookupType.Descriptor instead.
-func (CommandLookupTopicResponse_LookupType) EnumDescriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{20, 0}
-}
-
 type CommandAck_AckType int32
 
 const (
@@ -1080,21 +869,6 @@ func (CommandAck_AckType) Type() protoreflect.EnumType {
 
 func (x CommandAck_AckType) Number() protoreflect.EnumNumber {
 	return protoreflect.EnumNumber(x)
-}
-
-// Deprecated: Do not use.
-func (x *CommandAck_AckType) UnmarshalJSON(b []byte) error {
-	num, err := protoimpl.X.UnmarshalJSONEnum(x.Descriptor(), b)
-	if err != nil {
-		return err
-	}
-	*x = CommandAck_AckType(num)
-	return nil
-}
-
-// Deprecated: Use CommandAck_AckType.Descriptor instead.
-func (CommandAck_AckType) EnumDescriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{26, 0}
 }
 
 // Why a consumer dropped a message it could not use.
@@ -1148,21 +922,6 @@ func (x CommandAck_ValidationError) Number() protoreflect.EnumNumber {
 	return protoreflect.EnumNumber(x)
 }
 
-// Deprecated: Do not use.
-func (x *CommandAck_ValidationError) UnmarshalJSON(b []byte) error {
-	num, err := protoimpl.X.UnmarshalJSONEnum(x.Descriptor(), b)
-	if err != nil {
-		return err
-	}
-	*x = CommandAck_ValidationError(num)
-	return nil
-}
-
-// Deprecated: Use CommandAck_ValidationError.Descriptor instead.
-func (CommandAck_ValidationError) EnumDescriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{26, 1}
-}
-
 type CommandTopicMigrated_ResourceType int32
 
 const (
@@ -1202,21 +961,6 @@ func (CommandTopicMigrated_ResourceType) Type() protoreflect.EnumType {
 
 func (x CommandTopicMigrated_ResourceType) Number() protoreflect.EnumNumber {
 	return protoreflect.EnumNumber(x)
-}
-
-// Deprecated: Do not use.
-func (x *CommandTopicMigrated_ResourceType) UnmarshalJSON(b []byte) error {
-	num, err := protoimpl.X.UnmarshalJSONEnum(x.Descriptor(), b)
-	if err != nil {
-		return err
-	}
-	*x = CommandTopicMigrated_ResourceType(num)
-	return nil
-}
-
-// Deprecated: Use CommandTopicMigrated_ResourceType.Descriptor instead.
-func (CommandTopicMigrated_ResourceType) EnumDescriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{33, 0}
 }
 
 type CommandGetTopicsOfNamespace_Mode int32
@@ -1261,21 +1005,6 @@ func (CommandGetTopicsOfNamespace_Mode) Type() protoreflect.EnumType {
 
 func (x CommandGetTopicsOfNamespace_Mode) Number() protoreflect.EnumNumber {
 	return protoreflect.EnumNumber(x)
-}
-
-// Deprecated: Do not use.
-func (x *CommandGetTopicsOfNamespace_Mode) UnmarshalJSON(b []byte) error {
-	num, err := protoimpl.X.UnmarshalJSONEnum(x.Descriptor(), b)
-	if err != nil {
-		return err
-	}
-	*x = CommandGetTopicsOfNamespace_Mode(num)
-	return nil
-}
-
-// Deprecated: Use CommandGetTopicsOfNamespace_Mode.Descriptor instead.
-func (CommandGetTopicsOfNamespace_Mode) EnumDescriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{46, 0}
 }
 
 type BaseCommand_Type int32
@@ -1525,30 +1254,16 @@ func (x BaseCommand_Type) Number() protoreflect.EnumNumber {
 	return protoreflect.EnumNumber(x)
 }
 
-// Deprecated: Do not use.
-func (x *BaseCommand_Type) UnmarshalJSON(b []byte) error {
-	num, err := protoimpl.X.UnmarshalJSONEnum(x.Descriptor(), b)
-	if err != nil {
-		return err
-	}
-	*x = BaseCommand_Type(num)
-	return nil
-}
-
-// Deprecated: Use BaseCommand_Type.Descriptor instead.
-func (BaseCommand_Type) EnumDescriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{92, 0}
-}
-
 type Schema struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	Name  *string                `protobuf:"bytes,1,req,name=name" json:"name,omitempty"`
-	// Field 2 is not used on the wire.
-	SchemaData    []byte       `protobuf:"bytes,3,req,name=schema_data,json=schemaData" json:"schema_data,omitempty"`
-	Type          *Schema_Type `protobuf:"varint,4,req,name=type,enum=meridian.wire.v1.Schema_Type" json:"type,omitempty"`
-	Properties    []*KeyValue  `protobuf:"bytes,5,rep,name=properties" json:"properties,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state                  protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_Name        *string                `protobuf:"bytes,1,req,name=name"`
+	xxx_hidden_SchemaData  []byte                 `protobuf:"bytes,3,req,name=schema_data,json=schemaData"`
+	xxx_hidden_Type        Schema_Type            `protobuf:"varint,4,req,name=type,enum=meridian.wire.v1.Schema_Type"`
+	xxx_hidden_Properties  *[]*KeyValue           `protobuf:"bytes,5,rep,name=properties"`
+	XXX_raceDetectHookData protoimpl.RaceDetectHookData
+	XXX_presence           [1]uint32
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *Schema) Reset() {
@@ -1576,52 +1291,143 @@ func (x *Schema) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use Schema.ProtoReflect.Descriptor instead.
-func (*Schema) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{0}
-}
-
 func (x *Schema) GetName() string {
-	if x != nil && x.Name != nil {
-		return *x.Name
+	if x != nil {
+		if x.xxx_hidden_Name != nil {
+			return *x.xxx_hidden_Name
+		}
+		return ""
 	}
 	return ""
 }
 
 func (x *Schema) GetSchemaData() []byte {
 	if x != nil {
-		return x.SchemaData
+		return x.xxx_hidden_SchemaData
 	}
 	return nil
 }
 
 func (x *Schema) GetType() Schema_Type {
-	if x != nil && x.Type != nil {
-		return *x.Type
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 2) {
+			return x.xxx_hidden_Type
+		}
 	}
 	return Schema_None
 }
 
 func (x *Schema) GetProperties() []*KeyValue {
 	if x != nil {
-		return x.Properties
+		if x.xxx_hidden_Properties != nil {
+			return *x.xxx_hidden_Properties
+		}
 	}
 	return nil
 }
 
+func (x *Schema) SetName(v string) {
+	x.xxx_hidden_Name = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 4)
+}
+
+func (x *Schema) SetSchemaData(v []byte) {
+	if v == nil {
+		v = []byte{}
+	}
+	x.xxx_hidden_SchemaData = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 1, 4)
+}
+
+func (x *Schema) SetType(v Schema_Type) {
+	x.xxx_hidden_Type = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 2, 4)
+}
+
+func (x *Schema) SetProperties(v []*KeyValue) {
+	x.xxx_hidden_Properties = &v
+}
+
+func (x *Schema) HasName() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *Schema) HasSchemaData() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 1)
+}
+
+func (x *Schema) HasType() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 2)
+}
+
+func (x *Schema) ClearName() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_Name = nil
+}
+
+func (x *Schema) ClearSchemaData() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 1)
+	x.xxx_hidden_SchemaData = nil
+}
+
+func (x *Schema) ClearType() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 2)
+	x.xxx_hidden_Type = Schema_None
+}
+
+type Schema_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	Name *string
+	// Field 2 is not used on the wire.
+	SchemaData []byte
+	Type       *Schema_Type
+	Properties []*KeyValue
+}
+
+func (b0 Schema_builder) Build() *Schema {
+	m0 := &Schema{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.Name != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 4)
+		x.xxx_hidden_Name = b.Name
+	}
+	if b.SchemaData != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 1, 4)
+		x.xxx_hidden_SchemaData = b.SchemaData
+	}
+	if b.Type != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 2, 4)
+		x.xxx_hidden_Type = *b.Type
+	}
+	x.xxx_hidden_Properties = &b.Properties
+	return m0
+}
+
 // Position of a message: ledger, entry, and where it sits inside a batch.
 type MessageIdData struct {
-	state      protoimpl.MessageState `protogen:"open.v1"`
-	LedgerId   *uint64                `protobuf:"varint,1,req,name=ledgerId" json:"ledgerId,omitempty"`
-	EntryId    *uint64                `protobuf:"varint,2,req,name=entryId" json:"entryId,omitempty"`
-	Partition  *int32                 `protobuf:"varint,3,opt,name=partition,def=-1" json:"partition,omitempty"`
-	BatchIndex *int32                 `protobuf:"varint,4,opt,name=batch_index,json=batchIndex,def=-1" json:"batch_index,omitempty"`
-	AckSet     []int64                `protobuf:"varint,5,rep,name=ack_set,json=ackSet" json:"ack_set,omitempty"`
-	BatchSize  *int32                 `protobuf:"varint,6,opt,name=batch_size,json=batchSize" json:"batch_size,omitempty"`
-	// Set on the id of a chunked message: where its first chunk is.
-	FirstChunkMessageId *MessageIdData `protobuf:"bytes,7,opt,name=first_chunk_message_id,json=firstChunkMessageId" json:"first_chunk_message_id,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	state                          protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_LedgerId            uint64                 `protobuf:"varint,1,req,name=ledgerId"`
+	xxx_hidden_EntryId             uint64                 `protobuf:"varint,2,req,name=entryId"`
+	xxx_hidden_Partition           int32                  `protobuf:"varint,3,opt,name=partition,def=-1"`
+	xxx_hidden_BatchIndex          int32                  `protobuf:"varint,4,opt,name=batch_index,json=batchIndex,def=-1"`
+	xxx_hidden_AckSet              []int64                `protobuf:"varint,5,rep,name=ack_set,json=ackSet"`
+	xxx_hidden_BatchSize           int32                  `protobuf:"varint,6,opt,name=batch_size,json=batchSize"`
+	xxx_hidden_FirstChunkMessageId *MessageIdData         `protobuf:"bytes,7,opt,name=first_chunk_message_id,json=firstChunkMessageId"`
+	XXX_raceDetectHookData         protoimpl.RaceDetectHookData
+	XXX_presence                   [1]uint32
+	unknownFields                  protoimpl.UnknownFields
+	sizeCache                      protoimpl.SizeCache
 }
 
 // Default values for MessageIdData fields.
@@ -1655,66 +1461,211 @@ func (x *MessageIdData) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use MessageIdData.ProtoReflect.Descriptor instead.
-func (*MessageIdData) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{1}
-}
-
 func (x *MessageIdData) GetLedgerId() uint64 {
-	if x != nil && x.LedgerId != nil {
-		return *x.LedgerId
+	if x != nil {
+		return x.xxx_hidden_LedgerId
 	}
 	return 0
 }
 
 func (x *MessageIdData) GetEntryId() uint64 {
-	if x != nil && x.EntryId != nil {
-		return *x.EntryId
+	if x != nil {
+		return x.xxx_hidden_EntryId
 	}
 	return 0
 }
 
 func (x *MessageIdData) GetPartition() int32 {
-	if x != nil && x.Partition != nil {
-		return *x.Partition
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 2) {
+			return x.xxx_hidden_Partition
+		}
 	}
 	return Default_MessageIdData_Partition
 }
 
 func (x *MessageIdData) GetBatchIndex() int32 {
-	if x != nil && x.BatchIndex != nil {
-		return *x.BatchIndex
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 3) {
+			return x.xxx_hidden_BatchIndex
+		}
 	}
 	return Default_MessageIdData_BatchIndex
 }
 
 func (x *MessageIdData) GetAckSet() []int64 {
 	if x != nil {
-		return x.AckSet
+		return x.xxx_hidden_AckSet
 	}
 	return nil
 }
 
 func (x *MessageIdData) GetBatchSize() int32 {
-	if x != nil && x.BatchSize != nil {
-		return *x.BatchSize
+	if x != nil {
+		return x.xxx_hidden_BatchSize
 	}
 	return 0
 }
 
 func (x *MessageIdData) GetFirstChunkMessageId() *MessageIdData {
 	if x != nil {
-		return x.FirstChunkMessageId
+		return x.xxx_hidden_FirstChunkMessageId
 	}
 	return nil
 }
 
+func (x *MessageIdData) SetLedgerId(v uint64) {
+	x.xxx_hidden_LedgerId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 7)
+}
+
+func (x *MessageIdData) SetEntryId(v uint64) {
+	x.xxx_hidden_EntryId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 1, 7)
+}
+
+func (x *MessageIdData) SetPartition(v int32) {
+	x.xxx_hidden_Partition = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 2, 7)
+}
+
+func (x *MessageIdData) SetBatchIndex(v int32) {
+	x.xxx_hidden_BatchIndex = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 3, 7)
+}
+
+func (x *MessageIdData) SetAckSet(v []int64) {
+	x.xxx_hidden_AckSet = v
+}
+
+func (x *MessageIdData) SetBatchSize(v int32) {
+	x.xxx_hidden_BatchSize = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 5, 7)
+}
+
+func (x *MessageIdData) SetFirstChunkMessageId(v *MessageIdData) {
+	x.xxx_hidden_FirstChunkMessageId = v
+}
+
+func (x *MessageIdData) HasLedgerId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *MessageIdData) HasEntryId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 1)
+}
+
+func (x *MessageIdData) HasPartition() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 2)
+}
+
+func (x *MessageIdData) HasBatchIndex() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 3)
+}
+
+func (x *MessageIdData) HasBatchSize() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 5)
+}
+
+func (x *MessageIdData) HasFirstChunkMessageId() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_FirstChunkMessageId != nil
+}
+
+func (x *MessageIdData) ClearLedgerId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_LedgerId = 0
+}
+
+func (x *MessageIdData) ClearEntryId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 1)
+	x.xxx_hidden_EntryId = 0
+}
+
+func (x *MessageIdData) ClearPartition() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 2)
+}
+
+func (x *MessageIdData) ClearBatchIndex() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 3)
+}
+
+func (x *MessageIdData) ClearBatchSize() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 5)
+	x.xxx_hidden_BatchSize = 0
+}
+
+func (x *MessageIdData) ClearFirstChunkMessageId() {
+	x.xxx_hidden_FirstChunkMessageId = nil
+}
+
+type MessageIdData_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	LedgerId   *uint64
+	EntryId    *uint64
+	Partition  *int32
+	BatchIndex *int32
+	AckSet     []int64
+	BatchSize  *int32
+	// Set on the id of a chunked message: where its first chunk is.
+	FirstChunkMessageId *MessageIdData
+}
+
+func (b0 MessageIdData_builder) Build() *MessageIdData {
+	m0 := &MessageIdData{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.LedgerId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 7)
+		x.xxx_hidden_LedgerId = *b.LedgerId
+	}
+	if b.EntryId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 1, 7)
+		x.xxx_hidden_EntryId = *b.EntryId
+	}
+	if b.Partition != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 2, 7)
+		x.xxx_hidden_Partition = *b.Partition
+	}
+	if b.BatchIndex != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 3, 7)
+		x.xxx_hidden_BatchIndex = *b.BatchIndex
+	}
+	x.xxx_hidden_AckSet = b.AckSet
+	if b.BatchSize != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 5, 7)
+		x.xxx_hidden_BatchSize = *b.BatchSize
+	}
+	x.xxx_hidden_FirstChunkMessageId = b.FirstChunkMessageId
+	return m0
+}
+
 type KeyValue struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Key           *string                `protobuf:"bytes,1,req,name=key" json:"key,omitempty"`
-	Value         *string                `protobuf:"bytes,2,req,name=value" json:"value,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state                  protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_Key         *string                `protobuf:"bytes,1,req,name=key"`
+	xxx_hidden_Value       *string                `protobuf:"bytes,2,req,name=value"`
+	XXX_raceDetectHookData protoimpl.RaceDetectHookData
+	XXX_presence           [1]uint32
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *KeyValue) Reset() {
@@ -1742,31 +1693,90 @@ func (x *KeyValue) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use KeyValue.ProtoReflect.Descriptor instead.
-func (*KeyValue) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{2}
-}
-
 func (x *KeyValue) GetKey() string {
-	if x != nil && x.Key != nil {
-		return *x.Key
+	if x != nil {
+		if x.xxx_hidden_Key != nil {
+			return *x.xxx_hidden_Key
+		}
+		return ""
 	}
 	return ""
 }
 
 func (x *KeyValue) GetValue() string {
-	if x != nil && x.Value != nil {
-		return *x.Value
+	if x != nil {
+		if x.xxx_hidden_Value != nil {
+			return *x.xxx_hidden_Value
+		}
+		return ""
 	}
 	return ""
 }
 
+func (x *KeyValue) SetKey(v string) {
+	x.xxx_hidden_Key = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 2)
+}
+
+func (x *KeyValue) SetValue(v string) {
+	x.xxx_hidden_Value = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 1, 2)
+}
+
+func (x *KeyValue) HasKey() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *KeyValue) HasValue() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 1)
+}
+
+func (x *KeyValue) ClearKey() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_Key = nil
+}
+
+func (x *KeyValue) ClearValue() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 1)
+	x.xxx_hidden_Value = nil
+}
+
+type KeyValue_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	Key   *string
+	Value *string
+}
+
+func (b0 KeyValue_builder) Build() *KeyValue {
+	m0 := &KeyValue{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.Key != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 2)
+		x.xxx_hidden_Key = b.Key
+	}
+	if b.Value != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 1, 2)
+		x.xxx_hidden_Value = b.Value
+	}
+	return m0
+}
+
 type KeyLongValue struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Key           *string                `protobuf:"bytes,1,req,name=key" json:"key,omitempty"`
-	Value         *uint64                `protobuf:"varint,2,req,name=value" json:"value,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state                  protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_Key         *string                `protobuf:"bytes,1,req,name=key"`
+	xxx_hidden_Value       uint64                 `protobuf:"varint,2,req,name=value"`
+	XXX_raceDetectHookData protoimpl.RaceDetectHookData
+	XXX_presence           [1]uint32
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *KeyLongValue) Reset() {
@@ -1794,31 +1804,87 @@ func (x *KeyLongValue) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use KeyLongValue.ProtoReflect.Descriptor instead.
-func (*KeyLongValue) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{3}
-}
-
 func (x *KeyLongValue) GetKey() string {
-	if x != nil && x.Key != nil {
-		return *x.Key
+	if x != nil {
+		if x.xxx_hidden_Key != nil {
+			return *x.xxx_hidden_Key
+		}
+		return ""
 	}
 	return ""
 }
 
 func (x *KeyLongValue) GetValue() uint64 {
-	if x != nil && x.Value != nil {
-		return *x.Value
+	if x != nil {
+		return x.xxx_hidden_Value
 	}
 	return 0
 }
 
+func (x *KeyLongValue) SetKey(v string) {
+	x.xxx_hidden_Key = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 2)
+}
+
+func (x *KeyLongValue) SetValue(v uint64) {
+	x.xxx_hidden_Value = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 1, 2)
+}
+
+func (x *KeyLongValue) HasKey() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *KeyLongValue) HasValue() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 1)
+}
+
+func (x *KeyLongValue) ClearKey() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_Key = nil
+}
+
+func (x *KeyLongValue) ClearValue() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 1)
+	x.xxx_hidden_Value = 0
+}
+
+type KeyLongValue_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	Key   *string
+	Value *uint64
+}
+
+func (b0 KeyLongValue_builder) Build() *KeyLongValue {
+	m0 := &KeyLongValue{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.Key != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 2)
+		x.xxx_hidden_Key = b.Key
+	}
+	if b.Value != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 1, 2)
+		x.xxx_hidden_Value = *b.Value
+	}
+	return m0
+}
+
 type IntRange struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Start         *int32                 `protobuf:"varint,1,req,name=start" json:"start,omitempty"`
-	End           *int32                 `protobuf:"varint,2,req,name=end" json:"end,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state                  protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_Start       int32                  `protobuf:"varint,1,req,name=start"`
+	xxx_hidden_End         int32                  `protobuf:"varint,2,req,name=end"`
+	XXX_raceDetectHookData protoimpl.RaceDetectHookData
+	XXX_presence           [1]uint32
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *IntRange) Reset() {
@@ -1846,32 +1912,85 @@ func (x *IntRange) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use IntRange.ProtoReflect.Descriptor instead.
-func (*IntRange) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{4}
-}
-
 func (x *IntRange) GetStart() int32 {
-	if x != nil && x.Start != nil {
-		return *x.Start
+	if x != nil {
+		return x.xxx_hidden_Start
 	}
 	return 0
 }
 
 func (x *IntRange) GetEnd() int32 {
-	if x != nil && x.End != nil {
-		return *x.End
+	if x != nil {
+		return x.xxx_hidden_End
 	}
 	return 0
 }
 
+func (x *IntRange) SetStart(v int32) {
+	x.xxx_hidden_Start = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 2)
+}
+
+func (x *IntRange) SetEnd(v int32) {
+	x.xxx_hidden_End = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 1, 2)
+}
+
+func (x *IntRange) HasStart() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *IntRange) HasEnd() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 1)
+}
+
+func (x *IntRange) ClearStart() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_Start = 0
+}
+
+func (x *IntRange) ClearEnd() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 1)
+	x.xxx_hidden_End = 0
+}
+
+type IntRange_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	Start *int32
+	End   *int32
+}
+
+func (b0 IntRange_builder) Build() *IntRange {
+	m0 := &IntRange{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.Start != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 2)
+		x.xxx_hidden_Start = *b.Start
+	}
+	if b.End != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 1, 2)
+		x.xxx_hidden_End = *b.End
+	}
+	return m0
+}
+
 type EncryptionKeys struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Key           *string                `protobuf:"bytes,1,req,name=key" json:"key,omitempty"`
-	Value         []byte                 `protobuf:"bytes,2,req,name=value" json:"value,omitempty"`
-	Metadata      []*KeyValue            `protobuf:"bytes,3,rep,name=metadata" json:"metadata,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state                  protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_Key         *string                `protobuf:"bytes,1,req,name=key"`
+	xxx_hidden_Value       []byte                 `protobuf:"bytes,2,req,name=value"`
+	xxx_hidden_Metadata    *[]*KeyValue           `protobuf:"bytes,3,rep,name=metadata"`
+	XXX_raceDetectHookData protoimpl.RaceDetectHookData
+	XXX_presence           [1]uint32
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *EncryptionKeys) Reset() {
@@ -1899,77 +2018,135 @@ func (x *EncryptionKeys) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use EncryptionKeys.ProtoReflect.Descriptor instead.
-func (*EncryptionKeys) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{5}
-}
-
 func (x *EncryptionKeys) GetKey() string {
-	if x != nil && x.Key != nil {
-		return *x.Key
+	if x != nil {
+		if x.xxx_hidden_Key != nil {
+			return *x.xxx_hidden_Key
+		}
+		return ""
 	}
 	return ""
 }
 
 func (x *EncryptionKeys) GetValue() []byte {
 	if x != nil {
-		return x.Value
+		return x.xxx_hidden_Value
 	}
 	return nil
 }
 
 func (x *EncryptionKeys) GetMetadata() []*KeyValue {
 	if x != nil {
-		return x.Metadata
+		if x.xxx_hidden_Metadata != nil {
+			return *x.xxx_hidden_Metadata
+		}
 	}
 	return nil
 }
 
+func (x *EncryptionKeys) SetKey(v string) {
+	x.xxx_hidden_Key = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 3)
+}
+
+func (x *EncryptionKeys) SetValue(v []byte) {
+	if v == nil {
+		v = []byte{}
+	}
+	x.xxx_hidden_Value = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 1, 3)
+}
+
+func (x *EncryptionKeys) SetMetadata(v []*KeyValue) {
+	x.xxx_hidden_Metadata = &v
+}
+
+func (x *EncryptionKeys) HasKey() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *EncryptionKeys) HasValue() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 1)
+}
+
+func (x *EncryptionKeys) ClearKey() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_Key = nil
+}
+
+func (x *EncryptionKeys) ClearValue() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 1)
+	x.xxx_hidden_Value = nil
+}
+
+type EncryptionKeys_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	Key      *string
+	Value    []byte
+	Metadata []*KeyValue
+}
+
+func (b0 EncryptionKeys_builder) Build() *EncryptionKeys {
+	m0 := &EncryptionKeys{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.Key != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 3)
+		x.xxx_hidden_Key = b.Key
+	}
+	if b.Value != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 1, 3)
+		x.xxx_hidden_Value = b.Value
+	}
+	x.xxx_hidden_Metadata = &b.Metadata
+	return m0
+}
+
 type MessageMetadata struct {
-	state        protoimpl.MessageState `protogen:"open.v1"`
-	ProducerName *string                `protobuf:"bytes,1,req,name=producer_name,json=producerName" json:"producer_name,omitempty"`
-	SequenceId   *uint64                `protobuf:"varint,2,req,name=sequence_id,json=sequenceId" json:"sequence_id,omitempty"`
-	PublishTime  *uint64                `protobuf:"varint,3,req,name=publish_time,json=publishTime" json:"publish_time,omitempty"`
-	Properties   []*KeyValue            `protobuf:"bytes,4,rep,name=properties" json:"properties,omitempty"`
-	// Source cluster of a replicated message.
-	ReplicatedFrom   *string          `protobuf:"bytes,5,opt,name=replicated_from,json=replicatedFrom" json:"replicated_from,omitempty"`
-	PartitionKey     *string          `protobuf:"bytes,6,opt,name=partition_key,json=partitionKey" json:"partition_key,omitempty"`
-	ReplicateTo      []string         `protobuf:"bytes,7,rep,name=replicate_to,json=replicateTo" json:"replicate_to,omitempty"`
-	Compression      *CompressionType `protobuf:"varint,8,opt,name=compression,enum=meridian.wire.v1.CompressionType,def=0" json:"compression,omitempty"`
-	UncompressedSize *uint32          `protobuf:"varint,9,opt,name=uncompressed_size,json=uncompressedSize,def=0" json:"uncompressed_size,omitempty"`
-	// 10 was a checksum, since moved to the frame; never reuse it.
-	NumMessagesInBatch     *int32            `protobuf:"varint,11,opt,name=num_messages_in_batch,json=numMessagesInBatch,def=1" json:"num_messages_in_batch,omitempty"`
-	EventTime              *uint64           `protobuf:"varint,12,opt,name=event_time,json=eventTime,def=0" json:"event_time,omitempty"`
-	EncryptionKeys         []*EncryptionKeys `protobuf:"bytes,13,rep,name=encryption_keys,json=encryptionKeys" json:"encryption_keys,omitempty"`
-	EncryptionAlgo         *string           `protobuf:"bytes,14,opt,name=encryption_algo,json=encryptionAlgo" json:"encryption_algo,omitempty"`
-	EncryptionParam        []byte            `protobuf:"bytes,15,opt,name=encryption_param,json=encryptionParam" json:"encryption_param,omitempty"`
-	SchemaVersion          []byte            `protobuf:"bytes,16,opt,name=schema_version,json=schemaVersion" json:"schema_version,omitempty"`
-	PartitionKeyB64Encoded *bool             `protobuf:"varint,17,opt,name=partition_key_b64_encoded,json=partitionKeyB64Encoded,def=0" json:"partition_key_b64_encoded,omitempty"`
-	OrderingKey            []byte            `protobuf:"bytes,18,opt,name=ordering_key,json=orderingKey" json:"ordering_key,omitempty"`
-	DeliverAtTime          *int64            `protobuf:"varint,19,opt,name=deliver_at_time,json=deliverAtTime" json:"deliver_at_time,omitempty"`
-	// Non-zero for broker-internal marker messages.
-	MarkerType *int32 `protobuf:"varint,20,opt,name=marker_type,json=markerType" json:"marker_type,omitempty"`
-	// 21 is unused.
-	TxnidLeastBits    *uint64 `protobuf:"varint,22,opt,name=txnid_least_bits,json=txnidLeastBits" json:"txnid_least_bits,omitempty"`
-	TxnidMostBits     *uint64 `protobuf:"varint,23,opt,name=txnid_most_bits,json=txnidMostBits" json:"txnid_most_bits,omitempty"`
-	HighestSequenceId *uint64 `protobuf:"varint,24,opt,name=highest_sequence_id,json=highestSequenceId,def=0" json:"highest_sequence_id,omitempty"`
-	NullValue         *bool   `protobuf:"varint,25,opt,name=null_value,json=nullValue,def=0" json:"null_value,omitempty"`
-	// Chunking.
-	Uuid              *string `protobuf:"bytes,26,opt,name=uuid" json:"uuid,omitempty"`
-	NumChunksFromMsg  *int32  `protobuf:"varint,27,opt,name=num_chunks_from_msg,json=numChunksFromMsg" json:"num_chunks_from_msg,omitempty"`
-	TotalChunkMsgSize *int32  `protobuf:"varint,28,opt,name=total_chunk_msg_size,json=totalChunkMsgSize" json:"total_chunk_msg_size,omitempty"`
-	ChunkId           *int32  `protobuf:"varint,29,opt,name=chunk_id,json=chunkId" json:"chunk_id,omitempty"`
-	NullPartitionKey  *bool   `protobuf:"varint,30,opt,name=null_partition_key,json=nullPartitionKey,def=0" json:"null_partition_key,omitempty"`
-	// Newer than v0.19.0.
-	// Indexes, within the batch, of the messages that survived compaction.
-	CompactedBatchIndexes []int32 `protobuf:"varint,31,rep,name=compacted_batch_indexes,json=compactedBatchIndexes" json:"compacted_batch_indexes,omitempty"`
-	SchemaId              []byte  `protobuf:"bytes,32,opt,name=schema_id,json=schemaId" json:"schema_id,omitempty"`
-	// Inclusive range of entry-bucket hashes covered by the batch
-	// (scalable-topic producers only).
-	EntryHashMin  *uint32 `protobuf:"varint,33,opt,name=entry_hash_min,json=entryHashMin" json:"entry_hash_min,omitempty"`
-	EntryHashMax  *uint32 `protobuf:"varint,34,opt,name=entry_hash_max,json=entryHashMax" json:"entry_hash_max,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state                             protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_ProducerName           *string                `protobuf:"bytes,1,req,name=producer_name,json=producerName"`
+	xxx_hidden_SequenceId             uint64                 `protobuf:"varint,2,req,name=sequence_id,json=sequenceId"`
+	xxx_hidden_PublishTime            uint64                 `protobuf:"varint,3,req,name=publish_time,json=publishTime"`
+	xxx_hidden_Properties             *[]*KeyValue           `protobuf:"bytes,4,rep,name=properties"`
+	xxx_hidden_ReplicatedFrom         *string                `protobuf:"bytes,5,opt,name=replicated_from,json=replicatedFrom"`
+	xxx_hidden_PartitionKey           *string                `protobuf:"bytes,6,opt,name=partition_key,json=partitionKey"`
+	xxx_hidden_ReplicateTo            []string               `protobuf:"bytes,7,rep,name=replicate_to,json=replicateTo"`
+	xxx_hidden_Compression            CompressionType        `protobuf:"varint,8,opt,name=compression,enum=meridian.wire.v1.CompressionType,def=0"`
+	xxx_hidden_UncompressedSize       uint32                 `protobuf:"varint,9,opt,name=uncompressed_size,json=uncompressedSize,def=0"`
+	xxx_hidden_NumMessagesInBatch     int32                  `protobuf:"varint,11,opt,name=num_messages_in_batch,json=numMessagesInBatch,def=1"`
+	xxx_hidden_EventTime              uint64                 `protobuf:"varint,12,opt,name=event_time,json=eventTime,def=0"`
+	xxx_hidden_EncryptionKeys         *[]*EncryptionKeys     `protobuf:"bytes,13,rep,name=encryption_keys,json=encryptionKeys"`
+	xxx_hidden_EncryptionAlgo         *string                `protobuf:"bytes,14,opt,name=encryption_algo,json=encryptionAlgo"`
+	xxx_hidden_EncryptionParam        []byte                 `protobuf:"bytes,15,opt,name=encryption_param,json=encryptionParam"`
+	xxx_hidden_SchemaVersion          []byte                 `protobuf:"bytes,16,opt,name=schema_version,json=schemaVersion"`
+	xxx_hidden_PartitionKeyB64Encoded bool                   `protobuf:"varint,17,opt,name=partition_key_b64_encoded,json=partitionKeyB64Encoded,def=0"`
+	xxx_hidden_OrderingKey            []byte                 `protobuf:"bytes,18,opt,name=ordering_key,json=orderingKey"`
+	xxx_hidden_DeliverAtTime          int64                  `protobuf:"varint,19,opt,name=deliver_at_time,json=deliverAtTime"`
+	xxx_hidden_MarkerType             int32                  `protobuf:"varint,20,opt,name=marker_type,json=markerType"`
+	xxx_hidden_TxnidLeastBits         uint64                 `protobuf:"varint,22,opt,name=txnid_least_bits,json=txnidLeastBits"`
+	xxx_hidden_TxnidMostBits          uint64                 `protobuf:"varint,23,opt,name=txnid_most_bits,json=txnidMostBits"`
+	xxx_hidden_HighestSequenceId      uint64                 `protobuf:"varint,24,opt,name=highest_sequence_id,json=highestSequenceId,def=0"`
+	xxx_hidden_NullValue              bool                   `protobuf:"varint,25,opt,name=null_value,json=nullValue,def=0"`
+	xxx_hidden_Uuid                   *string                `protobuf:"bytes,26,opt,name=uuid"`
+	xxx_hidden_NumChunksFromMsg       int32                  `protobuf:"varint,27,opt,name=num_chunks_from_msg,json=numChunksFromMsg"`
+	xxx_hidden_TotalChunkMsgSize      int32                  `protobuf:"varint,28,opt,name=total_chunk_msg_size,json=totalChunkMsgSize"`
+	xxx_hidden_ChunkId                int32                  `protobuf:"varint,29,opt,name=chunk_id,json=chunkId"`
+	xxx_hidden_NullPartitionKey       bool                   `protobuf:"varint,30,opt,name=null_partition_key,json=nullPartitionKey,def=0"`
+	xxx_hidden_CompactedBatchIndexes  []int32                `protobuf:"varint,31,rep,name=compacted_batch_indexes,json=compactedBatchIndexes"`
+	xxx_hidden_SchemaId               []byte                 `protobuf:"bytes,32,opt,name=schema_id,json=schemaId"`
+	xxx_hidden_EntryHashMin           uint32                 `protobuf:"varint,33,opt,name=entry_hash_min,json=entryHashMin"`
+	xxx_hidden_EntryHashMax           uint32                 `protobuf:"varint,34,opt,name=entry_hash_max,json=entryHashMax"`
+	XXX_raceDetectHookData            protoimpl.RaceDetectHookData
+	XXX_presence                      [1]uint32
+	unknownFields                     protoimpl.UnknownFields
+	sizeCache                         protoimpl.SizeCache
 }
 
 // Default values for MessageMetadata fields.
@@ -2009,250 +2186,947 @@ func (x *MessageMetadata) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use MessageMetadata.ProtoReflect.Descriptor instead.
-func (*MessageMetadata) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{6}
-}
-
 func (x *MessageMetadata) GetProducerName() string {
-	if x != nil && x.ProducerName != nil {
-		return *x.ProducerName
+	if x != nil {
+		if x.xxx_hidden_ProducerName != nil {
+			return *x.xxx_hidden_ProducerName
+		}
+		return ""
 	}
 	return ""
 }
 
 func (x *MessageMetadata) GetSequenceId() uint64 {
-	if x != nil && x.SequenceId != nil {
-		return *x.SequenceId
+	if x != nil {
+		return x.xxx_hidden_SequenceId
 	}
 	return 0
 }
 
 func (x *MessageMetadata) GetPublishTime() uint64 {
-	if x != nil && x.PublishTime != nil {
-		return *x.PublishTime
+	if x != nil {
+		return x.xxx_hidden_PublishTime
 	}
 	return 0
 }
 
 func (x *MessageMetadata) GetProperties() []*KeyValue {
 	if x != nil {
-		return x.Properties
+		if x.xxx_hidden_Properties != nil {
+			return *x.xxx_hidden_Properties
+		}
 	}
 	return nil
 }
 
 func (x *MessageMetadata) GetReplicatedFrom() string {
-	if x != nil && x.ReplicatedFrom != nil {
-		return *x.ReplicatedFrom
+	if x != nil {
+		if x.xxx_hidden_ReplicatedFrom != nil {
+			return *x.xxx_hidden_ReplicatedFrom
+		}
+		return ""
 	}
 	return ""
 }
 
 func (x *MessageMetadata) GetPartitionKey() string {
-	if x != nil && x.PartitionKey != nil {
-		return *x.PartitionKey
+	if x != nil {
+		if x.xxx_hidden_PartitionKey != nil {
+			return *x.xxx_hidden_PartitionKey
+		}
+		return ""
 	}
 	return ""
 }
 
 func (x *MessageMetadata) GetReplicateTo() []string {
 	if x != nil {
-		return x.ReplicateTo
+		return x.xxx_hidden_ReplicateTo
 	}
 	return nil
 }
 
 func (x *MessageMetadata) GetCompression() CompressionType {
-	if x != nil && x.Compression != nil {
-		return *x.Compression
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 7) {
+			return x.xxx_hidden_Compression
+		}
 	}
 	return Default_MessageMetadata_Compression
 }
 
 func (x *MessageMetadata) GetUncompressedSize() uint32 {
-	if x != nil && x.UncompressedSize != nil {
-		return *x.UncompressedSize
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 8) {
+			return x.xxx_hidden_UncompressedSize
+		}
 	}
 	return Default_MessageMetadata_UncompressedSize
 }
 
 func (x *MessageMetadata) GetNumMessagesInBatch() int32 {
-	if x != nil && x.NumMessagesInBatch != nil {
-		return *x.NumMessagesInBatch
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 9) {
+			return x.xxx_hidden_NumMessagesInBatch
+		}
 	}
 	return Default_MessageMetadata_NumMessagesInBatch
 }
 
 func (x *MessageMetadata) GetEventTime() uint64 {
-	if x != nil && x.EventTime != nil {
-		return *x.EventTime
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 10) {
+			return x.xxx_hidden_EventTime
+		}
 	}
 	return Default_MessageMetadata_EventTime
 }
 
 func (x *MessageMetadata) GetEncryptionKeys() []*EncryptionKeys {
 	if x != nil {
-		return x.EncryptionKeys
+		if x.xxx_hidden_EncryptionKeys != nil {
+			return *x.xxx_hidden_EncryptionKeys
+		}
 	}
 	return nil
 }
 
 func (x *MessageMetadata) GetEncryptionAlgo() string {
-	if x != nil && x.EncryptionAlgo != nil {
-		return *x.EncryptionAlgo
+	if x != nil {
+		if x.xxx_hidden_EncryptionAlgo != nil {
+			return *x.xxx_hidden_EncryptionAlgo
+		}
+		return ""
 	}
 	return ""
 }
 
 func (x *MessageMetadata) GetEncryptionParam() []byte {
 	if x != nil {
-		return x.EncryptionParam
+		return x.xxx_hidden_EncryptionParam
 	}
 	return nil
 }
 
 func (x *MessageMetadata) GetSchemaVersion() []byte {
 	if x != nil {
-		return x.SchemaVersion
+		return x.xxx_hidden_SchemaVersion
 	}
 	return nil
 }
 
 func (x *MessageMetadata) GetPartitionKeyB64Encoded() bool {
-	if x != nil && x.PartitionKeyB64Encoded != nil {
-		return *x.PartitionKeyB64Encoded
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 15) {
+			return x.xxx_hidden_PartitionKeyB64Encoded
+		}
 	}
 	return Default_MessageMetadata_PartitionKeyB64Encoded
 }
 
 func (x *MessageMetadata) GetOrderingKey() []byte {
 	if x != nil {
-		return x.OrderingKey
+		return x.xxx_hidden_OrderingKey
 	}
 	return nil
 }
 
 func (x *MessageMetadata) GetDeliverAtTime() int64 {
-	if x != nil && x.DeliverAtTime != nil {
-		return *x.DeliverAtTime
+	if x != nil {
+		return x.xxx_hidden_DeliverAtTime
 	}
 	return 0
 }
 
 func (x *MessageMetadata) GetMarkerType() int32 {
-	if x != nil && x.MarkerType != nil {
-		return *x.MarkerType
+	if x != nil {
+		return x.xxx_hidden_MarkerType
 	}
 	return 0
 }
 
 func (x *MessageMetadata) GetTxnidLeastBits() uint64 {
-	if x != nil && x.TxnidLeastBits != nil {
-		return *x.TxnidLeastBits
+	if x != nil {
+		return x.xxx_hidden_TxnidLeastBits
 	}
 	return 0
 }
 
 func (x *MessageMetadata) GetTxnidMostBits() uint64 {
-	if x != nil && x.TxnidMostBits != nil {
-		return *x.TxnidMostBits
+	if x != nil {
+		return x.xxx_hidden_TxnidMostBits
 	}
 	return 0
 }
 
 func (x *MessageMetadata) GetHighestSequenceId() uint64 {
-	if x != nil && x.HighestSequenceId != nil {
-		return *x.HighestSequenceId
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 21) {
+			return x.xxx_hidden_HighestSequenceId
+		}
 	}
 	return Default_MessageMetadata_HighestSequenceId
 }
 
 func (x *MessageMetadata) GetNullValue() bool {
-	if x != nil && x.NullValue != nil {
-		return *x.NullValue
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 22) {
+			return x.xxx_hidden_NullValue
+		}
 	}
 	return Default_MessageMetadata_NullValue
 }
 
 func (x *MessageMetadata) GetUuid() string {
-	if x != nil && x.Uuid != nil {
-		return *x.Uuid
+	if x != nil {
+		if x.xxx_hidden_Uuid != nil {
+			return *x.xxx_hidden_Uuid
+		}
+		return ""
 	}
 	return ""
 }
 
 func (x *MessageMetadata) GetNumChunksFromMsg() int32 {
-	if x != nil && x.NumChunksFromMsg != nil {
-		return *x.NumChunksFromMsg
+	if x != nil {
+		return x.xxx_hidden_NumChunksFromMsg
 	}
 	return 0
 }
 
 func (x *MessageMetadata) GetTotalChunkMsgSize() int32 {
-	if x != nil && x.TotalChunkMsgSize != nil {
-		return *x.TotalChunkMsgSize
+	if x != nil {
+		return x.xxx_hidden_TotalChunkMsgSize
 	}
 	return 0
 }
 
 func (x *MessageMetadata) GetChunkId() int32 {
-	if x != nil && x.ChunkId != nil {
-		return *x.ChunkId
+	if x != nil {
+		return x.xxx_hidden_ChunkId
 	}
 	return 0
 }
 
 func (x *MessageMetadata) GetNullPartitionKey() bool {
-	if x != nil && x.NullPartitionKey != nil {
-		return *x.NullPartitionKey
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 27) {
+			return x.xxx_hidden_NullPartitionKey
+		}
 	}
 	return Default_MessageMetadata_NullPartitionKey
 }
 
 func (x *MessageMetadata) GetCompactedBatchIndexes() []int32 {
 	if x != nil {
-		return x.CompactedBatchIndexes
+		return x.xxx_hidden_CompactedBatchIndexes
 	}
 	return nil
 }
 
 func (x *MessageMetadata) GetSchemaId() []byte {
 	if x != nil {
-		return x.SchemaId
+		return x.xxx_hidden_SchemaId
 	}
 	return nil
 }
 
 func (x *MessageMetadata) GetEntryHashMin() uint32 {
-	if x != nil && x.EntryHashMin != nil {
-		return *x.EntryHashMin
+	if x != nil {
+		return x.xxx_hidden_EntryHashMin
 	}
 	return 0
 }
 
 func (x *MessageMetadata) GetEntryHashMax() uint32 {
-	if x != nil && x.EntryHashMax != nil {
-		return *x.EntryHashMax
+	if x != nil {
+		return x.xxx_hidden_EntryHashMax
 	}
 	return 0
 }
 
+func (x *MessageMetadata) SetProducerName(v string) {
+	x.xxx_hidden_ProducerName = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 32)
+}
+
+func (x *MessageMetadata) SetSequenceId(v uint64) {
+	x.xxx_hidden_SequenceId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 1, 32)
+}
+
+func (x *MessageMetadata) SetPublishTime(v uint64) {
+	x.xxx_hidden_PublishTime = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 2, 32)
+}
+
+func (x *MessageMetadata) SetProperties(v []*KeyValue) {
+	x.xxx_hidden_Properties = &v
+}
+
+func (x *MessageMetadata) SetReplicatedFrom(v string) {
+	x.xxx_hidden_ReplicatedFrom = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 4, 32)
+}
+
+func (x *MessageMetadata) SetPartitionKey(v string) {
+	x.xxx_hidden_PartitionKey = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 5, 32)
+}
+
+func (x *MessageMetadata) SetReplicateTo(v []string) {
+	x.xxx_hidden_ReplicateTo = v
+}
+
+func (x *MessageMetadata) SetCompression(v CompressionType) {
+	x.xxx_hidden_Compression = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 7, 32)
+}
+
+func (x *MessageMetadata) SetUncompressedSize(v uint32) {
+	x.xxx_hidden_UncompressedSize = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 8, 32)
+}
+
+func (x *MessageMetadata) SetNumMessagesInBatch(v int32) {
+	x.xxx_hidden_NumMessagesInBatch = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 9, 32)
+}
+
+func (x *MessageMetadata) SetEventTime(v uint64) {
+	x.xxx_hidden_EventTime = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 10, 32)
+}
+
+func (x *MessageMetadata) SetEncryptionKeys(v []*EncryptionKeys) {
+	x.xxx_hidden_EncryptionKeys = &v
+}
+
+func (x *MessageMetadata) SetEncryptionAlgo(v string) {
+	x.xxx_hidden_EncryptionAlgo = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 12, 32)
+}
+
+func (x *MessageMetadata) SetEncryptionParam(v []byte) {
+	if v == nil {
+		v = []byte{}
+	}
+	x.xxx_hidden_EncryptionParam = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 13, 32)
+}
+
+func (x *MessageMetadata) SetSchemaVersion(v []byte) {
+	if v == nil {
+		v = []byte{}
+	}
+	x.xxx_hidden_SchemaVersion = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 14, 32)
+}
+
+func (x *MessageMetadata) SetPartitionKeyB64Encoded(v bool) {
+	x.xxx_hidden_PartitionKeyB64Encoded = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 15, 32)
+}
+
+func (x *MessageMetadata) SetOrderingKey(v []byte) {
+	if v == nil {
+		v = []byte{}
+	}
+	x.xxx_hidden_OrderingKey = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 16, 32)
+}
+
+func (x *MessageMetadata) SetDeliverAtTime(v int64) {
+	x.xxx_hidden_DeliverAtTime = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 17, 32)
+}
+
+func (x *MessageMetadata) SetMarkerType(v int32) {
+	x.xxx_hidden_MarkerType = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 18, 32)
+}
+
+func (x *MessageMetadata) SetTxnidLeastBits(v uint64) {
+	x.xxx_hidden_TxnidLeastBits = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 19, 32)
+}
+
+func (x *MessageMetadata) SetTxnidMostBits(v uint64) {
+	x.xxx_hidden_TxnidMostBits = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 20, 32)
+}
+
+func (x *MessageMetadata) SetHighestSequenceId(v uint64) {
+	x.xxx_hidden_HighestSequenceId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 21, 32)
+}
+
+func (x *MessageMetadata) SetNullValue(v bool) {
+	x.xxx_hidden_NullValue = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 22, 32)
+}
+
+func (x *MessageMetadata) SetUuid(v string) {
+	x.xxx_hidden_Uuid = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 23, 32)
+}
+
+func (x *MessageMetadata) SetNumChunksFromMsg(v int32) {
+	x.xxx_hidden_NumChunksFromMsg = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 24, 32)
+}
+
+func (x *MessageMetadata) SetTotalChunkMsgSize(v int32) {
+	x.xxx_hidden_TotalChunkMsgSize = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 25, 32)
+}
+
+func (x *MessageMetadata) SetChunkId(v int32) {
+	x.xxx_hidden_ChunkId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 26, 32)
+}
+
+func (x *MessageMetadata) SetNullPartitionKey(v bool) {
+	x.xxx_hidden_NullPartitionKey = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 27, 32)
+}
+
+func (x *MessageMetadata) SetCompactedBatchIndexes(v []int32) {
+	x.xxx_hidden_CompactedBatchIndexes = v
+}
+
+func (x *MessageMetadata) SetSchemaId(v []byte) {
+	if v == nil {
+		v = []byte{}
+	}
+	x.xxx_hidden_SchemaId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 29, 32)
+}
+
+func (x *MessageMetadata) SetEntryHashMin(v uint32) {
+	x.xxx_hidden_EntryHashMin = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 30, 32)
+}
+
+func (x *MessageMetadata) SetEntryHashMax(v uint32) {
+	x.xxx_hidden_EntryHashMax = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 31, 32)
+}
+
+func (x *MessageMetadata) HasProducerName() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *MessageMetadata) HasSequenceId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 1)
+}
+
+func (x *MessageMetadata) HasPublishTime() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 2)
+}
+
+func (x *MessageMetadata) HasReplicatedFrom() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 4)
+}
+
+func (x *MessageMetadata) HasPartitionKey() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 5)
+}
+
+func (x *MessageMetadata) HasCompression() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 7)
+}
+
+func (x *MessageMetadata) HasUncompressedSize() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 8)
+}
+
+func (x *MessageMetadata) HasNumMessagesInBatch() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 9)
+}
+
+func (x *MessageMetadata) HasEventTime() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 10)
+}
+
+func (x *MessageMetadata) HasEncryptionAlgo() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 12)
+}
+
+func (x *MessageMetadata) HasEncryptionParam() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 13)
+}
+
+func (x *MessageMetadata) HasSchemaVersion() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 14)
+}
+
+func (x *MessageMetadata) HasPartitionKeyB64Encoded() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 15)
+}
+
+func (x *MessageMetadata) HasOrderingKey() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 16)
+}
+
+func (x *MessageMetadata) HasDeliverAtTime() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 17)
+}
+
+func (x *MessageMetadata) HasMarkerType() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 18)
+}
+
+func (x *MessageMetadata) HasTxnidLeastBits() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 19)
+}
+
+func (x *MessageMetadata) HasTxnidMostBits() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 20)
+}
+
+func (x *MessageMetadata) HasHighestSequenceId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 21)
+}
+
+func (x *MessageMetadata) HasNullValue() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 22)
+}
+
+func (x *MessageMetadata) HasUuid() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 23)
+}
+
+func (x *MessageMetadata) HasNumChunksFromMsg() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 24)
+}
+
+func (x *MessageMetadata) HasTotalChunkMsgSize() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 25)
+}
+
+func (x *MessageMetadata) HasChunkId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 26)
+}
+
+func (x *MessageMetadata) HasNullPartitionKey() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 27)
+}
+
+func (x *MessageMetadata) HasSchemaId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 29)
+}
+
+func (x *MessageMetadata) HasEntryHashMin() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 30)
+}
+
+func (x *MessageMetadata) HasEntryHashMax() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 31)
+}
+
+func (x *MessageMetadata) ClearProducerName() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_ProducerName = nil
+}
+
+func (x *MessageMetadata) ClearSequenceId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 1)
+	x.xxx_hidden_SequenceId = 0
+}
+
+func (x *MessageMetadata) ClearPublishTime() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 2)
+	x.xxx_hidden_PublishTime = 0
+}
+
+func (x *MessageMetadata) ClearReplicatedFrom() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 4)
+	x.xxx_hidden_ReplicatedFrom = nil
+}
+
+func (x *MessageMetadata) ClearPartitionKey() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 5)
+	x.xxx_hidden_PartitionKey = nil
+}
+
+func (x *MessageMetadata) ClearCompression() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 7)
+}
+
+func (x *MessageMetadata) ClearUncompressedSize() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 8)
+}
+
+func (x *MessageMetadata) ClearNumMessagesInBatch() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 9)
+}
+
+func (x *MessageMetadata) ClearEventTime() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 10)
+}
+
+func (x *MessageMetadata) ClearEncryptionAlgo() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 12)
+	x.xxx_hidden_EncryptionAlgo = nil
+}
+
+func (x *MessageMetadata) ClearEncryptionParam() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 13)
+	x.xxx_hidden_EncryptionParam = nil
+}
+
+func (x *MessageMetadata) ClearSchemaVersion() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 14)
+	x.xxx_hidden_SchemaVersion = nil
+}
+
+func (x *MessageMetadata) ClearPartitionKeyB64Encoded() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 15)
+}
+
+func (x *MessageMetadata) ClearOrderingKey() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 16)
+	x.xxx_hidden_OrderingKey = nil
+}
+
+func (x *MessageMetadata) ClearDeliverAtTime() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 17)
+	x.xxx_hidden_DeliverAtTime = 0
+}
+
+func (x *MessageMetadata) ClearMarkerType() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 18)
+	x.xxx_hidden_MarkerType = 0
+}
+
+func (x *MessageMetadata) ClearTxnidLeastBits() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 19)
+	x.xxx_hidden_TxnidLeastBits = 0
+}
+
+func (x *MessageMetadata) ClearTxnidMostBits() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 20)
+	x.xxx_hidden_TxnidMostBits = 0
+}
+
+func (x *MessageMetadata) ClearHighestSequenceId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 21)
+}
+
+func (x *MessageMetadata) ClearNullValue() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 22)
+}
+
+func (x *MessageMetadata) ClearUuid() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 23)
+	x.xxx_hidden_Uuid = nil
+}
+
+func (x *MessageMetadata) ClearNumChunksFromMsg() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 24)
+	x.xxx_hidden_NumChunksFromMsg = 0
+}
+
+func (x *MessageMetadata) ClearTotalChunkMsgSize() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 25)
+	x.xxx_hidden_TotalChunkMsgSize = 0
+}
+
+func (x *MessageMetadata) ClearChunkId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 26)
+	x.xxx_hidden_ChunkId = 0
+}
+
+func (x *MessageMetadata) ClearNullPartitionKey() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 27)
+}
+
+func (x *MessageMetadata) ClearSchemaId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 29)
+	x.xxx_hidden_SchemaId = nil
+}
+
+func (x *MessageMetadata) ClearEntryHashMin() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 30)
+	x.xxx_hidden_EntryHashMin = 0
+}
+
+func (x *MessageMetadata) ClearEntryHashMax() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 31)
+	x.xxx_hidden_EntryHashMax = 0
+}
+
+type MessageMetadata_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	ProducerName *string
+	SequenceId   *uint64
+	PublishTime  *uint64
+	Properties   []*KeyValue
+	// Source cluster of a replicated message.
+	ReplicatedFrom   *string
+	PartitionKey     *string
+	ReplicateTo      []string
+	Compression      *CompressionType
+	UncompressedSize *uint32
+	// 10 was a checksum, since moved to the frame; never reuse it.
+	NumMessagesInBatch     *int32
+	EventTime              *uint64
+	EncryptionKeys         []*EncryptionKeys
+	EncryptionAlgo         *string
+	EncryptionParam        []byte
+	SchemaVersion          []byte
+	PartitionKeyB64Encoded *bool
+	OrderingKey            []byte
+	DeliverAtTime          *int64
+	// Non-zero for broker-internal marker messages.
+	MarkerType *int32
+	// 21 is unused.
+	TxnidLeastBits    *uint64
+	TxnidMostBits     *uint64
+	HighestSequenceId *uint64
+	NullValue         *bool
+	// Chunking.
+	Uuid              *string
+	NumChunksFromMsg  *int32
+	TotalChunkMsgSize *int32
+	ChunkId           *int32
+	NullPartitionKey  *bool
+	// Newer than v0.19.0.
+	// Indexes, within the batch, of the messages that survived compaction.
+	CompactedBatchIndexes []int32
+	SchemaId              []byte
+	// Inclusive range of entry-bucket hashes covered by the batch
+	// (scalable-topic producers only).
+	EntryHashMin *uint32
+	EntryHashMax *uint32
+}
+
+func (b0 MessageMetadata_builder) Build() *MessageMetadata {
+	m0 := &MessageMetadata{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.ProducerName != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 32)
+		x.xxx_hidden_ProducerName = b.ProducerName
+	}
+	if b.SequenceId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 1, 32)
+		x.xxx_hidden_SequenceId = *b.SequenceId
+	}
+	if b.PublishTime != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 2, 32)
+		x.xxx_hidden_PublishTime = *b.PublishTime
+	}
+	x.xxx_hidden_Properties = &b.Properties
+	if b.ReplicatedFrom != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 4, 32)
+		x.xxx_hidden_ReplicatedFrom = b.ReplicatedFrom
+	}
+	if b.PartitionKey != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 5, 32)
+		x.xxx_hidden_PartitionKey = b.PartitionKey
+	}
+	x.xxx_hidden_ReplicateTo = b.ReplicateTo
+	if b.Compression != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 7, 32)
+		x.xxx_hidden_Compression = *b.Compression
+	}
+	if b.UncompressedSize != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 8, 32)
+		x.xxx_hidden_UncompressedSize = *b.UncompressedSize
+	}
+	if b.NumMessagesInBatch != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 9, 32)
+		x.xxx_hidden_NumMessagesInBatch = *b.NumMessagesInBatch
+	}
+	if b.EventTime != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 10, 32)
+		x.xxx_hidden_EventTime = *b.EventTime
+	}
+	x.xxx_hidden_EncryptionKeys = &b.EncryptionKeys
+	if b.EncryptionAlgo != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 12, 32)
+		x.xxx_hidden_EncryptionAlgo = b.EncryptionAlgo
+	}
+	if b.EncryptionParam != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 13, 32)
+		x.xxx_hidden_EncryptionParam = b.EncryptionParam
+	}
+	if b.SchemaVersion != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 14, 32)
+		x.xxx_hidden_SchemaVersion = b.SchemaVersion
+	}
+	if b.PartitionKeyB64Encoded != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 15, 32)
+		x.xxx_hidden_PartitionKeyB64Encoded = *b.PartitionKeyB64Encoded
+	}
+	if b.OrderingKey != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 16, 32)
+		x.xxx_hidden_OrderingKey = b.OrderingKey
+	}
+	if b.DeliverAtTime != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 17, 32)
+		x.xxx_hidden_DeliverAtTime = *b.DeliverAtTime
+	}
+	if b.MarkerType != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 18, 32)
+		x.xxx_hidden_MarkerType = *b.MarkerType
+	}
+	if b.TxnidLeastBits != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 19, 32)
+		x.xxx_hidden_TxnidLeastBits = *b.TxnidLeastBits
+	}
+	if b.TxnidMostBits != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 20, 32)
+		x.xxx_hidden_TxnidMostBits = *b.TxnidMostBits
+	}
+	if b.HighestSequenceId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 21, 32)
+		x.xxx_hidden_HighestSequenceId = *b.HighestSequenceId
+	}
+	if b.NullValue != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 22, 32)
+		x.xxx_hidden_NullValue = *b.NullValue
+	}
+	if b.Uuid != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 23, 32)
+		x.xxx_hidden_Uuid = b.Uuid
+	}
+	if b.NumChunksFromMsg != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 24, 32)
+		x.xxx_hidden_NumChunksFromMsg = *b.NumChunksFromMsg
+	}
+	if b.TotalChunkMsgSize != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 25, 32)
+		x.xxx_hidden_TotalChunkMsgSize = *b.TotalChunkMsgSize
+	}
+	if b.ChunkId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 26, 32)
+		x.xxx_hidden_ChunkId = *b.ChunkId
+	}
+	if b.NullPartitionKey != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 27, 32)
+		x.xxx_hidden_NullPartitionKey = *b.NullPartitionKey
+	}
+	x.xxx_hidden_CompactedBatchIndexes = b.CompactedBatchIndexes
+	if b.SchemaId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 29, 32)
+		x.xxx_hidden_SchemaId = b.SchemaId
+	}
+	if b.EntryHashMin != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 30, 32)
+		x.xxx_hidden_EntryHashMin = *b.EntryHashMin
+	}
+	if b.EntryHashMax != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 31, 32)
+		x.xxx_hidden_EntryHashMax = *b.EntryHashMax
+	}
+	return m0
+}
+
 // Per-message header inside a batch payload.
 type SingleMessageMetadata struct {
-	state                  protoimpl.MessageState `protogen:"open.v1"`
-	Properties             []*KeyValue            `protobuf:"bytes,1,rep,name=properties" json:"properties,omitempty"`
-	PartitionKey           *string                `protobuf:"bytes,2,opt,name=partition_key,json=partitionKey" json:"partition_key,omitempty"`
-	PayloadSize            *int32                 `protobuf:"varint,3,req,name=payload_size,json=payloadSize" json:"payload_size,omitempty"`
-	CompactedOut           *bool                  `protobuf:"varint,4,opt,name=compacted_out,json=compactedOut,def=0" json:"compacted_out,omitempty"`
-	EventTime              *uint64                `protobuf:"varint,5,opt,name=event_time,json=eventTime,def=0" json:"event_time,omitempty"`
-	PartitionKeyB64Encoded *bool                  `protobuf:"varint,6,opt,name=partition_key_b64_encoded,json=partitionKeyB64Encoded,def=0" json:"partition_key_b64_encoded,omitempty"`
-	OrderingKey            []byte                 `protobuf:"bytes,7,opt,name=ordering_key,json=orderingKey" json:"ordering_key,omitempty"`
-	SequenceId             *uint64                `protobuf:"varint,8,opt,name=sequence_id,json=sequenceId" json:"sequence_id,omitempty"`
-	NullValue              *bool                  `protobuf:"varint,9,opt,name=null_value,json=nullValue,def=0" json:"null_value,omitempty"`
-	NullPartitionKey       *bool                  `protobuf:"varint,10,opt,name=null_partition_key,json=nullPartitionKey,def=0" json:"null_partition_key,omitempty"`
-	unknownFields          protoimpl.UnknownFields
-	sizeCache              protoimpl.SizeCache
+	state                             protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_Properties             *[]*KeyValue           `protobuf:"bytes,1,rep,name=properties"`
+	xxx_hidden_PartitionKey           *string                `protobuf:"bytes,2,opt,name=partition_key,json=partitionKey"`
+	xxx_hidden_PayloadSize            int32                  `protobuf:"varint,3,req,name=payload_size,json=payloadSize"`
+	xxx_hidden_CompactedOut           bool                   `protobuf:"varint,4,opt,name=compacted_out,json=compactedOut,def=0"`
+	xxx_hidden_EventTime              uint64                 `protobuf:"varint,5,opt,name=event_time,json=eventTime,def=0"`
+	xxx_hidden_PartitionKeyB64Encoded bool                   `protobuf:"varint,6,opt,name=partition_key_b64_encoded,json=partitionKeyB64Encoded,def=0"`
+	xxx_hidden_OrderingKey            []byte                 `protobuf:"bytes,7,opt,name=ordering_key,json=orderingKey"`
+	xxx_hidden_SequenceId             uint64                 `protobuf:"varint,8,opt,name=sequence_id,json=sequenceId"`
+	xxx_hidden_NullValue              bool                   `protobuf:"varint,9,opt,name=null_value,json=nullValue,def=0"`
+	xxx_hidden_NullPartitionKey       bool                   `protobuf:"varint,10,opt,name=null_partition_key,json=nullPartitionKey,def=0"`
+	XXX_raceDetectHookData            protoimpl.RaceDetectHookData
+	XXX_presence                      [1]uint32
+	unknownFields                     protoimpl.UnknownFields
+	sizeCache                         protoimpl.SizeCache
 }
 
 // Default values for SingleMessageMetadata fields.
@@ -2289,88 +3163,314 @@ func (x *SingleMessageMetadata) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use SingleMessageMetadata.ProtoReflect.Descriptor instead.
-func (*SingleMessageMetadata) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{7}
-}
-
 func (x *SingleMessageMetadata) GetProperties() []*KeyValue {
 	if x != nil {
-		return x.Properties
+		if x.xxx_hidden_Properties != nil {
+			return *x.xxx_hidden_Properties
+		}
 	}
 	return nil
 }
 
 func (x *SingleMessageMetadata) GetPartitionKey() string {
-	if x != nil && x.PartitionKey != nil {
-		return *x.PartitionKey
+	if x != nil {
+		if x.xxx_hidden_PartitionKey != nil {
+			return *x.xxx_hidden_PartitionKey
+		}
+		return ""
 	}
 	return ""
 }
 
 func (x *SingleMessageMetadata) GetPayloadSize() int32 {
-	if x != nil && x.PayloadSize != nil {
-		return *x.PayloadSize
+	if x != nil {
+		return x.xxx_hidden_PayloadSize
 	}
 	return 0
 }
 
 func (x *SingleMessageMetadata) GetCompactedOut() bool {
-	if x != nil && x.CompactedOut != nil {
-		return *x.CompactedOut
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 3) {
+			return x.xxx_hidden_CompactedOut
+		}
 	}
 	return Default_SingleMessageMetadata_CompactedOut
 }
 
 func (x *SingleMessageMetadata) GetEventTime() uint64 {
-	if x != nil && x.EventTime != nil {
-		return *x.EventTime
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 4) {
+			return x.xxx_hidden_EventTime
+		}
 	}
 	return Default_SingleMessageMetadata_EventTime
 }
 
 func (x *SingleMessageMetadata) GetPartitionKeyB64Encoded() bool {
-	if x != nil && x.PartitionKeyB64Encoded != nil {
-		return *x.PartitionKeyB64Encoded
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 5) {
+			return x.xxx_hidden_PartitionKeyB64Encoded
+		}
 	}
 	return Default_SingleMessageMetadata_PartitionKeyB64Encoded
 }
 
 func (x *SingleMessageMetadata) GetOrderingKey() []byte {
 	if x != nil {
-		return x.OrderingKey
+		return x.xxx_hidden_OrderingKey
 	}
 	return nil
 }
 
 func (x *SingleMessageMetadata) GetSequenceId() uint64 {
-	if x != nil && x.SequenceId != nil {
-		return *x.SequenceId
+	if x != nil {
+		return x.xxx_hidden_SequenceId
 	}
 	return 0
 }
 
 func (x *SingleMessageMetadata) GetNullValue() bool {
-	if x != nil && x.NullValue != nil {
-		return *x.NullValue
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 8) {
+			return x.xxx_hidden_NullValue
+		}
 	}
 	return Default_SingleMessageMetadata_NullValue
 }
 
 func (x *SingleMessageMetadata) GetNullPartitionKey() bool {
-	if x != nil && x.NullPartitionKey != nil {
-		return *x.NullPartitionKey
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 9) {
+			return x.xxx_hidden_NullPartitionKey
+		}
 	}
 	return Default_SingleMessageMetadata_NullPartitionKey
 }
 
+func (x *SingleMessageMetadata) SetProperties(v []*KeyValue) {
+	x.xxx_hidden_Properties = &v
+}
+
+func (x *SingleMessageMetadata) SetPartitionKey(v string) {
+	x.xxx_hidden_PartitionKey = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 1, 10)
+}
+
+func (x *SingleMessageMetadata) SetPayloadSize(v int32) {
+	x.xxx_hidden_PayloadSize = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 2, 10)
+}
+
+func (x *SingleMessageMetadata) SetCompactedOut(v bool) {
+	x.xxx_hidden_CompactedOut = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 3, 10)
+}
+
+func (x *SingleMessageMetadata) SetEventTime(v uint64) {
+	x.xxx_hidden_EventTime = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 4, 10)
+}
+
+func (x *SingleMessageMetadata) SetPartitionKeyB64Encoded(v bool) {
+	x.xxx_hidden_PartitionKeyB64Encoded = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 5, 10)
+}
+
+func (x *SingleMessageMetadata) SetOrderingKey(v []byte) {
+	if v == nil {
+		v = []byte{}
+	}
+	x.xxx_hidden_OrderingKey = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 6, 10)
+}
+
+func (x *SingleMessageMetadata) SetSequenceId(v uint64) {
+	x.xxx_hidden_SequenceId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 7, 10)
+}
+
+func (x *SingleMessageMetadata) SetNullValue(v bool) {
+	x.xxx_hidden_NullValue = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 8, 10)
+}
+
+func (x *SingleMessageMetadata) SetNullPartitionKey(v bool) {
+	x.xxx_hidden_NullPartitionKey = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 9, 10)
+}
+
+func (x *SingleMessageMetadata) HasPartitionKey() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 1)
+}
+
+func (x *SingleMessageMetadata) HasPayloadSize() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 2)
+}
+
+func (x *SingleMessageMetadata) HasCompactedOut() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 3)
+}
+
+func (x *SingleMessageMetadata) HasEventTime() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 4)
+}
+
+func (x *SingleMessageMetadata) HasPartitionKeyB64Encoded() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 5)
+}
+
+func (x *SingleMessageMetadata) HasOrderingKey() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 6)
+}
+
+func (x *SingleMessageMetadata) HasSequenceId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 7)
+}
+
+func (x *SingleMessageMetadata) HasNullValue() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 8)
+}
+
+func (x *SingleMessageMetadata) HasNullPartitionKey() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 9)
+}
+
+func (x *SingleMessageMetadata) ClearPartitionKey() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 1)
+	x.xxx_hidden_PartitionKey = nil
+}
+
+func (x *SingleMessageMetadata) ClearPayloadSize() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 2)
+	x.xxx_hidden_PayloadSize = 0
+}
+
+func (x *SingleMessageMetadata) ClearCompactedOut() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 3)
+}
+
+func (x *SingleMessageMetadata) ClearEventTime() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 4)
+}
+
+func (x *SingleMessageMetadata) ClearPartitionKeyB64Encoded() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 5)
+}
+
+func (x *SingleMessageMetadata) ClearOrderingKey() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 6)
+	x.xxx_hidden_OrderingKey = nil
+}
+
+func (x *SingleMessageMetadata) ClearSequenceId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 7)
+	x.xxx_hidden_SequenceId = 0
+}
+
+func (x *SingleMessageMetadata) ClearNullValue() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 8)
+}
+
+func (x *SingleMessageMetadata) ClearNullPartitionKey() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 9)
+}
+
+type SingleMessageMetadata_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	Properties             []*KeyValue
+	PartitionKey           *string
+	PayloadSize            *int32
+	CompactedOut           *bool
+	EventTime              *uint64
+	PartitionKeyB64Encoded *bool
+	OrderingKey            []byte
+	SequenceId             *uint64
+	NullValue              *bool
+	NullPartitionKey       *bool
+}
+
+func (b0 SingleMessageMetadata_builder) Build() *SingleMessageMetadata {
+	m0 := &SingleMessageMetadata{}
+	b, x := &b0, m0
+	_, _ = b, x
+	x.xxx_hidden_Properties = &b.Properties
+	if b.PartitionKey != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 1, 10)
+		x.xxx_hidden_PartitionKey = b.PartitionKey
+	}
+	if b.PayloadSize != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 2, 10)
+		x.xxx_hidden_PayloadSize = *b.PayloadSize
+	}
+	if b.CompactedOut != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 3, 10)
+		x.xxx_hidden_CompactedOut = *b.CompactedOut
+	}
+	if b.EventTime != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 4, 10)
+		x.xxx_hidden_EventTime = *b.EventTime
+	}
+	if b.PartitionKeyB64Encoded != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 5, 10)
+		x.xxx_hidden_PartitionKeyB64Encoded = *b.PartitionKeyB64Encoded
+	}
+	if b.OrderingKey != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 6, 10)
+		x.xxx_hidden_OrderingKey = b.OrderingKey
+	}
+	if b.SequenceId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 7, 10)
+		x.xxx_hidden_SequenceId = *b.SequenceId
+	}
+	if b.NullValue != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 8, 10)
+		x.xxx_hidden_NullValue = *b.NullValue
+	}
+	if b.NullPartitionKey != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 9, 10)
+		x.xxx_hidden_NullPartitionKey = *b.NullPartitionKey
+	}
+	return m0
+}
+
 // Prepended to an entry by the broker (magic 0x0e02).
 type BrokerEntryMetadata struct {
-	state           protoimpl.MessageState `protogen:"open.v1"`
-	BrokerTimestamp *uint64                `protobuf:"varint,1,opt,name=broker_timestamp,json=brokerTimestamp" json:"broker_timestamp,omitempty"`
-	Index           *uint64                `protobuf:"varint,2,opt,name=index" json:"index,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	state                      protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_BrokerTimestamp uint64                 `protobuf:"varint,1,opt,name=broker_timestamp,json=brokerTimestamp"`
+	xxx_hidden_Index           uint64                 `protobuf:"varint,2,opt,name=index"`
+	XXX_raceDetectHookData     protoimpl.RaceDetectHookData
+	XXX_presence               [1]uint32
+	unknownFields              protoimpl.UnknownFields
+	sizeCache                  protoimpl.SizeCache
 }
 
 func (x *BrokerEntryMetadata) Reset() {
@@ -2398,42 +3498,93 @@ func (x *BrokerEntryMetadata) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use BrokerEntryMetadata.ProtoReflect.Descriptor instead.
-func (*BrokerEntryMetadata) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{8}
-}
-
 func (x *BrokerEntryMetadata) GetBrokerTimestamp() uint64 {
-	if x != nil && x.BrokerTimestamp != nil {
-		return *x.BrokerTimestamp
+	if x != nil {
+		return x.xxx_hidden_BrokerTimestamp
 	}
 	return 0
 }
 
 func (x *BrokerEntryMetadata) GetIndex() uint64 {
-	if x != nil && x.Index != nil {
-		return *x.Index
+	if x != nil {
+		return x.xxx_hidden_Index
 	}
 	return 0
 }
 
+func (x *BrokerEntryMetadata) SetBrokerTimestamp(v uint64) {
+	x.xxx_hidden_BrokerTimestamp = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 2)
+}
+
+func (x *BrokerEntryMetadata) SetIndex(v uint64) {
+	x.xxx_hidden_Index = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 1, 2)
+}
+
+func (x *BrokerEntryMetadata) HasBrokerTimestamp() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *BrokerEntryMetadata) HasIndex() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 1)
+}
+
+func (x *BrokerEntryMetadata) ClearBrokerTimestamp() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_BrokerTimestamp = 0
+}
+
+func (x *BrokerEntryMetadata) ClearIndex() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 1)
+	x.xxx_hidden_Index = 0
+}
+
+type BrokerEntryMetadata_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	BrokerTimestamp *uint64
+	Index           *uint64
+}
+
+func (b0 BrokerEntryMetadata_builder) Build() *BrokerEntryMetadata {
+	m0 := &BrokerEntryMetadata{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.BrokerTimestamp != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 2)
+		x.xxx_hidden_BrokerTimestamp = *b.BrokerTimestamp
+	}
+	if b.Index != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 1, 2)
+		x.xxx_hidden_Index = *b.Index
+	}
+	return m0
+}
+
 type CommandConnect struct {
-	state           protoimpl.MessageState `protogen:"open.v1"`
-	ClientVersion   *string                `protobuf:"bytes,1,req,name=client_version,json=clientVersion" json:"client_version,omitempty"`
-	AuthMethod      *AuthMethod            `protobuf:"varint,2,opt,name=auth_method,json=authMethod,enum=meridian.wire.v1.AuthMethod" json:"auth_method,omitempty"` // deprecated: use auth_method_name
-	AuthData        []byte                 `protobuf:"bytes,3,opt,name=auth_data,json=authData" json:"auth_data,omitempty"`
-	ProtocolVersion *int32                 `protobuf:"varint,4,opt,name=protocol_version,json=protocolVersion,def=0" json:"protocol_version,omitempty"`
-	AuthMethodName  *string                `protobuf:"bytes,5,opt,name=auth_method_name,json=authMethodName" json:"auth_method_name,omitempty"`
-	// Honoured by a proxy only.
-	ProxyToBrokerUrl *string `protobuf:"bytes,6,opt,name=proxy_to_broker_url,json=proxyToBrokerUrl" json:"proxy_to_broker_url,omitempty"`
-	// Identity checked by a proxy; auth_* above is then the proxy's own.
-	OriginalPrincipal  *string       `protobuf:"bytes,7,opt,name=original_principal,json=originalPrincipal" json:"original_principal,omitempty"`
-	OriginalAuthData   *string       `protobuf:"bytes,8,opt,name=original_auth_data,json=originalAuthData" json:"original_auth_data,omitempty"`
-	OriginalAuthMethod *string       `protobuf:"bytes,9,opt,name=original_auth_method,json=originalAuthMethod" json:"original_auth_method,omitempty"`
-	FeatureFlags       *FeatureFlags `protobuf:"bytes,10,opt,name=feature_flags,json=featureFlags" json:"feature_flags,omitempty"`
-	ProxyVersion       *string       `protobuf:"bytes,11,opt,name=proxy_version,json=proxyVersion" json:"proxy_version,omitempty"` // newer than v0.19.0
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	state                         protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_ClientVersion      *string                `protobuf:"bytes,1,req,name=client_version,json=clientVersion"`
+	xxx_hidden_AuthMethod         AuthMethod             `protobuf:"varint,2,opt,name=auth_method,json=authMethod,enum=meridian.wire.v1.AuthMethod"`
+	xxx_hidden_AuthData           []byte                 `protobuf:"bytes,3,opt,name=auth_data,json=authData"`
+	xxx_hidden_ProtocolVersion    int32                  `protobuf:"varint,4,opt,name=protocol_version,json=protocolVersion,def=0"`
+	xxx_hidden_AuthMethodName     *string                `protobuf:"bytes,5,opt,name=auth_method_name,json=authMethodName"`
+	xxx_hidden_ProxyToBrokerUrl   *string                `protobuf:"bytes,6,opt,name=proxy_to_broker_url,json=proxyToBrokerUrl"`
+	xxx_hidden_OriginalPrincipal  *string                `protobuf:"bytes,7,opt,name=original_principal,json=originalPrincipal"`
+	xxx_hidden_OriginalAuthData   *string                `protobuf:"bytes,8,opt,name=original_auth_data,json=originalAuthData"`
+	xxx_hidden_OriginalAuthMethod *string                `protobuf:"bytes,9,opt,name=original_auth_method,json=originalAuthMethod"`
+	xxx_hidden_FeatureFlags       *FeatureFlags          `protobuf:"bytes,10,opt,name=feature_flags,json=featureFlags"`
+	xxx_hidden_ProxyVersion       *string                `protobuf:"bytes,11,opt,name=proxy_version,json=proxyVersion"`
+	XXX_raceDetectHookData        protoimpl.RaceDetectHookData
+	XXX_presence                  [1]uint32
+	unknownFields                 protoimpl.UnknownFields
+	sizeCache                     protoimpl.SizeCache
 }
 
 // Default values for CommandConnect fields.
@@ -2466,102 +3617,376 @@ func (x *CommandConnect) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CommandConnect.ProtoReflect.Descriptor instead.
-func (*CommandConnect) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{9}
-}
-
 func (x *CommandConnect) GetClientVersion() string {
-	if x != nil && x.ClientVersion != nil {
-		return *x.ClientVersion
+	if x != nil {
+		if x.xxx_hidden_ClientVersion != nil {
+			return *x.xxx_hidden_ClientVersion
+		}
+		return ""
 	}
 	return ""
 }
 
 func (x *CommandConnect) GetAuthMethod() AuthMethod {
-	if x != nil && x.AuthMethod != nil {
-		return *x.AuthMethod
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 1) {
+			return x.xxx_hidden_AuthMethod
+		}
 	}
 	return AuthMethod_AuthMethodNone
 }
 
 func (x *CommandConnect) GetAuthData() []byte {
 	if x != nil {
-		return x.AuthData
+		return x.xxx_hidden_AuthData
 	}
 	return nil
 }
 
 func (x *CommandConnect) GetProtocolVersion() int32 {
-	if x != nil && x.ProtocolVersion != nil {
-		return *x.ProtocolVersion
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 3) {
+			return x.xxx_hidden_ProtocolVersion
+		}
 	}
 	return Default_CommandConnect_ProtocolVersion
 }
 
 func (x *CommandConnect) GetAuthMethodName() string {
-	if x != nil && x.AuthMethodName != nil {
-		return *x.AuthMethodName
+	if x != nil {
+		if x.xxx_hidden_AuthMethodName != nil {
+			return *x.xxx_hidden_AuthMethodName
+		}
+		return ""
 	}
 	return ""
 }
 
 func (x *CommandConnect) GetProxyToBrokerUrl() string {
-	if x != nil && x.ProxyToBrokerUrl != nil {
-		return *x.ProxyToBrokerUrl
+	if x != nil {
+		if x.xxx_hidden_ProxyToBrokerUrl != nil {
+			return *x.xxx_hidden_ProxyToBrokerUrl
+		}
+		return ""
 	}
 	return ""
 }
 
 func (x *CommandConnect) GetOriginalPrincipal() string {
-	if x != nil && x.OriginalPrincipal != nil {
-		return *x.OriginalPrincipal
+	if x != nil {
+		if x.xxx_hidden_OriginalPrincipal != nil {
+			return *x.xxx_hidden_OriginalPrincipal
+		}
+		return ""
 	}
 	return ""
 }
 
 func (x *CommandConnect) GetOriginalAuthData() string {
-	if x != nil && x.OriginalAuthData != nil {
-		return *x.OriginalAuthData
+	if x != nil {
+		if x.xxx_hidden_OriginalAuthData != nil {
+			return *x.xxx_hidden_OriginalAuthData
+		}
+		return ""
 	}
 	return ""
 }
 
 func (x *CommandConnect) GetOriginalAuthMethod() string {
-	if x != nil && x.OriginalAuthMethod != nil {
-		return *x.OriginalAuthMethod
+	if x != nil {
+		if x.xxx_hidden_OriginalAuthMethod != nil {
+			return *x.xxx_hidden_OriginalAuthMethod
+		}
+		return ""
 	}
 	return ""
 }
 
 func (x *CommandConnect) GetFeatureFlags() *FeatureFlags {
 	if x != nil {
-		return x.FeatureFlags
+		return x.xxx_hidden_FeatureFlags
 	}
 	return nil
 }
 
 func (x *CommandConnect) GetProxyVersion() string {
-	if x != nil && x.ProxyVersion != nil {
-		return *x.ProxyVersion
+	if x != nil {
+		if x.xxx_hidden_ProxyVersion != nil {
+			return *x.xxx_hidden_ProxyVersion
+		}
+		return ""
 	}
 	return ""
 }
 
+func (x *CommandConnect) SetClientVersion(v string) {
+	x.xxx_hidden_ClientVersion = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 11)
+}
+
+func (x *CommandConnect) SetAuthMethod(v AuthMethod) {
+	x.xxx_hidden_AuthMethod = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 1, 11)
+}
+
+func (x *CommandConnect) SetAuthData(v []byte) {
+	if v == nil {
+		v = []byte{}
+	}
+	x.xxx_hidden_AuthData = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 2, 11)
+}
+
+func (x *CommandConnect) SetProtocolVersion(v int32) {
+	x.xxx_hidden_ProtocolVersion = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 3, 11)
+}
+
+func (x *CommandConnect) SetAuthMethodName(v string) {
+	x.xxx_hidden_AuthMethodName = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 4, 11)
+}
+
+func (x *CommandConnect) SetProxyToBrokerUrl(v string) {
+	x.xxx_hidden_ProxyToBrokerUrl = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 5, 11)
+}
+
+func (x *CommandConnect) SetOriginalPrincipal(v string) {
+	x.xxx_hidden_OriginalPrincipal = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 6, 11)
+}
+
+func (x *CommandConnect) SetOriginalAuthData(v string) {
+	x.xxx_hidden_OriginalAuthData = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 7, 11)
+}
+
+func (x *CommandConnect) SetOriginalAuthMethod(v string) {
+	x.xxx_hidden_OriginalAuthMethod = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 8, 11)
+}
+
+func (x *CommandConnect) SetFeatureFlags(v *FeatureFlags) {
+	x.xxx_hidden_FeatureFlags = v
+}
+
+func (x *CommandConnect) SetProxyVersion(v string) {
+	x.xxx_hidden_ProxyVersion = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 10, 11)
+}
+
+func (x *CommandConnect) HasClientVersion() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *CommandConnect) HasAuthMethod() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 1)
+}
+
+func (x *CommandConnect) HasAuthData() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 2)
+}
+
+func (x *CommandConnect) HasProtocolVersion() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 3)
+}
+
+func (x *CommandConnect) HasAuthMethodName() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 4)
+}
+
+func (x *CommandConnect) HasProxyToBrokerUrl() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 5)
+}
+
+func (x *CommandConnect) HasOriginalPrincipal() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 6)
+}
+
+func (x *CommandConnect) HasOriginalAuthData() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 7)
+}
+
+func (x *CommandConnect) HasOriginalAuthMethod() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 8)
+}
+
+func (x *CommandConnect) HasFeatureFlags() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_FeatureFlags != nil
+}
+
+func (x *CommandConnect) HasProxyVersion() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 10)
+}
+
+func (x *CommandConnect) ClearClientVersion() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_ClientVersion = nil
+}
+
+func (x *CommandConnect) ClearAuthMethod() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 1)
+	x.xxx_hidden_AuthMethod = AuthMethod_AuthMethodNone
+}
+
+func (x *CommandConnect) ClearAuthData() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 2)
+	x.xxx_hidden_AuthData = nil
+}
+
+func (x *CommandConnect) ClearProtocolVersion() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 3)
+}
+
+func (x *CommandConnect) ClearAuthMethodName() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 4)
+	x.xxx_hidden_AuthMethodName = nil
+}
+
+func (x *CommandConnect) ClearProxyToBrokerUrl() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 5)
+	x.xxx_hidden_ProxyToBrokerUrl = nil
+}
+
+func (x *CommandConnect) ClearOriginalPrincipal() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 6)
+	x.xxx_hidden_OriginalPrincipal = nil
+}
+
+func (x *CommandConnect) ClearOriginalAuthData() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 7)
+	x.xxx_hidden_OriginalAuthData = nil
+}
+
+func (x *CommandConnect) ClearOriginalAuthMethod() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 8)
+	x.xxx_hidden_OriginalAuthMethod = nil
+}
+
+func (x *CommandConnect) ClearFeatureFlags() {
+	x.xxx_hidden_FeatureFlags = nil
+}
+
+func (x *CommandConnect) ClearProxyVersion() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 10)
+	x.xxx_hidden_ProxyVersion = nil
+}
+
+type CommandConnect_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	ClientVersion   *string
+	AuthMethod      *AuthMethod
+	AuthData        []byte
+	ProtocolVersion *int32
+	AuthMethodName  *string
+	// Honoured by a proxy only.
+	ProxyToBrokerUrl *string
+	// Identity checked by a proxy; auth_* above is then the proxy's own.
+	OriginalPrincipal  *string
+	OriginalAuthData   *string
+	OriginalAuthMethod *string
+	FeatureFlags       *FeatureFlags
+	ProxyVersion       *string
+}
+
+func (b0 CommandConnect_builder) Build() *CommandConnect {
+	m0 := &CommandConnect{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.ClientVersion != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 11)
+		x.xxx_hidden_ClientVersion = b.ClientVersion
+	}
+	if b.AuthMethod != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 1, 11)
+		x.xxx_hidden_AuthMethod = *b.AuthMethod
+	}
+	if b.AuthData != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 2, 11)
+		x.xxx_hidden_AuthData = b.AuthData
+	}
+	if b.ProtocolVersion != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 3, 11)
+		x.xxx_hidden_ProtocolVersion = *b.ProtocolVersion
+	}
+	if b.AuthMethodName != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 4, 11)
+		x.xxx_hidden_AuthMethodName = b.AuthMethodName
+	}
+	if b.ProxyToBrokerUrl != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 5, 11)
+		x.xxx_hidden_ProxyToBrokerUrl = b.ProxyToBrokerUrl
+	}
+	if b.OriginalPrincipal != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 6, 11)
+		x.xxx_hidden_OriginalPrincipal = b.OriginalPrincipal
+	}
+	if b.OriginalAuthData != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 7, 11)
+		x.xxx_hidden_OriginalAuthData = b.OriginalAuthData
+	}
+	if b.OriginalAuthMethod != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 8, 11)
+		x.xxx_hidden_OriginalAuthMethod = b.OriginalAuthMethod
+	}
+	x.xxx_hidden_FeatureFlags = b.FeatureFlags
+	if b.ProxyVersion != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 10, 11)
+		x.xxx_hidden_ProxyVersion = b.ProxyVersion
+	}
+	return m0
+}
+
 type FeatureFlags struct {
-	state                       protoimpl.MessageState `protogen:"open.v1"`
-	SupportsAuthRefresh         *bool                  `protobuf:"varint,1,opt,name=supports_auth_refresh,json=supportsAuthRefresh,def=0" json:"supports_auth_refresh,omitempty"`
-	SupportsBrokerEntryMetadata *bool                  `protobuf:"varint,2,opt,name=supports_broker_entry_metadata,json=supportsBrokerEntryMetadata,def=0" json:"supports_broker_entry_metadata,omitempty"`
-	SupportsPartialProducer     *bool                  `protobuf:"varint,3,opt,name=supports_partial_producer,json=supportsPartialProducer,def=0" json:"supports_partial_producer,omitempty"`
-	SupportsTopicWatchers       *bool                  `protobuf:"varint,4,opt,name=supports_topic_watchers,json=supportsTopicWatchers,def=0" json:"supports_topic_watchers,omitempty"`
-	// Newer than v0.19.0.
-	SupportsGetPartitionedMetadataWithoutAutoCreation *bool `protobuf:"varint,5,opt,name=supports_get_partitioned_metadata_without_auto_creation,json=supportsGetPartitionedMetadataWithoutAutoCreation,def=0" json:"supports_get_partitioned_metadata_without_auto_creation,omitempty"`
-	SupportsReplDedupByLidAndEid                      *bool `protobuf:"varint,6,opt,name=supports_repl_dedup_by_lid_and_eid,json=supportsReplDedupByLidAndEid,def=0" json:"supports_repl_dedup_by_lid_and_eid,omitempty"`
-	SupportsTopicWatcherReconcile                     *bool `protobuf:"varint,7,opt,name=supports_topic_watcher_reconcile,json=supportsTopicWatcherReconcile,def=0" json:"supports_topic_watcher_reconcile,omitempty"`
-	SupportsScalableTopics                            *bool `protobuf:"varint,8,opt,name=supports_scalable_topics,json=supportsScalableTopics,def=0" json:"supports_scalable_topics,omitempty"`
-	SupportsTcMetadataDiscovery                       *bool `protobuf:"varint,9,opt,name=supports_tc_metadata_discovery,json=supportsTcMetadataDiscovery,def=0" json:"supports_tc_metadata_discovery,omitempty"`
-	unknownFields                                     protoimpl.UnknownFields
-	sizeCache                                         protoimpl.SizeCache
+	state                                                        protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_SupportsAuthRefresh                               bool                   `protobuf:"varint,1,opt,name=supports_auth_refresh,json=supportsAuthRefresh,def=0"`
+	xxx_hidden_SupportsBrokerEntryMetadata                       bool                   `protobuf:"varint,2,opt,name=supports_broker_entry_metadata,json=supportsBrokerEntryMetadata,def=0"`
+	xxx_hidden_SupportsPartialProducer                           bool                   `protobuf:"varint,3,opt,name=supports_partial_producer,json=supportsPartialProducer,def=0"`
+	xxx_hidden_SupportsTopicWatchers                             bool                   `protobuf:"varint,4,opt,name=supports_topic_watchers,json=supportsTopicWatchers,def=0"`
+	xxx_hidden_SupportsGetPartitionedMetadataWithoutAutoCreation bool                   `protobuf:"varint,5,opt,name=supports_get_partitioned_metadata_without_auto_creation,json=supportsGetPartitionedMetadataWithoutAutoCreation,def=0"`
+	xxx_hidden_SupportsReplDedupByLidAndEid                      bool                   `protobuf:"varint,6,opt,name=supports_repl_dedup_by_lid_and_eid,json=supportsReplDedupByLidAndEid,def=0"`
+	xxx_hidden_SupportsTopicWatcherReconcile                     bool                   `protobuf:"varint,7,opt,name=supports_topic_watcher_reconcile,json=supportsTopicWatcherReconcile,def=0"`
+	xxx_hidden_SupportsScalableTopics                            bool                   `protobuf:"varint,8,opt,name=supports_scalable_topics,json=supportsScalableTopics,def=0"`
+	xxx_hidden_SupportsTcMetadataDiscovery                       bool                   `protobuf:"varint,9,opt,name=supports_tc_metadata_discovery,json=supportsTcMetadataDiscovery,def=0"`
+	XXX_raceDetectHookData                                       protoimpl.RaceDetectHookData
+	XXX_presence                                                 [1]uint32
+	unknownFields                                                protoimpl.UnknownFields
+	sizeCache                                                    protoimpl.SizeCache
 }
 
 // Default values for FeatureFlags fields.
@@ -2602,82 +4027,299 @@ func (x *FeatureFlags) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use FeatureFlags.ProtoReflect.Descriptor instead.
-func (*FeatureFlags) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{10}
-}
-
 func (x *FeatureFlags) GetSupportsAuthRefresh() bool {
-	if x != nil && x.SupportsAuthRefresh != nil {
-		return *x.SupportsAuthRefresh
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 0) {
+			return x.xxx_hidden_SupportsAuthRefresh
+		}
 	}
 	return Default_FeatureFlags_SupportsAuthRefresh
 }
 
 func (x *FeatureFlags) GetSupportsBrokerEntryMetadata() bool {
-	if x != nil && x.SupportsBrokerEntryMetadata != nil {
-		return *x.SupportsBrokerEntryMetadata
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 1) {
+			return x.xxx_hidden_SupportsBrokerEntryMetadata
+		}
 	}
 	return Default_FeatureFlags_SupportsBrokerEntryMetadata
 }
 
 func (x *FeatureFlags) GetSupportsPartialProducer() bool {
-	if x != nil && x.SupportsPartialProducer != nil {
-		return *x.SupportsPartialProducer
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 2) {
+			return x.xxx_hidden_SupportsPartialProducer
+		}
 	}
 	return Default_FeatureFlags_SupportsPartialProducer
 }
 
 func (x *FeatureFlags) GetSupportsTopicWatchers() bool {
-	if x != nil && x.SupportsTopicWatchers != nil {
-		return *x.SupportsTopicWatchers
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 3) {
+			return x.xxx_hidden_SupportsTopicWatchers
+		}
 	}
 	return Default_FeatureFlags_SupportsTopicWatchers
 }
 
 func (x *FeatureFlags) GetSupportsGetPartitionedMetadataWithoutAutoCreation() bool {
-	if x != nil && x.SupportsGetPartitionedMetadataWithoutAutoCreation != nil {
-		return *x.SupportsGetPartitionedMetadataWithoutAutoCreation
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 4) {
+			return x.xxx_hidden_SupportsGetPartitionedMetadataWithoutAutoCreation
+		}
 	}
 	return Default_FeatureFlags_SupportsGetPartitionedMetadataWithoutAutoCreation
 }
 
 func (x *FeatureFlags) GetSupportsReplDedupByLidAndEid() bool {
-	if x != nil && x.SupportsReplDedupByLidAndEid != nil {
-		return *x.SupportsReplDedupByLidAndEid
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 5) {
+			return x.xxx_hidden_SupportsReplDedupByLidAndEid
+		}
 	}
 	return Default_FeatureFlags_SupportsReplDedupByLidAndEid
 }
 
 func (x *FeatureFlags) GetSupportsTopicWatcherReconcile() bool {
-	if x != nil && x.SupportsTopicWatcherReconcile != nil {
-		return *x.SupportsTopicWatcherReconcile
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 6) {
+			return x.xxx_hidden_SupportsTopicWatcherReconcile
+		}
 	}
 	return Default_FeatureFlags_SupportsTopicWatcherReconcile
 }
 
 func (x *FeatureFlags) GetSupportsScalableTopics() bool {
-	if x != nil && x.SupportsScalableTopics != nil {
-		return *x.SupportsScalableTopics
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 7) {
+			return x.xxx_hidden_SupportsScalableTopics
+		}
 	}
 	return Default_FeatureFlags_SupportsScalableTopics
 }
 
 func (x *FeatureFlags) GetSupportsTcMetadataDiscovery() bool {
-	if x != nil && x.SupportsTcMetadataDiscovery != nil {
-		return *x.SupportsTcMetadataDiscovery
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 8) {
+			return x.xxx_hidden_SupportsTcMetadataDiscovery
+		}
 	}
 	return Default_FeatureFlags_SupportsTcMetadataDiscovery
 }
 
+func (x *FeatureFlags) SetSupportsAuthRefresh(v bool) {
+	x.xxx_hidden_SupportsAuthRefresh = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 9)
+}
+
+func (x *FeatureFlags) SetSupportsBrokerEntryMetadata(v bool) {
+	x.xxx_hidden_SupportsBrokerEntryMetadata = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 1, 9)
+}
+
+func (x *FeatureFlags) SetSupportsPartialProducer(v bool) {
+	x.xxx_hidden_SupportsPartialProducer = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 2, 9)
+}
+
+func (x *FeatureFlags) SetSupportsTopicWatchers(v bool) {
+	x.xxx_hidden_SupportsTopicWatchers = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 3, 9)
+}
+
+func (x *FeatureFlags) SetSupportsGetPartitionedMetadataWithoutAutoCreation(v bool) {
+	x.xxx_hidden_SupportsGetPartitionedMetadataWithoutAutoCreation = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 4, 9)
+}
+
+func (x *FeatureFlags) SetSupportsReplDedupByLidAndEid(v bool) {
+	x.xxx_hidden_SupportsReplDedupByLidAndEid = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 5, 9)
+}
+
+func (x *FeatureFlags) SetSupportsTopicWatcherReconcile(v bool) {
+	x.xxx_hidden_SupportsTopicWatcherReconcile = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 6, 9)
+}
+
+func (x *FeatureFlags) SetSupportsScalableTopics(v bool) {
+	x.xxx_hidden_SupportsScalableTopics = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 7, 9)
+}
+
+func (x *FeatureFlags) SetSupportsTcMetadataDiscovery(v bool) {
+	x.xxx_hidden_SupportsTcMetadataDiscovery = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 8, 9)
+}
+
+func (x *FeatureFlags) HasSupportsAuthRefresh() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *FeatureFlags) HasSupportsBrokerEntryMetadata() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 1)
+}
+
+func (x *FeatureFlags) HasSupportsPartialProducer() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 2)
+}
+
+func (x *FeatureFlags) HasSupportsTopicWatchers() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 3)
+}
+
+func (x *FeatureFlags) HasSupportsGetPartitionedMetadataWithoutAutoCreation() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 4)
+}
+
+func (x *FeatureFlags) HasSupportsReplDedupByLidAndEid() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 5)
+}
+
+func (x *FeatureFlags) HasSupportsTopicWatcherReconcile() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 6)
+}
+
+func (x *FeatureFlags) HasSupportsScalableTopics() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 7)
+}
+
+func (x *FeatureFlags) HasSupportsTcMetadataDiscovery() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 8)
+}
+
+func (x *FeatureFlags) ClearSupportsAuthRefresh() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+}
+
+func (x *FeatureFlags) ClearSupportsBrokerEntryMetadata() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 1)
+}
+
+func (x *FeatureFlags) ClearSupportsPartialProducer() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 2)
+}
+
+func (x *FeatureFlags) ClearSupportsTopicWatchers() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 3)
+}
+
+func (x *FeatureFlags) ClearSupportsGetPartitionedMetadataWithoutAutoCreation() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 4)
+}
+
+func (x *FeatureFlags) ClearSupportsReplDedupByLidAndEid() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 5)
+}
+
+func (x *FeatureFlags) ClearSupportsTopicWatcherReconcile() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 6)
+}
+
+func (x *FeatureFlags) ClearSupportsScalableTopics() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 7)
+}
+
+func (x *FeatureFlags) ClearSupportsTcMetadataDiscovery() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 8)
+}
+
+type FeatureFlags_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	SupportsAuthRefresh         *bool
+	SupportsBrokerEntryMetadata *bool
+	SupportsPartialProducer     *bool
+	SupportsTopicWatchers       *bool
+	// Newer than v0.19.0.
+	SupportsGetPartitionedMetadataWithoutAutoCreation *bool
+	SupportsReplDedupByLidAndEid                      *bool
+	SupportsTopicWatcherReconcile                     *bool
+	SupportsScalableTopics                            *bool
+	SupportsTcMetadataDiscovery                       *bool
+}
+
+func (b0 FeatureFlags_builder) Build() *FeatureFlags {
+	m0 := &FeatureFlags{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.SupportsAuthRefresh != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 9)
+		x.xxx_hidden_SupportsAuthRefresh = *b.SupportsAuthRefresh
+	}
+	if b.SupportsBrokerEntryMetadata != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 1, 9)
+		x.xxx_hidden_SupportsBrokerEntryMetadata = *b.SupportsBrokerEntryMetadata
+	}
+	if b.SupportsPartialProducer != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 2, 9)
+		x.xxx_hidden_SupportsPartialProducer = *b.SupportsPartialProducer
+	}
+	if b.SupportsTopicWatchers != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 3, 9)
+		x.xxx_hidden_SupportsTopicWatchers = *b.SupportsTopicWatchers
+	}
+	if b.SupportsGetPartitionedMetadataWithoutAutoCreation != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 4, 9)
+		x.xxx_hidden_SupportsGetPartitionedMetadataWithoutAutoCreation = *b.SupportsGetPartitionedMetadataWithoutAutoCreation
+	}
+	if b.SupportsReplDedupByLidAndEid != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 5, 9)
+		x.xxx_hidden_SupportsReplDedupByLidAndEid = *b.SupportsReplDedupByLidAndEid
+	}
+	if b.SupportsTopicWatcherReconcile != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 6, 9)
+		x.xxx_hidden_SupportsTopicWatcherReconcile = *b.SupportsTopicWatcherReconcile
+	}
+	if b.SupportsScalableTopics != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 7, 9)
+		x.xxx_hidden_SupportsScalableTopics = *b.SupportsScalableTopics
+	}
+	if b.SupportsTcMetadataDiscovery != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 8, 9)
+		x.xxx_hidden_SupportsTcMetadataDiscovery = *b.SupportsTcMetadataDiscovery
+	}
+	return m0
+}
+
 type CommandConnected struct {
-	state           protoimpl.MessageState `protogen:"open.v1"`
-	ServerVersion   *string                `protobuf:"bytes,1,req,name=server_version,json=serverVersion" json:"server_version,omitempty"`
-	ProtocolVersion *int32                 `protobuf:"varint,2,opt,name=protocol_version,json=protocolVersion,def=0" json:"protocol_version,omitempty"`
-	MaxMessageSize  *int32                 `protobuf:"varint,3,opt,name=max_message_size,json=maxMessageSize" json:"max_message_size,omitempty"`
-	FeatureFlags    *FeatureFlags          `protobuf:"bytes,4,opt,name=feature_flags,json=featureFlags" json:"feature_flags,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	state                      protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_ServerVersion   *string                `protobuf:"bytes,1,req,name=server_version,json=serverVersion"`
+	xxx_hidden_ProtocolVersion int32                  `protobuf:"varint,2,opt,name=protocol_version,json=protocolVersion,def=0"`
+	xxx_hidden_MaxMessageSize  int32                  `protobuf:"varint,3,opt,name=max_message_size,json=maxMessageSize"`
+	xxx_hidden_FeatureFlags    *FeatureFlags          `protobuf:"bytes,4,opt,name=feature_flags,json=featureFlags"`
+	XXX_raceDetectHookData     protoimpl.RaceDetectHookData
+	XXX_presence               [1]uint32
+	unknownFields              protoimpl.UnknownFields
+	sizeCache                  protoimpl.SizeCache
 }
 
 // Default values for CommandConnected fields.
@@ -2710,46 +4352,142 @@ func (x *CommandConnected) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CommandConnected.ProtoReflect.Descriptor instead.
-func (*CommandConnected) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{11}
-}
-
 func (x *CommandConnected) GetServerVersion() string {
-	if x != nil && x.ServerVersion != nil {
-		return *x.ServerVersion
+	if x != nil {
+		if x.xxx_hidden_ServerVersion != nil {
+			return *x.xxx_hidden_ServerVersion
+		}
+		return ""
 	}
 	return ""
 }
 
 func (x *CommandConnected) GetProtocolVersion() int32 {
-	if x != nil && x.ProtocolVersion != nil {
-		return *x.ProtocolVersion
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 1) {
+			return x.xxx_hidden_ProtocolVersion
+		}
 	}
 	return Default_CommandConnected_ProtocolVersion
 }
 
 func (x *CommandConnected) GetMaxMessageSize() int32 {
-	if x != nil && x.MaxMessageSize != nil {
-		return *x.MaxMessageSize
+	if x != nil {
+		return x.xxx_hidden_MaxMessageSize
 	}
 	return 0
 }
 
 func (x *CommandConnected) GetFeatureFlags() *FeatureFlags {
 	if x != nil {
-		return x.FeatureFlags
+		return x.xxx_hidden_FeatureFlags
 	}
 	return nil
 }
 
+func (x *CommandConnected) SetServerVersion(v string) {
+	x.xxx_hidden_ServerVersion = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 4)
+}
+
+func (x *CommandConnected) SetProtocolVersion(v int32) {
+	x.xxx_hidden_ProtocolVersion = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 1, 4)
+}
+
+func (x *CommandConnected) SetMaxMessageSize(v int32) {
+	x.xxx_hidden_MaxMessageSize = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 2, 4)
+}
+
+func (x *CommandConnected) SetFeatureFlags(v *FeatureFlags) {
+	x.xxx_hidden_FeatureFlags = v
+}
+
+func (x *CommandConnected) HasServerVersion() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *CommandConnected) HasProtocolVersion() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 1)
+}
+
+func (x *CommandConnected) HasMaxMessageSize() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 2)
+}
+
+func (x *CommandConnected) HasFeatureFlags() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_FeatureFlags != nil
+}
+
+func (x *CommandConnected) ClearServerVersion() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_ServerVersion = nil
+}
+
+func (x *CommandConnected) ClearProtocolVersion() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 1)
+}
+
+func (x *CommandConnected) ClearMaxMessageSize() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 2)
+	x.xxx_hidden_MaxMessageSize = 0
+}
+
+func (x *CommandConnected) ClearFeatureFlags() {
+	x.xxx_hidden_FeatureFlags = nil
+}
+
+type CommandConnected_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	ServerVersion   *string
+	ProtocolVersion *int32
+	MaxMessageSize  *int32
+	FeatureFlags    *FeatureFlags
+}
+
+func (b0 CommandConnected_builder) Build() *CommandConnected {
+	m0 := &CommandConnected{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.ServerVersion != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 4)
+		x.xxx_hidden_ServerVersion = b.ServerVersion
+	}
+	if b.ProtocolVersion != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 1, 4)
+		x.xxx_hidden_ProtocolVersion = *b.ProtocolVersion
+	}
+	if b.MaxMessageSize != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 2, 4)
+		x.xxx_hidden_MaxMessageSize = *b.MaxMessageSize
+	}
+	x.xxx_hidden_FeatureFlags = b.FeatureFlags
+	return m0
+}
+
 type CommandAuthResponse struct {
-	state           protoimpl.MessageState `protogen:"open.v1"`
-	ClientVersion   *string                `protobuf:"bytes,1,opt,name=client_version,json=clientVersion" json:"client_version,omitempty"`
-	Response        *AuthData              `protobuf:"bytes,2,opt,name=response" json:"response,omitempty"`
-	ProtocolVersion *int32                 `protobuf:"varint,3,opt,name=protocol_version,json=protocolVersion,def=0" json:"protocol_version,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	state                      protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_ClientVersion   *string                `protobuf:"bytes,1,opt,name=client_version,json=clientVersion"`
+	xxx_hidden_Response        *AuthData              `protobuf:"bytes,2,opt,name=response"`
+	xxx_hidden_ProtocolVersion int32                  `protobuf:"varint,3,opt,name=protocol_version,json=protocolVersion,def=0"`
+	XXX_raceDetectHookData     protoimpl.RaceDetectHookData
+	XXX_presence               [1]uint32
+	unknownFields              protoimpl.UnknownFields
+	sizeCache                  protoimpl.SizeCache
 }
 
 // Default values for CommandAuthResponse fields.
@@ -2782,39 +4520,113 @@ func (x *CommandAuthResponse) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CommandAuthResponse.ProtoReflect.Descriptor instead.
-func (*CommandAuthResponse) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{12}
-}
-
 func (x *CommandAuthResponse) GetClientVersion() string {
-	if x != nil && x.ClientVersion != nil {
-		return *x.ClientVersion
+	if x != nil {
+		if x.xxx_hidden_ClientVersion != nil {
+			return *x.xxx_hidden_ClientVersion
+		}
+		return ""
 	}
 	return ""
 }
 
 func (x *CommandAuthResponse) GetResponse() *AuthData {
 	if x != nil {
-		return x.Response
+		return x.xxx_hidden_Response
 	}
 	return nil
 }
 
 func (x *CommandAuthResponse) GetProtocolVersion() int32 {
-	if x != nil && x.ProtocolVersion != nil {
-		return *x.ProtocolVersion
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 2) {
+			return x.xxx_hidden_ProtocolVersion
+		}
 	}
 	return Default_CommandAuthResponse_ProtocolVersion
 }
 
+func (x *CommandAuthResponse) SetClientVersion(v string) {
+	x.xxx_hidden_ClientVersion = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 3)
+}
+
+func (x *CommandAuthResponse) SetResponse(v *AuthData) {
+	x.xxx_hidden_Response = v
+}
+
+func (x *CommandAuthResponse) SetProtocolVersion(v int32) {
+	x.xxx_hidden_ProtocolVersion = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 2, 3)
+}
+
+func (x *CommandAuthResponse) HasClientVersion() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *CommandAuthResponse) HasResponse() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_Response != nil
+}
+
+func (x *CommandAuthResponse) HasProtocolVersion() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 2)
+}
+
+func (x *CommandAuthResponse) ClearClientVersion() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_ClientVersion = nil
+}
+
+func (x *CommandAuthResponse) ClearResponse() {
+	x.xxx_hidden_Response = nil
+}
+
+func (x *CommandAuthResponse) ClearProtocolVersion() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 2)
+}
+
+type CommandAuthResponse_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	ClientVersion   *string
+	Response        *AuthData
+	ProtocolVersion *int32
+}
+
+func (b0 CommandAuthResponse_builder) Build() *CommandAuthResponse {
+	m0 := &CommandAuthResponse{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.ClientVersion != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 3)
+		x.xxx_hidden_ClientVersion = b.ClientVersion
+	}
+	x.xxx_hidden_Response = b.Response
+	if b.ProtocolVersion != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 2, 3)
+		x.xxx_hidden_ProtocolVersion = *b.ProtocolVersion
+	}
+	return m0
+}
+
 type CommandAuthChallenge struct {
-	state           protoimpl.MessageState `protogen:"open.v1"`
-	ServerVersion   *string                `protobuf:"bytes,1,opt,name=server_version,json=serverVersion" json:"server_version,omitempty"`
-	Challenge       *AuthData              `protobuf:"bytes,2,opt,name=challenge" json:"challenge,omitempty"`
-	ProtocolVersion *int32                 `protobuf:"varint,3,opt,name=protocol_version,json=protocolVersion,def=0" json:"protocol_version,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	state                      protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_ServerVersion   *string                `protobuf:"bytes,1,opt,name=server_version,json=serverVersion"`
+	xxx_hidden_Challenge       *AuthData              `protobuf:"bytes,2,opt,name=challenge"`
+	xxx_hidden_ProtocolVersion int32                  `protobuf:"varint,3,opt,name=protocol_version,json=protocolVersion,def=0"`
+	XXX_raceDetectHookData     protoimpl.RaceDetectHookData
+	XXX_presence               [1]uint32
+	unknownFields              protoimpl.UnknownFields
+	sizeCache                  protoimpl.SizeCache
 }
 
 // Default values for CommandAuthChallenge fields.
@@ -2847,39 +4659,113 @@ func (x *CommandAuthChallenge) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CommandAuthChallenge.ProtoReflect.Descriptor instead.
-func (*CommandAuthChallenge) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{13}
-}
-
 func (x *CommandAuthChallenge) GetServerVersion() string {
-	if x != nil && x.ServerVersion != nil {
-		return *x.ServerVersion
+	if x != nil {
+		if x.xxx_hidden_ServerVersion != nil {
+			return *x.xxx_hidden_ServerVersion
+		}
+		return ""
 	}
 	return ""
 }
 
 func (x *CommandAuthChallenge) GetChallenge() *AuthData {
 	if x != nil {
-		return x.Challenge
+		return x.xxx_hidden_Challenge
 	}
 	return nil
 }
 
 func (x *CommandAuthChallenge) GetProtocolVersion() int32 {
-	if x != nil && x.ProtocolVersion != nil {
-		return *x.ProtocolVersion
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 2) {
+			return x.xxx_hidden_ProtocolVersion
+		}
 	}
 	return Default_CommandAuthChallenge_ProtocolVersion
 }
 
+func (x *CommandAuthChallenge) SetServerVersion(v string) {
+	x.xxx_hidden_ServerVersion = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 3)
+}
+
+func (x *CommandAuthChallenge) SetChallenge(v *AuthData) {
+	x.xxx_hidden_Challenge = v
+}
+
+func (x *CommandAuthChallenge) SetProtocolVersion(v int32) {
+	x.xxx_hidden_ProtocolVersion = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 2, 3)
+}
+
+func (x *CommandAuthChallenge) HasServerVersion() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *CommandAuthChallenge) HasChallenge() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_Challenge != nil
+}
+
+func (x *CommandAuthChallenge) HasProtocolVersion() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 2)
+}
+
+func (x *CommandAuthChallenge) ClearServerVersion() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_ServerVersion = nil
+}
+
+func (x *CommandAuthChallenge) ClearChallenge() {
+	x.xxx_hidden_Challenge = nil
+}
+
+func (x *CommandAuthChallenge) ClearProtocolVersion() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 2)
+}
+
+type CommandAuthChallenge_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	ServerVersion   *string
+	Challenge       *AuthData
+	ProtocolVersion *int32
+}
+
+func (b0 CommandAuthChallenge_builder) Build() *CommandAuthChallenge {
+	m0 := &CommandAuthChallenge{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.ServerVersion != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 3)
+		x.xxx_hidden_ServerVersion = b.ServerVersion
+	}
+	x.xxx_hidden_Challenge = b.Challenge
+	if b.ProtocolVersion != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 2, 3)
+		x.xxx_hidden_ProtocolVersion = *b.ProtocolVersion
+	}
+	return m0
+}
+
 // One step of a mutual (e.g. SASL) or refreshed authentication.
 type AuthData struct {
-	state          protoimpl.MessageState `protogen:"open.v1"`
-	AuthMethodName *string                `protobuf:"bytes,1,opt,name=auth_method_name,json=authMethodName" json:"auth_method_name,omitempty"`
-	AuthData       []byte                 `protobuf:"bytes,2,opt,name=auth_data,json=authData" json:"auth_data,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	state                     protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_AuthMethodName *string                `protobuf:"bytes,1,opt,name=auth_method_name,json=authMethodName"`
+	xxx_hidden_AuthData       []byte                 `protobuf:"bytes,2,opt,name=auth_data,json=authData"`
+	XXX_raceDetectHookData    protoimpl.RaceDetectHookData
+	XXX_presence              [1]uint32
+	unknownFields             protoimpl.UnknownFields
+	sizeCache                 protoimpl.SizeCache
 }
 
 func (x *AuthData) Reset() {
@@ -2907,33 +4793,91 @@ func (x *AuthData) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use AuthData.ProtoReflect.Descriptor instead.
-func (*AuthData) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{14}
-}
-
 func (x *AuthData) GetAuthMethodName() string {
-	if x != nil && x.AuthMethodName != nil {
-		return *x.AuthMethodName
+	if x != nil {
+		if x.xxx_hidden_AuthMethodName != nil {
+			return *x.xxx_hidden_AuthMethodName
+		}
+		return ""
 	}
 	return ""
 }
 
 func (x *AuthData) GetAuthData() []byte {
 	if x != nil {
-		return x.AuthData
+		return x.xxx_hidden_AuthData
 	}
 	return nil
 }
 
+func (x *AuthData) SetAuthMethodName(v string) {
+	x.xxx_hidden_AuthMethodName = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 2)
+}
+
+func (x *AuthData) SetAuthData(v []byte) {
+	if v == nil {
+		v = []byte{}
+	}
+	x.xxx_hidden_AuthData = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 1, 2)
+}
+
+func (x *AuthData) HasAuthMethodName() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *AuthData) HasAuthData() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 1)
+}
+
+func (x *AuthData) ClearAuthMethodName() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_AuthMethodName = nil
+}
+
+func (x *AuthData) ClearAuthData() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 1)
+	x.xxx_hidden_AuthData = nil
+}
+
+type AuthData_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	AuthMethodName *string
+	AuthData       []byte
+}
+
+func (b0 AuthData_builder) Build() *AuthData {
+	m0 := &AuthData{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.AuthMethodName != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 2)
+		x.xxx_hidden_AuthMethodName = b.AuthMethodName
+	}
+	if b.AuthData != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 1, 2)
+		x.xxx_hidden_AuthData = b.AuthData
+	}
+	return m0
+}
+
 type KeySharedMeta struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	KeySharedMode *KeySharedMode         `protobuf:"varint,1,req,name=keySharedMode,enum=meridian.wire.v1.KeySharedMode" json:"keySharedMode,omitempty"`
-	// 2 is unused.
-	HashRanges              []*IntRange `protobuf:"bytes,3,rep,name=hashRanges" json:"hashRanges,omitempty"`
-	AllowOutOfOrderDelivery *bool       `protobuf:"varint,4,opt,name=allowOutOfOrderDelivery,def=0" json:"allowOutOfOrderDelivery,omitempty"`
-	unknownFields           protoimpl.UnknownFields
-	sizeCache               protoimpl.SizeCache
+	state                              protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_KeySharedMode           KeySharedMode          `protobuf:"varint,1,req,name=keySharedMode,enum=meridian.wire.v1.KeySharedMode"`
+	xxx_hidden_HashRanges              *[]*IntRange           `protobuf:"bytes,3,rep,name=hashRanges"`
+	xxx_hidden_AllowOutOfOrderDelivery bool                   `protobuf:"varint,4,opt,name=allowOutOfOrderDelivery,def=0"`
+	XXX_raceDetectHookData             protoimpl.RaceDetectHookData
+	XXX_presence                       [1]uint32
+	unknownFields                      protoimpl.UnknownFields
+	sizeCache                          protoimpl.SizeCache
 }
 
 // Default values for KeySharedMeta fields.
@@ -2966,57 +4910,120 @@ func (x *KeySharedMeta) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use KeySharedMeta.ProtoReflect.Descriptor instead.
-func (*KeySharedMeta) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{15}
-}
-
 func (x *KeySharedMeta) GetKeySharedMode() KeySharedMode {
-	if x != nil && x.KeySharedMode != nil {
-		return *x.KeySharedMode
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 0) {
+			return x.xxx_hidden_KeySharedMode
+		}
 	}
 	return KeySharedMode_AUTO_SPLIT
 }
 
 func (x *KeySharedMeta) GetHashRanges() []*IntRange {
 	if x != nil {
-		return x.HashRanges
+		if x.xxx_hidden_HashRanges != nil {
+			return *x.xxx_hidden_HashRanges
+		}
 	}
 	return nil
 }
 
 func (x *KeySharedMeta) GetAllowOutOfOrderDelivery() bool {
-	if x != nil && x.AllowOutOfOrderDelivery != nil {
-		return *x.AllowOutOfOrderDelivery
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 2) {
+			return x.xxx_hidden_AllowOutOfOrderDelivery
+		}
 	}
 	return Default_KeySharedMeta_AllowOutOfOrderDelivery
 }
 
+func (x *KeySharedMeta) SetKeySharedMode(v KeySharedMode) {
+	x.xxx_hidden_KeySharedMode = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 3)
+}
+
+func (x *KeySharedMeta) SetHashRanges(v []*IntRange) {
+	x.xxx_hidden_HashRanges = &v
+}
+
+func (x *KeySharedMeta) SetAllowOutOfOrderDelivery(v bool) {
+	x.xxx_hidden_AllowOutOfOrderDelivery = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 2, 3)
+}
+
+func (x *KeySharedMeta) HasKeySharedMode() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *KeySharedMeta) HasAllowOutOfOrderDelivery() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 2)
+}
+
+func (x *KeySharedMeta) ClearKeySharedMode() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_KeySharedMode = KeySharedMode_AUTO_SPLIT
+}
+
+func (x *KeySharedMeta) ClearAllowOutOfOrderDelivery() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 2)
+}
+
+type KeySharedMeta_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	KeySharedMode *KeySharedMode
+	// 2 is unused.
+	HashRanges              []*IntRange
+	AllowOutOfOrderDelivery *bool
+}
+
+func (b0 KeySharedMeta_builder) Build() *KeySharedMeta {
+	m0 := &KeySharedMeta{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.KeySharedMode != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 3)
+		x.xxx_hidden_KeySharedMode = *b.KeySharedMode
+	}
+	x.xxx_hidden_HashRanges = &b.HashRanges
+	if b.AllowOutOfOrderDelivery != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 2, 3)
+		x.xxx_hidden_AllowOutOfOrderDelivery = *b.AllowOutOfOrderDelivery
+	}
+	return m0
+}
+
 type CommandSubscribe struct {
-	state           protoimpl.MessageState            `protogen:"open.v1"`
-	Topic           *string                           `protobuf:"bytes,1,req,name=topic" json:"topic,omitempty"`
-	Subscription    *string                           `protobuf:"bytes,2,req,name=subscription" json:"subscription,omitempty"`
-	SubType         *CommandSubscribe_SubType         `protobuf:"varint,3,req,name=subType,enum=meridian.wire.v1.CommandSubscribe_SubType" json:"subType,omitempty"`
-	ConsumerId      *uint64                           `protobuf:"varint,4,req,name=consumer_id,json=consumerId" json:"consumer_id,omitempty"`
-	RequestId       *uint64                           `protobuf:"varint,5,req,name=request_id,json=requestId" json:"request_id,omitempty"`
-	ConsumerName    *string                           `protobuf:"bytes,6,opt,name=consumer_name,json=consumerName" json:"consumer_name,omitempty"`
-	PriorityLevel   *int32                            `protobuf:"varint,7,opt,name=priority_level,json=priorityLevel" json:"priority_level,omitempty"`
-	Durable         *bool                             `protobuf:"varint,8,opt,name=durable,def=1" json:"durable,omitempty"`
-	StartMessageId  *MessageIdData                    `protobuf:"bytes,9,opt,name=start_message_id,json=startMessageId" json:"start_message_id,omitempty"`
-	Metadata        []*KeyValue                       `protobuf:"bytes,10,rep,name=metadata" json:"metadata,omitempty"`
-	ReadCompacted   *bool                             `protobuf:"varint,11,opt,name=read_compacted,json=readCompacted" json:"read_compacted,omitempty"`
-	Schema          *Schema                           `protobuf:"bytes,12,opt,name=schema" json:"schema,omitempty"`
-	InitialPosition *CommandSubscribe_InitialPosition `protobuf:"varint,13,opt,name=initialPosition,enum=meridian.wire.v1.CommandSubscribe_InitialPosition,def=0" json:"initialPosition,omitempty"`
-	// Keep this subscription's position in step across regions.
-	ReplicateSubscriptionState      *bool          `protobuf:"varint,14,opt,name=replicate_subscription_state,json=replicateSubscriptionState" json:"replicate_subscription_state,omitempty"`
-	ForceTopicCreation              *bool          `protobuf:"varint,15,opt,name=force_topic_creation,json=forceTopicCreation,def=1" json:"force_topic_creation,omitempty"`
-	StartMessageRollbackDurationSec *uint64        `protobuf:"varint,16,opt,name=start_message_rollback_duration_sec,json=startMessageRollbackDurationSec,def=0" json:"start_message_rollback_duration_sec,omitempty"`
-	KeySharedMeta                   *KeySharedMeta `protobuf:"bytes,17,opt,name=keySharedMeta" json:"keySharedMeta,omitempty"`
-	SubscriptionProperties          []*KeyValue    `protobuf:"bytes,18,rep,name=subscription_properties,json=subscriptionProperties" json:"subscription_properties,omitempty"`
-	// Bumped by exclusive/failover consumers on each redelivery request.
-	ConsumerEpoch *uint64 `protobuf:"varint,19,opt,name=consumer_epoch,json=consumerEpoch" json:"consumer_epoch,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state                                      protoimpl.MessageState           `protogen:"opaque.v1"`
+	xxx_hidden_Topic                           *string                          `protobuf:"bytes,1,req,name=topic"`
+	xxx_hidden_Subscription                    *string                          `protobuf:"bytes,2,req,name=subscription"`
+	xxx_hidden_SubType                         CommandSubscribe_SubType         `protobuf:"varint,3,req,name=subType,enum=meridian.wire.v1.CommandSubscribe_SubType"`
+	xxx_hidden_ConsumerId                      uint64                           `protobuf:"varint,4,req,name=consumer_id,json=consumerId"`
+	xxx_hidden_RequestId                       uint64                           `protobuf:"varint,5,req,name=request_id,json=requestId"`
+	xxx_hidden_ConsumerName                    *string                          `protobuf:"bytes,6,opt,name=consumer_name,json=consumerName"`
+	xxx_hidden_PriorityLevel                   int32                            `protobuf:"varint,7,opt,name=priority_level,json=priorityLevel"`
+	xxx_hidden_Durable                         bool                             `protobuf:"varint,8,opt,name=durable,def=1"`
+	xxx_hidden_StartMessageId                  *MessageIdData                   `protobuf:"bytes,9,opt,name=start_message_id,json=startMessageId"`
+	xxx_hidden_Metadata                        *[]*KeyValue                     `protobuf:"bytes,10,rep,name=metadata"`
+	xxx_hidden_ReadCompacted                   bool                             `protobuf:"varint,11,opt,name=read_compacted,json=readCompacted"`
+	xxx_hidden_Schema                          *Schema                          `protobuf:"bytes,12,opt,name=schema"`
+	xxx_hidden_InitialPosition                 CommandSubscribe_InitialPosition `protobuf:"varint,13,opt,name=initialPosition,enum=meridian.wire.v1.CommandSubscribe_InitialPosition,def=0"`
+	xxx_hidden_ReplicateSubscriptionState      bool                             `protobuf:"varint,14,opt,name=replicate_subscription_state,json=replicateSubscriptionState"`
+	xxx_hidden_ForceTopicCreation              bool                             `protobuf:"varint,15,opt,name=force_topic_creation,json=forceTopicCreation,def=1"`
+	xxx_hidden_StartMessageRollbackDurationSec uint64                           `protobuf:"varint,16,opt,name=start_message_rollback_duration_sec,json=startMessageRollbackDurationSec,def=0"`
+	xxx_hidden_KeySharedMeta                   *KeySharedMeta                   `protobuf:"bytes,17,opt,name=keySharedMeta"`
+	xxx_hidden_SubscriptionProperties          *[]*KeyValue                     `protobuf:"bytes,18,rep,name=subscription_properties,json=subscriptionProperties"`
+	xxx_hidden_ConsumerEpoch                   uint64                           `protobuf:"varint,19,opt,name=consumer_epoch,json=consumerEpoch"`
+	XXX_raceDetectHookData                     protoimpl.RaceDetectHookData
+	XXX_presence                               [1]uint32
+	unknownFields                              protoimpl.UnknownFields
+	sizeCache                                  protoimpl.SizeCache
 }
 
 // Default values for CommandSubscribe fields.
@@ -3052,155 +5059,555 @@ func (x *CommandSubscribe) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CommandSubscribe.ProtoReflect.Descriptor instead.
-func (*CommandSubscribe) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{16}
-}
-
 func (x *CommandSubscribe) GetTopic() string {
-	if x != nil && x.Topic != nil {
-		return *x.Topic
+	if x != nil {
+		if x.xxx_hidden_Topic != nil {
+			return *x.xxx_hidden_Topic
+		}
+		return ""
 	}
 	return ""
 }
 
 func (x *CommandSubscribe) GetSubscription() string {
-	if x != nil && x.Subscription != nil {
-		return *x.Subscription
+	if x != nil {
+		if x.xxx_hidden_Subscription != nil {
+			return *x.xxx_hidden_Subscription
+		}
+		return ""
 	}
 	return ""
 }
 
 func (x *CommandSubscribe) GetSubType() CommandSubscribe_SubType {
-	if x != nil && x.SubType != nil {
-		return *x.SubType
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 2) {
+			return x.xxx_hidden_SubType
+		}
 	}
 	return CommandSubscribe_Exclusive
 }
 
 func (x *CommandSubscribe) GetConsumerId() uint64 {
-	if x != nil && x.ConsumerId != nil {
-		return *x.ConsumerId
+	if x != nil {
+		return x.xxx_hidden_ConsumerId
 	}
 	return 0
 }
 
 func (x *CommandSubscribe) GetRequestId() uint64 {
-	if x != nil && x.RequestId != nil {
-		return *x.RequestId
+	if x != nil {
+		return x.xxx_hidden_RequestId
 	}
 	return 0
 }
 
 func (x *CommandSubscribe) GetConsumerName() string {
-	if x != nil && x.ConsumerName != nil {
-		return *x.ConsumerName
+	if x != nil {
+		if x.xxx_hidden_ConsumerName != nil {
+			return *x.xxx_hidden_ConsumerName
+		}
+		return ""
 	}
 	return ""
 }
 
 func (x *CommandSubscribe) GetPriorityLevel() int32 {
-	if x != nil && x.PriorityLevel != nil {
-		return *x.PriorityLevel
+	if x != nil {
+		return x.xxx_hidden_PriorityLevel
 	}
 	return 0
 }
 
 func (x *CommandSubscribe) GetDurable() bool {
-	if x != nil && x.Durable != nil {
-		return *x.Durable
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 7) {
+			return x.xxx_hidden_Durable
+		}
 	}
 	return Default_CommandSubscribe_Durable
 }
 
 func (x *CommandSubscribe) GetStartMessageId() *MessageIdData {
 	if x != nil {
-		return x.StartMessageId
+		return x.xxx_hidden_StartMessageId
 	}
 	return nil
 }
 
 func (x *CommandSubscribe) GetMetadata() []*KeyValue {
 	if x != nil {
-		return x.Metadata
+		if x.xxx_hidden_Metadata != nil {
+			return *x.xxx_hidden_Metadata
+		}
 	}
 	return nil
 }
 
 func (x *CommandSubscribe) GetReadCompacted() bool {
-	if x != nil && x.ReadCompacted != nil {
-		return *x.ReadCompacted
+	if x != nil {
+		return x.xxx_hidden_ReadCompacted
 	}
 	return false
 }
 
 func (x *CommandSubscribe) GetSchema() *Schema {
 	if x != nil {
-		return x.Schema
+		return x.xxx_hidden_Schema
 	}
 	return nil
 }
 
 func (x *CommandSubscribe) GetInitialPosition() CommandSubscribe_InitialPosition {
-	if x != nil && x.InitialPosition != nil {
-		return *x.InitialPosition
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 12) {
+			return x.xxx_hidden_InitialPosition
+		}
 	}
 	return Default_CommandSubscribe_InitialPosition
 }
 
 func (x *CommandSubscribe) GetReplicateSubscriptionState() bool {
-	if x != nil && x.ReplicateSubscriptionState != nil {
-		return *x.ReplicateSubscriptionState
+	if x != nil {
+		return x.xxx_hidden_ReplicateSubscriptionState
 	}
 	return false
 }
 
 func (x *CommandSubscribe) GetForceTopicCreation() bool {
-	if x != nil && x.ForceTopicCreation != nil {
-		return *x.ForceTopicCreation
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 14) {
+			return x.xxx_hidden_ForceTopicCreation
+		}
 	}
 	return Default_CommandSubscribe_ForceTopicCreation
 }
 
 func (x *CommandSubscribe) GetStartMessageRollbackDurationSec() uint64 {
-	if x != nil && x.StartMessageRollbackDurationSec != nil {
-		return *x.StartMessageRollbackDurationSec
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 15) {
+			return x.xxx_hidden_StartMessageRollbackDurationSec
+		}
 	}
 	return Default_CommandSubscribe_StartMessageRollbackDurationSec
 }
 
 func (x *CommandSubscribe) GetKeySharedMeta() *KeySharedMeta {
 	if x != nil {
-		return x.KeySharedMeta
+		return x.xxx_hidden_KeySharedMeta
 	}
 	return nil
 }
 
 func (x *CommandSubscribe) GetSubscriptionProperties() []*KeyValue {
 	if x != nil {
-		return x.SubscriptionProperties
+		if x.xxx_hidden_SubscriptionProperties != nil {
+			return *x.xxx_hidden_SubscriptionProperties
+		}
 	}
 	return nil
 }
 
 func (x *CommandSubscribe) GetConsumerEpoch() uint64 {
-	if x != nil && x.ConsumerEpoch != nil {
-		return *x.ConsumerEpoch
+	if x != nil {
+		return x.xxx_hidden_ConsumerEpoch
 	}
 	return 0
 }
 
+func (x *CommandSubscribe) SetTopic(v string) {
+	x.xxx_hidden_Topic = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 19)
+}
+
+func (x *CommandSubscribe) SetSubscription(v string) {
+	x.xxx_hidden_Subscription = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 1, 19)
+}
+
+func (x *CommandSubscribe) SetSubType(v CommandSubscribe_SubType) {
+	x.xxx_hidden_SubType = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 2, 19)
+}
+
+func (x *CommandSubscribe) SetConsumerId(v uint64) {
+	x.xxx_hidden_ConsumerId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 3, 19)
+}
+
+func (x *CommandSubscribe) SetRequestId(v uint64) {
+	x.xxx_hidden_RequestId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 4, 19)
+}
+
+func (x *CommandSubscribe) SetConsumerName(v string) {
+	x.xxx_hidden_ConsumerName = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 5, 19)
+}
+
+func (x *CommandSubscribe) SetPriorityLevel(v int32) {
+	x.xxx_hidden_PriorityLevel = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 6, 19)
+}
+
+func (x *CommandSubscribe) SetDurable(v bool) {
+	x.xxx_hidden_Durable = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 7, 19)
+}
+
+func (x *CommandSubscribe) SetStartMessageId(v *MessageIdData) {
+	x.xxx_hidden_StartMessageId = v
+}
+
+func (x *CommandSubscribe) SetMetadata(v []*KeyValue) {
+	x.xxx_hidden_Metadata = &v
+}
+
+func (x *CommandSubscribe) SetReadCompacted(v bool) {
+	x.xxx_hidden_ReadCompacted = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 10, 19)
+}
+
+func (x *CommandSubscribe) SetSchema(v *Schema) {
+	x.xxx_hidden_Schema = v
+}
+
+func (x *CommandSubscribe) SetInitialPosition(v CommandSubscribe_InitialPosition) {
+	x.xxx_hidden_InitialPosition = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 12, 19)
+}
+
+func (x *CommandSubscribe) SetReplicateSubscriptionState(v bool) {
+	x.xxx_hidden_ReplicateSubscriptionState = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 13, 19)
+}
+
+func (x *CommandSubscribe) SetForceTopicCreation(v bool) {
+	x.xxx_hidden_ForceTopicCreation = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 14, 19)
+}
+
+func (x *CommandSubscribe) SetStartMessageRollbackDurationSec(v uint64) {
+	x.xxx_hidden_StartMessageRollbackDurationSec = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 15, 19)
+}
+
+func (x *CommandSubscribe) SetKeySharedMeta(v *KeySharedMeta) {
+	x.xxx_hidden_KeySharedMeta = v
+}
+
+func (x *CommandSubscribe) SetSubscriptionProperties(v []*KeyValue) {
+	x.xxx_hidden_SubscriptionProperties = &v
+}
+
+func (x *CommandSubscribe) SetConsumerEpoch(v uint64) {
+	x.xxx_hidden_ConsumerEpoch = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 18, 19)
+}
+
+func (x *CommandSubscribe) HasTopic() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *CommandSubscribe) HasSubscription() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 1)
+}
+
+func (x *CommandSubscribe) HasSubType() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 2)
+}
+
+func (x *CommandSubscribe) HasConsumerId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 3)
+}
+
+func (x *CommandSubscribe) HasRequestId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 4)
+}
+
+func (x *CommandSubscribe) HasConsumerName() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 5)
+}
+
+func (x *CommandSubscribe) HasPriorityLevel() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 6)
+}
+
+func (x *CommandSubscribe) HasDurable() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 7)
+}
+
+func (x *CommandSubscribe) HasStartMessageId() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_StartMessageId != nil
+}
+
+func (x *CommandSubscribe) HasReadCompacted() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 10)
+}
+
+func (x *CommandSubscribe) HasSchema() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_Schema != nil
+}
+
+func (x *CommandSubscribe) HasInitialPosition() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 12)
+}
+
+func (x *CommandSubscribe) HasReplicateSubscriptionState() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 13)
+}
+
+func (x *CommandSubscribe) HasForceTopicCreation() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 14)
+}
+
+func (x *CommandSubscribe) HasStartMessageRollbackDurationSec() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 15)
+}
+
+func (x *CommandSubscribe) HasKeySharedMeta() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_KeySharedMeta != nil
+}
+
+func (x *CommandSubscribe) HasConsumerEpoch() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 18)
+}
+
+func (x *CommandSubscribe) ClearTopic() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_Topic = nil
+}
+
+func (x *CommandSubscribe) ClearSubscription() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 1)
+	x.xxx_hidden_Subscription = nil
+}
+
+func (x *CommandSubscribe) ClearSubType() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 2)
+	x.xxx_hidden_SubType = CommandSubscribe_Exclusive
+}
+
+func (x *CommandSubscribe) ClearConsumerId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 3)
+	x.xxx_hidden_ConsumerId = 0
+}
+
+func (x *CommandSubscribe) ClearRequestId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 4)
+	x.xxx_hidden_RequestId = 0
+}
+
+func (x *CommandSubscribe) ClearConsumerName() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 5)
+	x.xxx_hidden_ConsumerName = nil
+}
+
+func (x *CommandSubscribe) ClearPriorityLevel() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 6)
+	x.xxx_hidden_PriorityLevel = 0
+}
+
+func (x *CommandSubscribe) ClearDurable() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 7)
+}
+
+func (x *CommandSubscribe) ClearStartMessageId() {
+	x.xxx_hidden_StartMessageId = nil
+}
+
+func (x *CommandSubscribe) ClearReadCompacted() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 10)
+	x.xxx_hidden_ReadCompacted = false
+}
+
+func (x *CommandSubscribe) ClearSchema() {
+	x.xxx_hidden_Schema = nil
+}
+
+func (x *CommandSubscribe) ClearInitialPosition() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 12)
+}
+
+func (x *CommandSubscribe) ClearReplicateSubscriptionState() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 13)
+	x.xxx_hidden_ReplicateSubscriptionState = false
+}
+
+func (x *CommandSubscribe) ClearForceTopicCreation() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 14)
+}
+
+func (x *CommandSubscribe) ClearStartMessageRollbackDurationSec() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 15)
+}
+
+func (x *CommandSubscribe) ClearKeySharedMeta() {
+	x.xxx_hidden_KeySharedMeta = nil
+}
+
+func (x *CommandSubscribe) ClearConsumerEpoch() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 18)
+	x.xxx_hidden_ConsumerEpoch = 0
+}
+
+type CommandSubscribe_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	Topic           *string
+	Subscription    *string
+	SubType         *CommandSubscribe_SubType
+	ConsumerId      *uint64
+	RequestId       *uint64
+	ConsumerName    *string
+	PriorityLevel   *int32
+	Durable         *bool
+	StartMessageId  *MessageIdData
+	Metadata        []*KeyValue
+	ReadCompacted   *bool
+	Schema          *Schema
+	InitialPosition *CommandSubscribe_InitialPosition
+	// Keep this subscription's position in step across regions.
+	ReplicateSubscriptionState      *bool
+	ForceTopicCreation              *bool
+	StartMessageRollbackDurationSec *uint64
+	KeySharedMeta                   *KeySharedMeta
+	SubscriptionProperties          []*KeyValue
+	// Bumped by exclusive/failover consumers on each redelivery request.
+	ConsumerEpoch *uint64
+}
+
+func (b0 CommandSubscribe_builder) Build() *CommandSubscribe {
+	m0 := &CommandSubscribe{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.Topic != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 19)
+		x.xxx_hidden_Topic = b.Topic
+	}
+	if b.Subscription != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 1, 19)
+		x.xxx_hidden_Subscription = b.Subscription
+	}
+	if b.SubType != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 2, 19)
+		x.xxx_hidden_SubType = *b.SubType
+	}
+	if b.ConsumerId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 3, 19)
+		x.xxx_hidden_ConsumerId = *b.ConsumerId
+	}
+	if b.RequestId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 4, 19)
+		x.xxx_hidden_RequestId = *b.RequestId
+	}
+	if b.ConsumerName != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 5, 19)
+		x.xxx_hidden_ConsumerName = b.ConsumerName
+	}
+	if b.PriorityLevel != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 6, 19)
+		x.xxx_hidden_PriorityLevel = *b.PriorityLevel
+	}
+	if b.Durable != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 7, 19)
+		x.xxx_hidden_Durable = *b.Durable
+	}
+	x.xxx_hidden_StartMessageId = b.StartMessageId
+	x.xxx_hidden_Metadata = &b.Metadata
+	if b.ReadCompacted != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 10, 19)
+		x.xxx_hidden_ReadCompacted = *b.ReadCompacted
+	}
+	x.xxx_hidden_Schema = b.Schema
+	if b.InitialPosition != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 12, 19)
+		x.xxx_hidden_InitialPosition = *b.InitialPosition
+	}
+	if b.ReplicateSubscriptionState != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 13, 19)
+		x.xxx_hidden_ReplicateSubscriptionState = *b.ReplicateSubscriptionState
+	}
+	if b.ForceTopicCreation != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 14, 19)
+		x.xxx_hidden_ForceTopicCreation = *b.ForceTopicCreation
+	}
+	if b.StartMessageRollbackDurationSec != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 15, 19)
+		x.xxx_hidden_StartMessageRollbackDurationSec = *b.StartMessageRollbackDurationSec
+	}
+	x.xxx_hidden_KeySharedMeta = b.KeySharedMeta
+	x.xxx_hidden_SubscriptionProperties = &b.SubscriptionProperties
+	if b.ConsumerEpoch != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 18, 19)
+		x.xxx_hidden_ConsumerEpoch = *b.ConsumerEpoch
+	}
+	return m0
+}
+
 type CommandPartitionedTopicMetadata struct {
-	state              protoimpl.MessageState `protogen:"open.v1"`
-	Topic              *string                `protobuf:"bytes,1,req,name=topic" json:"topic,omitempty"`
-	RequestId          *uint64                `protobuf:"varint,2,req,name=request_id,json=requestId" json:"request_id,omitempty"`
-	OriginalPrincipal  *string                `protobuf:"bytes,3,opt,name=original_principal,json=originalPrincipal" json:"original_principal,omitempty"`
-	OriginalAuthData   *string                `protobuf:"bytes,4,opt,name=original_auth_data,json=originalAuthData" json:"original_auth_data,omitempty"`
-	OriginalAuthMethod *string                `protobuf:"bytes,5,opt,name=original_auth_method,json=originalAuthMethod" json:"original_auth_method,omitempty"`
-	// Newer than v0.19.0: false asks the broker not to auto-create the topic.
-	MetadataAutoCreationEnabled *bool `protobuf:"varint,6,opt,name=metadata_auto_creation_enabled,json=metadataAutoCreationEnabled,def=1" json:"metadata_auto_creation_enabled,omitempty"`
-	unknownFields               protoimpl.UnknownFields
-	sizeCache                   protoimpl.SizeCache
+	state                                  protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_Topic                       *string                `protobuf:"bytes,1,req,name=topic"`
+	xxx_hidden_RequestId                   uint64                 `protobuf:"varint,2,req,name=request_id,json=requestId"`
+	xxx_hidden_OriginalPrincipal           *string                `protobuf:"bytes,3,opt,name=original_principal,json=originalPrincipal"`
+	xxx_hidden_OriginalAuthData            *string                `protobuf:"bytes,4,opt,name=original_auth_data,json=originalAuthData"`
+	xxx_hidden_OriginalAuthMethod          *string                `protobuf:"bytes,5,opt,name=original_auth_method,json=originalAuthMethod"`
+	xxx_hidden_MetadataAutoCreationEnabled bool                   `protobuf:"varint,6,opt,name=metadata_auto_creation_enabled,json=metadataAutoCreationEnabled,def=1"`
+	XXX_raceDetectHookData                 protoimpl.RaceDetectHookData
+	XXX_presence                           [1]uint32
+	unknownFields                          protoimpl.UnknownFields
+	sizeCache                              protoimpl.SizeCache
 }
 
 // Default values for CommandPartitionedTopicMetadata fields.
@@ -3233,62 +5640,217 @@ func (x *CommandPartitionedTopicMetadata) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CommandPartitionedTopicMetadata.ProtoReflect.Descriptor instead.
-func (*CommandPartitionedTopicMetadata) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{17}
-}
-
 func (x *CommandPartitionedTopicMetadata) GetTopic() string {
-	if x != nil && x.Topic != nil {
-		return *x.Topic
+	if x != nil {
+		if x.xxx_hidden_Topic != nil {
+			return *x.xxx_hidden_Topic
+		}
+		return ""
 	}
 	return ""
 }
 
 func (x *CommandPartitionedTopicMetadata) GetRequestId() uint64 {
-	if x != nil && x.RequestId != nil {
-		return *x.RequestId
+	if x != nil {
+		return x.xxx_hidden_RequestId
 	}
 	return 0
 }
 
 func (x *CommandPartitionedTopicMetadata) GetOriginalPrincipal() string {
-	if x != nil && x.OriginalPrincipal != nil {
-		return *x.OriginalPrincipal
+	if x != nil {
+		if x.xxx_hidden_OriginalPrincipal != nil {
+			return *x.xxx_hidden_OriginalPrincipal
+		}
+		return ""
 	}
 	return ""
 }
 
 func (x *CommandPartitionedTopicMetadata) GetOriginalAuthData() string {
-	if x != nil && x.OriginalAuthData != nil {
-		return *x.OriginalAuthData
+	if x != nil {
+		if x.xxx_hidden_OriginalAuthData != nil {
+			return *x.xxx_hidden_OriginalAuthData
+		}
+		return ""
 	}
 	return ""
 }
 
 func (x *CommandPartitionedTopicMetadata) GetOriginalAuthMethod() string {
-	if x != nil && x.OriginalAuthMethod != nil {
-		return *x.OriginalAuthMethod
+	if x != nil {
+		if x.xxx_hidden_OriginalAuthMethod != nil {
+			return *x.xxx_hidden_OriginalAuthMethod
+		}
+		return ""
 	}
 	return ""
 }
 
 func (x *CommandPartitionedTopicMetadata) GetMetadataAutoCreationEnabled() bool {
-	if x != nil && x.MetadataAutoCreationEnabled != nil {
-		return *x.MetadataAutoCreationEnabled
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 5) {
+			return x.xxx_hidden_MetadataAutoCreationEnabled
+		}
 	}
 	return Default_CommandPartitionedTopicMetadata_MetadataAutoCreationEnabled
 }
 
+func (x *CommandPartitionedTopicMetadata) SetTopic(v string) {
+	x.xxx_hidden_Topic = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 6)
+}
+
+func (x *CommandPartitionedTopicMetadata) SetRequestId(v uint64) {
+	x.xxx_hidden_RequestId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 1, 6)
+}
+
+func (x *CommandPartitionedTopicMetadata) SetOriginalPrincipal(v string) {
+	x.xxx_hidden_OriginalPrincipal = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 2, 6)
+}
+
+func (x *CommandPartitionedTopicMetadata) SetOriginalAuthData(v string) {
+	x.xxx_hidden_OriginalAuthData = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 3, 6)
+}
+
+func (x *CommandPartitionedTopicMetadata) SetOriginalAuthMethod(v string) {
+	x.xxx_hidden_OriginalAuthMethod = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 4, 6)
+}
+
+func (x *CommandPartitionedTopicMetadata) SetMetadataAutoCreationEnabled(v bool) {
+	x.xxx_hidden_MetadataAutoCreationEnabled = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 5, 6)
+}
+
+func (x *CommandPartitionedTopicMetadata) HasTopic() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *CommandPartitionedTopicMetadata) HasRequestId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 1)
+}
+
+func (x *CommandPartitionedTopicMetadata) HasOriginalPrincipal() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 2)
+}
+
+func (x *CommandPartitionedTopicMetadata) HasOriginalAuthData() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 3)
+}
+
+func (x *CommandPartitionedTopicMetadata) HasOriginalAuthMethod() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 4)
+}
+
+func (x *CommandPartitionedTopicMetadata) HasMetadataAutoCreationEnabled() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 5)
+}
+
+func (x *CommandPartitionedTopicMetadata) ClearTopic() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_Topic = nil
+}
+
+func (x *CommandPartitionedTopicMetadata) ClearRequestId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 1)
+	x.xxx_hidden_RequestId = 0
+}
+
+func (x *CommandPartitionedTopicMetadata) ClearOriginalPrincipal() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 2)
+	x.xxx_hidden_OriginalPrincipal = nil
+}
+
+func (x *CommandPartitionedTopicMetadata) ClearOriginalAuthData() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 3)
+	x.xxx_hidden_OriginalAuthData = nil
+}
+
+func (x *CommandPartitionedTopicMetadata) ClearOriginalAuthMethod() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 4)
+	x.xxx_hidden_OriginalAuthMethod = nil
+}
+
+func (x *CommandPartitionedTopicMetadata) ClearMetadataAutoCreationEnabled() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 5)
+}
+
+type CommandPartitionedTopicMetadata_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	Topic              *string
+	RequestId          *uint64
+	OriginalPrincipal  *string
+	OriginalAuthData   *string
+	OriginalAuthMethod *string
+	// Newer than v0.19.0: false asks the broker not to auto-create the topic.
+	MetadataAutoCreationEnabled *bool
+}
+
+func (b0 CommandPartitionedTopicMetadata_builder) Build() *CommandPartitionedTopicMetadata {
+	m0 := &CommandPartitionedTopicMetadata{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.Topic != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 6)
+		x.xxx_hidden_Topic = b.Topic
+	}
+	if b.RequestId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 1, 6)
+		x.xxx_hidden_RequestId = *b.RequestId
+	}
+	if b.OriginalPrincipal != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 2, 6)
+		x.xxx_hidden_OriginalPrincipal = b.OriginalPrincipal
+	}
+	if b.OriginalAuthData != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 3, 6)
+		x.xxx_hidden_OriginalAuthData = b.OriginalAuthData
+	}
+	if b.OriginalAuthMethod != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 4, 6)
+		x.xxx_hidden_OriginalAuthMethod = b.OriginalAuthMethod
+	}
+	if b.MetadataAutoCreationEnabled != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 5, 6)
+		x.xxx_hidden_MetadataAutoCreationEnabled = *b.MetadataAutoCreationEnabled
+	}
+	return m0
+}
+
 type CommandPartitionedTopicMetadataResponse struct {
-	state         protoimpl.MessageState                              `protogen:"open.v1"`
-	Partitions    *uint32                                             `protobuf:"varint,1,opt,name=partitions" json:"partitions,omitempty"` // absent on error
-	RequestId     *uint64                                             `protobuf:"varint,2,req,name=request_id,json=requestId" json:"request_id,omitempty"`
-	Response      *CommandPartitionedTopicMetadataResponse_LookupType `protobuf:"varint,3,opt,name=response,enum=meridian.wire.v1.CommandPartitionedTopicMetadataResponse_LookupType" json:"response,omitempty"`
-	Error         *ServerError                                        `protobuf:"varint,4,opt,name=error,enum=meridian.wire.v1.ServerError" json:"error,omitempty"`
-	Message       *string                                             `protobuf:"bytes,5,opt,name=message" json:"message,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state                  protoimpl.MessageState                             `protogen:"opaque.v1"`
+	xxx_hidden_Partitions  uint32                                             `protobuf:"varint,1,opt,name=partitions"`
+	xxx_hidden_RequestId   uint64                                             `protobuf:"varint,2,req,name=request_id,json=requestId"`
+	xxx_hidden_Response    CommandPartitionedTopicMetadataResponse_LookupType `protobuf:"varint,3,opt,name=response,enum=meridian.wire.v1.CommandPartitionedTopicMetadataResponse_LookupType"`
+	xxx_hidden_Error       ServerError                                        `protobuf:"varint,4,opt,name=error,enum=meridian.wire.v1.ServerError"`
+	xxx_hidden_Message     *string                                            `protobuf:"bytes,5,opt,name=message"`
+	XXX_raceDetectHookData protoimpl.RaceDetectHookData
+	XXX_presence           [1]uint32
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *CommandPartitionedTopicMetadataResponse) Reset() {
@@ -3316,58 +5878,184 @@ func (x *CommandPartitionedTopicMetadataResponse) ProtoReflect() protoreflect.Me
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CommandPartitionedTopicMetadataResponse.ProtoReflect.Descriptor instead.
-func (*CommandPartitionedTopicMetadataResponse) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{18}
-}
-
 func (x *CommandPartitionedTopicMetadataResponse) GetPartitions() uint32 {
-	if x != nil && x.Partitions != nil {
-		return *x.Partitions
+	if x != nil {
+		return x.xxx_hidden_Partitions
 	}
 	return 0
 }
 
 func (x *CommandPartitionedTopicMetadataResponse) GetRequestId() uint64 {
-	if x != nil && x.RequestId != nil {
-		return *x.RequestId
+	if x != nil {
+		return x.xxx_hidden_RequestId
 	}
 	return 0
 }
 
 func (x *CommandPartitionedTopicMetadataResponse) GetResponse() CommandPartitionedTopicMetadataResponse_LookupType {
-	if x != nil && x.Response != nil {
-		return *x.Response
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 2) {
+			return x.xxx_hidden_Response
+		}
 	}
 	return CommandPartitionedTopicMetadataResponse_Success
 }
 
 func (x *CommandPartitionedTopicMetadataResponse) GetError() ServerError {
-	if x != nil && x.Error != nil {
-		return *x.Error
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 3) {
+			return x.xxx_hidden_Error
+		}
 	}
 	return ServerError_UnknownError
 }
 
 func (x *CommandPartitionedTopicMetadataResponse) GetMessage() string {
-	if x != nil && x.Message != nil {
-		return *x.Message
+	if x != nil {
+		if x.xxx_hidden_Message != nil {
+			return *x.xxx_hidden_Message
+		}
+		return ""
 	}
 	return ""
 }
 
+func (x *CommandPartitionedTopicMetadataResponse) SetPartitions(v uint32) {
+	x.xxx_hidden_Partitions = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 5)
+}
+
+func (x *CommandPartitionedTopicMetadataResponse) SetRequestId(v uint64) {
+	x.xxx_hidden_RequestId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 1, 5)
+}
+
+func (x *CommandPartitionedTopicMetadataResponse) SetResponse(v CommandPartitionedTopicMetadataResponse_LookupType) {
+	x.xxx_hidden_Response = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 2, 5)
+}
+
+func (x *CommandPartitionedTopicMetadataResponse) SetError(v ServerError) {
+	x.xxx_hidden_Error = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 3, 5)
+}
+
+func (x *CommandPartitionedTopicMetadataResponse) SetMessage(v string) {
+	x.xxx_hidden_Message = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 4, 5)
+}
+
+func (x *CommandPartitionedTopicMetadataResponse) HasPartitions() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *CommandPartitionedTopicMetadataResponse) HasRequestId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 1)
+}
+
+func (x *CommandPartitionedTopicMetadataResponse) HasResponse() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 2)
+}
+
+func (x *CommandPartitionedTopicMetadataResponse) HasError() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 3)
+}
+
+func (x *CommandPartitionedTopicMetadataResponse) HasMessage() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 4)
+}
+
+func (x *CommandPartitionedTopicMetadataResponse) ClearPartitions() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_Partitions = 0
+}
+
+func (x *CommandPartitionedTopicMetadataResponse) ClearRequestId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 1)
+	x.xxx_hidden_RequestId = 0
+}
+
+func (x *CommandPartitionedTopicMetadataResponse) ClearResponse() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 2)
+	x.xxx_hidden_Response = CommandPartitionedTopicMetadataResponse_Success
+}
+
+func (x *CommandPartitionedTopicMetadataResponse) ClearError() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 3)
+	x.xxx_hidden_Error = ServerError_UnknownError
+}
+
+func (x *CommandPartitionedTopicMetadataResponse) ClearMessage() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 4)
+	x.xxx_hidden_Message = nil
+}
+
+type CommandPartitionedTopicMetadataResponse_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	Partitions *uint32
+	RequestId  *uint64
+	Response   *CommandPartitionedTopicMetadataResponse_LookupType
+	Error      *ServerError
+	Message    *string
+}
+
+func (b0 CommandPartitionedTopicMetadataResponse_builder) Build() *CommandPartitionedTopicMetadataResponse {
+	m0 := &CommandPartitionedTopicMetadataResponse{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.Partitions != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 5)
+		x.xxx_hidden_Partitions = *b.Partitions
+	}
+	if b.RequestId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 1, 5)
+		x.xxx_hidden_RequestId = *b.RequestId
+	}
+	if b.Response != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 2, 5)
+		x.xxx_hidden_Response = *b.Response
+	}
+	if b.Error != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 3, 5)
+		x.xxx_hidden_Error = *b.Error
+	}
+	if b.Message != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 4, 5)
+		x.xxx_hidden_Message = b.Message
+	}
+	return m0
+}
+
 type CommandLookupTopic struct {
-	state                  protoimpl.MessageState `protogen:"open.v1"`
-	Topic                  *string                `protobuf:"bytes,1,req,name=topic" json:"topic,omitempty"`
-	RequestId              *uint64                `protobuf:"varint,2,req,name=request_id,json=requestId" json:"request_id,omitempty"`
-	Authoritative          *bool                  `protobuf:"varint,3,opt,name=authoritative,def=0" json:"authoritative,omitempty"`
-	OriginalPrincipal      *string                `protobuf:"bytes,4,opt,name=original_principal,json=originalPrincipal" json:"original_principal,omitempty"`
-	OriginalAuthData       *string                `protobuf:"bytes,5,opt,name=original_auth_data,json=originalAuthData" json:"original_auth_data,omitempty"`
-	OriginalAuthMethod     *string                `protobuf:"bytes,6,opt,name=original_auth_method,json=originalAuthMethod" json:"original_auth_method,omitempty"`
-	AdvertisedListenerName *string                `protobuf:"bytes,7,opt,name=advertised_listener_name,json=advertisedListenerName" json:"advertised_listener_name,omitempty"`
-	Properties             []*KeyValue            `protobuf:"bytes,8,rep,name=properties" json:"properties,omitempty"`
-	unknownFields          protoimpl.UnknownFields
-	sizeCache              protoimpl.SizeCache
+	state                             protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_Topic                  *string                `protobuf:"bytes,1,req,name=topic"`
+	xxx_hidden_RequestId              uint64                 `protobuf:"varint,2,req,name=request_id,json=requestId"`
+	xxx_hidden_Authoritative          bool                   `protobuf:"varint,3,opt,name=authoritative,def=0"`
+	xxx_hidden_OriginalPrincipal      *string                `protobuf:"bytes,4,opt,name=original_principal,json=originalPrincipal"`
+	xxx_hidden_OriginalAuthData       *string                `protobuf:"bytes,5,opt,name=original_auth_data,json=originalAuthData"`
+	xxx_hidden_OriginalAuthMethod     *string                `protobuf:"bytes,6,opt,name=original_auth_method,json=originalAuthMethod"`
+	xxx_hidden_AdvertisedListenerName *string                `protobuf:"bytes,7,opt,name=advertised_listener_name,json=advertisedListenerName"`
+	xxx_hidden_Properties             *[]*KeyValue           `protobuf:"bytes,8,rep,name=properties"`
+	XXX_raceDetectHookData            protoimpl.RaceDetectHookData
+	XXX_presence                      [1]uint32
+	unknownFields                     protoimpl.UnknownFields
+	sizeCache                         protoimpl.SizeCache
 }
 
 // Default values for CommandLookupTopic fields.
@@ -3400,80 +6088,266 @@ func (x *CommandLookupTopic) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CommandLookupTopic.ProtoReflect.Descriptor instead.
-func (*CommandLookupTopic) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{19}
-}
-
 func (x *CommandLookupTopic) GetTopic() string {
-	if x != nil && x.Topic != nil {
-		return *x.Topic
+	if x != nil {
+		if x.xxx_hidden_Topic != nil {
+			return *x.xxx_hidden_Topic
+		}
+		return ""
 	}
 	return ""
 }
 
 func (x *CommandLookupTopic) GetRequestId() uint64 {
-	if x != nil && x.RequestId != nil {
-		return *x.RequestId
+	if x != nil {
+		return x.xxx_hidden_RequestId
 	}
 	return 0
 }
 
 func (x *CommandLookupTopic) GetAuthoritative() bool {
-	if x != nil && x.Authoritative != nil {
-		return *x.Authoritative
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 2) {
+			return x.xxx_hidden_Authoritative
+		}
 	}
 	return Default_CommandLookupTopic_Authoritative
 }
 
 func (x *CommandLookupTopic) GetOriginalPrincipal() string {
-	if x != nil && x.OriginalPrincipal != nil {
-		return *x.OriginalPrincipal
+	if x != nil {
+		if x.xxx_hidden_OriginalPrincipal != nil {
+			return *x.xxx_hidden_OriginalPrincipal
+		}
+		return ""
 	}
 	return ""
 }
 
 func (x *CommandLookupTopic) GetOriginalAuthData() string {
-	if x != nil && x.OriginalAuthData != nil {
-		return *x.OriginalAuthData
+	if x != nil {
+		if x.xxx_hidden_OriginalAuthData != nil {
+			return *x.xxx_hidden_OriginalAuthData
+		}
+		return ""
 	}
 	return ""
 }
 
 func (x *CommandLookupTopic) GetOriginalAuthMethod() string {
-	if x != nil && x.OriginalAuthMethod != nil {
-		return *x.OriginalAuthMethod
+	if x != nil {
+		if x.xxx_hidden_OriginalAuthMethod != nil {
+			return *x.xxx_hidden_OriginalAuthMethod
+		}
+		return ""
 	}
 	return ""
 }
 
 func (x *CommandLookupTopic) GetAdvertisedListenerName() string {
-	if x != nil && x.AdvertisedListenerName != nil {
-		return *x.AdvertisedListenerName
+	if x != nil {
+		if x.xxx_hidden_AdvertisedListenerName != nil {
+			return *x.xxx_hidden_AdvertisedListenerName
+		}
+		return ""
 	}
 	return ""
 }
 
 func (x *CommandLookupTopic) GetProperties() []*KeyValue {
 	if x != nil {
-		return x.Properties
+		if x.xxx_hidden_Properties != nil {
+			return *x.xxx_hidden_Properties
+		}
 	}
 	return nil
 }
 
+func (x *CommandLookupTopic) SetTopic(v string) {
+	x.xxx_hidden_Topic = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 8)
+}
+
+func (x *CommandLookupTopic) SetRequestId(v uint64) {
+	x.xxx_hidden_RequestId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 1, 8)
+}
+
+func (x *CommandLookupTopic) SetAuthoritative(v bool) {
+	x.xxx_hidden_Authoritative = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 2, 8)
+}
+
+func (x *CommandLookupTopic) SetOriginalPrincipal(v string) {
+	x.xxx_hidden_OriginalPrincipal = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 3, 8)
+}
+
+func (x *CommandLookupTopic) SetOriginalAuthData(v string) {
+	x.xxx_hidden_OriginalAuthData = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 4, 8)
+}
+
+func (x *CommandLookupTopic) SetOriginalAuthMethod(v string) {
+	x.xxx_hidden_OriginalAuthMethod = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 5, 8)
+}
+
+func (x *CommandLookupTopic) SetAdvertisedListenerName(v string) {
+	x.xxx_hidden_AdvertisedListenerName = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 6, 8)
+}
+
+func (x *CommandLookupTopic) SetProperties(v []*KeyValue) {
+	x.xxx_hidden_Properties = &v
+}
+
+func (x *CommandLookupTopic) HasTopic() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *CommandLookupTopic) HasRequestId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 1)
+}
+
+func (x *CommandLookupTopic) HasAuthoritative() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 2)
+}
+
+func (x *CommandLookupTopic) HasOriginalPrincipal() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 3)
+}
+
+func (x *CommandLookupTopic) HasOriginalAuthData() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 4)
+}
+
+func (x *CommandLookupTopic) HasOriginalAuthMethod() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 5)
+}
+
+func (x *CommandLookupTopic) HasAdvertisedListenerName() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 6)
+}
+
+func (x *CommandLookupTopic) ClearTopic() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_Topic = nil
+}
+
+func (x *CommandLookupTopic) ClearRequestId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 1)
+	x.xxx_hidden_RequestId = 0
+}
+
+func (x *CommandLookupTopic) ClearAuthoritative() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 2)
+}
+
+func (x *CommandLookupTopic) ClearOriginalPrincipal() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 3)
+	x.xxx_hidden_OriginalPrincipal = nil
+}
+
+func (x *CommandLookupTopic) ClearOriginalAuthData() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 4)
+	x.xxx_hidden_OriginalAuthData = nil
+}
+
+func (x *CommandLookupTopic) ClearOriginalAuthMethod() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 5)
+	x.xxx_hidden_OriginalAuthMethod = nil
+}
+
+func (x *CommandLookupTopic) ClearAdvertisedListenerName() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 6)
+	x.xxx_hidden_AdvertisedListenerName = nil
+}
+
+type CommandLookupTopic_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	Topic                  *string
+	RequestId              *uint64
+	Authoritative          *bool
+	OriginalPrincipal      *string
+	OriginalAuthData       *string
+	OriginalAuthMethod     *string
+	AdvertisedListenerName *string
+	Properties             []*KeyValue
+}
+
+func (b0 CommandLookupTopic_builder) Build() *CommandLookupTopic {
+	m0 := &CommandLookupTopic{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.Topic != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 8)
+		x.xxx_hidden_Topic = b.Topic
+	}
+	if b.RequestId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 1, 8)
+		x.xxx_hidden_RequestId = *b.RequestId
+	}
+	if b.Authoritative != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 2, 8)
+		x.xxx_hidden_Authoritative = *b.Authoritative
+	}
+	if b.OriginalPrincipal != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 3, 8)
+		x.xxx_hidden_OriginalPrincipal = b.OriginalPrincipal
+	}
+	if b.OriginalAuthData != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 4, 8)
+		x.xxx_hidden_OriginalAuthData = b.OriginalAuthData
+	}
+	if b.OriginalAuthMethod != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 5, 8)
+		x.xxx_hidden_OriginalAuthMethod = b.OriginalAuthMethod
+	}
+	if b.AdvertisedListenerName != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 6, 8)
+		x.xxx_hidden_AdvertisedListenerName = b.AdvertisedListenerName
+	}
+	x.xxx_hidden_Properties = &b.Properties
+	return m0
+}
+
 type CommandLookupTopicResponse struct {
-	state               protoimpl.MessageState                 `protogen:"open.v1"`
-	BrokerServiceUrl    *string                                `protobuf:"bytes,1,opt,name=brokerServiceUrl" json:"brokerServiceUrl,omitempty"` // absent on error
-	BrokerServiceUrlTls *string                                `protobuf:"bytes,2,opt,name=brokerServiceUrlTls" json:"brokerServiceUrlTls,omitempty"`
-	Response            *CommandLookupTopicResponse_LookupType `protobuf:"varint,3,opt,name=response,enum=meridian.wire.v1.CommandLookupTopicResponse_LookupType" json:"response,omitempty"`
-	RequestId           *uint64                                `protobuf:"varint,4,req,name=request_id,json=requestId" json:"request_id,omitempty"`
-	Authoritative       *bool                                  `protobuf:"varint,5,opt,name=authoritative,def=0" json:"authoritative,omitempty"`
-	Error               *ServerError                           `protobuf:"varint,6,opt,name=error,enum=meridian.wire.v1.ServerError" json:"error,omitempty"`
-	Message             *string                                `protobuf:"bytes,7,opt,name=message" json:"message,omitempty"`
-	// The client must keep going through the service URL after lookup.
-	ProxyThroughServiceUrl *bool `protobuf:"varint,8,opt,name=proxy_through_service_url,json=proxyThroughServiceUrl,def=0" json:"proxy_through_service_url,omitempty"`
-	unknownFields          protoimpl.UnknownFields
-	sizeCache              protoimpl.SizeCache
+	state                             protoimpl.MessageState                `protogen:"opaque.v1"`
+	xxx_hidden_BrokerServiceUrl       *string                               `protobuf:"bytes,1,opt,name=brokerServiceUrl"`
+	xxx_hidden_BrokerServiceUrlTls    *string                               `protobuf:"bytes,2,opt,name=brokerServiceUrlTls"`
+	xxx_hidden_Response               CommandLookupTopicResponse_LookupType `protobuf:"varint,3,opt,name=response,enum=meridian.wire.v1.CommandLookupTopicResponse_LookupType"`
+	xxx_hidden_RequestId              uint64                                `protobuf:"varint,4,req,name=request_id,json=requestId"`
+	xxx_hidden_Authoritative          bool                                  `protobuf:"varint,5,opt,name=authoritative,def=0"`
+	xxx_hidden_Error                  ServerError                           `protobuf:"varint,6,opt,name=error,enum=meridian.wire.v1.ServerError"`
+	xxx_hidden_Message                *string                               `protobuf:"bytes,7,opt,name=message"`
+	xxx_hidden_ProxyThroughServiceUrl bool                                  `protobuf:"varint,8,opt,name=proxy_through_service_url,json=proxyThroughServiceUrl,def=0"`
+	XXX_raceDetectHookData            protoimpl.RaceDetectHookData
+	XXX_presence                      [1]uint32
+	unknownFields                     protoimpl.UnknownFields
+	sizeCache                         protoimpl.SizeCache
 }
 
 // Default values for CommandLookupTopicResponse fields.
@@ -3507,87 +6381,285 @@ func (x *CommandLookupTopicResponse) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CommandLookupTopicResponse.ProtoReflect.Descriptor instead.
-func (*CommandLookupTopicResponse) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{20}
-}
-
 func (x *CommandLookupTopicResponse) GetBrokerServiceUrl() string {
-	if x != nil && x.BrokerServiceUrl != nil {
-		return *x.BrokerServiceUrl
+	if x != nil {
+		if x.xxx_hidden_BrokerServiceUrl != nil {
+			return *x.xxx_hidden_BrokerServiceUrl
+		}
+		return ""
 	}
 	return ""
 }
 
 func (x *CommandLookupTopicResponse) GetBrokerServiceUrlTls() string {
-	if x != nil && x.BrokerServiceUrlTls != nil {
-		return *x.BrokerServiceUrlTls
+	if x != nil {
+		if x.xxx_hidden_BrokerServiceUrlTls != nil {
+			return *x.xxx_hidden_BrokerServiceUrlTls
+		}
+		return ""
 	}
 	return ""
 }
 
 func (x *CommandLookupTopicResponse) GetResponse() CommandLookupTopicResponse_LookupType {
-	if x != nil && x.Response != nil {
-		return *x.Response
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 2) {
+			return x.xxx_hidden_Response
+		}
 	}
 	return CommandLookupTopicResponse_Redirect
 }
 
 func (x *CommandLookupTopicResponse) GetRequestId() uint64 {
-	if x != nil && x.RequestId != nil {
-		return *x.RequestId
+	if x != nil {
+		return x.xxx_hidden_RequestId
 	}
 	return 0
 }
 
 func (x *CommandLookupTopicResponse) GetAuthoritative() bool {
-	if x != nil && x.Authoritative != nil {
-		return *x.Authoritative
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 4) {
+			return x.xxx_hidden_Authoritative
+		}
 	}
 	return Default_CommandLookupTopicResponse_Authoritative
 }
 
 func (x *CommandLookupTopicResponse) GetError() ServerError {
-	if x != nil && x.Error != nil {
-		return *x.Error
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 5) {
+			return x.xxx_hidden_Error
+		}
 	}
 	return ServerError_UnknownError
 }
 
 func (x *CommandLookupTopicResponse) GetMessage() string {
-	if x != nil && x.Message != nil {
-		return *x.Message
+	if x != nil {
+		if x.xxx_hidden_Message != nil {
+			return *x.xxx_hidden_Message
+		}
+		return ""
 	}
 	return ""
 }
 
 func (x *CommandLookupTopicResponse) GetProxyThroughServiceUrl() bool {
-	if x != nil && x.ProxyThroughServiceUrl != nil {
-		return *x.ProxyThroughServiceUrl
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 7) {
+			return x.xxx_hidden_ProxyThroughServiceUrl
+		}
 	}
 	return Default_CommandLookupTopicResponse_ProxyThroughServiceUrl
 }
 
+func (x *CommandLookupTopicResponse) SetBrokerServiceUrl(v string) {
+	x.xxx_hidden_BrokerServiceUrl = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 8)
+}
+
+func (x *CommandLookupTopicResponse) SetBrokerServiceUrlTls(v string) {
+	x.xxx_hidden_BrokerServiceUrlTls = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 1, 8)
+}
+
+func (x *CommandLookupTopicResponse) SetResponse(v CommandLookupTopicResponse_LookupType) {
+	x.xxx_hidden_Response = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 2, 8)
+}
+
+func (x *CommandLookupTopicResponse) SetRequestId(v uint64) {
+	x.xxx_hidden_RequestId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 3, 8)
+}
+
+func (x *CommandLookupTopicResponse) SetAuthoritative(v bool) {
+	x.xxx_hidden_Authoritative = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 4, 8)
+}
+
+func (x *CommandLookupTopicResponse) SetError(v ServerError) {
+	x.xxx_hidden_Error = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 5, 8)
+}
+
+func (x *CommandLookupTopicResponse) SetMessage(v string) {
+	x.xxx_hidden_Message = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 6, 8)
+}
+
+func (x *CommandLookupTopicResponse) SetProxyThroughServiceUrl(v bool) {
+	x.xxx_hidden_ProxyThroughServiceUrl = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 7, 8)
+}
+
+func (x *CommandLookupTopicResponse) HasBrokerServiceUrl() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *CommandLookupTopicResponse) HasBrokerServiceUrlTls() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 1)
+}
+
+func (x *CommandLookupTopicResponse) HasResponse() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 2)
+}
+
+func (x *CommandLookupTopicResponse) HasRequestId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 3)
+}
+
+func (x *CommandLookupTopicResponse) HasAuthoritative() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 4)
+}
+
+func (x *CommandLookupTopicResponse) HasError() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 5)
+}
+
+func (x *CommandLookupTopicResponse) HasMessage() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 6)
+}
+
+func (x *CommandLookupTopicResponse) HasProxyThroughServiceUrl() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 7)
+}
+
+func (x *CommandLookupTopicResponse) ClearBrokerServiceUrl() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_BrokerServiceUrl = nil
+}
+
+func (x *CommandLookupTopicResponse) ClearBrokerServiceUrlTls() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 1)
+	x.xxx_hidden_BrokerServiceUrlTls = nil
+}
+
+func (x *CommandLookupTopicResponse) ClearResponse() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 2)
+	x.xxx_hidden_Response = CommandLookupTopicResponse_Redirect
+}
+
+func (x *CommandLookupTopicResponse) ClearRequestId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 3)
+	x.xxx_hidden_RequestId = 0
+}
+
+func (x *CommandLookupTopicResponse) ClearAuthoritative() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 4)
+}
+
+func (x *CommandLookupTopicResponse) ClearError() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 5)
+	x.xxx_hidden_Error = ServerError_UnknownError
+}
+
+func (x *CommandLookupTopicResponse) ClearMessage() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 6)
+	x.xxx_hidden_Message = nil
+}
+
+func (x *CommandLookupTopicResponse) ClearProxyThroughServiceUrl() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 7)
+}
+
+type CommandLookupTopicResponse_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	BrokerServiceUrl    *string
+	BrokerServiceUrlTls *string
+	Response            *CommandLookupTopicResponse_LookupType
+	RequestId           *uint64
+	Authoritative       *bool
+	Error               *ServerError
+	Message             *string
+	// The client must keep going through the service URL after lookup.
+	ProxyThroughServiceUrl *bool
+}
+
+func (b0 CommandLookupTopicResponse_builder) Build() *CommandLookupTopicResponse {
+	m0 := &CommandLookupTopicResponse{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.BrokerServiceUrl != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 8)
+		x.xxx_hidden_BrokerServiceUrl = b.BrokerServiceUrl
+	}
+	if b.BrokerServiceUrlTls != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 1, 8)
+		x.xxx_hidden_BrokerServiceUrlTls = b.BrokerServiceUrlTls
+	}
+	if b.Response != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 2, 8)
+		x.xxx_hidden_Response = *b.Response
+	}
+	if b.RequestId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 3, 8)
+		x.xxx_hidden_RequestId = *b.RequestId
+	}
+	if b.Authoritative != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 4, 8)
+		x.xxx_hidden_Authoritative = *b.Authoritative
+	}
+	if b.Error != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 5, 8)
+		x.xxx_hidden_Error = *b.Error
+	}
+	if b.Message != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 6, 8)
+		x.xxx_hidden_Message = b.Message
+	}
+	if b.ProxyThroughServiceUrl != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 7, 8)
+		x.xxx_hidden_ProxyThroughServiceUrl = *b.ProxyThroughServiceUrl
+	}
+	return m0
+}
+
 type CommandProducer struct {
-	state        protoimpl.MessageState `protogen:"open.v1"`
-	Topic        *string                `protobuf:"bytes,1,req,name=topic" json:"topic,omitempty"`
-	ProducerId   *uint64                `protobuf:"varint,2,req,name=producer_id,json=producerId" json:"producer_id,omitempty"`
-	RequestId    *uint64                `protobuf:"varint,3,req,name=request_id,json=requestId" json:"request_id,omitempty"`
-	ProducerName *string                `protobuf:"bytes,4,opt,name=producer_name,json=producerName" json:"producer_name,omitempty"` // broker picks one when absent
-	Encrypted    *bool                  `protobuf:"varint,5,opt,name=encrypted,def=0" json:"encrypted,omitempty"`
-	Metadata     []*KeyValue            `protobuf:"bytes,6,rep,name=metadata" json:"metadata,omitempty"`
-	Schema       *Schema                `protobuf:"bytes,7,opt,name=schema" json:"schema,omitempty"`
-	// Incremented by the client on each reconnect.
-	Epoch                    *uint64             `protobuf:"varint,8,opt,name=epoch,def=0" json:"epoch,omitempty"`
-	UserProvidedProducerName *bool               `protobuf:"varint,9,opt,name=user_provided_producer_name,json=userProvidedProducerName,def=1" json:"user_provided_producer_name,omitempty"`
-	ProducerAccessMode       *ProducerAccessMode `protobuf:"varint,10,opt,name=producer_access_mode,json=producerAccessMode,enum=meridian.wire.v1.ProducerAccessMode,def=0" json:"producer_access_mode,omitempty"`
-	// Echo of CommandProducerSuccess.topic_epoch, used to fence stale
-	// exclusive producers.
-	TopicEpoch              *uint64 `protobuf:"varint,11,opt,name=topic_epoch,json=topicEpoch" json:"topic_epoch,omitempty"`
-	TxnEnabled              *bool   `protobuf:"varint,12,opt,name=txn_enabled,json=txnEnabled,def=0" json:"txn_enabled,omitempty"`
-	InitialSubscriptionName *string `protobuf:"bytes,13,opt,name=initial_subscription_name,json=initialSubscriptionName" json:"initial_subscription_name,omitempty"`
-	unknownFields           protoimpl.UnknownFields
-	sizeCache               protoimpl.SizeCache
+	state                               protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_Topic                    *string                `protobuf:"bytes,1,req,name=topic"`
+	xxx_hidden_ProducerId               uint64                 `protobuf:"varint,2,req,name=producer_id,json=producerId"`
+	xxx_hidden_RequestId                uint64                 `protobuf:"varint,3,req,name=request_id,json=requestId"`
+	xxx_hidden_ProducerName             *string                `protobuf:"bytes,4,opt,name=producer_name,json=producerName"`
+	xxx_hidden_Encrypted                bool                   `protobuf:"varint,5,opt,name=encrypted,def=0"`
+	xxx_hidden_Metadata                 *[]*KeyValue           `protobuf:"bytes,6,rep,name=metadata"`
+	xxx_hidden_Schema                   *Schema                `protobuf:"bytes,7,opt,name=schema"`
+	xxx_hidden_Epoch                    uint64                 `protobuf:"varint,8,opt,name=epoch,def=0"`
+	xxx_hidden_UserProvidedProducerName bool                   `protobuf:"varint,9,opt,name=user_provided_producer_name,json=userProvidedProducerName,def=1"`
+	xxx_hidden_ProducerAccessMode       ProducerAccessMode     `protobuf:"varint,10,opt,name=producer_access_mode,json=producerAccessMode,enum=meridian.wire.v1.ProducerAccessMode,def=0"`
+	xxx_hidden_TopicEpoch               uint64                 `protobuf:"varint,11,opt,name=topic_epoch,json=topicEpoch"`
+	xxx_hidden_TxnEnabled               bool                   `protobuf:"varint,12,opt,name=txn_enabled,json=txnEnabled,def=0"`
+	xxx_hidden_InitialSubscriptionName  *string                `protobuf:"bytes,13,opt,name=initial_subscription_name,json=initialSubscriptionName"`
+	XXX_raceDetectHookData              protoimpl.RaceDetectHookData
+	XXX_presence                        [1]uint32
+	unknownFields                       protoimpl.UnknownFields
+	sizeCache                           protoimpl.SizeCache
 }
 
 // Default values for CommandProducer fields.
@@ -3624,116 +6696,408 @@ func (x *CommandProducer) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CommandProducer.ProtoReflect.Descriptor instead.
-func (*CommandProducer) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{21}
-}
-
 func (x *CommandProducer) GetTopic() string {
-	if x != nil && x.Topic != nil {
-		return *x.Topic
+	if x != nil {
+		if x.xxx_hidden_Topic != nil {
+			return *x.xxx_hidden_Topic
+		}
+		return ""
 	}
 	return ""
 }
 
 func (x *CommandProducer) GetProducerId() uint64 {
-	if x != nil && x.ProducerId != nil {
-		return *x.ProducerId
+	if x != nil {
+		return x.xxx_hidden_ProducerId
 	}
 	return 0
 }
 
 func (x *CommandProducer) GetRequestId() uint64 {
-	if x != nil && x.RequestId != nil {
-		return *x.RequestId
+	if x != nil {
+		return x.xxx_hidden_RequestId
 	}
 	return 0
 }
 
 func (x *CommandProducer) GetProducerName() string {
-	if x != nil && x.ProducerName != nil {
-		return *x.ProducerName
+	if x != nil {
+		if x.xxx_hidden_ProducerName != nil {
+			return *x.xxx_hidden_ProducerName
+		}
+		return ""
 	}
 	return ""
 }
 
 func (x *CommandProducer) GetEncrypted() bool {
-	if x != nil && x.Encrypted != nil {
-		return *x.Encrypted
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 4) {
+			return x.xxx_hidden_Encrypted
+		}
 	}
 	return Default_CommandProducer_Encrypted
 }
 
 func (x *CommandProducer) GetMetadata() []*KeyValue {
 	if x != nil {
-		return x.Metadata
+		if x.xxx_hidden_Metadata != nil {
+			return *x.xxx_hidden_Metadata
+		}
 	}
 	return nil
 }
 
 func (x *CommandProducer) GetSchema() *Schema {
 	if x != nil {
-		return x.Schema
+		return x.xxx_hidden_Schema
 	}
 	return nil
 }
 
 func (x *CommandProducer) GetEpoch() uint64 {
-	if x != nil && x.Epoch != nil {
-		return *x.Epoch
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 7) {
+			return x.xxx_hidden_Epoch
+		}
 	}
 	return Default_CommandProducer_Epoch
 }
 
 func (x *CommandProducer) GetUserProvidedProducerName() bool {
-	if x != nil && x.UserProvidedProducerName != nil {
-		return *x.UserProvidedProducerName
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 8) {
+			return x.xxx_hidden_UserProvidedProducerName
+		}
 	}
 	return Default_CommandProducer_UserProvidedProducerName
 }
 
 func (x *CommandProducer) GetProducerAccessMode() ProducerAccessMode {
-	if x != nil && x.ProducerAccessMode != nil {
-		return *x.ProducerAccessMode
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 9) {
+			return x.xxx_hidden_ProducerAccessMode
+		}
 	}
 	return Default_CommandProducer_ProducerAccessMode
 }
 
 func (x *CommandProducer) GetTopicEpoch() uint64 {
-	if x != nil && x.TopicEpoch != nil {
-		return *x.TopicEpoch
+	if x != nil {
+		return x.xxx_hidden_TopicEpoch
 	}
 	return 0
 }
 
 func (x *CommandProducer) GetTxnEnabled() bool {
-	if x != nil && x.TxnEnabled != nil {
-		return *x.TxnEnabled
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 11) {
+			return x.xxx_hidden_TxnEnabled
+		}
 	}
 	return Default_CommandProducer_TxnEnabled
 }
 
 func (x *CommandProducer) GetInitialSubscriptionName() string {
-	if x != nil && x.InitialSubscriptionName != nil {
-		return *x.InitialSubscriptionName
+	if x != nil {
+		if x.xxx_hidden_InitialSubscriptionName != nil {
+			return *x.xxx_hidden_InitialSubscriptionName
+		}
+		return ""
 	}
 	return ""
 }
 
+func (x *CommandProducer) SetTopic(v string) {
+	x.xxx_hidden_Topic = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 13)
+}
+
+func (x *CommandProducer) SetProducerId(v uint64) {
+	x.xxx_hidden_ProducerId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 1, 13)
+}
+
+func (x *CommandProducer) SetRequestId(v uint64) {
+	x.xxx_hidden_RequestId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 2, 13)
+}
+
+func (x *CommandProducer) SetProducerName(v string) {
+	x.xxx_hidden_ProducerName = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 3, 13)
+}
+
+func (x *CommandProducer) SetEncrypted(v bool) {
+	x.xxx_hidden_Encrypted = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 4, 13)
+}
+
+func (x *CommandProducer) SetMetadata(v []*KeyValue) {
+	x.xxx_hidden_Metadata = &v
+}
+
+func (x *CommandProducer) SetSchema(v *Schema) {
+	x.xxx_hidden_Schema = v
+}
+
+func (x *CommandProducer) SetEpoch(v uint64) {
+	x.xxx_hidden_Epoch = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 7, 13)
+}
+
+func (x *CommandProducer) SetUserProvidedProducerName(v bool) {
+	x.xxx_hidden_UserProvidedProducerName = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 8, 13)
+}
+
+func (x *CommandProducer) SetProducerAccessMode(v ProducerAccessMode) {
+	x.xxx_hidden_ProducerAccessMode = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 9, 13)
+}
+
+func (x *CommandProducer) SetTopicEpoch(v uint64) {
+	x.xxx_hidden_TopicEpoch = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 10, 13)
+}
+
+func (x *CommandProducer) SetTxnEnabled(v bool) {
+	x.xxx_hidden_TxnEnabled = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 11, 13)
+}
+
+func (x *CommandProducer) SetInitialSubscriptionName(v string) {
+	x.xxx_hidden_InitialSubscriptionName = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 12, 13)
+}
+
+func (x *CommandProducer) HasTopic() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *CommandProducer) HasProducerId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 1)
+}
+
+func (x *CommandProducer) HasRequestId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 2)
+}
+
+func (x *CommandProducer) HasProducerName() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 3)
+}
+
+func (x *CommandProducer) HasEncrypted() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 4)
+}
+
+func (x *CommandProducer) HasSchema() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_Schema != nil
+}
+
+func (x *CommandProducer) HasEpoch() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 7)
+}
+
+func (x *CommandProducer) HasUserProvidedProducerName() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 8)
+}
+
+func (x *CommandProducer) HasProducerAccessMode() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 9)
+}
+
+func (x *CommandProducer) HasTopicEpoch() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 10)
+}
+
+func (x *CommandProducer) HasTxnEnabled() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 11)
+}
+
+func (x *CommandProducer) HasInitialSubscriptionName() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 12)
+}
+
+func (x *CommandProducer) ClearTopic() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_Topic = nil
+}
+
+func (x *CommandProducer) ClearProducerId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 1)
+	x.xxx_hidden_ProducerId = 0
+}
+
+func (x *CommandProducer) ClearRequestId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 2)
+	x.xxx_hidden_RequestId = 0
+}
+
+func (x *CommandProducer) ClearProducerName() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 3)
+	x.xxx_hidden_ProducerName = nil
+}
+
+func (x *CommandProducer) ClearEncrypted() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 4)
+}
+
+func (x *CommandProducer) ClearSchema() {
+	x.xxx_hidden_Schema = nil
+}
+
+func (x *CommandProducer) ClearEpoch() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 7)
+}
+
+func (x *CommandProducer) ClearUserProvidedProducerName() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 8)
+}
+
+func (x *CommandProducer) ClearProducerAccessMode() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 9)
+}
+
+func (x *CommandProducer) ClearTopicEpoch() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 10)
+	x.xxx_hidden_TopicEpoch = 0
+}
+
+func (x *CommandProducer) ClearTxnEnabled() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 11)
+}
+
+func (x *CommandProducer) ClearInitialSubscriptionName() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 12)
+	x.xxx_hidden_InitialSubscriptionName = nil
+}
+
+type CommandProducer_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	Topic        *string
+	ProducerId   *uint64
+	RequestId    *uint64
+	ProducerName *string
+	Encrypted    *bool
+	Metadata     []*KeyValue
+	Schema       *Schema
+	// Incremented by the client on each reconnect.
+	Epoch                    *uint64
+	UserProvidedProducerName *bool
+	ProducerAccessMode       *ProducerAccessMode
+	// Echo of CommandProducerSuccess.topic_epoch, used to fence stale
+	// exclusive producers.
+	TopicEpoch              *uint64
+	TxnEnabled              *bool
+	InitialSubscriptionName *string
+}
+
+func (b0 CommandProducer_builder) Build() *CommandProducer {
+	m0 := &CommandProducer{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.Topic != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 13)
+		x.xxx_hidden_Topic = b.Topic
+	}
+	if b.ProducerId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 1, 13)
+		x.xxx_hidden_ProducerId = *b.ProducerId
+	}
+	if b.RequestId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 2, 13)
+		x.xxx_hidden_RequestId = *b.RequestId
+	}
+	if b.ProducerName != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 3, 13)
+		x.xxx_hidden_ProducerName = b.ProducerName
+	}
+	if b.Encrypted != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 4, 13)
+		x.xxx_hidden_Encrypted = *b.Encrypted
+	}
+	x.xxx_hidden_Metadata = &b.Metadata
+	x.xxx_hidden_Schema = b.Schema
+	if b.Epoch != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 7, 13)
+		x.xxx_hidden_Epoch = *b.Epoch
+	}
+	if b.UserProvidedProducerName != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 8, 13)
+		x.xxx_hidden_UserProvidedProducerName = *b.UserProvidedProducerName
+	}
+	if b.ProducerAccessMode != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 9, 13)
+		x.xxx_hidden_ProducerAccessMode = *b.ProducerAccessMode
+	}
+	if b.TopicEpoch != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 10, 13)
+		x.xxx_hidden_TopicEpoch = *b.TopicEpoch
+	}
+	if b.TxnEnabled != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 11, 13)
+		x.xxx_hidden_TxnEnabled = *b.TxnEnabled
+	}
+	if b.InitialSubscriptionName != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 12, 13)
+		x.xxx_hidden_InitialSubscriptionName = b.InitialSubscriptionName
+	}
+	return m0
+}
+
 type CommandSend struct {
-	state             protoimpl.MessageState `protogen:"open.v1"`
-	ProducerId        *uint64                `protobuf:"varint,1,req,name=producer_id,json=producerId" json:"producer_id,omitempty"`
-	SequenceId        *uint64                `protobuf:"varint,2,req,name=sequence_id,json=sequenceId" json:"sequence_id,omitempty"`
-	NumMessages       *int32                 `protobuf:"varint,3,opt,name=num_messages,json=numMessages,def=1" json:"num_messages,omitempty"`
-	TxnidLeastBits    *uint64                `protobuf:"varint,4,opt,name=txnid_least_bits,json=txnidLeastBits,def=0" json:"txnid_least_bits,omitempty"`
-	TxnidMostBits     *uint64                `protobuf:"varint,5,opt,name=txnid_most_bits,json=txnidMostBits,def=0" json:"txnid_most_bits,omitempty"`
-	HighestSequenceId *uint64                `protobuf:"varint,6,opt,name=highest_sequence_id,json=highestSequenceId,def=0" json:"highest_sequence_id,omitempty"`
-	IsChunk           *bool                  `protobuf:"varint,7,opt,name=is_chunk,json=isChunk,def=0" json:"is_chunk,omitempty"`
-	Marker            *bool                  `protobuf:"varint,8,opt,name=marker,def=0" json:"marker,omitempty"`
-	// Original id, set when a replicator feeds a shadow topic.
-	MessageId     *MessageIdData `protobuf:"bytes,9,opt,name=message_id,json=messageId" json:"message_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state                        protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_ProducerId        uint64                 `protobuf:"varint,1,req,name=producer_id,json=producerId"`
+	xxx_hidden_SequenceId        uint64                 `protobuf:"varint,2,req,name=sequence_id,json=sequenceId"`
+	xxx_hidden_NumMessages       int32                  `protobuf:"varint,3,opt,name=num_messages,json=numMessages,def=1"`
+	xxx_hidden_TxnidLeastBits    uint64                 `protobuf:"varint,4,opt,name=txnid_least_bits,json=txnidLeastBits,def=0"`
+	xxx_hidden_TxnidMostBits     uint64                 `protobuf:"varint,5,opt,name=txnid_most_bits,json=txnidMostBits,def=0"`
+	xxx_hidden_HighestSequenceId uint64                 `protobuf:"varint,6,opt,name=highest_sequence_id,json=highestSequenceId,def=0"`
+	xxx_hidden_IsChunk           bool                   `protobuf:"varint,7,opt,name=is_chunk,json=isChunk,def=0"`
+	xxx_hidden_Marker            bool                   `protobuf:"varint,8,opt,name=marker,def=0"`
+	xxx_hidden_MessageId         *MessageIdData         `protobuf:"bytes,9,opt,name=message_id,json=messageId"`
+	XXX_raceDetectHookData       protoimpl.RaceDetectHookData
+	XXX_presence                 [1]uint32
+	unknownFields                protoimpl.UnknownFields
+	sizeCache                    protoimpl.SizeCache
 }
 
 // Default values for CommandSend fields.
@@ -3771,82 +7135,291 @@ func (x *CommandSend) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CommandSend.ProtoReflect.Descriptor instead.
-func (*CommandSend) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{22}
-}
-
 func (x *CommandSend) GetProducerId() uint64 {
-	if x != nil && x.ProducerId != nil {
-		return *x.ProducerId
+	if x != nil {
+		return x.xxx_hidden_ProducerId
 	}
 	return 0
 }
 
 func (x *CommandSend) GetSequenceId() uint64 {
-	if x != nil && x.SequenceId != nil {
-		return *x.SequenceId
+	if x != nil {
+		return x.xxx_hidden_SequenceId
 	}
 	return 0
 }
 
 func (x *CommandSend) GetNumMessages() int32 {
-	if x != nil && x.NumMessages != nil {
-		return *x.NumMessages
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 2) {
+			return x.xxx_hidden_NumMessages
+		}
 	}
 	return Default_CommandSend_NumMessages
 }
 
 func (x *CommandSend) GetTxnidLeastBits() uint64 {
-	if x != nil && x.TxnidLeastBits != nil {
-		return *x.TxnidLeastBits
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 3) {
+			return x.xxx_hidden_TxnidLeastBits
+		}
 	}
 	return Default_CommandSend_TxnidLeastBits
 }
 
 func (x *CommandSend) GetTxnidMostBits() uint64 {
-	if x != nil && x.TxnidMostBits != nil {
-		return *x.TxnidMostBits
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 4) {
+			return x.xxx_hidden_TxnidMostBits
+		}
 	}
 	return Default_CommandSend_TxnidMostBits
 }
 
 func (x *CommandSend) GetHighestSequenceId() uint64 {
-	if x != nil && x.HighestSequenceId != nil {
-		return *x.HighestSequenceId
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 5) {
+			return x.xxx_hidden_HighestSequenceId
+		}
 	}
 	return Default_CommandSend_HighestSequenceId
 }
 
 func (x *CommandSend) GetIsChunk() bool {
-	if x != nil && x.IsChunk != nil {
-		return *x.IsChunk
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 6) {
+			return x.xxx_hidden_IsChunk
+		}
 	}
 	return Default_CommandSend_IsChunk
 }
 
 func (x *CommandSend) GetMarker() bool {
-	if x != nil && x.Marker != nil {
-		return *x.Marker
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 7) {
+			return x.xxx_hidden_Marker
+		}
 	}
 	return Default_CommandSend_Marker
 }
 
 func (x *CommandSend) GetMessageId() *MessageIdData {
 	if x != nil {
-		return x.MessageId
+		return x.xxx_hidden_MessageId
 	}
 	return nil
 }
 
+func (x *CommandSend) SetProducerId(v uint64) {
+	x.xxx_hidden_ProducerId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 9)
+}
+
+func (x *CommandSend) SetSequenceId(v uint64) {
+	x.xxx_hidden_SequenceId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 1, 9)
+}
+
+func (x *CommandSend) SetNumMessages(v int32) {
+	x.xxx_hidden_NumMessages = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 2, 9)
+}
+
+func (x *CommandSend) SetTxnidLeastBits(v uint64) {
+	x.xxx_hidden_TxnidLeastBits = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 3, 9)
+}
+
+func (x *CommandSend) SetTxnidMostBits(v uint64) {
+	x.xxx_hidden_TxnidMostBits = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 4, 9)
+}
+
+func (x *CommandSend) SetHighestSequenceId(v uint64) {
+	x.xxx_hidden_HighestSequenceId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 5, 9)
+}
+
+func (x *CommandSend) SetIsChunk(v bool) {
+	x.xxx_hidden_IsChunk = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 6, 9)
+}
+
+func (x *CommandSend) SetMarker(v bool) {
+	x.xxx_hidden_Marker = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 7, 9)
+}
+
+func (x *CommandSend) SetMessageId(v *MessageIdData) {
+	x.xxx_hidden_MessageId = v
+}
+
+func (x *CommandSend) HasProducerId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *CommandSend) HasSequenceId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 1)
+}
+
+func (x *CommandSend) HasNumMessages() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 2)
+}
+
+func (x *CommandSend) HasTxnidLeastBits() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 3)
+}
+
+func (x *CommandSend) HasTxnidMostBits() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 4)
+}
+
+func (x *CommandSend) HasHighestSequenceId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 5)
+}
+
+func (x *CommandSend) HasIsChunk() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 6)
+}
+
+func (x *CommandSend) HasMarker() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 7)
+}
+
+func (x *CommandSend) HasMessageId() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_MessageId != nil
+}
+
+func (x *CommandSend) ClearProducerId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_ProducerId = 0
+}
+
+func (x *CommandSend) ClearSequenceId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 1)
+	x.xxx_hidden_SequenceId = 0
+}
+
+func (x *CommandSend) ClearNumMessages() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 2)
+}
+
+func (x *CommandSend) ClearTxnidLeastBits() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 3)
+}
+
+func (x *CommandSend) ClearTxnidMostBits() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 4)
+}
+
+func (x *CommandSend) ClearHighestSequenceId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 5)
+}
+
+func (x *CommandSend) ClearIsChunk() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 6)
+}
+
+func (x *CommandSend) ClearMarker() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 7)
+}
+
+func (x *CommandSend) ClearMessageId() {
+	x.xxx_hidden_MessageId = nil
+}
+
+type CommandSend_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	ProducerId        *uint64
+	SequenceId        *uint64
+	NumMessages       *int32
+	TxnidLeastBits    *uint64
+	TxnidMostBits     *uint64
+	HighestSequenceId *uint64
+	IsChunk           *bool
+	Marker            *bool
+	// Original id, set when a replicator feeds a shadow topic.
+	MessageId *MessageIdData
+}
+
+func (b0 CommandSend_builder) Build() *CommandSend {
+	m0 := &CommandSend{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.ProducerId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 9)
+		x.xxx_hidden_ProducerId = *b.ProducerId
+	}
+	if b.SequenceId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 1, 9)
+		x.xxx_hidden_SequenceId = *b.SequenceId
+	}
+	if b.NumMessages != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 2, 9)
+		x.xxx_hidden_NumMessages = *b.NumMessages
+	}
+	if b.TxnidLeastBits != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 3, 9)
+		x.xxx_hidden_TxnidLeastBits = *b.TxnidLeastBits
+	}
+	if b.TxnidMostBits != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 4, 9)
+		x.xxx_hidden_TxnidMostBits = *b.TxnidMostBits
+	}
+	if b.HighestSequenceId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 5, 9)
+		x.xxx_hidden_HighestSequenceId = *b.HighestSequenceId
+	}
+	if b.IsChunk != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 6, 9)
+		x.xxx_hidden_IsChunk = *b.IsChunk
+	}
+	if b.Marker != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 7, 9)
+		x.xxx_hidden_Marker = *b.Marker
+	}
+	x.xxx_hidden_MessageId = b.MessageId
+	return m0
+}
+
 type CommandSendReceipt struct {
-	state             protoimpl.MessageState `protogen:"open.v1"`
-	ProducerId        *uint64                `protobuf:"varint,1,req,name=producer_id,json=producerId" json:"producer_id,omitempty"`
-	SequenceId        *uint64                `protobuf:"varint,2,req,name=sequence_id,json=sequenceId" json:"sequence_id,omitempty"`
-	MessageId         *MessageIdData         `protobuf:"bytes,3,opt,name=message_id,json=messageId" json:"message_id,omitempty"`
-	HighestSequenceId *uint64                `protobuf:"varint,4,opt,name=highest_sequence_id,json=highestSequenceId,def=0" json:"highest_sequence_id,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	state                        protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_ProducerId        uint64                 `protobuf:"varint,1,req,name=producer_id,json=producerId"`
+	xxx_hidden_SequenceId        uint64                 `protobuf:"varint,2,req,name=sequence_id,json=sequenceId"`
+	xxx_hidden_MessageId         *MessageIdData         `protobuf:"bytes,3,opt,name=message_id,json=messageId"`
+	xxx_hidden_HighestSequenceId uint64                 `protobuf:"varint,4,opt,name=highest_sequence_id,json=highestSequenceId,def=0"`
+	XXX_raceDetectHookData       protoimpl.RaceDetectHookData
+	XXX_presence                 [1]uint32
+	unknownFields                protoimpl.UnknownFields
+	sizeCache                    protoimpl.SizeCache
 }
 
 // Default values for CommandSendReceipt fields.
@@ -3879,47 +7452,140 @@ func (x *CommandSendReceipt) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CommandSendReceipt.ProtoReflect.Descriptor instead.
-func (*CommandSendReceipt) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{23}
-}
-
 func (x *CommandSendReceipt) GetProducerId() uint64 {
-	if x != nil && x.ProducerId != nil {
-		return *x.ProducerId
+	if x != nil {
+		return x.xxx_hidden_ProducerId
 	}
 	return 0
 }
 
 func (x *CommandSendReceipt) GetSequenceId() uint64 {
-	if x != nil && x.SequenceId != nil {
-		return *x.SequenceId
+	if x != nil {
+		return x.xxx_hidden_SequenceId
 	}
 	return 0
 }
 
 func (x *CommandSendReceipt) GetMessageId() *MessageIdData {
 	if x != nil {
-		return x.MessageId
+		return x.xxx_hidden_MessageId
 	}
 	return nil
 }
 
 func (x *CommandSendReceipt) GetHighestSequenceId() uint64 {
-	if x != nil && x.HighestSequenceId != nil {
-		return *x.HighestSequenceId
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 3) {
+			return x.xxx_hidden_HighestSequenceId
+		}
 	}
 	return Default_CommandSendReceipt_HighestSequenceId
 }
 
+func (x *CommandSendReceipt) SetProducerId(v uint64) {
+	x.xxx_hidden_ProducerId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 4)
+}
+
+func (x *CommandSendReceipt) SetSequenceId(v uint64) {
+	x.xxx_hidden_SequenceId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 1, 4)
+}
+
+func (x *CommandSendReceipt) SetMessageId(v *MessageIdData) {
+	x.xxx_hidden_MessageId = v
+}
+
+func (x *CommandSendReceipt) SetHighestSequenceId(v uint64) {
+	x.xxx_hidden_HighestSequenceId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 3, 4)
+}
+
+func (x *CommandSendReceipt) HasProducerId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *CommandSendReceipt) HasSequenceId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 1)
+}
+
+func (x *CommandSendReceipt) HasMessageId() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_MessageId != nil
+}
+
+func (x *CommandSendReceipt) HasHighestSequenceId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 3)
+}
+
+func (x *CommandSendReceipt) ClearProducerId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_ProducerId = 0
+}
+
+func (x *CommandSendReceipt) ClearSequenceId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 1)
+	x.xxx_hidden_SequenceId = 0
+}
+
+func (x *CommandSendReceipt) ClearMessageId() {
+	x.xxx_hidden_MessageId = nil
+}
+
+func (x *CommandSendReceipt) ClearHighestSequenceId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 3)
+}
+
+type CommandSendReceipt_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	ProducerId        *uint64
+	SequenceId        *uint64
+	MessageId         *MessageIdData
+	HighestSequenceId *uint64
+}
+
+func (b0 CommandSendReceipt_builder) Build() *CommandSendReceipt {
+	m0 := &CommandSendReceipt{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.ProducerId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 4)
+		x.xxx_hidden_ProducerId = *b.ProducerId
+	}
+	if b.SequenceId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 1, 4)
+		x.xxx_hidden_SequenceId = *b.SequenceId
+	}
+	x.xxx_hidden_MessageId = b.MessageId
+	if b.HighestSequenceId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 3, 4)
+		x.xxx_hidden_HighestSequenceId = *b.HighestSequenceId
+	}
+	return m0
+}
+
 type CommandSendError struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ProducerId    *uint64                `protobuf:"varint,1,req,name=producer_id,json=producerId" json:"producer_id,omitempty"`
-	SequenceId    *uint64                `protobuf:"varint,2,req,name=sequence_id,json=sequenceId" json:"sequence_id,omitempty"`
-	Error         *ServerError           `protobuf:"varint,3,req,name=error,enum=meridian.wire.v1.ServerError" json:"error,omitempty"`
-	Message       *string                `protobuf:"bytes,4,req,name=message" json:"message,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state                  protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_ProducerId  uint64                 `protobuf:"varint,1,req,name=producer_id,json=producerId"`
+	xxx_hidden_SequenceId  uint64                 `protobuf:"varint,2,req,name=sequence_id,json=sequenceId"`
+	xxx_hidden_Error       ServerError            `protobuf:"varint,3,req,name=error,enum=meridian.wire.v1.ServerError"`
+	xxx_hidden_Message     *string                `protobuf:"bytes,4,req,name=message"`
+	XXX_raceDetectHookData protoimpl.RaceDetectHookData
+	XXX_presence           [1]uint32
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *CommandSendError) Reset() {
@@ -3947,48 +7613,150 @@ func (x *CommandSendError) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CommandSendError.ProtoReflect.Descriptor instead.
-func (*CommandSendError) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{24}
-}
-
 func (x *CommandSendError) GetProducerId() uint64 {
-	if x != nil && x.ProducerId != nil {
-		return *x.ProducerId
+	if x != nil {
+		return x.xxx_hidden_ProducerId
 	}
 	return 0
 }
 
 func (x *CommandSendError) GetSequenceId() uint64 {
-	if x != nil && x.SequenceId != nil {
-		return *x.SequenceId
+	if x != nil {
+		return x.xxx_hidden_SequenceId
 	}
 	return 0
 }
 
 func (x *CommandSendError) GetError() ServerError {
-	if x != nil && x.Error != nil {
-		return *x.Error
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 2) {
+			return x.xxx_hidden_Error
+		}
 	}
 	return ServerError_UnknownError
 }
 
 func (x *CommandSendError) GetMessage() string {
-	if x != nil && x.Message != nil {
-		return *x.Message
+	if x != nil {
+		if x.xxx_hidden_Message != nil {
+			return *x.xxx_hidden_Message
+		}
+		return ""
 	}
 	return ""
 }
 
+func (x *CommandSendError) SetProducerId(v uint64) {
+	x.xxx_hidden_ProducerId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 4)
+}
+
+func (x *CommandSendError) SetSequenceId(v uint64) {
+	x.xxx_hidden_SequenceId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 1, 4)
+}
+
+func (x *CommandSendError) SetError(v ServerError) {
+	x.xxx_hidden_Error = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 2, 4)
+}
+
+func (x *CommandSendError) SetMessage(v string) {
+	x.xxx_hidden_Message = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 3, 4)
+}
+
+func (x *CommandSendError) HasProducerId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *CommandSendError) HasSequenceId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 1)
+}
+
+func (x *CommandSendError) HasError() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 2)
+}
+
+func (x *CommandSendError) HasMessage() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 3)
+}
+
+func (x *CommandSendError) ClearProducerId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_ProducerId = 0
+}
+
+func (x *CommandSendError) ClearSequenceId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 1)
+	x.xxx_hidden_SequenceId = 0
+}
+
+func (x *CommandSendError) ClearError() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 2)
+	x.xxx_hidden_Error = ServerError_UnknownError
+}
+
+func (x *CommandSendError) ClearMessage() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 3)
+	x.xxx_hidden_Message = nil
+}
+
+type CommandSendError_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	ProducerId *uint64
+	SequenceId *uint64
+	Error      *ServerError
+	Message    *string
+}
+
+func (b0 CommandSendError_builder) Build() *CommandSendError {
+	m0 := &CommandSendError{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.ProducerId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 4)
+		x.xxx_hidden_ProducerId = *b.ProducerId
+	}
+	if b.SequenceId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 1, 4)
+		x.xxx_hidden_SequenceId = *b.SequenceId
+	}
+	if b.Error != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 2, 4)
+		x.xxx_hidden_Error = *b.Error
+	}
+	if b.Message != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 3, 4)
+		x.xxx_hidden_Message = b.Message
+	}
+	return m0
+}
+
 type CommandMessage struct {
-	state           protoimpl.MessageState `protogen:"open.v1"`
-	ConsumerId      *uint64                `protobuf:"varint,1,req,name=consumer_id,json=consumerId" json:"consumer_id,omitempty"`
-	MessageId       *MessageIdData         `protobuf:"bytes,2,req,name=message_id,json=messageId" json:"message_id,omitempty"`
-	RedeliveryCount *uint32                `protobuf:"varint,3,opt,name=redelivery_count,json=redeliveryCount,def=0" json:"redelivery_count,omitempty"`
-	AckSet          []int64                `protobuf:"varint,4,rep,name=ack_set,json=ackSet" json:"ack_set,omitempty"`
-	ConsumerEpoch   *uint64                `protobuf:"varint,5,opt,name=consumer_epoch,json=consumerEpoch" json:"consumer_epoch,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	state                      protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_ConsumerId      uint64                 `protobuf:"varint,1,req,name=consumer_id,json=consumerId"`
+	xxx_hidden_MessageId       *MessageIdData         `protobuf:"bytes,2,req,name=message_id,json=messageId"`
+	xxx_hidden_RedeliveryCount uint32                 `protobuf:"varint,3,opt,name=redelivery_count,json=redeliveryCount,def=0"`
+	xxx_hidden_AckSet          []int64                `protobuf:"varint,4,rep,name=ack_set,json=ackSet"`
+	xxx_hidden_ConsumerEpoch   uint64                 `protobuf:"varint,5,opt,name=consumer_epoch,json=consumerEpoch"`
+	XXX_raceDetectHookData     protoimpl.RaceDetectHookData
+	XXX_presence               [1]uint32
+	unknownFields              protoimpl.UnknownFields
+	sizeCache                  protoimpl.SizeCache
 }
 
 // Default values for CommandMessage fields.
@@ -4021,58 +7789,157 @@ func (x *CommandMessage) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CommandMessage.ProtoReflect.Descriptor instead.
-func (*CommandMessage) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{25}
-}
-
 func (x *CommandMessage) GetConsumerId() uint64 {
-	if x != nil && x.ConsumerId != nil {
-		return *x.ConsumerId
+	if x != nil {
+		return x.xxx_hidden_ConsumerId
 	}
 	return 0
 }
 
 func (x *CommandMessage) GetMessageId() *MessageIdData {
 	if x != nil {
-		return x.MessageId
+		return x.xxx_hidden_MessageId
 	}
 	return nil
 }
 
 func (x *CommandMessage) GetRedeliveryCount() uint32 {
-	if x != nil && x.RedeliveryCount != nil {
-		return *x.RedeliveryCount
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 2) {
+			return x.xxx_hidden_RedeliveryCount
+		}
 	}
 	return Default_CommandMessage_RedeliveryCount
 }
 
 func (x *CommandMessage) GetAckSet() []int64 {
 	if x != nil {
-		return x.AckSet
+		return x.xxx_hidden_AckSet
 	}
 	return nil
 }
 
 func (x *CommandMessage) GetConsumerEpoch() uint64 {
-	if x != nil && x.ConsumerEpoch != nil {
-		return *x.ConsumerEpoch
+	if x != nil {
+		return x.xxx_hidden_ConsumerEpoch
 	}
 	return 0
 }
 
+func (x *CommandMessage) SetConsumerId(v uint64) {
+	x.xxx_hidden_ConsumerId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 5)
+}
+
+func (x *CommandMessage) SetMessageId(v *MessageIdData) {
+	x.xxx_hidden_MessageId = v
+}
+
+func (x *CommandMessage) SetRedeliveryCount(v uint32) {
+	x.xxx_hidden_RedeliveryCount = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 2, 5)
+}
+
+func (x *CommandMessage) SetAckSet(v []int64) {
+	x.xxx_hidden_AckSet = v
+}
+
+func (x *CommandMessage) SetConsumerEpoch(v uint64) {
+	x.xxx_hidden_ConsumerEpoch = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 4, 5)
+}
+
+func (x *CommandMessage) HasConsumerId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *CommandMessage) HasMessageId() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_MessageId != nil
+}
+
+func (x *CommandMessage) HasRedeliveryCount() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 2)
+}
+
+func (x *CommandMessage) HasConsumerEpoch() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 4)
+}
+
+func (x *CommandMessage) ClearConsumerId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_ConsumerId = 0
+}
+
+func (x *CommandMessage) ClearMessageId() {
+	x.xxx_hidden_MessageId = nil
+}
+
+func (x *CommandMessage) ClearRedeliveryCount() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 2)
+}
+
+func (x *CommandMessage) ClearConsumerEpoch() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 4)
+	x.xxx_hidden_ConsumerEpoch = 0
+}
+
+type CommandMessage_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	ConsumerId      *uint64
+	MessageId       *MessageIdData
+	RedeliveryCount *uint32
+	AckSet          []int64
+	ConsumerEpoch   *uint64
+}
+
+func (b0 CommandMessage_builder) Build() *CommandMessage {
+	m0 := &CommandMessage{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.ConsumerId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 5)
+		x.xxx_hidden_ConsumerId = *b.ConsumerId
+	}
+	x.xxx_hidden_MessageId = b.MessageId
+	if b.RedeliveryCount != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 2, 5)
+		x.xxx_hidden_RedeliveryCount = *b.RedeliveryCount
+	}
+	x.xxx_hidden_AckSet = b.AckSet
+	if b.ConsumerEpoch != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 4, 5)
+		x.xxx_hidden_ConsumerEpoch = *b.ConsumerEpoch
+	}
+	return m0
+}
+
 type CommandAck struct {
-	state           protoimpl.MessageState      `protogen:"open.v1"`
-	ConsumerId      *uint64                     `protobuf:"varint,1,req,name=consumer_id,json=consumerId" json:"consumer_id,omitempty"`
-	AckType         *CommandAck_AckType         `protobuf:"varint,2,req,name=ack_type,json=ackType,enum=meridian.wire.v1.CommandAck_AckType" json:"ack_type,omitempty"`
-	MessageId       []*MessageIdData            `protobuf:"bytes,3,rep,name=message_id,json=messageId" json:"message_id,omitempty"`
-	ValidationError *CommandAck_ValidationError `protobuf:"varint,4,opt,name=validation_error,json=validationError,enum=meridian.wire.v1.CommandAck_ValidationError" json:"validation_error,omitempty"`
-	Properties      []*KeyLongValue             `protobuf:"bytes,5,rep,name=properties" json:"properties,omitempty"`
-	TxnidLeastBits  *uint64                     `protobuf:"varint,6,opt,name=txnid_least_bits,json=txnidLeastBits,def=0" json:"txnid_least_bits,omitempty"`
-	TxnidMostBits   *uint64                     `protobuf:"varint,7,opt,name=txnid_most_bits,json=txnidMostBits,def=0" json:"txnid_most_bits,omitempty"`
-	RequestId       *uint64                     `protobuf:"varint,8,opt,name=request_id,json=requestId" json:"request_id,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	state                      protoimpl.MessageState     `protogen:"opaque.v1"`
+	xxx_hidden_ConsumerId      uint64                     `protobuf:"varint,1,req,name=consumer_id,json=consumerId"`
+	xxx_hidden_AckType         CommandAck_AckType         `protobuf:"varint,2,req,name=ack_type,json=ackType,enum=meridian.wire.v1.CommandAck_AckType"`
+	xxx_hidden_MessageId       *[]*MessageIdData          `protobuf:"bytes,3,rep,name=message_id,json=messageId"`
+	xxx_hidden_ValidationError CommandAck_ValidationError `protobuf:"varint,4,opt,name=validation_error,json=validationError,enum=meridian.wire.v1.CommandAck_ValidationError"`
+	xxx_hidden_Properties      *[]*KeyLongValue           `protobuf:"bytes,5,rep,name=properties"`
+	xxx_hidden_TxnidLeastBits  uint64                     `protobuf:"varint,6,opt,name=txnid_least_bits,json=txnidLeastBits,def=0"`
+	xxx_hidden_TxnidMostBits   uint64                     `protobuf:"varint,7,opt,name=txnid_most_bits,json=txnidMostBits,def=0"`
+	xxx_hidden_RequestId       uint64                     `protobuf:"varint,8,opt,name=request_id,json=requestId"`
+	XXX_raceDetectHookData     protoimpl.RaceDetectHookData
+	XXX_presence               [1]uint32
+	unknownFields              protoimpl.UnknownFields
+	sizeCache                  protoimpl.SizeCache
 }
 
 // Default values for CommandAck fields.
@@ -4106,77 +7973,240 @@ func (x *CommandAck) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CommandAck.ProtoReflect.Descriptor instead.
-func (*CommandAck) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{26}
-}
-
 func (x *CommandAck) GetConsumerId() uint64 {
-	if x != nil && x.ConsumerId != nil {
-		return *x.ConsumerId
+	if x != nil {
+		return x.xxx_hidden_ConsumerId
 	}
 	return 0
 }
 
 func (x *CommandAck) GetAckType() CommandAck_AckType {
-	if x != nil && x.AckType != nil {
-		return *x.AckType
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 1) {
+			return x.xxx_hidden_AckType
+		}
 	}
 	return CommandAck_Individual
 }
 
 func (x *CommandAck) GetMessageId() []*MessageIdData {
 	if x != nil {
-		return x.MessageId
+		if x.xxx_hidden_MessageId != nil {
+			return *x.xxx_hidden_MessageId
+		}
 	}
 	return nil
 }
 
 func (x *CommandAck) GetValidationError() CommandAck_ValidationError {
-	if x != nil && x.ValidationError != nil {
-		return *x.ValidationError
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 3) {
+			return x.xxx_hidden_ValidationError
+		}
 	}
 	return CommandAck_UncompressedSizeCorruption
 }
 
 func (x *CommandAck) GetProperties() []*KeyLongValue {
 	if x != nil {
-		return x.Properties
+		if x.xxx_hidden_Properties != nil {
+			return *x.xxx_hidden_Properties
+		}
 	}
 	return nil
 }
 
 func (x *CommandAck) GetTxnidLeastBits() uint64 {
-	if x != nil && x.TxnidLeastBits != nil {
-		return *x.TxnidLeastBits
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 5) {
+			return x.xxx_hidden_TxnidLeastBits
+		}
 	}
 	return Default_CommandAck_TxnidLeastBits
 }
 
 func (x *CommandAck) GetTxnidMostBits() uint64 {
-	if x != nil && x.TxnidMostBits != nil {
-		return *x.TxnidMostBits
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 6) {
+			return x.xxx_hidden_TxnidMostBits
+		}
 	}
 	return Default_CommandAck_TxnidMostBits
 }
 
 func (x *CommandAck) GetRequestId() uint64 {
-	if x != nil && x.RequestId != nil {
-		return *x.RequestId
+	if x != nil {
+		return x.xxx_hidden_RequestId
 	}
 	return 0
 }
 
+func (x *CommandAck) SetConsumerId(v uint64) {
+	x.xxx_hidden_ConsumerId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 8)
+}
+
+func (x *CommandAck) SetAckType(v CommandAck_AckType) {
+	x.xxx_hidden_AckType = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 1, 8)
+}
+
+func (x *CommandAck) SetMessageId(v []*MessageIdData) {
+	x.xxx_hidden_MessageId = &v
+}
+
+func (x *CommandAck) SetValidationError(v CommandAck_ValidationError) {
+	x.xxx_hidden_ValidationError = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 3, 8)
+}
+
+func (x *CommandAck) SetProperties(v []*KeyLongValue) {
+	x.xxx_hidden_Properties = &v
+}
+
+func (x *CommandAck) SetTxnidLeastBits(v uint64) {
+	x.xxx_hidden_TxnidLeastBits = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 5, 8)
+}
+
+func (x *CommandAck) SetTxnidMostBits(v uint64) {
+	x.xxx_hidden_TxnidMostBits = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 6, 8)
+}
+
+func (x *CommandAck) SetRequestId(v uint64) {
+	x.xxx_hidden_RequestId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 7, 8)
+}
+
+func (x *CommandAck) HasConsumerId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *CommandAck) HasAckType() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 1)
+}
+
+func (x *CommandAck) HasValidationError() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 3)
+}
+
+func (x *CommandAck) HasTxnidLeastBits() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 5)
+}
+
+func (x *CommandAck) HasTxnidMostBits() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 6)
+}
+
+func (x *CommandAck) HasRequestId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 7)
+}
+
+func (x *CommandAck) ClearConsumerId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_ConsumerId = 0
+}
+
+func (x *CommandAck) ClearAckType() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 1)
+	x.xxx_hidden_AckType = CommandAck_Individual
+}
+
+func (x *CommandAck) ClearValidationError() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 3)
+	x.xxx_hidden_ValidationError = CommandAck_UncompressedSizeCorruption
+}
+
+func (x *CommandAck) ClearTxnidLeastBits() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 5)
+}
+
+func (x *CommandAck) ClearTxnidMostBits() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 6)
+}
+
+func (x *CommandAck) ClearRequestId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 7)
+	x.xxx_hidden_RequestId = 0
+}
+
+type CommandAck_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	ConsumerId      *uint64
+	AckType         *CommandAck_AckType
+	MessageId       []*MessageIdData
+	ValidationError *CommandAck_ValidationError
+	Properties      []*KeyLongValue
+	TxnidLeastBits  *uint64
+	TxnidMostBits   *uint64
+	RequestId       *uint64
+}
+
+func (b0 CommandAck_builder) Build() *CommandAck {
+	m0 := &CommandAck{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.ConsumerId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 8)
+		x.xxx_hidden_ConsumerId = *b.ConsumerId
+	}
+	if b.AckType != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 1, 8)
+		x.xxx_hidden_AckType = *b.AckType
+	}
+	x.xxx_hidden_MessageId = &b.MessageId
+	if b.ValidationError != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 3, 8)
+		x.xxx_hidden_ValidationError = *b.ValidationError
+	}
+	x.xxx_hidden_Properties = &b.Properties
+	if b.TxnidLeastBits != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 5, 8)
+		x.xxx_hidden_TxnidLeastBits = *b.TxnidLeastBits
+	}
+	if b.TxnidMostBits != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 6, 8)
+		x.xxx_hidden_TxnidMostBits = *b.TxnidMostBits
+	}
+	if b.RequestId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 7, 8)
+		x.xxx_hidden_RequestId = *b.RequestId
+	}
+	return m0
+}
+
 type CommandAckResponse struct {
-	state          protoimpl.MessageState `protogen:"open.v1"`
-	ConsumerId     *uint64                `protobuf:"varint,1,req,name=consumer_id,json=consumerId" json:"consumer_id,omitempty"`
-	TxnidLeastBits *uint64                `protobuf:"varint,2,opt,name=txnid_least_bits,json=txnidLeastBits,def=0" json:"txnid_least_bits,omitempty"`
-	TxnidMostBits  *uint64                `protobuf:"varint,3,opt,name=txnid_most_bits,json=txnidMostBits,def=0" json:"txnid_most_bits,omitempty"`
-	Error          *ServerError           `protobuf:"varint,4,opt,name=error,enum=meridian.wire.v1.ServerError" json:"error,omitempty"`
-	Message        *string                `protobuf:"bytes,5,opt,name=message" json:"message,omitempty"`
-	RequestId      *uint64                `protobuf:"varint,6,opt,name=request_id,json=requestId" json:"request_id,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	state                     protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_ConsumerId     uint64                 `protobuf:"varint,1,req,name=consumer_id,json=consumerId"`
+	xxx_hidden_TxnidLeastBits uint64                 `protobuf:"varint,2,opt,name=txnid_least_bits,json=txnidLeastBits,def=0"`
+	xxx_hidden_TxnidMostBits  uint64                 `protobuf:"varint,3,opt,name=txnid_most_bits,json=txnidMostBits,def=0"`
+	xxx_hidden_Error          ServerError            `protobuf:"varint,4,opt,name=error,enum=meridian.wire.v1.ServerError"`
+	xxx_hidden_Message        *string                `protobuf:"bytes,5,opt,name=message"`
+	xxx_hidden_RequestId      uint64                 `protobuf:"varint,6,opt,name=request_id,json=requestId"`
+	XXX_raceDetectHookData    protoimpl.RaceDetectHookData
+	XXX_presence              [1]uint32
+	unknownFields             protoimpl.UnknownFields
+	sizeCache                 protoimpl.SizeCache
 }
 
 // Default values for CommandAckResponse fields.
@@ -4210,59 +8240,207 @@ func (x *CommandAckResponse) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CommandAckResponse.ProtoReflect.Descriptor instead.
-func (*CommandAckResponse) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{27}
-}
-
 func (x *CommandAckResponse) GetConsumerId() uint64 {
-	if x != nil && x.ConsumerId != nil {
-		return *x.ConsumerId
+	if x != nil {
+		return x.xxx_hidden_ConsumerId
 	}
 	return 0
 }
 
 func (x *CommandAckResponse) GetTxnidLeastBits() uint64 {
-	if x != nil && x.TxnidLeastBits != nil {
-		return *x.TxnidLeastBits
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 1) {
+			return x.xxx_hidden_TxnidLeastBits
+		}
 	}
 	return Default_CommandAckResponse_TxnidLeastBits
 }
 
 func (x *CommandAckResponse) GetTxnidMostBits() uint64 {
-	if x != nil && x.TxnidMostBits != nil {
-		return *x.TxnidMostBits
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 2) {
+			return x.xxx_hidden_TxnidMostBits
+		}
 	}
 	return Default_CommandAckResponse_TxnidMostBits
 }
 
 func (x *CommandAckResponse) GetError() ServerError {
-	if x != nil && x.Error != nil {
-		return *x.Error
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 3) {
+			return x.xxx_hidden_Error
+		}
 	}
 	return ServerError_UnknownError
 }
 
 func (x *CommandAckResponse) GetMessage() string {
-	if x != nil && x.Message != nil {
-		return *x.Message
+	if x != nil {
+		if x.xxx_hidden_Message != nil {
+			return *x.xxx_hidden_Message
+		}
+		return ""
 	}
 	return ""
 }
 
 func (x *CommandAckResponse) GetRequestId() uint64 {
-	if x != nil && x.RequestId != nil {
-		return *x.RequestId
+	if x != nil {
+		return x.xxx_hidden_RequestId
 	}
 	return 0
 }
 
+func (x *CommandAckResponse) SetConsumerId(v uint64) {
+	x.xxx_hidden_ConsumerId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 6)
+}
+
+func (x *CommandAckResponse) SetTxnidLeastBits(v uint64) {
+	x.xxx_hidden_TxnidLeastBits = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 1, 6)
+}
+
+func (x *CommandAckResponse) SetTxnidMostBits(v uint64) {
+	x.xxx_hidden_TxnidMostBits = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 2, 6)
+}
+
+func (x *CommandAckResponse) SetError(v ServerError) {
+	x.xxx_hidden_Error = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 3, 6)
+}
+
+func (x *CommandAckResponse) SetMessage(v string) {
+	x.xxx_hidden_Message = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 4, 6)
+}
+
+func (x *CommandAckResponse) SetRequestId(v uint64) {
+	x.xxx_hidden_RequestId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 5, 6)
+}
+
+func (x *CommandAckResponse) HasConsumerId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *CommandAckResponse) HasTxnidLeastBits() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 1)
+}
+
+func (x *CommandAckResponse) HasTxnidMostBits() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 2)
+}
+
+func (x *CommandAckResponse) HasError() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 3)
+}
+
+func (x *CommandAckResponse) HasMessage() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 4)
+}
+
+func (x *CommandAckResponse) HasRequestId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 5)
+}
+
+func (x *CommandAckResponse) ClearConsumerId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_ConsumerId = 0
+}
+
+func (x *CommandAckResponse) ClearTxnidLeastBits() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 1)
+}
+
+func (x *CommandAckResponse) ClearTxnidMostBits() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 2)
+}
+
+func (x *CommandAckResponse) ClearError() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 3)
+	x.xxx_hidden_Error = ServerError_UnknownError
+}
+
+func (x *CommandAckResponse) ClearMessage() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 4)
+	x.xxx_hidden_Message = nil
+}
+
+func (x *CommandAckResponse) ClearRequestId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 5)
+	x.xxx_hidden_RequestId = 0
+}
+
+type CommandAckResponse_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	ConsumerId     *uint64
+	TxnidLeastBits *uint64
+	TxnidMostBits  *uint64
+	Error          *ServerError
+	Message        *string
+	RequestId      *uint64
+}
+
+func (b0 CommandAckResponse_builder) Build() *CommandAckResponse {
+	m0 := &CommandAckResponse{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.ConsumerId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 6)
+		x.xxx_hidden_ConsumerId = *b.ConsumerId
+	}
+	if b.TxnidLeastBits != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 1, 6)
+		x.xxx_hidden_TxnidLeastBits = *b.TxnidLeastBits
+	}
+	if b.TxnidMostBits != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 2, 6)
+		x.xxx_hidden_TxnidMostBits = *b.TxnidMostBits
+	}
+	if b.Error != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 3, 6)
+		x.xxx_hidden_Error = *b.Error
+	}
+	if b.Message != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 4, 6)
+		x.xxx_hidden_Message = b.Message
+	}
+	if b.RequestId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 5, 6)
+		x.xxx_hidden_RequestId = *b.RequestId
+	}
+	return m0
+}
+
 type CommandActiveConsumerChange struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ConsumerId    *uint64                `protobuf:"varint,1,req,name=consumer_id,json=consumerId" json:"consumer_id,omitempty"`
-	IsActive      *bool                  `protobuf:"varint,2,opt,name=is_active,json=isActive,def=0" json:"is_active,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state                  protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_ConsumerId  uint64                 `protobuf:"varint,1,req,name=consumer_id,json=consumerId"`
+	xxx_hidden_IsActive    bool                   `protobuf:"varint,2,opt,name=is_active,json=isActive,def=0"`
+	XXX_raceDetectHookData protoimpl.RaceDetectHookData
+	XXX_presence           [1]uint32
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 // Default values for CommandActiveConsumerChange fields.
@@ -4295,32 +8473,85 @@ func (x *CommandActiveConsumerChange) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CommandActiveConsumerChange.ProtoReflect.Descriptor instead.
-func (*CommandActiveConsumerChange) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{28}
-}
-
 func (x *CommandActiveConsumerChange) GetConsumerId() uint64 {
-	if x != nil && x.ConsumerId != nil {
-		return *x.ConsumerId
+	if x != nil {
+		return x.xxx_hidden_ConsumerId
 	}
 	return 0
 }
 
 func (x *CommandActiveConsumerChange) GetIsActive() bool {
-	if x != nil && x.IsActive != nil {
-		return *x.IsActive
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 1) {
+			return x.xxx_hidden_IsActive
+		}
 	}
 	return Default_CommandActiveConsumerChange_IsActive
 }
 
+func (x *CommandActiveConsumerChange) SetConsumerId(v uint64) {
+	x.xxx_hidden_ConsumerId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 2)
+}
+
+func (x *CommandActiveConsumerChange) SetIsActive(v bool) {
+	x.xxx_hidden_IsActive = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 1, 2)
+}
+
+func (x *CommandActiveConsumerChange) HasConsumerId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *CommandActiveConsumerChange) HasIsActive() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 1)
+}
+
+func (x *CommandActiveConsumerChange) ClearConsumerId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_ConsumerId = 0
+}
+
+func (x *CommandActiveConsumerChange) ClearIsActive() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 1)
+}
+
+type CommandActiveConsumerChange_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	ConsumerId *uint64
+	IsActive   *bool
+}
+
+func (b0 CommandActiveConsumerChange_builder) Build() *CommandActiveConsumerChange {
+	m0 := &CommandActiveConsumerChange{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.ConsumerId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 2)
+		x.xxx_hidden_ConsumerId = *b.ConsumerId
+	}
+	if b.IsActive != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 1, 2)
+		x.xxx_hidden_IsActive = *b.IsActive
+	}
+	return m0
+}
+
 type CommandFlow struct {
-	state      protoimpl.MessageState `protogen:"open.v1"`
-	ConsumerId *uint64                `protobuf:"varint,1,req,name=consumer_id,json=consumerId" json:"consumer_id,omitempty"`
-	// Additional messages the consumer can take.
-	MessagePermits *uint32 `protobuf:"varint,2,req,name=messagePermits" json:"messagePermits,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	state                     protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_ConsumerId     uint64                 `protobuf:"varint,1,req,name=consumer_id,json=consumerId"`
+	xxx_hidden_MessagePermits uint32                 `protobuf:"varint,2,req,name=messagePermits"`
+	XXX_raceDetectHookData    protoimpl.RaceDetectHookData
+	XXX_presence              [1]uint32
+	unknownFields             protoimpl.UnknownFields
+	sizeCache                 protoimpl.SizeCache
 }
 
 func (x *CommandFlow) Reset() {
@@ -4348,32 +8579,86 @@ func (x *CommandFlow) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CommandFlow.ProtoReflect.Descriptor instead.
-func (*CommandFlow) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{29}
-}
-
 func (x *CommandFlow) GetConsumerId() uint64 {
-	if x != nil && x.ConsumerId != nil {
-		return *x.ConsumerId
+	if x != nil {
+		return x.xxx_hidden_ConsumerId
 	}
 	return 0
 }
 
 func (x *CommandFlow) GetMessagePermits() uint32 {
-	if x != nil && x.MessagePermits != nil {
-		return *x.MessagePermits
+	if x != nil {
+		return x.xxx_hidden_MessagePermits
 	}
 	return 0
 }
 
+func (x *CommandFlow) SetConsumerId(v uint64) {
+	x.xxx_hidden_ConsumerId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 2)
+}
+
+func (x *CommandFlow) SetMessagePermits(v uint32) {
+	x.xxx_hidden_MessagePermits = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 1, 2)
+}
+
+func (x *CommandFlow) HasConsumerId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *CommandFlow) HasMessagePermits() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 1)
+}
+
+func (x *CommandFlow) ClearConsumerId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_ConsumerId = 0
+}
+
+func (x *CommandFlow) ClearMessagePermits() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 1)
+	x.xxx_hidden_MessagePermits = 0
+}
+
+type CommandFlow_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	ConsumerId *uint64
+	// Additional messages the consumer can take.
+	MessagePermits *uint32
+}
+
+func (b0 CommandFlow_builder) Build() *CommandFlow {
+	m0 := &CommandFlow{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.ConsumerId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 2)
+		x.xxx_hidden_ConsumerId = *b.ConsumerId
+	}
+	if b.MessagePermits != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 1, 2)
+		x.xxx_hidden_MessagePermits = *b.MessagePermits
+	}
+	return m0
+}
+
 type CommandUnsubscribe struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ConsumerId    *uint64                `protobuf:"varint,1,req,name=consumer_id,json=consumerId" json:"consumer_id,omitempty"`
-	RequestId     *uint64                `protobuf:"varint,2,req,name=request_id,json=requestId" json:"request_id,omitempty"`
-	Force         *bool                  `protobuf:"varint,3,opt,name=force,def=0" json:"force,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state                  protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_ConsumerId  uint64                 `protobuf:"varint,1,req,name=consumer_id,json=consumerId"`
+	xxx_hidden_RequestId   uint64                 `protobuf:"varint,2,req,name=request_id,json=requestId"`
+	xxx_hidden_Force       bool                   `protobuf:"varint,3,opt,name=force,def=0"`
+	XXX_raceDetectHookData protoimpl.RaceDetectHookData
+	XXX_presence           [1]uint32
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 // Default values for CommandUnsubscribe fields.
@@ -4406,40 +8691,116 @@ func (x *CommandUnsubscribe) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CommandUnsubscribe.ProtoReflect.Descriptor instead.
-func (*CommandUnsubscribe) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{30}
-}
-
 func (x *CommandUnsubscribe) GetConsumerId() uint64 {
-	if x != nil && x.ConsumerId != nil {
-		return *x.ConsumerId
+	if x != nil {
+		return x.xxx_hidden_ConsumerId
 	}
 	return 0
 }
 
 func (x *CommandUnsubscribe) GetRequestId() uint64 {
-	if x != nil && x.RequestId != nil {
-		return *x.RequestId
+	if x != nil {
+		return x.xxx_hidden_RequestId
 	}
 	return 0
 }
 
 func (x *CommandUnsubscribe) GetForce() bool {
-	if x != nil && x.Force != nil {
-		return *x.Force
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 2) {
+			return x.xxx_hidden_Force
+		}
 	}
 	return Default_CommandUnsubscribe_Force
 }
 
+func (x *CommandUnsubscribe) SetConsumerId(v uint64) {
+	x.xxx_hidden_ConsumerId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 3)
+}
+
+func (x *CommandUnsubscribe) SetRequestId(v uint64) {
+	x.xxx_hidden_RequestId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 1, 3)
+}
+
+func (x *CommandUnsubscribe) SetForce(v bool) {
+	x.xxx_hidden_Force = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 2, 3)
+}
+
+func (x *CommandUnsubscribe) HasConsumerId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *CommandUnsubscribe) HasRequestId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 1)
+}
+
+func (x *CommandUnsubscribe) HasForce() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 2)
+}
+
+func (x *CommandUnsubscribe) ClearConsumerId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_ConsumerId = 0
+}
+
+func (x *CommandUnsubscribe) ClearRequestId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 1)
+	x.xxx_hidden_RequestId = 0
+}
+
+func (x *CommandUnsubscribe) ClearForce() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 2)
+}
+
+type CommandUnsubscribe_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	ConsumerId *uint64
+	RequestId  *uint64
+	Force      *bool
+}
+
+func (b0 CommandUnsubscribe_builder) Build() *CommandUnsubscribe {
+	m0 := &CommandUnsubscribe{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.ConsumerId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 3)
+		x.xxx_hidden_ConsumerId = *b.ConsumerId
+	}
+	if b.RequestId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 1, 3)
+		x.xxx_hidden_RequestId = *b.RequestId
+	}
+	if b.Force != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 2, 3)
+		x.xxx_hidden_Force = *b.Force
+	}
+	return m0
+}
+
 type CommandSeek struct {
-	state              protoimpl.MessageState `protogen:"open.v1"`
-	ConsumerId         *uint64                `protobuf:"varint,1,req,name=consumer_id,json=consumerId" json:"consumer_id,omitempty"`
-	RequestId          *uint64                `protobuf:"varint,2,req,name=request_id,json=requestId" json:"request_id,omitempty"`
-	MessageId          *MessageIdData         `protobuf:"bytes,3,opt,name=message_id,json=messageId" json:"message_id,omitempty"`
-	MessagePublishTime *uint64                `protobuf:"varint,4,opt,name=message_publish_time,json=messagePublishTime" json:"message_publish_time,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	state                         protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_ConsumerId         uint64                 `protobuf:"varint,1,req,name=consumer_id,json=consumerId"`
+	xxx_hidden_RequestId          uint64                 `protobuf:"varint,2,req,name=request_id,json=requestId"`
+	xxx_hidden_MessageId          *MessageIdData         `protobuf:"bytes,3,opt,name=message_id,json=messageId"`
+	xxx_hidden_MessagePublishTime uint64                 `protobuf:"varint,4,opt,name=message_publish_time,json=messagePublishTime"`
+	XXX_raceDetectHookData        protoimpl.RaceDetectHookData
+	XXX_presence                  [1]uint32
+	unknownFields                 protoimpl.UnknownFields
+	sizeCache                     protoimpl.SizeCache
 }
 
 func (x *CommandSeek) Reset() {
@@ -4467,45 +8828,137 @@ func (x *CommandSeek) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CommandSeek.ProtoReflect.Descriptor instead.
-func (*CommandSeek) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{31}
-}
-
 func (x *CommandSeek) GetConsumerId() uint64 {
-	if x != nil && x.ConsumerId != nil {
-		return *x.ConsumerId
+	if x != nil {
+		return x.xxx_hidden_ConsumerId
 	}
 	return 0
 }
 
 func (x *CommandSeek) GetRequestId() uint64 {
-	if x != nil && x.RequestId != nil {
-		return *x.RequestId
+	if x != nil {
+		return x.xxx_hidden_RequestId
 	}
 	return 0
 }
 
 func (x *CommandSeek) GetMessageId() *MessageIdData {
 	if x != nil {
-		return x.MessageId
+		return x.xxx_hidden_MessageId
 	}
 	return nil
 }
 
 func (x *CommandSeek) GetMessagePublishTime() uint64 {
-	if x != nil && x.MessagePublishTime != nil {
-		return *x.MessagePublishTime
+	if x != nil {
+		return x.xxx_hidden_MessagePublishTime
 	}
 	return 0
 }
 
+func (x *CommandSeek) SetConsumerId(v uint64) {
+	x.xxx_hidden_ConsumerId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 4)
+}
+
+func (x *CommandSeek) SetRequestId(v uint64) {
+	x.xxx_hidden_RequestId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 1, 4)
+}
+
+func (x *CommandSeek) SetMessageId(v *MessageIdData) {
+	x.xxx_hidden_MessageId = v
+}
+
+func (x *CommandSeek) SetMessagePublishTime(v uint64) {
+	x.xxx_hidden_MessagePublishTime = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 3, 4)
+}
+
+func (x *CommandSeek) HasConsumerId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *CommandSeek) HasRequestId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 1)
+}
+
+func (x *CommandSeek) HasMessageId() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_MessageId != nil
+}
+
+func (x *CommandSeek) HasMessagePublishTime() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 3)
+}
+
+func (x *CommandSeek) ClearConsumerId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_ConsumerId = 0
+}
+
+func (x *CommandSeek) ClearRequestId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 1)
+	x.xxx_hidden_RequestId = 0
+}
+
+func (x *CommandSeek) ClearMessageId() {
+	x.xxx_hidden_MessageId = nil
+}
+
+func (x *CommandSeek) ClearMessagePublishTime() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 3)
+	x.xxx_hidden_MessagePublishTime = 0
+}
+
+type CommandSeek_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	ConsumerId         *uint64
+	RequestId          *uint64
+	MessageId          *MessageIdData
+	MessagePublishTime *uint64
+}
+
+func (b0 CommandSeek_builder) Build() *CommandSeek {
+	m0 := &CommandSeek{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.ConsumerId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 4)
+		x.xxx_hidden_ConsumerId = *b.ConsumerId
+	}
+	if b.RequestId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 1, 4)
+		x.xxx_hidden_RequestId = *b.RequestId
+	}
+	x.xxx_hidden_MessageId = b.MessageId
+	if b.MessagePublishTime != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 3, 4)
+		x.xxx_hidden_MessagePublishTime = *b.MessagePublishTime
+	}
+	return m0
+}
+
 // Broker to client: a terminated topic has nothing left to deliver.
 type CommandReachedEndOfTopic struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ConsumerId    *uint64                `protobuf:"varint,1,req,name=consumer_id,json=consumerId" json:"consumer_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state                  protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_ConsumerId  uint64                 `protobuf:"varint,1,req,name=consumer_id,json=consumerId"`
+	XXX_raceDetectHookData protoimpl.RaceDetectHookData
+	XXX_presence           [1]uint32
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *CommandReachedEndOfTopic) Reset() {
@@ -4533,27 +8986,58 @@ func (x *CommandReachedEndOfTopic) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CommandReachedEndOfTopic.ProtoReflect.Descriptor instead.
-func (*CommandReachedEndOfTopic) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{32}
-}
-
 func (x *CommandReachedEndOfTopic) GetConsumerId() uint64 {
-	if x != nil && x.ConsumerId != nil {
-		return *x.ConsumerId
+	if x != nil {
+		return x.xxx_hidden_ConsumerId
 	}
 	return 0
 }
 
+func (x *CommandReachedEndOfTopic) SetConsumerId(v uint64) {
+	x.xxx_hidden_ConsumerId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 1)
+}
+
+func (x *CommandReachedEndOfTopic) HasConsumerId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *CommandReachedEndOfTopic) ClearConsumerId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_ConsumerId = 0
+}
+
+type CommandReachedEndOfTopic_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	ConsumerId *uint64
+}
+
+func (b0 CommandReachedEndOfTopic_builder) Build() *CommandReachedEndOfTopic {
+	m0 := &CommandReachedEndOfTopic{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.ConsumerId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 1)
+		x.xxx_hidden_ConsumerId = *b.ConsumerId
+	}
+	return m0
+}
+
 // Broker to client: the topic moved to another cluster.
 type CommandTopicMigrated struct {
-	state               protoimpl.MessageState             `protogen:"open.v1"`
-	ResourceId          *uint64                            `protobuf:"varint,1,req,name=resource_id,json=resourceId" json:"resource_id,omitempty"`
-	ResourceType        *CommandTopicMigrated_ResourceType `protobuf:"varint,2,req,name=resource_type,json=resourceType,enum=meridian.wire.v1.CommandTopicMigrated_ResourceType" json:"resource_type,omitempty"`
-	BrokerServiceUrl    *string                            `protobuf:"bytes,3,opt,name=brokerServiceUrl" json:"brokerServiceUrl,omitempty"`
-	BrokerServiceUrlTls *string                            `protobuf:"bytes,4,opt,name=brokerServiceUrlTls" json:"brokerServiceUrlTls,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	state                          protoimpl.MessageState            `protogen:"opaque.v1"`
+	xxx_hidden_ResourceId          uint64                            `protobuf:"varint,1,req,name=resource_id,json=resourceId"`
+	xxx_hidden_ResourceType        CommandTopicMigrated_ResourceType `protobuf:"varint,2,req,name=resource_type,json=resourceType,enum=meridian.wire.v1.CommandTopicMigrated_ResourceType"`
+	xxx_hidden_BrokerServiceUrl    *string                           `protobuf:"bytes,3,opt,name=brokerServiceUrl"`
+	xxx_hidden_BrokerServiceUrlTls *string                           `protobuf:"bytes,4,opt,name=brokerServiceUrlTls"`
+	XXX_raceDetectHookData         protoimpl.RaceDetectHookData
+	XXX_presence                   [1]uint32
+	unknownFields                  protoimpl.UnknownFields
+	sizeCache                      protoimpl.SizeCache
 }
 
 func (x *CommandTopicMigrated) Reset() {
@@ -4581,48 +9065,152 @@ func (x *CommandTopicMigrated) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CommandTopicMigrated.ProtoReflect.Descriptor instead.
-func (*CommandTopicMigrated) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{33}
-}
-
 func (x *CommandTopicMigrated) GetResourceId() uint64 {
-	if x != nil && x.ResourceId != nil {
-		return *x.ResourceId
+	if x != nil {
+		return x.xxx_hidden_ResourceId
 	}
 	return 0
 }
 
 func (x *CommandTopicMigrated) GetResourceType() CommandTopicMigrated_ResourceType {
-	if x != nil && x.ResourceType != nil {
-		return *x.ResourceType
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 1) {
+			return x.xxx_hidden_ResourceType
+		}
 	}
 	return CommandTopicMigrated_Producer
 }
 
 func (x *CommandTopicMigrated) GetBrokerServiceUrl() string {
-	if x != nil && x.BrokerServiceUrl != nil {
-		return *x.BrokerServiceUrl
+	if x != nil {
+		if x.xxx_hidden_BrokerServiceUrl != nil {
+			return *x.xxx_hidden_BrokerServiceUrl
+		}
+		return ""
 	}
 	return ""
 }
 
 func (x *CommandTopicMigrated) GetBrokerServiceUrlTls() string {
-	if x != nil && x.BrokerServiceUrlTls != nil {
-		return *x.BrokerServiceUrlTls
+	if x != nil {
+		if x.xxx_hidden_BrokerServiceUrlTls != nil {
+			return *x.xxx_hidden_BrokerServiceUrlTls
+		}
+		return ""
 	}
 	return ""
 }
 
+func (x *CommandTopicMigrated) SetResourceId(v uint64) {
+	x.xxx_hidden_ResourceId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 4)
+}
+
+func (x *CommandTopicMigrated) SetResourceType(v CommandTopicMigrated_ResourceType) {
+	x.xxx_hidden_ResourceType = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 1, 4)
+}
+
+func (x *CommandTopicMigrated) SetBrokerServiceUrl(v string) {
+	x.xxx_hidden_BrokerServiceUrl = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 2, 4)
+}
+
+func (x *CommandTopicMigrated) SetBrokerServiceUrlTls(v string) {
+	x.xxx_hidden_BrokerServiceUrlTls = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 3, 4)
+}
+
+func (x *CommandTopicMigrated) HasResourceId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *CommandTopicMigrated) HasResourceType() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 1)
+}
+
+func (x *CommandTopicMigrated) HasBrokerServiceUrl() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 2)
+}
+
+func (x *CommandTopicMigrated) HasBrokerServiceUrlTls() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 3)
+}
+
+func (x *CommandTopicMigrated) ClearResourceId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_ResourceId = 0
+}
+
+func (x *CommandTopicMigrated) ClearResourceType() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 1)
+	x.xxx_hidden_ResourceType = CommandTopicMigrated_Producer
+}
+
+func (x *CommandTopicMigrated) ClearBrokerServiceUrl() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 2)
+	x.xxx_hidden_BrokerServiceUrl = nil
+}
+
+func (x *CommandTopicMigrated) ClearBrokerServiceUrlTls() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 3)
+	x.xxx_hidden_BrokerServiceUrlTls = nil
+}
+
+type CommandTopicMigrated_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	ResourceId          *uint64
+	ResourceType        *CommandTopicMigrated_ResourceType
+	BrokerServiceUrl    *string
+	BrokerServiceUrlTls *string
+}
+
+func (b0 CommandTopicMigrated_builder) Build() *CommandTopicMigrated {
+	m0 := &CommandTopicMigrated{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.ResourceId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 4)
+		x.xxx_hidden_ResourceId = *b.ResourceId
+	}
+	if b.ResourceType != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 1, 4)
+		x.xxx_hidden_ResourceType = *b.ResourceType
+	}
+	if b.BrokerServiceUrl != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 2, 4)
+		x.xxx_hidden_BrokerServiceUrl = b.BrokerServiceUrl
+	}
+	if b.BrokerServiceUrlTls != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 3, 4)
+		x.xxx_hidden_BrokerServiceUrlTls = b.BrokerServiceUrlTls
+	}
+	return m0
+}
+
 type CommandCloseProducer struct {
-	state      protoimpl.MessageState `protogen:"open.v1"`
-	ProducerId *uint64                `protobuf:"varint,1,req,name=producer_id,json=producerId" json:"producer_id,omitempty"`
-	RequestId  *uint64                `protobuf:"varint,2,req,name=request_id,json=requestId" json:"request_id,omitempty"`
-	// Set when the broker closes the producer because ownership moved.
-	AssignedBrokerServiceUrl    *string `protobuf:"bytes,3,opt,name=assignedBrokerServiceUrl" json:"assignedBrokerServiceUrl,omitempty"`
-	AssignedBrokerServiceUrlTls *string `protobuf:"bytes,4,opt,name=assignedBrokerServiceUrlTls" json:"assignedBrokerServiceUrlTls,omitempty"`
-	unknownFields               protoimpl.UnknownFields
-	sizeCache                   protoimpl.SizeCache
+	state                                  protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_ProducerId                  uint64                 `protobuf:"varint,1,req,name=producer_id,json=producerId"`
+	xxx_hidden_RequestId                   uint64                 `protobuf:"varint,2,req,name=request_id,json=requestId"`
+	xxx_hidden_AssignedBrokerServiceUrl    *string                `protobuf:"bytes,3,opt,name=assignedBrokerServiceUrl"`
+	xxx_hidden_AssignedBrokerServiceUrlTls *string                `protobuf:"bytes,4,opt,name=assignedBrokerServiceUrlTls"`
+	XXX_raceDetectHookData                 protoimpl.RaceDetectHookData
+	XXX_presence                           [1]uint32
+	unknownFields                          protoimpl.UnknownFields
+	sizeCache                              protoimpl.SizeCache
 }
 
 func (x *CommandCloseProducer) Reset() {
@@ -4650,47 +9238,151 @@ func (x *CommandCloseProducer) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CommandCloseProducer.ProtoReflect.Descriptor instead.
-func (*CommandCloseProducer) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{34}
-}
-
 func (x *CommandCloseProducer) GetProducerId() uint64 {
-	if x != nil && x.ProducerId != nil {
-		return *x.ProducerId
+	if x != nil {
+		return x.xxx_hidden_ProducerId
 	}
 	return 0
 }
 
 func (x *CommandCloseProducer) GetRequestId() uint64 {
-	if x != nil && x.RequestId != nil {
-		return *x.RequestId
+	if x != nil {
+		return x.xxx_hidden_RequestId
 	}
 	return 0
 }
 
 func (x *CommandCloseProducer) GetAssignedBrokerServiceUrl() string {
-	if x != nil && x.AssignedBrokerServiceUrl != nil {
-		return *x.AssignedBrokerServiceUrl
+	if x != nil {
+		if x.xxx_hidden_AssignedBrokerServiceUrl != nil {
+			return *x.xxx_hidden_AssignedBrokerServiceUrl
+		}
+		return ""
 	}
 	return ""
 }
 
 func (x *CommandCloseProducer) GetAssignedBrokerServiceUrlTls() string {
-	if x != nil && x.AssignedBrokerServiceUrlTls != nil {
-		return *x.AssignedBrokerServiceUrlTls
+	if x != nil {
+		if x.xxx_hidden_AssignedBrokerServiceUrlTls != nil {
+			return *x.xxx_hidden_AssignedBrokerServiceUrlTls
+		}
+		return ""
 	}
 	return ""
 }
 
+func (x *CommandCloseProducer) SetProducerId(v uint64) {
+	x.xxx_hidden_ProducerId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 4)
+}
+
+func (x *CommandCloseProducer) SetRequestId(v uint64) {
+	x.xxx_hidden_RequestId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 1, 4)
+}
+
+func (x *CommandCloseProducer) SetAssignedBrokerServiceUrl(v string) {
+	x.xxx_hidden_AssignedBrokerServiceUrl = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 2, 4)
+}
+
+func (x *CommandCloseProducer) SetAssignedBrokerServiceUrlTls(v string) {
+	x.xxx_hidden_AssignedBrokerServiceUrlTls = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 3, 4)
+}
+
+func (x *CommandCloseProducer) HasProducerId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *CommandCloseProducer) HasRequestId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 1)
+}
+
+func (x *CommandCloseProducer) HasAssignedBrokerServiceUrl() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 2)
+}
+
+func (x *CommandCloseProducer) HasAssignedBrokerServiceUrlTls() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 3)
+}
+
+func (x *CommandCloseProducer) ClearProducerId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_ProducerId = 0
+}
+
+func (x *CommandCloseProducer) ClearRequestId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 1)
+	x.xxx_hidden_RequestId = 0
+}
+
+func (x *CommandCloseProducer) ClearAssignedBrokerServiceUrl() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 2)
+	x.xxx_hidden_AssignedBrokerServiceUrl = nil
+}
+
+func (x *CommandCloseProducer) ClearAssignedBrokerServiceUrlTls() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 3)
+	x.xxx_hidden_AssignedBrokerServiceUrlTls = nil
+}
+
+type CommandCloseProducer_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	ProducerId *uint64
+	RequestId  *uint64
+	// Set when the broker closes the producer because ownership moved.
+	AssignedBrokerServiceUrl    *string
+	AssignedBrokerServiceUrlTls *string
+}
+
+func (b0 CommandCloseProducer_builder) Build() *CommandCloseProducer {
+	m0 := &CommandCloseProducer{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.ProducerId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 4)
+		x.xxx_hidden_ProducerId = *b.ProducerId
+	}
+	if b.RequestId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 1, 4)
+		x.xxx_hidden_RequestId = *b.RequestId
+	}
+	if b.AssignedBrokerServiceUrl != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 2, 4)
+		x.xxx_hidden_AssignedBrokerServiceUrl = b.AssignedBrokerServiceUrl
+	}
+	if b.AssignedBrokerServiceUrlTls != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 3, 4)
+		x.xxx_hidden_AssignedBrokerServiceUrlTls = b.AssignedBrokerServiceUrlTls
+	}
+	return m0
+}
+
 type CommandCloseConsumer struct {
-	state                       protoimpl.MessageState `protogen:"open.v1"`
-	ConsumerId                  *uint64                `protobuf:"varint,1,req,name=consumer_id,json=consumerId" json:"consumer_id,omitempty"`
-	RequestId                   *uint64                `protobuf:"varint,2,req,name=request_id,json=requestId" json:"request_id,omitempty"`
-	AssignedBrokerServiceUrl    *string                `protobuf:"bytes,3,opt,name=assignedBrokerServiceUrl" json:"assignedBrokerServiceUrl,omitempty"`
-	AssignedBrokerServiceUrlTls *string                `protobuf:"bytes,4,opt,name=assignedBrokerServiceUrlTls" json:"assignedBrokerServiceUrlTls,omitempty"`
-	unknownFields               protoimpl.UnknownFields
-	sizeCache                   protoimpl.SizeCache
+	state                                  protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_ConsumerId                  uint64                 `protobuf:"varint,1,req,name=consumer_id,json=consumerId"`
+	xxx_hidden_RequestId                   uint64                 `protobuf:"varint,2,req,name=request_id,json=requestId"`
+	xxx_hidden_AssignedBrokerServiceUrl    *string                `protobuf:"bytes,3,opt,name=assignedBrokerServiceUrl"`
+	xxx_hidden_AssignedBrokerServiceUrlTls *string                `protobuf:"bytes,4,opt,name=assignedBrokerServiceUrlTls"`
+	XXX_raceDetectHookData                 protoimpl.RaceDetectHookData
+	XXX_presence                           [1]uint32
+	unknownFields                          protoimpl.UnknownFields
+	sizeCache                              protoimpl.SizeCache
 }
 
 func (x *CommandCloseConsumer) Reset() {
@@ -4718,46 +9410,149 @@ func (x *CommandCloseConsumer) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CommandCloseConsumer.ProtoReflect.Descriptor instead.
-func (*CommandCloseConsumer) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{35}
-}
-
 func (x *CommandCloseConsumer) GetConsumerId() uint64 {
-	if x != nil && x.ConsumerId != nil {
-		return *x.ConsumerId
+	if x != nil {
+		return x.xxx_hidden_ConsumerId
 	}
 	return 0
 }
 
 func (x *CommandCloseConsumer) GetRequestId() uint64 {
-	if x != nil && x.RequestId != nil {
-		return *x.RequestId
+	if x != nil {
+		return x.xxx_hidden_RequestId
 	}
 	return 0
 }
 
 func (x *CommandCloseConsumer) GetAssignedBrokerServiceUrl() string {
-	if x != nil && x.AssignedBrokerServiceUrl != nil {
-		return *x.AssignedBrokerServiceUrl
+	if x != nil {
+		if x.xxx_hidden_AssignedBrokerServiceUrl != nil {
+			return *x.xxx_hidden_AssignedBrokerServiceUrl
+		}
+		return ""
 	}
 	return ""
 }
 
 func (x *CommandCloseConsumer) GetAssignedBrokerServiceUrlTls() string {
-	if x != nil && x.AssignedBrokerServiceUrlTls != nil {
-		return *x.AssignedBrokerServiceUrlTls
+	if x != nil {
+		if x.xxx_hidden_AssignedBrokerServiceUrlTls != nil {
+			return *x.xxx_hidden_AssignedBrokerServiceUrlTls
+		}
+		return ""
 	}
 	return ""
 }
 
+func (x *CommandCloseConsumer) SetConsumerId(v uint64) {
+	x.xxx_hidden_ConsumerId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 4)
+}
+
+func (x *CommandCloseConsumer) SetRequestId(v uint64) {
+	x.xxx_hidden_RequestId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 1, 4)
+}
+
+func (x *CommandCloseConsumer) SetAssignedBrokerServiceUrl(v string) {
+	x.xxx_hidden_AssignedBrokerServiceUrl = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 2, 4)
+}
+
+func (x *CommandCloseConsumer) SetAssignedBrokerServiceUrlTls(v string) {
+	x.xxx_hidden_AssignedBrokerServiceUrlTls = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 3, 4)
+}
+
+func (x *CommandCloseConsumer) HasConsumerId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *CommandCloseConsumer) HasRequestId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 1)
+}
+
+func (x *CommandCloseConsumer) HasAssignedBrokerServiceUrl() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 2)
+}
+
+func (x *CommandCloseConsumer) HasAssignedBrokerServiceUrlTls() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 3)
+}
+
+func (x *CommandCloseConsumer) ClearConsumerId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_ConsumerId = 0
+}
+
+func (x *CommandCloseConsumer) ClearRequestId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 1)
+	x.xxx_hidden_RequestId = 0
+}
+
+func (x *CommandCloseConsumer) ClearAssignedBrokerServiceUrl() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 2)
+	x.xxx_hidden_AssignedBrokerServiceUrl = nil
+}
+
+func (x *CommandCloseConsumer) ClearAssignedBrokerServiceUrlTls() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 3)
+	x.xxx_hidden_AssignedBrokerServiceUrlTls = nil
+}
+
+type CommandCloseConsumer_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	ConsumerId                  *uint64
+	RequestId                   *uint64
+	AssignedBrokerServiceUrl    *string
+	AssignedBrokerServiceUrlTls *string
+}
+
+func (b0 CommandCloseConsumer_builder) Build() *CommandCloseConsumer {
+	m0 := &CommandCloseConsumer{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.ConsumerId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 4)
+		x.xxx_hidden_ConsumerId = *b.ConsumerId
+	}
+	if b.RequestId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 1, 4)
+		x.xxx_hidden_RequestId = *b.RequestId
+	}
+	if b.AssignedBrokerServiceUrl != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 2, 4)
+		x.xxx_hidden_AssignedBrokerServiceUrl = b.AssignedBrokerServiceUrl
+	}
+	if b.AssignedBrokerServiceUrlTls != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 3, 4)
+		x.xxx_hidden_AssignedBrokerServiceUrlTls = b.AssignedBrokerServiceUrlTls
+	}
+	return m0
+}
+
 type CommandRedeliverUnacknowledgedMessages struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ConsumerId    *uint64                `protobuf:"varint,1,req,name=consumer_id,json=consumerId" json:"consumer_id,omitempty"`
-	MessageIds    []*MessageIdData       `protobuf:"bytes,2,rep,name=message_ids,json=messageIds" json:"message_ids,omitempty"`
-	ConsumerEpoch *uint64                `protobuf:"varint,3,opt,name=consumer_epoch,json=consumerEpoch" json:"consumer_epoch,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state                    protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_ConsumerId    uint64                 `protobuf:"varint,1,req,name=consumer_id,json=consumerId"`
+	xxx_hidden_MessageIds    *[]*MessageIdData      `protobuf:"bytes,2,rep,name=message_ids,json=messageIds"`
+	xxx_hidden_ConsumerEpoch uint64                 `protobuf:"varint,3,opt,name=consumer_epoch,json=consumerEpoch"`
+	XXX_raceDetectHookData   protoimpl.RaceDetectHookData
+	XXX_presence             [1]uint32
+	unknownFields            protoimpl.UnknownFields
+	sizeCache                protoimpl.SizeCache
 }
 
 func (x *CommandRedeliverUnacknowledgedMessages) Reset() {
@@ -4785,38 +9580,99 @@ func (x *CommandRedeliverUnacknowledgedMessages) ProtoReflect() protoreflect.Mes
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CommandRedeliverUnacknowledgedMessages.ProtoReflect.Descriptor instead.
-func (*CommandRedeliverUnacknowledgedMessages) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{36}
-}
-
 func (x *CommandRedeliverUnacknowledgedMessages) GetConsumerId() uint64 {
-	if x != nil && x.ConsumerId != nil {
-		return *x.ConsumerId
+	if x != nil {
+		return x.xxx_hidden_ConsumerId
 	}
 	return 0
 }
 
 func (x *CommandRedeliverUnacknowledgedMessages) GetMessageIds() []*MessageIdData {
 	if x != nil {
-		return x.MessageIds
+		if x.xxx_hidden_MessageIds != nil {
+			return *x.xxx_hidden_MessageIds
+		}
 	}
 	return nil
 }
 
 func (x *CommandRedeliverUnacknowledgedMessages) GetConsumerEpoch() uint64 {
-	if x != nil && x.ConsumerEpoch != nil {
-		return *x.ConsumerEpoch
+	if x != nil {
+		return x.xxx_hidden_ConsumerEpoch
 	}
 	return 0
 }
 
+func (x *CommandRedeliverUnacknowledgedMessages) SetConsumerId(v uint64) {
+	x.xxx_hidden_ConsumerId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 3)
+}
+
+func (x *CommandRedeliverUnacknowledgedMessages) SetMessageIds(v []*MessageIdData) {
+	x.xxx_hidden_MessageIds = &v
+}
+
+func (x *CommandRedeliverUnacknowledgedMessages) SetConsumerEpoch(v uint64) {
+	x.xxx_hidden_ConsumerEpoch = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 2, 3)
+}
+
+func (x *CommandRedeliverUnacknowledgedMessages) HasConsumerId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *CommandRedeliverUnacknowledgedMessages) HasConsumerEpoch() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 2)
+}
+
+func (x *CommandRedeliverUnacknowledgedMessages) ClearConsumerId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_ConsumerId = 0
+}
+
+func (x *CommandRedeliverUnacknowledgedMessages) ClearConsumerEpoch() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 2)
+	x.xxx_hidden_ConsumerEpoch = 0
+}
+
+type CommandRedeliverUnacknowledgedMessages_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	ConsumerId    *uint64
+	MessageIds    []*MessageIdData
+	ConsumerEpoch *uint64
+}
+
+func (b0 CommandRedeliverUnacknowledgedMessages_builder) Build() *CommandRedeliverUnacknowledgedMessages {
+	m0 := &CommandRedeliverUnacknowledgedMessages{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.ConsumerId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 3)
+		x.xxx_hidden_ConsumerId = *b.ConsumerId
+	}
+	x.xxx_hidden_MessageIds = &b.MessageIds
+	if b.ConsumerEpoch != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 2, 3)
+		x.xxx_hidden_ConsumerEpoch = *b.ConsumerEpoch
+	}
+	return m0
+}
+
 type CommandSuccess struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RequestId     *uint64                `protobuf:"varint,1,req,name=request_id,json=requestId" json:"request_id,omitempty"`
-	Schema        *Schema                `protobuf:"bytes,2,opt,name=schema" json:"schema,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state                  protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_RequestId   uint64                 `protobuf:"varint,1,req,name=request_id,json=requestId"`
+	xxx_hidden_Schema      *Schema                `protobuf:"bytes,2,opt,name=schema"`
+	XXX_raceDetectHookData protoimpl.RaceDetectHookData
+	XXX_presence           [1]uint32
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *CommandSuccess) Reset() {
@@ -4844,38 +9700,83 @@ func (x *CommandSuccess) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CommandSuccess.ProtoReflect.Descriptor instead.
-func (*CommandSuccess) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{37}
-}
-
 func (x *CommandSuccess) GetRequestId() uint64 {
-	if x != nil && x.RequestId != nil {
-		return *x.RequestId
+	if x != nil {
+		return x.xxx_hidden_RequestId
 	}
 	return 0
 }
 
 func (x *CommandSuccess) GetSchema() *Schema {
 	if x != nil {
-		return x.Schema
+		return x.xxx_hidden_Schema
 	}
 	return nil
 }
 
+func (x *CommandSuccess) SetRequestId(v uint64) {
+	x.xxx_hidden_RequestId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 2)
+}
+
+func (x *CommandSuccess) SetSchema(v *Schema) {
+	x.xxx_hidden_Schema = v
+}
+
+func (x *CommandSuccess) HasRequestId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *CommandSuccess) HasSchema() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_Schema != nil
+}
+
+func (x *CommandSuccess) ClearRequestId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_RequestId = 0
+}
+
+func (x *CommandSuccess) ClearSchema() {
+	x.xxx_hidden_Schema = nil
+}
+
+type CommandSuccess_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	RequestId *uint64
+	Schema    *Schema
+}
+
+func (b0 CommandSuccess_builder) Build() *CommandSuccess {
+	m0 := &CommandSuccess{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.RequestId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 2)
+		x.xxx_hidden_RequestId = *b.RequestId
+	}
+	x.xxx_hidden_Schema = b.Schema
+	return m0
+}
+
 type CommandProducerSuccess struct {
-	state        protoimpl.MessageState `protogen:"open.v1"`
-	RequestId    *uint64                `protobuf:"varint,1,req,name=request_id,json=requestId" json:"request_id,omitempty"`
-	ProducerName *string                `protobuf:"bytes,2,req,name=producer_name,json=producerName" json:"producer_name,omitempty"`
-	// Last sequence id persisted for this producer (deduplication only).
-	LastSequenceId *int64 `protobuf:"varint,3,opt,name=last_sequence_id,json=lastSequenceId,def=-1" json:"last_sequence_id,omitempty"`
-	SchemaVersion  []byte `protobuf:"bytes,4,opt,name=schema_version,json=schemaVersion" json:"schema_version,omitempty"`
-	// Assigned to exclusive producers.
-	TopicEpoch *uint64 `protobuf:"varint,5,opt,name=topic_epoch,json=topicEpoch" json:"topic_epoch,omitempty"`
-	// false: creation is pending; the client waits for a later success.
-	ProducerReady *bool `protobuf:"varint,6,opt,name=producer_ready,json=producerReady,def=1" json:"producer_ready,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state                     protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_RequestId      uint64                 `protobuf:"varint,1,req,name=request_id,json=requestId"`
+	xxx_hidden_ProducerName   *string                `protobuf:"bytes,2,req,name=producer_name,json=producerName"`
+	xxx_hidden_LastSequenceId int64                  `protobuf:"varint,3,opt,name=last_sequence_id,json=lastSequenceId,def=-1"`
+	xxx_hidden_SchemaVersion  []byte                 `protobuf:"bytes,4,opt,name=schema_version,json=schemaVersion"`
+	xxx_hidden_TopicEpoch     uint64                 `protobuf:"varint,5,opt,name=topic_epoch,json=topicEpoch"`
+	xxx_hidden_ProducerReady  bool                   `protobuf:"varint,6,opt,name=producer_ready,json=producerReady,def=1"`
+	XXX_raceDetectHookData    protoimpl.RaceDetectHookData
+	XXX_presence              [1]uint32
+	unknownFields             protoimpl.UnknownFields
+	sizeCache                 protoimpl.SizeCache
 }
 
 // Default values for CommandProducerSuccess fields.
@@ -4909,60 +9810,212 @@ func (x *CommandProducerSuccess) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CommandProducerSuccess.ProtoReflect.Descriptor instead.
-func (*CommandProducerSuccess) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{38}
-}
-
 func (x *CommandProducerSuccess) GetRequestId() uint64 {
-	if x != nil && x.RequestId != nil {
-		return *x.RequestId
+	if x != nil {
+		return x.xxx_hidden_RequestId
 	}
 	return 0
 }
 
 func (x *CommandProducerSuccess) GetProducerName() string {
-	if x != nil && x.ProducerName != nil {
-		return *x.ProducerName
+	if x != nil {
+		if x.xxx_hidden_ProducerName != nil {
+			return *x.xxx_hidden_ProducerName
+		}
+		return ""
 	}
 	return ""
 }
 
 func (x *CommandProducerSuccess) GetLastSequenceId() int64 {
-	if x != nil && x.LastSequenceId != nil {
-		return *x.LastSequenceId
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 2) {
+			return x.xxx_hidden_LastSequenceId
+		}
 	}
 	return Default_CommandProducerSuccess_LastSequenceId
 }
 
 func (x *CommandProducerSuccess) GetSchemaVersion() []byte {
 	if x != nil {
-		return x.SchemaVersion
+		return x.xxx_hidden_SchemaVersion
 	}
 	return nil
 }
 
 func (x *CommandProducerSuccess) GetTopicEpoch() uint64 {
-	if x != nil && x.TopicEpoch != nil {
-		return *x.TopicEpoch
+	if x != nil {
+		return x.xxx_hidden_TopicEpoch
 	}
 	return 0
 }
 
 func (x *CommandProducerSuccess) GetProducerReady() bool {
-	if x != nil && x.ProducerReady != nil {
-		return *x.ProducerReady
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 5) {
+			return x.xxx_hidden_ProducerReady
+		}
 	}
 	return Default_CommandProducerSuccess_ProducerReady
 }
 
+func (x *CommandProducerSuccess) SetRequestId(v uint64) {
+	x.xxx_hidden_RequestId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 6)
+}
+
+func (x *CommandProducerSuccess) SetProducerName(v string) {
+	x.xxx_hidden_ProducerName = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 1, 6)
+}
+
+func (x *CommandProducerSuccess) SetLastSequenceId(v int64) {
+	x.xxx_hidden_LastSequenceId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 2, 6)
+}
+
+func (x *CommandProducerSuccess) SetSchemaVersion(v []byte) {
+	if v == nil {
+		v = []byte{}
+	}
+	x.xxx_hidden_SchemaVersion = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 3, 6)
+}
+
+func (x *CommandProducerSuccess) SetTopicEpoch(v uint64) {
+	x.xxx_hidden_TopicEpoch = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 4, 6)
+}
+
+func (x *CommandProducerSuccess) SetProducerReady(v bool) {
+	x.xxx_hidden_ProducerReady = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 5, 6)
+}
+
+func (x *CommandProducerSuccess) HasRequestId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *CommandProducerSuccess) HasProducerName() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 1)
+}
+
+func (x *CommandProducerSuccess) HasLastSequenceId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 2)
+}
+
+func (x *CommandProducerSuccess) HasSchemaVersion() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 3)
+}
+
+func (x *CommandProducerSuccess) HasTopicEpoch() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 4)
+}
+
+func (x *CommandProducerSuccess) HasProducerReady() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 5)
+}
+
+func (x *CommandProducerSuccess) ClearRequestId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_RequestId = 0
+}
+
+func (x *CommandProducerSuccess) ClearProducerName() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 1)
+	x.xxx_hidden_ProducerName = nil
+}
+
+func (x *CommandProducerSuccess) ClearLastSequenceId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 2)
+}
+
+func (x *CommandProducerSuccess) ClearSchemaVersion() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 3)
+	x.xxx_hidden_SchemaVersion = nil
+}
+
+func (x *CommandProducerSuccess) ClearTopicEpoch() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 4)
+	x.xxx_hidden_TopicEpoch = 0
+}
+
+func (x *CommandProducerSuccess) ClearProducerReady() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 5)
+}
+
+type CommandProducerSuccess_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	RequestId    *uint64
+	ProducerName *string
+	// Last sequence id persisted for this producer (deduplication only).
+	LastSequenceId *int64
+	SchemaVersion  []byte
+	// Assigned to exclusive producers.
+	TopicEpoch *uint64
+	// false: creation is pending; the client waits for a later success.
+	ProducerReady *bool
+}
+
+func (b0 CommandProducerSuccess_builder) Build() *CommandProducerSuccess {
+	m0 := &CommandProducerSuccess{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.RequestId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 6)
+		x.xxx_hidden_RequestId = *b.RequestId
+	}
+	if b.ProducerName != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 1, 6)
+		x.xxx_hidden_ProducerName = b.ProducerName
+	}
+	if b.LastSequenceId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 2, 6)
+		x.xxx_hidden_LastSequenceId = *b.LastSequenceId
+	}
+	if b.SchemaVersion != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 3, 6)
+		x.xxx_hidden_SchemaVersion = b.SchemaVersion
+	}
+	if b.TopicEpoch != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 4, 6)
+		x.xxx_hidden_TopicEpoch = *b.TopicEpoch
+	}
+	if b.ProducerReady != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 5, 6)
+		x.xxx_hidden_ProducerReady = *b.ProducerReady
+	}
+	return m0
+}
+
 type CommandError struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RequestId     *uint64                `protobuf:"varint,1,req,name=request_id,json=requestId" json:"request_id,omitempty"`
-	Error         *ServerError           `protobuf:"varint,2,req,name=error,enum=meridian.wire.v1.ServerError" json:"error,omitempty"`
-	Message       *string                `protobuf:"bytes,3,req,name=message" json:"message,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state                  protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_RequestId   uint64                 `protobuf:"varint,1,req,name=request_id,json=requestId"`
+	xxx_hidden_Error       ServerError            `protobuf:"varint,2,req,name=error,enum=meridian.wire.v1.ServerError"`
+	xxx_hidden_Message     *string                `protobuf:"bytes,3,req,name=message"`
+	XXX_raceDetectHookData protoimpl.RaceDetectHookData
+	XXX_presence           [1]uint32
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *CommandError) Reset() {
@@ -4990,35 +10043,113 @@ func (x *CommandError) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CommandError.ProtoReflect.Descriptor instead.
-func (*CommandError) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{39}
-}
-
 func (x *CommandError) GetRequestId() uint64 {
-	if x != nil && x.RequestId != nil {
-		return *x.RequestId
+	if x != nil {
+		return x.xxx_hidden_RequestId
 	}
 	return 0
 }
 
 func (x *CommandError) GetError() ServerError {
-	if x != nil && x.Error != nil {
-		return *x.Error
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 1) {
+			return x.xxx_hidden_Error
+		}
 	}
 	return ServerError_UnknownError
 }
 
 func (x *CommandError) GetMessage() string {
-	if x != nil && x.Message != nil {
-		return *x.Message
+	if x != nil {
+		if x.xxx_hidden_Message != nil {
+			return *x.xxx_hidden_Message
+		}
+		return ""
 	}
 	return ""
 }
 
+func (x *CommandError) SetRequestId(v uint64) {
+	x.xxx_hidden_RequestId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 3)
+}
+
+func (x *CommandError) SetError(v ServerError) {
+	x.xxx_hidden_Error = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 1, 3)
+}
+
+func (x *CommandError) SetMessage(v string) {
+	x.xxx_hidden_Message = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 2, 3)
+}
+
+func (x *CommandError) HasRequestId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *CommandError) HasError() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 1)
+}
+
+func (x *CommandError) HasMessage() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 2)
+}
+
+func (x *CommandError) ClearRequestId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_RequestId = 0
+}
+
+func (x *CommandError) ClearError() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 1)
+	x.xxx_hidden_Error = ServerError_UnknownError
+}
+
+func (x *CommandError) ClearMessage() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 2)
+	x.xxx_hidden_Message = nil
+}
+
+type CommandError_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	RequestId *uint64
+	Error     *ServerError
+	Message   *string
+}
+
+func (b0 CommandError_builder) Build() *CommandError {
+	m0 := &CommandError{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.RequestId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 3)
+		x.xxx_hidden_RequestId = *b.RequestId
+	}
+	if b.Error != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 1, 3)
+		x.xxx_hidden_Error = *b.Error
+	}
+	if b.Message != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 2, 3)
+		x.xxx_hidden_Message = b.Message
+	}
+	return m0
+}
+
 // Keep-alive probes.
 type CommandPing struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state         protoimpl.MessageState `protogen:"opaque.v1"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5048,13 +10179,20 @@ func (x *CommandPing) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CommandPing.ProtoReflect.Descriptor instead.
-func (*CommandPing) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{40}
+type CommandPing_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+}
+
+func (b0 CommandPing_builder) Build() *CommandPing {
+	m0 := &CommandPing{}
+	b, x := &b0, m0
+	_, _ = b, x
+	return m0
 }
 
 type CommandPong struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state         protoimpl.MessageState `protogen:"opaque.v1"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5084,18 +10222,26 @@ func (x *CommandPong) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CommandPong.ProtoReflect.Descriptor instead.
-func (*CommandPong) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{41}
+type CommandPong_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+}
+
+func (b0 CommandPong_builder) Build() *CommandPong {
+	m0 := &CommandPong{}
+	b, x := &b0, m0
+	_, _ = b, x
+	return m0
 }
 
 type CommandConsumerStats struct {
-	state     protoimpl.MessageState `protogen:"open.v1"`
-	RequestId *uint64                `protobuf:"varint,1,req,name=request_id,json=requestId" json:"request_id,omitempty"`
-	// 2 and 3 are retired.
-	ConsumerId    *uint64 `protobuf:"varint,4,req,name=consumer_id,json=consumerId" json:"consumer_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state                  protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_RequestId   uint64                 `protobuf:"varint,1,req,name=request_id,json=requestId"`
+	xxx_hidden_ConsumerId  uint64                 `protobuf:"varint,4,req,name=consumer_id,json=consumerId"`
+	XXX_raceDetectHookData protoimpl.RaceDetectHookData
+	XXX_presence           [1]uint32
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *CommandConsumerStats) Reset() {
@@ -5123,45 +10269,99 @@ func (x *CommandConsumerStats) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CommandConsumerStats.ProtoReflect.Descriptor instead.
-func (*CommandConsumerStats) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{42}
-}
-
 func (x *CommandConsumerStats) GetRequestId() uint64 {
-	if x != nil && x.RequestId != nil {
-		return *x.RequestId
+	if x != nil {
+		return x.xxx_hidden_RequestId
 	}
 	return 0
 }
 
 func (x *CommandConsumerStats) GetConsumerId() uint64 {
-	if x != nil && x.ConsumerId != nil {
-		return *x.ConsumerId
+	if x != nil {
+		return x.xxx_hidden_ConsumerId
 	}
 	return 0
 }
 
+func (x *CommandConsumerStats) SetRequestId(v uint64) {
+	x.xxx_hidden_RequestId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 2)
+}
+
+func (x *CommandConsumerStats) SetConsumerId(v uint64) {
+	x.xxx_hidden_ConsumerId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 1, 2)
+}
+
+func (x *CommandConsumerStats) HasRequestId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *CommandConsumerStats) HasConsumerId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 1)
+}
+
+func (x *CommandConsumerStats) ClearRequestId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_RequestId = 0
+}
+
+func (x *CommandConsumerStats) ClearConsumerId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 1)
+	x.xxx_hidden_ConsumerId = 0
+}
+
+type CommandConsumerStats_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	RequestId *uint64
+	// 2 and 3 are retired.
+	ConsumerId *uint64
+}
+
+func (b0 CommandConsumerStats_builder) Build() *CommandConsumerStats {
+	m0 := &CommandConsumerStats{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.RequestId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 2)
+		x.xxx_hidden_RequestId = *b.RequestId
+	}
+	if b.ConsumerId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 1, 2)
+		x.xxx_hidden_ConsumerId = *b.ConsumerId
+	}
+	return m0
+}
+
 type CommandConsumerStatsResponse struct {
-	state                        protoimpl.MessageState `protogen:"open.v1"`
-	RequestId                    *uint64                `protobuf:"varint,1,req,name=request_id,json=requestId" json:"request_id,omitempty"`
-	ErrorCode                    *ServerError           `protobuf:"varint,2,opt,name=error_code,json=errorCode,enum=meridian.wire.v1.ServerError" json:"error_code,omitempty"`
-	ErrorMessage                 *string                `protobuf:"bytes,3,opt,name=error_message,json=errorMessage" json:"error_message,omitempty"`
-	MsgRateOut                   *float64               `protobuf:"fixed64,4,opt,name=msgRateOut" json:"msgRateOut,omitempty"`
-	MsgThroughputOut             *float64               `protobuf:"fixed64,5,opt,name=msgThroughputOut" json:"msgThroughputOut,omitempty"`
-	MsgRateRedeliver             *float64               `protobuf:"fixed64,6,opt,name=msgRateRedeliver" json:"msgRateRedeliver,omitempty"`
-	ConsumerName                 *string                `protobuf:"bytes,7,opt,name=consumerName" json:"consumerName,omitempty"`
-	AvailablePermits             *uint64                `protobuf:"varint,8,opt,name=availablePermits" json:"availablePermits,omitempty"`
-	UnackedMessages              *uint64                `protobuf:"varint,9,opt,name=unackedMessages" json:"unackedMessages,omitempty"`
-	BlockedConsumerOnUnackedMsgs *bool                  `protobuf:"varint,10,opt,name=blockedConsumerOnUnackedMsgs" json:"blockedConsumerOnUnackedMsgs,omitempty"`
-	Address                      *string                `protobuf:"bytes,11,opt,name=address" json:"address,omitempty"`
-	ConnectedSince               *string                `protobuf:"bytes,12,opt,name=connectedSince" json:"connectedSince,omitempty"`
-	Type                         *string                `protobuf:"bytes,13,opt,name=type" json:"type,omitempty"`
-	MsgRateExpired               *float64               `protobuf:"fixed64,14,opt,name=msgRateExpired" json:"msgRateExpired,omitempty"`
-	MsgBacklog                   *uint64                `protobuf:"varint,15,opt,name=msgBacklog" json:"msgBacklog,omitempty"`
-	MessageAckRate               *float64               `protobuf:"fixed64,16,opt,name=messageAckRate" json:"messageAckRate,omitempty"`
-	unknownFields                protoimpl.UnknownFields
-	sizeCache                    protoimpl.SizeCache
+	state                                   protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_RequestId                    uint64                 `protobuf:"varint,1,req,name=request_id,json=requestId"`
+	xxx_hidden_ErrorCode                    ServerError            `protobuf:"varint,2,opt,name=error_code,json=errorCode,enum=meridian.wire.v1.ServerError"`
+	xxx_hidden_ErrorMessage                 *string                `protobuf:"bytes,3,opt,name=error_message,json=errorMessage"`
+	xxx_hidden_MsgRateOut                   float64                `protobuf:"fixed64,4,opt,name=msgRateOut"`
+	xxx_hidden_MsgThroughputOut             float64                `protobuf:"fixed64,5,opt,name=msgThroughputOut"`
+	xxx_hidden_MsgRateRedeliver             float64                `protobuf:"fixed64,6,opt,name=msgRateRedeliver"`
+	xxx_hidden_ConsumerName                 *string                `protobuf:"bytes,7,opt,name=consumerName"`
+	xxx_hidden_AvailablePermits             uint64                 `protobuf:"varint,8,opt,name=availablePermits"`
+	xxx_hidden_UnackedMessages              uint64                 `protobuf:"varint,9,opt,name=unackedMessages"`
+	xxx_hidden_BlockedConsumerOnUnackedMsgs bool                   `protobuf:"varint,10,opt,name=blockedConsumerOnUnackedMsgs"`
+	xxx_hidden_Address                      *string                `protobuf:"bytes,11,opt,name=address"`
+	xxx_hidden_ConnectedSince               *string                `protobuf:"bytes,12,opt,name=connectedSince"`
+	xxx_hidden_Type                         *string                `protobuf:"bytes,13,opt,name=type"`
+	xxx_hidden_MsgRateExpired               float64                `protobuf:"fixed64,14,opt,name=msgRateExpired"`
+	xxx_hidden_MsgBacklog                   uint64                 `protobuf:"varint,15,opt,name=msgBacklog"`
+	xxx_hidden_MessageAckRate               float64                `protobuf:"fixed64,16,opt,name=messageAckRate"`
+	XXX_raceDetectHookData                  protoimpl.RaceDetectHookData
+	XXX_presence                            [1]uint32
+	unknownFields                           protoimpl.UnknownFields
+	sizeCache                               protoimpl.SizeCache
 }
 
 func (x *CommandConsumerStatsResponse) Reset() {
@@ -5189,129 +10389,507 @@ func (x *CommandConsumerStatsResponse) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CommandConsumerStatsResponse.ProtoReflect.Descriptor instead.
-func (*CommandConsumerStatsResponse) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{43}
-}
-
 func (x *CommandConsumerStatsResponse) GetRequestId() uint64 {
-	if x != nil && x.RequestId != nil {
-		return *x.RequestId
+	if x != nil {
+		return x.xxx_hidden_RequestId
 	}
 	return 0
 }
 
 func (x *CommandConsumerStatsResponse) GetErrorCode() ServerError {
-	if x != nil && x.ErrorCode != nil {
-		return *x.ErrorCode
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 1) {
+			return x.xxx_hidden_ErrorCode
+		}
 	}
 	return ServerError_UnknownError
 }
 
 func (x *CommandConsumerStatsResponse) GetErrorMessage() string {
-	if x != nil && x.ErrorMessage != nil {
-		return *x.ErrorMessage
+	if x != nil {
+		if x.xxx_hidden_ErrorMessage != nil {
+			return *x.xxx_hidden_ErrorMessage
+		}
+		return ""
 	}
 	return ""
 }
 
 func (x *CommandConsumerStatsResponse) GetMsgRateOut() float64 {
-	if x != nil && x.MsgRateOut != nil {
-		return *x.MsgRateOut
+	if x != nil {
+		return x.xxx_hidden_MsgRateOut
 	}
 	return 0
 }
 
 func (x *CommandConsumerStatsResponse) GetMsgThroughputOut() float64 {
-	if x != nil && x.MsgThroughputOut != nil {
-		return *x.MsgThroughputOut
+	if x != nil {
+		return x.xxx_hidden_MsgThroughputOut
 	}
 	return 0
 }
 
 func (x *CommandConsumerStatsResponse) GetMsgRateRedeliver() float64 {
-	if x != nil && x.MsgRateRedeliver != nil {
-		return *x.MsgRateRedeliver
+	if x != nil {
+		return x.xxx_hidden_MsgRateRedeliver
 	}
 	return 0
 }
 
 func (x *CommandConsumerStatsResponse) GetConsumerName() string {
-	if x != nil && x.ConsumerName != nil {
-		return *x.ConsumerName
+	if x != nil {
+		if x.xxx_hidden_ConsumerName != nil {
+			return *x.xxx_hidden_ConsumerName
+		}
+		return ""
 	}
 	return ""
 }
 
 func (x *CommandConsumerStatsResponse) GetAvailablePermits() uint64 {
-	if x != nil && x.AvailablePermits != nil {
-		return *x.AvailablePermits
+	if x != nil {
+		return x.xxx_hidden_AvailablePermits
 	}
 	return 0
 }
 
 func (x *CommandConsumerStatsResponse) GetUnackedMessages() uint64 {
-	if x != nil && x.UnackedMessages != nil {
-		return *x.UnackedMessages
+	if x != nil {
+		return x.xxx_hidden_UnackedMessages
 	}
 	return 0
 }
 
 func (x *CommandConsumerStatsResponse) GetBlockedConsumerOnUnackedMsgs() bool {
-	if x != nil && x.BlockedConsumerOnUnackedMsgs != nil {
-		return *x.BlockedConsumerOnUnackedMsgs
+	if x != nil {
+		return x.xxx_hidden_BlockedConsumerOnUnackedMsgs
 	}
 	return false
 }
 
 func (x *CommandConsumerStatsResponse) GetAddress() string {
-	if x != nil && x.Address != nil {
-		return *x.Address
+	if x != nil {
+		if x.xxx_hidden_Address != nil {
+			return *x.xxx_hidden_Address
+		}
+		return ""
 	}
 	return ""
 }
 
 func (x *CommandConsumerStatsResponse) GetConnectedSince() string {
-	if x != nil && x.ConnectedSince != nil {
-		return *x.ConnectedSince
+	if x != nil {
+		if x.xxx_hidden_ConnectedSince != nil {
+			return *x.xxx_hidden_ConnectedSince
+		}
+		return ""
 	}
 	return ""
 }
 
 func (x *CommandConsumerStatsResponse) GetType() string {
-	if x != nil && x.Type != nil {
-		return *x.Type
+	if x != nil {
+		if x.xxx_hidden_Type != nil {
+			return *x.xxx_hidden_Type
+		}
+		return ""
 	}
 	return ""
 }
 
 func (x *CommandConsumerStatsResponse) GetMsgRateExpired() float64 {
-	if x != nil && x.MsgRateExpired != nil {
-		return *x.MsgRateExpired
+	if x != nil {
+		return x.xxx_hidden_MsgRateExpired
 	}
 	return 0
 }
 
 func (x *CommandConsumerStatsResponse) GetMsgBacklog() uint64 {
-	if x != nil && x.MsgBacklog != nil {
-		return *x.MsgBacklog
+	if x != nil {
+		return x.xxx_hidden_MsgBacklog
 	}
 	return 0
 }
 
 func (x *CommandConsumerStatsResponse) GetMessageAckRate() float64 {
-	if x != nil && x.MessageAckRate != nil {
-		return *x.MessageAckRate
+	if x != nil {
+		return x.xxx_hidden_MessageAckRate
 	}
 	return 0
 }
 
+func (x *CommandConsumerStatsResponse) SetRequestId(v uint64) {
+	x.xxx_hidden_RequestId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 16)
+}
+
+func (x *CommandConsumerStatsResponse) SetErrorCode(v ServerError) {
+	x.xxx_hidden_ErrorCode = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 1, 16)
+}
+
+func (x *CommandConsumerStatsResponse) SetErrorMessage(v string) {
+	x.xxx_hidden_ErrorMessage = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 2, 16)
+}
+
+func (x *CommandConsumerStatsResponse) SetMsgRateOut(v float64) {
+	x.xxx_hidden_MsgRateOut = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 3, 16)
+}
+
+func (x *CommandConsumerStatsResponse) SetMsgThroughputOut(v float64) {
+	x.xxx_hidden_MsgThroughputOut = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 4, 16)
+}
+
+func (x *CommandConsumerStatsResponse) SetMsgRateRedeliver(v float64) {
+	x.xxx_hidden_MsgRateRedeliver = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 5, 16)
+}
+
+func (x *CommandConsumerStatsResponse) SetConsumerName(v string) {
+	x.xxx_hidden_ConsumerName = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 6, 16)
+}
+
+func (x *CommandConsumerStatsResponse) SetAvailablePermits(v uint64) {
+	x.xxx_hidden_AvailablePermits = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 7, 16)
+}
+
+func (x *CommandConsumerStatsResponse) SetUnackedMessages(v uint64) {
+	x.xxx_hidden_UnackedMessages = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 8, 16)
+}
+
+func (x *CommandConsumerStatsResponse) SetBlockedConsumerOnUnackedMsgs(v bool) {
+	x.xxx_hidden_BlockedConsumerOnUnackedMsgs = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 9, 16)
+}
+
+func (x *CommandConsumerStatsResponse) SetAddress(v string) {
+	x.xxx_hidden_Address = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 10, 16)
+}
+
+func (x *CommandConsumerStatsResponse) SetConnectedSince(v string) {
+	x.xxx_hidden_ConnectedSince = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 11, 16)
+}
+
+func (x *CommandConsumerStatsResponse) SetType(v string) {
+	x.xxx_hidden_Type = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 12, 16)
+}
+
+func (x *CommandConsumerStatsResponse) SetMsgRateExpired(v float64) {
+	x.xxx_hidden_MsgRateExpired = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 13, 16)
+}
+
+func (x *CommandConsumerStatsResponse) SetMsgBacklog(v uint64) {
+	x.xxx_hidden_MsgBacklog = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 14, 16)
+}
+
+func (x *CommandConsumerStatsResponse) SetMessageAckRate(v float64) {
+	x.xxx_hidden_MessageAckRate = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 15, 16)
+}
+
+func (x *CommandConsumerStatsResponse) HasRequestId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *CommandConsumerStatsResponse) HasErrorCode() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 1)
+}
+
+func (x *CommandConsumerStatsResponse) HasErrorMessage() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 2)
+}
+
+func (x *CommandConsumerStatsResponse) HasMsgRateOut() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 3)
+}
+
+func (x *CommandConsumerStatsResponse) HasMsgThroughputOut() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 4)
+}
+
+func (x *CommandConsumerStatsResponse) HasMsgRateRedeliver() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 5)
+}
+
+func (x *CommandConsumerStatsResponse) HasConsumerName() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 6)
+}
+
+func (x *CommandConsumerStatsResponse) HasAvailablePermits() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 7)
+}
+
+func (x *CommandConsumerStatsResponse) HasUnackedMessages() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 8)
+}
+
+func (x *CommandConsumerStatsResponse) HasBlockedConsumerOnUnackedMsgs() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 9)
+}
+
+func (x *CommandConsumerStatsResponse) HasAddress() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 10)
+}
+
+func (x *CommandConsumerStatsResponse) HasConnectedSince() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 11)
+}
+
+func (x *CommandConsumerStatsResponse) HasType() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 12)
+}
+
+func (x *CommandConsumerStatsResponse) HasMsgRateExpired() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 13)
+}
+
+func (x *CommandConsumerStatsResponse) HasMsgBacklog() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 14)
+}
+
+func (x *CommandConsumerStatsResponse) HasMessageAckRate() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 15)
+}
+
+func (x *CommandConsumerStatsResponse) ClearRequestId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_RequestId = 0
+}
+
+func (x *CommandConsumerStatsResponse) ClearErrorCode() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 1)
+	x.xxx_hidden_ErrorCode = ServerError_UnknownError
+}
+
+func (x *CommandConsumerStatsResponse) ClearErrorMessage() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 2)
+	x.xxx_hidden_ErrorMessage = nil
+}
+
+func (x *CommandConsumerStatsResponse) ClearMsgRateOut() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 3)
+	x.xxx_hidden_MsgRateOut = 0
+}
+
+func (x *CommandConsumerStatsResponse) ClearMsgThroughputOut() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 4)
+	x.xxx_hidden_MsgThroughputOut = 0
+}
+
+func (x *CommandConsumerStatsResponse) ClearMsgRateRedeliver() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 5)
+	x.xxx_hidden_MsgRateRedeliver = 0
+}
+
+func (x *CommandConsumerStatsResponse) ClearConsumerName() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 6)
+	x.xxx_hidden_ConsumerName = nil
+}
+
+func (x *CommandConsumerStatsResponse) ClearAvailablePermits() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 7)
+	x.xxx_hidden_AvailablePermits = 0
+}
+
+func (x *CommandConsumerStatsResponse) ClearUnackedMessages() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 8)
+	x.xxx_hidden_UnackedMessages = 0
+}
+
+func (x *CommandConsumerStatsResponse) ClearBlockedConsumerOnUnackedMsgs() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 9)
+	x.xxx_hidden_BlockedConsumerOnUnackedMsgs = false
+}
+
+func (x *CommandConsumerStatsResponse) ClearAddress() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 10)
+	x.xxx_hidden_Address = nil
+}
+
+func (x *CommandConsumerStatsResponse) ClearConnectedSince() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 11)
+	x.xxx_hidden_ConnectedSince = nil
+}
+
+func (x *CommandConsumerStatsResponse) ClearType() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 12)
+	x.xxx_hidden_Type = nil
+}
+
+func (x *CommandConsumerStatsResponse) ClearMsgRateExpired() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 13)
+	x.xxx_hidden_MsgRateExpired = 0
+}
+
+func (x *CommandConsumerStatsResponse) ClearMsgBacklog() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 14)
+	x.xxx_hidden_MsgBacklog = 0
+}
+
+func (x *CommandConsumerStatsResponse) ClearMessageAckRate() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 15)
+	x.xxx_hidden_MessageAckRate = 0
+}
+
+type CommandConsumerStatsResponse_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	RequestId                    *uint64
+	ErrorCode                    *ServerError
+	ErrorMessage                 *string
+	MsgRateOut                   *float64
+	MsgThroughputOut             *float64
+	MsgRateRedeliver             *float64
+	ConsumerName                 *string
+	AvailablePermits             *uint64
+	UnackedMessages              *uint64
+	BlockedConsumerOnUnackedMsgs *bool
+	Address                      *string
+	ConnectedSince               *string
+	Type                         *string
+	MsgRateExpired               *float64
+	MsgBacklog                   *uint64
+	MessageAckRate               *float64
+}
+
+func (b0 CommandConsumerStatsResponse_builder) Build() *CommandConsumerStatsResponse {
+	m0 := &CommandConsumerStatsResponse{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.RequestId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 16)
+		x.xxx_hidden_RequestId = *b.RequestId
+	}
+	if b.ErrorCode != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 1, 16)
+		x.xxx_hidden_ErrorCode = *b.ErrorCode
+	}
+	if b.ErrorMessage != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 2, 16)
+		x.xxx_hidden_ErrorMessage = b.ErrorMessage
+	}
+	if b.MsgRateOut != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 3, 16)
+		x.xxx_hidden_MsgRateOut = *b.MsgRateOut
+	}
+	if b.MsgThroughputOut != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 4, 16)
+		x.xxx_hidden_MsgThroughputOut = *b.MsgThroughputOut
+	}
+	if b.MsgRateRedeliver != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 5, 16)
+		x.xxx_hidden_MsgRateRedeliver = *b.MsgRateRedeliver
+	}
+	if b.ConsumerName != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 6, 16)
+		x.xxx_hidden_ConsumerName = b.ConsumerName
+	}
+	if b.AvailablePermits != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 7, 16)
+		x.xxx_hidden_AvailablePermits = *b.AvailablePermits
+	}
+	if b.UnackedMessages != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 8, 16)
+		x.xxx_hidden_UnackedMessages = *b.UnackedMessages
+	}
+	if b.BlockedConsumerOnUnackedMsgs != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 9, 16)
+		x.xxx_hidden_BlockedConsumerOnUnackedMsgs = *b.BlockedConsumerOnUnackedMsgs
+	}
+	if b.Address != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 10, 16)
+		x.xxx_hidden_Address = b.Address
+	}
+	if b.ConnectedSince != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 11, 16)
+		x.xxx_hidden_ConnectedSince = b.ConnectedSince
+	}
+	if b.Type != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 12, 16)
+		x.xxx_hidden_Type = b.Type
+	}
+	if b.MsgRateExpired != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 13, 16)
+		x.xxx_hidden_MsgRateExpired = *b.MsgRateExpired
+	}
+	if b.MsgBacklog != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 14, 16)
+		x.xxx_hidden_MsgBacklog = *b.MsgBacklog
+	}
+	if b.MessageAckRate != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 15, 16)
+		x.xxx_hidden_MessageAckRate = *b.MessageAckRate
+	}
+	return m0
+}
+
 type CommandGetLastMessageId struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ConsumerId    *uint64                `protobuf:"varint,1,req,name=consumer_id,json=consumerId" json:"consumer_id,omitempty"`
-	RequestId     *uint64                `protobuf:"varint,2,req,name=request_id,json=requestId" json:"request_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state                  protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_ConsumerId  uint64                 `protobuf:"varint,1,req,name=consumer_id,json=consumerId"`
+	xxx_hidden_RequestId   uint64                 `protobuf:"varint,2,req,name=request_id,json=requestId"`
+	XXX_raceDetectHookData protoimpl.RaceDetectHookData
+	XXX_presence           [1]uint32
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *CommandGetLastMessageId) Reset() {
@@ -5339,32 +10917,85 @@ func (x *CommandGetLastMessageId) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CommandGetLastMessageId.ProtoReflect.Descriptor instead.
-func (*CommandGetLastMessageId) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{44}
-}
-
 func (x *CommandGetLastMessageId) GetConsumerId() uint64 {
-	if x != nil && x.ConsumerId != nil {
-		return *x.ConsumerId
+	if x != nil {
+		return x.xxx_hidden_ConsumerId
 	}
 	return 0
 }
 
 func (x *CommandGetLastMessageId) GetRequestId() uint64 {
-	if x != nil && x.RequestId != nil {
-		return *x.RequestId
+	if x != nil {
+		return x.xxx_hidden_RequestId
 	}
 	return 0
 }
 
+func (x *CommandGetLastMessageId) SetConsumerId(v uint64) {
+	x.xxx_hidden_ConsumerId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 2)
+}
+
+func (x *CommandGetLastMessageId) SetRequestId(v uint64) {
+	x.xxx_hidden_RequestId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 1, 2)
+}
+
+func (x *CommandGetLastMessageId) HasConsumerId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *CommandGetLastMessageId) HasRequestId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 1)
+}
+
+func (x *CommandGetLastMessageId) ClearConsumerId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_ConsumerId = 0
+}
+
+func (x *CommandGetLastMessageId) ClearRequestId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 1)
+	x.xxx_hidden_RequestId = 0
+}
+
+type CommandGetLastMessageId_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	ConsumerId *uint64
+	RequestId  *uint64
+}
+
+func (b0 CommandGetLastMessageId_builder) Build() *CommandGetLastMessageId {
+	m0 := &CommandGetLastMessageId{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.ConsumerId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 2)
+		x.xxx_hidden_ConsumerId = *b.ConsumerId
+	}
+	if b.RequestId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 1, 2)
+		x.xxx_hidden_RequestId = *b.RequestId
+	}
+	return m0
+}
+
 type CommandGetLastMessageIdResponse struct {
-	state                      protoimpl.MessageState `protogen:"open.v1"`
-	LastMessageId              *MessageIdData         `protobuf:"bytes,1,req,name=last_message_id,json=lastMessageId" json:"last_message_id,omitempty"`
-	RequestId                  *uint64                `protobuf:"varint,2,req,name=request_id,json=requestId" json:"request_id,omitempty"`
-	ConsumerMarkDeletePosition *MessageIdData         `protobuf:"bytes,3,opt,name=consumer_mark_delete_position,json=consumerMarkDeletePosition" json:"consumer_mark_delete_position,omitempty"`
-	unknownFields              protoimpl.UnknownFields
-	sizeCache                  protoimpl.SizeCache
+	state                                 protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_LastMessageId              *MessageIdData         `protobuf:"bytes,1,req,name=last_message_id,json=lastMessageId"`
+	xxx_hidden_RequestId                  uint64                 `protobuf:"varint,2,req,name=request_id,json=requestId"`
+	xxx_hidden_ConsumerMarkDeletePosition *MessageIdData         `protobuf:"bytes,3,opt,name=consumer_mark_delete_position,json=consumerMarkDeletePosition"`
+	XXX_raceDetectHookData                protoimpl.RaceDetectHookData
+	XXX_presence                          [1]uint32
+	unknownFields                         protoimpl.UnknownFields
+	sizeCache                             protoimpl.SizeCache
 }
 
 func (x *CommandGetLastMessageIdResponse) Reset() {
@@ -5392,42 +11023,107 @@ func (x *CommandGetLastMessageIdResponse) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CommandGetLastMessageIdResponse.ProtoReflect.Descriptor instead.
-func (*CommandGetLastMessageIdResponse) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{45}
-}
-
 func (x *CommandGetLastMessageIdResponse) GetLastMessageId() *MessageIdData {
 	if x != nil {
-		return x.LastMessageId
+		return x.xxx_hidden_LastMessageId
 	}
 	return nil
 }
 
 func (x *CommandGetLastMessageIdResponse) GetRequestId() uint64 {
-	if x != nil && x.RequestId != nil {
-		return *x.RequestId
+	if x != nil {
+		return x.xxx_hidden_RequestId
 	}
 	return 0
 }
 
 func (x *CommandGetLastMessageIdResponse) GetConsumerMarkDeletePosition() *MessageIdData {
 	if x != nil {
-		return x.ConsumerMarkDeletePosition
+		return x.xxx_hidden_ConsumerMarkDeletePosition
 	}
 	return nil
 }
 
+func (x *CommandGetLastMessageIdResponse) SetLastMessageId(v *MessageIdData) {
+	x.xxx_hidden_LastMessageId = v
+}
+
+func (x *CommandGetLastMessageIdResponse) SetRequestId(v uint64) {
+	x.xxx_hidden_RequestId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 1, 3)
+}
+
+func (x *CommandGetLastMessageIdResponse) SetConsumerMarkDeletePosition(v *MessageIdData) {
+	x.xxx_hidden_ConsumerMarkDeletePosition = v
+}
+
+func (x *CommandGetLastMessageIdResponse) HasLastMessageId() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_LastMessageId != nil
+}
+
+func (x *CommandGetLastMessageIdResponse) HasRequestId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 1)
+}
+
+func (x *CommandGetLastMessageIdResponse) HasConsumerMarkDeletePosition() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_ConsumerMarkDeletePosition != nil
+}
+
+func (x *CommandGetLastMessageIdResponse) ClearLastMessageId() {
+	x.xxx_hidden_LastMessageId = nil
+}
+
+func (x *CommandGetLastMessageIdResponse) ClearRequestId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 1)
+	x.xxx_hidden_RequestId = 0
+}
+
+func (x *CommandGetLastMessageIdResponse) ClearConsumerMarkDeletePosition() {
+	x.xxx_hidden_ConsumerMarkDeletePosition = nil
+}
+
+type CommandGetLastMessageIdResponse_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	LastMessageId              *MessageIdData
+	RequestId                  *uint64
+	ConsumerMarkDeletePosition *MessageIdData
+}
+
+func (b0 CommandGetLastMessageIdResponse_builder) Build() *CommandGetLastMessageIdResponse {
+	m0 := &CommandGetLastMessageIdResponse{}
+	b, x := &b0, m0
+	_, _ = b, x
+	x.xxx_hidden_LastMessageId = b.LastMessageId
+	if b.RequestId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 1, 3)
+		x.xxx_hidden_RequestId = *b.RequestId
+	}
+	x.xxx_hidden_ConsumerMarkDeletePosition = b.ConsumerMarkDeletePosition
+	return m0
+}
+
 type CommandGetTopicsOfNamespace struct {
-	state         protoimpl.MessageState            `protogen:"open.v1"`
-	RequestId     *uint64                           `protobuf:"varint,1,req,name=request_id,json=requestId" json:"request_id,omitempty"`
-	Namespace     *string                           `protobuf:"bytes,2,req,name=namespace" json:"namespace,omitempty"`
-	Mode          *CommandGetTopicsOfNamespace_Mode `protobuf:"varint,3,opt,name=mode,enum=meridian.wire.v1.CommandGetTopicsOfNamespace_Mode,def=0" json:"mode,omitempty"`
-	TopicsPattern *string                           `protobuf:"bytes,4,opt,name=topics_pattern,json=topicsPattern" json:"topics_pattern,omitempty"`
-	TopicsHash    *string                           `protobuf:"bytes,5,opt,name=topics_hash,json=topicsHash" json:"topics_hash,omitempty"`
-	Properties    []*KeyValue                       `protobuf:"bytes,6,rep,name=properties" json:"properties,omitempty"` // newer than v0.19.0: client context
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state                    protoimpl.MessageState           `protogen:"opaque.v1"`
+	xxx_hidden_RequestId     uint64                           `protobuf:"varint,1,req,name=request_id,json=requestId"`
+	xxx_hidden_Namespace     *string                          `protobuf:"bytes,2,req,name=namespace"`
+	xxx_hidden_Mode          CommandGetTopicsOfNamespace_Mode `protobuf:"varint,3,opt,name=mode,enum=meridian.wire.v1.CommandGetTopicsOfNamespace_Mode,def=0"`
+	xxx_hidden_TopicsPattern *string                          `protobuf:"bytes,4,opt,name=topics_pattern,json=topicsPattern"`
+	xxx_hidden_TopicsHash    *string                          `protobuf:"bytes,5,opt,name=topics_hash,json=topicsHash"`
+	xxx_hidden_Properties    *[]*KeyValue                     `protobuf:"bytes,6,rep,name=properties"`
+	XXX_raceDetectHookData   protoimpl.RaceDetectHookData
+	XXX_presence             [1]uint32
+	unknownFields            protoimpl.UnknownFields
+	sizeCache                protoimpl.SizeCache
 }
 
 // Default values for CommandGetTopicsOfNamespace fields.
@@ -5460,63 +11156,199 @@ func (x *CommandGetTopicsOfNamespace) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CommandGetTopicsOfNamespace.ProtoReflect.Descriptor instead.
-func (*CommandGetTopicsOfNamespace) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{46}
-}
-
 func (x *CommandGetTopicsOfNamespace) GetRequestId() uint64 {
-	if x != nil && x.RequestId != nil {
-		return *x.RequestId
+	if x != nil {
+		return x.xxx_hidden_RequestId
 	}
 	return 0
 }
 
 func (x *CommandGetTopicsOfNamespace) GetNamespace() string {
-	if x != nil && x.Namespace != nil {
-		return *x.Namespace
+	if x != nil {
+		if x.xxx_hidden_Namespace != nil {
+			return *x.xxx_hidden_Namespace
+		}
+		return ""
 	}
 	return ""
 }
 
 func (x *CommandGetTopicsOfNamespace) GetMode() CommandGetTopicsOfNamespace_Mode {
-	if x != nil && x.Mode != nil {
-		return *x.Mode
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 2) {
+			return x.xxx_hidden_Mode
+		}
 	}
 	return Default_CommandGetTopicsOfNamespace_Mode
 }
 
 func (x *CommandGetTopicsOfNamespace) GetTopicsPattern() string {
-	if x != nil && x.TopicsPattern != nil {
-		return *x.TopicsPattern
+	if x != nil {
+		if x.xxx_hidden_TopicsPattern != nil {
+			return *x.xxx_hidden_TopicsPattern
+		}
+		return ""
 	}
 	return ""
 }
 
 func (x *CommandGetTopicsOfNamespace) GetTopicsHash() string {
-	if x != nil && x.TopicsHash != nil {
-		return *x.TopicsHash
+	if x != nil {
+		if x.xxx_hidden_TopicsHash != nil {
+			return *x.xxx_hidden_TopicsHash
+		}
+		return ""
 	}
 	return ""
 }
 
 func (x *CommandGetTopicsOfNamespace) GetProperties() []*KeyValue {
 	if x != nil {
-		return x.Properties
+		if x.xxx_hidden_Properties != nil {
+			return *x.xxx_hidden_Properties
+		}
 	}
 	return nil
 }
 
+func (x *CommandGetTopicsOfNamespace) SetRequestId(v uint64) {
+	x.xxx_hidden_RequestId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 6)
+}
+
+func (x *CommandGetTopicsOfNamespace) SetNamespace(v string) {
+	x.xxx_hidden_Namespace = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 1, 6)
+}
+
+func (x *CommandGetTopicsOfNamespace) SetMode(v CommandGetTopicsOfNamespace_Mode) {
+	x.xxx_hidden_Mode = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 2, 6)
+}
+
+func (x *CommandGetTopicsOfNamespace) SetTopicsPattern(v string) {
+	x.xxx_hidden_TopicsPattern = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 3, 6)
+}
+
+func (x *CommandGetTopicsOfNamespace) SetTopicsHash(v string) {
+	x.xxx_hidden_TopicsHash = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 4, 6)
+}
+
+func (x *CommandGetTopicsOfNamespace) SetProperties(v []*KeyValue) {
+	x.xxx_hidden_Properties = &v
+}
+
+func (x *CommandGetTopicsOfNamespace) HasRequestId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *CommandGetTopicsOfNamespace) HasNamespace() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 1)
+}
+
+func (x *CommandGetTopicsOfNamespace) HasMode() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 2)
+}
+
+func (x *CommandGetTopicsOfNamespace) HasTopicsPattern() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 3)
+}
+
+func (x *CommandGetTopicsOfNamespace) HasTopicsHash() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 4)
+}
+
+func (x *CommandGetTopicsOfNamespace) ClearRequestId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_RequestId = 0
+}
+
+func (x *CommandGetTopicsOfNamespace) ClearNamespace() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 1)
+	x.xxx_hidden_Namespace = nil
+}
+
+func (x *CommandGetTopicsOfNamespace) ClearMode() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 2)
+}
+
+func (x *CommandGetTopicsOfNamespace) ClearTopicsPattern() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 3)
+	x.xxx_hidden_TopicsPattern = nil
+}
+
+func (x *CommandGetTopicsOfNamespace) ClearTopicsHash() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 4)
+	x.xxx_hidden_TopicsHash = nil
+}
+
+type CommandGetTopicsOfNamespace_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	RequestId     *uint64
+	Namespace     *string
+	Mode          *CommandGetTopicsOfNamespace_Mode
+	TopicsPattern *string
+	TopicsHash    *string
+	Properties    []*KeyValue
+}
+
+func (b0 CommandGetTopicsOfNamespace_builder) Build() *CommandGetTopicsOfNamespace {
+	m0 := &CommandGetTopicsOfNamespace{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.RequestId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 6)
+		x.xxx_hidden_RequestId = *b.RequestId
+	}
+	if b.Namespace != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 1, 6)
+		x.xxx_hidden_Namespace = b.Namespace
+	}
+	if b.Mode != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 2, 6)
+		x.xxx_hidden_Mode = *b.Mode
+	}
+	if b.TopicsPattern != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 3, 6)
+		x.xxx_hidden_TopicsPattern = b.TopicsPattern
+	}
+	if b.TopicsHash != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 4, 6)
+		x.xxx_hidden_TopicsHash = b.TopicsHash
+	}
+	x.xxx_hidden_Properties = &b.Properties
+	return m0
+}
+
 type CommandGetTopicsOfNamespaceResponse struct {
-	state      protoimpl.MessageState `protogen:"open.v1"`
-	RequestId  *uint64                `protobuf:"varint,1,req,name=request_id,json=requestId" json:"request_id,omitempty"`
-	Topics     []string               `protobuf:"bytes,2,rep,name=topics" json:"topics,omitempty"`
-	Filtered   *bool                  `protobuf:"varint,3,opt,name=filtered,def=0" json:"filtered,omitempty"`
-	TopicsHash *string                `protobuf:"bytes,4,opt,name=topics_hash,json=topicsHash" json:"topics_hash,omitempty"`
-	// false: the list is unchanged and topics is empty.
-	Changed       *bool `protobuf:"varint,5,opt,name=changed,def=1" json:"changed,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state                  protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_RequestId   uint64                 `protobuf:"varint,1,req,name=request_id,json=requestId"`
+	xxx_hidden_Topics      []string               `protobuf:"bytes,2,rep,name=topics"`
+	xxx_hidden_Filtered    bool                   `protobuf:"varint,3,opt,name=filtered,def=0"`
+	xxx_hidden_TopicsHash  *string                `protobuf:"bytes,4,opt,name=topics_hash,json=topicsHash"`
+	xxx_hidden_Changed     bool                   `protobuf:"varint,5,opt,name=changed,def=1"`
+	XXX_raceDetectHookData protoimpl.RaceDetectHookData
+	XXX_presence           [1]uint32
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 // Default values for CommandGetTopicsOfNamespaceResponse fields.
@@ -5550,55 +11382,164 @@ func (x *CommandGetTopicsOfNamespaceResponse) ProtoReflect() protoreflect.Messag
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CommandGetTopicsOfNamespaceResponse.ProtoReflect.Descriptor instead.
-func (*CommandGetTopicsOfNamespaceResponse) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{47}
-}
-
 func (x *CommandGetTopicsOfNamespaceResponse) GetRequestId() uint64 {
-	if x != nil && x.RequestId != nil {
-		return *x.RequestId
+	if x != nil {
+		return x.xxx_hidden_RequestId
 	}
 	return 0
 }
 
 func (x *CommandGetTopicsOfNamespaceResponse) GetTopics() []string {
 	if x != nil {
-		return x.Topics
+		return x.xxx_hidden_Topics
 	}
 	return nil
 }
 
 func (x *CommandGetTopicsOfNamespaceResponse) GetFiltered() bool {
-	if x != nil && x.Filtered != nil {
-		return *x.Filtered
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 2) {
+			return x.xxx_hidden_Filtered
+		}
 	}
 	return Default_CommandGetTopicsOfNamespaceResponse_Filtered
 }
 
 func (x *CommandGetTopicsOfNamespaceResponse) GetTopicsHash() string {
-	if x != nil && x.TopicsHash != nil {
-		return *x.TopicsHash
+	if x != nil {
+		if x.xxx_hidden_TopicsHash != nil {
+			return *x.xxx_hidden_TopicsHash
+		}
+		return ""
 	}
 	return ""
 }
 
 func (x *CommandGetTopicsOfNamespaceResponse) GetChanged() bool {
-	if x != nil && x.Changed != nil {
-		return *x.Changed
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 4) {
+			return x.xxx_hidden_Changed
+		}
 	}
 	return Default_CommandGetTopicsOfNamespaceResponse_Changed
 }
 
+func (x *CommandGetTopicsOfNamespaceResponse) SetRequestId(v uint64) {
+	x.xxx_hidden_RequestId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 5)
+}
+
+func (x *CommandGetTopicsOfNamespaceResponse) SetTopics(v []string) {
+	x.xxx_hidden_Topics = v
+}
+
+func (x *CommandGetTopicsOfNamespaceResponse) SetFiltered(v bool) {
+	x.xxx_hidden_Filtered = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 2, 5)
+}
+
+func (x *CommandGetTopicsOfNamespaceResponse) SetTopicsHash(v string) {
+	x.xxx_hidden_TopicsHash = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 3, 5)
+}
+
+func (x *CommandGetTopicsOfNamespaceResponse) SetChanged(v bool) {
+	x.xxx_hidden_Changed = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 4, 5)
+}
+
+func (x *CommandGetTopicsOfNamespaceResponse) HasRequestId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *CommandGetTopicsOfNamespaceResponse) HasFiltered() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 2)
+}
+
+func (x *CommandGetTopicsOfNamespaceResponse) HasTopicsHash() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 3)
+}
+
+func (x *CommandGetTopicsOfNamespaceResponse) HasChanged() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 4)
+}
+
+func (x *CommandGetTopicsOfNamespaceResponse) ClearRequestId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_RequestId = 0
+}
+
+func (x *CommandGetTopicsOfNamespaceResponse) ClearFiltered() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 2)
+}
+
+func (x *CommandGetTopicsOfNamespaceResponse) ClearTopicsHash() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 3)
+	x.xxx_hidden_TopicsHash = nil
+}
+
+func (x *CommandGetTopicsOfNamespaceResponse) ClearChanged() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 4)
+}
+
+type CommandGetTopicsOfNamespaceResponse_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	RequestId  *uint64
+	Topics     []string
+	Filtered   *bool
+	TopicsHash *string
+	// false: the list is unchanged and topics is empty.
+	Changed *bool
+}
+
+func (b0 CommandGetTopicsOfNamespaceResponse_builder) Build() *CommandGetTopicsOfNamespaceResponse {
+	m0 := &CommandGetTopicsOfNamespaceResponse{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.RequestId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 5)
+		x.xxx_hidden_RequestId = *b.RequestId
+	}
+	x.xxx_hidden_Topics = b.Topics
+	if b.Filtered != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 2, 5)
+		x.xxx_hidden_Filtered = *b.Filtered
+	}
+	if b.TopicsHash != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 3, 5)
+		x.xxx_hidden_TopicsHash = b.TopicsHash
+	}
+	if b.Changed != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 4, 5)
+		x.xxx_hidden_Changed = *b.Changed
+	}
+	return m0
+}
+
 type CommandWatchTopicList struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RequestId     *uint64                `protobuf:"varint,1,req,name=request_id,json=requestId" json:"request_id,omitempty"`
-	WatcherId     *uint64                `protobuf:"varint,2,req,name=watcher_id,json=watcherId" json:"watcher_id,omitempty"`
-	Namespace     *string                `protobuf:"bytes,3,req,name=namespace" json:"namespace,omitempty"`
-	TopicsPattern *string                `protobuf:"bytes,4,req,name=topics_pattern,json=topicsPattern" json:"topics_pattern,omitempty"`
-	TopicsHash    *string                `protobuf:"bytes,5,opt,name=topics_hash,json=topicsHash" json:"topics_hash,omitempty"` // sent on reconnect
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state                    protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_RequestId     uint64                 `protobuf:"varint,1,req,name=request_id,json=requestId"`
+	xxx_hidden_WatcherId     uint64                 `protobuf:"varint,2,req,name=watcher_id,json=watcherId"`
+	xxx_hidden_Namespace     *string                `protobuf:"bytes,3,req,name=namespace"`
+	xxx_hidden_TopicsPattern *string                `protobuf:"bytes,4,req,name=topics_pattern,json=topicsPattern"`
+	xxx_hidden_TopicsHash    *string                `protobuf:"bytes,5,opt,name=topics_hash,json=topicsHash"`
+	XXX_raceDetectHookData   protoimpl.RaceDetectHookData
+	XXX_presence             [1]uint32
+	unknownFields            protoimpl.UnknownFields
+	sizeCache                protoimpl.SizeCache
 }
 
 func (x *CommandWatchTopicList) Reset() {
@@ -5626,54 +11567,182 @@ func (x *CommandWatchTopicList) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CommandWatchTopicList.ProtoReflect.Descriptor instead.
-func (*CommandWatchTopicList) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{48}
-}
-
 func (x *CommandWatchTopicList) GetRequestId() uint64 {
-	if x != nil && x.RequestId != nil {
-		return *x.RequestId
+	if x != nil {
+		return x.xxx_hidden_RequestId
 	}
 	return 0
 }
 
 func (x *CommandWatchTopicList) GetWatcherId() uint64 {
-	if x != nil && x.WatcherId != nil {
-		return *x.WatcherId
+	if x != nil {
+		return x.xxx_hidden_WatcherId
 	}
 	return 0
 }
 
 func (x *CommandWatchTopicList) GetNamespace() string {
-	if x != nil && x.Namespace != nil {
-		return *x.Namespace
+	if x != nil {
+		if x.xxx_hidden_Namespace != nil {
+			return *x.xxx_hidden_Namespace
+		}
+		return ""
 	}
 	return ""
 }
 
 func (x *CommandWatchTopicList) GetTopicsPattern() string {
-	if x != nil && x.TopicsPattern != nil {
-		return *x.TopicsPattern
+	if x != nil {
+		if x.xxx_hidden_TopicsPattern != nil {
+			return *x.xxx_hidden_TopicsPattern
+		}
+		return ""
 	}
 	return ""
 }
 
 func (x *CommandWatchTopicList) GetTopicsHash() string {
-	if x != nil && x.TopicsHash != nil {
-		return *x.TopicsHash
+	if x != nil {
+		if x.xxx_hidden_TopicsHash != nil {
+			return *x.xxx_hidden_TopicsHash
+		}
+		return ""
 	}
 	return ""
 }
 
+func (x *CommandWatchTopicList) SetRequestId(v uint64) {
+	x.xxx_hidden_RequestId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 5)
+}
+
+func (x *CommandWatchTopicList) SetWatcherId(v uint64) {
+	x.xxx_hidden_WatcherId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 1, 5)
+}
+
+func (x *CommandWatchTopicList) SetNamespace(v string) {
+	x.xxx_hidden_Namespace = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 2, 5)
+}
+
+func (x *CommandWatchTopicList) SetTopicsPattern(v string) {
+	x.xxx_hidden_TopicsPattern = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 3, 5)
+}
+
+func (x *CommandWatchTopicList) SetTopicsHash(v string) {
+	x.xxx_hidden_TopicsHash = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 4, 5)
+}
+
+func (x *CommandWatchTopicList) HasRequestId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *CommandWatchTopicList) HasWatcherId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 1)
+}
+
+func (x *CommandWatchTopicList) HasNamespace() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 2)
+}
+
+func (x *CommandWatchTopicList) HasTopicsPattern() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 3)
+}
+
+func (x *CommandWatchTopicList) HasTopicsHash() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 4)
+}
+
+func (x *CommandWatchTopicList) ClearRequestId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_RequestId = 0
+}
+
+func (x *CommandWatchTopicList) ClearWatcherId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 1)
+	x.xxx_hidden_WatcherId = 0
+}
+
+func (x *CommandWatchTopicList) ClearNamespace() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 2)
+	x.xxx_hidden_Namespace = nil
+}
+
+func (x *CommandWatchTopicList) ClearTopicsPattern() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 3)
+	x.xxx_hidden_TopicsPattern = nil
+}
+
+func (x *CommandWatchTopicList) ClearTopicsHash() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 4)
+	x.xxx_hidden_TopicsHash = nil
+}
+
+type CommandWatchTopicList_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	RequestId     *uint64
+	WatcherId     *uint64
+	Namespace     *string
+	TopicsPattern *string
+	TopicsHash    *string
+}
+
+func (b0 CommandWatchTopicList_builder) Build() *CommandWatchTopicList {
+	m0 := &CommandWatchTopicList{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.RequestId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 5)
+		x.xxx_hidden_RequestId = *b.RequestId
+	}
+	if b.WatcherId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 1, 5)
+		x.xxx_hidden_WatcherId = *b.WatcherId
+	}
+	if b.Namespace != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 2, 5)
+		x.xxx_hidden_Namespace = b.Namespace
+	}
+	if b.TopicsPattern != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 3, 5)
+		x.xxx_hidden_TopicsPattern = b.TopicsPattern
+	}
+	if b.TopicsHash != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 4, 5)
+		x.xxx_hidden_TopicsHash = b.TopicsHash
+	}
+	return m0
+}
+
 type CommandWatchTopicListSuccess struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RequestId     *uint64                `protobuf:"varint,1,req,name=request_id,json=requestId" json:"request_id,omitempty"`
-	WatcherId     *uint64                `protobuf:"varint,2,req,name=watcher_id,json=watcherId" json:"watcher_id,omitempty"`
-	Topic         []string               `protobuf:"bytes,3,rep,name=topic" json:"topic,omitempty"`
-	TopicsHash    *string                `protobuf:"bytes,4,req,name=topics_hash,json=topicsHash" json:"topics_hash,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state                  protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_RequestId   uint64                 `protobuf:"varint,1,req,name=request_id,json=requestId"`
+	xxx_hidden_WatcherId   uint64                 `protobuf:"varint,2,req,name=watcher_id,json=watcherId"`
+	xxx_hidden_Topic       []string               `protobuf:"bytes,3,rep,name=topic"`
+	xxx_hidden_TopicsHash  *string                `protobuf:"bytes,4,req,name=topics_hash,json=topicsHash"`
+	XXX_raceDetectHookData protoimpl.RaceDetectHookData
+	XXX_presence           [1]uint32
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *CommandWatchTopicListSuccess) Reset() {
@@ -5701,47 +11770,131 @@ func (x *CommandWatchTopicListSuccess) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CommandWatchTopicListSuccess.ProtoReflect.Descriptor instead.
-func (*CommandWatchTopicListSuccess) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{49}
-}
-
 func (x *CommandWatchTopicListSuccess) GetRequestId() uint64 {
-	if x != nil && x.RequestId != nil {
-		return *x.RequestId
+	if x != nil {
+		return x.xxx_hidden_RequestId
 	}
 	return 0
 }
 
 func (x *CommandWatchTopicListSuccess) GetWatcherId() uint64 {
-	if x != nil && x.WatcherId != nil {
-		return *x.WatcherId
+	if x != nil {
+		return x.xxx_hidden_WatcherId
 	}
 	return 0
 }
 
 func (x *CommandWatchTopicListSuccess) GetTopic() []string {
 	if x != nil {
-		return x.Topic
+		return x.xxx_hidden_Topic
 	}
 	return nil
 }
 
 func (x *CommandWatchTopicListSuccess) GetTopicsHash() string {
-	if x != nil && x.TopicsHash != nil {
-		return *x.TopicsHash
+	if x != nil {
+		if x.xxx_hidden_TopicsHash != nil {
+			return *x.xxx_hidden_TopicsHash
+		}
+		return ""
 	}
 	return ""
 }
 
+func (x *CommandWatchTopicListSuccess) SetRequestId(v uint64) {
+	x.xxx_hidden_RequestId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 4)
+}
+
+func (x *CommandWatchTopicListSuccess) SetWatcherId(v uint64) {
+	x.xxx_hidden_WatcherId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 1, 4)
+}
+
+func (x *CommandWatchTopicListSuccess) SetTopic(v []string) {
+	x.xxx_hidden_Topic = v
+}
+
+func (x *CommandWatchTopicListSuccess) SetTopicsHash(v string) {
+	x.xxx_hidden_TopicsHash = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 3, 4)
+}
+
+func (x *CommandWatchTopicListSuccess) HasRequestId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *CommandWatchTopicListSuccess) HasWatcherId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 1)
+}
+
+func (x *CommandWatchTopicListSuccess) HasTopicsHash() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 3)
+}
+
+func (x *CommandWatchTopicListSuccess) ClearRequestId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_RequestId = 0
+}
+
+func (x *CommandWatchTopicListSuccess) ClearWatcherId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 1)
+	x.xxx_hidden_WatcherId = 0
+}
+
+func (x *CommandWatchTopicListSuccess) ClearTopicsHash() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 3)
+	x.xxx_hidden_TopicsHash = nil
+}
+
+type CommandWatchTopicListSuccess_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	RequestId  *uint64
+	WatcherId  *uint64
+	Topic      []string
+	TopicsHash *string
+}
+
+func (b0 CommandWatchTopicListSuccess_builder) Build() *CommandWatchTopicListSuccess {
+	m0 := &CommandWatchTopicListSuccess{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.RequestId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 4)
+		x.xxx_hidden_RequestId = *b.RequestId
+	}
+	if b.WatcherId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 1, 4)
+		x.xxx_hidden_WatcherId = *b.WatcherId
+	}
+	x.xxx_hidden_Topic = b.Topic
+	if b.TopicsHash != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 3, 4)
+		x.xxx_hidden_TopicsHash = b.TopicsHash
+	}
+	return m0
+}
+
 type CommandWatchTopicUpdate struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	WatcherId     *uint64                `protobuf:"varint,1,req,name=watcher_id,json=watcherId" json:"watcher_id,omitempty"`
-	NewTopics     []string               `protobuf:"bytes,2,rep,name=new_topics,json=newTopics" json:"new_topics,omitempty"`
-	DeletedTopics []string               `protobuf:"bytes,3,rep,name=deleted_topics,json=deletedTopics" json:"deleted_topics,omitempty"`
-	TopicsHash    *string                `protobuf:"bytes,4,req,name=topics_hash,json=topicsHash" json:"topics_hash,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state                    protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_WatcherId     uint64                 `protobuf:"varint,1,req,name=watcher_id,json=watcherId"`
+	xxx_hidden_NewTopics     []string               `protobuf:"bytes,2,rep,name=new_topics,json=newTopics"`
+	xxx_hidden_DeletedTopics []string               `protobuf:"bytes,3,rep,name=deleted_topics,json=deletedTopics"`
+	xxx_hidden_TopicsHash    *string                `protobuf:"bytes,4,req,name=topics_hash,json=topicsHash"`
+	XXX_raceDetectHookData   protoimpl.RaceDetectHookData
+	XXX_presence             [1]uint32
+	unknownFields            protoimpl.UnknownFields
+	sizeCache                protoimpl.SizeCache
 }
 
 func (x *CommandWatchTopicUpdate) Reset() {
@@ -5769,45 +11922,113 @@ func (x *CommandWatchTopicUpdate) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CommandWatchTopicUpdate.ProtoReflect.Descriptor instead.
-func (*CommandWatchTopicUpdate) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{50}
-}
-
 func (x *CommandWatchTopicUpdate) GetWatcherId() uint64 {
-	if x != nil && x.WatcherId != nil {
-		return *x.WatcherId
+	if x != nil {
+		return x.xxx_hidden_WatcherId
 	}
 	return 0
 }
 
 func (x *CommandWatchTopicUpdate) GetNewTopics() []string {
 	if x != nil {
-		return x.NewTopics
+		return x.xxx_hidden_NewTopics
 	}
 	return nil
 }
 
 func (x *CommandWatchTopicUpdate) GetDeletedTopics() []string {
 	if x != nil {
-		return x.DeletedTopics
+		return x.xxx_hidden_DeletedTopics
 	}
 	return nil
 }
 
 func (x *CommandWatchTopicUpdate) GetTopicsHash() string {
-	if x != nil && x.TopicsHash != nil {
-		return *x.TopicsHash
+	if x != nil {
+		if x.xxx_hidden_TopicsHash != nil {
+			return *x.xxx_hidden_TopicsHash
+		}
+		return ""
 	}
 	return ""
 }
 
+func (x *CommandWatchTopicUpdate) SetWatcherId(v uint64) {
+	x.xxx_hidden_WatcherId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 4)
+}
+
+func (x *CommandWatchTopicUpdate) SetNewTopics(v []string) {
+	x.xxx_hidden_NewTopics = v
+}
+
+func (x *CommandWatchTopicUpdate) SetDeletedTopics(v []string) {
+	x.xxx_hidden_DeletedTopics = v
+}
+
+func (x *CommandWatchTopicUpdate) SetTopicsHash(v string) {
+	x.xxx_hidden_TopicsHash = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 3, 4)
+}
+
+func (x *CommandWatchTopicUpdate) HasWatcherId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *CommandWatchTopicUpdate) HasTopicsHash() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 3)
+}
+
+func (x *CommandWatchTopicUpdate) ClearWatcherId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_WatcherId = 0
+}
+
+func (x *CommandWatchTopicUpdate) ClearTopicsHash() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 3)
+	x.xxx_hidden_TopicsHash = nil
+}
+
+type CommandWatchTopicUpdate_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	WatcherId     *uint64
+	NewTopics     []string
+	DeletedTopics []string
+	TopicsHash    *string
+}
+
+func (b0 CommandWatchTopicUpdate_builder) Build() *CommandWatchTopicUpdate {
+	m0 := &CommandWatchTopicUpdate{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.WatcherId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 4)
+		x.xxx_hidden_WatcherId = *b.WatcherId
+	}
+	x.xxx_hidden_NewTopics = b.NewTopics
+	x.xxx_hidden_DeletedTopics = b.DeletedTopics
+	if b.TopicsHash != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 3, 4)
+		x.xxx_hidden_TopicsHash = b.TopicsHash
+	}
+	return m0
+}
+
 type CommandWatchTopicListClose struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RequestId     *uint64                `protobuf:"varint,1,req,name=request_id,json=requestId" json:"request_id,omitempty"`
-	WatcherId     *uint64                `protobuf:"varint,2,req,name=watcher_id,json=watcherId" json:"watcher_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state                  protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_RequestId   uint64                 `protobuf:"varint,1,req,name=request_id,json=requestId"`
+	xxx_hidden_WatcherId   uint64                 `protobuf:"varint,2,req,name=watcher_id,json=watcherId"`
+	XXX_raceDetectHookData protoimpl.RaceDetectHookData
+	XXX_presence           [1]uint32
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *CommandWatchTopicListClose) Reset() {
@@ -5835,32 +12056,85 @@ func (x *CommandWatchTopicListClose) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CommandWatchTopicListClose.ProtoReflect.Descriptor instead.
-func (*CommandWatchTopicListClose) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{51}
-}
-
 func (x *CommandWatchTopicListClose) GetRequestId() uint64 {
-	if x != nil && x.RequestId != nil {
-		return *x.RequestId
+	if x != nil {
+		return x.xxx_hidden_RequestId
 	}
 	return 0
 }
 
 func (x *CommandWatchTopicListClose) GetWatcherId() uint64 {
-	if x != nil && x.WatcherId != nil {
-		return *x.WatcherId
+	if x != nil {
+		return x.xxx_hidden_WatcherId
 	}
 	return 0
 }
 
+func (x *CommandWatchTopicListClose) SetRequestId(v uint64) {
+	x.xxx_hidden_RequestId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 2)
+}
+
+func (x *CommandWatchTopicListClose) SetWatcherId(v uint64) {
+	x.xxx_hidden_WatcherId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 1, 2)
+}
+
+func (x *CommandWatchTopicListClose) HasRequestId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *CommandWatchTopicListClose) HasWatcherId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 1)
+}
+
+func (x *CommandWatchTopicListClose) ClearRequestId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_RequestId = 0
+}
+
+func (x *CommandWatchTopicListClose) ClearWatcherId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 1)
+	x.xxx_hidden_WatcherId = 0
+}
+
+type CommandWatchTopicListClose_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	RequestId *uint64
+	WatcherId *uint64
+}
+
+func (b0 CommandWatchTopicListClose_builder) Build() *CommandWatchTopicListClose {
+	m0 := &CommandWatchTopicListClose{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.RequestId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 2)
+		x.xxx_hidden_RequestId = *b.RequestId
+	}
+	if b.WatcherId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 1, 2)
+		x.xxx_hidden_WatcherId = *b.WatcherId
+	}
+	return m0
+}
+
 type CommandGetSchema struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RequestId     *uint64                `protobuf:"varint,1,req,name=request_id,json=requestId" json:"request_id,omitempty"`
-	Topic         *string                `protobuf:"bytes,2,req,name=topic" json:"topic,omitempty"`
-	SchemaVersion []byte                 `protobuf:"bytes,3,opt,name=schema_version,json=schemaVersion" json:"schema_version,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state                    protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_RequestId     uint64                 `protobuf:"varint,1,req,name=request_id,json=requestId"`
+	xxx_hidden_Topic         *string                `protobuf:"bytes,2,req,name=topic"`
+	xxx_hidden_SchemaVersion []byte                 `protobuf:"bytes,3,opt,name=schema_version,json=schemaVersion"`
+	XXX_raceDetectHookData   protoimpl.RaceDetectHookData
+	XXX_presence             [1]uint32
+	unknownFields            protoimpl.UnknownFields
+	sizeCache                protoimpl.SizeCache
 }
 
 func (x *CommandGetSchema) Reset() {
@@ -5888,41 +12162,122 @@ func (x *CommandGetSchema) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CommandGetSchema.ProtoReflect.Descriptor instead.
-func (*CommandGetSchema) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{52}
-}
-
 func (x *CommandGetSchema) GetRequestId() uint64 {
-	if x != nil && x.RequestId != nil {
-		return *x.RequestId
+	if x != nil {
+		return x.xxx_hidden_RequestId
 	}
 	return 0
 }
 
 func (x *CommandGetSchema) GetTopic() string {
-	if x != nil && x.Topic != nil {
-		return *x.Topic
+	if x != nil {
+		if x.xxx_hidden_Topic != nil {
+			return *x.xxx_hidden_Topic
+		}
+		return ""
 	}
 	return ""
 }
 
 func (x *CommandGetSchema) GetSchemaVersion() []byte {
 	if x != nil {
-		return x.SchemaVersion
+		return x.xxx_hidden_SchemaVersion
 	}
 	return nil
 }
 
+func (x *CommandGetSchema) SetRequestId(v uint64) {
+	x.xxx_hidden_RequestId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 3)
+}
+
+func (x *CommandGetSchema) SetTopic(v string) {
+	x.xxx_hidden_Topic = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 1, 3)
+}
+
+func (x *CommandGetSchema) SetSchemaVersion(v []byte) {
+	if v == nil {
+		v = []byte{}
+	}
+	x.xxx_hidden_SchemaVersion = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 2, 3)
+}
+
+func (x *CommandGetSchema) HasRequestId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *CommandGetSchema) HasTopic() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 1)
+}
+
+func (x *CommandGetSchema) HasSchemaVersion() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 2)
+}
+
+func (x *CommandGetSchema) ClearRequestId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_RequestId = 0
+}
+
+func (x *CommandGetSchema) ClearTopic() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 1)
+	x.xxx_hidden_Topic = nil
+}
+
+func (x *CommandGetSchema) ClearSchemaVersion() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 2)
+	x.xxx_hidden_SchemaVersion = nil
+}
+
+type CommandGetSchema_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	RequestId     *uint64
+	Topic         *string
+	SchemaVersion []byte
+}
+
+func (b0 CommandGetSchema_builder) Build() *CommandGetSchema {
+	m0 := &CommandGetSchema{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.RequestId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 3)
+		x.xxx_hidden_RequestId = *b.RequestId
+	}
+	if b.Topic != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 1, 3)
+		x.xxx_hidden_Topic = b.Topic
+	}
+	if b.SchemaVersion != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 2, 3)
+		x.xxx_hidden_SchemaVersion = b.SchemaVersion
+	}
+	return m0
+}
+
 type CommandGetSchemaResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RequestId     *uint64                `protobuf:"varint,1,req,name=request_id,json=requestId" json:"request_id,omitempty"`
-	ErrorCode     *ServerError           `protobuf:"varint,2,opt,name=error_code,json=errorCode,enum=meridian.wire.v1.ServerError" json:"error_code,omitempty"`
-	ErrorMessage  *string                `protobuf:"bytes,3,opt,name=error_message,json=errorMessage" json:"error_message,omitempty"`
-	Schema        *Schema                `protobuf:"bytes,4,opt,name=schema" json:"schema,omitempty"`
-	SchemaVersion []byte                 `protobuf:"bytes,5,opt,name=schema_version,json=schemaVersion" json:"schema_version,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state                    protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_RequestId     uint64                 `protobuf:"varint,1,req,name=request_id,json=requestId"`
+	xxx_hidden_ErrorCode     ServerError            `protobuf:"varint,2,opt,name=error_code,json=errorCode,enum=meridian.wire.v1.ServerError"`
+	xxx_hidden_ErrorMessage  *string                `protobuf:"bytes,3,opt,name=error_message,json=errorMessage"`
+	xxx_hidden_Schema        *Schema                `protobuf:"bytes,4,opt,name=schema"`
+	xxx_hidden_SchemaVersion []byte                 `protobuf:"bytes,5,opt,name=schema_version,json=schemaVersion"`
+	XXX_raceDetectHookData   protoimpl.RaceDetectHookData
+	XXX_presence             [1]uint32
+	unknownFields            protoimpl.UnknownFields
+	sizeCache                protoimpl.SizeCache
 }
 
 func (x *CommandGetSchemaResponse) Reset() {
@@ -5950,54 +12305,176 @@ func (x *CommandGetSchemaResponse) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CommandGetSchemaResponse.ProtoReflect.Descriptor instead.
-func (*CommandGetSchemaResponse) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{53}
-}
-
 func (x *CommandGetSchemaResponse) GetRequestId() uint64 {
-	if x != nil && x.RequestId != nil {
-		return *x.RequestId
+	if x != nil {
+		return x.xxx_hidden_RequestId
 	}
 	return 0
 }
 
 func (x *CommandGetSchemaResponse) GetErrorCode() ServerError {
-	if x != nil && x.ErrorCode != nil {
-		return *x.ErrorCode
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 1) {
+			return x.xxx_hidden_ErrorCode
+		}
 	}
 	return ServerError_UnknownError
 }
 
 func (x *CommandGetSchemaResponse) GetErrorMessage() string {
-	if x != nil && x.ErrorMessage != nil {
-		return *x.ErrorMessage
+	if x != nil {
+		if x.xxx_hidden_ErrorMessage != nil {
+			return *x.xxx_hidden_ErrorMessage
+		}
+		return ""
 	}
 	return ""
 }
 
 func (x *CommandGetSchemaResponse) GetSchema() *Schema {
 	if x != nil {
-		return x.Schema
+		return x.xxx_hidden_Schema
 	}
 	return nil
 }
 
 func (x *CommandGetSchemaResponse) GetSchemaVersion() []byte {
 	if x != nil {
-		return x.SchemaVersion
+		return x.xxx_hidden_SchemaVersion
 	}
 	return nil
 }
 
+func (x *CommandGetSchemaResponse) SetRequestId(v uint64) {
+	x.xxx_hidden_RequestId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 5)
+}
+
+func (x *CommandGetSchemaResponse) SetErrorCode(v ServerError) {
+	x.xxx_hidden_ErrorCode = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 1, 5)
+}
+
+func (x *CommandGetSchemaResponse) SetErrorMessage(v string) {
+	x.xxx_hidden_ErrorMessage = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 2, 5)
+}
+
+func (x *CommandGetSchemaResponse) SetSchema(v *Schema) {
+	x.xxx_hidden_Schema = v
+}
+
+func (x *CommandGetSchemaResponse) SetSchemaVersion(v []byte) {
+	if v == nil {
+		v = []byte{}
+	}
+	x.xxx_hidden_SchemaVersion = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 4, 5)
+}
+
+func (x *CommandGetSchemaResponse) HasRequestId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *CommandGetSchemaResponse) HasErrorCode() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 1)
+}
+
+func (x *CommandGetSchemaResponse) HasErrorMessage() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 2)
+}
+
+func (x *CommandGetSchemaResponse) HasSchema() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_Schema != nil
+}
+
+func (x *CommandGetSchemaResponse) HasSchemaVersion() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 4)
+}
+
+func (x *CommandGetSchemaResponse) ClearRequestId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_RequestId = 0
+}
+
+func (x *CommandGetSchemaResponse) ClearErrorCode() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 1)
+	x.xxx_hidden_ErrorCode = ServerError_UnknownError
+}
+
+func (x *CommandGetSchemaResponse) ClearErrorMessage() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 2)
+	x.xxx_hidden_ErrorMessage = nil
+}
+
+func (x *CommandGetSchemaResponse) ClearSchema() {
+	x.xxx_hidden_Schema = nil
+}
+
+func (x *CommandGetSchemaResponse) ClearSchemaVersion() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 4)
+	x.xxx_hidden_SchemaVersion = nil
+}
+
+type CommandGetSchemaResponse_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	RequestId     *uint64
+	ErrorCode     *ServerError
+	ErrorMessage  *string
+	Schema        *Schema
+	SchemaVersion []byte
+}
+
+func (b0 CommandGetSchemaResponse_builder) Build() *CommandGetSchemaResponse {
+	m0 := &CommandGetSchemaResponse{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.RequestId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 5)
+		x.xxx_hidden_RequestId = *b.RequestId
+	}
+	if b.ErrorCode != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 1, 5)
+		x.xxx_hidden_ErrorCode = *b.ErrorCode
+	}
+	if b.ErrorMessage != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 2, 5)
+		x.xxx_hidden_ErrorMessage = b.ErrorMessage
+	}
+	x.xxx_hidden_Schema = b.Schema
+	if b.SchemaVersion != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 4, 5)
+		x.xxx_hidden_SchemaVersion = b.SchemaVersion
+	}
+	return m0
+}
+
 type CommandGetOrCreateSchema struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RequestId     *uint64                `protobuf:"varint,1,req,name=request_id,json=requestId" json:"request_id,omitempty"`
-	Topic         *string                `protobuf:"bytes,2,req,name=topic" json:"topic,omitempty"`
-	Schema        *Schema                `protobuf:"bytes,3,req,name=schema" json:"schema,omitempty"`
-	ProducerName  *string                `protobuf:"bytes,4,opt,name=producerName" json:"producerName,omitempty"` // newer than v0.19.0
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state                   protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_RequestId    uint64                 `protobuf:"varint,1,req,name=request_id,json=requestId"`
+	xxx_hidden_Topic        *string                `protobuf:"bytes,2,req,name=topic"`
+	xxx_hidden_Schema       *Schema                `protobuf:"bytes,3,req,name=schema"`
+	xxx_hidden_ProducerName *string                `protobuf:"bytes,4,opt,name=producerName"`
+	XXX_raceDetectHookData  protoimpl.RaceDetectHookData
+	XXX_presence            [1]uint32
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
 }
 
 func (x *CommandGetOrCreateSchema) Reset() {
@@ -6025,47 +12502,145 @@ func (x *CommandGetOrCreateSchema) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CommandGetOrCreateSchema.ProtoReflect.Descriptor instead.
-func (*CommandGetOrCreateSchema) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{54}
-}
-
 func (x *CommandGetOrCreateSchema) GetRequestId() uint64 {
-	if x != nil && x.RequestId != nil {
-		return *x.RequestId
+	if x != nil {
+		return x.xxx_hidden_RequestId
 	}
 	return 0
 }
 
 func (x *CommandGetOrCreateSchema) GetTopic() string {
-	if x != nil && x.Topic != nil {
-		return *x.Topic
+	if x != nil {
+		if x.xxx_hidden_Topic != nil {
+			return *x.xxx_hidden_Topic
+		}
+		return ""
 	}
 	return ""
 }
 
 func (x *CommandGetOrCreateSchema) GetSchema() *Schema {
 	if x != nil {
-		return x.Schema
+		return x.xxx_hidden_Schema
 	}
 	return nil
 }
 
 func (x *CommandGetOrCreateSchema) GetProducerName() string {
-	if x != nil && x.ProducerName != nil {
-		return *x.ProducerName
+	if x != nil {
+		if x.xxx_hidden_ProducerName != nil {
+			return *x.xxx_hidden_ProducerName
+		}
+		return ""
 	}
 	return ""
 }
 
+func (x *CommandGetOrCreateSchema) SetRequestId(v uint64) {
+	x.xxx_hidden_RequestId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 4)
+}
+
+func (x *CommandGetOrCreateSchema) SetTopic(v string) {
+	x.xxx_hidden_Topic = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 1, 4)
+}
+
+func (x *CommandGetOrCreateSchema) SetSchema(v *Schema) {
+	x.xxx_hidden_Schema = v
+}
+
+func (x *CommandGetOrCreateSchema) SetProducerName(v string) {
+	x.xxx_hidden_ProducerName = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 3, 4)
+}
+
+func (x *CommandGetOrCreateSchema) HasRequestId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *CommandGetOrCreateSchema) HasTopic() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 1)
+}
+
+func (x *CommandGetOrCreateSchema) HasSchema() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_Schema != nil
+}
+
+func (x *CommandGetOrCreateSchema) HasProducerName() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 3)
+}
+
+func (x *CommandGetOrCreateSchema) ClearRequestId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_RequestId = 0
+}
+
+func (x *CommandGetOrCreateSchema) ClearTopic() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 1)
+	x.xxx_hidden_Topic = nil
+}
+
+func (x *CommandGetOrCreateSchema) ClearSchema() {
+	x.xxx_hidden_Schema = nil
+}
+
+func (x *CommandGetOrCreateSchema) ClearProducerName() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 3)
+	x.xxx_hidden_ProducerName = nil
+}
+
+type CommandGetOrCreateSchema_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	RequestId    *uint64
+	Topic        *string
+	Schema       *Schema
+	ProducerName *string
+}
+
+func (b0 CommandGetOrCreateSchema_builder) Build() *CommandGetOrCreateSchema {
+	m0 := &CommandGetOrCreateSchema{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.RequestId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 4)
+		x.xxx_hidden_RequestId = *b.RequestId
+	}
+	if b.Topic != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 1, 4)
+		x.xxx_hidden_Topic = b.Topic
+	}
+	x.xxx_hidden_Schema = b.Schema
+	if b.ProducerName != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 3, 4)
+		x.xxx_hidden_ProducerName = b.ProducerName
+	}
+	return m0
+}
+
 type CommandGetOrCreateSchemaResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RequestId     *uint64                `protobuf:"varint,1,req,name=request_id,json=requestId" json:"request_id,omitempty"`
-	ErrorCode     *ServerError           `protobuf:"varint,2,opt,name=error_code,json=errorCode,enum=meridian.wire.v1.ServerError" json:"error_code,omitempty"`
-	ErrorMessage  *string                `protobuf:"bytes,3,opt,name=error_message,json=errorMessage" json:"error_message,omitempty"`
-	SchemaVersion []byte                 `protobuf:"bytes,4,opt,name=schema_version,json=schemaVersion" json:"schema_version,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state                    protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_RequestId     uint64                 `protobuf:"varint,1,req,name=request_id,json=requestId"`
+	xxx_hidden_ErrorCode     ServerError            `protobuf:"varint,2,opt,name=error_code,json=errorCode,enum=meridian.wire.v1.ServerError"`
+	xxx_hidden_ErrorMessage  *string                `protobuf:"bytes,3,opt,name=error_message,json=errorMessage"`
+	xxx_hidden_SchemaVersion []byte                 `protobuf:"bytes,4,opt,name=schema_version,json=schemaVersion"`
+	XXX_raceDetectHookData   protoimpl.RaceDetectHookData
+	XXX_presence             [1]uint32
+	unknownFields            protoimpl.UnknownFields
+	sizeCache                protoimpl.SizeCache
 }
 
 func (x *CommandGetOrCreateSchemaResponse) Reset() {
@@ -6093,59 +12668,161 @@ func (x *CommandGetOrCreateSchemaResponse) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CommandGetOrCreateSchemaResponse.ProtoReflect.Descriptor instead.
-func (*CommandGetOrCreateSchemaResponse) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{55}
-}
-
 func (x *CommandGetOrCreateSchemaResponse) GetRequestId() uint64 {
-	if x != nil && x.RequestId != nil {
-		return *x.RequestId
+	if x != nil {
+		return x.xxx_hidden_RequestId
 	}
 	return 0
 }
 
 func (x *CommandGetOrCreateSchemaResponse) GetErrorCode() ServerError {
-	if x != nil && x.ErrorCode != nil {
-		return *x.ErrorCode
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 1) {
+			return x.xxx_hidden_ErrorCode
+		}
 	}
 	return ServerError_UnknownError
 }
 
 func (x *CommandGetOrCreateSchemaResponse) GetErrorMessage() string {
-	if x != nil && x.ErrorMessage != nil {
-		return *x.ErrorMessage
+	if x != nil {
+		if x.xxx_hidden_ErrorMessage != nil {
+			return *x.xxx_hidden_ErrorMessage
+		}
+		return ""
 	}
 	return ""
 }
 
 func (x *CommandGetOrCreateSchemaResponse) GetSchemaVersion() []byte {
 	if x != nil {
-		return x.SchemaVersion
+		return x.xxx_hidden_SchemaVersion
 	}
 	return nil
 }
 
+func (x *CommandGetOrCreateSchemaResponse) SetRequestId(v uint64) {
+	x.xxx_hidden_RequestId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 4)
+}
+
+func (x *CommandGetOrCreateSchemaResponse) SetErrorCode(v ServerError) {
+	x.xxx_hidden_ErrorCode = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 1, 4)
+}
+
+func (x *CommandGetOrCreateSchemaResponse) SetErrorMessage(v string) {
+	x.xxx_hidden_ErrorMessage = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 2, 4)
+}
+
+func (x *CommandGetOrCreateSchemaResponse) SetSchemaVersion(v []byte) {
+	if v == nil {
+		v = []byte{}
+	}
+	x.xxx_hidden_SchemaVersion = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 3, 4)
+}
+
+func (x *CommandGetOrCreateSchemaResponse) HasRequestId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *CommandGetOrCreateSchemaResponse) HasErrorCode() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 1)
+}
+
+func (x *CommandGetOrCreateSchemaResponse) HasErrorMessage() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 2)
+}
+
+func (x *CommandGetOrCreateSchemaResponse) HasSchemaVersion() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 3)
+}
+
+func (x *CommandGetOrCreateSchemaResponse) ClearRequestId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_RequestId = 0
+}
+
+func (x *CommandGetOrCreateSchemaResponse) ClearErrorCode() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 1)
+	x.xxx_hidden_ErrorCode = ServerError_UnknownError
+}
+
+func (x *CommandGetOrCreateSchemaResponse) ClearErrorMessage() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 2)
+	x.xxx_hidden_ErrorMessage = nil
+}
+
+func (x *CommandGetOrCreateSchemaResponse) ClearSchemaVersion() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 3)
+	x.xxx_hidden_SchemaVersion = nil
+}
+
+type CommandGetOrCreateSchemaResponse_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	RequestId     *uint64
+	ErrorCode     *ServerError
+	ErrorMessage  *string
+	SchemaVersion []byte
+}
+
+func (b0 CommandGetOrCreateSchemaResponse_builder) Build() *CommandGetOrCreateSchemaResponse {
+	m0 := &CommandGetOrCreateSchemaResponse{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.RequestId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 4)
+		x.xxx_hidden_RequestId = *b.RequestId
+	}
+	if b.ErrorCode != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 1, 4)
+		x.xxx_hidden_ErrorCode = *b.ErrorCode
+	}
+	if b.ErrorMessage != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 2, 4)
+		x.xxx_hidden_ErrorMessage = b.ErrorMessage
+	}
+	if b.SchemaVersion != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 3, 4)
+		x.xxx_hidden_SchemaVersion = b.SchemaVersion
+	}
+	return m0
+}
+
 // One node of a scalable topic's segment DAG.
 type SegmentInfoProto struct {
-	state     protoimpl.MessageState `protogen:"open.v1"`
-	SegmentId *uint64                `protobuf:"varint,1,req,name=segment_id,json=segmentId" json:"segment_id,omitempty"`
-	HashStart *uint32                `protobuf:"varint,2,req,name=hash_start,json=hashStart" json:"hash_start,omitempty"`
-	HashEnd   *uint32                `protobuf:"varint,3,req,name=hash_end,json=hashEnd" json:"hash_end,omitempty"`
-	State     *SegmentState          `protobuf:"varint,4,req,name=state,enum=meridian.wire.v1.SegmentState" json:"state,omitempty"`
-	ParentIds []uint64               `protobuf:"varint,5,rep,name=parent_ids,json=parentIds" json:"parent_ids,omitempty"`
-	ChildIds  []uint64               `protobuf:"varint,6,rep,name=child_ids,json=childIds" json:"child_ids,omitempty"`
-	// Epochs are DAG generations; the *_ms fields are wall-clock times.
-	CreatedAtEpoch *uint64 `protobuf:"varint,7,req,name=created_at_epoch,json=createdAtEpoch" json:"created_at_epoch,omitempty"`
-	SealedAtEpoch  *uint64 `protobuf:"varint,8,opt,name=sealed_at_epoch,json=sealedAtEpoch" json:"sealed_at_epoch,omitempty"`
-	CreatedAtMs    *uint64 `protobuf:"varint,9,req,name=created_at_ms,json=createdAtMs" json:"created_at_ms,omitempty"`
-	SealedAtMs     *uint64 `protobuf:"varint,10,opt,name=sealed_at_ms,json=sealedAtMs" json:"sealed_at_ms,omitempty"`
-	// Set when the segment stands for a not-yet-migrated regular topic.
-	LegacyTopicName *string `protobuf:"bytes,11,opt,name=legacy_topic_name,json=legacyTopicName" json:"legacy_topic_name,omitempty"`
-	// Ascending start hashes of entry buckets 1..N-1 (bucket 0 starts at 0).
-	EntryBucketSplits []uint32 `protobuf:"varint,12,rep,name=entry_bucket_splits,json=entryBucketSplits" json:"entry_bucket_splits,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	state                        protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_SegmentId         uint64                 `protobuf:"varint,1,req,name=segment_id,json=segmentId"`
+	xxx_hidden_HashStart         uint32                 `protobuf:"varint,2,req,name=hash_start,json=hashStart"`
+	xxx_hidden_HashEnd           uint32                 `protobuf:"varint,3,req,name=hash_end,json=hashEnd"`
+	xxx_hidden_State             SegmentState           `protobuf:"varint,4,req,name=state,enum=meridian.wire.v1.SegmentState"`
+	xxx_hidden_ParentIds         []uint64               `protobuf:"varint,5,rep,name=parent_ids,json=parentIds"`
+	xxx_hidden_ChildIds          []uint64               `protobuf:"varint,6,rep,name=child_ids,json=childIds"`
+	xxx_hidden_CreatedAtEpoch    uint64                 `protobuf:"varint,7,req,name=created_at_epoch,json=createdAtEpoch"`
+	xxx_hidden_SealedAtEpoch     uint64                 `protobuf:"varint,8,opt,name=sealed_at_epoch,json=sealedAtEpoch"`
+	xxx_hidden_CreatedAtMs       uint64                 `protobuf:"varint,9,req,name=created_at_ms,json=createdAtMs"`
+	xxx_hidden_SealedAtMs        uint64                 `protobuf:"varint,10,opt,name=sealed_at_ms,json=sealedAtMs"`
+	xxx_hidden_LegacyTopicName   *string                `protobuf:"bytes,11,opt,name=legacy_topic_name,json=legacyTopicName"`
+	xxx_hidden_EntryBucketSplits []uint32               `protobuf:"varint,12,rep,name=entry_bucket_splits,json=entryBucketSplits"`
+	XXX_raceDetectHookData       protoimpl.RaceDetectHookData
+	XXX_presence                 [1]uint32
+	unknownFields                protoimpl.UnknownFields
+	sizeCache                    protoimpl.SizeCache
 }
 
 func (x *SegmentInfoProto) Reset() {
@@ -6173,102 +12850,335 @@ func (x *SegmentInfoProto) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use SegmentInfoProto.ProtoReflect.Descriptor instead.
-func (*SegmentInfoProto) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{56}
-}
-
 func (x *SegmentInfoProto) GetSegmentId() uint64 {
-	if x != nil && x.SegmentId != nil {
-		return *x.SegmentId
+	if x != nil {
+		return x.xxx_hidden_SegmentId
 	}
 	return 0
 }
 
 func (x *SegmentInfoProto) GetHashStart() uint32 {
-	if x != nil && x.HashStart != nil {
-		return *x.HashStart
+	if x != nil {
+		return x.xxx_hidden_HashStart
 	}
 	return 0
 }
 
 func (x *SegmentInfoProto) GetHashEnd() uint32 {
-	if x != nil && x.HashEnd != nil {
-		return *x.HashEnd
+	if x != nil {
+		return x.xxx_hidden_HashEnd
 	}
 	return 0
 }
 
 func (x *SegmentInfoProto) GetState() SegmentState {
-	if x != nil && x.State != nil {
-		return *x.State
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 3) {
+			return x.xxx_hidden_State
+		}
 	}
 	return SegmentState_ACTIVE
 }
 
 func (x *SegmentInfoProto) GetParentIds() []uint64 {
 	if x != nil {
-		return x.ParentIds
+		return x.xxx_hidden_ParentIds
 	}
 	return nil
 }
 
 func (x *SegmentInfoProto) GetChildIds() []uint64 {
 	if x != nil {
-		return x.ChildIds
+		return x.xxx_hidden_ChildIds
 	}
 	return nil
 }
 
 func (x *SegmentInfoProto) GetCreatedAtEpoch() uint64 {
-	if x != nil && x.CreatedAtEpoch != nil {
-		return *x.CreatedAtEpoch
+	if x != nil {
+		return x.xxx_hidden_CreatedAtEpoch
 	}
 	return 0
 }
 
 func (x *SegmentInfoProto) GetSealedAtEpoch() uint64 {
-	if x != nil && x.SealedAtEpoch != nil {
-		return *x.SealedAtEpoch
+	if x != nil {
+		return x.xxx_hidden_SealedAtEpoch
 	}
 	return 0
 }
 
 func (x *SegmentInfoProto) GetCreatedAtMs() uint64 {
-	if x != nil && x.CreatedAtMs != nil {
-		return *x.CreatedAtMs
+	if x != nil {
+		return x.xxx_hidden_CreatedAtMs
 	}
 	return 0
 }
 
 func (x *SegmentInfoProto) GetSealedAtMs() uint64 {
-	if x != nil && x.SealedAtMs != nil {
-		return *x.SealedAtMs
+	if x != nil {
+		return x.xxx_hidden_SealedAtMs
 	}
 	return 0
 }
 
 func (x *SegmentInfoProto) GetLegacyTopicName() string {
-	if x != nil && x.LegacyTopicName != nil {
-		return *x.LegacyTopicName
+	if x != nil {
+		if x.xxx_hidden_LegacyTopicName != nil {
+			return *x.xxx_hidden_LegacyTopicName
+		}
+		return ""
 	}
 	return ""
 }
 
 func (x *SegmentInfoProto) GetEntryBucketSplits() []uint32 {
 	if x != nil {
-		return x.EntryBucketSplits
+		return x.xxx_hidden_EntryBucketSplits
 	}
 	return nil
 }
 
+func (x *SegmentInfoProto) SetSegmentId(v uint64) {
+	x.xxx_hidden_SegmentId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 12)
+}
+
+func (x *SegmentInfoProto) SetHashStart(v uint32) {
+	x.xxx_hidden_HashStart = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 1, 12)
+}
+
+func (x *SegmentInfoProto) SetHashEnd(v uint32) {
+	x.xxx_hidden_HashEnd = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 2, 12)
+}
+
+func (x *SegmentInfoProto) SetState(v SegmentState) {
+	x.xxx_hidden_State = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 3, 12)
+}
+
+func (x *SegmentInfoProto) SetParentIds(v []uint64) {
+	x.xxx_hidden_ParentIds = v
+}
+
+func (x *SegmentInfoProto) SetChildIds(v []uint64) {
+	x.xxx_hidden_ChildIds = v
+}
+
+func (x *SegmentInfoProto) SetCreatedAtEpoch(v uint64) {
+	x.xxx_hidden_CreatedAtEpoch = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 6, 12)
+}
+
+func (x *SegmentInfoProto) SetSealedAtEpoch(v uint64) {
+	x.xxx_hidden_SealedAtEpoch = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 7, 12)
+}
+
+func (x *SegmentInfoProto) SetCreatedAtMs(v uint64) {
+	x.xxx_hidden_CreatedAtMs = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 8, 12)
+}
+
+func (x *SegmentInfoProto) SetSealedAtMs(v uint64) {
+	x.xxx_hidden_SealedAtMs = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 9, 12)
+}
+
+func (x *SegmentInfoProto) SetLegacyTopicName(v string) {
+	x.xxx_hidden_LegacyTopicName = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 10, 12)
+}
+
+func (x *SegmentInfoProto) SetEntryBucketSplits(v []uint32) {
+	x.xxx_hidden_EntryBucketSplits = v
+}
+
+func (x *SegmentInfoProto) HasSegmentId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *SegmentInfoProto) HasHashStart() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 1)
+}
+
+func (x *SegmentInfoProto) HasHashEnd() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 2)
+}
+
+func (x *SegmentInfoProto) HasState() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 3)
+}
+
+func (x *SegmentInfoProto) HasCreatedAtEpoch() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 6)
+}
+
+func (x *SegmentInfoProto) HasSealedAtEpoch() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 7)
+}
+
+func (x *SegmentInfoProto) HasCreatedAtMs() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 8)
+}
+
+func (x *SegmentInfoProto) HasSealedAtMs() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 9)
+}
+
+func (x *SegmentInfoProto) HasLegacyTopicName() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 10)
+}
+
+func (x *SegmentInfoProto) ClearSegmentId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_SegmentId = 0
+}
+
+func (x *SegmentInfoProto) ClearHashStart() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 1)
+	x.xxx_hidden_HashStart = 0
+}
+
+func (x *SegmentInfoProto) ClearHashEnd() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 2)
+	x.xxx_hidden_HashEnd = 0
+}
+
+func (x *SegmentInfoProto) ClearState() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 3)
+	x.xxx_hidden_State = SegmentState_ACTIVE
+}
+
+func (x *SegmentInfoProto) ClearCreatedAtEpoch() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 6)
+	x.xxx_hidden_CreatedAtEpoch = 0
+}
+
+func (x *SegmentInfoProto) ClearSealedAtEpoch() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 7)
+	x.xxx_hidden_SealedAtEpoch = 0
+}
+
+func (x *SegmentInfoProto) ClearCreatedAtMs() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 8)
+	x.xxx_hidden_CreatedAtMs = 0
+}
+
+func (x *SegmentInfoProto) ClearSealedAtMs() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 9)
+	x.xxx_hidden_SealedAtMs = 0
+}
+
+func (x *SegmentInfoProto) ClearLegacyTopicName() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 10)
+	x.xxx_hidden_LegacyTopicName = nil
+}
+
+type SegmentInfoProto_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	SegmentId *uint64
+	HashStart *uint32
+	HashEnd   *uint32
+	State     *SegmentState
+	ParentIds []uint64
+	ChildIds  []uint64
+	// Epochs are DAG generations; the *_ms fields are wall-clock times.
+	CreatedAtEpoch *uint64
+	SealedAtEpoch  *uint64
+	CreatedAtMs    *uint64
+	SealedAtMs     *uint64
+	// Set when the segment stands for a not-yet-migrated regular topic.
+	LegacyTopicName *string
+	// Ascending start hashes of entry buckets 1..N-1 (bucket 0 starts at 0).
+	EntryBucketSplits []uint32
+}
+
+func (b0 SegmentInfoProto_builder) Build() *SegmentInfoProto {
+	m0 := &SegmentInfoProto{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.SegmentId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 12)
+		x.xxx_hidden_SegmentId = *b.SegmentId
+	}
+	if b.HashStart != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 1, 12)
+		x.xxx_hidden_HashStart = *b.HashStart
+	}
+	if b.HashEnd != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 2, 12)
+		x.xxx_hidden_HashEnd = *b.HashEnd
+	}
+	if b.State != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 3, 12)
+		x.xxx_hidden_State = *b.State
+	}
+	x.xxx_hidden_ParentIds = b.ParentIds
+	x.xxx_hidden_ChildIds = b.ChildIds
+	if b.CreatedAtEpoch != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 6, 12)
+		x.xxx_hidden_CreatedAtEpoch = *b.CreatedAtEpoch
+	}
+	if b.SealedAtEpoch != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 7, 12)
+		x.xxx_hidden_SealedAtEpoch = *b.SealedAtEpoch
+	}
+	if b.CreatedAtMs != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 8, 12)
+		x.xxx_hidden_CreatedAtMs = *b.CreatedAtMs
+	}
+	if b.SealedAtMs != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 9, 12)
+		x.xxx_hidden_SealedAtMs = *b.SealedAtMs
+	}
+	if b.LegacyTopicName != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 10, 12)
+		x.xxx_hidden_LegacyTopicName = b.LegacyTopicName
+	}
+	x.xxx_hidden_EntryBucketSplits = b.EntryBucketSplits
+	return m0
+}
+
 type SegmentBrokerAddress struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SegmentId     *uint64                `protobuf:"varint,1,req,name=segment_id,json=segmentId" json:"segment_id,omitempty"`
-	BrokerUrl     *string                `protobuf:"bytes,2,req,name=broker_url,json=brokerUrl" json:"broker_url,omitempty"`
-	BrokerUrlTls  *string                `protobuf:"bytes,3,opt,name=broker_url_tls,json=brokerUrlTls" json:"broker_url_tls,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state                   protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_SegmentId    uint64                 `protobuf:"varint,1,req,name=segment_id,json=segmentId"`
+	xxx_hidden_BrokerUrl    *string                `protobuf:"bytes,2,req,name=broker_url,json=brokerUrl"`
+	xxx_hidden_BrokerUrlTls *string                `protobuf:"bytes,3,opt,name=broker_url_tls,json=brokerUrlTls"`
+	XXX_raceDetectHookData  protoimpl.RaceDetectHookData
+	XXX_presence            [1]uint32
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
 }
 
 func (x *SegmentBrokerAddress) Reset() {
@@ -6296,41 +13206,122 @@ func (x *SegmentBrokerAddress) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use SegmentBrokerAddress.ProtoReflect.Descriptor instead.
-func (*SegmentBrokerAddress) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{57}
-}
-
 func (x *SegmentBrokerAddress) GetSegmentId() uint64 {
-	if x != nil && x.SegmentId != nil {
-		return *x.SegmentId
+	if x != nil {
+		return x.xxx_hidden_SegmentId
 	}
 	return 0
 }
 
 func (x *SegmentBrokerAddress) GetBrokerUrl() string {
-	if x != nil && x.BrokerUrl != nil {
-		return *x.BrokerUrl
+	if x != nil {
+		if x.xxx_hidden_BrokerUrl != nil {
+			return *x.xxx_hidden_BrokerUrl
+		}
+		return ""
 	}
 	return ""
 }
 
 func (x *SegmentBrokerAddress) GetBrokerUrlTls() string {
-	if x != nil && x.BrokerUrlTls != nil {
-		return *x.BrokerUrlTls
+	if x != nil {
+		if x.xxx_hidden_BrokerUrlTls != nil {
+			return *x.xxx_hidden_BrokerUrlTls
+		}
+		return ""
 	}
 	return ""
 }
 
+func (x *SegmentBrokerAddress) SetSegmentId(v uint64) {
+	x.xxx_hidden_SegmentId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 3)
+}
+
+func (x *SegmentBrokerAddress) SetBrokerUrl(v string) {
+	x.xxx_hidden_BrokerUrl = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 1, 3)
+}
+
+func (x *SegmentBrokerAddress) SetBrokerUrlTls(v string) {
+	x.xxx_hidden_BrokerUrlTls = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 2, 3)
+}
+
+func (x *SegmentBrokerAddress) HasSegmentId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *SegmentBrokerAddress) HasBrokerUrl() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 1)
+}
+
+func (x *SegmentBrokerAddress) HasBrokerUrlTls() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 2)
+}
+
+func (x *SegmentBrokerAddress) ClearSegmentId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_SegmentId = 0
+}
+
+func (x *SegmentBrokerAddress) ClearBrokerUrl() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 1)
+	x.xxx_hidden_BrokerUrl = nil
+}
+
+func (x *SegmentBrokerAddress) ClearBrokerUrlTls() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 2)
+	x.xxx_hidden_BrokerUrlTls = nil
+}
+
+type SegmentBrokerAddress_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	SegmentId    *uint64
+	BrokerUrl    *string
+	BrokerUrlTls *string
+}
+
+func (b0 SegmentBrokerAddress_builder) Build() *SegmentBrokerAddress {
+	m0 := &SegmentBrokerAddress{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.SegmentId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 3)
+		x.xxx_hidden_SegmentId = *b.SegmentId
+	}
+	if b.BrokerUrl != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 1, 3)
+		x.xxx_hidden_BrokerUrl = b.BrokerUrl
+	}
+	if b.BrokerUrlTls != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 2, 3)
+		x.xxx_hidden_BrokerUrlTls = b.BrokerUrlTls
+	}
+	return m0
+}
+
 type ScalableTopicDAG struct {
-	state                  protoimpl.MessageState  `protogen:"open.v1"`
-	Epoch                  *uint64                 `protobuf:"varint,1,req,name=epoch" json:"epoch,omitempty"`
-	Segments               []*SegmentInfoProto     `protobuf:"bytes,2,rep,name=segments" json:"segments,omitempty"`
-	SegmentBrokers         []*SegmentBrokerAddress `protobuf:"bytes,3,rep,name=segment_brokers,json=segmentBrokers" json:"segment_brokers,omitempty"`
-	ControllerBrokerUrl    *string                 `protobuf:"bytes,4,opt,name=controller_broker_url,json=controllerBrokerUrl" json:"controller_broker_url,omitempty"`
-	ControllerBrokerUrlTls *string                 `protobuf:"bytes,5,opt,name=controller_broker_url_tls,json=controllerBrokerUrlTls" json:"controller_broker_url_tls,omitempty"`
-	unknownFields          protoimpl.UnknownFields
-	sizeCache              protoimpl.SizeCache
+	state                             protoimpl.MessageState   `protogen:"opaque.v1"`
+	xxx_hidden_Epoch                  uint64                   `protobuf:"varint,1,req,name=epoch"`
+	xxx_hidden_Segments               *[]*SegmentInfoProto     `protobuf:"bytes,2,rep,name=segments"`
+	xxx_hidden_SegmentBrokers         *[]*SegmentBrokerAddress `protobuf:"bytes,3,rep,name=segment_brokers,json=segmentBrokers"`
+	xxx_hidden_ControllerBrokerUrl    *string                  `protobuf:"bytes,4,opt,name=controller_broker_url,json=controllerBrokerUrl"`
+	xxx_hidden_ControllerBrokerUrlTls *string                  `protobuf:"bytes,5,opt,name=controller_broker_url_tls,json=controllerBrokerUrlTls"`
+	XXX_raceDetectHookData            protoimpl.RaceDetectHookData
+	XXX_presence                      [1]uint32
+	unknownFields                     protoimpl.UnknownFields
+	sizeCache                         protoimpl.SizeCache
 }
 
 func (x *ScalableTopicDAG) Reset() {
@@ -6358,54 +13349,151 @@ func (x *ScalableTopicDAG) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use ScalableTopicDAG.ProtoReflect.Descriptor instead.
-func (*ScalableTopicDAG) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{58}
-}
-
 func (x *ScalableTopicDAG) GetEpoch() uint64 {
-	if x != nil && x.Epoch != nil {
-		return *x.Epoch
+	if x != nil {
+		return x.xxx_hidden_Epoch
 	}
 	return 0
 }
 
 func (x *ScalableTopicDAG) GetSegments() []*SegmentInfoProto {
 	if x != nil {
-		return x.Segments
+		if x.xxx_hidden_Segments != nil {
+			return *x.xxx_hidden_Segments
+		}
 	}
 	return nil
 }
 
 func (x *ScalableTopicDAG) GetSegmentBrokers() []*SegmentBrokerAddress {
 	if x != nil {
-		return x.SegmentBrokers
+		if x.xxx_hidden_SegmentBrokers != nil {
+			return *x.xxx_hidden_SegmentBrokers
+		}
 	}
 	return nil
 }
 
 func (x *ScalableTopicDAG) GetControllerBrokerUrl() string {
-	if x != nil && x.ControllerBrokerUrl != nil {
-		return *x.ControllerBrokerUrl
+	if x != nil {
+		if x.xxx_hidden_ControllerBrokerUrl != nil {
+			return *x.xxx_hidden_ControllerBrokerUrl
+		}
+		return ""
 	}
 	return ""
 }
 
 func (x *ScalableTopicDAG) GetControllerBrokerUrlTls() string {
-	if x != nil && x.ControllerBrokerUrlTls != nil {
-		return *x.ControllerBrokerUrlTls
+	if x != nil {
+		if x.xxx_hidden_ControllerBrokerUrlTls != nil {
+			return *x.xxx_hidden_ControllerBrokerUrlTls
+		}
+		return ""
 	}
 	return ""
 }
 
+func (x *ScalableTopicDAG) SetEpoch(v uint64) {
+	x.xxx_hidden_Epoch = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 5)
+}
+
+func (x *ScalableTopicDAG) SetSegments(v []*SegmentInfoProto) {
+	x.xxx_hidden_Segments = &v
+}
+
+func (x *ScalableTopicDAG) SetSegmentBrokers(v []*SegmentBrokerAddress) {
+	x.xxx_hidden_SegmentBrokers = &v
+}
+
+func (x *ScalableTopicDAG) SetControllerBrokerUrl(v string) {
+	x.xxx_hidden_ControllerBrokerUrl = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 3, 5)
+}
+
+func (x *ScalableTopicDAG) SetControllerBrokerUrlTls(v string) {
+	x.xxx_hidden_ControllerBrokerUrlTls = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 4, 5)
+}
+
+func (x *ScalableTopicDAG) HasEpoch() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *ScalableTopicDAG) HasControllerBrokerUrl() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 3)
+}
+
+func (x *ScalableTopicDAG) HasControllerBrokerUrlTls() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 4)
+}
+
+func (x *ScalableTopicDAG) ClearEpoch() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_Epoch = 0
+}
+
+func (x *ScalableTopicDAG) ClearControllerBrokerUrl() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 3)
+	x.xxx_hidden_ControllerBrokerUrl = nil
+}
+
+func (x *ScalableTopicDAG) ClearControllerBrokerUrlTls() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 4)
+	x.xxx_hidden_ControllerBrokerUrlTls = nil
+}
+
+type ScalableTopicDAG_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	Epoch                  *uint64
+	Segments               []*SegmentInfoProto
+	SegmentBrokers         []*SegmentBrokerAddress
+	ControllerBrokerUrl    *string
+	ControllerBrokerUrlTls *string
+}
+
+func (b0 ScalableTopicDAG_builder) Build() *ScalableTopicDAG {
+	m0 := &ScalableTopicDAG{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.Epoch != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 5)
+		x.xxx_hidden_Epoch = *b.Epoch
+	}
+	x.xxx_hidden_Segments = &b.Segments
+	x.xxx_hidden_SegmentBrokers = &b.SegmentBrokers
+	if b.ControllerBrokerUrl != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 3, 5)
+		x.xxx_hidden_ControllerBrokerUrl = b.ControllerBrokerUrl
+	}
+	if b.ControllerBrokerUrlTls != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 4, 5)
+		x.xxx_hidden_ControllerBrokerUrlTls = b.ControllerBrokerUrlTls
+	}
+	return m0
+}
+
 // Client to broker: resolve a scalable topic and watch its DAG.
 type CommandScalableTopicLookup struct {
-	state           protoimpl.MessageState `protogen:"open.v1"`
-	SessionId       *uint64                `protobuf:"varint,1,req,name=session_id,json=sessionId" json:"session_id,omitempty"`
-	Topic           *string                `protobuf:"bytes,2,req,name=topic" json:"topic,omitempty"`
-	CreateIfMissing *bool                  `protobuf:"varint,3,opt,name=create_if_missing,json=createIfMissing,def=1" json:"create_if_missing,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	state                      protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_SessionId       uint64                 `protobuf:"varint,1,req,name=session_id,json=sessionId"`
+	xxx_hidden_Topic           *string                `protobuf:"bytes,2,req,name=topic"`
+	xxx_hidden_CreateIfMissing bool                   `protobuf:"varint,3,opt,name=create_if_missing,json=createIfMissing,def=1"`
+	XXX_raceDetectHookData     protoimpl.RaceDetectHookData
+	XXX_presence               [1]uint32
+	unknownFields              protoimpl.UnknownFields
+	sizeCache                  protoimpl.SizeCache
 }
 
 // Default values for CommandScalableTopicLookup fields.
@@ -6438,42 +13526,121 @@ func (x *CommandScalableTopicLookup) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CommandScalableTopicLookup.ProtoReflect.Descriptor instead.
-func (*CommandScalableTopicLookup) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{59}
-}
-
 func (x *CommandScalableTopicLookup) GetSessionId() uint64 {
-	if x != nil && x.SessionId != nil {
-		return *x.SessionId
+	if x != nil {
+		return x.xxx_hidden_SessionId
 	}
 	return 0
 }
 
 func (x *CommandScalableTopicLookup) GetTopic() string {
-	if x != nil && x.Topic != nil {
-		return *x.Topic
+	if x != nil {
+		if x.xxx_hidden_Topic != nil {
+			return *x.xxx_hidden_Topic
+		}
+		return ""
 	}
 	return ""
 }
 
 func (x *CommandScalableTopicLookup) GetCreateIfMissing() bool {
-	if x != nil && x.CreateIfMissing != nil {
-		return *x.CreateIfMissing
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 2) {
+			return x.xxx_hidden_CreateIfMissing
+		}
 	}
 	return Default_CommandScalableTopicLookup_CreateIfMissing
 }
 
+func (x *CommandScalableTopicLookup) SetSessionId(v uint64) {
+	x.xxx_hidden_SessionId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 3)
+}
+
+func (x *CommandScalableTopicLookup) SetTopic(v string) {
+	x.xxx_hidden_Topic = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 1, 3)
+}
+
+func (x *CommandScalableTopicLookup) SetCreateIfMissing(v bool) {
+	x.xxx_hidden_CreateIfMissing = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 2, 3)
+}
+
+func (x *CommandScalableTopicLookup) HasSessionId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *CommandScalableTopicLookup) HasTopic() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 1)
+}
+
+func (x *CommandScalableTopicLookup) HasCreateIfMissing() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 2)
+}
+
+func (x *CommandScalableTopicLookup) ClearSessionId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_SessionId = 0
+}
+
+func (x *CommandScalableTopicLookup) ClearTopic() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 1)
+	x.xxx_hidden_Topic = nil
+}
+
+func (x *CommandScalableTopicLookup) ClearCreateIfMissing() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 2)
+}
+
+type CommandScalableTopicLookup_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	SessionId       *uint64
+	Topic           *string
+	CreateIfMissing *bool
+}
+
+func (b0 CommandScalableTopicLookup_builder) Build() *CommandScalableTopicLookup {
+	m0 := &CommandScalableTopicLookup{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.SessionId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 3)
+		x.xxx_hidden_SessionId = *b.SessionId
+	}
+	if b.Topic != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 1, 3)
+		x.xxx_hidden_Topic = b.Topic
+	}
+	if b.CreateIfMissing != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 2, 3)
+		x.xxx_hidden_CreateIfMissing = *b.CreateIfMissing
+	}
+	return m0
+}
+
 // Broker to client: first answer and every later DAG change.
 type CommandScalableTopicUpdate struct {
-	state             protoimpl.MessageState `protogen:"open.v1"`
-	SessionId         *uint64                `protobuf:"varint,1,req,name=session_id,json=sessionId" json:"session_id,omitempty"`
-	Dag               *ScalableTopicDAG      `protobuf:"bytes,2,opt,name=dag" json:"dag,omitempty"`
-	Error             *ServerError           `protobuf:"varint,3,opt,name=error,enum=meridian.wire.v1.ServerError" json:"error,omitempty"`
-	Message           *string                `protobuf:"bytes,4,opt,name=message" json:"message,omitempty"`
-	ResolvedTopicName *string                `protobuf:"bytes,5,opt,name=resolved_topic_name,json=resolvedTopicName" json:"resolved_topic_name,omitempty"` // canonical topic://... name
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	state                        protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_SessionId         uint64                 `protobuf:"varint,1,req,name=session_id,json=sessionId"`
+	xxx_hidden_Dag               *ScalableTopicDAG      `protobuf:"bytes,2,opt,name=dag"`
+	xxx_hidden_Error             ServerError            `protobuf:"varint,3,opt,name=error,enum=meridian.wire.v1.ServerError"`
+	xxx_hidden_Message           *string                `protobuf:"bytes,4,opt,name=message"`
+	xxx_hidden_ResolvedTopicName *string                `protobuf:"bytes,5,opt,name=resolved_topic_name,json=resolvedTopicName"`
+	XXX_raceDetectHookData       protoimpl.RaceDetectHookData
+	XXX_presence                 [1]uint32
+	unknownFields                protoimpl.UnknownFields
+	sizeCache                    protoimpl.SizeCache
 }
 
 func (x *CommandScalableTopicUpdate) Reset() {
@@ -6501,51 +13668,173 @@ func (x *CommandScalableTopicUpdate) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CommandScalableTopicUpdate.ProtoReflect.Descriptor instead.
-func (*CommandScalableTopicUpdate) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{60}
-}
-
 func (x *CommandScalableTopicUpdate) GetSessionId() uint64 {
-	if x != nil && x.SessionId != nil {
-		return *x.SessionId
+	if x != nil {
+		return x.xxx_hidden_SessionId
 	}
 	return 0
 }
 
 func (x *CommandScalableTopicUpdate) GetDag() *ScalableTopicDAG {
 	if x != nil {
-		return x.Dag
+		return x.xxx_hidden_Dag
 	}
 	return nil
 }
 
 func (x *CommandScalableTopicUpdate) GetError() ServerError {
-	if x != nil && x.Error != nil {
-		return *x.Error
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 2) {
+			return x.xxx_hidden_Error
+		}
 	}
 	return ServerError_UnknownError
 }
 
 func (x *CommandScalableTopicUpdate) GetMessage() string {
-	if x != nil && x.Message != nil {
-		return *x.Message
+	if x != nil {
+		if x.xxx_hidden_Message != nil {
+			return *x.xxx_hidden_Message
+		}
+		return ""
 	}
 	return ""
 }
 
 func (x *CommandScalableTopicUpdate) GetResolvedTopicName() string {
-	if x != nil && x.ResolvedTopicName != nil {
-		return *x.ResolvedTopicName
+	if x != nil {
+		if x.xxx_hidden_ResolvedTopicName != nil {
+			return *x.xxx_hidden_ResolvedTopicName
+		}
+		return ""
 	}
 	return ""
 }
 
+func (x *CommandScalableTopicUpdate) SetSessionId(v uint64) {
+	x.xxx_hidden_SessionId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 5)
+}
+
+func (x *CommandScalableTopicUpdate) SetDag(v *ScalableTopicDAG) {
+	x.xxx_hidden_Dag = v
+}
+
+func (x *CommandScalableTopicUpdate) SetError(v ServerError) {
+	x.xxx_hidden_Error = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 2, 5)
+}
+
+func (x *CommandScalableTopicUpdate) SetMessage(v string) {
+	x.xxx_hidden_Message = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 3, 5)
+}
+
+func (x *CommandScalableTopicUpdate) SetResolvedTopicName(v string) {
+	x.xxx_hidden_ResolvedTopicName = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 4, 5)
+}
+
+func (x *CommandScalableTopicUpdate) HasSessionId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *CommandScalableTopicUpdate) HasDag() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_Dag != nil
+}
+
+func (x *CommandScalableTopicUpdate) HasError() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 2)
+}
+
+func (x *CommandScalableTopicUpdate) HasMessage() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 3)
+}
+
+func (x *CommandScalableTopicUpdate) HasResolvedTopicName() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 4)
+}
+
+func (x *CommandScalableTopicUpdate) ClearSessionId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_SessionId = 0
+}
+
+func (x *CommandScalableTopicUpdate) ClearDag() {
+	x.xxx_hidden_Dag = nil
+}
+
+func (x *CommandScalableTopicUpdate) ClearError() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 2)
+	x.xxx_hidden_Error = ServerError_UnknownError
+}
+
+func (x *CommandScalableTopicUpdate) ClearMessage() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 3)
+	x.xxx_hidden_Message = nil
+}
+
+func (x *CommandScalableTopicUpdate) ClearResolvedTopicName() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 4)
+	x.xxx_hidden_ResolvedTopicName = nil
+}
+
+type CommandScalableTopicUpdate_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	SessionId         *uint64
+	Dag               *ScalableTopicDAG
+	Error             *ServerError
+	Message           *string
+	ResolvedTopicName *string
+}
+
+func (b0 CommandScalableTopicUpdate_builder) Build() *CommandScalableTopicUpdate {
+	m0 := &CommandScalableTopicUpdate{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.SessionId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 5)
+		x.xxx_hidden_SessionId = *b.SessionId
+	}
+	x.xxx_hidden_Dag = b.Dag
+	if b.Error != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 2, 5)
+		x.xxx_hidden_Error = *b.Error
+	}
+	if b.Message != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 3, 5)
+		x.xxx_hidden_Message = b.Message
+	}
+	if b.ResolvedTopicName != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 4, 5)
+		x.xxx_hidden_ResolvedTopicName = b.ResolvedTopicName
+	}
+	return m0
+}
+
 type CommandScalableTopicClose struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SessionId     *uint64                `protobuf:"varint,1,req,name=session_id,json=sessionId" json:"session_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state                  protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_SessionId   uint64                 `protobuf:"varint,1,req,name=session_id,json=sessionId"`
+	XXX_raceDetectHookData protoimpl.RaceDetectHookData
+	XXX_presence           [1]uint32
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *CommandScalableTopicClose) Reset() {
@@ -6573,28 +13862,58 @@ func (x *CommandScalableTopicClose) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CommandScalableTopicClose.ProtoReflect.Descriptor instead.
-func (*CommandScalableTopicClose) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{61}
-}
-
 func (x *CommandScalableTopicClose) GetSessionId() uint64 {
-	if x != nil && x.SessionId != nil {
-		return *x.SessionId
+	if x != nil {
+		return x.xxx_hidden_SessionId
 	}
 	return 0
 }
 
+func (x *CommandScalableTopicClose) SetSessionId(v uint64) {
+	x.xxx_hidden_SessionId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 1)
+}
+
+func (x *CommandScalableTopicClose) HasSessionId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *CommandScalableTopicClose) ClearSessionId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_SessionId = 0
+}
+
+type CommandScalableTopicClose_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	SessionId *uint64
+}
+
+func (b0 CommandScalableTopicClose_builder) Build() *CommandScalableTopicClose {
+	m0 := &CommandScalableTopicClose{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.SessionId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 1)
+		x.xxx_hidden_SessionId = *b.SessionId
+	}
+	return m0
+}
+
 type ScalableAssignedSegment struct {
-	state        protoimpl.MessageState `protogen:"open.v1"`
-	SegmentId    *uint64                `protobuf:"varint,1,req,name=segment_id,json=segmentId" json:"segment_id,omitempty"`
-	HashStart    *uint32                `protobuf:"varint,2,req,name=hash_start,json=hashStart" json:"hash_start,omitempty"`
-	HashEnd      *uint32                `protobuf:"varint,3,req,name=hash_end,json=hashEnd" json:"hash_end,omitempty"`
-	SegmentTopic *string                `protobuf:"bytes,4,req,name=segment_topic,json=segmentTopic" json:"segment_topic,omitempty"`
-	// Empty: the whole segment; otherwise the entry buckets owned.
-	BucketRanges  []*IntRange `protobuf:"bytes,5,rep,name=bucket_ranges,json=bucketRanges" json:"bucket_ranges,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state                   protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_SegmentId    uint64                 `protobuf:"varint,1,req,name=segment_id,json=segmentId"`
+	xxx_hidden_HashStart    uint32                 `protobuf:"varint,2,req,name=hash_start,json=hashStart"`
+	xxx_hidden_HashEnd      uint32                 `protobuf:"varint,3,req,name=hash_end,json=hashEnd"`
+	xxx_hidden_SegmentTopic *string                `protobuf:"bytes,4,req,name=segment_topic,json=segmentTopic"`
+	xxx_hidden_BucketRanges *[]*IntRange           `protobuf:"bytes,5,rep,name=bucket_ranges,json=bucketRanges"`
+	XXX_raceDetectHookData  protoimpl.RaceDetectHookData
+	XXX_presence            [1]uint32
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
 }
 
 func (x *ScalableAssignedSegment) Reset() {
@@ -6622,52 +13941,161 @@ func (x *ScalableAssignedSegment) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use ScalableAssignedSegment.ProtoReflect.Descriptor instead.
-func (*ScalableAssignedSegment) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{62}
-}
-
 func (x *ScalableAssignedSegment) GetSegmentId() uint64 {
-	if x != nil && x.SegmentId != nil {
-		return *x.SegmentId
+	if x != nil {
+		return x.xxx_hidden_SegmentId
 	}
 	return 0
 }
 
 func (x *ScalableAssignedSegment) GetHashStart() uint32 {
-	if x != nil && x.HashStart != nil {
-		return *x.HashStart
+	if x != nil {
+		return x.xxx_hidden_HashStart
 	}
 	return 0
 }
 
 func (x *ScalableAssignedSegment) GetHashEnd() uint32 {
-	if x != nil && x.HashEnd != nil {
-		return *x.HashEnd
+	if x != nil {
+		return x.xxx_hidden_HashEnd
 	}
 	return 0
 }
 
 func (x *ScalableAssignedSegment) GetSegmentTopic() string {
-	if x != nil && x.SegmentTopic != nil {
-		return *x.SegmentTopic
+	if x != nil {
+		if x.xxx_hidden_SegmentTopic != nil {
+			return *x.xxx_hidden_SegmentTopic
+		}
+		return ""
 	}
 	return ""
 }
 
 func (x *ScalableAssignedSegment) GetBucketRanges() []*IntRange {
 	if x != nil {
-		return x.BucketRanges
+		if x.xxx_hidden_BucketRanges != nil {
+			return *x.xxx_hidden_BucketRanges
+		}
 	}
 	return nil
 }
 
+func (x *ScalableAssignedSegment) SetSegmentId(v uint64) {
+	x.xxx_hidden_SegmentId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 5)
+}
+
+func (x *ScalableAssignedSegment) SetHashStart(v uint32) {
+	x.xxx_hidden_HashStart = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 1, 5)
+}
+
+func (x *ScalableAssignedSegment) SetHashEnd(v uint32) {
+	x.xxx_hidden_HashEnd = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 2, 5)
+}
+
+func (x *ScalableAssignedSegment) SetSegmentTopic(v string) {
+	x.xxx_hidden_SegmentTopic = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 3, 5)
+}
+
+func (x *ScalableAssignedSegment) SetBucketRanges(v []*IntRange) {
+	x.xxx_hidden_BucketRanges = &v
+}
+
+func (x *ScalableAssignedSegment) HasSegmentId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *ScalableAssignedSegment) HasHashStart() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 1)
+}
+
+func (x *ScalableAssignedSegment) HasHashEnd() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 2)
+}
+
+func (x *ScalableAssignedSegment) HasSegmentTopic() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 3)
+}
+
+func (x *ScalableAssignedSegment) ClearSegmentId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_SegmentId = 0
+}
+
+func (x *ScalableAssignedSegment) ClearHashStart() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 1)
+	x.xxx_hidden_HashStart = 0
+}
+
+func (x *ScalableAssignedSegment) ClearHashEnd() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 2)
+	x.xxx_hidden_HashEnd = 0
+}
+
+func (x *ScalableAssignedSegment) ClearSegmentTopic() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 3)
+	x.xxx_hidden_SegmentTopic = nil
+}
+
+type ScalableAssignedSegment_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	SegmentId    *uint64
+	HashStart    *uint32
+	HashEnd      *uint32
+	SegmentTopic *string
+	// Empty: the whole segment; otherwise the entry buckets owned.
+	BucketRanges []*IntRange
+}
+
+func (b0 ScalableAssignedSegment_builder) Build() *ScalableAssignedSegment {
+	m0 := &ScalableAssignedSegment{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.SegmentId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 5)
+		x.xxx_hidden_SegmentId = *b.SegmentId
+	}
+	if b.HashStart != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 1, 5)
+		x.xxx_hidden_HashStart = *b.HashStart
+	}
+	if b.HashEnd != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 2, 5)
+		x.xxx_hidden_HashEnd = *b.HashEnd
+	}
+	if b.SegmentTopic != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 3, 5)
+		x.xxx_hidden_SegmentTopic = b.SegmentTopic
+	}
+	x.xxx_hidden_BucketRanges = &b.BucketRanges
+	return m0
+}
+
 type ScalableConsumerAssignment struct {
-	state         protoimpl.MessageState     `protogen:"open.v1"`
-	LayoutEpoch   *uint64                    `protobuf:"varint,1,req,name=layout_epoch,json=layoutEpoch" json:"layout_epoch,omitempty"`
-	Segments      []*ScalableAssignedSegment `protobuf:"bytes,2,rep,name=segments" json:"segments,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state                  protoimpl.MessageState      `protogen:"opaque.v1"`
+	xxx_hidden_LayoutEpoch uint64                      `protobuf:"varint,1,req,name=layout_epoch,json=layoutEpoch"`
+	xxx_hidden_Segments    *[]*ScalableAssignedSegment `protobuf:"bytes,2,rep,name=segments"`
+	XXX_raceDetectHookData protoimpl.RaceDetectHookData
+	XXX_presence           [1]uint32
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *ScalableConsumerAssignment) Reset() {
@@ -6695,35 +14123,74 @@ func (x *ScalableConsumerAssignment) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use ScalableConsumerAssignment.ProtoReflect.Descriptor instead.
-func (*ScalableConsumerAssignment) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{63}
-}
-
 func (x *ScalableConsumerAssignment) GetLayoutEpoch() uint64 {
-	if x != nil && x.LayoutEpoch != nil {
-		return *x.LayoutEpoch
+	if x != nil {
+		return x.xxx_hidden_LayoutEpoch
 	}
 	return 0
 }
 
 func (x *ScalableConsumerAssignment) GetSegments() []*ScalableAssignedSegment {
 	if x != nil {
-		return x.Segments
+		if x.xxx_hidden_Segments != nil {
+			return *x.xxx_hidden_Segments
+		}
 	}
 	return nil
 }
 
+func (x *ScalableConsumerAssignment) SetLayoutEpoch(v uint64) {
+	x.xxx_hidden_LayoutEpoch = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 2)
+}
+
+func (x *ScalableConsumerAssignment) SetSegments(v []*ScalableAssignedSegment) {
+	x.xxx_hidden_Segments = &v
+}
+
+func (x *ScalableConsumerAssignment) HasLayoutEpoch() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *ScalableConsumerAssignment) ClearLayoutEpoch() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_LayoutEpoch = 0
+}
+
+type ScalableConsumerAssignment_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	LayoutEpoch *uint64
+	Segments    []*ScalableAssignedSegment
+}
+
+func (b0 ScalableConsumerAssignment_builder) Build() *ScalableConsumerAssignment {
+	m0 := &ScalableConsumerAssignment{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.LayoutEpoch != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 2)
+		x.xxx_hidden_LayoutEpoch = *b.LayoutEpoch
+	}
+	x.xxx_hidden_Segments = &b.Segments
+	return m0
+}
+
 type CommandScalableTopicSubscribe struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RequestId     *uint64                `protobuf:"varint,1,req,name=request_id,json=requestId" json:"request_id,omitempty"`
-	Topic         *string                `protobuf:"bytes,2,req,name=topic" json:"topic,omitempty"`
-	Subscription  *string                `protobuf:"bytes,3,req,name=subscription" json:"subscription,omitempty"`
-	ConsumerName  *string                `protobuf:"bytes,4,req,name=consumer_name,json=consumerName" json:"consumer_name,omitempty"`
-	ConsumerId    *uint64                `protobuf:"varint,5,req,name=consumer_id,json=consumerId" json:"consumer_id,omitempty"`
-	ConsumerType  *ScalableConsumerType  `protobuf:"varint,6,req,name=consumer_type,json=consumerType,enum=meridian.wire.v1.ScalableConsumerType" json:"consumer_type,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state                   protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_RequestId    uint64                 `protobuf:"varint,1,req,name=request_id,json=requestId"`
+	xxx_hidden_Topic        *string                `protobuf:"bytes,2,req,name=topic"`
+	xxx_hidden_Subscription *string                `protobuf:"bytes,3,req,name=subscription"`
+	xxx_hidden_ConsumerName *string                `protobuf:"bytes,4,req,name=consumer_name,json=consumerName"`
+	xxx_hidden_ConsumerId   uint64                 `protobuf:"varint,5,req,name=consumer_id,json=consumerId"`
+	xxx_hidden_ConsumerType ScalableConsumerType   `protobuf:"varint,6,req,name=consumer_type,json=consumerType,enum=meridian.wire.v1.ScalableConsumerType"`
+	XXX_raceDetectHookData  protoimpl.RaceDetectHookData
+	XXX_presence            [1]uint32
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
 }
 
 func (x *CommandScalableTopicSubscribe) Reset() {
@@ -6751,61 +14218,213 @@ func (x *CommandScalableTopicSubscribe) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CommandScalableTopicSubscribe.ProtoReflect.Descriptor instead.
-func (*CommandScalableTopicSubscribe) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{64}
-}
-
 func (x *CommandScalableTopicSubscribe) GetRequestId() uint64 {
-	if x != nil && x.RequestId != nil {
-		return *x.RequestId
+	if x != nil {
+		return x.xxx_hidden_RequestId
 	}
 	return 0
 }
 
 func (x *CommandScalableTopicSubscribe) GetTopic() string {
-	if x != nil && x.Topic != nil {
-		return *x.Topic
+	if x != nil {
+		if x.xxx_hidden_Topic != nil {
+			return *x.xxx_hidden_Topic
+		}
+		return ""
 	}
 	return ""
 }
 
 func (x *CommandScalableTopicSubscribe) GetSubscription() string {
-	if x != nil && x.Subscription != nil {
-		return *x.Subscription
+	if x != nil {
+		if x.xxx_hidden_Subscription != nil {
+			return *x.xxx_hidden_Subscription
+		}
+		return ""
 	}
 	return ""
 }
 
 func (x *CommandScalableTopicSubscribe) GetConsumerName() string {
-	if x != nil && x.ConsumerName != nil {
-		return *x.ConsumerName
+	if x != nil {
+		if x.xxx_hidden_ConsumerName != nil {
+			return *x.xxx_hidden_ConsumerName
+		}
+		return ""
 	}
 	return ""
 }
 
 func (x *CommandScalableTopicSubscribe) GetConsumerId() uint64 {
-	if x != nil && x.ConsumerId != nil {
-		return *x.ConsumerId
+	if x != nil {
+		return x.xxx_hidden_ConsumerId
 	}
 	return 0
 }
 
 func (x *CommandScalableTopicSubscribe) GetConsumerType() ScalableConsumerType {
-	if x != nil && x.ConsumerType != nil {
-		return *x.ConsumerType
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 5) {
+			return x.xxx_hidden_ConsumerType
+		}
 	}
 	return ScalableConsumerType_STREAM
 }
 
+func (x *CommandScalableTopicSubscribe) SetRequestId(v uint64) {
+	x.xxx_hidden_RequestId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 6)
+}
+
+func (x *CommandScalableTopicSubscribe) SetTopic(v string) {
+	x.xxx_hidden_Topic = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 1, 6)
+}
+
+func (x *CommandScalableTopicSubscribe) SetSubscription(v string) {
+	x.xxx_hidden_Subscription = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 2, 6)
+}
+
+func (x *CommandScalableTopicSubscribe) SetConsumerName(v string) {
+	x.xxx_hidden_ConsumerName = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 3, 6)
+}
+
+func (x *CommandScalableTopicSubscribe) SetConsumerId(v uint64) {
+	x.xxx_hidden_ConsumerId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 4, 6)
+}
+
+func (x *CommandScalableTopicSubscribe) SetConsumerType(v ScalableConsumerType) {
+	x.xxx_hidden_ConsumerType = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 5, 6)
+}
+
+func (x *CommandScalableTopicSubscribe) HasRequestId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *CommandScalableTopicSubscribe) HasTopic() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 1)
+}
+
+func (x *CommandScalableTopicSubscribe) HasSubscription() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 2)
+}
+
+func (x *CommandScalableTopicSubscribe) HasConsumerName() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 3)
+}
+
+func (x *CommandScalableTopicSubscribe) HasConsumerId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 4)
+}
+
+func (x *CommandScalableTopicSubscribe) HasConsumerType() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 5)
+}
+
+func (x *CommandScalableTopicSubscribe) ClearRequestId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_RequestId = 0
+}
+
+func (x *CommandScalableTopicSubscribe) ClearTopic() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 1)
+	x.xxx_hidden_Topic = nil
+}
+
+func (x *CommandScalableTopicSubscribe) ClearSubscription() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 2)
+	x.xxx_hidden_Subscription = nil
+}
+
+func (x *CommandScalableTopicSubscribe) ClearConsumerName() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 3)
+	x.xxx_hidden_ConsumerName = nil
+}
+
+func (x *CommandScalableTopicSubscribe) ClearConsumerId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 4)
+	x.xxx_hidden_ConsumerId = 0
+}
+
+func (x *CommandScalableTopicSubscribe) ClearConsumerType() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 5)
+	x.xxx_hidden_ConsumerType = ScalableConsumerType_STREAM
+}
+
+type CommandScalableTopicSubscribe_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	RequestId    *uint64
+	Topic        *string
+	Subscription *string
+	ConsumerName *string
+	ConsumerId   *uint64
+	ConsumerType *ScalableConsumerType
+}
+
+func (b0 CommandScalableTopicSubscribe_builder) Build() *CommandScalableTopicSubscribe {
+	m0 := &CommandScalableTopicSubscribe{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.RequestId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 6)
+		x.xxx_hidden_RequestId = *b.RequestId
+	}
+	if b.Topic != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 1, 6)
+		x.xxx_hidden_Topic = b.Topic
+	}
+	if b.Subscription != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 2, 6)
+		x.xxx_hidden_Subscription = b.Subscription
+	}
+	if b.ConsumerName != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 3, 6)
+		x.xxx_hidden_ConsumerName = b.ConsumerName
+	}
+	if b.ConsumerId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 4, 6)
+		x.xxx_hidden_ConsumerId = *b.ConsumerId
+	}
+	if b.ConsumerType != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 5, 6)
+		x.xxx_hidden_ConsumerType = *b.ConsumerType
+	}
+	return m0
+}
+
 type CommandScalableTopicSubscribeResponse struct {
-	state         protoimpl.MessageState      `protogen:"open.v1"`
-	RequestId     *uint64                     `protobuf:"varint,1,req,name=request_id,json=requestId" json:"request_id,omitempty"`
-	Error         *ServerError                `protobuf:"varint,2,opt,name=error,enum=meridian.wire.v1.ServerError" json:"error,omitempty"`
-	Message       *string                     `protobuf:"bytes,3,opt,name=message" json:"message,omitempty"`
-	Assignment    *ScalableConsumerAssignment `protobuf:"bytes,4,opt,name=assignment" json:"assignment,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state                  protoimpl.MessageState      `protogen:"opaque.v1"`
+	xxx_hidden_RequestId   uint64                      `protobuf:"varint,1,req,name=request_id,json=requestId"`
+	xxx_hidden_Error       ServerError                 `protobuf:"varint,2,opt,name=error,enum=meridian.wire.v1.ServerError"`
+	xxx_hidden_Message     *string                     `protobuf:"bytes,3,opt,name=message"`
+	xxx_hidden_Assignment  *ScalableConsumerAssignment `protobuf:"bytes,4,opt,name=assignment"`
+	XXX_raceDetectHookData protoimpl.RaceDetectHookData
+	XXX_presence           [1]uint32
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *CommandScalableTopicSubscribeResponse) Reset() {
@@ -6833,46 +14452,143 @@ func (x *CommandScalableTopicSubscribeResponse) ProtoReflect() protoreflect.Mess
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CommandScalableTopicSubscribeResponse.ProtoReflect.Descriptor instead.
-func (*CommandScalableTopicSubscribeResponse) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{65}
-}
-
 func (x *CommandScalableTopicSubscribeResponse) GetRequestId() uint64 {
-	if x != nil && x.RequestId != nil {
-		return *x.RequestId
+	if x != nil {
+		return x.xxx_hidden_RequestId
 	}
 	return 0
 }
 
 func (x *CommandScalableTopicSubscribeResponse) GetError() ServerError {
-	if x != nil && x.Error != nil {
-		return *x.Error
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 1) {
+			return x.xxx_hidden_Error
+		}
 	}
 	return ServerError_UnknownError
 }
 
 func (x *CommandScalableTopicSubscribeResponse) GetMessage() string {
-	if x != nil && x.Message != nil {
-		return *x.Message
+	if x != nil {
+		if x.xxx_hidden_Message != nil {
+			return *x.xxx_hidden_Message
+		}
+		return ""
 	}
 	return ""
 }
 
 func (x *CommandScalableTopicSubscribeResponse) GetAssignment() *ScalableConsumerAssignment {
 	if x != nil {
-		return x.Assignment
+		return x.xxx_hidden_Assignment
 	}
 	return nil
 }
 
+func (x *CommandScalableTopicSubscribeResponse) SetRequestId(v uint64) {
+	x.xxx_hidden_RequestId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 4)
+}
+
+func (x *CommandScalableTopicSubscribeResponse) SetError(v ServerError) {
+	x.xxx_hidden_Error = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 1, 4)
+}
+
+func (x *CommandScalableTopicSubscribeResponse) SetMessage(v string) {
+	x.xxx_hidden_Message = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 2, 4)
+}
+
+func (x *CommandScalableTopicSubscribeResponse) SetAssignment(v *ScalableConsumerAssignment) {
+	x.xxx_hidden_Assignment = v
+}
+
+func (x *CommandScalableTopicSubscribeResponse) HasRequestId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *CommandScalableTopicSubscribeResponse) HasError() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 1)
+}
+
+func (x *CommandScalableTopicSubscribeResponse) HasMessage() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 2)
+}
+
+func (x *CommandScalableTopicSubscribeResponse) HasAssignment() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_Assignment != nil
+}
+
+func (x *CommandScalableTopicSubscribeResponse) ClearRequestId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_RequestId = 0
+}
+
+func (x *CommandScalableTopicSubscribeResponse) ClearError() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 1)
+	x.xxx_hidden_Error = ServerError_UnknownError
+}
+
+func (x *CommandScalableTopicSubscribeResponse) ClearMessage() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 2)
+	x.xxx_hidden_Message = nil
+}
+
+func (x *CommandScalableTopicSubscribeResponse) ClearAssignment() {
+	x.xxx_hidden_Assignment = nil
+}
+
+type CommandScalableTopicSubscribeResponse_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	RequestId  *uint64
+	Error      *ServerError
+	Message    *string
+	Assignment *ScalableConsumerAssignment
+}
+
+func (b0 CommandScalableTopicSubscribeResponse_builder) Build() *CommandScalableTopicSubscribeResponse {
+	m0 := &CommandScalableTopicSubscribeResponse{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.RequestId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 4)
+		x.xxx_hidden_RequestId = *b.RequestId
+	}
+	if b.Error != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 1, 4)
+		x.xxx_hidden_Error = *b.Error
+	}
+	if b.Message != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 2, 4)
+		x.xxx_hidden_Message = b.Message
+	}
+	x.xxx_hidden_Assignment = b.Assignment
+	return m0
+}
+
 // Broker to client: a rebalance changed this consumer's segments.
 type CommandScalableTopicAssignmentUpdate struct {
-	state         protoimpl.MessageState      `protogen:"open.v1"`
-	ConsumerId    *uint64                     `protobuf:"varint,1,req,name=consumer_id,json=consumerId" json:"consumer_id,omitempty"`
-	Assignment    *ScalableConsumerAssignment `protobuf:"bytes,2,req,name=assignment" json:"assignment,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state                  protoimpl.MessageState      `protogen:"opaque.v1"`
+	xxx_hidden_ConsumerId  uint64                      `protobuf:"varint,1,req,name=consumer_id,json=consumerId"`
+	xxx_hidden_Assignment  *ScalableConsumerAssignment `protobuf:"bytes,2,req,name=assignment"`
+	XXX_raceDetectHookData protoimpl.RaceDetectHookData
+	XXX_presence           [1]uint32
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *CommandScalableTopicAssignmentUpdate) Reset() {
@@ -6900,34 +14616,82 @@ func (x *CommandScalableTopicAssignmentUpdate) ProtoReflect() protoreflect.Messa
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CommandScalableTopicAssignmentUpdate.ProtoReflect.Descriptor instead.
-func (*CommandScalableTopicAssignmentUpdate) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{66}
-}
-
 func (x *CommandScalableTopicAssignmentUpdate) GetConsumerId() uint64 {
-	if x != nil && x.ConsumerId != nil {
-		return *x.ConsumerId
+	if x != nil {
+		return x.xxx_hidden_ConsumerId
 	}
 	return 0
 }
 
 func (x *CommandScalableTopicAssignmentUpdate) GetAssignment() *ScalableConsumerAssignment {
 	if x != nil {
-		return x.Assignment
+		return x.xxx_hidden_Assignment
 	}
 	return nil
 }
 
+func (x *CommandScalableTopicAssignmentUpdate) SetConsumerId(v uint64) {
+	x.xxx_hidden_ConsumerId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 2)
+}
+
+func (x *CommandScalableTopicAssignmentUpdate) SetAssignment(v *ScalableConsumerAssignment) {
+	x.xxx_hidden_Assignment = v
+}
+
+func (x *CommandScalableTopicAssignmentUpdate) HasConsumerId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *CommandScalableTopicAssignmentUpdate) HasAssignment() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_Assignment != nil
+}
+
+func (x *CommandScalableTopicAssignmentUpdate) ClearConsumerId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_ConsumerId = 0
+}
+
+func (x *CommandScalableTopicAssignmentUpdate) ClearAssignment() {
+	x.xxx_hidden_Assignment = nil
+}
+
+type CommandScalableTopicAssignmentUpdate_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	ConsumerId *uint64
+	Assignment *ScalableConsumerAssignment
+}
+
+func (b0 CommandScalableTopicAssignmentUpdate_builder) Build() *CommandScalableTopicAssignmentUpdate {
+	m0 := &CommandScalableTopicAssignmentUpdate{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.ConsumerId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 2)
+		x.xxx_hidden_ConsumerId = *b.ConsumerId
+	}
+	x.xxx_hidden_Assignment = b.Assignment
+	return m0
+}
+
 // Client to broker: watch the scalable topics of a namespace.
 type CommandWatchScalableTopics struct {
-	state           protoimpl.MessageState `protogen:"open.v1"`
-	WatchId         *uint64                `protobuf:"varint,1,req,name=watch_id,json=watchId" json:"watch_id,omitempty"`
-	Namespace       *string                `protobuf:"bytes,2,req,name=namespace" json:"namespace,omitempty"`
-	PropertyFilters []*KeyValue            `protobuf:"bytes,3,rep,name=property_filters,json=propertyFilters" json:"property_filters,omitempty"` // all must match
-	CurrentHash     *string                `protobuf:"bytes,4,opt,name=current_hash,json=currentHash" json:"current_hash,omitempty"`             // sent on reconnect
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	state                      protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_WatchId         uint64                 `protobuf:"varint,1,req,name=watch_id,json=watchId"`
+	xxx_hidden_Namespace       *string                `protobuf:"bytes,2,req,name=namespace"`
+	xxx_hidden_PropertyFilters *[]*KeyValue           `protobuf:"bytes,3,rep,name=property_filters,json=propertyFilters"`
+	xxx_hidden_CurrentHash     *string                `protobuf:"bytes,4,opt,name=current_hash,json=currentHash"`
+	XXX_raceDetectHookData     protoimpl.RaceDetectHookData
+	XXX_presence               [1]uint32
+	unknownFields              protoimpl.UnknownFields
+	sizeCache                  protoimpl.SizeCache
 }
 
 func (x *CommandWatchScalableTopics) Reset() {
@@ -6955,44 +14719,131 @@ func (x *CommandWatchScalableTopics) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CommandWatchScalableTopics.ProtoReflect.Descriptor instead.
-func (*CommandWatchScalableTopics) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{67}
-}
-
 func (x *CommandWatchScalableTopics) GetWatchId() uint64 {
-	if x != nil && x.WatchId != nil {
-		return *x.WatchId
+	if x != nil {
+		return x.xxx_hidden_WatchId
 	}
 	return 0
 }
 
 func (x *CommandWatchScalableTopics) GetNamespace() string {
-	if x != nil && x.Namespace != nil {
-		return *x.Namespace
+	if x != nil {
+		if x.xxx_hidden_Namespace != nil {
+			return *x.xxx_hidden_Namespace
+		}
+		return ""
 	}
 	return ""
 }
 
 func (x *CommandWatchScalableTopics) GetPropertyFilters() []*KeyValue {
 	if x != nil {
-		return x.PropertyFilters
+		if x.xxx_hidden_PropertyFilters != nil {
+			return *x.xxx_hidden_PropertyFilters
+		}
 	}
 	return nil
 }
 
 func (x *CommandWatchScalableTopics) GetCurrentHash() string {
-	if x != nil && x.CurrentHash != nil {
-		return *x.CurrentHash
+	if x != nil {
+		if x.xxx_hidden_CurrentHash != nil {
+			return *x.xxx_hidden_CurrentHash
+		}
+		return ""
 	}
 	return ""
 }
 
+func (x *CommandWatchScalableTopics) SetWatchId(v uint64) {
+	x.xxx_hidden_WatchId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 4)
+}
+
+func (x *CommandWatchScalableTopics) SetNamespace(v string) {
+	x.xxx_hidden_Namespace = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 1, 4)
+}
+
+func (x *CommandWatchScalableTopics) SetPropertyFilters(v []*KeyValue) {
+	x.xxx_hidden_PropertyFilters = &v
+}
+
+func (x *CommandWatchScalableTopics) SetCurrentHash(v string) {
+	x.xxx_hidden_CurrentHash = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 3, 4)
+}
+
+func (x *CommandWatchScalableTopics) HasWatchId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *CommandWatchScalableTopics) HasNamespace() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 1)
+}
+
+func (x *CommandWatchScalableTopics) HasCurrentHash() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 3)
+}
+
+func (x *CommandWatchScalableTopics) ClearWatchId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_WatchId = 0
+}
+
+func (x *CommandWatchScalableTopics) ClearNamespace() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 1)
+	x.xxx_hidden_Namespace = nil
+}
+
+func (x *CommandWatchScalableTopics) ClearCurrentHash() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 3)
+	x.xxx_hidden_CurrentHash = nil
+}
+
+type CommandWatchScalableTopics_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	WatchId         *uint64
+	Namespace       *string
+	PropertyFilters []*KeyValue
+	CurrentHash     *string
+}
+
+func (b0 CommandWatchScalableTopics_builder) Build() *CommandWatchScalableTopics {
+	m0 := &CommandWatchScalableTopics{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.WatchId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 4)
+		x.xxx_hidden_WatchId = *b.WatchId
+	}
+	if b.Namespace != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 1, 4)
+		x.xxx_hidden_Namespace = b.Namespace
+	}
+	x.xxx_hidden_PropertyFilters = &b.PropertyFilters
+	if b.CurrentHash != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 3, 4)
+		x.xxx_hidden_CurrentHash = b.CurrentHash
+	}
+	return m0
+}
+
 type ScalableTopicsSnapshot struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Topics        []string               `protobuf:"bytes,1,rep,name=topics" json:"topics,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state             protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_Topics []string               `protobuf:"bytes,1,rep,name=topics"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *ScalableTopicsSnapshot) Reset() {
@@ -7020,25 +14871,38 @@ func (x *ScalableTopicsSnapshot) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use ScalableTopicsSnapshot.ProtoReflect.Descriptor instead.
-func (*ScalableTopicsSnapshot) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{68}
-}
-
 func (x *ScalableTopicsSnapshot) GetTopics() []string {
 	if x != nil {
-		return x.Topics
+		return x.xxx_hidden_Topics
 	}
 	return nil
 }
 
+func (x *ScalableTopicsSnapshot) SetTopics(v []string) {
+	x.xxx_hidden_Topics = v
+}
+
+type ScalableTopicsSnapshot_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	Topics []string
+}
+
+func (b0 ScalableTopicsSnapshot_builder) Build() *ScalableTopicsSnapshot {
+	m0 := &ScalableTopicsSnapshot{}
+	b, x := &b0, m0
+	_, _ = b, x
+	x.xxx_hidden_Topics = b.Topics
+	return m0
+}
+
 // Apply removed before added.
 type ScalableTopicsDiff struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Added         []string               `protobuf:"bytes,1,rep,name=added" json:"added,omitempty"`
-	Removed       []string               `protobuf:"bytes,2,rep,name=removed" json:"removed,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state              protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_Added   []string               `protobuf:"bytes,1,rep,name=added"`
+	xxx_hidden_Removed []string               `protobuf:"bytes,2,rep,name=removed"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *ScalableTopicsDiff) Reset() {
@@ -7066,37 +14930,54 @@ func (x *ScalableTopicsDiff) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use ScalableTopicsDiff.ProtoReflect.Descriptor instead.
-func (*ScalableTopicsDiff) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{69}
-}
-
 func (x *ScalableTopicsDiff) GetAdded() []string {
 	if x != nil {
-		return x.Added
+		return x.xxx_hidden_Added
 	}
 	return nil
 }
 
 func (x *ScalableTopicsDiff) GetRemoved() []string {
 	if x != nil {
-		return x.Removed
+		return x.xxx_hidden_Removed
 	}
 	return nil
 }
 
+func (x *ScalableTopicsDiff) SetAdded(v []string) {
+	x.xxx_hidden_Added = v
+}
+
+func (x *ScalableTopicsDiff) SetRemoved(v []string) {
+	x.xxx_hidden_Removed = v
+}
+
+type ScalableTopicsDiff_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	Added   []string
+	Removed []string
+}
+
+func (b0 ScalableTopicsDiff_builder) Build() *ScalableTopicsDiff {
+	m0 := &ScalableTopicsDiff{}
+	b, x := &b0, m0
+	_, _ = b, x
+	x.xxx_hidden_Added = b.Added
+	x.xxx_hidden_Removed = b.Removed
+	return m0
+}
+
 type CommandWatchScalableTopicsUpdate struct {
-	state   protoimpl.MessageState `protogen:"open.v1"`
-	WatchId *uint64                `protobuf:"varint,1,req,name=watch_id,json=watchId" json:"watch_id,omitempty"`
-	// Types that are valid to be assigned to Event:
-	//
-	//	*CommandWatchScalableTopicsUpdate_Snapshot
-	//	*CommandWatchScalableTopicsUpdate_Diff
-	Event         isCommandWatchScalableTopicsUpdate_Event `protobuf_oneof:"event"`
-	Error         *ServerError                             `protobuf:"varint,4,opt,name=error,enum=meridian.wire.v1.ServerError" json:"error,omitempty"`
-	Message       *string                                  `protobuf:"bytes,5,opt,name=message" json:"message,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state                  protoimpl.MessageState                   `protogen:"opaque.v1"`
+	xxx_hidden_WatchId     uint64                                   `protobuf:"varint,1,req,name=watch_id,json=watchId"`
+	xxx_hidden_Event       isCommandWatchScalableTopicsUpdate_Event `protobuf_oneof:"event"`
+	xxx_hidden_Error       ServerError                              `protobuf:"varint,4,opt,name=error,enum=meridian.wire.v1.ServerError"`
+	xxx_hidden_Message     *string                                  `protobuf:"bytes,5,opt,name=message"`
+	XXX_raceDetectHookData protoimpl.RaceDetectHookData
+	XXX_presence           [1]uint32
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *CommandWatchScalableTopicsUpdate) Reset() {
@@ -7124,28 +15005,16 @@ func (x *CommandWatchScalableTopicsUpdate) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CommandWatchScalableTopicsUpdate.ProtoReflect.Descriptor instead.
-func (*CommandWatchScalableTopicsUpdate) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{70}
-}
-
 func (x *CommandWatchScalableTopicsUpdate) GetWatchId() uint64 {
-	if x != nil && x.WatchId != nil {
-		return *x.WatchId
+	if x != nil {
+		return x.xxx_hidden_WatchId
 	}
 	return 0
 }
 
-func (x *CommandWatchScalableTopicsUpdate) GetEvent() isCommandWatchScalableTopicsUpdate_Event {
-	if x != nil {
-		return x.Event
-	}
-	return nil
-}
-
 func (x *CommandWatchScalableTopicsUpdate) GetSnapshot() *ScalableTopicsSnapshot {
 	if x != nil {
-		if x, ok := x.Event.(*CommandWatchScalableTopicsUpdate_Snapshot); ok {
+		if x, ok := x.xxx_hidden_Event.(*commandWatchScalableTopicsUpdate_Snapshot); ok {
 			return x.Snapshot
 		}
 	}
@@ -7154,7 +15023,7 @@ func (x *CommandWatchScalableTopicsUpdate) GetSnapshot() *ScalableTopicsSnapshot
 
 func (x *CommandWatchScalableTopicsUpdate) GetDiff() *ScalableTopicsDiff {
 	if x != nil {
-		if x, ok := x.Event.(*CommandWatchScalableTopicsUpdate_Diff); ok {
+		if x, ok := x.xxx_hidden_Event.(*commandWatchScalableTopicsUpdate_Diff); ok {
 			return x.Diff
 		}
 	}
@@ -7162,40 +15031,218 @@ func (x *CommandWatchScalableTopicsUpdate) GetDiff() *ScalableTopicsDiff {
 }
 
 func (x *CommandWatchScalableTopicsUpdate) GetError() ServerError {
-	if x != nil && x.Error != nil {
-		return *x.Error
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 2) {
+			return x.xxx_hidden_Error
+		}
 	}
 	return ServerError_UnknownError
 }
 
 func (x *CommandWatchScalableTopicsUpdate) GetMessage() string {
-	if x != nil && x.Message != nil {
-		return *x.Message
+	if x != nil {
+		if x.xxx_hidden_Message != nil {
+			return *x.xxx_hidden_Message
+		}
+		return ""
 	}
 	return ""
+}
+
+func (x *CommandWatchScalableTopicsUpdate) SetWatchId(v uint64) {
+	x.xxx_hidden_WatchId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 4)
+}
+
+func (x *CommandWatchScalableTopicsUpdate) SetSnapshot(v *ScalableTopicsSnapshot) {
+	if v == nil {
+		x.xxx_hidden_Event = nil
+		return
+	}
+	x.xxx_hidden_Event = &commandWatchScalableTopicsUpdate_Snapshot{v}
+}
+
+func (x *CommandWatchScalableTopicsUpdate) SetDiff(v *ScalableTopicsDiff) {
+	if v == nil {
+		x.xxx_hidden_Event = nil
+		return
+	}
+	x.xxx_hidden_Event = &commandWatchScalableTopicsUpdate_Diff{v}
+}
+
+func (x *CommandWatchScalableTopicsUpdate) SetError(v ServerError) {
+	x.xxx_hidden_Error = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 2, 4)
+}
+
+func (x *CommandWatchScalableTopicsUpdate) SetMessage(v string) {
+	x.xxx_hidden_Message = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 3, 4)
+}
+
+func (x *CommandWatchScalableTopicsUpdate) HasWatchId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *CommandWatchScalableTopicsUpdate) HasEvent() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_Event != nil
+}
+
+func (x *CommandWatchScalableTopicsUpdate) HasSnapshot() bool {
+	if x == nil {
+		return false
+	}
+	_, ok := x.xxx_hidden_Event.(*commandWatchScalableTopicsUpdate_Snapshot)
+	return ok
+}
+
+func (x *CommandWatchScalableTopicsUpdate) HasDiff() bool {
+	if x == nil {
+		return false
+	}
+	_, ok := x.xxx_hidden_Event.(*commandWatchScalableTopicsUpdate_Diff)
+	return ok
+}
+
+func (x *CommandWatchScalableTopicsUpdate) HasError() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 2)
+}
+
+func (x *CommandWatchScalableTopicsUpdate) HasMessage() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 3)
+}
+
+func (x *CommandWatchScalableTopicsUpdate) ClearWatchId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_WatchId = 0
+}
+
+func (x *CommandWatchScalableTopicsUpdate) ClearEvent() {
+	x.xxx_hidden_Event = nil
+}
+
+func (x *CommandWatchScalableTopicsUpdate) ClearSnapshot() {
+	if _, ok := x.xxx_hidden_Event.(*commandWatchScalableTopicsUpdate_Snapshot); ok {
+		x.xxx_hidden_Event = nil
+	}
+}
+
+func (x *CommandWatchScalableTopicsUpdate) ClearDiff() {
+	if _, ok := x.xxx_hidden_Event.(*commandWatchScalableTopicsUpdate_Diff); ok {
+		x.xxx_hidden_Event = nil
+	}
+}
+
+func (x *CommandWatchScalableTopicsUpdate) ClearError() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 2)
+	x.xxx_hidden_Error = ServerError_UnknownError
+}
+
+func (x *CommandWatchScalableTopicsUpdate) ClearMessage() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 3)
+	x.xxx_hidden_Message = nil
+}
+
+const CommandWatchScalableTopicsUpdate_Event_not_set_case case_CommandWatchScalableTopicsUpdate_Event = 0
+const CommandWatchScalableTopicsUpdate_Snapshot_case case_CommandWatchScalableTopicsUpdate_Event = 2
+const CommandWatchScalableTopicsUpdate_Diff_case case_CommandWatchScalableTopicsUpdate_Event = 3
+
+func (x *CommandWatchScalableTopicsUpdate) WhichEvent() case_CommandWatchScalableTopicsUpdate_Event {
+	if x == nil {
+		return CommandWatchScalableTopicsUpdate_Event_not_set_case
+	}
+	switch x.xxx_hidden_Event.(type) {
+	case *commandWatchScalableTopicsUpdate_Snapshot:
+		return CommandWatchScalableTopicsUpdate_Snapshot_case
+	case *commandWatchScalableTopicsUpdate_Diff:
+		return CommandWatchScalableTopicsUpdate_Diff_case
+	default:
+		return CommandWatchScalableTopicsUpdate_Event_not_set_case
+	}
+}
+
+type CommandWatchScalableTopicsUpdate_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	WatchId *uint64
+	// Fields of oneof xxx_hidden_Event:
+	Snapshot *ScalableTopicsSnapshot
+	Diff     *ScalableTopicsDiff
+	// -- end of xxx_hidden_Event
+	Error   *ServerError
+	Message *string
+}
+
+func (b0 CommandWatchScalableTopicsUpdate_builder) Build() *CommandWatchScalableTopicsUpdate {
+	m0 := &CommandWatchScalableTopicsUpdate{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.WatchId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 4)
+		x.xxx_hidden_WatchId = *b.WatchId
+	}
+	if b.Snapshot != nil {
+		x.xxx_hidden_Event = &commandWatchScalableTopicsUpdate_Snapshot{b.Snapshot}
+	}
+	if b.Diff != nil {
+		x.xxx_hidden_Event = &commandWatchScalableTopicsUpdate_Diff{b.Diff}
+	}
+	if b.Error != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 2, 4)
+		x.xxx_hidden_Error = *b.Error
+	}
+	if b.Message != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 3, 4)
+		x.xxx_hidden_Message = b.Message
+	}
+	return m0
+}
+
+type case_CommandWatchScalableTopicsUpdate_Event protoreflect.FieldNumber
+
+func (x case_CommandWatchScalableTopicsUpdate_Event) String() string {
+	md := file_meridian_pulsar_api_proto_msgTypes[70].Descriptor()
+	if x == 0 {
+		return "not set"
+	}
+	return protoimpl.X.MessageFieldStringOf(md, protoreflect.FieldNumber(x))
 }
 
 type isCommandWatchScalableTopicsUpdate_Event interface {
 	isCommandWatchScalableTopicsUpdate_Event()
 }
 
-type CommandWatchScalableTopicsUpdate_Snapshot struct {
+type commandWatchScalableTopicsUpdate_Snapshot struct {
 	Snapshot *ScalableTopicsSnapshot `protobuf:"bytes,2,opt,name=snapshot,oneof"`
 }
 
-type CommandWatchScalableTopicsUpdate_Diff struct {
+type commandWatchScalableTopicsUpdate_Diff struct {
 	Diff *ScalableTopicsDiff `protobuf:"bytes,3,opt,name=diff,oneof"`
 }
 
-func (*CommandWatchScalableTopicsUpdate_Snapshot) isCommandWatchScalableTopicsUpdate_Event() {}
+func (*commandWatchScalableTopicsUpdate_Snapshot) isCommandWatchScalableTopicsUpdate_Event() {}
 
-func (*CommandWatchScalableTopicsUpdate_Diff) isCommandWatchScalableTopicsUpdate_Event() {}
+func (*commandWatchScalableTopicsUpdate_Diff) isCommandWatchScalableTopicsUpdate_Event() {}
 
 type CommandWatchScalableTopicsClose struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	WatchId       *uint64                `protobuf:"varint,1,req,name=watch_id,json=watchId" json:"watch_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state                  protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_WatchId     uint64                 `protobuf:"varint,1,req,name=watch_id,json=watchId"`
+	XXX_raceDetectHookData protoimpl.RaceDetectHookData
+	XXX_presence           [1]uint32
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *CommandWatchScalableTopicsClose) Reset() {
@@ -7223,23 +15270,54 @@ func (x *CommandWatchScalableTopicsClose) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CommandWatchScalableTopicsClose.ProtoReflect.Descriptor instead.
-func (*CommandWatchScalableTopicsClose) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{71}
-}
-
 func (x *CommandWatchScalableTopicsClose) GetWatchId() uint64 {
-	if x != nil && x.WatchId != nil {
-		return *x.WatchId
+	if x != nil {
+		return x.xxx_hidden_WatchId
 	}
 	return 0
 }
 
+func (x *CommandWatchScalableTopicsClose) SetWatchId(v uint64) {
+	x.xxx_hidden_WatchId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 1)
+}
+
+func (x *CommandWatchScalableTopicsClose) HasWatchId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *CommandWatchScalableTopicsClose) ClearWatchId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_WatchId = 0
+}
+
+type CommandWatchScalableTopicsClose_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	WatchId *uint64
+}
+
+func (b0 CommandWatchScalableTopicsClose_builder) Build() *CommandWatchScalableTopicsClose {
+	m0 := &CommandWatchScalableTopicsClose{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.WatchId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 1)
+		x.xxx_hidden_WatchId = *b.WatchId
+	}
+	return m0
+}
+
 type CommandWatchTcAssignments struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	WatchId       *uint64                `protobuf:"varint,1,req,name=watch_id,json=watchId" json:"watch_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state                  protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_WatchId     uint64                 `protobuf:"varint,1,req,name=watch_id,json=watchId"`
+	XXX_raceDetectHookData protoimpl.RaceDetectHookData
+	XXX_presence           [1]uint32
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *CommandWatchTcAssignments) Reset() {
@@ -7267,26 +15345,57 @@ func (x *CommandWatchTcAssignments) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CommandWatchTcAssignments.ProtoReflect.Descriptor instead.
-func (*CommandWatchTcAssignments) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{72}
-}
-
 func (x *CommandWatchTcAssignments) GetWatchId() uint64 {
-	if x != nil && x.WatchId != nil {
-		return *x.WatchId
+	if x != nil {
+		return x.xxx_hidden_WatchId
 	}
 	return 0
 }
 
+func (x *CommandWatchTcAssignments) SetWatchId(v uint64) {
+	x.xxx_hidden_WatchId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 1)
+}
+
+func (x *CommandWatchTcAssignments) HasWatchId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *CommandWatchTcAssignments) ClearWatchId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_WatchId = 0
+}
+
+type CommandWatchTcAssignments_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	WatchId *uint64
+}
+
+func (b0 CommandWatchTcAssignments_builder) Build() *CommandWatchTcAssignments {
+	m0 := &CommandWatchTcAssignments{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.WatchId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 1)
+		x.xxx_hidden_WatchId = *b.WatchId
+	}
+	return m0
+}
+
 // A partition with an election under way is absent.
 type TcAssignment struct {
-	state               protoimpl.MessageState `protogen:"open.v1"`
-	TcId                *uint64                `protobuf:"varint,1,req,name=tc_id,json=tcId" json:"tc_id,omitempty"`
-	BrokerServiceUrl    *string                `protobuf:"bytes,2,opt,name=broker_service_url,json=brokerServiceUrl" json:"broker_service_url,omitempty"`
-	BrokerServiceUrlTls *string                `protobuf:"bytes,3,opt,name=broker_service_url_tls,json=brokerServiceUrlTls" json:"broker_service_url_tls,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	state                          protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_TcId                uint64                 `protobuf:"varint,1,req,name=tc_id,json=tcId"`
+	xxx_hidden_BrokerServiceUrl    *string                `protobuf:"bytes,2,opt,name=broker_service_url,json=brokerServiceUrl"`
+	xxx_hidden_BrokerServiceUrlTls *string                `protobuf:"bytes,3,opt,name=broker_service_url_tls,json=brokerServiceUrlTls"`
+	XXX_raceDetectHookData         protoimpl.RaceDetectHookData
+	XXX_presence                   [1]uint32
+	unknownFields                  protoimpl.UnknownFields
+	sizeCache                      protoimpl.SizeCache
 }
 
 func (x *TcAssignment) Reset() {
@@ -7314,39 +15423,120 @@ func (x *TcAssignment) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use TcAssignment.ProtoReflect.Descriptor instead.
-func (*TcAssignment) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{73}
-}
-
 func (x *TcAssignment) GetTcId() uint64 {
-	if x != nil && x.TcId != nil {
-		return *x.TcId
+	if x != nil {
+		return x.xxx_hidden_TcId
 	}
 	return 0
 }
 
 func (x *TcAssignment) GetBrokerServiceUrl() string {
-	if x != nil && x.BrokerServiceUrl != nil {
-		return *x.BrokerServiceUrl
+	if x != nil {
+		if x.xxx_hidden_BrokerServiceUrl != nil {
+			return *x.xxx_hidden_BrokerServiceUrl
+		}
+		return ""
 	}
 	return ""
 }
 
 func (x *TcAssignment) GetBrokerServiceUrlTls() string {
-	if x != nil && x.BrokerServiceUrlTls != nil {
-		return *x.BrokerServiceUrlTls
+	if x != nil {
+		if x.xxx_hidden_BrokerServiceUrlTls != nil {
+			return *x.xxx_hidden_BrokerServiceUrlTls
+		}
+		return ""
 	}
 	return ""
 }
 
+func (x *TcAssignment) SetTcId(v uint64) {
+	x.xxx_hidden_TcId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 3)
+}
+
+func (x *TcAssignment) SetBrokerServiceUrl(v string) {
+	x.xxx_hidden_BrokerServiceUrl = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 1, 3)
+}
+
+func (x *TcAssignment) SetBrokerServiceUrlTls(v string) {
+	x.xxx_hidden_BrokerServiceUrlTls = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 2, 3)
+}
+
+func (x *TcAssignment) HasTcId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *TcAssignment) HasBrokerServiceUrl() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 1)
+}
+
+func (x *TcAssignment) HasBrokerServiceUrlTls() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 2)
+}
+
+func (x *TcAssignment) ClearTcId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_TcId = 0
+}
+
+func (x *TcAssignment) ClearBrokerServiceUrl() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 1)
+	x.xxx_hidden_BrokerServiceUrl = nil
+}
+
+func (x *TcAssignment) ClearBrokerServiceUrlTls() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 2)
+	x.xxx_hidden_BrokerServiceUrlTls = nil
+}
+
+type TcAssignment_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	TcId                *uint64
+	BrokerServiceUrl    *string
+	BrokerServiceUrlTls *string
+}
+
+func (b0 TcAssignment_builder) Build() *TcAssignment {
+	m0 := &TcAssignment{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.TcId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 3)
+		x.xxx_hidden_TcId = *b.TcId
+	}
+	if b.BrokerServiceUrl != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 1, 3)
+		x.xxx_hidden_BrokerServiceUrl = b.BrokerServiceUrl
+	}
+	if b.BrokerServiceUrlTls != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 2, 3)
+		x.xxx_hidden_BrokerServiceUrlTls = b.BrokerServiceUrlTls
+	}
+	return m0
+}
+
 // Always the whole map; the client replaces its copy.
 type TcAssignmentsSnapshot struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Parallelism   *uint32                `protobuf:"varint,1,req,name=parallelism" json:"parallelism,omitempty"`
-	Assignments   []*TcAssignment        `protobuf:"bytes,2,rep,name=assignments" json:"assignments,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state                  protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_Parallelism uint32                 `protobuf:"varint,1,req,name=parallelism"`
+	xxx_hidden_Assignments *[]*TcAssignment       `protobuf:"bytes,2,rep,name=assignments"`
+	XXX_raceDetectHookData protoimpl.RaceDetectHookData
+	XXX_presence           [1]uint32
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *TcAssignmentsSnapshot) Reset() {
@@ -7374,33 +15564,72 @@ func (x *TcAssignmentsSnapshot) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use TcAssignmentsSnapshot.ProtoReflect.Descriptor instead.
-func (*TcAssignmentsSnapshot) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{74}
-}
-
 func (x *TcAssignmentsSnapshot) GetParallelism() uint32 {
-	if x != nil && x.Parallelism != nil {
-		return *x.Parallelism
+	if x != nil {
+		return x.xxx_hidden_Parallelism
 	}
 	return 0
 }
 
 func (x *TcAssignmentsSnapshot) GetAssignments() []*TcAssignment {
 	if x != nil {
-		return x.Assignments
+		if x.xxx_hidden_Assignments != nil {
+			return *x.xxx_hidden_Assignments
+		}
 	}
 	return nil
 }
 
+func (x *TcAssignmentsSnapshot) SetParallelism(v uint32) {
+	x.xxx_hidden_Parallelism = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 2)
+}
+
+func (x *TcAssignmentsSnapshot) SetAssignments(v []*TcAssignment) {
+	x.xxx_hidden_Assignments = &v
+}
+
+func (x *TcAssignmentsSnapshot) HasParallelism() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *TcAssignmentsSnapshot) ClearParallelism() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_Parallelism = 0
+}
+
+type TcAssignmentsSnapshot_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	Parallelism *uint32
+	Assignments []*TcAssignment
+}
+
+func (b0 TcAssignmentsSnapshot_builder) Build() *TcAssignmentsSnapshot {
+	m0 := &TcAssignmentsSnapshot{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.Parallelism != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 2)
+		x.xxx_hidden_Parallelism = *b.Parallelism
+	}
+	x.xxx_hidden_Assignments = &b.Assignments
+	return m0
+}
+
 type CommandWatchTcAssignmentsUpdate struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	WatchId       *uint64                `protobuf:"varint,1,req,name=watch_id,json=watchId" json:"watch_id,omitempty"`
-	Snapshot      *TcAssignmentsSnapshot `protobuf:"bytes,2,opt,name=snapshot" json:"snapshot,omitempty"`
-	Error         *ServerError           `protobuf:"varint,3,opt,name=error,enum=meridian.wire.v1.ServerError" json:"error,omitempty"`
-	Message       *string                `protobuf:"bytes,4,opt,name=message" json:"message,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state                  protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_WatchId     uint64                 `protobuf:"varint,1,req,name=watch_id,json=watchId"`
+	xxx_hidden_Snapshot    *TcAssignmentsSnapshot `protobuf:"bytes,2,opt,name=snapshot"`
+	xxx_hidden_Error       ServerError            `protobuf:"varint,3,opt,name=error,enum=meridian.wire.v1.ServerError"`
+	xxx_hidden_Message     *string                `protobuf:"bytes,4,opt,name=message"`
+	XXX_raceDetectHookData protoimpl.RaceDetectHookData
+	XXX_presence           [1]uint32
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *CommandWatchTcAssignmentsUpdate) Reset() {
@@ -7428,44 +15657,141 @@ func (x *CommandWatchTcAssignmentsUpdate) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CommandWatchTcAssignmentsUpdate.ProtoReflect.Descriptor instead.
-func (*CommandWatchTcAssignmentsUpdate) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{75}
-}
-
 func (x *CommandWatchTcAssignmentsUpdate) GetWatchId() uint64 {
-	if x != nil && x.WatchId != nil {
-		return *x.WatchId
+	if x != nil {
+		return x.xxx_hidden_WatchId
 	}
 	return 0
 }
 
 func (x *CommandWatchTcAssignmentsUpdate) GetSnapshot() *TcAssignmentsSnapshot {
 	if x != nil {
-		return x.Snapshot
+		return x.xxx_hidden_Snapshot
 	}
 	return nil
 }
 
 func (x *CommandWatchTcAssignmentsUpdate) GetError() ServerError {
-	if x != nil && x.Error != nil {
-		return *x.Error
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 2) {
+			return x.xxx_hidden_Error
+		}
 	}
 	return ServerError_UnknownError
 }
 
 func (x *CommandWatchTcAssignmentsUpdate) GetMessage() string {
-	if x != nil && x.Message != nil {
-		return *x.Message
+	if x != nil {
+		if x.xxx_hidden_Message != nil {
+			return *x.xxx_hidden_Message
+		}
+		return ""
 	}
 	return ""
 }
 
+func (x *CommandWatchTcAssignmentsUpdate) SetWatchId(v uint64) {
+	x.xxx_hidden_WatchId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 4)
+}
+
+func (x *CommandWatchTcAssignmentsUpdate) SetSnapshot(v *TcAssignmentsSnapshot) {
+	x.xxx_hidden_Snapshot = v
+}
+
+func (x *CommandWatchTcAssignmentsUpdate) SetError(v ServerError) {
+	x.xxx_hidden_Error = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 2, 4)
+}
+
+func (x *CommandWatchTcAssignmentsUpdate) SetMessage(v string) {
+	x.xxx_hidden_Message = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 3, 4)
+}
+
+func (x *CommandWatchTcAssignmentsUpdate) HasWatchId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *CommandWatchTcAssignmentsUpdate) HasSnapshot() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_Snapshot != nil
+}
+
+func (x *CommandWatchTcAssignmentsUpdate) HasError() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 2)
+}
+
+func (x *CommandWatchTcAssignmentsUpdate) HasMessage() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 3)
+}
+
+func (x *CommandWatchTcAssignmentsUpdate) ClearWatchId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_WatchId = 0
+}
+
+func (x *CommandWatchTcAssignmentsUpdate) ClearSnapshot() {
+	x.xxx_hidden_Snapshot = nil
+}
+
+func (x *CommandWatchTcAssignmentsUpdate) ClearError() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 2)
+	x.xxx_hidden_Error = ServerError_UnknownError
+}
+
+func (x *CommandWatchTcAssignmentsUpdate) ClearMessage() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 3)
+	x.xxx_hidden_Message = nil
+}
+
+type CommandWatchTcAssignmentsUpdate_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	WatchId  *uint64
+	Snapshot *TcAssignmentsSnapshot
+	Error    *ServerError
+	Message  *string
+}
+
+func (b0 CommandWatchTcAssignmentsUpdate_builder) Build() *CommandWatchTcAssignmentsUpdate {
+	m0 := &CommandWatchTcAssignmentsUpdate{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.WatchId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 4)
+		x.xxx_hidden_WatchId = *b.WatchId
+	}
+	x.xxx_hidden_Snapshot = b.Snapshot
+	if b.Error != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 2, 4)
+		x.xxx_hidden_Error = *b.Error
+	}
+	if b.Message != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 3, 4)
+		x.xxx_hidden_Message = b.Message
+	}
+	return m0
+}
+
 type CommandWatchTcAssignmentsClose struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	WatchId       *uint64                `protobuf:"varint,1,req,name=watch_id,json=watchId" json:"watch_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state                  protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_WatchId     uint64                 `protobuf:"varint,1,req,name=watch_id,json=watchId"`
+	XXX_raceDetectHookData protoimpl.RaceDetectHookData
+	XXX_presence           [1]uint32
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *CommandWatchTcAssignmentsClose) Reset() {
@@ -7493,25 +15819,56 @@ func (x *CommandWatchTcAssignmentsClose) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CommandWatchTcAssignmentsClose.ProtoReflect.Descriptor instead.
-func (*CommandWatchTcAssignmentsClose) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{76}
-}
-
 func (x *CommandWatchTcAssignmentsClose) GetWatchId() uint64 {
-	if x != nil && x.WatchId != nil {
-		return *x.WatchId
+	if x != nil {
+		return x.xxx_hidden_WatchId
 	}
 	return 0
 }
 
+func (x *CommandWatchTcAssignmentsClose) SetWatchId(v uint64) {
+	x.xxx_hidden_WatchId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 1)
+}
+
+func (x *CommandWatchTcAssignmentsClose) HasWatchId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *CommandWatchTcAssignmentsClose) ClearWatchId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_WatchId = 0
+}
+
+type CommandWatchTcAssignmentsClose_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	WatchId *uint64
+}
+
+func (b0 CommandWatchTcAssignmentsClose_builder) Build() *CommandWatchTcAssignmentsClose {
+	m0 := &CommandWatchTcAssignmentsClose{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.WatchId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 1)
+		x.xxx_hidden_WatchId = *b.WatchId
+	}
+	return m0
+}
+
 type CommandTcClientConnectRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RequestId     *uint64                `protobuf:"varint,1,req,name=request_id,json=requestId" json:"request_id,omitempty"`
-	TcId          *uint64                `protobuf:"varint,2,req,name=tc_id,json=tcId,def=0" json:"tc_id,omitempty"`
-	Scalable      *bool                  `protobuf:"varint,3,opt,name=scalable,def=0" json:"scalable,omitempty"` // newer than v0.19.0
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state                  protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_RequestId   uint64                 `protobuf:"varint,1,req,name=request_id,json=requestId"`
+	xxx_hidden_TcId        uint64                 `protobuf:"varint,2,req,name=tc_id,json=tcId,def=0"`
+	xxx_hidden_Scalable    bool                   `protobuf:"varint,3,opt,name=scalable,def=0"`
+	XXX_raceDetectHookData protoimpl.RaceDetectHookData
+	XXX_presence           [1]uint32
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 // Default values for CommandTcClientConnectRequest fields.
@@ -7545,39 +15902,116 @@ func (x *CommandTcClientConnectRequest) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CommandTcClientConnectRequest.ProtoReflect.Descriptor instead.
-func (*CommandTcClientConnectRequest) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{77}
-}
-
 func (x *CommandTcClientConnectRequest) GetRequestId() uint64 {
-	if x != nil && x.RequestId != nil {
-		return *x.RequestId
+	if x != nil {
+		return x.xxx_hidden_RequestId
 	}
 	return 0
 }
 
 func (x *CommandTcClientConnectRequest) GetTcId() uint64 {
-	if x != nil && x.TcId != nil {
-		return *x.TcId
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 1) {
+			return x.xxx_hidden_TcId
+		}
 	}
 	return Default_CommandTcClientConnectRequest_TcId
 }
 
 func (x *CommandTcClientConnectRequest) GetScalable() bool {
-	if x != nil && x.Scalable != nil {
-		return *x.Scalable
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 2) {
+			return x.xxx_hidden_Scalable
+		}
 	}
 	return Default_CommandTcClientConnectRequest_Scalable
 }
 
+func (x *CommandTcClientConnectRequest) SetRequestId(v uint64) {
+	x.xxx_hidden_RequestId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 3)
+}
+
+func (x *CommandTcClientConnectRequest) SetTcId(v uint64) {
+	x.xxx_hidden_TcId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 1, 3)
+}
+
+func (x *CommandTcClientConnectRequest) SetScalable(v bool) {
+	x.xxx_hidden_Scalable = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 2, 3)
+}
+
+func (x *CommandTcClientConnectRequest) HasRequestId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *CommandTcClientConnectRequest) HasTcId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 1)
+}
+
+func (x *CommandTcClientConnectRequest) HasScalable() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 2)
+}
+
+func (x *CommandTcClientConnectRequest) ClearRequestId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_RequestId = 0
+}
+
+func (x *CommandTcClientConnectRequest) ClearTcId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 1)
+}
+
+func (x *CommandTcClientConnectRequest) ClearScalable() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 2)
+}
+
+type CommandTcClientConnectRequest_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	RequestId *uint64
+	TcId      *uint64
+	Scalable  *bool
+}
+
+func (b0 CommandTcClientConnectRequest_builder) Build() *CommandTcClientConnectRequest {
+	m0 := &CommandTcClientConnectRequest{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.RequestId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 3)
+		x.xxx_hidden_RequestId = *b.RequestId
+	}
+	if b.TcId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 1, 3)
+		x.xxx_hidden_TcId = *b.TcId
+	}
+	if b.Scalable != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 2, 3)
+		x.xxx_hidden_Scalable = *b.Scalable
+	}
+	return m0
+}
+
 type CommandTcClientConnectResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RequestId     *uint64                `protobuf:"varint,1,req,name=request_id,json=requestId" json:"request_id,omitempty"`
-	Error         *ServerError           `protobuf:"varint,2,opt,name=error,enum=meridian.wire.v1.ServerError" json:"error,omitempty"`
-	Message       *string                `protobuf:"bytes,3,opt,name=message" json:"message,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state                  protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_RequestId   uint64                 `protobuf:"varint,1,req,name=request_id,json=requestId"`
+	xxx_hidden_Error       ServerError            `protobuf:"varint,2,opt,name=error,enum=meridian.wire.v1.ServerError"`
+	xxx_hidden_Message     *string                `protobuf:"bytes,3,opt,name=message"`
+	XXX_raceDetectHookData protoimpl.RaceDetectHookData
+	XXX_presence           [1]uint32
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *CommandTcClientConnectResponse) Reset() {
@@ -7605,43 +16039,120 @@ func (x *CommandTcClientConnectResponse) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CommandTcClientConnectResponse.ProtoReflect.Descriptor instead.
-func (*CommandTcClientConnectResponse) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{78}
-}
-
 func (x *CommandTcClientConnectResponse) GetRequestId() uint64 {
-	if x != nil && x.RequestId != nil {
-		return *x.RequestId
+	if x != nil {
+		return x.xxx_hidden_RequestId
 	}
 	return 0
 }
 
 func (x *CommandTcClientConnectResponse) GetError() ServerError {
-	if x != nil && x.Error != nil {
-		return *x.Error
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 1) {
+			return x.xxx_hidden_Error
+		}
 	}
 	return ServerError_UnknownError
 }
 
 func (x *CommandTcClientConnectResponse) GetMessage() string {
-	if x != nil && x.Message != nil {
-		return *x.Message
+	if x != nil {
+		if x.xxx_hidden_Message != nil {
+			return *x.xxx_hidden_Message
+		}
+		return ""
 	}
 	return ""
 }
 
+func (x *CommandTcClientConnectResponse) SetRequestId(v uint64) {
+	x.xxx_hidden_RequestId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 3)
+}
+
+func (x *CommandTcClientConnectResponse) SetError(v ServerError) {
+	x.xxx_hidden_Error = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 1, 3)
+}
+
+func (x *CommandTcClientConnectResponse) SetMessage(v string) {
+	x.xxx_hidden_Message = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 2, 3)
+}
+
+func (x *CommandTcClientConnectResponse) HasRequestId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *CommandTcClientConnectResponse) HasError() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 1)
+}
+
+func (x *CommandTcClientConnectResponse) HasMessage() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 2)
+}
+
+func (x *CommandTcClientConnectResponse) ClearRequestId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_RequestId = 0
+}
+
+func (x *CommandTcClientConnectResponse) ClearError() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 1)
+	x.xxx_hidden_Error = ServerError_UnknownError
+}
+
+func (x *CommandTcClientConnectResponse) ClearMessage() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 2)
+	x.xxx_hidden_Message = nil
+}
+
+type CommandTcClientConnectResponse_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	RequestId *uint64
+	Error     *ServerError
+	Message   *string
+}
+
+func (b0 CommandTcClientConnectResponse_builder) Build() *CommandTcClientConnectResponse {
+	m0 := &CommandTcClientConnectResponse{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.RequestId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 3)
+		x.xxx_hidden_RequestId = *b.RequestId
+	}
+	if b.Error != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 1, 3)
+		x.xxx_hidden_Error = *b.Error
+	}
+	if b.Message != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 2, 3)
+		x.xxx_hidden_Message = b.Message
+	}
+	return m0
+}
+
 type CommandNewTxn struct {
-	state     protoimpl.MessageState `protogen:"open.v1"`
-	RequestId *uint64                `protobuf:"varint,1,req,name=request_id,json=requestId" json:"request_id,omitempty"`
-	// Named txn_ttl_millis upstream since v0.19.0; the value has always been in
-	// milliseconds. The client's name is kept so both APIs read alike.
-	TxnTtlSeconds *uint64 `protobuf:"varint,2,opt,name=txn_ttl_seconds,json=txnTtlSeconds,def=0" json:"txn_ttl_seconds,omitempty"`
-	TcId          *uint64 `protobuf:"varint,3,opt,name=tc_id,json=tcId,def=0" json:"tc_id,omitempty"`
-	// Newer than v0.19.0: route to the scalable-topics coordinator.
-	Scalable      *bool `protobuf:"varint,4,opt,name=scalable,def=0" json:"scalable,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state                    protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_RequestId     uint64                 `protobuf:"varint,1,req,name=request_id,json=requestId"`
+	xxx_hidden_TxnTtlSeconds uint64                 `protobuf:"varint,2,opt,name=txn_ttl_seconds,json=txnTtlSeconds,def=0"`
+	xxx_hidden_TcId          uint64                 `protobuf:"varint,3,opt,name=tc_id,json=tcId,def=0"`
+	xxx_hidden_Scalable      bool                   `protobuf:"varint,4,opt,name=scalable,def=0"`
+	XXX_raceDetectHookData   protoimpl.RaceDetectHookData
+	XXX_presence             [1]uint32
+	unknownFields            protoimpl.UnknownFields
+	sizeCache                protoimpl.SizeCache
 }
 
 // Default values for CommandNewTxn fields.
@@ -7676,48 +16187,151 @@ func (x *CommandNewTxn) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CommandNewTxn.ProtoReflect.Descriptor instead.
-func (*CommandNewTxn) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{79}
-}
-
 func (x *CommandNewTxn) GetRequestId() uint64 {
-	if x != nil && x.RequestId != nil {
-		return *x.RequestId
+	if x != nil {
+		return x.xxx_hidden_RequestId
 	}
 	return 0
 }
 
 func (x *CommandNewTxn) GetTxnTtlSeconds() uint64 {
-	if x != nil && x.TxnTtlSeconds != nil {
-		return *x.TxnTtlSeconds
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 1) {
+			return x.xxx_hidden_TxnTtlSeconds
+		}
 	}
 	return Default_CommandNewTxn_TxnTtlSeconds
 }
 
 func (x *CommandNewTxn) GetTcId() uint64 {
-	if x != nil && x.TcId != nil {
-		return *x.TcId
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 2) {
+			return x.xxx_hidden_TcId
+		}
 	}
 	return Default_CommandNewTxn_TcId
 }
 
 func (x *CommandNewTxn) GetScalable() bool {
-	if x != nil && x.Scalable != nil {
-		return *x.Scalable
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 3) {
+			return x.xxx_hidden_Scalable
+		}
 	}
 	return Default_CommandNewTxn_Scalable
 }
 
+func (x *CommandNewTxn) SetRequestId(v uint64) {
+	x.xxx_hidden_RequestId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 4)
+}
+
+func (x *CommandNewTxn) SetTxnTtlSeconds(v uint64) {
+	x.xxx_hidden_TxnTtlSeconds = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 1, 4)
+}
+
+func (x *CommandNewTxn) SetTcId(v uint64) {
+	x.xxx_hidden_TcId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 2, 4)
+}
+
+func (x *CommandNewTxn) SetScalable(v bool) {
+	x.xxx_hidden_Scalable = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 3, 4)
+}
+
+func (x *CommandNewTxn) HasRequestId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *CommandNewTxn) HasTxnTtlSeconds() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 1)
+}
+
+func (x *CommandNewTxn) HasTcId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 2)
+}
+
+func (x *CommandNewTxn) HasScalable() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 3)
+}
+
+func (x *CommandNewTxn) ClearRequestId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_RequestId = 0
+}
+
+func (x *CommandNewTxn) ClearTxnTtlSeconds() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 1)
+}
+
+func (x *CommandNewTxn) ClearTcId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 2)
+}
+
+func (x *CommandNewTxn) ClearScalable() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 3)
+}
+
+type CommandNewTxn_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	RequestId *uint64
+	// Named txn_ttl_millis upstream since v0.19.0; the value has always been in
+	// milliseconds. The client's name is kept so both APIs read alike.
+	TxnTtlSeconds *uint64
+	TcId          *uint64
+	// Newer than v0.19.0: route to the scalable-topics coordinator.
+	Scalable *bool
+}
+
+func (b0 CommandNewTxn_builder) Build() *CommandNewTxn {
+	m0 := &CommandNewTxn{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.RequestId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 4)
+		x.xxx_hidden_RequestId = *b.RequestId
+	}
+	if b.TxnTtlSeconds != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 1, 4)
+		x.xxx_hidden_TxnTtlSeconds = *b.TxnTtlSeconds
+	}
+	if b.TcId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 2, 4)
+		x.xxx_hidden_TcId = *b.TcId
+	}
+	if b.Scalable != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 3, 4)
+		x.xxx_hidden_Scalable = *b.Scalable
+	}
+	return m0
+}
+
 type CommandNewTxnResponse struct {
-	state          protoimpl.MessageState `protogen:"open.v1"`
-	RequestId      *uint64                `protobuf:"varint,1,req,name=request_id,json=requestId" json:"request_id,omitempty"`
-	TxnidLeastBits *uint64                `protobuf:"varint,2,opt,name=txnid_least_bits,json=txnidLeastBits,def=0" json:"txnid_least_bits,omitempty"`
-	TxnidMostBits  *uint64                `protobuf:"varint,3,opt,name=txnid_most_bits,json=txnidMostBits,def=0" json:"txnid_most_bits,omitempty"`
-	Error          *ServerError           `protobuf:"varint,4,opt,name=error,enum=meridian.wire.v1.ServerError" json:"error,omitempty"`
-	Message        *string                `protobuf:"bytes,5,opt,name=message" json:"message,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	state                     protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_RequestId      uint64                 `protobuf:"varint,1,req,name=request_id,json=requestId"`
+	xxx_hidden_TxnidLeastBits uint64                 `protobuf:"varint,2,opt,name=txnid_least_bits,json=txnidLeastBits,def=0"`
+	xxx_hidden_TxnidMostBits  uint64                 `protobuf:"varint,3,opt,name=txnid_most_bits,json=txnidMostBits,def=0"`
+	xxx_hidden_Error          ServerError            `protobuf:"varint,4,opt,name=error,enum=meridian.wire.v1.ServerError"`
+	xxx_hidden_Message        *string                `protobuf:"bytes,5,opt,name=message"`
+	XXX_raceDetectHookData    protoimpl.RaceDetectHookData
+	XXX_presence              [1]uint32
+	unknownFields             protoimpl.UnknownFields
+	sizeCache                 protoimpl.SizeCache
 }
 
 // Default values for CommandNewTxnResponse fields.
@@ -7751,55 +16365,181 @@ func (x *CommandNewTxnResponse) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CommandNewTxnResponse.ProtoReflect.Descriptor instead.
-func (*CommandNewTxnResponse) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{80}
-}
-
 func (x *CommandNewTxnResponse) GetRequestId() uint64 {
-	if x != nil && x.RequestId != nil {
-		return *x.RequestId
+	if x != nil {
+		return x.xxx_hidden_RequestId
 	}
 	return 0
 }
 
 func (x *CommandNewTxnResponse) GetTxnidLeastBits() uint64 {
-	if x != nil && x.TxnidLeastBits != nil {
-		return *x.TxnidLeastBits
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 1) {
+			return x.xxx_hidden_TxnidLeastBits
+		}
 	}
 	return Default_CommandNewTxnResponse_TxnidLeastBits
 }
 
 func (x *CommandNewTxnResponse) GetTxnidMostBits() uint64 {
-	if x != nil && x.TxnidMostBits != nil {
-		return *x.TxnidMostBits
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 2) {
+			return x.xxx_hidden_TxnidMostBits
+		}
 	}
 	return Default_CommandNewTxnResponse_TxnidMostBits
 }
 
 func (x *CommandNewTxnResponse) GetError() ServerError {
-	if x != nil && x.Error != nil {
-		return *x.Error
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 3) {
+			return x.xxx_hidden_Error
+		}
 	}
 	return ServerError_UnknownError
 }
 
 func (x *CommandNewTxnResponse) GetMessage() string {
-	if x != nil && x.Message != nil {
-		return *x.Message
+	if x != nil {
+		if x.xxx_hidden_Message != nil {
+			return *x.xxx_hidden_Message
+		}
+		return ""
 	}
 	return ""
 }
 
+func (x *CommandNewTxnResponse) SetRequestId(v uint64) {
+	x.xxx_hidden_RequestId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 5)
+}
+
+func (x *CommandNewTxnResponse) SetTxnidLeastBits(v uint64) {
+	x.xxx_hidden_TxnidLeastBits = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 1, 5)
+}
+
+func (x *CommandNewTxnResponse) SetTxnidMostBits(v uint64) {
+	x.xxx_hidden_TxnidMostBits = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 2, 5)
+}
+
+func (x *CommandNewTxnResponse) SetError(v ServerError) {
+	x.xxx_hidden_Error = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 3, 5)
+}
+
+func (x *CommandNewTxnResponse) SetMessage(v string) {
+	x.xxx_hidden_Message = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 4, 5)
+}
+
+func (x *CommandNewTxnResponse) HasRequestId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *CommandNewTxnResponse) HasTxnidLeastBits() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 1)
+}
+
+func (x *CommandNewTxnResponse) HasTxnidMostBits() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 2)
+}
+
+func (x *CommandNewTxnResponse) HasError() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 3)
+}
+
+func (x *CommandNewTxnResponse) HasMessage() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 4)
+}
+
+func (x *CommandNewTxnResponse) ClearRequestId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_RequestId = 0
+}
+
+func (x *CommandNewTxnResponse) ClearTxnidLeastBits() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 1)
+}
+
+func (x *CommandNewTxnResponse) ClearTxnidMostBits() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 2)
+}
+
+func (x *CommandNewTxnResponse) ClearError() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 3)
+	x.xxx_hidden_Error = ServerError_UnknownError
+}
+
+func (x *CommandNewTxnResponse) ClearMessage() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 4)
+	x.xxx_hidden_Message = nil
+}
+
+type CommandNewTxnResponse_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	RequestId      *uint64
+	TxnidLeastBits *uint64
+	TxnidMostBits  *uint64
+	Error          *ServerError
+	Message        *string
+}
+
+func (b0 CommandNewTxnResponse_builder) Build() *CommandNewTxnResponse {
+	m0 := &CommandNewTxnResponse{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.RequestId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 5)
+		x.xxx_hidden_RequestId = *b.RequestId
+	}
+	if b.TxnidLeastBits != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 1, 5)
+		x.xxx_hidden_TxnidLeastBits = *b.TxnidLeastBits
+	}
+	if b.TxnidMostBits != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 2, 5)
+		x.xxx_hidden_TxnidMostBits = *b.TxnidMostBits
+	}
+	if b.Error != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 3, 5)
+		x.xxx_hidden_Error = *b.Error
+	}
+	if b.Message != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 4, 5)
+		x.xxx_hidden_Message = b.Message
+	}
+	return m0
+}
+
 type CommandAddPartitionToTxn struct {
-	state          protoimpl.MessageState `protogen:"open.v1"`
-	RequestId      *uint64                `protobuf:"varint,1,req,name=request_id,json=requestId" json:"request_id,omitempty"`
-	TxnidLeastBits *uint64                `protobuf:"varint,2,opt,name=txnid_least_bits,json=txnidLeastBits,def=0" json:"txnid_least_bits,omitempty"`
-	TxnidMostBits  *uint64                `protobuf:"varint,3,opt,name=txnid_most_bits,json=txnidMostBits,def=0" json:"txnid_most_bits,omitempty"`
-	Partitions     []string               `protobuf:"bytes,4,rep,name=partitions" json:"partitions,omitempty"`
-	Scalable       *bool                  `protobuf:"varint,5,opt,name=scalable,def=0" json:"scalable,omitempty"` // newer than v0.19.0
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	state                     protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_RequestId      uint64                 `protobuf:"varint,1,req,name=request_id,json=requestId"`
+	xxx_hidden_TxnidLeastBits uint64                 `protobuf:"varint,2,opt,name=txnid_least_bits,json=txnidLeastBits,def=0"`
+	xxx_hidden_TxnidMostBits  uint64                 `protobuf:"varint,3,opt,name=txnid_most_bits,json=txnidMostBits,def=0"`
+	xxx_hidden_Partitions     []string               `protobuf:"bytes,4,rep,name=partitions"`
+	xxx_hidden_Scalable       bool                   `protobuf:"varint,5,opt,name=scalable,def=0"`
+	XXX_raceDetectHookData    protoimpl.RaceDetectHookData
+	XXX_presence              [1]uint32
+	unknownFields             protoimpl.UnknownFields
+	sizeCache                 protoimpl.SizeCache
 }
 
 // Default values for CommandAddPartitionToTxn fields.
@@ -7834,55 +16574,161 @@ func (x *CommandAddPartitionToTxn) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CommandAddPartitionToTxn.ProtoReflect.Descriptor instead.
-func (*CommandAddPartitionToTxn) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{81}
-}
-
 func (x *CommandAddPartitionToTxn) GetRequestId() uint64 {
-	if x != nil && x.RequestId != nil {
-		return *x.RequestId
+	if x != nil {
+		return x.xxx_hidden_RequestId
 	}
 	return 0
 }
 
 func (x *CommandAddPartitionToTxn) GetTxnidLeastBits() uint64 {
-	if x != nil && x.TxnidLeastBits != nil {
-		return *x.TxnidLeastBits
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 1) {
+			return x.xxx_hidden_TxnidLeastBits
+		}
 	}
 	return Default_CommandAddPartitionToTxn_TxnidLeastBits
 }
 
 func (x *CommandAddPartitionToTxn) GetTxnidMostBits() uint64 {
-	if x != nil && x.TxnidMostBits != nil {
-		return *x.TxnidMostBits
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 2) {
+			return x.xxx_hidden_TxnidMostBits
+		}
 	}
 	return Default_CommandAddPartitionToTxn_TxnidMostBits
 }
 
 func (x *CommandAddPartitionToTxn) GetPartitions() []string {
 	if x != nil {
-		return x.Partitions
+		return x.xxx_hidden_Partitions
 	}
 	return nil
 }
 
 func (x *CommandAddPartitionToTxn) GetScalable() bool {
-	if x != nil && x.Scalable != nil {
-		return *x.Scalable
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 4) {
+			return x.xxx_hidden_Scalable
+		}
 	}
 	return Default_CommandAddPartitionToTxn_Scalable
 }
 
+func (x *CommandAddPartitionToTxn) SetRequestId(v uint64) {
+	x.xxx_hidden_RequestId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 5)
+}
+
+func (x *CommandAddPartitionToTxn) SetTxnidLeastBits(v uint64) {
+	x.xxx_hidden_TxnidLeastBits = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 1, 5)
+}
+
+func (x *CommandAddPartitionToTxn) SetTxnidMostBits(v uint64) {
+	x.xxx_hidden_TxnidMostBits = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 2, 5)
+}
+
+func (x *CommandAddPartitionToTxn) SetPartitions(v []string) {
+	x.xxx_hidden_Partitions = v
+}
+
+func (x *CommandAddPartitionToTxn) SetScalable(v bool) {
+	x.xxx_hidden_Scalable = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 4, 5)
+}
+
+func (x *CommandAddPartitionToTxn) HasRequestId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *CommandAddPartitionToTxn) HasTxnidLeastBits() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 1)
+}
+
+func (x *CommandAddPartitionToTxn) HasTxnidMostBits() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 2)
+}
+
+func (x *CommandAddPartitionToTxn) HasScalable() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 4)
+}
+
+func (x *CommandAddPartitionToTxn) ClearRequestId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_RequestId = 0
+}
+
+func (x *CommandAddPartitionToTxn) ClearTxnidLeastBits() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 1)
+}
+
+func (x *CommandAddPartitionToTxn) ClearTxnidMostBits() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 2)
+}
+
+func (x *CommandAddPartitionToTxn) ClearScalable() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 4)
+}
+
+type CommandAddPartitionToTxn_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	RequestId      *uint64
+	TxnidLeastBits *uint64
+	TxnidMostBits  *uint64
+	Partitions     []string
+	Scalable       *bool
+}
+
+func (b0 CommandAddPartitionToTxn_builder) Build() *CommandAddPartitionToTxn {
+	m0 := &CommandAddPartitionToTxn{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.RequestId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 5)
+		x.xxx_hidden_RequestId = *b.RequestId
+	}
+	if b.TxnidLeastBits != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 1, 5)
+		x.xxx_hidden_TxnidLeastBits = *b.TxnidLeastBits
+	}
+	if b.TxnidMostBits != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 2, 5)
+		x.xxx_hidden_TxnidMostBits = *b.TxnidMostBits
+	}
+	x.xxx_hidden_Partitions = b.Partitions
+	if b.Scalable != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 4, 5)
+		x.xxx_hidden_Scalable = *b.Scalable
+	}
+	return m0
+}
+
 type CommandAddPartitionToTxnResponse struct {
-	state          protoimpl.MessageState `protogen:"open.v1"`
-	RequestId      *uint64                `protobuf:"varint,1,req,name=request_id,json=requestId" json:"request_id,omitempty"`
-	TxnidLeastBits *uint64                `protobuf:"varint,2,opt,name=txnid_least_bits,json=txnidLeastBits,def=0" json:"txnid_least_bits,omitempty"`
-	TxnidMostBits  *uint64                `protobuf:"varint,3,opt,name=txnid_most_bits,json=txnidMostBits,def=0" json:"txnid_most_bits,omitempty"`
-	Error          *ServerError           `protobuf:"varint,4,opt,name=error,enum=meridian.wire.v1.ServerError" json:"error,omitempty"`
-	Message        *string                `protobuf:"bytes,5,opt,name=message" json:"message,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	state                     protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_RequestId      uint64                 `protobuf:"varint,1,req,name=request_id,json=requestId"`
+	xxx_hidden_TxnidLeastBits uint64                 `protobuf:"varint,2,opt,name=txnid_least_bits,json=txnidLeastBits,def=0"`
+	xxx_hidden_TxnidMostBits  uint64                 `protobuf:"varint,3,opt,name=txnid_most_bits,json=txnidMostBits,def=0"`
+	xxx_hidden_Error          ServerError            `protobuf:"varint,4,opt,name=error,enum=meridian.wire.v1.ServerError"`
+	xxx_hidden_Message        *string                `protobuf:"bytes,5,opt,name=message"`
+	XXX_raceDetectHookData    protoimpl.RaceDetectHookData
+	XXX_presence              [1]uint32
+	unknownFields             protoimpl.UnknownFields
+	sizeCache                 protoimpl.SizeCache
 }
 
 // Default values for CommandAddPartitionToTxnResponse fields.
@@ -7916,52 +16762,178 @@ func (x *CommandAddPartitionToTxnResponse) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CommandAddPartitionToTxnResponse.ProtoReflect.Descriptor instead.
-func (*CommandAddPartitionToTxnResponse) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{82}
-}
-
 func (x *CommandAddPartitionToTxnResponse) GetRequestId() uint64 {
-	if x != nil && x.RequestId != nil {
-		return *x.RequestId
+	if x != nil {
+		return x.xxx_hidden_RequestId
 	}
 	return 0
 }
 
 func (x *CommandAddPartitionToTxnResponse) GetTxnidLeastBits() uint64 {
-	if x != nil && x.TxnidLeastBits != nil {
-		return *x.TxnidLeastBits
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 1) {
+			return x.xxx_hidden_TxnidLeastBits
+		}
 	}
 	return Default_CommandAddPartitionToTxnResponse_TxnidLeastBits
 }
 
 func (x *CommandAddPartitionToTxnResponse) GetTxnidMostBits() uint64 {
-	if x != nil && x.TxnidMostBits != nil {
-		return *x.TxnidMostBits
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 2) {
+			return x.xxx_hidden_TxnidMostBits
+		}
 	}
 	return Default_CommandAddPartitionToTxnResponse_TxnidMostBits
 }
 
 func (x *CommandAddPartitionToTxnResponse) GetError() ServerError {
-	if x != nil && x.Error != nil {
-		return *x.Error
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 3) {
+			return x.xxx_hidden_Error
+		}
 	}
 	return ServerError_UnknownError
 }
 
 func (x *CommandAddPartitionToTxnResponse) GetMessage() string {
-	if x != nil && x.Message != nil {
-		return *x.Message
+	if x != nil {
+		if x.xxx_hidden_Message != nil {
+			return *x.xxx_hidden_Message
+		}
+		return ""
 	}
 	return ""
 }
 
+func (x *CommandAddPartitionToTxnResponse) SetRequestId(v uint64) {
+	x.xxx_hidden_RequestId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 5)
+}
+
+func (x *CommandAddPartitionToTxnResponse) SetTxnidLeastBits(v uint64) {
+	x.xxx_hidden_TxnidLeastBits = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 1, 5)
+}
+
+func (x *CommandAddPartitionToTxnResponse) SetTxnidMostBits(v uint64) {
+	x.xxx_hidden_TxnidMostBits = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 2, 5)
+}
+
+func (x *CommandAddPartitionToTxnResponse) SetError(v ServerError) {
+	x.xxx_hidden_Error = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 3, 5)
+}
+
+func (x *CommandAddPartitionToTxnResponse) SetMessage(v string) {
+	x.xxx_hidden_Message = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 4, 5)
+}
+
+func (x *CommandAddPartitionToTxnResponse) HasRequestId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *CommandAddPartitionToTxnResponse) HasTxnidLeastBits() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 1)
+}
+
+func (x *CommandAddPartitionToTxnResponse) HasTxnidMostBits() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 2)
+}
+
+func (x *CommandAddPartitionToTxnResponse) HasError() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 3)
+}
+
+func (x *CommandAddPartitionToTxnResponse) HasMessage() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 4)
+}
+
+func (x *CommandAddPartitionToTxnResponse) ClearRequestId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_RequestId = 0
+}
+
+func (x *CommandAddPartitionToTxnResponse) ClearTxnidLeastBits() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 1)
+}
+
+func (x *CommandAddPartitionToTxnResponse) ClearTxnidMostBits() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 2)
+}
+
+func (x *CommandAddPartitionToTxnResponse) ClearError() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 3)
+	x.xxx_hidden_Error = ServerError_UnknownError
+}
+
+func (x *CommandAddPartitionToTxnResponse) ClearMessage() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 4)
+	x.xxx_hidden_Message = nil
+}
+
+type CommandAddPartitionToTxnResponse_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	RequestId      *uint64
+	TxnidLeastBits *uint64
+	TxnidMostBits  *uint64
+	Error          *ServerError
+	Message        *string
+}
+
+func (b0 CommandAddPartitionToTxnResponse_builder) Build() *CommandAddPartitionToTxnResponse {
+	m0 := &CommandAddPartitionToTxnResponse{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.RequestId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 5)
+		x.xxx_hidden_RequestId = *b.RequestId
+	}
+	if b.TxnidLeastBits != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 1, 5)
+		x.xxx_hidden_TxnidLeastBits = *b.TxnidLeastBits
+	}
+	if b.TxnidMostBits != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 2, 5)
+		x.xxx_hidden_TxnidMostBits = *b.TxnidMostBits
+	}
+	if b.Error != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 3, 5)
+		x.xxx_hidden_Error = *b.Error
+	}
+	if b.Message != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 4, 5)
+		x.xxx_hidden_Message = b.Message
+	}
+	return m0
+}
+
 type Subscription struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Topic         *string                `protobuf:"bytes,1,req,name=topic" json:"topic,omitempty"`
-	Subscription  *string                `protobuf:"bytes,2,req,name=subscription" json:"subscription,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state                   protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_Topic        *string                `protobuf:"bytes,1,req,name=topic"`
+	xxx_hidden_Subscription *string                `protobuf:"bytes,2,req,name=subscription"`
+	XXX_raceDetectHookData  protoimpl.RaceDetectHookData
+	XXX_presence            [1]uint32
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
 }
 
 func (x *Subscription) Reset() {
@@ -7989,34 +16961,93 @@ func (x *Subscription) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use Subscription.ProtoReflect.Descriptor instead.
-func (*Subscription) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{83}
-}
-
 func (x *Subscription) GetTopic() string {
-	if x != nil && x.Topic != nil {
-		return *x.Topic
+	if x != nil {
+		if x.xxx_hidden_Topic != nil {
+			return *x.xxx_hidden_Topic
+		}
+		return ""
 	}
 	return ""
 }
 
 func (x *Subscription) GetSubscription() string {
-	if x != nil && x.Subscription != nil {
-		return *x.Subscription
+	if x != nil {
+		if x.xxx_hidden_Subscription != nil {
+			return *x.xxx_hidden_Subscription
+		}
+		return ""
 	}
 	return ""
 }
 
+func (x *Subscription) SetTopic(v string) {
+	x.xxx_hidden_Topic = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 2)
+}
+
+func (x *Subscription) SetSubscription(v string) {
+	x.xxx_hidden_Subscription = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 1, 2)
+}
+
+func (x *Subscription) HasTopic() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *Subscription) HasSubscription() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 1)
+}
+
+func (x *Subscription) ClearTopic() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_Topic = nil
+}
+
+func (x *Subscription) ClearSubscription() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 1)
+	x.xxx_hidden_Subscription = nil
+}
+
+type Subscription_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	Topic        *string
+	Subscription *string
+}
+
+func (b0 Subscription_builder) Build() *Subscription {
+	m0 := &Subscription{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.Topic != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 2)
+		x.xxx_hidden_Topic = b.Topic
+	}
+	if b.Subscription != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 1, 2)
+		x.xxx_hidden_Subscription = b.Subscription
+	}
+	return m0
+}
+
 type CommandAddSubscriptionToTxn struct {
-	state          protoimpl.MessageState `protogen:"open.v1"`
-	RequestId      *uint64                `protobuf:"varint,1,req,name=request_id,json=requestId" json:"request_id,omitempty"`
-	TxnidLeastBits *uint64                `protobuf:"varint,2,opt,name=txnid_least_bits,json=txnidLeastBits,def=0" json:"txnid_least_bits,omitempty"`
-	TxnidMostBits  *uint64                `protobuf:"varint,3,opt,name=txnid_most_bits,json=txnidMostBits,def=0" json:"txnid_most_bits,omitempty"`
-	Subscription   []*Subscription        `protobuf:"bytes,4,rep,name=subscription" json:"subscription,omitempty"`
-	Scalable       *bool                  `protobuf:"varint,5,opt,name=scalable,def=0" json:"scalable,omitempty"` // newer than v0.19.0
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	state                     protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_RequestId      uint64                 `protobuf:"varint,1,req,name=request_id,json=requestId"`
+	xxx_hidden_TxnidLeastBits uint64                 `protobuf:"varint,2,opt,name=txnid_least_bits,json=txnidLeastBits,def=0"`
+	xxx_hidden_TxnidMostBits  uint64                 `protobuf:"varint,3,opt,name=txnid_most_bits,json=txnidMostBits,def=0"`
+	xxx_hidden_Subscription   *[]*Subscription       `protobuf:"bytes,4,rep,name=subscription"`
+	xxx_hidden_Scalable       bool                   `protobuf:"varint,5,opt,name=scalable,def=0"`
+	XXX_raceDetectHookData    protoimpl.RaceDetectHookData
+	XXX_presence              [1]uint32
+	unknownFields             protoimpl.UnknownFields
+	sizeCache                 protoimpl.SizeCache
 }
 
 // Default values for CommandAddSubscriptionToTxn fields.
@@ -8051,55 +17082,163 @@ func (x *CommandAddSubscriptionToTxn) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CommandAddSubscriptionToTxn.ProtoReflect.Descriptor instead.
-func (*CommandAddSubscriptionToTxn) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{84}
-}
-
 func (x *CommandAddSubscriptionToTxn) GetRequestId() uint64 {
-	if x != nil && x.RequestId != nil {
-		return *x.RequestId
+	if x != nil {
+		return x.xxx_hidden_RequestId
 	}
 	return 0
 }
 
 func (x *CommandAddSubscriptionToTxn) GetTxnidLeastBits() uint64 {
-	if x != nil && x.TxnidLeastBits != nil {
-		return *x.TxnidLeastBits
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 1) {
+			return x.xxx_hidden_TxnidLeastBits
+		}
 	}
 	return Default_CommandAddSubscriptionToTxn_TxnidLeastBits
 }
 
 func (x *CommandAddSubscriptionToTxn) GetTxnidMostBits() uint64 {
-	if x != nil && x.TxnidMostBits != nil {
-		return *x.TxnidMostBits
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 2) {
+			return x.xxx_hidden_TxnidMostBits
+		}
 	}
 	return Default_CommandAddSubscriptionToTxn_TxnidMostBits
 }
 
 func (x *CommandAddSubscriptionToTxn) GetSubscription() []*Subscription {
 	if x != nil {
-		return x.Subscription
+		if x.xxx_hidden_Subscription != nil {
+			return *x.xxx_hidden_Subscription
+		}
 	}
 	return nil
 }
 
 func (x *CommandAddSubscriptionToTxn) GetScalable() bool {
-	if x != nil && x.Scalable != nil {
-		return *x.Scalable
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 4) {
+			return x.xxx_hidden_Scalable
+		}
 	}
 	return Default_CommandAddSubscriptionToTxn_Scalable
 }
 
+func (x *CommandAddSubscriptionToTxn) SetRequestId(v uint64) {
+	x.xxx_hidden_RequestId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 5)
+}
+
+func (x *CommandAddSubscriptionToTxn) SetTxnidLeastBits(v uint64) {
+	x.xxx_hidden_TxnidLeastBits = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 1, 5)
+}
+
+func (x *CommandAddSubscriptionToTxn) SetTxnidMostBits(v uint64) {
+	x.xxx_hidden_TxnidMostBits = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 2, 5)
+}
+
+func (x *CommandAddSubscriptionToTxn) SetSubscription(v []*Subscription) {
+	x.xxx_hidden_Subscription = &v
+}
+
+func (x *CommandAddSubscriptionToTxn) SetScalable(v bool) {
+	x.xxx_hidden_Scalable = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 4, 5)
+}
+
+func (x *CommandAddSubscriptionToTxn) HasRequestId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *CommandAddSubscriptionToTxn) HasTxnidLeastBits() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 1)
+}
+
+func (x *CommandAddSubscriptionToTxn) HasTxnidMostBits() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 2)
+}
+
+func (x *CommandAddSubscriptionToTxn) HasScalable() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 4)
+}
+
+func (x *CommandAddSubscriptionToTxn) ClearRequestId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_RequestId = 0
+}
+
+func (x *CommandAddSubscriptionToTxn) ClearTxnidLeastBits() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 1)
+}
+
+func (x *CommandAddSubscriptionToTxn) ClearTxnidMostBits() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 2)
+}
+
+func (x *CommandAddSubscriptionToTxn) ClearScalable() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 4)
+}
+
+type CommandAddSubscriptionToTxn_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	RequestId      *uint64
+	TxnidLeastBits *uint64
+	TxnidMostBits  *uint64
+	Subscription   []*Subscription
+	Scalable       *bool
+}
+
+func (b0 CommandAddSubscriptionToTxn_builder) Build() *CommandAddSubscriptionToTxn {
+	m0 := &CommandAddSubscriptionToTxn{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.RequestId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 5)
+		x.xxx_hidden_RequestId = *b.RequestId
+	}
+	if b.TxnidLeastBits != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 1, 5)
+		x.xxx_hidden_TxnidLeastBits = *b.TxnidLeastBits
+	}
+	if b.TxnidMostBits != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 2, 5)
+		x.xxx_hidden_TxnidMostBits = *b.TxnidMostBits
+	}
+	x.xxx_hidden_Subscription = &b.Subscription
+	if b.Scalable != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 4, 5)
+		x.xxx_hidden_Scalable = *b.Scalable
+	}
+	return m0
+}
+
 type CommandAddSubscriptionToTxnResponse struct {
-	state          protoimpl.MessageState `protogen:"open.v1"`
-	RequestId      *uint64                `protobuf:"varint,1,req,name=request_id,json=requestId" json:"request_id,omitempty"`
-	TxnidLeastBits *uint64                `protobuf:"varint,2,opt,name=txnid_least_bits,json=txnidLeastBits,def=0" json:"txnid_least_bits,omitempty"`
-	TxnidMostBits  *uint64                `protobuf:"varint,3,opt,name=txnid_most_bits,json=txnidMostBits,def=0" json:"txnid_most_bits,omitempty"`
-	Error          *ServerError           `protobuf:"varint,4,opt,name=error,enum=meridian.wire.v1.ServerError" json:"error,omitempty"`
-	Message        *string                `protobuf:"bytes,5,opt,name=message" json:"message,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	state                     protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_RequestId      uint64                 `protobuf:"varint,1,req,name=request_id,json=requestId"`
+	xxx_hidden_TxnidLeastBits uint64                 `protobuf:"varint,2,opt,name=txnid_least_bits,json=txnidLeastBits,def=0"`
+	xxx_hidden_TxnidMostBits  uint64                 `protobuf:"varint,3,opt,name=txnid_most_bits,json=txnidMostBits,def=0"`
+	xxx_hidden_Error          ServerError            `protobuf:"varint,4,opt,name=error,enum=meridian.wire.v1.ServerError"`
+	xxx_hidden_Message        *string                `protobuf:"bytes,5,opt,name=message"`
+	XXX_raceDetectHookData    protoimpl.RaceDetectHookData
+	XXX_presence              [1]uint32
+	unknownFields             protoimpl.UnknownFields
+	sizeCache                 protoimpl.SizeCache
 }
 
 // Default values for CommandAddSubscriptionToTxnResponse fields.
@@ -8133,55 +17272,181 @@ func (x *CommandAddSubscriptionToTxnResponse) ProtoReflect() protoreflect.Messag
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CommandAddSubscriptionToTxnResponse.ProtoReflect.Descriptor instead.
-func (*CommandAddSubscriptionToTxnResponse) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{85}
-}
-
 func (x *CommandAddSubscriptionToTxnResponse) GetRequestId() uint64 {
-	if x != nil && x.RequestId != nil {
-		return *x.RequestId
+	if x != nil {
+		return x.xxx_hidden_RequestId
 	}
 	return 0
 }
 
 func (x *CommandAddSubscriptionToTxnResponse) GetTxnidLeastBits() uint64 {
-	if x != nil && x.TxnidLeastBits != nil {
-		return *x.TxnidLeastBits
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 1) {
+			return x.xxx_hidden_TxnidLeastBits
+		}
 	}
 	return Default_CommandAddSubscriptionToTxnResponse_TxnidLeastBits
 }
 
 func (x *CommandAddSubscriptionToTxnResponse) GetTxnidMostBits() uint64 {
-	if x != nil && x.TxnidMostBits != nil {
-		return *x.TxnidMostBits
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 2) {
+			return x.xxx_hidden_TxnidMostBits
+		}
 	}
 	return Default_CommandAddSubscriptionToTxnResponse_TxnidMostBits
 }
 
 func (x *CommandAddSubscriptionToTxnResponse) GetError() ServerError {
-	if x != nil && x.Error != nil {
-		return *x.Error
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 3) {
+			return x.xxx_hidden_Error
+		}
 	}
 	return ServerError_UnknownError
 }
 
 func (x *CommandAddSubscriptionToTxnResponse) GetMessage() string {
-	if x != nil && x.Message != nil {
-		return *x.Message
+	if x != nil {
+		if x.xxx_hidden_Message != nil {
+			return *x.xxx_hidden_Message
+		}
+		return ""
 	}
 	return ""
 }
 
+func (x *CommandAddSubscriptionToTxnResponse) SetRequestId(v uint64) {
+	x.xxx_hidden_RequestId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 5)
+}
+
+func (x *CommandAddSubscriptionToTxnResponse) SetTxnidLeastBits(v uint64) {
+	x.xxx_hidden_TxnidLeastBits = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 1, 5)
+}
+
+func (x *CommandAddSubscriptionToTxnResponse) SetTxnidMostBits(v uint64) {
+	x.xxx_hidden_TxnidMostBits = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 2, 5)
+}
+
+func (x *CommandAddSubscriptionToTxnResponse) SetError(v ServerError) {
+	x.xxx_hidden_Error = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 3, 5)
+}
+
+func (x *CommandAddSubscriptionToTxnResponse) SetMessage(v string) {
+	x.xxx_hidden_Message = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 4, 5)
+}
+
+func (x *CommandAddSubscriptionToTxnResponse) HasRequestId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *CommandAddSubscriptionToTxnResponse) HasTxnidLeastBits() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 1)
+}
+
+func (x *CommandAddSubscriptionToTxnResponse) HasTxnidMostBits() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 2)
+}
+
+func (x *CommandAddSubscriptionToTxnResponse) HasError() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 3)
+}
+
+func (x *CommandAddSubscriptionToTxnResponse) HasMessage() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 4)
+}
+
+func (x *CommandAddSubscriptionToTxnResponse) ClearRequestId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_RequestId = 0
+}
+
+func (x *CommandAddSubscriptionToTxnResponse) ClearTxnidLeastBits() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 1)
+}
+
+func (x *CommandAddSubscriptionToTxnResponse) ClearTxnidMostBits() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 2)
+}
+
+func (x *CommandAddSubscriptionToTxnResponse) ClearError() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 3)
+	x.xxx_hidden_Error = ServerError_UnknownError
+}
+
+func (x *CommandAddSubscriptionToTxnResponse) ClearMessage() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 4)
+	x.xxx_hidden_Message = nil
+}
+
+type CommandAddSubscriptionToTxnResponse_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	RequestId      *uint64
+	TxnidLeastBits *uint64
+	TxnidMostBits  *uint64
+	Error          *ServerError
+	Message        *string
+}
+
+func (b0 CommandAddSubscriptionToTxnResponse_builder) Build() *CommandAddSubscriptionToTxnResponse {
+	m0 := &CommandAddSubscriptionToTxnResponse{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.RequestId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 5)
+		x.xxx_hidden_RequestId = *b.RequestId
+	}
+	if b.TxnidLeastBits != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 1, 5)
+		x.xxx_hidden_TxnidLeastBits = *b.TxnidLeastBits
+	}
+	if b.TxnidMostBits != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 2, 5)
+		x.xxx_hidden_TxnidMostBits = *b.TxnidMostBits
+	}
+	if b.Error != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 3, 5)
+		x.xxx_hidden_Error = *b.Error
+	}
+	if b.Message != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 4, 5)
+		x.xxx_hidden_Message = b.Message
+	}
+	return m0
+}
+
 type CommandEndTxn struct {
-	state          protoimpl.MessageState `protogen:"open.v1"`
-	RequestId      *uint64                `protobuf:"varint,1,req,name=request_id,json=requestId" json:"request_id,omitempty"`
-	TxnidLeastBits *uint64                `protobuf:"varint,2,opt,name=txnid_least_bits,json=txnidLeastBits,def=0" json:"txnid_least_bits,omitempty"`
-	TxnidMostBits  *uint64                `protobuf:"varint,3,opt,name=txnid_most_bits,json=txnidMostBits,def=0" json:"txnid_most_bits,omitempty"`
-	TxnAction      *TxnAction             `protobuf:"varint,4,opt,name=txn_action,json=txnAction,enum=meridian.wire.v1.TxnAction" json:"txn_action,omitempty"`
-	Scalable       *bool                  `protobuf:"varint,5,opt,name=scalable,def=0" json:"scalable,omitempty"` // newer than v0.19.0
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	state                     protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_RequestId      uint64                 `protobuf:"varint,1,req,name=request_id,json=requestId"`
+	xxx_hidden_TxnidLeastBits uint64                 `protobuf:"varint,2,opt,name=txnid_least_bits,json=txnidLeastBits,def=0"`
+	xxx_hidden_TxnidMostBits  uint64                 `protobuf:"varint,3,opt,name=txnid_most_bits,json=txnidMostBits,def=0"`
+	xxx_hidden_TxnAction      TxnAction              `protobuf:"varint,4,opt,name=txn_action,json=txnAction,enum=meridian.wire.v1.TxnAction"`
+	xxx_hidden_Scalable       bool                   `protobuf:"varint,5,opt,name=scalable,def=0"`
+	XXX_raceDetectHookData    protoimpl.RaceDetectHookData
+	XXX_presence              [1]uint32
+	unknownFields             protoimpl.UnknownFields
+	sizeCache                 protoimpl.SizeCache
 }
 
 // Default values for CommandEndTxn fields.
@@ -8216,55 +17481,179 @@ func (x *CommandEndTxn) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CommandEndTxn.ProtoReflect.Descriptor instead.
-func (*CommandEndTxn) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{86}
-}
-
 func (x *CommandEndTxn) GetRequestId() uint64 {
-	if x != nil && x.RequestId != nil {
-		return *x.RequestId
+	if x != nil {
+		return x.xxx_hidden_RequestId
 	}
 	return 0
 }
 
 func (x *CommandEndTxn) GetTxnidLeastBits() uint64 {
-	if x != nil && x.TxnidLeastBits != nil {
-		return *x.TxnidLeastBits
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 1) {
+			return x.xxx_hidden_TxnidLeastBits
+		}
 	}
 	return Default_CommandEndTxn_TxnidLeastBits
 }
 
 func (x *CommandEndTxn) GetTxnidMostBits() uint64 {
-	if x != nil && x.TxnidMostBits != nil {
-		return *x.TxnidMostBits
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 2) {
+			return x.xxx_hidden_TxnidMostBits
+		}
 	}
 	return Default_CommandEndTxn_TxnidMostBits
 }
 
 func (x *CommandEndTxn) GetTxnAction() TxnAction {
-	if x != nil && x.TxnAction != nil {
-		return *x.TxnAction
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 3) {
+			return x.xxx_hidden_TxnAction
+		}
 	}
 	return TxnAction_COMMIT
 }
 
 func (x *CommandEndTxn) GetScalable() bool {
-	if x != nil && x.Scalable != nil {
-		return *x.Scalable
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 4) {
+			return x.xxx_hidden_Scalable
+		}
 	}
 	return Default_CommandEndTxn_Scalable
 }
 
+func (x *CommandEndTxn) SetRequestId(v uint64) {
+	x.xxx_hidden_RequestId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 5)
+}
+
+func (x *CommandEndTxn) SetTxnidLeastBits(v uint64) {
+	x.xxx_hidden_TxnidLeastBits = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 1, 5)
+}
+
+func (x *CommandEndTxn) SetTxnidMostBits(v uint64) {
+	x.xxx_hidden_TxnidMostBits = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 2, 5)
+}
+
+func (x *CommandEndTxn) SetTxnAction(v TxnAction) {
+	x.xxx_hidden_TxnAction = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 3, 5)
+}
+
+func (x *CommandEndTxn) SetScalable(v bool) {
+	x.xxx_hidden_Scalable = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 4, 5)
+}
+
+func (x *CommandEndTxn) HasRequestId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *CommandEndTxn) HasTxnidLeastBits() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 1)
+}
+
+func (x *CommandEndTxn) HasTxnidMostBits() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 2)
+}
+
+func (x *CommandEndTxn) HasTxnAction() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 3)
+}
+
+func (x *CommandEndTxn) HasScalable() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 4)
+}
+
+func (x *CommandEndTxn) ClearRequestId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_RequestId = 0
+}
+
+func (x *CommandEndTxn) ClearTxnidLeastBits() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 1)
+}
+
+func (x *CommandEndTxn) ClearTxnidMostBits() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 2)
+}
+
+func (x *CommandEndTxn) ClearTxnAction() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 3)
+	x.xxx_hidden_TxnAction = TxnAction_COMMIT
+}
+
+func (x *CommandEndTxn) ClearScalable() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 4)
+}
+
+type CommandEndTxn_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	RequestId      *uint64
+	TxnidLeastBits *uint64
+	TxnidMostBits  *uint64
+	TxnAction      *TxnAction
+	Scalable       *bool
+}
+
+func (b0 CommandEndTxn_builder) Build() *CommandEndTxn {
+	m0 := &CommandEndTxn{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.RequestId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 5)
+		x.xxx_hidden_RequestId = *b.RequestId
+	}
+	if b.TxnidLeastBits != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 1, 5)
+		x.xxx_hidden_TxnidLeastBits = *b.TxnidLeastBits
+	}
+	if b.TxnidMostBits != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 2, 5)
+		x.xxx_hidden_TxnidMostBits = *b.TxnidMostBits
+	}
+	if b.TxnAction != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 3, 5)
+		x.xxx_hidden_TxnAction = *b.TxnAction
+	}
+	if b.Scalable != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 4, 5)
+		x.xxx_hidden_Scalable = *b.Scalable
+	}
+	return m0
+}
+
 type CommandEndTxnResponse struct {
-	state          protoimpl.MessageState `protogen:"open.v1"`
-	RequestId      *uint64                `protobuf:"varint,1,req,name=request_id,json=requestId" json:"request_id,omitempty"`
-	TxnidLeastBits *uint64                `protobuf:"varint,2,opt,name=txnid_least_bits,json=txnidLeastBits,def=0" json:"txnid_least_bits,omitempty"`
-	TxnidMostBits  *uint64                `protobuf:"varint,3,opt,name=txnid_most_bits,json=txnidMostBits,def=0" json:"txnid_most_bits,omitempty"`
-	Error          *ServerError           `protobuf:"varint,4,opt,name=error,enum=meridian.wire.v1.ServerError" json:"error,omitempty"`
-	Message        *string                `protobuf:"bytes,5,opt,name=message" json:"message,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	state                     protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_RequestId      uint64                 `protobuf:"varint,1,req,name=request_id,json=requestId"`
+	xxx_hidden_TxnidLeastBits uint64                 `protobuf:"varint,2,opt,name=txnid_least_bits,json=txnidLeastBits,def=0"`
+	xxx_hidden_TxnidMostBits  uint64                 `protobuf:"varint,3,opt,name=txnid_most_bits,json=txnidMostBits,def=0"`
+	xxx_hidden_Error          ServerError            `protobuf:"varint,4,opt,name=error,enum=meridian.wire.v1.ServerError"`
+	xxx_hidden_Message        *string                `protobuf:"bytes,5,opt,name=message"`
+	XXX_raceDetectHookData    protoimpl.RaceDetectHookData
+	XXX_presence              [1]uint32
+	unknownFields             protoimpl.UnknownFields
+	sizeCache                 protoimpl.SizeCache
 }
 
 // Default values for CommandEndTxnResponse fields.
@@ -8298,56 +17687,182 @@ func (x *CommandEndTxnResponse) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CommandEndTxnResponse.ProtoReflect.Descriptor instead.
-func (*CommandEndTxnResponse) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{87}
-}
-
 func (x *CommandEndTxnResponse) GetRequestId() uint64 {
-	if x != nil && x.RequestId != nil {
-		return *x.RequestId
+	if x != nil {
+		return x.xxx_hidden_RequestId
 	}
 	return 0
 }
 
 func (x *CommandEndTxnResponse) GetTxnidLeastBits() uint64 {
-	if x != nil && x.TxnidLeastBits != nil {
-		return *x.TxnidLeastBits
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 1) {
+			return x.xxx_hidden_TxnidLeastBits
+		}
 	}
 	return Default_CommandEndTxnResponse_TxnidLeastBits
 }
 
 func (x *CommandEndTxnResponse) GetTxnidMostBits() uint64 {
-	if x != nil && x.TxnidMostBits != nil {
-		return *x.TxnidMostBits
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 2) {
+			return x.xxx_hidden_TxnidMostBits
+		}
 	}
 	return Default_CommandEndTxnResponse_TxnidMostBits
 }
 
 func (x *CommandEndTxnResponse) GetError() ServerError {
-	if x != nil && x.Error != nil {
-		return *x.Error
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 3) {
+			return x.xxx_hidden_Error
+		}
 	}
 	return ServerError_UnknownError
 }
 
 func (x *CommandEndTxnResponse) GetMessage() string {
-	if x != nil && x.Message != nil {
-		return *x.Message
+	if x != nil {
+		if x.xxx_hidden_Message != nil {
+			return *x.xxx_hidden_Message
+		}
+		return ""
 	}
 	return ""
 }
 
+func (x *CommandEndTxnResponse) SetRequestId(v uint64) {
+	x.xxx_hidden_RequestId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 5)
+}
+
+func (x *CommandEndTxnResponse) SetTxnidLeastBits(v uint64) {
+	x.xxx_hidden_TxnidLeastBits = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 1, 5)
+}
+
+func (x *CommandEndTxnResponse) SetTxnidMostBits(v uint64) {
+	x.xxx_hidden_TxnidMostBits = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 2, 5)
+}
+
+func (x *CommandEndTxnResponse) SetError(v ServerError) {
+	x.xxx_hidden_Error = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 3, 5)
+}
+
+func (x *CommandEndTxnResponse) SetMessage(v string) {
+	x.xxx_hidden_Message = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 4, 5)
+}
+
+func (x *CommandEndTxnResponse) HasRequestId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *CommandEndTxnResponse) HasTxnidLeastBits() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 1)
+}
+
+func (x *CommandEndTxnResponse) HasTxnidMostBits() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 2)
+}
+
+func (x *CommandEndTxnResponse) HasError() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 3)
+}
+
+func (x *CommandEndTxnResponse) HasMessage() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 4)
+}
+
+func (x *CommandEndTxnResponse) ClearRequestId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_RequestId = 0
+}
+
+func (x *CommandEndTxnResponse) ClearTxnidLeastBits() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 1)
+}
+
+func (x *CommandEndTxnResponse) ClearTxnidMostBits() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 2)
+}
+
+func (x *CommandEndTxnResponse) ClearError() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 3)
+	x.xxx_hidden_Error = ServerError_UnknownError
+}
+
+func (x *CommandEndTxnResponse) ClearMessage() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 4)
+	x.xxx_hidden_Message = nil
+}
+
+type CommandEndTxnResponse_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	RequestId      *uint64
+	TxnidLeastBits *uint64
+	TxnidMostBits  *uint64
+	Error          *ServerError
+	Message        *string
+}
+
+func (b0 CommandEndTxnResponse_builder) Build() *CommandEndTxnResponse {
+	m0 := &CommandEndTxnResponse{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.RequestId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 5)
+		x.xxx_hidden_RequestId = *b.RequestId
+	}
+	if b.TxnidLeastBits != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 1, 5)
+		x.xxx_hidden_TxnidLeastBits = *b.TxnidLeastBits
+	}
+	if b.TxnidMostBits != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 2, 5)
+		x.xxx_hidden_TxnidMostBits = *b.TxnidMostBits
+	}
+	if b.Error != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 3, 5)
+		x.xxx_hidden_Error = *b.Error
+	}
+	if b.Message != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 4, 5)
+		x.xxx_hidden_Message = b.Message
+	}
+	return m0
+}
+
 type CommandEndTxnOnPartition struct {
-	state                        protoimpl.MessageState `protogen:"open.v1"`
-	RequestId                    *uint64                `protobuf:"varint,1,req,name=request_id,json=requestId" json:"request_id,omitempty"`
-	TxnidLeastBits               *uint64                `protobuf:"varint,2,opt,name=txnid_least_bits,json=txnidLeastBits,def=0" json:"txnid_least_bits,omitempty"`
-	TxnidMostBits                *uint64                `protobuf:"varint,3,opt,name=txnid_most_bits,json=txnidMostBits,def=0" json:"txnid_most_bits,omitempty"`
-	Topic                        *string                `protobuf:"bytes,4,opt,name=topic" json:"topic,omitempty"`
-	TxnAction                    *TxnAction             `protobuf:"varint,5,opt,name=txn_action,json=txnAction,enum=meridian.wire.v1.TxnAction" json:"txn_action,omitempty"`
-	TxnidLeastBitsOfLowWatermark *uint64                `protobuf:"varint,6,opt,name=txnid_least_bits_of_low_watermark,json=txnidLeastBitsOfLowWatermark" json:"txnid_least_bits_of_low_watermark,omitempty"`
-	unknownFields                protoimpl.UnknownFields
-	sizeCache                    protoimpl.SizeCache
+	state                                   protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_RequestId                    uint64                 `protobuf:"varint,1,req,name=request_id,json=requestId"`
+	xxx_hidden_TxnidLeastBits               uint64                 `protobuf:"varint,2,opt,name=txnid_least_bits,json=txnidLeastBits,def=0"`
+	xxx_hidden_TxnidMostBits                uint64                 `protobuf:"varint,3,opt,name=txnid_most_bits,json=txnidMostBits,def=0"`
+	xxx_hidden_Topic                        *string                `protobuf:"bytes,4,opt,name=topic"`
+	xxx_hidden_TxnAction                    TxnAction              `protobuf:"varint,5,opt,name=txn_action,json=txnAction,enum=meridian.wire.v1.TxnAction"`
+	xxx_hidden_TxnidLeastBitsOfLowWatermark uint64                 `protobuf:"varint,6,opt,name=txnid_least_bits_of_low_watermark,json=txnidLeastBitsOfLowWatermark"`
+	XXX_raceDetectHookData                  protoimpl.RaceDetectHookData
+	XXX_presence                            [1]uint32
+	unknownFields                           protoimpl.UnknownFields
+	sizeCache                               protoimpl.SizeCache
 }
 
 // Default values for CommandEndTxnOnPartition fields.
@@ -8381,62 +17896,210 @@ func (x *CommandEndTxnOnPartition) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CommandEndTxnOnPartition.ProtoReflect.Descriptor instead.
-func (*CommandEndTxnOnPartition) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{88}
-}
-
 func (x *CommandEndTxnOnPartition) GetRequestId() uint64 {
-	if x != nil && x.RequestId != nil {
-		return *x.RequestId
+	if x != nil {
+		return x.xxx_hidden_RequestId
 	}
 	return 0
 }
 
 func (x *CommandEndTxnOnPartition) GetTxnidLeastBits() uint64 {
-	if x != nil && x.TxnidLeastBits != nil {
-		return *x.TxnidLeastBits
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 1) {
+			return x.xxx_hidden_TxnidLeastBits
+		}
 	}
 	return Default_CommandEndTxnOnPartition_TxnidLeastBits
 }
 
 func (x *CommandEndTxnOnPartition) GetTxnidMostBits() uint64 {
-	if x != nil && x.TxnidMostBits != nil {
-		return *x.TxnidMostBits
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 2) {
+			return x.xxx_hidden_TxnidMostBits
+		}
 	}
 	return Default_CommandEndTxnOnPartition_TxnidMostBits
 }
 
 func (x *CommandEndTxnOnPartition) GetTopic() string {
-	if x != nil && x.Topic != nil {
-		return *x.Topic
+	if x != nil {
+		if x.xxx_hidden_Topic != nil {
+			return *x.xxx_hidden_Topic
+		}
+		return ""
 	}
 	return ""
 }
 
 func (x *CommandEndTxnOnPartition) GetTxnAction() TxnAction {
-	if x != nil && x.TxnAction != nil {
-		return *x.TxnAction
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 4) {
+			return x.xxx_hidden_TxnAction
+		}
 	}
 	return TxnAction_COMMIT
 }
 
 func (x *CommandEndTxnOnPartition) GetTxnidLeastBitsOfLowWatermark() uint64 {
-	if x != nil && x.TxnidLeastBitsOfLowWatermark != nil {
-		return *x.TxnidLeastBitsOfLowWatermark
+	if x != nil {
+		return x.xxx_hidden_TxnidLeastBitsOfLowWatermark
 	}
 	return 0
 }
 
+func (x *CommandEndTxnOnPartition) SetRequestId(v uint64) {
+	x.xxx_hidden_RequestId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 6)
+}
+
+func (x *CommandEndTxnOnPartition) SetTxnidLeastBits(v uint64) {
+	x.xxx_hidden_TxnidLeastBits = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 1, 6)
+}
+
+func (x *CommandEndTxnOnPartition) SetTxnidMostBits(v uint64) {
+	x.xxx_hidden_TxnidMostBits = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 2, 6)
+}
+
+func (x *CommandEndTxnOnPartition) SetTopic(v string) {
+	x.xxx_hidden_Topic = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 3, 6)
+}
+
+func (x *CommandEndTxnOnPartition) SetTxnAction(v TxnAction) {
+	x.xxx_hidden_TxnAction = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 4, 6)
+}
+
+func (x *CommandEndTxnOnPartition) SetTxnidLeastBitsOfLowWatermark(v uint64) {
+	x.xxx_hidden_TxnidLeastBitsOfLowWatermark = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 5, 6)
+}
+
+func (x *CommandEndTxnOnPartition) HasRequestId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *CommandEndTxnOnPartition) HasTxnidLeastBits() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 1)
+}
+
+func (x *CommandEndTxnOnPartition) HasTxnidMostBits() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 2)
+}
+
+func (x *CommandEndTxnOnPartition) HasTopic() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 3)
+}
+
+func (x *CommandEndTxnOnPartition) HasTxnAction() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 4)
+}
+
+func (x *CommandEndTxnOnPartition) HasTxnidLeastBitsOfLowWatermark() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 5)
+}
+
+func (x *CommandEndTxnOnPartition) ClearRequestId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_RequestId = 0
+}
+
+func (x *CommandEndTxnOnPartition) ClearTxnidLeastBits() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 1)
+}
+
+func (x *CommandEndTxnOnPartition) ClearTxnidMostBits() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 2)
+}
+
+func (x *CommandEndTxnOnPartition) ClearTopic() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 3)
+	x.xxx_hidden_Topic = nil
+}
+
+func (x *CommandEndTxnOnPartition) ClearTxnAction() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 4)
+	x.xxx_hidden_TxnAction = TxnAction_COMMIT
+}
+
+func (x *CommandEndTxnOnPartition) ClearTxnidLeastBitsOfLowWatermark() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 5)
+	x.xxx_hidden_TxnidLeastBitsOfLowWatermark = 0
+}
+
+type CommandEndTxnOnPartition_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	RequestId                    *uint64
+	TxnidLeastBits               *uint64
+	TxnidMostBits                *uint64
+	Topic                        *string
+	TxnAction                    *TxnAction
+	TxnidLeastBitsOfLowWatermark *uint64
+}
+
+func (b0 CommandEndTxnOnPartition_builder) Build() *CommandEndTxnOnPartition {
+	m0 := &CommandEndTxnOnPartition{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.RequestId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 6)
+		x.xxx_hidden_RequestId = *b.RequestId
+	}
+	if b.TxnidLeastBits != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 1, 6)
+		x.xxx_hidden_TxnidLeastBits = *b.TxnidLeastBits
+	}
+	if b.TxnidMostBits != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 2, 6)
+		x.xxx_hidden_TxnidMostBits = *b.TxnidMostBits
+	}
+	if b.Topic != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 3, 6)
+		x.xxx_hidden_Topic = b.Topic
+	}
+	if b.TxnAction != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 4, 6)
+		x.xxx_hidden_TxnAction = *b.TxnAction
+	}
+	if b.TxnidLeastBitsOfLowWatermark != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 5, 6)
+		x.xxx_hidden_TxnidLeastBitsOfLowWatermark = *b.TxnidLeastBitsOfLowWatermark
+	}
+	return m0
+}
+
 type CommandEndTxnOnPartitionResponse struct {
-	state          protoimpl.MessageState `protogen:"open.v1"`
-	RequestId      *uint64                `protobuf:"varint,1,req,name=request_id,json=requestId" json:"request_id,omitempty"`
-	TxnidLeastBits *uint64                `protobuf:"varint,2,opt,name=txnid_least_bits,json=txnidLeastBits,def=0" json:"txnid_least_bits,omitempty"`
-	TxnidMostBits  *uint64                `protobuf:"varint,3,opt,name=txnid_most_bits,json=txnidMostBits,def=0" json:"txnid_most_bits,omitempty"`
-	Error          *ServerError           `protobuf:"varint,4,opt,name=error,enum=meridian.wire.v1.ServerError" json:"error,omitempty"`
-	Message        *string                `protobuf:"bytes,5,opt,name=message" json:"message,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	state                     protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_RequestId      uint64                 `protobuf:"varint,1,req,name=request_id,json=requestId"`
+	xxx_hidden_TxnidLeastBits uint64                 `protobuf:"varint,2,opt,name=txnid_least_bits,json=txnidLeastBits,def=0"`
+	xxx_hidden_TxnidMostBits  uint64                 `protobuf:"varint,3,opt,name=txnid_most_bits,json=txnidMostBits,def=0"`
+	xxx_hidden_Error          ServerError            `protobuf:"varint,4,opt,name=error,enum=meridian.wire.v1.ServerError"`
+	xxx_hidden_Message        *string                `protobuf:"bytes,5,opt,name=message"`
+	XXX_raceDetectHookData    protoimpl.RaceDetectHookData
+	XXX_presence              [1]uint32
+	unknownFields             protoimpl.UnknownFields
+	sizeCache                 protoimpl.SizeCache
 }
 
 // Default values for CommandEndTxnOnPartitionResponse fields.
@@ -8470,56 +18133,182 @@ func (x *CommandEndTxnOnPartitionResponse) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CommandEndTxnOnPartitionResponse.ProtoReflect.Descriptor instead.
-func (*CommandEndTxnOnPartitionResponse) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{89}
-}
-
 func (x *CommandEndTxnOnPartitionResponse) GetRequestId() uint64 {
-	if x != nil && x.RequestId != nil {
-		return *x.RequestId
+	if x != nil {
+		return x.xxx_hidden_RequestId
 	}
 	return 0
 }
 
 func (x *CommandEndTxnOnPartitionResponse) GetTxnidLeastBits() uint64 {
-	if x != nil && x.TxnidLeastBits != nil {
-		return *x.TxnidLeastBits
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 1) {
+			return x.xxx_hidden_TxnidLeastBits
+		}
 	}
 	return Default_CommandEndTxnOnPartitionResponse_TxnidLeastBits
 }
 
 func (x *CommandEndTxnOnPartitionResponse) GetTxnidMostBits() uint64 {
-	if x != nil && x.TxnidMostBits != nil {
-		return *x.TxnidMostBits
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 2) {
+			return x.xxx_hidden_TxnidMostBits
+		}
 	}
 	return Default_CommandEndTxnOnPartitionResponse_TxnidMostBits
 }
 
 func (x *CommandEndTxnOnPartitionResponse) GetError() ServerError {
-	if x != nil && x.Error != nil {
-		return *x.Error
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 3) {
+			return x.xxx_hidden_Error
+		}
 	}
 	return ServerError_UnknownError
 }
 
 func (x *CommandEndTxnOnPartitionResponse) GetMessage() string {
-	if x != nil && x.Message != nil {
-		return *x.Message
+	if x != nil {
+		if x.xxx_hidden_Message != nil {
+			return *x.xxx_hidden_Message
+		}
+		return ""
 	}
 	return ""
 }
 
+func (x *CommandEndTxnOnPartitionResponse) SetRequestId(v uint64) {
+	x.xxx_hidden_RequestId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 5)
+}
+
+func (x *CommandEndTxnOnPartitionResponse) SetTxnidLeastBits(v uint64) {
+	x.xxx_hidden_TxnidLeastBits = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 1, 5)
+}
+
+func (x *CommandEndTxnOnPartitionResponse) SetTxnidMostBits(v uint64) {
+	x.xxx_hidden_TxnidMostBits = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 2, 5)
+}
+
+func (x *CommandEndTxnOnPartitionResponse) SetError(v ServerError) {
+	x.xxx_hidden_Error = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 3, 5)
+}
+
+func (x *CommandEndTxnOnPartitionResponse) SetMessage(v string) {
+	x.xxx_hidden_Message = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 4, 5)
+}
+
+func (x *CommandEndTxnOnPartitionResponse) HasRequestId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *CommandEndTxnOnPartitionResponse) HasTxnidLeastBits() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 1)
+}
+
+func (x *CommandEndTxnOnPartitionResponse) HasTxnidMostBits() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 2)
+}
+
+func (x *CommandEndTxnOnPartitionResponse) HasError() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 3)
+}
+
+func (x *CommandEndTxnOnPartitionResponse) HasMessage() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 4)
+}
+
+func (x *CommandEndTxnOnPartitionResponse) ClearRequestId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_RequestId = 0
+}
+
+func (x *CommandEndTxnOnPartitionResponse) ClearTxnidLeastBits() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 1)
+}
+
+func (x *CommandEndTxnOnPartitionResponse) ClearTxnidMostBits() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 2)
+}
+
+func (x *CommandEndTxnOnPartitionResponse) ClearError() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 3)
+	x.xxx_hidden_Error = ServerError_UnknownError
+}
+
+func (x *CommandEndTxnOnPartitionResponse) ClearMessage() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 4)
+	x.xxx_hidden_Message = nil
+}
+
+type CommandEndTxnOnPartitionResponse_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	RequestId      *uint64
+	TxnidLeastBits *uint64
+	TxnidMostBits  *uint64
+	Error          *ServerError
+	Message        *string
+}
+
+func (b0 CommandEndTxnOnPartitionResponse_builder) Build() *CommandEndTxnOnPartitionResponse {
+	m0 := &CommandEndTxnOnPartitionResponse{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.RequestId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 5)
+		x.xxx_hidden_RequestId = *b.RequestId
+	}
+	if b.TxnidLeastBits != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 1, 5)
+		x.xxx_hidden_TxnidLeastBits = *b.TxnidLeastBits
+	}
+	if b.TxnidMostBits != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 2, 5)
+		x.xxx_hidden_TxnidMostBits = *b.TxnidMostBits
+	}
+	if b.Error != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 3, 5)
+		x.xxx_hidden_Error = *b.Error
+	}
+	if b.Message != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 4, 5)
+		x.xxx_hidden_Message = b.Message
+	}
+	return m0
+}
+
 type CommandEndTxnOnSubscription struct {
-	state                        protoimpl.MessageState `protogen:"open.v1"`
-	RequestId                    *uint64                `protobuf:"varint,1,req,name=request_id,json=requestId" json:"request_id,omitempty"`
-	TxnidLeastBits               *uint64                `protobuf:"varint,2,opt,name=txnid_least_bits,json=txnidLeastBits,def=0" json:"txnid_least_bits,omitempty"`
-	TxnidMostBits                *uint64                `protobuf:"varint,3,opt,name=txnid_most_bits,json=txnidMostBits,def=0" json:"txnid_most_bits,omitempty"`
-	Subscription                 *Subscription          `protobuf:"bytes,4,opt,name=subscription" json:"subscription,omitempty"`
-	TxnAction                    *TxnAction             `protobuf:"varint,5,opt,name=txn_action,json=txnAction,enum=meridian.wire.v1.TxnAction" json:"txn_action,omitempty"`
-	TxnidLeastBitsOfLowWatermark *uint64                `protobuf:"varint,6,opt,name=txnid_least_bits_of_low_watermark,json=txnidLeastBitsOfLowWatermark" json:"txnid_least_bits_of_low_watermark,omitempty"`
-	unknownFields                protoimpl.UnknownFields
-	sizeCache                    protoimpl.SizeCache
+	state                                   protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_RequestId                    uint64                 `protobuf:"varint,1,req,name=request_id,json=requestId"`
+	xxx_hidden_TxnidLeastBits               uint64                 `protobuf:"varint,2,opt,name=txnid_least_bits,json=txnidLeastBits,def=0"`
+	xxx_hidden_TxnidMostBits                uint64                 `protobuf:"varint,3,opt,name=txnid_most_bits,json=txnidMostBits,def=0"`
+	xxx_hidden_Subscription                 *Subscription          `protobuf:"bytes,4,opt,name=subscription"`
+	xxx_hidden_TxnAction                    TxnAction              `protobuf:"varint,5,opt,name=txn_action,json=txnAction,enum=meridian.wire.v1.TxnAction"`
+	xxx_hidden_TxnidLeastBitsOfLowWatermark uint64                 `protobuf:"varint,6,opt,name=txnid_least_bits_of_low_watermark,json=txnidLeastBitsOfLowWatermark"`
+	XXX_raceDetectHookData                  protoimpl.RaceDetectHookData
+	XXX_presence                            [1]uint32
+	unknownFields                           protoimpl.UnknownFields
+	sizeCache                               protoimpl.SizeCache
 }
 
 // Default values for CommandEndTxnOnSubscription fields.
@@ -8553,62 +18342,202 @@ func (x *CommandEndTxnOnSubscription) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CommandEndTxnOnSubscription.ProtoReflect.Descriptor instead.
-func (*CommandEndTxnOnSubscription) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{90}
-}
-
 func (x *CommandEndTxnOnSubscription) GetRequestId() uint64 {
-	if x != nil && x.RequestId != nil {
-		return *x.RequestId
+	if x != nil {
+		return x.xxx_hidden_RequestId
 	}
 	return 0
 }
 
 func (x *CommandEndTxnOnSubscription) GetTxnidLeastBits() uint64 {
-	if x != nil && x.TxnidLeastBits != nil {
-		return *x.TxnidLeastBits
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 1) {
+			return x.xxx_hidden_TxnidLeastBits
+		}
 	}
 	return Default_CommandEndTxnOnSubscription_TxnidLeastBits
 }
 
 func (x *CommandEndTxnOnSubscription) GetTxnidMostBits() uint64 {
-	if x != nil && x.TxnidMostBits != nil {
-		return *x.TxnidMostBits
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 2) {
+			return x.xxx_hidden_TxnidMostBits
+		}
 	}
 	return Default_CommandEndTxnOnSubscription_TxnidMostBits
 }
 
 func (x *CommandEndTxnOnSubscription) GetSubscription() *Subscription {
 	if x != nil {
-		return x.Subscription
+		return x.xxx_hidden_Subscription
 	}
 	return nil
 }
 
 func (x *CommandEndTxnOnSubscription) GetTxnAction() TxnAction {
-	if x != nil && x.TxnAction != nil {
-		return *x.TxnAction
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 4) {
+			return x.xxx_hidden_TxnAction
+		}
 	}
 	return TxnAction_COMMIT
 }
 
 func (x *CommandEndTxnOnSubscription) GetTxnidLeastBitsOfLowWatermark() uint64 {
-	if x != nil && x.TxnidLeastBitsOfLowWatermark != nil {
-		return *x.TxnidLeastBitsOfLowWatermark
+	if x != nil {
+		return x.xxx_hidden_TxnidLeastBitsOfLowWatermark
 	}
 	return 0
 }
 
+func (x *CommandEndTxnOnSubscription) SetRequestId(v uint64) {
+	x.xxx_hidden_RequestId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 6)
+}
+
+func (x *CommandEndTxnOnSubscription) SetTxnidLeastBits(v uint64) {
+	x.xxx_hidden_TxnidLeastBits = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 1, 6)
+}
+
+func (x *CommandEndTxnOnSubscription) SetTxnidMostBits(v uint64) {
+	x.xxx_hidden_TxnidMostBits = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 2, 6)
+}
+
+func (x *CommandEndTxnOnSubscription) SetSubscription(v *Subscription) {
+	x.xxx_hidden_Subscription = v
+}
+
+func (x *CommandEndTxnOnSubscription) SetTxnAction(v TxnAction) {
+	x.xxx_hidden_TxnAction = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 4, 6)
+}
+
+func (x *CommandEndTxnOnSubscription) SetTxnidLeastBitsOfLowWatermark(v uint64) {
+	x.xxx_hidden_TxnidLeastBitsOfLowWatermark = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 5, 6)
+}
+
+func (x *CommandEndTxnOnSubscription) HasRequestId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *CommandEndTxnOnSubscription) HasTxnidLeastBits() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 1)
+}
+
+func (x *CommandEndTxnOnSubscription) HasTxnidMostBits() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 2)
+}
+
+func (x *CommandEndTxnOnSubscription) HasSubscription() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_Subscription != nil
+}
+
+func (x *CommandEndTxnOnSubscription) HasTxnAction() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 4)
+}
+
+func (x *CommandEndTxnOnSubscription) HasTxnidLeastBitsOfLowWatermark() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 5)
+}
+
+func (x *CommandEndTxnOnSubscription) ClearRequestId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_RequestId = 0
+}
+
+func (x *CommandEndTxnOnSubscription) ClearTxnidLeastBits() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 1)
+}
+
+func (x *CommandEndTxnOnSubscription) ClearTxnidMostBits() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 2)
+}
+
+func (x *CommandEndTxnOnSubscription) ClearSubscription() {
+	x.xxx_hidden_Subscription = nil
+}
+
+func (x *CommandEndTxnOnSubscription) ClearTxnAction() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 4)
+	x.xxx_hidden_TxnAction = TxnAction_COMMIT
+}
+
+func (x *CommandEndTxnOnSubscription) ClearTxnidLeastBitsOfLowWatermark() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 5)
+	x.xxx_hidden_TxnidLeastBitsOfLowWatermark = 0
+}
+
+type CommandEndTxnOnSubscription_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	RequestId                    *uint64
+	TxnidLeastBits               *uint64
+	TxnidMostBits                *uint64
+	Subscription                 *Subscription
+	TxnAction                    *TxnAction
+	TxnidLeastBitsOfLowWatermark *uint64
+}
+
+func (b0 CommandEndTxnOnSubscription_builder) Build() *CommandEndTxnOnSubscription {
+	m0 := &CommandEndTxnOnSubscription{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.RequestId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 6)
+		x.xxx_hidden_RequestId = *b.RequestId
+	}
+	if b.TxnidLeastBits != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 1, 6)
+		x.xxx_hidden_TxnidLeastBits = *b.TxnidLeastBits
+	}
+	if b.TxnidMostBits != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 2, 6)
+		x.xxx_hidden_TxnidMostBits = *b.TxnidMostBits
+	}
+	x.xxx_hidden_Subscription = b.Subscription
+	if b.TxnAction != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 4, 6)
+		x.xxx_hidden_TxnAction = *b.TxnAction
+	}
+	if b.TxnidLeastBitsOfLowWatermark != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 5, 6)
+		x.xxx_hidden_TxnidLeastBitsOfLowWatermark = *b.TxnidLeastBitsOfLowWatermark
+	}
+	return m0
+}
+
 type CommandEndTxnOnSubscriptionResponse struct {
-	state          protoimpl.MessageState `protogen:"open.v1"`
-	RequestId      *uint64                `protobuf:"varint,1,req,name=request_id,json=requestId" json:"request_id,omitempty"`
-	TxnidLeastBits *uint64                `protobuf:"varint,2,opt,name=txnid_least_bits,json=txnidLeastBits,def=0" json:"txnid_least_bits,omitempty"`
-	TxnidMostBits  *uint64                `protobuf:"varint,3,opt,name=txnid_most_bits,json=txnidMostBits,def=0" json:"txnid_most_bits,omitempty"`
-	Error          *ServerError           `protobuf:"varint,4,opt,name=error,enum=meridian.wire.v1.ServerError" json:"error,omitempty"`
-	Message        *string                `protobuf:"bytes,5,opt,name=message" json:"message,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	state                     protoimpl.MessageState `protogen:"opaque.v1"`
+	xxx_hidden_RequestId      uint64                 `protobuf:"varint,1,req,name=request_id,json=requestId"`
+	xxx_hidden_TxnidLeastBits uint64                 `protobuf:"varint,2,opt,name=txnid_least_bits,json=txnidLeastBits,def=0"`
+	xxx_hidden_TxnidMostBits  uint64                 `protobuf:"varint,3,opt,name=txnid_most_bits,json=txnidMostBits,def=0"`
+	xxx_hidden_Error          ServerError            `protobuf:"varint,4,opt,name=error,enum=meridian.wire.v1.ServerError"`
+	xxx_hidden_Message        *string                `protobuf:"bytes,5,opt,name=message"`
+	XXX_raceDetectHookData    protoimpl.RaceDetectHookData
+	XXX_presence              [1]uint32
+	unknownFields             protoimpl.UnknownFields
+	sizeCache                 protoimpl.SizeCache
 }
 
 // Default values for CommandEndTxnOnSubscriptionResponse fields.
@@ -8642,122 +18571,247 @@ func (x *CommandEndTxnOnSubscriptionResponse) ProtoReflect() protoreflect.Messag
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CommandEndTxnOnSubscriptionResponse.ProtoReflect.Descriptor instead.
-func (*CommandEndTxnOnSubscriptionResponse) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{91}
-}
-
 func (x *CommandEndTxnOnSubscriptionResponse) GetRequestId() uint64 {
-	if x != nil && x.RequestId != nil {
-		return *x.RequestId
+	if x != nil {
+		return x.xxx_hidden_RequestId
 	}
 	return 0
 }
 
 func (x *CommandEndTxnOnSubscriptionResponse) GetTxnidLeastBits() uint64 {
-	if x != nil && x.TxnidLeastBits != nil {
-		return *x.TxnidLeastBits
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 1) {
+			return x.xxx_hidden_TxnidLeastBits
+		}
 	}
 	return Default_CommandEndTxnOnSubscriptionResponse_TxnidLeastBits
 }
 
 func (x *CommandEndTxnOnSubscriptionResponse) GetTxnidMostBits() uint64 {
-	if x != nil && x.TxnidMostBits != nil {
-		return *x.TxnidMostBits
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 2) {
+			return x.xxx_hidden_TxnidMostBits
+		}
 	}
 	return Default_CommandEndTxnOnSubscriptionResponse_TxnidMostBits
 }
 
 func (x *CommandEndTxnOnSubscriptionResponse) GetError() ServerError {
-	if x != nil && x.Error != nil {
-		return *x.Error
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 3) {
+			return x.xxx_hidden_Error
+		}
 	}
 	return ServerError_UnknownError
 }
 
 func (x *CommandEndTxnOnSubscriptionResponse) GetMessage() string {
-	if x != nil && x.Message != nil {
-		return *x.Message
+	if x != nil {
+		if x.xxx_hidden_Message != nil {
+			return *x.xxx_hidden_Message
+		}
+		return ""
 	}
 	return ""
 }
 
+func (x *CommandEndTxnOnSubscriptionResponse) SetRequestId(v uint64) {
+	x.xxx_hidden_RequestId = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 5)
+}
+
+func (x *CommandEndTxnOnSubscriptionResponse) SetTxnidLeastBits(v uint64) {
+	x.xxx_hidden_TxnidLeastBits = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 1, 5)
+}
+
+func (x *CommandEndTxnOnSubscriptionResponse) SetTxnidMostBits(v uint64) {
+	x.xxx_hidden_TxnidMostBits = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 2, 5)
+}
+
+func (x *CommandEndTxnOnSubscriptionResponse) SetError(v ServerError) {
+	x.xxx_hidden_Error = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 3, 5)
+}
+
+func (x *CommandEndTxnOnSubscriptionResponse) SetMessage(v string) {
+	x.xxx_hidden_Message = &v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 4, 5)
+}
+
+func (x *CommandEndTxnOnSubscriptionResponse) HasRequestId() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *CommandEndTxnOnSubscriptionResponse) HasTxnidLeastBits() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 1)
+}
+
+func (x *CommandEndTxnOnSubscriptionResponse) HasTxnidMostBits() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 2)
+}
+
+func (x *CommandEndTxnOnSubscriptionResponse) HasError() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 3)
+}
+
+func (x *CommandEndTxnOnSubscriptionResponse) HasMessage() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 4)
+}
+
+func (x *CommandEndTxnOnSubscriptionResponse) ClearRequestId() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_RequestId = 0
+}
+
+func (x *CommandEndTxnOnSubscriptionResponse) ClearTxnidLeastBits() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 1)
+}
+
+func (x *CommandEndTxnOnSubscriptionResponse) ClearTxnidMostBits() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 2)
+}
+
+func (x *CommandEndTxnOnSubscriptionResponse) ClearError() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 3)
+	x.xxx_hidden_Error = ServerError_UnknownError
+}
+
+func (x *CommandEndTxnOnSubscriptionResponse) ClearMessage() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 4)
+	x.xxx_hidden_Message = nil
+}
+
+type CommandEndTxnOnSubscriptionResponse_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	RequestId      *uint64
+	TxnidLeastBits *uint64
+	TxnidMostBits  *uint64
+	Error          *ServerError
+	Message        *string
+}
+
+func (b0 CommandEndTxnOnSubscriptionResponse_builder) Build() *CommandEndTxnOnSubscriptionResponse {
+	m0 := &CommandEndTxnOnSubscriptionResponse{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.RequestId != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 5)
+		x.xxx_hidden_RequestId = *b.RequestId
+	}
+	if b.TxnidLeastBits != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 1, 5)
+		x.xxx_hidden_TxnidLeastBits = *b.TxnidLeastBits
+	}
+	if b.TxnidMostBits != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 2, 5)
+		x.xxx_hidden_TxnidMostBits = *b.TxnidMostBits
+	}
+	if b.Error != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 3, 5)
+		x.xxx_hidden_Error = *b.Error
+	}
+	if b.Message != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 4, 5)
+		x.xxx_hidden_Message = b.Message
+	}
+	return m0
+}
+
 type BaseCommand struct {
-	state                           protoimpl.MessageState                   `protogen:"open.v1"`
-	Type                            *BaseCommand_Type                        `protobuf:"varint,1,req,name=type,enum=meridian.wire.v1.BaseCommand_Type" json:"type,omitempty"`
-	Connect                         *CommandConnect                          `protobuf:"bytes,2,opt,name=connect" json:"connect,omitempty"`
-	Connected                       *CommandConnected                        `protobuf:"bytes,3,opt,name=connected" json:"connected,omitempty"`
-	Subscribe                       *CommandSubscribe                        `protobuf:"bytes,4,opt,name=subscribe" json:"subscribe,omitempty"`
-	Producer                        *CommandProducer                         `protobuf:"bytes,5,opt,name=producer" json:"producer,omitempty"`
-	Send                            *CommandSend                             `protobuf:"bytes,6,opt,name=send" json:"send,omitempty"`
-	SendReceipt                     *CommandSendReceipt                      `protobuf:"bytes,7,opt,name=send_receipt,json=sendReceipt" json:"send_receipt,omitempty"`
-	SendError                       *CommandSendError                        `protobuf:"bytes,8,opt,name=send_error,json=sendError" json:"send_error,omitempty"`
-	Message                         *CommandMessage                          `protobuf:"bytes,9,opt,name=message" json:"message,omitempty"`
-	Ack                             *CommandAck                              `protobuf:"bytes,10,opt,name=ack" json:"ack,omitempty"`
-	Flow                            *CommandFlow                             `protobuf:"bytes,11,opt,name=flow" json:"flow,omitempty"`
-	Unsubscribe                     *CommandUnsubscribe                      `protobuf:"bytes,12,opt,name=unsubscribe" json:"unsubscribe,omitempty"`
-	Success                         *CommandSuccess                          `protobuf:"bytes,13,opt,name=success" json:"success,omitempty"`
-	Error                           *CommandError                            `protobuf:"bytes,14,opt,name=error" json:"error,omitempty"`
-	CloseProducer                   *CommandCloseProducer                    `protobuf:"bytes,15,opt,name=close_producer,json=closeProducer" json:"close_producer,omitempty"`
-	CloseConsumer                   *CommandCloseConsumer                    `protobuf:"bytes,16,opt,name=close_consumer,json=closeConsumer" json:"close_consumer,omitempty"`
-	ProducerSuccess                 *CommandProducerSuccess                  `protobuf:"bytes,17,opt,name=producer_success,json=producerSuccess" json:"producer_success,omitempty"`
-	Ping                            *CommandPing                             `protobuf:"bytes,18,opt,name=ping" json:"ping,omitempty"`
-	Pong                            *CommandPong                             `protobuf:"bytes,19,opt,name=pong" json:"pong,omitempty"`
-	RedeliverUnacknowledgedMessages *CommandRedeliverUnacknowledgedMessages  `protobuf:"bytes,20,opt,name=redeliverUnacknowledgedMessages" json:"redeliverUnacknowledgedMessages,omitempty"`
-	PartitionMetadata               *CommandPartitionedTopicMetadata         `protobuf:"bytes,21,opt,name=partitionMetadata" json:"partitionMetadata,omitempty"`
-	PartitionMetadataResponse       *CommandPartitionedTopicMetadataResponse `protobuf:"bytes,22,opt,name=partitionMetadataResponse" json:"partitionMetadataResponse,omitempty"`
-	LookupTopic                     *CommandLookupTopic                      `protobuf:"bytes,23,opt,name=lookupTopic" json:"lookupTopic,omitempty"`
-	LookupTopicResponse             *CommandLookupTopicResponse              `protobuf:"bytes,24,opt,name=lookupTopicResponse" json:"lookupTopicResponse,omitempty"`
-	ConsumerStats                   *CommandConsumerStats                    `protobuf:"bytes,25,opt,name=consumerStats" json:"consumerStats,omitempty"`
-	ConsumerStatsResponse           *CommandConsumerStatsResponse            `protobuf:"bytes,26,opt,name=consumerStatsResponse" json:"consumerStatsResponse,omitempty"`
-	ReachedEndOfTopic               *CommandReachedEndOfTopic                `protobuf:"bytes,27,opt,name=reachedEndOfTopic" json:"reachedEndOfTopic,omitempty"`
-	Seek                            *CommandSeek                             `protobuf:"bytes,28,opt,name=seek" json:"seek,omitempty"`
-	GetLastMessageId                *CommandGetLastMessageId                 `protobuf:"bytes,29,opt,name=getLastMessageId" json:"getLastMessageId,omitempty"`
-	GetLastMessageIdResponse        *CommandGetLastMessageIdResponse         `protobuf:"bytes,30,opt,name=getLastMessageIdResponse" json:"getLastMessageIdResponse,omitempty"`
-	ActiveConsumerChange            *CommandActiveConsumerChange             `protobuf:"bytes,31,opt,name=active_consumer_change,json=activeConsumerChange" json:"active_consumer_change,omitempty"`
-	GetTopicsOfNamespace            *CommandGetTopicsOfNamespace             `protobuf:"bytes,32,opt,name=getTopicsOfNamespace" json:"getTopicsOfNamespace,omitempty"`
-	GetTopicsOfNamespaceResponse    *CommandGetTopicsOfNamespaceResponse     `protobuf:"bytes,33,opt,name=getTopicsOfNamespaceResponse" json:"getTopicsOfNamespaceResponse,omitempty"`
-	GetSchema                       *CommandGetSchema                        `protobuf:"bytes,34,opt,name=getSchema" json:"getSchema,omitempty"`
-	GetSchemaResponse               *CommandGetSchemaResponse                `protobuf:"bytes,35,opt,name=getSchemaResponse" json:"getSchemaResponse,omitempty"`
-	AuthChallenge                   *CommandAuthChallenge                    `protobuf:"bytes,36,opt,name=authChallenge" json:"authChallenge,omitempty"`
-	AuthResponse                    *CommandAuthResponse                     `protobuf:"bytes,37,opt,name=authResponse" json:"authResponse,omitempty"`
-	AckResponse                     *CommandAckResponse                      `protobuf:"bytes,38,opt,name=ackResponse" json:"ackResponse,omitempty"`
-	GetOrCreateSchema               *CommandGetOrCreateSchema                `protobuf:"bytes,39,opt,name=getOrCreateSchema" json:"getOrCreateSchema,omitempty"`
-	GetOrCreateSchemaResponse       *CommandGetOrCreateSchemaResponse        `protobuf:"bytes,40,opt,name=getOrCreateSchemaResponse" json:"getOrCreateSchemaResponse,omitempty"`
-	NewTxn                          *CommandNewTxn                           `protobuf:"bytes,50,opt,name=newTxn" json:"newTxn,omitempty"`
-	NewTxnResponse                  *CommandNewTxnResponse                   `protobuf:"bytes,51,opt,name=newTxnResponse" json:"newTxnResponse,omitempty"`
-	AddPartitionToTxn               *CommandAddPartitionToTxn                `protobuf:"bytes,52,opt,name=addPartitionToTxn" json:"addPartitionToTxn,omitempty"`
-	AddPartitionToTxnResponse       *CommandAddPartitionToTxnResponse        `protobuf:"bytes,53,opt,name=addPartitionToTxnResponse" json:"addPartitionToTxnResponse,omitempty"`
-	AddSubscriptionToTxn            *CommandAddSubscriptionToTxn             `protobuf:"bytes,54,opt,name=addSubscriptionToTxn" json:"addSubscriptionToTxn,omitempty"`
-	AddSubscriptionToTxnResponse    *CommandAddSubscriptionToTxnResponse     `protobuf:"bytes,55,opt,name=addSubscriptionToTxnResponse" json:"addSubscriptionToTxnResponse,omitempty"`
-	EndTxn                          *CommandEndTxn                           `protobuf:"bytes,56,opt,name=endTxn" json:"endTxn,omitempty"`
-	EndTxnResponse                  *CommandEndTxnResponse                   `protobuf:"bytes,57,opt,name=endTxnResponse" json:"endTxnResponse,omitempty"`
-	EndTxnOnPartition               *CommandEndTxnOnPartition                `protobuf:"bytes,58,opt,name=endTxnOnPartition" json:"endTxnOnPartition,omitempty"`
-	EndTxnOnPartitionResponse       *CommandEndTxnOnPartitionResponse        `protobuf:"bytes,59,opt,name=endTxnOnPartitionResponse" json:"endTxnOnPartitionResponse,omitempty"`
-	EndTxnOnSubscription            *CommandEndTxnOnSubscription             `protobuf:"bytes,60,opt,name=endTxnOnSubscription" json:"endTxnOnSubscription,omitempty"`
-	EndTxnOnSubscriptionResponse    *CommandEndTxnOnSubscriptionResponse     `protobuf:"bytes,61,opt,name=endTxnOnSubscriptionResponse" json:"endTxnOnSubscriptionResponse,omitempty"`
-	TcClientConnectRequest          *CommandTcClientConnectRequest           `protobuf:"bytes,62,opt,name=tcClientConnectRequest" json:"tcClientConnectRequest,omitempty"`
-	TcClientConnectResponse         *CommandTcClientConnectResponse          `protobuf:"bytes,63,opt,name=tcClientConnectResponse" json:"tcClientConnectResponse,omitempty"`
-	WatchTopicList                  *CommandWatchTopicList                   `protobuf:"bytes,64,opt,name=watchTopicList" json:"watchTopicList,omitempty"`
-	WatchTopicListSuccess           *CommandWatchTopicListSuccess            `protobuf:"bytes,65,opt,name=watchTopicListSuccess" json:"watchTopicListSuccess,omitempty"`
-	WatchTopicUpdate                *CommandWatchTopicUpdate                 `protobuf:"bytes,66,opt,name=watchTopicUpdate" json:"watchTopicUpdate,omitempty"`
-	WatchTopicListClose             *CommandWatchTopicListClose              `protobuf:"bytes,67,opt,name=watchTopicListClose" json:"watchTopicListClose,omitempty"`
-	TopicMigrated                   *CommandTopicMigrated                    `protobuf:"bytes,68,opt,name=topicMigrated" json:"topicMigrated,omitempty"`
-	// Newer than v0.19.0.
-	ScalableTopicLookup            *CommandScalableTopicLookup            `protobuf:"bytes,70,opt,name=scalableTopicLookup" json:"scalableTopicLookup,omitempty"`
-	ScalableTopicUpdate            *CommandScalableTopicUpdate            `protobuf:"bytes,71,opt,name=scalableTopicUpdate" json:"scalableTopicUpdate,omitempty"`
-	ScalableTopicClose             *CommandScalableTopicClose             `protobuf:"bytes,72,opt,name=scalableTopicClose" json:"scalableTopicClose,omitempty"`
-	ScalableTopicSubscribe         *CommandScalableTopicSubscribe         `protobuf:"bytes,73,opt,name=scalableTopicSubscribe" json:"scalableTopicSubscribe,omitempty"`
-	ScalableTopicSubscribeResponse *CommandScalableTopicSubscribeResponse `protobuf:"bytes,74,opt,name=scalableTopicSubscribeResponse" json:"scalableTopicSubscribeResponse,omitempty"`
-	ScalableTopicAssignmentUpdate  *CommandScalableTopicAssignmentUpdate  `protobuf:"bytes,75,opt,name=scalableTopicAssignmentUpdate" json:"scalableTopicAssignmentUpdate,omitempty"`
-	WatchScalableTopics            *CommandWatchScalableTopics            `protobuf:"bytes,76,opt,name=watchScalableTopics" json:"watchScalableTopics,omitempty"`
-	WatchScalableTopicsUpdate      *CommandWatchScalableTopicsUpdate      `protobuf:"bytes,77,opt,name=watchScalableTopicsUpdate" json:"watchScalableTopicsUpdate,omitempty"`
-	WatchScalableTopicsClose       *CommandWatchScalableTopicsClose       `protobuf:"bytes,78,opt,name=watchScalableTopicsClose" json:"watchScalableTopicsClose,omitempty"`
-	WatchTcAssignments             *CommandWatchTcAssignments             `protobuf:"bytes,79,opt,name=watchTcAssignments" json:"watchTcAssignments,omitempty"`
-	WatchTcAssignmentsUpdate       *CommandWatchTcAssignmentsUpdate       `protobuf:"bytes,80,opt,name=watchTcAssignmentsUpdate" json:"watchTcAssignmentsUpdate,omitempty"`
-	WatchTcAssignmentsClose        *CommandWatchTcAssignmentsClose        `protobuf:"bytes,81,opt,name=watchTcAssignmentsClose" json:"watchTcAssignmentsClose,omitempty"`
-	unknownFields                  protoimpl.UnknownFields
-	sizeCache                      protoimpl.SizeCache
+	state                                      protoimpl.MessageState                   `protogen:"opaque.v1"`
+	xxx_hidden_Type                            BaseCommand_Type                         `protobuf:"varint,1,req,name=type,enum=meridian.wire.v1.BaseCommand_Type"`
+	xxx_hidden_Connect                         *CommandConnect                          `protobuf:"bytes,2,opt,name=connect"`
+	xxx_hidden_Connected                       *CommandConnected                        `protobuf:"bytes,3,opt,name=connected"`
+	xxx_hidden_Subscribe                       *CommandSubscribe                        `protobuf:"bytes,4,opt,name=subscribe"`
+	xxx_hidden_Producer                        *CommandProducer                         `protobuf:"bytes,5,opt,name=producer"`
+	xxx_hidden_Send                            *CommandSend                             `protobuf:"bytes,6,opt,name=send"`
+	xxx_hidden_SendReceipt                     *CommandSendReceipt                      `protobuf:"bytes,7,opt,name=send_receipt,json=sendReceipt"`
+	xxx_hidden_SendError                       *CommandSendError                        `protobuf:"bytes,8,opt,name=send_error,json=sendError"`
+	xxx_hidden_Message                         *CommandMessage                          `protobuf:"bytes,9,opt,name=message"`
+	xxx_hidden_Ack                             *CommandAck                              `protobuf:"bytes,10,opt,name=ack"`
+	xxx_hidden_Flow                            *CommandFlow                             `protobuf:"bytes,11,opt,name=flow"`
+	xxx_hidden_Unsubscribe                     *CommandUnsubscribe                      `protobuf:"bytes,12,opt,name=unsubscribe"`
+	xxx_hidden_Success                         *CommandSuccess                          `protobuf:"bytes,13,opt,name=success"`
+	xxx_hidden_Error                           *CommandError                            `protobuf:"bytes,14,opt,name=error"`
+	xxx_hidden_CloseProducer                   *CommandCloseProducer                    `protobuf:"bytes,15,opt,name=close_producer,json=closeProducer"`
+	xxx_hidden_CloseConsumer                   *CommandCloseConsumer                    `protobuf:"bytes,16,opt,name=close_consumer,json=closeConsumer"`
+	xxx_hidden_ProducerSuccess                 *CommandProducerSuccess                  `protobuf:"bytes,17,opt,name=producer_success,json=producerSuccess"`
+	xxx_hidden_Ping                            *CommandPing                             `protobuf:"bytes,18,opt,name=ping"`
+	xxx_hidden_Pong                            *CommandPong                             `protobuf:"bytes,19,opt,name=pong"`
+	xxx_hidden_RedeliverUnacknowledgedMessages *CommandRedeliverUnacknowledgedMessages  `protobuf:"bytes,20,opt,name=redeliverUnacknowledgedMessages"`
+	xxx_hidden_PartitionMetadata               *CommandPartitionedTopicMetadata         `protobuf:"bytes,21,opt,name=partitionMetadata"`
+	xxx_hidden_PartitionMetadataResponse       *CommandPartitionedTopicMetadataResponse `protobuf:"bytes,22,opt,name=partitionMetadataResponse"`
+	xxx_hidden_LookupTopic                     *CommandLookupTopic                      `protobuf:"bytes,23,opt,name=lookupTopic"`
+	xxx_hidden_LookupTopicResponse             *CommandLookupTopicResponse              `protobuf:"bytes,24,opt,name=lookupTopicResponse"`
+	xxx_hidden_ConsumerStats                   *CommandConsumerStats                    `protobuf:"bytes,25,opt,name=consumerStats"`
+	xxx_hidden_ConsumerStatsResponse           *CommandConsumerStatsResponse            `protobuf:"bytes,26,opt,name=consumerStatsResponse"`
+	xxx_hidden_ReachedEndOfTopic               *CommandReachedEndOfTopic                `protobuf:"bytes,27,opt,name=reachedEndOfTopic"`
+	xxx_hidden_Seek                            *CommandSeek                             `protobuf:"bytes,28,opt,name=seek"`
+	xxx_hidden_GetLastMessageId                *CommandGetLastMessageId                 `protobuf:"bytes,29,opt,name=getLastMessageId"`
+	xxx_hidden_GetLastMessageIdResponse        *CommandGetLastMessageIdResponse         `protobuf:"bytes,30,opt,name=getLastMessageIdResponse"`
+	xxx_hidden_ActiveConsumerChange            *CommandActiveConsumerChange             `protobuf:"bytes,31,opt,name=active_consumer_change,json=activeConsumerChange"`
+	xxx_hidden_GetTopicsOfNamespace            *CommandGetTopicsOfNamespace             `protobuf:"bytes,32,opt,name=getTopicsOfNamespace"`
+	xxx_hidden_GetTopicsOfNamespaceResponse    *CommandGetTopicsOfNamespaceResponse     `protobuf:"bytes,33,opt,name=getTopicsOfNamespaceResponse"`
+	xxx_hidden_GetSchema                       *CommandGetSchema                        `protobuf:"bytes,34,opt,name=getSchema"`
+	xxx_hidden_GetSchemaResponse               *CommandGetSchemaResponse                `protobuf:"bytes,35,opt,name=getSchemaResponse"`
+	xxx_hidden_AuthChallenge                   *CommandAuthChallenge                    `protobuf:"bytes,36,opt,name=authChallenge"`
+	xxx_hidden_AuthResponse                    *CommandAuthResponse                     `protobuf:"bytes,37,opt,name=authResponse"`
+	xxx_hidden_AckResponse                     *CommandAckResponse                      `protobuf:"bytes,38,opt,name=ackResponse"`
+	xxx_hidden_GetOrCreateSchema               *CommandGetOrCreateSchema                `protobuf:"bytes,39,opt,name=getOrCreateSchema"`
+	xxx_hidden_GetOrCreateSchemaResponse       *CommandGetOrCreateSchemaResponse        `protobuf:"bytes,40,opt,name=getOrCreateSchemaResponse"`
+	xxx_hidden_NewTxn                          *CommandNewTxn                           `protobuf:"bytes,50,opt,name=newTxn"`
+	xxx_hidden_NewTxnResponse                  *CommandNewTxnResponse                   `protobuf:"bytes,51,opt,name=newTxnResponse"`
+	xxx_hidden_AddPartitionToTxn               *CommandAddPartitionToTxn                `protobuf:"bytes,52,opt,name=addPartitionToTxn"`
+	xxx_hidden_AddPartitionToTxnResponse       *CommandAddPartitionToTxnResponse        `protobuf:"bytes,53,opt,name=addPartitionToTxnResponse"`
+	xxx_hidden_AddSubscriptionToTxn            *CommandAddSubscriptionToTxn             `protobuf:"bytes,54,opt,name=addSubscriptionToTxn"`
+	xxx_hidden_AddSubscriptionToTxnResponse    *CommandAddSubscriptionToTxnResponse     `protobuf:"bytes,55,opt,name=addSubscriptionToTxnResponse"`
+	xxx_hidden_EndTxn                          *CommandEndTxn                           `protobuf:"bytes,56,opt,name=endTxn"`
+	xxx_hidden_EndTxnResponse                  *CommandEndTxnResponse                   `protobuf:"bytes,57,opt,name=endTxnResponse"`
+	xxx_hidden_EndTxnOnPartition               *CommandEndTxnOnPartition                `protobuf:"bytes,58,opt,name=endTxnOnPartition"`
+	xxx_hidden_EndTxnOnPartitionResponse       *CommandEndTxnOnPartitionResponse        `protobuf:"bytes,59,opt,name=endTxnOnPartitionResponse"`
+	xxx_hidden_EndTxnOnSubscription            *CommandEndTxnOnSubscription             `protobuf:"bytes,60,opt,name=endTxnOnSubscription"`
+	xxx_hidden_EndTxnOnSubscriptionResponse    *CommandEndTxnOnSubscriptionResponse     `protobuf:"bytes,61,opt,name=endTxnOnSubscriptionResponse"`
+	xxx_hidden_TcClientConnectRequest          *CommandTcClientConnectRequest           `protobuf:"bytes,62,opt,name=tcClientConnectRequest"`
+	xxx_hidden_TcClientConnectResponse         *CommandTcClientConnectResponse          `protobuf:"bytes,63,opt,name=tcClientConnectResponse"`
+	xxx_hidden_WatchTopicList                  *CommandWatchTopicList                   `protobuf:"bytes,64,opt,name=watchTopicList"`
+	xxx_hidden_WatchTopicListSuccess           *CommandWatchTopicListSuccess            `protobuf:"bytes,65,opt,name=watchTopicListSuccess"`
+	xxx_hidden_WatchTopicUpdate                *CommandWatchTopicUpdate                 `protobuf:"bytes,66,opt,name=watchTopicUpdate"`
+	xxx_hidden_WatchTopicListClose             *CommandWatchTopicListClose              `protobuf:"bytes,67,opt,name=watchTopicListClose"`
+	xxx_hidden_TopicMigrated                   *CommandTopicMigrated                    `protobuf:"bytes,68,opt,name=topicMigrated"`
+	xxx_hidden_ScalableTopicLookup             *CommandScalableTopicLookup              `protobuf:"bytes,70,opt,name=scalableTopicLookup"`
+	xxx_hidden_ScalableTopicUpdate             *CommandScalableTopicUpdate              `protobuf:"bytes,71,opt,name=scalableTopicUpdate"`
+	xxx_hidden_ScalableTopicClose              *CommandScalableTopicClose               `protobuf:"bytes,72,opt,name=scalableTopicClose"`
+	xxx_hidden_ScalableTopicSubscribe          *CommandScalableTopicSubscribe           `protobuf:"bytes,73,opt,name=scalableTopicSubscribe"`
+	xxx_hidden_ScalableTopicSubscribeResponse  *CommandScalableTopicSubscribeResponse   `protobuf:"bytes,74,opt,name=scalableTopicSubscribeResponse"`
+	xxx_hidden_ScalableTopicAssignmentUpdate   *CommandScalableTopicAssignmentUpdate    `protobuf:"bytes,75,opt,name=scalableTopicAssignmentUpdate"`
+	xxx_hidden_WatchScalableTopics             *CommandWatchScalableTopics              `protobuf:"bytes,76,opt,name=watchScalableTopics"`
+	xxx_hidden_WatchScalableTopicsUpdate       *CommandWatchScalableTopicsUpdate        `protobuf:"bytes,77,opt,name=watchScalableTopicsUpdate"`
+	xxx_hidden_WatchScalableTopicsClose        *CommandWatchScalableTopicsClose         `protobuf:"bytes,78,opt,name=watchScalableTopicsClose"`
+	xxx_hidden_WatchTcAssignments              *CommandWatchTcAssignments               `protobuf:"bytes,79,opt,name=watchTcAssignments"`
+	xxx_hidden_WatchTcAssignmentsUpdate        *CommandWatchTcAssignmentsUpdate         `protobuf:"bytes,80,opt,name=watchTcAssignmentsUpdate"`
+	xxx_hidden_WatchTcAssignmentsClose         *CommandWatchTcAssignmentsClose          `protobuf:"bytes,81,opt,name=watchTcAssignmentsClose"`
+	XXX_raceDetectHookData                     protoimpl.RaceDetectHookData
+	XXX_presence                               [3]uint32
+	unknownFields                              protoimpl.UnknownFields
+	sizeCache                                  protoimpl.SizeCache
 }
 
 func (x *BaseCommand) Reset() {
@@ -8785,506 +18839,1728 @@ func (x *BaseCommand) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use BaseCommand.ProtoReflect.Descriptor instead.
-func (*BaseCommand) Descriptor() ([]byte, []int) {
-	return file_meridian_pulsar_api_proto_rawDescGZIP(), []int{92}
-}
-
 func (x *BaseCommand) GetType() BaseCommand_Type {
-	if x != nil && x.Type != nil {
-		return *x.Type
+	if x != nil {
+		if protoimpl.X.Present(&(x.XXX_presence[0]), 0) {
+			return x.xxx_hidden_Type
+		}
 	}
 	return BaseCommand_CONNECT
 }
 
 func (x *BaseCommand) GetConnect() *CommandConnect {
 	if x != nil {
-		return x.Connect
+		return x.xxx_hidden_Connect
 	}
 	return nil
 }
 
 func (x *BaseCommand) GetConnected() *CommandConnected {
 	if x != nil {
-		return x.Connected
+		return x.xxx_hidden_Connected
 	}
 	return nil
 }
 
 func (x *BaseCommand) GetSubscribe() *CommandSubscribe {
 	if x != nil {
-		return x.Subscribe
+		return x.xxx_hidden_Subscribe
 	}
 	return nil
 }
 
 func (x *BaseCommand) GetProducer() *CommandProducer {
 	if x != nil {
-		return x.Producer
+		return x.xxx_hidden_Producer
 	}
 	return nil
 }
 
 func (x *BaseCommand) GetSend() *CommandSend {
 	if x != nil {
-		return x.Send
+		return x.xxx_hidden_Send
 	}
 	return nil
 }
 
 func (x *BaseCommand) GetSendReceipt() *CommandSendReceipt {
 	if x != nil {
-		return x.SendReceipt
+		return x.xxx_hidden_SendReceipt
 	}
 	return nil
 }
 
 func (x *BaseCommand) GetSendError() *CommandSendError {
 	if x != nil {
-		return x.SendError
+		return x.xxx_hidden_SendError
 	}
 	return nil
 }
 
 func (x *BaseCommand) GetMessage() *CommandMessage {
 	if x != nil {
-		return x.Message
+		return x.xxx_hidden_Message
 	}
 	return nil
 }
 
 func (x *BaseCommand) GetAck() *CommandAck {
 	if x != nil {
-		return x.Ack
+		return x.xxx_hidden_Ack
 	}
 	return nil
 }
 
 func (x *BaseCommand) GetFlow() *CommandFlow {
 	if x != nil {
-		return x.Flow
+		return x.xxx_hidden_Flow
 	}
 	return nil
 }
 
 func (x *BaseCommand) GetUnsubscribe() *CommandUnsubscribe {
 	if x != nil {
-		return x.Unsubscribe
+		return x.xxx_hidden_Unsubscribe
 	}
 	return nil
 }
 
 func (x *BaseCommand) GetSuccess() *CommandSuccess {
 	if x != nil {
-		return x.Success
+		return x.xxx_hidden_Success
 	}
 	return nil
 }
 
 func (x *BaseCommand) GetError() *CommandError {
 	if x != nil {
-		return x.Error
+		return x.xxx_hidden_Error
 	}
 	return nil
 }
 
 func (x *BaseCommand) GetCloseProducer() *CommandCloseProducer {
 	if x != nil {
-		return x.CloseProducer
+		return x.xxx_hidden_CloseProducer
 	}
 	return nil
 }
 
 func (x *BaseCommand) GetCloseConsumer() *CommandCloseConsumer {
 	if x != nil {
-		return x.CloseConsumer
+		return x.xxx_hidden_CloseConsumer
 	}
 	return nil
 }
 
 func (x *BaseCommand) GetProducerSuccess() *CommandProducerSuccess {
 	if x != nil {
-		return x.ProducerSuccess
+		return x.xxx_hidden_ProducerSuccess
 	}
 	return nil
 }
 
 func (x *BaseCommand) GetPing() *CommandPing {
 	if x != nil {
-		return x.Ping
+		return x.xxx_hidden_Ping
 	}
 	return nil
 }
 
 func (x *BaseCommand) GetPong() *CommandPong {
 	if x != nil {
-		return x.Pong
+		return x.xxx_hidden_Pong
 	}
 	return nil
 }
 
 func (x *BaseCommand) GetRedeliverUnacknowledgedMessages() *CommandRedeliverUnacknowledgedMessages {
 	if x != nil {
-		return x.RedeliverUnacknowledgedMessages
+		return x.xxx_hidden_RedeliverUnacknowledgedMessages
 	}
 	return nil
 }
 
 func (x *BaseCommand) GetPartitionMetadata() *CommandPartitionedTopicMetadata {
 	if x != nil {
-		return x.PartitionMetadata
+		return x.xxx_hidden_PartitionMetadata
 	}
 	return nil
 }
 
 func (x *BaseCommand) GetPartitionMetadataResponse() *CommandPartitionedTopicMetadataResponse {
 	if x != nil {
-		return x.PartitionMetadataResponse
+		return x.xxx_hidden_PartitionMetadataResponse
 	}
 	return nil
 }
 
 func (x *BaseCommand) GetLookupTopic() *CommandLookupTopic {
 	if x != nil {
-		return x.LookupTopic
+		return x.xxx_hidden_LookupTopic
 	}
 	return nil
 }
 
 func (x *BaseCommand) GetLookupTopicResponse() *CommandLookupTopicResponse {
 	if x != nil {
-		return x.LookupTopicResponse
+		return x.xxx_hidden_LookupTopicResponse
 	}
 	return nil
 }
 
 func (x *BaseCommand) GetConsumerStats() *CommandConsumerStats {
 	if x != nil {
-		return x.ConsumerStats
+		return x.xxx_hidden_ConsumerStats
 	}
 	return nil
 }
 
 func (x *BaseCommand) GetConsumerStatsResponse() *CommandConsumerStatsResponse {
 	if x != nil {
-		return x.ConsumerStatsResponse
+		return x.xxx_hidden_ConsumerStatsResponse
 	}
 	return nil
 }
 
 func (x *BaseCommand) GetReachedEndOfTopic() *CommandReachedEndOfTopic {
 	if x != nil {
-		return x.ReachedEndOfTopic
+		return x.xxx_hidden_ReachedEndOfTopic
 	}
 	return nil
 }
 
 func (x *BaseCommand) GetSeek() *CommandSeek {
 	if x != nil {
-		return x.Seek
+		return x.xxx_hidden_Seek
 	}
 	return nil
 }
 
 func (x *BaseCommand) GetGetLastMessageId() *CommandGetLastMessageId {
 	if x != nil {
-		return x.GetLastMessageId
+		return x.xxx_hidden_GetLastMessageId
 	}
 	return nil
 }
 
 func (x *BaseCommand) GetGetLastMessageIdResponse() *CommandGetLastMessageIdResponse {
 	if x != nil {
-		return x.GetLastMessageIdResponse
+		return x.xxx_hidden_GetLastMessageIdResponse
 	}
 	return nil
 }
 
 func (x *BaseCommand) GetActiveConsumerChange() *CommandActiveConsumerChange {
 	if x != nil {
-		return x.ActiveConsumerChange
+		return x.xxx_hidden_ActiveConsumerChange
 	}
 	return nil
 }
 
 func (x *BaseCommand) GetGetTopicsOfNamespace() *CommandGetTopicsOfNamespace {
 	if x != nil {
-		return x.GetTopicsOfNamespace
+		return x.xxx_hidden_GetTopicsOfNamespace
 	}
 	return nil
 }
 
 func (x *BaseCommand) GetGetTopicsOfNamespaceResponse() *CommandGetTopicsOfNamespaceResponse {
 	if x != nil {
-		return x.GetTopicsOfNamespaceResponse
+		return x.xxx_hidden_GetTopicsOfNamespaceResponse
 	}
 	return nil
 }
 
 func (x *BaseCommand) GetGetSchema() *CommandGetSchema {
 	if x != nil {
-		return x.GetSchema
+		return x.xxx_hidden_GetSchema
 	}
 	return nil
 }
 
 func (x *BaseCommand) GetGetSchemaResponse() *CommandGetSchemaResponse {
 	if x != nil {
-		return x.GetSchemaResponse
+		return x.xxx_hidden_GetSchemaResponse
 	}
 	return nil
 }
 
 func (x *BaseCommand) GetAuthChallenge() *CommandAuthChallenge {
 	if x != nil {
-		return x.AuthChallenge
+		return x.xxx_hidden_AuthChallenge
 	}
 	return nil
 }
 
 func (x *BaseCommand) GetAuthResponse() *CommandAuthResponse {
 	if x != nil {
-		return x.AuthResponse
+		return x.xxx_hidden_AuthResponse
 	}
 	return nil
 }
 
 func (x *BaseCommand) GetAckResponse() *CommandAckResponse {
 	if x != nil {
-		return x.AckResponse
+		return x.xxx_hidden_AckResponse
 	}
 	return nil
 }
 
 func (x *BaseCommand) GetGetOrCreateSchema() *CommandGetOrCreateSchema {
 	if x != nil {
-		return x.GetOrCreateSchema
+		return x.xxx_hidden_GetOrCreateSchema
 	}
 	return nil
 }
 
 func (x *BaseCommand) GetGetOrCreateSchemaResponse() *CommandGetOrCreateSchemaResponse {
 	if x != nil {
-		return x.GetOrCreateSchemaResponse
+		return x.xxx_hidden_GetOrCreateSchemaResponse
 	}
 	return nil
 }
 
 func (x *BaseCommand) GetNewTxn() *CommandNewTxn {
 	if x != nil {
-		return x.NewTxn
+		return x.xxx_hidden_NewTxn
 	}
 	return nil
 }
 
 func (x *BaseCommand) GetNewTxnResponse() *CommandNewTxnResponse {
 	if x != nil {
-		return x.NewTxnResponse
+		return x.xxx_hidden_NewTxnResponse
 	}
 	return nil
 }
 
 func (x *BaseCommand) GetAddPartitionToTxn() *CommandAddPartitionToTxn {
 	if x != nil {
-		return x.AddPartitionToTxn
+		return x.xxx_hidden_AddPartitionToTxn
 	}
 	return nil
 }
 
 func (x *BaseCommand) GetAddPartitionToTxnResponse() *CommandAddPartitionToTxnResponse {
 	if x != nil {
-		return x.AddPartitionToTxnResponse
+		return x.xxx_hidden_AddPartitionToTxnResponse
 	}
 	return nil
 }
 
 func (x *BaseCommand) GetAddSubscriptionToTxn() *CommandAddSubscriptionToTxn {
 	if x != nil {
-		return x.AddSubscriptionToTxn
+		return x.xxx_hidden_AddSubscriptionToTxn
 	}
 	return nil
 }
 
 func (x *BaseCommand) GetAddSubscriptionToTxnResponse() *CommandAddSubscriptionToTxnResponse {
 	if x != nil {
-		return x.AddSubscriptionToTxnResponse
+		return x.xxx_hidden_AddSubscriptionToTxnResponse
 	}
 	return nil
 }
 
 func (x *BaseCommand) GetEndTxn() *CommandEndTxn {
 	if x != nil {
-		return x.EndTxn
+		return x.xxx_hidden_EndTxn
 	}
 	return nil
 }
 
 func (x *BaseCommand) GetEndTxnResponse() *CommandEndTxnResponse {
 	if x != nil {
-		return x.EndTxnResponse
+		return x.xxx_hidden_EndTxnResponse
 	}
 	return nil
 }
 
 func (x *BaseCommand) GetEndTxnOnPartition() *CommandEndTxnOnPartition {
 	if x != nil {
-		return x.EndTxnOnPartition
+		return x.xxx_hidden_EndTxnOnPartition
 	}
 	return nil
 }
 
 func (x *BaseCommand) GetEndTxnOnPartitionResponse() *CommandEndTxnOnPartitionResponse {
 	if x != nil {
-		return x.EndTxnOnPartitionResponse
+		return x.xxx_hidden_EndTxnOnPartitionResponse
 	}
 	return nil
 }
 
 func (x *BaseCommand) GetEndTxnOnSubscription() *CommandEndTxnOnSubscription {
 	if x != nil {
-		return x.EndTxnOnSubscription
+		return x.xxx_hidden_EndTxnOnSubscription
 	}
 	return nil
 }
 
 func (x *BaseCommand) GetEndTxnOnSubscriptionResponse() *CommandEndTxnOnSubscriptionResponse {
 	if x != nil {
-		return x.EndTxnOnSubscriptionResponse
+		return x.xxx_hidden_EndTxnOnSubscriptionResponse
 	}
 	return nil
 }
 
 func (x *BaseCommand) GetTcClientConnectRequest() *CommandTcClientConnectRequest {
 	if x != nil {
-		return x.TcClientConnectRequest
+		return x.xxx_hidden_TcClientConnectRequest
 	}
 	return nil
 }
 
 func (x *BaseCommand) GetTcClientConnectResponse() *CommandTcClientConnectResponse {
 	if x != nil {
-		return x.TcClientConnectResponse
+		return x.xxx_hidden_TcClientConnectResponse
 	}
 	return nil
 }
 
 func (x *BaseCommand) GetWatchTopicList() *CommandWatchTopicList {
 	if x != nil {
-		return x.WatchTopicList
+		return x.xxx_hidden_WatchTopicList
 	}
 	return nil
 }
 
 func (x *BaseCommand) GetWatchTopicListSuccess() *CommandWatchTopicListSuccess {
 	if x != nil {
-		return x.WatchTopicListSuccess
+		return x.xxx_hidden_WatchTopicListSuccess
 	}
 	return nil
 }
 
 func (x *BaseCommand) GetWatchTopicUpdate() *CommandWatchTopicUpdate {
 	if x != nil {
-		return x.WatchTopicUpdate
+		return x.xxx_hidden_WatchTopicUpdate
 	}
 	return nil
 }
 
 func (x *BaseCommand) GetWatchTopicListClose() *CommandWatchTopicListClose {
 	if x != nil {
-		return x.WatchTopicListClose
+		return x.xxx_hidden_WatchTopicListClose
 	}
 	return nil
 }
 
 func (x *BaseCommand) GetTopicMigrated() *CommandTopicMigrated {
 	if x != nil {
-		return x.TopicMigrated
+		return x.xxx_hidden_TopicMigrated
 	}
 	return nil
 }
 
 func (x *BaseCommand) GetScalableTopicLookup() *CommandScalableTopicLookup {
 	if x != nil {
-		return x.ScalableTopicLookup
+		return x.xxx_hidden_ScalableTopicLookup
 	}
 	return nil
 }
 
 func (x *BaseCommand) GetScalableTopicUpdate() *CommandScalableTopicUpdate {
 	if x != nil {
-		return x.ScalableTopicUpdate
+		return x.xxx_hidden_ScalableTopicUpdate
 	}
 	return nil
 }
 
 func (x *BaseCommand) GetScalableTopicClose() *CommandScalableTopicClose {
 	if x != nil {
-		return x.ScalableTopicClose
+		return x.xxx_hidden_ScalableTopicClose
 	}
 	return nil
 }
 
 func (x *BaseCommand) GetScalableTopicSubscribe() *CommandScalableTopicSubscribe {
 	if x != nil {
-		return x.ScalableTopicSubscribe
+		return x.xxx_hidden_ScalableTopicSubscribe
 	}
 	return nil
 }
 
 func (x *BaseCommand) GetScalableTopicSubscribeResponse() *CommandScalableTopicSubscribeResponse {
 	if x != nil {
-		return x.ScalableTopicSubscribeResponse
+		return x.xxx_hidden_ScalableTopicSubscribeResponse
 	}
 	return nil
 }
 
 func (x *BaseCommand) GetScalableTopicAssignmentUpdate() *CommandScalableTopicAssignmentUpdate {
 	if x != nil {
-		return x.ScalableTopicAssignmentUpdate
+		return x.xxx_hidden_ScalableTopicAssignmentUpdate
 	}
 	return nil
 }
 
 func (x *BaseCommand) GetWatchScalableTopics() *CommandWatchScalableTopics {
 	if x != nil {
-		return x.WatchScalableTopics
+		return x.xxx_hidden_WatchScalableTopics
 	}
 	return nil
 }
 
 func (x *BaseCommand) GetWatchScalableTopicsUpdate() *CommandWatchScalableTopicsUpdate {
 	if x != nil {
-		return x.WatchScalableTopicsUpdate
+		return x.xxx_hidden_WatchScalableTopicsUpdate
 	}
 	return nil
 }
 
 func (x *BaseCommand) GetWatchScalableTopicsClose() *CommandWatchScalableTopicsClose {
 	if x != nil {
-		return x.WatchScalableTopicsClose
+		return x.xxx_hidden_WatchScalableTopicsClose
 	}
 	return nil
 }
 
 func (x *BaseCommand) GetWatchTcAssignments() *CommandWatchTcAssignments {
 	if x != nil {
-		return x.WatchTcAssignments
+		return x.xxx_hidden_WatchTcAssignments
 	}
 	return nil
 }
 
 func (x *BaseCommand) GetWatchTcAssignmentsUpdate() *CommandWatchTcAssignmentsUpdate {
 	if x != nil {
-		return x.WatchTcAssignmentsUpdate
+		return x.xxx_hidden_WatchTcAssignmentsUpdate
 	}
 	return nil
 }
 
 func (x *BaseCommand) GetWatchTcAssignmentsClose() *CommandWatchTcAssignmentsClose {
 	if x != nil {
-		return x.WatchTcAssignmentsClose
+		return x.xxx_hidden_WatchTcAssignmentsClose
 	}
 	return nil
+}
+
+func (x *BaseCommand) SetType(v BaseCommand_Type) {
+	x.xxx_hidden_Type = v
+	protoimpl.X.SetPresent(&(x.XXX_presence[0]), 0, 71)
+}
+
+func (x *BaseCommand) SetConnect(v *CommandConnect) {
+	x.xxx_hidden_Connect = v
+}
+
+func (x *BaseCommand) SetConnected(v *CommandConnected) {
+	x.xxx_hidden_Connected = v
+}
+
+func (x *BaseCommand) SetSubscribe(v *CommandSubscribe) {
+	x.xxx_hidden_Subscribe = v
+}
+
+func (x *BaseCommand) SetProducer(v *CommandProducer) {
+	x.xxx_hidden_Producer = v
+}
+
+func (x *BaseCommand) SetSend(v *CommandSend) {
+	x.xxx_hidden_Send = v
+}
+
+func (x *BaseCommand) SetSendReceipt(v *CommandSendReceipt) {
+	x.xxx_hidden_SendReceipt = v
+}
+
+func (x *BaseCommand) SetSendError(v *CommandSendError) {
+	x.xxx_hidden_SendError = v
+}
+
+func (x *BaseCommand) SetMessage(v *CommandMessage) {
+	x.xxx_hidden_Message = v
+}
+
+func (x *BaseCommand) SetAck(v *CommandAck) {
+	x.xxx_hidden_Ack = v
+}
+
+func (x *BaseCommand) SetFlow(v *CommandFlow) {
+	x.xxx_hidden_Flow = v
+}
+
+func (x *BaseCommand) SetUnsubscribe(v *CommandUnsubscribe) {
+	x.xxx_hidden_Unsubscribe = v
+}
+
+func (x *BaseCommand) SetSuccess(v *CommandSuccess) {
+	x.xxx_hidden_Success = v
+}
+
+func (x *BaseCommand) SetError(v *CommandError) {
+	x.xxx_hidden_Error = v
+}
+
+func (x *BaseCommand) SetCloseProducer(v *CommandCloseProducer) {
+	x.xxx_hidden_CloseProducer = v
+}
+
+func (x *BaseCommand) SetCloseConsumer(v *CommandCloseConsumer) {
+	x.xxx_hidden_CloseConsumer = v
+}
+
+func (x *BaseCommand) SetProducerSuccess(v *CommandProducerSuccess) {
+	x.xxx_hidden_ProducerSuccess = v
+}
+
+func (x *BaseCommand) SetPing(v *CommandPing) {
+	x.xxx_hidden_Ping = v
+}
+
+func (x *BaseCommand) SetPong(v *CommandPong) {
+	x.xxx_hidden_Pong = v
+}
+
+func (x *BaseCommand) SetRedeliverUnacknowledgedMessages(v *CommandRedeliverUnacknowledgedMessages) {
+	x.xxx_hidden_RedeliverUnacknowledgedMessages = v
+}
+
+func (x *BaseCommand) SetPartitionMetadata(v *CommandPartitionedTopicMetadata) {
+	x.xxx_hidden_PartitionMetadata = v
+}
+
+func (x *BaseCommand) SetPartitionMetadataResponse(v *CommandPartitionedTopicMetadataResponse) {
+	x.xxx_hidden_PartitionMetadataResponse = v
+}
+
+func (x *BaseCommand) SetLookupTopic(v *CommandLookupTopic) {
+	x.xxx_hidden_LookupTopic = v
+}
+
+func (x *BaseCommand) SetLookupTopicResponse(v *CommandLookupTopicResponse) {
+	x.xxx_hidden_LookupTopicResponse = v
+}
+
+func (x *BaseCommand) SetConsumerStats(v *CommandConsumerStats) {
+	x.xxx_hidden_ConsumerStats = v
+}
+
+func (x *BaseCommand) SetConsumerStatsResponse(v *CommandConsumerStatsResponse) {
+	x.xxx_hidden_ConsumerStatsResponse = v
+}
+
+func (x *BaseCommand) SetReachedEndOfTopic(v *CommandReachedEndOfTopic) {
+	x.xxx_hidden_ReachedEndOfTopic = v
+}
+
+func (x *BaseCommand) SetSeek(v *CommandSeek) {
+	x.xxx_hidden_Seek = v
+}
+
+func (x *BaseCommand) SetGetLastMessageId(v *CommandGetLastMessageId) {
+	x.xxx_hidden_GetLastMessageId = v
+}
+
+func (x *BaseCommand) SetGetLastMessageIdResponse(v *CommandGetLastMessageIdResponse) {
+	x.xxx_hidden_GetLastMessageIdResponse = v
+}
+
+func (x *BaseCommand) SetActiveConsumerChange(v *CommandActiveConsumerChange) {
+	x.xxx_hidden_ActiveConsumerChange = v
+}
+
+func (x *BaseCommand) SetGetTopicsOfNamespace(v *CommandGetTopicsOfNamespace) {
+	x.xxx_hidden_GetTopicsOfNamespace = v
+}
+
+func (x *BaseCommand) SetGetTopicsOfNamespaceResponse(v *CommandGetTopicsOfNamespaceResponse) {
+	x.xxx_hidden_GetTopicsOfNamespaceResponse = v
+}
+
+func (x *BaseCommand) SetGetSchema(v *CommandGetSchema) {
+	x.xxx_hidden_GetSchema = v
+}
+
+func (x *BaseCommand) SetGetSchemaResponse(v *CommandGetSchemaResponse) {
+	x.xxx_hidden_GetSchemaResponse = v
+}
+
+func (x *BaseCommand) SetAuthChallenge(v *CommandAuthChallenge) {
+	x.xxx_hidden_AuthChallenge = v
+}
+
+func (x *BaseCommand) SetAuthResponse(v *CommandAuthResponse) {
+	x.xxx_hidden_AuthResponse = v
+}
+
+func (x *BaseCommand) SetAckResponse(v *CommandAckResponse) {
+	x.xxx_hidden_AckResponse = v
+}
+
+func (x *BaseCommand) SetGetOrCreateSchema(v *CommandGetOrCreateSchema) {
+	x.xxx_hidden_GetOrCreateSchema = v
+}
+
+func (x *BaseCommand) SetGetOrCreateSchemaResponse(v *CommandGetOrCreateSchemaResponse) {
+	x.xxx_hidden_GetOrCreateSchemaResponse = v
+}
+
+func (x *BaseCommand) SetNewTxn(v *CommandNewTxn) {
+	x.xxx_hidden_NewTxn = v
+}
+
+func (x *BaseCommand) SetNewTxnResponse(v *CommandNewTxnResponse) {
+	x.xxx_hidden_NewTxnResponse = v
+}
+
+func (x *BaseCommand) SetAddPartitionToTxn(v *CommandAddPartitionToTxn) {
+	x.xxx_hidden_AddPartitionToTxn = v
+}
+
+func (x *BaseCommand) SetAddPartitionToTxnResponse(v *CommandAddPartitionToTxnResponse) {
+	x.xxx_hidden_AddPartitionToTxnResponse = v
+}
+
+func (x *BaseCommand) SetAddSubscriptionToTxn(v *CommandAddSubscriptionToTxn) {
+	x.xxx_hidden_AddSubscriptionToTxn = v
+}
+
+func (x *BaseCommand) SetAddSubscriptionToTxnResponse(v *CommandAddSubscriptionToTxnResponse) {
+	x.xxx_hidden_AddSubscriptionToTxnResponse = v
+}
+
+func (x *BaseCommand) SetEndTxn(v *CommandEndTxn) {
+	x.xxx_hidden_EndTxn = v
+}
+
+func (x *BaseCommand) SetEndTxnResponse(v *CommandEndTxnResponse) {
+	x.xxx_hidden_EndTxnResponse = v
+}
+
+func (x *BaseCommand) SetEndTxnOnPartition(v *CommandEndTxnOnPartition) {
+	x.xxx_hidden_EndTxnOnPartition = v
+}
+
+func (x *BaseCommand) SetEndTxnOnPartitionResponse(v *CommandEndTxnOnPartitionResponse) {
+	x.xxx_hidden_EndTxnOnPartitionResponse = v
+}
+
+func (x *BaseCommand) SetEndTxnOnSubscription(v *CommandEndTxnOnSubscription) {
+	x.xxx_hidden_EndTxnOnSubscription = v
+}
+
+func (x *BaseCommand) SetEndTxnOnSubscriptionResponse(v *CommandEndTxnOnSubscriptionResponse) {
+	x.xxx_hidden_EndTxnOnSubscriptionResponse = v
+}
+
+func (x *BaseCommand) SetTcClientConnectRequest(v *CommandTcClientConnectRequest) {
+	x.xxx_hidden_TcClientConnectRequest = v
+}
+
+func (x *BaseCommand) SetTcClientConnectResponse(v *CommandTcClientConnectResponse) {
+	x.xxx_hidden_TcClientConnectResponse = v
+}
+
+func (x *BaseCommand) SetWatchTopicList(v *CommandWatchTopicList) {
+	x.xxx_hidden_WatchTopicList = v
+}
+
+func (x *BaseCommand) SetWatchTopicListSuccess(v *CommandWatchTopicListSuccess) {
+	x.xxx_hidden_WatchTopicListSuccess = v
+}
+
+func (x *BaseCommand) SetWatchTopicUpdate(v *CommandWatchTopicUpdate) {
+	x.xxx_hidden_WatchTopicUpdate = v
+}
+
+func (x *BaseCommand) SetWatchTopicListClose(v *CommandWatchTopicListClose) {
+	x.xxx_hidden_WatchTopicListClose = v
+}
+
+func (x *BaseCommand) SetTopicMigrated(v *CommandTopicMigrated) {
+	x.xxx_hidden_TopicMigrated = v
+}
+
+func (x *BaseCommand) SetScalableTopicLookup(v *CommandScalableTopicLookup) {
+	x.xxx_hidden_ScalableTopicLookup = v
+}
+
+func (x *BaseCommand) SetScalableTopicUpdate(v *CommandScalableTopicUpdate) {
+	x.xxx_hidden_ScalableTopicUpdate = v
+}
+
+func (x *BaseCommand) SetScalableTopicClose(v *CommandScalableTopicClose) {
+	x.xxx_hidden_ScalableTopicClose = v
+}
+
+func (x *BaseCommand) SetScalableTopicSubscribe(v *CommandScalableTopicSubscribe) {
+	x.xxx_hidden_ScalableTopicSubscribe = v
+}
+
+func (x *BaseCommand) SetScalableTopicSubscribeResponse(v *CommandScalableTopicSubscribeResponse) {
+	x.xxx_hidden_ScalableTopicSubscribeResponse = v
+}
+
+func (x *BaseCommand) SetScalableTopicAssignmentUpdate(v *CommandScalableTopicAssignmentUpdate) {
+	x.xxx_hidden_ScalableTopicAssignmentUpdate = v
+}
+
+func (x *BaseCommand) SetWatchScalableTopics(v *CommandWatchScalableTopics) {
+	x.xxx_hidden_WatchScalableTopics = v
+}
+
+func (x *BaseCommand) SetWatchScalableTopicsUpdate(v *CommandWatchScalableTopicsUpdate) {
+	x.xxx_hidden_WatchScalableTopicsUpdate = v
+}
+
+func (x *BaseCommand) SetWatchScalableTopicsClose(v *CommandWatchScalableTopicsClose) {
+	x.xxx_hidden_WatchScalableTopicsClose = v
+}
+
+func (x *BaseCommand) SetWatchTcAssignments(v *CommandWatchTcAssignments) {
+	x.xxx_hidden_WatchTcAssignments = v
+}
+
+func (x *BaseCommand) SetWatchTcAssignmentsUpdate(v *CommandWatchTcAssignmentsUpdate) {
+	x.xxx_hidden_WatchTcAssignmentsUpdate = v
+}
+
+func (x *BaseCommand) SetWatchTcAssignmentsClose(v *CommandWatchTcAssignmentsClose) {
+	x.xxx_hidden_WatchTcAssignmentsClose = v
+}
+
+func (x *BaseCommand) HasType() bool {
+	if x == nil {
+		return false
+	}
+	return protoimpl.X.Present(&(x.XXX_presence[0]), 0)
+}
+
+func (x *BaseCommand) HasConnect() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_Connect != nil
+}
+
+func (x *BaseCommand) HasConnected() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_Connected != nil
+}
+
+func (x *BaseCommand) HasSubscribe() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_Subscribe != nil
+}
+
+func (x *BaseCommand) HasProducer() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_Producer != nil
+}
+
+func (x *BaseCommand) HasSend() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_Send != nil
+}
+
+func (x *BaseCommand) HasSendReceipt() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_SendReceipt != nil
+}
+
+func (x *BaseCommand) HasSendError() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_SendError != nil
+}
+
+func (x *BaseCommand) HasMessage() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_Message != nil
+}
+
+func (x *BaseCommand) HasAck() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_Ack != nil
+}
+
+func (x *BaseCommand) HasFlow() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_Flow != nil
+}
+
+func (x *BaseCommand) HasUnsubscribe() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_Unsubscribe != nil
+}
+
+func (x *BaseCommand) HasSuccess() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_Success != nil
+}
+
+func (x *BaseCommand) HasError() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_Error != nil
+}
+
+func (x *BaseCommand) HasCloseProducer() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_CloseProducer != nil
+}
+
+func (x *BaseCommand) HasCloseConsumer() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_CloseConsumer != nil
+}
+
+func (x *BaseCommand) HasProducerSuccess() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_ProducerSuccess != nil
+}
+
+func (x *BaseCommand) HasPing() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_Ping != nil
+}
+
+func (x *BaseCommand) HasPong() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_Pong != nil
+}
+
+func (x *BaseCommand) HasRedeliverUnacknowledgedMessages() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_RedeliverUnacknowledgedMessages != nil
+}
+
+func (x *BaseCommand) HasPartitionMetadata() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_PartitionMetadata != nil
+}
+
+func (x *BaseCommand) HasPartitionMetadataResponse() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_PartitionMetadataResponse != nil
+}
+
+func (x *BaseCommand) HasLookupTopic() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_LookupTopic != nil
+}
+
+func (x *BaseCommand) HasLookupTopicResponse() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_LookupTopicResponse != nil
+}
+
+func (x *BaseCommand) HasConsumerStats() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_ConsumerStats != nil
+}
+
+func (x *BaseCommand) HasConsumerStatsResponse() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_ConsumerStatsResponse != nil
+}
+
+func (x *BaseCommand) HasReachedEndOfTopic() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_ReachedEndOfTopic != nil
+}
+
+func (x *BaseCommand) HasSeek() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_Seek != nil
+}
+
+func (x *BaseCommand) HasGetLastMessageId() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_GetLastMessageId != nil
+}
+
+func (x *BaseCommand) HasGetLastMessageIdResponse() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_GetLastMessageIdResponse != nil
+}
+
+func (x *BaseCommand) HasActiveConsumerChange() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_ActiveConsumerChange != nil
+}
+
+func (x *BaseCommand) HasGetTopicsOfNamespace() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_GetTopicsOfNamespace != nil
+}
+
+func (x *BaseCommand) HasGetTopicsOfNamespaceResponse() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_GetTopicsOfNamespaceResponse != nil
+}
+
+func (x *BaseCommand) HasGetSchema() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_GetSchema != nil
+}
+
+func (x *BaseCommand) HasGetSchemaResponse() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_GetSchemaResponse != nil
+}
+
+func (x *BaseCommand) HasAuthChallenge() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_AuthChallenge != nil
+}
+
+func (x *BaseCommand) HasAuthResponse() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_AuthResponse != nil
+}
+
+func (x *BaseCommand) HasAckResponse() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_AckResponse != nil
+}
+
+func (x *BaseCommand) HasGetOrCreateSchema() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_GetOrCreateSchema != nil
+}
+
+func (x *BaseCommand) HasGetOrCreateSchemaResponse() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_GetOrCreateSchemaResponse != nil
+}
+
+func (x *BaseCommand) HasNewTxn() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_NewTxn != nil
+}
+
+func (x *BaseCommand) HasNewTxnResponse() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_NewTxnResponse != nil
+}
+
+func (x *BaseCommand) HasAddPartitionToTxn() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_AddPartitionToTxn != nil
+}
+
+func (x *BaseCommand) HasAddPartitionToTxnResponse() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_AddPartitionToTxnResponse != nil
+}
+
+func (x *BaseCommand) HasAddSubscriptionToTxn() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_AddSubscriptionToTxn != nil
+}
+
+func (x *BaseCommand) HasAddSubscriptionToTxnResponse() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_AddSubscriptionToTxnResponse != nil
+}
+
+func (x *BaseCommand) HasEndTxn() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_EndTxn != nil
+}
+
+func (x *BaseCommand) HasEndTxnResponse() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_EndTxnResponse != nil
+}
+
+func (x *BaseCommand) HasEndTxnOnPartition() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_EndTxnOnPartition != nil
+}
+
+func (x *BaseCommand) HasEndTxnOnPartitionResponse() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_EndTxnOnPartitionResponse != nil
+}
+
+func (x *BaseCommand) HasEndTxnOnSubscription() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_EndTxnOnSubscription != nil
+}
+
+func (x *BaseCommand) HasEndTxnOnSubscriptionResponse() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_EndTxnOnSubscriptionResponse != nil
+}
+
+func (x *BaseCommand) HasTcClientConnectRequest() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_TcClientConnectRequest != nil
+}
+
+func (x *BaseCommand) HasTcClientConnectResponse() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_TcClientConnectResponse != nil
+}
+
+func (x *BaseCommand) HasWatchTopicList() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_WatchTopicList != nil
+}
+
+func (x *BaseCommand) HasWatchTopicListSuccess() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_WatchTopicListSuccess != nil
+}
+
+func (x *BaseCommand) HasWatchTopicUpdate() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_WatchTopicUpdate != nil
+}
+
+func (x *BaseCommand) HasWatchTopicListClose() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_WatchTopicListClose != nil
+}
+
+func (x *BaseCommand) HasTopicMigrated() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_TopicMigrated != nil
+}
+
+func (x *BaseCommand) HasScalableTopicLookup() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_ScalableTopicLookup != nil
+}
+
+func (x *BaseCommand) HasScalableTopicUpdate() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_ScalableTopicUpdate != nil
+}
+
+func (x *BaseCommand) HasScalableTopicClose() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_ScalableTopicClose != nil
+}
+
+func (x *BaseCommand) HasScalableTopicSubscribe() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_ScalableTopicSubscribe != nil
+}
+
+func (x *BaseCommand) HasScalableTopicSubscribeResponse() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_ScalableTopicSubscribeResponse != nil
+}
+
+func (x *BaseCommand) HasScalableTopicAssignmentUpdate() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_ScalableTopicAssignmentUpdate != nil
+}
+
+func (x *BaseCommand) HasWatchScalableTopics() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_WatchScalableTopics != nil
+}
+
+func (x *BaseCommand) HasWatchScalableTopicsUpdate() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_WatchScalableTopicsUpdate != nil
+}
+
+func (x *BaseCommand) HasWatchScalableTopicsClose() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_WatchScalableTopicsClose != nil
+}
+
+func (x *BaseCommand) HasWatchTcAssignments() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_WatchTcAssignments != nil
+}
+
+func (x *BaseCommand) HasWatchTcAssignmentsUpdate() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_WatchTcAssignmentsUpdate != nil
+}
+
+func (x *BaseCommand) HasWatchTcAssignmentsClose() bool {
+	if x == nil {
+		return false
+	}
+	return x.xxx_hidden_WatchTcAssignmentsClose != nil
+}
+
+func (x *BaseCommand) ClearType() {
+	protoimpl.X.ClearPresent(&(x.XXX_presence[0]), 0)
+	x.xxx_hidden_Type = BaseCommand_CONNECT
+}
+
+func (x *BaseCommand) ClearConnect() {
+	x.xxx_hidden_Connect = nil
+}
+
+func (x *BaseCommand) ClearConnected() {
+	x.xxx_hidden_Connected = nil
+}
+
+func (x *BaseCommand) ClearSubscribe() {
+	x.xxx_hidden_Subscribe = nil
+}
+
+func (x *BaseCommand) ClearProducer() {
+	x.xxx_hidden_Producer = nil
+}
+
+func (x *BaseCommand) ClearSend() {
+	x.xxx_hidden_Send = nil
+}
+
+func (x *BaseCommand) ClearSendReceipt() {
+	x.xxx_hidden_SendReceipt = nil
+}
+
+func (x *BaseCommand) ClearSendError() {
+	x.xxx_hidden_SendError = nil
+}
+
+func (x *BaseCommand) ClearMessage() {
+	x.xxx_hidden_Message = nil
+}
+
+func (x *BaseCommand) ClearAck() {
+	x.xxx_hidden_Ack = nil
+}
+
+func (x *BaseCommand) ClearFlow() {
+	x.xxx_hidden_Flow = nil
+}
+
+func (x *BaseCommand) ClearUnsubscribe() {
+	x.xxx_hidden_Unsubscribe = nil
+}
+
+func (x *BaseCommand) ClearSuccess() {
+	x.xxx_hidden_Success = nil
+}
+
+func (x *BaseCommand) ClearError() {
+	x.xxx_hidden_Error = nil
+}
+
+func (x *BaseCommand) ClearCloseProducer() {
+	x.xxx_hidden_CloseProducer = nil
+}
+
+func (x *BaseCommand) ClearCloseConsumer() {
+	x.xxx_hidden_CloseConsumer = nil
+}
+
+func (x *BaseCommand) ClearProducerSuccess() {
+	x.xxx_hidden_ProducerSuccess = nil
+}
+
+func (x *BaseCommand) ClearPing() {
+	x.xxx_hidden_Ping = nil
+}
+
+func (x *BaseCommand) ClearPong() {
+	x.xxx_hidden_Pong = nil
+}
+
+func (x *BaseCommand) ClearRedeliverUnacknowledgedMessages() {
+	x.xxx_hidden_RedeliverUnacknowledgedMessages = nil
+}
+
+func (x *BaseCommand) ClearPartitionMetadata() {
+	x.xxx_hidden_PartitionMetadata = nil
+}
+
+func (x *BaseCommand) ClearPartitionMetadataResponse() {
+	x.xxx_hidden_PartitionMetadataResponse = nil
+}
+
+func (x *BaseCommand) ClearLookupTopic() {
+	x.xxx_hidden_LookupTopic = nil
+}
+
+func (x *BaseCommand) ClearLookupTopicResponse() {
+	x.xxx_hidden_LookupTopicResponse = nil
+}
+
+func (x *BaseCommand) ClearConsumerStats() {
+	x.xxx_hidden_ConsumerStats = nil
+}
+
+func (x *BaseCommand) ClearConsumerStatsResponse() {
+	x.xxx_hidden_ConsumerStatsResponse = nil
+}
+
+func (x *BaseCommand) ClearReachedEndOfTopic() {
+	x.xxx_hidden_ReachedEndOfTopic = nil
+}
+
+func (x *BaseCommand) ClearSeek() {
+	x.xxx_hidden_Seek = nil
+}
+
+func (x *BaseCommand) ClearGetLastMessageId() {
+	x.xxx_hidden_GetLastMessageId = nil
+}
+
+func (x *BaseCommand) ClearGetLastMessageIdResponse() {
+	x.xxx_hidden_GetLastMessageIdResponse = nil
+}
+
+func (x *BaseCommand) ClearActiveConsumerChange() {
+	x.xxx_hidden_ActiveConsumerChange = nil
+}
+
+func (x *BaseCommand) ClearGetTopicsOfNamespace() {
+	x.xxx_hidden_GetTopicsOfNamespace = nil
+}
+
+func (x *BaseCommand) ClearGetTopicsOfNamespaceResponse() {
+	x.xxx_hidden_GetTopicsOfNamespaceResponse = nil
+}
+
+func (x *BaseCommand) ClearGetSchema() {
+	x.xxx_hidden_GetSchema = nil
+}
+
+func (x *BaseCommand) ClearGetSchemaResponse() {
+	x.xxx_hidden_GetSchemaResponse = nil
+}
+
+func (x *BaseCommand) ClearAuthChallenge() {
+	x.xxx_hidden_AuthChallenge = nil
+}
+
+func (x *BaseCommand) ClearAuthResponse() {
+	x.xxx_hidden_AuthResponse = nil
+}
+
+func (x *BaseCommand) ClearAckResponse() {
+	x.xxx_hidden_AckResponse = nil
+}
+
+func (x *BaseCommand) ClearGetOrCreateSchema() {
+	x.xxx_hidden_GetOrCreateSchema = nil
+}
+
+func (x *BaseCommand) ClearGetOrCreateSchemaResponse() {
+	x.xxx_hidden_GetOrCreateSchemaResponse = nil
+}
+
+func (x *BaseCommand) ClearNewTxn() {
+	x.xxx_hidden_NewTxn = nil
+}
+
+func (x *BaseCommand) ClearNewTxnResponse() {
+	x.xxx_hidden_NewTxnResponse = nil
+}
+
+func (x *BaseCommand) ClearAddPartitionToTxn() {
+	x.xxx_hidden_AddPartitionToTxn = nil
+}
+
+func (x *BaseCommand) ClearAddPartitionToTxnResponse() {
+	x.xxx_hidden_AddPartitionToTxnResponse = nil
+}
+
+func (x *BaseCommand) ClearAddSubscriptionToTxn() {
+	x.xxx_hidden_AddSubscriptionToTxn = nil
+}
+
+func (x *BaseCommand) ClearAddSubscriptionToTxnResponse() {
+	x.xxx_hidden_AddSubscriptionToTxnResponse = nil
+}
+
+func (x *BaseCommand) ClearEndTxn() {
+	x.xxx_hidden_EndTxn = nil
+}
+
+func (x *BaseCommand) ClearEndTxnResponse() {
+	x.xxx_hidden_EndTxnResponse = nil
+}
+
+func (x *BaseCommand) ClearEndTxnOnPartition() {
+	x.xxx_hidden_EndTxnOnPartition = nil
+}
+
+func (x *BaseCommand) ClearEndTxnOnPartitionResponse() {
+	x.xxx_hidden_EndTxnOnPartitionResponse = nil
+}
+
+func (x *BaseCommand) ClearEndTxnOnSubscription() {
+	x.xxx_hidden_EndTxnOnSubscription = nil
+}
+
+func (x *BaseCommand) ClearEndTxnOnSubscriptionResponse() {
+	x.xxx_hidden_EndTxnOnSubscriptionResponse = nil
+}
+
+func (x *BaseCommand) ClearTcClientConnectRequest() {
+	x.xxx_hidden_TcClientConnectRequest = nil
+}
+
+func (x *BaseCommand) ClearTcClientConnectResponse() {
+	x.xxx_hidden_TcClientConnectResponse = nil
+}
+
+func (x *BaseCommand) ClearWatchTopicList() {
+	x.xxx_hidden_WatchTopicList = nil
+}
+
+func (x *BaseCommand) ClearWatchTopicListSuccess() {
+	x.xxx_hidden_WatchTopicListSuccess = nil
+}
+
+func (x *BaseCommand) ClearWatchTopicUpdate() {
+	x.xxx_hidden_WatchTopicUpdate = nil
+}
+
+func (x *BaseCommand) ClearWatchTopicListClose() {
+	x.xxx_hidden_WatchTopicListClose = nil
+}
+
+func (x *BaseCommand) ClearTopicMigrated() {
+	x.xxx_hidden_TopicMigrated = nil
+}
+
+func (x *BaseCommand) ClearScalableTopicLookup() {
+	x.xxx_hidden_ScalableTopicLookup = nil
+}
+
+func (x *BaseCommand) ClearScalableTopicUpdate() {
+	x.xxx_hidden_ScalableTopicUpdate = nil
+}
+
+func (x *BaseCommand) ClearScalableTopicClose() {
+	x.xxx_hidden_ScalableTopicClose = nil
+}
+
+func (x *BaseCommand) ClearScalableTopicSubscribe() {
+	x.xxx_hidden_ScalableTopicSubscribe = nil
+}
+
+func (x *BaseCommand) ClearScalableTopicSubscribeResponse() {
+	x.xxx_hidden_ScalableTopicSubscribeResponse = nil
+}
+
+func (x *BaseCommand) ClearScalableTopicAssignmentUpdate() {
+	x.xxx_hidden_ScalableTopicAssignmentUpdate = nil
+}
+
+func (x *BaseCommand) ClearWatchScalableTopics() {
+	x.xxx_hidden_WatchScalableTopics = nil
+}
+
+func (x *BaseCommand) ClearWatchScalableTopicsUpdate() {
+	x.xxx_hidden_WatchScalableTopicsUpdate = nil
+}
+
+func (x *BaseCommand) ClearWatchScalableTopicsClose() {
+	x.xxx_hidden_WatchScalableTopicsClose = nil
+}
+
+func (x *BaseCommand) ClearWatchTcAssignments() {
+	x.xxx_hidden_WatchTcAssignments = nil
+}
+
+func (x *BaseCommand) ClearWatchTcAssignmentsUpdate() {
+	x.xxx_hidden_WatchTcAssignmentsUpdate = nil
+}
+
+func (x *BaseCommand) ClearWatchTcAssignmentsClose() {
+	x.xxx_hidden_WatchTcAssignmentsClose = nil
+}
+
+type BaseCommand_builder struct {
+	_ [0]func() // Prevents comparability and use of unkeyed literals for the builder.
+
+	Type                            *BaseCommand_Type
+	Connect                         *CommandConnect
+	Connected                       *CommandConnected
+	Subscribe                       *CommandSubscribe
+	Producer                        *CommandProducer
+	Send                            *CommandSend
+	SendReceipt                     *CommandSendReceipt
+	SendError                       *CommandSendError
+	Message                         *CommandMessage
+	Ack                             *CommandAck
+	Flow                            *CommandFlow
+	Unsubscribe                     *CommandUnsubscribe
+	Success                         *CommandSuccess
+	Error                           *CommandError
+	CloseProducer                   *CommandCloseProducer
+	CloseConsumer                   *CommandCloseConsumer
+	ProducerSuccess                 *CommandProducerSuccess
+	Ping                            *CommandPing
+	Pong                            *CommandPong
+	RedeliverUnacknowledgedMessages *CommandRedeliverUnacknowledgedMessages
+	PartitionMetadata               *CommandPartitionedTopicMetadata
+	PartitionMetadataResponse       *CommandPartitionedTopicMetadataResponse
+	LookupTopic                     *CommandLookupTopic
+	LookupTopicResponse             *CommandLookupTopicResponse
+	ConsumerStats                   *CommandConsumerStats
+	ConsumerStatsResponse           *CommandConsumerStatsResponse
+	ReachedEndOfTopic               *CommandReachedEndOfTopic
+	Seek                            *CommandSeek
+	GetLastMessageId                *CommandGetLastMessageId
+	GetLastMessageIdResponse        *CommandGetLastMessageIdResponse
+	ActiveConsumerChange            *CommandActiveConsumerChange
+	GetTopicsOfNamespace            *CommandGetTopicsOfNamespace
+	GetTopicsOfNamespaceResponse    *CommandGetTopicsOfNamespaceResponse
+	GetSchema                       *CommandGetSchema
+	GetSchemaResponse               *CommandGetSchemaResponse
+	AuthChallenge                   *CommandAuthChallenge
+	AuthResponse                    *CommandAuthResponse
+	AckResponse                     *CommandAckResponse
+	GetOrCreateSchema               *CommandGetOrCreateSchema
+	GetOrCreateSchemaResponse       *CommandGetOrCreateSchemaResponse
+	NewTxn                          *CommandNewTxn
+	NewTxnResponse                  *CommandNewTxnResponse
+	AddPartitionToTxn               *CommandAddPartitionToTxn
+	AddPartitionToTxnResponse       *CommandAddPartitionToTxnResponse
+	AddSubscriptionToTxn            *CommandAddSubscriptionToTxn
+	AddSubscriptionToTxnResponse    *CommandAddSubscriptionToTxnResponse
+	EndTxn                          *CommandEndTxn
+	EndTxnResponse                  *CommandEndTxnResponse
+	EndTxnOnPartition               *CommandEndTxnOnPartition
+	EndTxnOnPartitionResponse       *CommandEndTxnOnPartitionResponse
+	EndTxnOnSubscription            *CommandEndTxnOnSubscription
+	EndTxnOnSubscriptionResponse    *CommandEndTxnOnSubscriptionResponse
+	TcClientConnectRequest          *CommandTcClientConnectRequest
+	TcClientConnectResponse         *CommandTcClientConnectResponse
+	WatchTopicList                  *CommandWatchTopicList
+	WatchTopicListSuccess           *CommandWatchTopicListSuccess
+	WatchTopicUpdate                *CommandWatchTopicUpdate
+	WatchTopicListClose             *CommandWatchTopicListClose
+	TopicMigrated                   *CommandTopicMigrated
+	// Newer than v0.19.0.
+	ScalableTopicLookup            *CommandScalableTopicLookup
+	ScalableTopicUpdate            *CommandScalableTopicUpdate
+	ScalableTopicClose             *CommandScalableTopicClose
+	ScalableTopicSubscribe         *CommandScalableTopicSubscribe
+	ScalableTopicSubscribeResponse *CommandScalableTopicSubscribeResponse
+	ScalableTopicAssignmentUpdate  *CommandScalableTopicAssignmentUpdate
+	WatchScalableTopics            *CommandWatchScalableTopics
+	WatchScalableTopicsUpdate      *CommandWatchScalableTopicsUpdate
+	WatchScalableTopicsClose       *CommandWatchScalableTopicsClose
+	WatchTcAssignments             *CommandWatchTcAssignments
+	WatchTcAssignmentsUpdate       *CommandWatchTcAssignmentsUpdate
+	WatchTcAssignmentsClose        *CommandWatchTcAssignmentsClose
+}
+
+func (b0 BaseCommand_builder) Build() *BaseCommand {
+	m0 := &BaseCommand{}
+	b, x := &b0, m0
+	_, _ = b, x
+	if b.Type != nil {
+		protoimpl.X.SetPresentNonAtomic(&(x.XXX_presence[0]), 0, 71)
+		x.xxx_hidden_Type = *b.Type
+	}
+	x.xxx_hidden_Connect = b.Connect
+	x.xxx_hidden_Connected = b.Connected
+	x.xxx_hidden_Subscribe = b.Subscribe
+	x.xxx_hidden_Producer = b.Producer
+	x.xxx_hidden_Send = b.Send
+	x.xxx_hidden_SendReceipt = b.SendReceipt
+	x.xxx_hidden_SendError = b.SendError
+	x.xxx_hidden_Message = b.Message
+	x.xxx_hidden_Ack = b.Ack
+	x.xxx_hidden_Flow = b.Flow
+	x.xxx_hidden_Unsubscribe = b.Unsubscribe
+	x.xxx_hidden_Success = b.Success
+	x.xxx_hidden_Error = b.Error
+	x.xxx_hidden_CloseProducer = b.CloseProducer
+	x.xxx_hidden_CloseConsumer = b.CloseConsumer
+	x.xxx_hidden_ProducerSuccess = b.ProducerSuccess
+	x.xxx_hidden_Ping = b.Ping
+	x.xxx_hidden_Pong = b.Pong
+	x.xxx_hidden_RedeliverUnacknowledgedMessages = b.RedeliverUnacknowledgedMessages
+	x.xxx_hidden_PartitionMetadata = b.PartitionMetadata
+	x.xxx_hidden_PartitionMetadataResponse = b.PartitionMetadataResponse
+	x.xxx_hidden_LookupTopic = b.LookupTopic
+	x.xxx_hidden_LookupTopicResponse = b.LookupTopicResponse
+	x.xxx_hidden_ConsumerStats = b.ConsumerStats
+	x.xxx_hidden_ConsumerStatsResponse = b.ConsumerStatsResponse
+	x.xxx_hidden_ReachedEndOfTopic = b.ReachedEndOfTopic
+	x.xxx_hidden_Seek = b.Seek
+	x.xxx_hidden_GetLastMessageId = b.GetLastMessageId
+	x.xxx_hidden_GetLastMessageIdResponse = b.GetLastMessageIdResponse
+	x.xxx_hidden_ActiveConsumerChange = b.ActiveConsumerChange
+	x.xxx_hidden_GetTopicsOfNamespace = b.GetTopicsOfNamespace
+	x.xxx_hidden_GetTopicsOfNamespaceResponse = b.GetTopicsOfNamespaceResponse
+	x.xxx_hidden_GetSchema = b.GetSchema
+	x.xxx_hidden_GetSchemaResponse = b.GetSchemaResponse
+	x.xxx_hidden_AuthChallenge = b.AuthChallenge
+	x.xxx_hidden_AuthResponse = b.AuthResponse
+	x.xxx_hidden_AckResponse = b.AckResponse
+	x.xxx_hidden_GetOrCreateSchema = b.GetOrCreateSchema
+	x.xxx_hidden_GetOrCreateSchemaResponse = b.GetOrCreateSchemaResponse
+	x.xxx_hidden_NewTxn = b.NewTxn
+	x.xxx_hidden_NewTxnResponse = b.NewTxnResponse
+	x.xxx_hidden_AddPartitionToTxn = b.AddPartitionToTxn
+	x.xxx_hidden_AddPartitionToTxnResponse = b.AddPartitionToTxnResponse
+	x.xxx_hidden_AddSubscriptionToTxn = b.AddSubscriptionToTxn
+	x.xxx_hidden_AddSubscriptionToTxnResponse = b.AddSubscriptionToTxnResponse
+	x.xxx_hidden_EndTxn = b.EndTxn
+	x.xxx_hidden_EndTxnResponse = b.EndTxnResponse
+	x.xxx_hidden_EndTxnOnPartition = b.EndTxnOnPartition
+	x.xxx_hidden_EndTxnOnPartitionResponse = b.EndTxnOnPartitionResponse
+	x.xxx_hidden_EndTxnOnSubscription = b.EndTxnOnSubscription
+	x.xxx_hidden_EndTxnOnSubscriptionResponse = b.EndTxnOnSubscriptionResponse
+	x.xxx_hidden_TcClientConnectRequest = b.TcClientConnectRequest
+	x.xxx_hidden_TcClientConnectResponse = b.TcClientConnectResponse
+	x.xxx_hidden_WatchTopicList = b.WatchTopicList
+	x.xxx_hidden_WatchTopicListSuccess = b.WatchTopicListSuccess
+	x.xxx_hidden_WatchTopicUpdate = b.WatchTopicUpdate
+	x.xxx_hidden_WatchTopicListClose = b.WatchTopicListClose
+	x.xxx_hidden_TopicMigrated = b.TopicMigrated
+	x.xxx_hidden_ScalableTopicLookup = b.ScalableTopicLookup
+	x.xxx_hidden_ScalableTopicUpdate = b.ScalableTopicUpdate
+	x.xxx_hidden_ScalableTopicClose = b.ScalableTopicClose
+	x.xxx_hidden_ScalableTopicSubscribe = b.ScalableTopicSubscribe
+	x.xxx_hidden_ScalableTopicSubscribeResponse = b.ScalableTopicSubscribeResponse
+	x.xxx_hidden_ScalableTopicAssignmentUpdate = b.ScalableTopicAssignmentUpdate
+	x.xxx_hidden_WatchScalableTopics = b.WatchScalableTopics
+	x.xxx_hidden_WatchScalableTopicsUpdate = b.WatchScalableTopicsUpdate
+	x.xxx_hidden_WatchScalableTopicsClose = b.WatchScalableTopicsClose
+	x.xxx_hidden_WatchTcAssignments = b.WatchTcAssignments
+	x.xxx_hidden_WatchTcAssignmentsUpdate = b.WatchTcAssignmentsUpdate
+	x.xxx_hidden_WatchTcAssignmentsClose = b.WatchTcAssignmentsClose
+	return m0
 }
 
 var File_meridian_pulsar_api_proto protoreflect.FileDescriptor
@@ -10280,18 +21556,6 @@ const file_meridian_pulsar_api_proto_rawDesc = "" +
 	"\x06COMMIT\x10\x00\x12\t\n" +
 	"\x05ABORT\x10\x01B1Z/github.com/meridian-mq/meridian/cluster/wire/pb"
 
-var (
-	file_meridian_pulsar_api_proto_rawDescOnce sync.Once
-	file_meridian_pulsar_api_proto_rawDescData []byte
-)
-
-func file_meridian_pulsar_api_proto_rawDescGZIP() []byte {
-	file_meridian_pulsar_api_proto_rawDescOnce.Do(func() {
-		file_meridian_pulsar_api_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_meridian_pulsar_api_proto_rawDesc), len(file_meridian_pulsar_api_proto_rawDesc)))
-	})
-	return file_meridian_pulsar_api_proto_rawDescData
-}
-
 var file_meridian_pulsar_api_proto_enumTypes = make([]protoimpl.EnumInfo, 19)
 var file_meridian_pulsar_api_proto_msgTypes = make([]protoimpl.MessageInfo, 93)
 var file_meridian_pulsar_api_proto_goTypes = []any{
@@ -10576,8 +21840,8 @@ func file_meridian_pulsar_api_proto_init() {
 		return
 	}
 	file_meridian_pulsar_api_proto_msgTypes[70].OneofWrappers = []any{
-		(*CommandWatchScalableTopicsUpdate_Snapshot)(nil),
-		(*CommandWatchScalableTopicsUpdate_Diff)(nil),
+		(*commandWatchScalableTopicsUpdate_Snapshot)(nil),
+		(*commandWatchScalableTopicsUpdate_Diff)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
