@@ -30,6 +30,12 @@ type EtcdConfig struct {
 	// bound the memory of one response, larger ones save round trips.
 	// Default 1000; between 1 and 100,000.
 	ListPageSize int
+	// WatchBacklog is how many responses (one per revision) a watch queues
+	// for a reader that does not keep up. Past it the watch ends with
+	// ErrCompacted and the reader re-lists. It bounds a watch's memory; too
+	// small a value makes bursty writes restart watches. Default 4096;
+	// between 1 and 1,000,000.
+	WatchBacklog int
 	// Username and Password authenticate to etcd when Username is set.
 	Username, Password string
 	// Logger receives the etcd client's log records at LogLevel and above.
@@ -45,6 +51,7 @@ func DefaultEtcdConfig() EtcdConfig {
 		DialTimeout:   5 * time.Second,
 		KeepAliveTime: 10 * time.Second,
 		ListPageSize:  1000,
+		WatchBacklog:  4096,
 		Logger:        slog.Default(),
 		LogLevel:      slog.LevelWarn,
 	}
@@ -59,6 +66,8 @@ func (c EtcdConfig) Validate() error {
 		return fmt.Errorf("meta: EtcdConfig.KeepAliveTime must be at least 1s, got %v", c.KeepAliveTime)
 	case c.ListPageSize < 1 || c.ListPageSize > 100_000:
 		return fmt.Errorf("meta: EtcdConfig.ListPageSize must be in [1, 100000], got %d", c.ListPageSize)
+	case c.WatchBacklog < 1 || c.WatchBacklog > 1_000_000:
+		return fmt.Errorf("meta: EtcdConfig.WatchBacklog must be in [1, 1000000], got %d", c.WatchBacklog)
 	}
 	return nil
 }
@@ -76,9 +85,10 @@ func (c EtcdConfig) Validate() error {
 // store, and Close stops them and waits for them before it closes the client
 // (only a client it dialled itself).
 type Etcd struct {
-	cli      *clientv3.Client
-	ownsCli  bool
-	pageSize int
+	cli          *clientv3.Client
+	ownsCli      bool
+	pageSize     int
+	watchBacklog int
 
 	life   context.Context
 	cancel context.CancelFunc
@@ -136,12 +146,12 @@ func Dial(ctx context.Context, endpoints []string, cfg EtcdConfig) (*Etcd, error
 }
 
 // NewEtcd wraps a client the caller already has. Close leaves the client
-// open; only cfg.ListPageSize is used.
+// open; of cfg, only ListPageSize and WatchBacklog are used.
 func NewEtcd(cli *clientv3.Client, cfg EtcdConfig) (*Etcd, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Etcd{cli: cli, pageSize: cfg.ListPageSize}
+	s := &Etcd{cli: cli, pageSize: cfg.ListPageSize, watchBacklog: cfg.WatchBacklog}
 	s.life, s.cancel = context.WithCancel(context.Background())
 	s.mu.leases = make(map[LeaseID]*etcdLease)
 	return s, nil
@@ -317,14 +327,6 @@ func (s *Etcd) watch(ctx, life context.Context, prefix string, fromRev int64, ou
 	defer cancel()
 	defer context.AfterFunc(life, cancel)()
 
-	send := func(r WatchResponse) bool {
-		select {
-		case out <- r:
-			return true
-		case <-wctx.Done():
-			return false
-		}
-	}
 	opts := []clientv3.OpOption{clientv3.WithRev(fromRev)}
 	key := prefix
 	if prefix == "" {
@@ -333,50 +335,109 @@ func (s *Etcd) watch(ctx, life context.Context, prefix string, fromRev int64, ou
 	} else {
 		opts = append(opts, clientv3.WithPrefix())
 	}
-	for resp := range s.cli.Watch(wctx, key, opts...) {
-		if resp.CompactRevision != 0 {
-			send(WatchResponse{Err: fmt.Errorf("%w: watch %s from revision %d, compacted at %d",
-				ErrCompacted, prefix, fromRev, resp.CompactRevision)})
-			return
+	in := s.cli.Watch(wctx, key, opts...)
+
+	// The loop keeps draining etcd's channel into queue while the reader is
+	// slow, because the etcd client would otherwise buffer without limit.
+	// Past watchBacklog queued responses the watch ends with ErrCompacted,
+	// as the in-memory store's does when its history moves past a reader:
+	// the reader re-lists, which costs one List instead of unbounded memory.
+	var queue []WatchResponse
+	var final *WatchResponse // the last response to deliver once queue drains
+	for in != nil || len(queue) > 0 {
+		var outc chan<- WatchResponse
+		var head WatchResponse
+		if len(queue) > 0 {
+			outc, head = out, queue[0]
 		}
-		if err := resp.Err(); err != nil {
-			send(WatchResponse{Err: s.fail("watch", prefix, err)})
+		select {
+		case outc <- head:
+			queue[0] = WatchResponse{}
+			queue = queue[1:]
+		case <-ctx.Done():
 			return
-		}
-		// etcd may batch several revisions in one response; the Store
-		// contract is one revision per response.
-		evs := resp.Events
-		for len(evs) > 0 {
-			rev := evs[0].Kv.ModRevision
-			n := 1
-			for n < len(evs) && evs[n].Kv.ModRevision == rev {
-				n++
+		case <-life.Done():
+			// Close must not wait for a reader that has gone.
+			select {
+			case out <- WatchResponse{Err: ErrClosed}:
+			default:
 			}
-			r := WatchResponse{Revision: rev, Events: make([]Event, 0, n)}
-			for _, ev := range evs[:n] {
-				e := Event{Type: EventPut, KV: fromEtcd(ev.Kv)}
-				if ev.Type == mvccpb.DELETE {
-					e = Event{Type: EventDelete, KV: KV{Key: string(ev.Kv.Key), ModRevision: rev}}
+			return
+		case resp, ok := <-in:
+			switch {
+			case !ok:
+				in = nil
+				final = s.watchEnded(ctx, prefix)
+			case resp.CompactRevision != 0:
+				in, final = nil, &WatchResponse{Err: fmt.Errorf("%w: watch %s from revision %d, compacted at %d",
+					ErrCompacted, prefix, fromRev, resp.CompactRevision)}
+			case resp.Err() != nil:
+				in, final = nil, &WatchResponse{Err: s.fail("watch", prefix, resp.Err())}
+			default:
+				queue = appendByRevision(queue, resp.Events)
+				if len(queue) > s.watchBacklog {
+					queue, in = nil, nil
+					final = &WatchResponse{Err: fmt.Errorf("%w: watch %s: reader fell more than %d responses behind",
+						ErrCompacted, prefix, s.watchBacklog)}
 				}
-				r.Events = append(r.Events, e)
 			}
-			if !send(r) {
-				return
+			if in == nil {
+				cancel() // stop etcd's stream; the queue still drains
 			}
-			evs = evs[n:]
 		}
 	}
-	// The client closed the stream without an error response.
+	if final != nil {
+		if errors.Is(final.Err, ErrClosed) {
+			// Close must not wait for a reader that has gone.
+			select {
+			case out <- *final:
+			default:
+			}
+			return
+		}
+		select {
+		case out <- *final:
+		case <-ctx.Done():
+		case <-life.Done():
+		}
+	}
+}
+
+// watchEnded says why etcd's watch channel closed without an error response:
+// the caller's ctx (nothing more to say), the store's Close, or the client.
+func (s *Etcd) watchEnded(ctx context.Context, prefix string) *WatchResponse {
 	switch {
 	case ctx.Err() != nil:
+		return nil
 	case s.closed():
-		select {
-		case out <- WatchResponse{Err: ErrClosed}:
-		default:
-		}
+		return &WatchResponse{Err: ErrClosed}
 	default:
-		send(WatchResponse{Err: fmt.Errorf("meta: watch %s: stream ended by the etcd client", prefix)})
+		return &WatchResponse{Err: fmt.Errorf("meta: watch %s: stream ended by the etcd client", prefix)}
 	}
+}
+
+// appendByRevision appends etcd's events to queue, one response per revision:
+// etcd may batch several revisions in one response, the Store contract has
+// one revision per response.
+func appendByRevision(queue []WatchResponse, evs []*clientv3.Event) []WatchResponse {
+	for len(evs) > 0 {
+		rev := evs[0].Kv.ModRevision
+		n := 1
+		for n < len(evs) && evs[n].Kv.ModRevision == rev {
+			n++
+		}
+		r := WatchResponse{Revision: rev, Events: make([]Event, 0, n)}
+		for _, ev := range evs[:n] {
+			e := Event{Type: EventPut, KV: fromEtcd(ev.Kv)}
+			if ev.Type == mvccpb.DELETE {
+				e = Event{Type: EventDelete, KV: KV{Key: string(ev.Kv.Key), ModRevision: rev}}
+			}
+			r.Events = append(r.Events, e)
+		}
+		queue = append(queue, r)
+		evs = evs[n:]
+	}
+	return queue
 }
 
 // etcdLease is a lease kept alive by the store. Its goroutine drains the

@@ -3,6 +3,7 @@ package meta
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -310,4 +311,42 @@ func TestEtcdLeaseEndsWhenServerGone(t *testing.T) {
 	}
 	waitClosed(t, "Lease.Done after the server stopped", l.Done())
 	waitClosed(t, "Leadership.Done after the server stopped", ld.Done())
+}
+
+// A reader that falls further behind than WatchBacklog gets ErrCompacted
+// instead of making the etcd client buffer without limit.
+func TestEtcdSlowWatcherCompacted(t *testing.T) {
+	e := sharedEtcd(t)
+	cfg := DefaultEtcdConfig()
+	cfg.Logger = nil
+	cfg.WatchBacklog = 4
+	s, err := Dial(ctxT(t), e.Endpoints(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := ctxT(t)
+	p := fmt.Sprintf("/test/%d/slow/", runs.Add(1))
+	ch := s.Watch(ctx, p, 0)
+	// Many more writes than the backlog: the reader starts only after all are
+	// committed, by which time etcd has pushed nearly all of them.
+	const writes = 100
+	for i := range writes {
+		mustCreate(t, s, fmt.Sprintf("%s%03d", p, i), "x", NoLease)
+	}
+	var events int
+	for r := range ch {
+		if r.Err != nil {
+			wantErr(t, "slow watcher", r.Err, ErrCompacted)
+			if events >= writes {
+				t.Fatalf("all %d events delivered before the backlog error", events)
+			}
+			return
+		}
+		events += len(r.Events)
+		if events == writes {
+			t.Fatalf("a reader %d responses behind got every event; the backlog is 4", writes)
+		}
+	}
+	t.Fatal("watch closed without an error")
 }
