@@ -723,3 +723,30 @@ func (f *gateFile) Sync() error {
 	f.g.syncs.Add(1)
 	return f.File.Sync()
 }
+
+// TestLongPollCleanup: a long-poll whose connection closes leaves no waiter
+// and no timer behind.
+func TestLongPollCleanup(t *testing.T) {
+	ctx := testCtx(t)
+	b := startBookie(t, testConfig(t, t.TempDir(), nil))
+	c := dial(t, b.Addr())
+	mustAdd(t, ctx, c, 6, 0, 10)
+	c2, err := bkproto.Dial(ctx, b.Addr(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	polled := make(chan error, 1)
+	go func() {
+		_, err := c2.ReadLAC(ctx, bkproto.ReadLACRequest{LedgerID: 6, LongPoll: true, Previous: 5, Timeout: time.Hour})
+		polled <- err
+	}()
+	waiters := func() int {
+		b.store.mu.Lock()
+		defer b.store.mu.Unlock()
+		return len(b.store.mu.ledgers[6].waiters)
+	}
+	waitFor(t, "the long-poll to register", func() bool { return waiters() == 1 })
+	c2.Close()
+	wantErr(t, "poll on a closed connection", <-polled, bkproto.ErrConnClosed)
+	waitFor(t, "the waiter to go", func() bool { return waiters() == 0 })
+}

@@ -33,6 +33,14 @@ type serverConn struct {
 	slots chan struct{}
 	done  chan struct{}
 	once  sync.Once
+
+	// timers are the connection's pending long-poll timeouts, stopped when
+	// it closes so that none fires after the bookie has stopped.
+	timers struct {
+		sync.Mutex
+		m      map[*lacWaiter]interface{ Stop() bool }
+		closed bool
+	}
 }
 
 // closeAfter, sent on out, makes the writer close the connection after
@@ -43,6 +51,17 @@ func (c *serverConn) close() {
 	c.once.Do(func() {
 		close(c.done)
 		c.nc.Close()
+		c.timers.Lock()
+		pending := c.timers.m
+		c.timers.m = nil
+		c.timers.closed = true
+		c.timers.Unlock()
+		for w, t := range pending {
+			t.Stop()
+			if w.claim() {
+				c.b.store.forgetWaiter(w)
+			}
+		}
 	})
 }
 
@@ -274,21 +293,46 @@ func (b *Bookie) handleReadLAC(c *serverConn, id uint64, req *bkproto.ReadLACReq
 		answer(lac, nil)
 		return
 	}
-	w := b.store.waitLAC(req.LedgerID, req.Previous, answer)
-	if w == nil {
+	// Whoever claims the waiter first answers it: a LAC update, this
+	// timeout, a GC deletion, or the connection closing (which answers
+	// nobody). The timer belongs to the connection, which stops it.
+	w := &lacWaiter{ledgerID: req.LedgerID, previous: req.Previous}
+	w.answer = func(lac int64, err error) {
+		c.timers.Lock()
+		if t := c.timers.m[w]; t != nil {
+			t.Stop()
+			delete(c.timers.m, w)
+		}
+		c.timers.Unlock()
+		answer(lac, err)
+	}
+	if !b.store.waitLAC(w) {
+		return // answered already
+	}
+	c.timers.Lock()
+	defer c.timers.Unlock()
+	if c.timers.closed {
+		if w.claim() {
+			b.store.forgetWaiter(w)
+		}
 		return
 	}
-	// The timer's goroutine is the runtime's and lives only to answer; a
-	// bookie shutting down answers nothing, and its connections are closed.
-	b.clock.AfterFunc(req.Timeout, func() {
-		if w.claim() {
-			b.store.forgetWaiter(req.LedgerID, w)
-			_, lac, ok := b.store.ledger(req.LedgerID)
-			if !ok {
-				answer(lac, fmt.Errorf("%w: ledger %d", bkproto.ErrNoSuchLedger, req.LedgerID))
-				return
-			}
-			answer(lac, nil)
+	if c.timers.m == nil {
+		c.timers.m = make(map[*lacWaiter]interface{ Stop() bool })
+	}
+	c.timers.m[w] = b.clock.AfterFunc(req.Timeout, func() {
+		c.timers.Lock()
+		delete(c.timers.m, w)
+		c.timers.Unlock()
+		if !w.claim() {
+			return
 		}
+		b.store.forgetWaiter(w)
+		_, lac, ok := b.store.ledger(req.LedgerID)
+		if !ok {
+			answer(lac, fmt.Errorf("%w: ledger %d", bkproto.ErrNoSuchLedger, req.LedgerID))
+			return
+		}
+		answer(lac, nil)
 	})
 }

@@ -58,6 +58,7 @@ type ledgerState struct {
 // lacWaiter is one LAC long-poll. Exactly one of the LAC update, the
 // timeout or a GC deletion answers it: whoever wins claim.
 type lacWaiter struct {
+	ledgerID int64
 	previous int64
 	claimed  atomic.Bool
 	answer   func(lac int64, err error)
@@ -320,37 +321,42 @@ func (s *store) read(ledgerID, entryID int64) (payload []byte, checksum uint32, 
 	return payload, checksum, lac, nil
 }
 
-// waitLAC arranges for answer to be called once with the ledger's LAC when it
-// exceeds previous (at once if it already does). It returns the waiter, for
-// a timeout to claim, or nil if answer was already called.
-func (s *store) waitLAC(ledgerID, previous int64, answer func(lac int64, err error)) *lacWaiter {
+// waitLAC registers w, to be answered (by whoever claims it) once the
+// ledger's LAC exceeds w.previous. It reports false, having answered w
+// itself, if there is nothing to wait for: the LAC already exceeds it, or the
+// ledger is unknown.
+func (s *store) waitLAC(w *lacWaiter) bool {
 	s.mu.Lock()
-	st := s.mu.ledgers[ledgerID]
+	st := s.mu.ledgers[w.ledgerID]
 	if st == nil {
 		s.mu.Unlock()
-		answer(bkproto.NoEntry, fmt.Errorf("%w: ledger %d", bkproto.ErrNoSuchLedger, ledgerID))
-		return nil
+		if w.claim() {
+			w.answer(bkproto.NoEntry, fmt.Errorf("%w: ledger %d", bkproto.ErrNoSuchLedger, w.ledgerID))
+		}
+		return false
 	}
-	if st.lac > previous {
+	if st.lac > w.previous {
 		lac := st.lac
 		s.mu.Unlock()
-		answer(lac, nil)
-		return nil
+		if w.claim() {
+			w.answer(lac, nil)
+		}
+		return false
 	}
-	w := &lacWaiter{previous: previous, answer: answer}
 	if st.waiters == nil {
 		st.waiters = make(map[*lacWaiter]struct{})
 	}
 	st.waiters[w] = struct{}{}
 	s.mu.Unlock()
-	return w
+	return true
 }
 
-// forgetWaiter drops a waiter that its timeout has answered.
-func (s *store) forgetWaiter(ledgerID int64, w *lacWaiter) {
+// forgetWaiter drops a waiter that something else (its timeout, its
+// connection closing) has claimed.
+func (s *store) forgetWaiter(w *lacWaiter) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if st := s.mu.ledgers[ledgerID]; st != nil {
+	if st := s.mu.ledgers[w.ledgerID]; st != nil {
 		delete(st.waiters, w)
 	}
 }
