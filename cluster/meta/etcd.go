@@ -80,10 +80,11 @@ func (c EtcdConfig) Validate() error {
 // keep-alive stream ends for any reason (revoked, expired, renewal impossible
 // before the TTL ran out, Grant's context done, store closed).
 //
-// Goroutines: one per watch (translating etcd's responses) and one per lease
-// (draining its keep-alive channel) and per leadership; all are owned by the
-// store, and Close stops them and waits for them before it closes the client
-// (only a client it dialled itself).
+// Goroutines: one per watch (translating etcd's responses into a bounded
+// backlog, see WatchBacklog), one per lease (draining its keep-alive
+// channel) and one per leadership. The store owns them all: Close stops them
+// and waits for them before it closes the client (only a client it dialled
+// itself).
 type Etcd struct {
 	cli          *clientv3.Client
 	ownsCli      bool
