@@ -53,6 +53,19 @@
 // LACs piggybacked on adds and written explicitly; LAC long-polls wait on
 // it.
 //
+// # Goroutines and locks
+//
+// Owners: a connection's reader dispatches and its writer alone writes the
+// socket; the journal's sync stage alone owns the journal file; its apply
+// stage alone writes ledger state; the checkpointer alone writes CHECKPOINT
+// and deletes journal files. Bookie.Close stops and waits for all of them.
+//
+// Lock order (a lock may be taken while holding those above it, never the
+// reverse): serverConn.timers, then store.mu. Bookie.mu (the connection set)
+// and bkproto.Conn.mu are leaves. No lock is held across I/O or a channel
+// send, except that the apply stage's pebble write happens under no lock at
+// all (phase 2 of store.apply).
+//
 // # Metadata
 //
 // The bookie registers at /meridian/regions/<r>/bookies/<id> under a lease
