@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/meridian-mq/meridian/cluster/bookie/bkproto"
+	"golang.org/x/sync/semaphore"
 )
 
 // Bookie is a running bookie: listener, journal, entry store, registration
@@ -92,7 +93,8 @@ func Start(ctx context.Context, cfg Config) (*Bookie, error) {
 	b.journal = &journal{
 		fs: fs, dir: filepath.Join(cfg.DataDir, "journal"), log: log, m: m, clock: clock, store: st,
 		maxBatchBytes: cfg.JournalMaxBatchBytes, maxWait: cfg.JournalMaxWait, fileSize: cfg.JournalFileSize,
-		queue: make(chan *op, cfg.JournalQueue), applyq: make(chan applyItem, 4), rolled: make(chan uint64, 1),
+		queue: make(chan *op, cfg.JournalQueue), queueBytes: semaphore.NewWeighted(cfg.JournalQueueBytes),
+		maxQueued: cfg.JournalQueueBytes, applyq: make(chan applyItem, 4), rolled: make(chan uint64, 1),
 		onFatal: b.fatal, onReadOnly: b.setReadOnly, readOnly: &b.readOnly,
 	}
 	if err := openJournal(b.journal); err != nil {

@@ -45,6 +45,11 @@ type Config struct {
 	// journal. A full queue blocks the connections feeding it, which is the
 	// backpressure the writers see. 1..1<<20.
 	JournalQueue int
+	// JournalQueueBytes bounds the payload bytes of the adds between the
+	// connections and their acknowledgement (queued, being written, being
+	// applied). A writer beyond it waits, like one beyond JournalQueue.
+	// It is the bookie's memory bound for writes. 1 MiB..16 GiB.
+	JournalQueueBytes int64
 	// JournalMaxBatchBytes caps one group commit's size, so that one sync
 	// never waits behind an unbounded write. 64 KiB..256 MiB.
 	JournalMaxBatchBytes int
@@ -88,6 +93,7 @@ func DefaultConfig() Config {
 		LeaseTTL:             10 * time.Second,
 		GCInterval:           5 * time.Minute,
 		JournalQueue:         16384,
+		JournalQueueBytes:    256 << 20,
 		JournalMaxBatchBytes: 4 << 20,
 		JournalMaxWait:       2 * time.Millisecond,
 		JournalFileSize:      256 << 20,
@@ -118,6 +124,8 @@ func (c Config) Validate() error {
 		return bad("GCInterval %s: 0 (off) or at least 1s", c.GCInterval)
 	case c.JournalQueue < 1 || c.JournalQueue > 1<<20:
 		return bad("JournalQueue %d out of range 1..%d", c.JournalQueue, 1<<20)
+	case c.JournalQueueBytes < 1<<20 || c.JournalQueueBytes > 16<<30:
+		return bad("JournalQueueBytes %d out of range 1MiB..16GiB", c.JournalQueueBytes)
 	case c.JournalMaxBatchBytes < 64<<10 || c.JournalMaxBatchBytes > 256<<20:
 		return bad("JournalMaxBatchBytes %d out of range 64KiB..256MiB", c.JournalMaxBatchBytes)
 	case c.JournalMaxWait < 0 || c.JournalMaxWait > time.Second:

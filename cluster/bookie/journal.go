@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/meridian-mq/meridian/cluster/bookie/bkproto"
+	"golang.org/x/sync/semaphore"
 )
 
 // op is a record waiting for the journal, with whom to tell.
@@ -65,6 +66,10 @@ type journal struct {
 	fileSize      int64
 
 	queue chan *op
+	// queueBytes holds the record bytes of the ops between enqueue and
+	// done; enqueue waits for room.
+	queueBytes *semaphore.Weighted
+	maxQueued  int64
 	// applyq carries synced batches from run to applyLoop, in journal
 	// order. It is closed by run when it stops.
 	applyq chan applyItem
@@ -327,14 +332,28 @@ func (j *journal) removeBefore(n uint64) {
 	}
 }
 
-// enqueue hands an op to the journal, waiting while the queue is full (that
-// wait is the backpressure a writer feels). It fails with ErrClosed when the
-// bookie stops first.
+// enqueue hands an op to the journal, waiting while the queue is full by
+// count or by bytes (that wait is the backpressure a writer feels). It fails
+// with ErrClosed when the bookie stops first. The op's bytes are released
+// when its done is called.
 func (j *journal) enqueue(ctx context.Context, o *op) error {
+	// A record larger than the whole budget takes all of it, rather than
+	// waiting forever.
+	n := min(int64(o.rec.size()), j.maxQueued)
+	if err := j.queueBytes.Acquire(ctx, n); err != nil {
+		return ErrClosed
+	}
+	done := o.done
+	o.done = func(res opResult) {
+		j.queueBytes.Release(n)
+		done(res)
+	}
 	select {
 	case j.queue <- o:
 		return nil
 	case <-ctx.Done():
+		j.queueBytes.Release(n)
+		o.done = done
 		return ErrClosed
 	}
 }
