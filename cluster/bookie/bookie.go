@@ -118,6 +118,7 @@ func Start(ctx context.Context, cfg Config) (*Bookie, error) {
 	b.goroutine(b.journal.applyLoop)
 	b.goroutine(func() { b.journal.checkpointLoop(b.ctx) })
 	b.goroutine(b.acceptLoop)
+	b.goroutine(b.probeLoop)
 	b.goroutine(func() {
 		<-b.ctx.Done()
 		b.ln.Close()
@@ -196,9 +197,48 @@ func (b *Bookie) fatal(err error) {
 func (b *Bookie) setReadOnly() {
 	if b.readOnly.CompareAndSwap(false, true) {
 		b.m.readOnly.Set(1)
+		b.notifyRegistration()
+	}
+}
+
+func (b *Bookie) setWritable() {
+	if b.readOnly.CompareAndSwap(true, false) {
+		b.log.Info("journal disk has room again; the bookie accepts adds")
+		b.m.readOnly.Set(0)
+		b.notifyRegistration()
+	}
+}
+
+// notifyRegistration asks the registration loop to rewrite the value.
+func (b *Bookie) notifyRegistration() {
+	select {
+	case b.readOnlyC <- struct{}{}:
+	default:
+	}
+}
+
+// probeLoop, while the bookie is read-only, writes a probe record through
+// the journal every ReadOnlyProbeInterval; the first that is durable turns
+// the bookie writable again. A probe goes through the same FS as adds, so it
+// fails exactly when an add would.
+func (b *Bookie) probeLoop() {
+	t := b.clock.NewTicker(b.cfg.ReadOnlyProbeInterval)
+	defer t.Stop()
+	for {
 		select {
-		case b.readOnlyC <- struct{}{}:
-		default:
+		case <-b.ctx.Done():
+			return
+		case <-t.C():
+		}
+		if !b.readOnly.Load() {
+			continue
+		}
+		res := make(chan error, 1)
+		if err := b.journal.enqueue(b.ctx, &op{rec: record{kind: recProbe}, done: func(r opResult) { res <- r.err }}); err != nil {
+			return
+		}
+		if err := <-res; err == nil {
+			b.setWritable()
 		}
 	}
 }

@@ -41,6 +41,12 @@ type Config struct {
 	// keys, so very small values load etcd. 0 or >= 1s.
 	GCInterval time.Duration
 
+	// ReadOnlyProbeInterval is how often a bookie made read-only by a full
+	// disk writes a small probe record to its journal; when one succeeds, the
+	// bookie accepts adds again and says so in its registration. Each probe
+	// costs one journal write and sync. 1s..1h.
+	ReadOnlyProbeInterval time.Duration
+
 	// JournalQueue bounds the adds (and fences, LAC writes) waiting for the
 	// journal. A full queue blocks the connections feeding it, which is the
 	// backpressure the writers see. 1..1<<20.
@@ -89,18 +95,19 @@ type Config struct {
 // required identity fields empty.
 func DefaultConfig() Config {
 	return Config{
-		ListenAddr:           "127.0.0.1:3181",
-		LeaseTTL:             10 * time.Second,
-		GCInterval:           5 * time.Minute,
-		JournalQueue:         16384,
-		JournalQueueBytes:    256 << 20,
-		JournalMaxBatchBytes: 4 << 20,
-		JournalMaxWait:       2 * time.Millisecond,
-		JournalFileSize:      256 << 20,
-		MaxEntrySize:         bkproto.MaxPayloadSize,
-		MaxConnInFlight:      4096,
-		IndexCacheSize:       64 << 20,
-		Failpoints:           Failpoints{JournalSyncAfter: -1, JournalWriteAfter: -1},
+		ListenAddr:            "127.0.0.1:3181",
+		LeaseTTL:              10 * time.Second,
+		GCInterval:            5 * time.Minute,
+		ReadOnlyProbeInterval: 30 * time.Second,
+		JournalQueue:          16384,
+		JournalQueueBytes:     256 << 20,
+		JournalMaxBatchBytes:  4 << 20,
+		JournalMaxWait:        2 * time.Millisecond,
+		JournalFileSize:       256 << 20,
+		MaxEntrySize:          bkproto.MaxPayloadSize,
+		MaxConnInFlight:       4096,
+		IndexCacheSize:        64 << 20,
+		Failpoints:            Failpoints{JournalSyncAfter: -1, JournalWriteAfter: -1},
 	}
 }
 
@@ -122,6 +129,8 @@ func (c Config) Validate() error {
 		return bad("LeaseTTL %s out of range 2s..5m", c.LeaseTTL)
 	case c.GCInterval != 0 && c.GCInterval < time.Second:
 		return bad("GCInterval %s: 0 (off) or at least 1s", c.GCInterval)
+	case c.ReadOnlyProbeInterval < time.Second || c.ReadOnlyProbeInterval > time.Hour:
+		return bad("ReadOnlyProbeInterval %s out of range 1s..1h", c.ReadOnlyProbeInterval)
 	case c.JournalQueue < 1 || c.JournalQueue > 1<<20:
 		return bad("JournalQueue %d out of range 1..%d", c.JournalQueue, 1<<20)
 	case c.JournalQueueBytes < 1<<20 || c.JournalQueueBytes > 16<<30:

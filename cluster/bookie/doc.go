@@ -40,7 +40,8 @@
 // ENOSPC) is fatal: the bookie stops and Err reports ErrJournalSync; the
 // command exits non-zero. ENOSPC on the journal turns the bookie read-only:
 // adds are refused with ReadOnly, the registration says readOnly:true, and
-// reads go on. A stored entry failing its CRC fails that read with
+// reads go on; every ReadOnlyProbeInterval a small probe record tests the
+// disk, and the first durable one makes the bookie writable again. A stored entry failing its CRC fails that read with
 // ChecksumMismatch and counts in meridian_bookie_checksum_errors_total. The
 // journal's filesystem is the FS interface; FaultFS and Failpoints inject
 // these faults in tests and in the real binary (MERIDIAN_FAILPOINTS).

@@ -506,7 +506,7 @@ func (j *journal) diskFull(batch []*op, werr error) bool {
 		return j.fatal(batch, fmt.Errorf("%w: sync after truncate: %w", ErrJournalSync, err))
 	}
 	if !j.readOnly.Load() {
-		j.log.Error("journal disk is full; the bookie is now read-only", "err", werr)
+		j.log.Error("journal disk is full; the bookie is now read-only until a probe write succeeds", "err", werr)
 		j.onReadOnly()
 	}
 	failAll(batch, fmt.Errorf("%w: journal disk full", bkproto.ErrReadOnly))

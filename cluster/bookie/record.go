@@ -19,6 +19,9 @@ const (
 	recAdd   recordKind = 1 // an entry
 	recFence recordKind = 2 // a ledger fence
 	recLAC   recordKind = 3 // an explicit LastAddConfirmed
+	// recProbe is written by a read-only bookie to test whether the disk
+	// has room again; it changes nothing.
+	recProbe recordKind = 4
 )
 
 const (
@@ -86,9 +89,9 @@ func decodeRecord(body []byte) (record, error) {
 	r.ledgerID = int64(binary.BigEndian.Uint64(body[1:]))
 	b := body[9:]
 	switch r.kind {
-	case recFence:
+	case recFence, recProbe:
 		if len(b) != 0 {
-			return r, fmt.Errorf("fence record with %d extra bytes", len(b))
+			return r, fmt.Errorf("record kind %d with %d extra bytes", r.kind, len(b))
 		}
 	case recAdd:
 		if len(b) < 8+8+1+4+2 {

@@ -53,7 +53,7 @@ func (b *Bookie) registerLoop(ctx context.Context) {
 			case <-b.readOnlyC:
 				modRev, err = b.cfg.Meta.Update(ctx, key, b.registration(), modRev)
 				if err != nil {
-					b.log.Warn("cannot update registration to read-only; registering again", "err", err)
+					b.log.Warn("cannot update registration; registering again", "err", err)
 					rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 					lease.Revoke(rctx)
 					cancel()

@@ -198,7 +198,7 @@ func (s *store) apply(recs []*record, results []opResult) error {
 	drafts := make(map[int64]*draft)
 	s.mu.Lock()
 	for _, r := range recs {
-		if drafts[r.ledgerID] != nil {
+		if r.kind == recProbe || drafts[r.ledgerID] != nil {
 			continue
 		}
 		d := &draft{lac: bkproto.NoEntry}
@@ -212,6 +212,10 @@ func (s *store) apply(recs []*record, results []opResult) error {
 	b := s.db.NewBatch()
 	defer b.Close()
 	for i, r := range recs {
+		if r.kind == recProbe {
+			results[i] = opResult{lac: bkproto.NoEntry}
+			continue
+		}
 		d := drafts[r.ledgerID]
 		res := opResult{}
 		switch {

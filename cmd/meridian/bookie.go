@@ -82,6 +82,7 @@ read-only (it keeps serving reads). Fault injection for tests: --failpoints or
 	f.StringVar(&cfg.ID, "id", "", "bookie id, stable across restarts (default: the advertised or listen address)")
 	f.DurationVar(&cfg.LeaseTTL, "lease-ttl", cfg.LeaseTTL, "registration lease TTL: how long a dead bookie stays listed")
 	f.DurationVar(&cfg.GCInterval, "gc-interval", cfg.GCInterval, "how often to delete ledgers whose metadata is gone (0: never)")
+	f.DurationVar(&cfg.ReadOnlyProbeInterval, "read-only-probe-interval", cfg.ReadOnlyProbeInterval, "how often a bookie made read-only by a full disk tests whether it has room again")
 	f.DurationVar(&cfg.JournalMaxWait, "journal-max-wait", cfg.JournalMaxWait, "cap on how long one group commit keeps collecting while adds keep arriving")
 	f.Int64Var(&cfg.JournalQueueBytes, "journal-queue-bytes", cfg.JournalQueueBytes, "bytes of adds waiting for the journal before writers are slowed (the write memory bound)")
 	f.IntVar(&cfg.JournalMaxBatchBytes, "journal-max-batch-bytes", cfg.JournalMaxBatchBytes, "cap on one group commit's size")
