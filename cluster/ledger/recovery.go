@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -84,14 +85,11 @@ func (c *Client) recover(ctx context.Context, v versioned) (versioned, error) {
 		}
 		found = append(found, data)
 	}
-	for i, data := range found {
-		// Recovery adds carry LAC=start, an entry every recoverer keeps, so
-		// a tailing reader is never shown an entry past the final
-		// lastEntry, whoever wins.
-		if err := c.writeBack(ctx, md, start+1+int64(i), start, data); err != nil {
-			return versioned{}, err
-		}
+	v, err = c.writeBack(ctx, v, start, found)
+	if err != nil {
+		return versioned{}, err
 	}
+	md = v.md
 	closed := md.clone()
 	closed.State = StateClosed
 	closed.LastEntry = start + int64(len(found))
@@ -123,7 +121,11 @@ func (c *Client) fence(ctx context.Context, md *Metadata) (int64, error) {
 	}
 	answers := make(chan answer, len(ens))
 	var wg sync.WaitGroup
-	defer wg.Wait()
+	// Stop the stragglers (a dead bookie is retried forever) before waiting.
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
 	for slot, id := range ens {
 		wg.Add(1)
 		go func() {
@@ -171,7 +173,11 @@ func (c *Client) recoveryRead(ctx context.Context, md *Metadata, e int64) ([]byt
 	slots := q.WriteSet(e)
 	answers := make(chan answer, len(slots))
 	var wg sync.WaitGroup
-	defer wg.Wait()
+	// Stop the stragglers (a dead bookie is retried forever) before waiting.
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
 	for _, slot := range slots {
 		id := ens[slot]
 		wg.Add(1)
@@ -221,35 +227,122 @@ func (c *Client) recoveryRead(ctx context.Context, md *Metadata, e int64) ([]byt
 // errAbsent ends a recovery read's retries: the bookie answered NoSuchEntry.
 var errAbsent = errors.New("entry absent on bookie")
 
-// writeBack writes entry e to every member of its write quorum as a recovery
-// add, retrying each until it succeeds.
-func (c *Client) writeBack(ctx context.Context, md *Metadata, e, lac int64, data []byte) error {
-	ens := md.EnsembleFor(e)
-	errs := make([]error, md.WriteQuorum)
-	var wg sync.WaitGroup
-	for i, slot := range md.Quorum().WriteSet(e) {
-		id := ens[slot]
+// recoveryAttempts is how many times recovery tries one add on one bookie
+// before it treats the bookie as failed and looks for a replacement.
+const recoveryAttempts = 3
+
+// writeBack writes the recovered entries start+1... to a full write quorum
+// each, as recovery adds (which fenced bookies accept). They all lie in the
+// last fragment, since start is at least its first entry minus one.
+//
+// A bookie that keeps failing (a dead bookie must not block recovery, or its
+// topic could never move) is replaced by a spare: the entries are first
+// written in full to the new ensemble, and only then is the new fragment,
+// starting at start+1, published by CAS. Publishing first would let a
+// recoverer that takes over after a crash read an entry from a new ensemble
+// that holds too few copies of it, and call a confirmed entry absent. With no
+// spare it waits and tries again: the bookie may come back.
+func (c *Client) writeBack(ctx context.Context, v versioned, start int64, found [][]byte) (versioned, error) {
+	if len(found) == 0 {
+		return v, nil
+	}
+	md := v.md
+	ens := slices.Clone(md.LastEnsemble())
+	var dead []string
+	for {
+		failed := c.writeRound(ctx, md.ID, md.Quorum(), ens, start, found)
+		if err := ctx.Err(); err != nil {
+			return versioned{}, fmt.Errorf("ledger %d: writing back recovered entries: %w", md.ID, err)
+		}
+		if len(failed) == 0 {
+			break
+		}
+		dead = append(dead, failed...)
+		replaced := false
+		for slot, b := range ens {
+			if slices.Contains(failed, b) {
+				if r, ok := c.replace(ens, slot, dead); ok {
+					ens[slot] = r
+					replaced = true
+				}
+			}
+		}
+		if !replaced {
+			c.log.Warn("recovery cannot write back to full quorum and has no spare; retrying", "ledger", md.ID, "failed", failed)
+			if !sleepCtx(ctx, c.cfg.RetryInterval) {
+				return versioned{}, ctx.Err()
+			}
+			dead = nil
+		}
+	}
+	if slices.Equal(ens, md.LastEnsemble()) {
+		return v, nil
+	}
+	nmd := md.clone()
+	if last := &nmd.Fragments[len(nmd.Fragments)-1]; last.FirstEntry == start+1 {
+		last.Ensemble = ens
+	} else {
+		nmd.Fragments = append(nmd.Fragments, Fragment{FirstEntry: start + 1, Ensemble: ens})
+	}
+	mctx, cancel := c.metaCtx(ctx)
+	defer cancel()
+	nv, err := casMetadata(mctx, c.store, c.cfg.Region, nmd, v.modRev)
+	if err != nil {
+		return versioned{}, err
+	}
+	c.log.Info("recovery changed ensemble", "ledger", md.ID, "from", md.LastEnsemble(), "to", ens, "firstEntry", start+1)
+	return nv, nil
+}
+
+// writeRound writes every recovered entry to its write set in ens, one
+// goroutine per bookie, and returns the bookies that failed an entry
+// recoveryAttempts times in a row. Recovery adds carry LAC=start, an entry
+// every recoverer keeps, so a tailing reader is never shown an entry past
+// the final lastEntry, whoever wins.
+func (c *Client) writeRound(ctx context.Context, id int64, q Quorum, ens []string, start int64, found [][]byte) []string {
+	var (
+		mu     sync.Mutex
+		failed []string
+		wg     sync.WaitGroup
+	)
+	for slot, bid := range ens {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, errs[i] = retry(ctx, c.cfg.RetryInterval, func() (struct{}, error) {
-				actx, cancel := context.WithTimeout(ctx, c.cfg.AddTimeout)
-				defer cancel()
-				b, err := c.bookies.Bookie(actx, id)
-				if err != nil {
-					return struct{}{}, err
+			for i, data := range found {
+				e := start + 1 + int64(i)
+				if !slices.Contains(q.WriteSet(e), slot) {
+					continue
 				}
-				return struct{}{}, b.AddEntry(actx, AddRequest{
-					LedgerID: md.ID, EntryID: e, LAC: lac, Payload: data, Recovery: true,
-				})
-			})
+				var err error
+				for attempt := 0; attempt < recoveryAttempts; attempt++ {
+					if attempt > 0 && !sleepCtx(ctx, c.cfg.RetryInterval) {
+						return
+					}
+					actx, cancel := context.WithTimeout(ctx, c.cfg.AddTimeout)
+					var b Bookie
+					if b, err = c.bookies.Bookie(actx, bid); err == nil {
+						err = b.AddEntry(actx, AddRequest{LedgerID: id, EntryID: e, LAC: start, Payload: data, Recovery: true})
+					}
+					cancel()
+					if err == nil || ctx.Err() != nil {
+						break
+					}
+				}
+				if err != nil {
+					if ctx.Err() == nil {
+						c.log.Warn("recovery write-back failed", "ledger", id, "entry", e, "bookie", bid, "err", err)
+						mu.Lock()
+						failed = append(failed, bid)
+						mu.Unlock()
+					}
+					return
+				}
+			}
 		}()
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("ledger %d: writing back entry %d: %w", md.ID, e, err)
-	}
-	return nil
+	return failed
 }
 
 // retry calls f until it succeeds, returns errAbsent, or ctx ends, pausing

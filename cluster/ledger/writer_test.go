@@ -322,7 +322,9 @@ func TestEnsembleChangeWithSpare(t *testing.T) {
 		if err != nil || st.EnsembleChanges != 1 || len(st.FailedBookies) != 0 {
 			t.Fatalf("stats %+v, %v", st, err)
 		}
-		// Entries of the new fragment reach all three of its bookies.
+		// Entries of the new fragment reach all three of its bookies (the
+		// third copy may land after confirmation: let RPCs settle).
+		synctest.Wait()
 		for i := first; i < 100; i++ {
 			for _, b := range md.LastEnsemble() {
 				if !e.bookies.Has(b, w.ID(), i) {
@@ -375,6 +377,7 @@ func TestDelayedEnsembleChange(t *testing.T) {
 		if len(md.Fragments) != 2 || !slices.Equal(md.LastEnsemble(), want) || md.Fragments[1].FirstEntry != 50 {
 			t.Fatalf("after b4 registered: %+v", md.Fragments)
 		}
+		synctest.Wait() // third copies may land after confirmation
 		for i := int64(50); i < 60; i++ {
 			if !e.bookies.Has("b4", w.ID(), i) {
 				t.Fatalf("entry %d not on the new bookie", i)
