@@ -1,0 +1,857 @@
+package mledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/meridian-mq/meridian/cluster/ledger"
+	"github.com/meridian-mq/meridian/cluster/meta"
+)
+
+// ManagedLedger is one topic: an ordered list of ledgers, written through
+// the last one, with cursors reading it.
+//
+// Ownership:
+//   - The owner goroutine (run) owns the write side: the ledger writer, the
+//     ledger list and its ModRevision, the running index and the current
+//     ledger's counters. It takes appends, rollover, retention, terminate
+//     and close in turn, so the list is only ever changed by one goroutine,
+//     by CAS.
+//   - The completer goroutine waits on the writer's futures in entry order
+//     and publishes each confirmed entry: it moves view.lac, fills the
+//     cache, completes the caller's future and wakes tailing readers.
+//   - mu guards what readers share: the view, the cache, the readers of
+//     ledgers, the cursors' published positions, the terminal error.
+//   - Each durable cursor has its own persistence goroutine.
+//
+// Lock order: Cursor.mu before ManagedLedger.mu. Code holding ml.mu never
+// calls into a cursor.
+//
+// Invariants:
+//   - An entry is visible to readers only once the bookies confirmed it, and
+//     entries become visible in append order, so the index seen by readers
+//     only grows, by each entry's message count.
+//   - Every change to the list is a CAS at the revision this instance last
+//     wrote. A failed CAS, a fenced writer, or a failed CAS on an owned
+//     cursor makes the instance terminal (ErrFenced / ErrOwnershipLost): it
+//     never re-reads and writes over the winner.
+type ManagedLedger struct {
+	f     *Factory
+	topic string
+	cfg   *Config
+	log   *slog.Logger
+	key   string
+
+	appendCh  chan *appendReq
+	ctrlCh    chan ctrlOp
+	confirmCh chan pendingAppend
+
+	runCtx    context.Context
+	kill      context.CancelFunc
+	ownerDone chan struct{}
+	wg        sync.WaitGroup // owner, completer, foreign-cursor watch
+	lost      chan struct{}
+
+	// Owned by the owner goroutine.
+	writer     *ledger.Writer
+	list       listValue
+	listRev    int64
+	lastIndex  int64
+	lastTS     int64
+	curEntries int64
+	curSize    int64
+	curCreated time.Time
+
+	mu      sync.Mutex
+	v       view
+	tail    chan struct{} // closed and replaced whenever readers may have more to read
+	cache   entryCache
+	readers map[int64]*ledger.Reader
+	cursors map[string]*Cursor
+	marks   map[*Cursor]cursorMarks
+	foreign map[string]Position
+	err     error // terminal: why the instance stopped
+	closing bool
+}
+
+// cursorMarks is what a cursor publishes to its managed ledger: where it has
+// read to (for cache eviction) and, for a durable cursor, its mark-delete
+// position (for retention).
+type cursorMarks struct {
+	readAfter, markDelete Position
+	durable               bool
+}
+
+type appendReq struct {
+	msg []byte
+	n   int
+	fut *AppendFuture
+}
+
+type pendingAppend struct {
+	lf     *ledger.AddFuture
+	fut    *AppendFuture
+	ledger int64
+	data   []byte
+}
+
+type ctrlOp struct {
+	f    func() (stop bool)
+	done chan struct{}
+}
+
+// AppendFuture is the outcome of one append. It completes exactly once,
+// and appends complete in the order they were taken.
+type AppendFuture struct {
+	done  chan struct{}
+	pos   Position
+	index int64
+	err   error
+}
+
+// Done is closed when the append is confirmed or has failed.
+func (f *AppendFuture) Done() <-chan struct{} { return f.done }
+
+// Result returns the position and error once Done is closed.
+func (f *AppendFuture) Result() (Position, error) {
+	<-f.done
+	return f.pos, f.err
+}
+
+// Index returns the entry's BrokerEntryMetadata index once Done is closed
+// without error.
+func (f *AppendFuture) Index() int64 {
+	<-f.done
+	return f.index
+}
+
+// Wait blocks until the append completes or ctx ends. A ctx error says
+// nothing about the append: it may still be confirmed.
+func (f *AppendFuture) Wait(ctx context.Context) (Position, error) {
+	select {
+	case <-f.done:
+		return f.pos, f.err
+	case <-ctx.Done():
+		return Position{}, ctx.Err()
+	}
+}
+
+func (f *AppendFuture) complete(p Position, err error) {
+	f.pos, f.err = p, err
+	close(f.done)
+}
+
+// open loads or creates the topic's list, recovers the previous last ledger
+// (fencing whoever wrote it), reads back the last index and starts a new
+// ledger, then claims the list by CAS.
+func open(ctx context.Context, f *Factory, topic string) (*ManagedLedger, error) {
+	cfg := &f.cfg
+	ml := &ManagedLedger{
+		f: f, topic: topic, cfg: cfg, log: f.log.With("topic", topic), key: ListKey(cfg.Region, topic),
+		appendCh:  make(chan *appendReq),
+		ctrlCh:    make(chan ctrlOp),
+		confirmCh: make(chan pendingAppend, cfg.MaxPendingAppends),
+		ownerDone: make(chan struct{}),
+		lost:      make(chan struct{}),
+		lastIndex: -1,
+		tail:      make(chan struct{}),
+		cache:     entryCache{max: cfg.CacheMaxBytes},
+		readers:   map[int64]*ledger.Reader{},
+		cursors:   map[string]*Cursor{},
+		marks:     map[*Cursor]cursorMarks{},
+		foreign:   map[string]Position{},
+	}
+	mctx, cancel := f.metaCtx(ctx)
+	kv, err := f.store.Get(mctx, ml.key)
+	switch {
+	case errors.Is(err, meta.ErrNotFound):
+		b, _ := encodeList(listValue{Ledgers: []ledgerInfo{}})
+		ml.listRev, err = f.store.Create(mctx, ml.key, b, meta.NoLease)
+		if errors.Is(err, meta.ErrExists) {
+			err = fmt.Errorf("%w: %s was created concurrently", ErrFenced, topic)
+		}
+		ml.list.Ledgers = []ledgerInfo{}
+	case err == nil:
+		ml.listRev = kv.ModRevision
+		ml.list, err = decodeList(kv.Value)
+	}
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", topic, err)
+	}
+	if n := len(ml.list.Ledgers); n > 0 {
+		last := &ml.list.Ledgers[n-1]
+		r, err := f.client.OpenAndRecover(ctx, last.ID)
+		if err != nil {
+			return nil, fmt.Errorf("open %s: recover ledger %d: %w", topic, last.ID, err)
+		}
+		md := r.Metadata()
+		last.Entries = md.LastEntry + 1
+		if md.Length >= 0 {
+			last.Size = md.Length
+		}
+		ml.readers[last.ID] = r
+	}
+	ml.v = view{ledgers: slices.Clone(ml.list.Ledgers), terminated: ml.list.Terminated, lac: Position{0, -1}}
+	if err := ml.recoverIndex(ctx); err != nil {
+		return nil, fmt.Errorf("open %s: %w", topic, err)
+	}
+	if !ml.list.Terminated {
+		if err := ml.startLedger(ctx); err != nil {
+			return nil, fmt.Errorf("open %s: %w", topic, err)
+		}
+	}
+	ml.runCtx, ml.kill = context.WithCancel(context.Background())
+	ml.wg.Add(3)
+	go ml.run()
+	go ml.complete()
+	go ml.watchForeign()
+	ml.log.Info("managed ledger open", "ledgers", len(ml.list.Ledgers), "lastIndex", ml.lastIndex, "terminated", ml.list.Terminated)
+	return ml, nil
+}
+
+// recoverIndex reads the last entry back to continue its index and keep
+// broker timestamps from going backwards.
+func (ml *ManagedLedger) recoverIndex(ctx context.Context) error {
+	last := ml.v.last()
+	if last.Entry < 0 {
+		return nil
+	}
+	es, err := ml.readRun(ctx, last.Ledger, last.Entry, last.Entry)
+	if err != nil {
+		return fmt.Errorf("read last entry %v: %w", last, err)
+	}
+	idx, err := EntryIndex(es[0].Data)
+	if err != nil {
+		return fmt.Errorf("last entry %v: %w", last, err)
+	}
+	ts, _ := EntryTimestamp(es[0].Data)
+	ml.lastIndex, ml.lastTS = idx, ts
+	return nil
+}
+
+// startLedger creates a ledger and makes it the list's last by CAS. Called
+// only by open and the owner goroutine. A failed CAS means another instance
+// has the topic: ErrFenced.
+func (ml *ManagedLedger) startLedger(ctx context.Context) error {
+	f := ml.f
+	w, err := f.client.Create(ctx, ml.cfg.EnsembleSize, ml.cfg.WriteQuorum, ml.cfg.AckQuorum,
+		map[string]string{"topic": ml.topic, "application": "meridian-mledger"})
+	if err != nil {
+		return fmt.Errorf("create ledger: %w", err)
+	}
+	now := f.clock.Now()
+	next := listValue{Ledgers: append(slices.Clone(ml.list.Ledgers), ledgerInfo{ID: w.ID(), CTime: now.UnixMilli()})}
+	if err := ml.casList(ctx, next); err != nil {
+		// The new ledger holds nothing; close it so that no OPEN ledger is
+		// left behind for recovery, then let go of it.
+		cctx, cancel := f.metaCtx(context.WithoutCancel(ctx))
+		if w.Close(cctx) == nil {
+			_ = f.client.Delete(cctx, w.ID())
+		}
+		cancel()
+		return err
+	}
+	ml.writer, ml.curEntries, ml.curSize, ml.curCreated = w, 0, 0, now
+	ml.mu.Lock()
+	ml.v.ledgers = slices.Clone(ml.list.Ledgers)
+	ml.v.current = w.ID()
+	ml.v.lac = Position{w.ID(), -1}
+	ml.mu.Unlock()
+	ml.log.Debug("ledger started", "ledger", w.ID())
+	return nil
+}
+
+// casList writes next at the revision last written. ErrConflict is lost
+// ownership: the instance turns terminal with ErrFenced.
+func (ml *ManagedLedger) casList(ctx context.Context, next listValue) error {
+	b, err := encodeList(next)
+	if err != nil {
+		return err
+	}
+	mctx, cancel := ml.f.metaCtx(ctx)
+	defer cancel()
+	rev, err := ml.f.store.Update(mctx, ml.key, b, ml.listRev)
+	if errors.Is(err, meta.ErrConflict) {
+		err = fmt.Errorf("%w: ledger list of %s changed under us", ErrFenced, ml.topic)
+		ml.fail(err)
+		return err
+	}
+	if err != nil {
+		return fmt.Errorf("write ledger list: %w", err)
+	}
+	ml.list, ml.listRev = next, rev
+	return nil
+}
+
+// fail makes the instance terminal and reports it on Lost.
+func (ml *ManagedLedger) fail(err error) {
+	ml.mu.Lock()
+	defer ml.mu.Unlock()
+	if ml.err != nil {
+		return
+	}
+	ml.err = err
+	close(ml.lost)
+	ml.wakeLocked()
+	if !errors.Is(err, ErrClosed) {
+		ml.log.Warn("managed ledger stopped", "err", err)
+	}
+}
+
+func (ml *ManagedLedger) wakeLocked() {
+	close(ml.tail)
+	ml.tail = make(chan struct{})
+}
+
+// Lost is closed when the instance has lost the topic (ErrFenced,
+// ErrOwnershipLost) or failed for good; Err says why. The owner of the topic
+// should then close it and let go.
+func (ml *ManagedLedger) Lost() <-chan struct{} { return ml.lost }
+
+// Err returns why the instance stopped, or nil while it works.
+func (ml *ManagedLedger) Err() error {
+	ml.mu.Lock()
+	defer ml.mu.Unlock()
+	return ml.err
+}
+
+// Name returns the topic.
+func (ml *ManagedLedger) Name() string { return ml.topic }
+
+// Append stores msg (a Pulsar message from its 0x0e01 magic on, holding
+// numMessages messages) and waits until it is confirmed.
+func (ml *ManagedLedger) Append(ctx context.Context, msg []byte, numMessages int) (Position, error) {
+	f, err := ml.AppendAsync(ctx, msg, numMessages)
+	if err != nil {
+		return Position{}, err
+	}
+	return f.Wait(ctx)
+}
+
+// AppendAsync hands msg to the owner and returns its future. Appends are
+// confirmed in the order AppendAsync returns. It blocks while
+// MaxPendingAppends appends (or the ledger writer's budget) are in flight.
+// msg is copied into the stored entry by the owner; the caller may reuse
+// it once the future has completed.
+func (ml *ManagedLedger) AppendAsync(ctx context.Context, msg []byte, numMessages int) (*AppendFuture, error) {
+	if numMessages < 1 {
+		return nil, fmt.Errorf("%w: numMessages %d", ErrNoMessages, numMessages)
+	}
+	r := &appendReq{msg: msg, n: numMessages, fut: &AppendFuture{done: make(chan struct{}), index: -1}}
+	select {
+	case ml.appendCh <- r:
+		return r.fut, nil
+	case <-ml.ownerDone:
+		return nil, ml.errOr(ErrClosed)
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (ml *ManagedLedger) errOr(def error) error {
+	if err := ml.Err(); err != nil {
+		return err
+	}
+	return def
+}
+
+// run is the owner goroutine.
+func (ml *ManagedLedger) run() {
+	defer ml.wg.Done()
+	defer close(ml.confirmCh)
+	defer close(ml.ownerDone)
+	tick := time.NewTicker(ml.cfg.HousekeepingInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case r := <-ml.appendCh:
+			ml.handleAppend(r)
+		case op := <-ml.ctrlCh:
+			stop := op.f()
+			close(op.done)
+			if stop {
+				return
+			}
+		case <-tick.C:
+			ml.housekeeping()
+		case <-ml.runCtx.Done():
+			return
+		}
+	}
+}
+
+// do runs f on the owner goroutine and waits for it. f returns true to stop
+// the owner.
+func (ml *ManagedLedger) do(ctx context.Context, f func() bool) error {
+	op := ctrlOp{f: f, done: make(chan struct{})}
+	select {
+	case ml.ctrlCh <- op:
+	case <-ml.ownerDone:
+		return ml.errOr(ErrClosed)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-op.done:
+		return nil
+	case <-ctx.Done():
+		// The owner finishes f regardless; its outcome is lost to us.
+		return ctx.Err()
+	}
+}
+
+func (ml *ManagedLedger) handleAppend(r *appendReq) {
+	if err := ml.Err(); err != nil {
+		ml.stopWriter()
+		r.fut.complete(Position{}, err)
+		return
+	}
+	if ml.list.Terminated {
+		r.fut.complete(Position{}, fmt.Errorf("%w: %s", ErrTerminated, ml.topic))
+		return
+	}
+	if ml.writer == nil {
+		// A previous rollover could not create its ledger; try again now.
+		if err := ml.startLedger(ml.runCtx); err != nil {
+			r.fut.complete(Position{}, err)
+			return
+		}
+	}
+	idx := ml.lastIndex + int64(r.n)
+	ts := max(ml.f.clock.Now().UnixMilli(), ml.lastTS)
+	data := encodeEntry(ts, idx, r.msg)
+	lf, err := ml.writer.Add(ml.runCtx, data)
+	if errors.Is(err, ledger.ErrEntryTooLarge) {
+		r.fut.complete(Position{}, err)
+		return
+	}
+	if err != nil {
+		ml.fail(classify(err))
+		ml.stopWriter()
+		r.fut.complete(Position{}, ml.errOr(err))
+		return
+	}
+	ml.lastIndex, ml.lastTS = idx, ts
+	ml.curEntries++
+	ml.curSize += int64(len(data))
+	r.fut.index = idx
+	select {
+	case ml.confirmCh <- pendingAppend{lf: lf, fut: r.fut, ledger: ml.writer.ID(), data: data}:
+	case <-ml.runCtx.Done():
+		r.fut.complete(Position{}, ErrClosed)
+		return
+	}
+	if ml.full() {
+		ml.rollover()
+	}
+}
+
+// classify turns a writer error into the managed ledger's terms.
+func classify(err error) error {
+	switch {
+	case errors.Is(err, ledger.ErrFenced):
+		return fmt.Errorf("%w: %w", ErrFenced, err)
+	case errors.Is(err, ledger.ErrWriterClosed), errors.Is(err, context.Canceled):
+		return fmt.Errorf("%w: %w", ErrClosed, err)
+	}
+	return fmt.Errorf("mledger: ledger write failed, reopen the topic to continue: %w", err)
+}
+
+func (ml *ManagedLedger) stopWriter() {
+	if ml.writer != nil {
+		ml.writer.Stop()
+		ml.writer = nil
+	}
+}
+
+// full is Pulsar's rule: the ledger is full once it reached its entry or
+// size limit or its maximum age, and is at least the minimum age. An empty
+// ledger never rolls over on age alone.
+func (ml *ManagedLedger) full() bool {
+	if ml.writer == nil {
+		return false
+	}
+	age := ml.f.clock.Now().Sub(ml.curCreated)
+	space := ml.curEntries >= ml.cfg.MaxEntriesPerLedger || ml.curSize >= ml.cfg.MaxSizePerLedger
+	aged := ml.curEntries > 0 && age >= ml.cfg.MaxLedgerRolloverTime
+	return (space || aged) && age >= ml.cfg.MinLedgerRolloverTime
+}
+
+// closeCurrent closes the ledger being written (waiting for its pending
+// entries) and records its final counts in list (not yet written).
+func (ml *ManagedLedger) closeCurrent() (listValue, error) {
+	next := listValue{Ledgers: slices.Clone(ml.list.Ledgers), Terminated: ml.list.Terminated}
+	if ml.writer == nil {
+		return next, nil
+	}
+	w := ml.writer
+	if err := w.Close(ml.runCtx); err != nil {
+		ml.fail(classify(err))
+		ml.stopWriter()
+		return next, ml.errOr(err)
+	}
+	ml.writer = nil
+	last := &next.Ledgers[len(next.Ledgers)-1]
+	last.Entries, last.Size = ml.curEntries, ml.curSize
+	return next, nil
+}
+
+// rollover closes the current ledger and starts the next. Appends wait on
+// the owner meanwhile, so none is lost or reordered: every entry of the
+// closed ledger precedes every entry of the new one.
+func (ml *ManagedLedger) rollover() {
+	next, err := ml.closeCurrent()
+	if err != nil {
+		return
+	}
+	if err := ml.casList(ml.runCtx, next); err != nil {
+		return
+	}
+	ml.publishClosed()
+	if err := ml.startLedger(ml.runCtx); err != nil && !errors.Is(err, ErrFenced) {
+		// No bookies, say: appends retry creating a ledger.
+		ml.log.Warn("rollover: cannot start a ledger", "err", err)
+	}
+	ml.trim()
+}
+
+// publishClosed shows readers the list with the closed ledger's final
+// counts and no ledger being written.
+func (ml *ManagedLedger) publishClosed() {
+	ml.mu.Lock()
+	ml.v.ledgers = slices.Clone(ml.list.Ledgers)
+	ml.v.current = 0
+	ml.v.terminated = ml.list.Terminated
+	ml.wakeLocked()
+	ml.mu.Unlock()
+}
+
+func (ml *ManagedLedger) housekeeping() {
+	if ml.Err() != nil {
+		return
+	}
+	if ml.full() {
+		ml.rollover()
+		return
+	}
+	ml.trim()
+}
+
+// complete is the completer goroutine.
+func (ml *ManagedLedger) complete() {
+	defer ml.wg.Done()
+	for p := range ml.confirmCh {
+		<-p.lf.Done()
+		entry, err := p.lf.Result()
+		if err != nil {
+			err = classify(err)
+			ml.fail(err)
+			p.fut.complete(Position{}, ml.errOr(err))
+			continue
+		}
+		pos := Position{p.ledger, entry}
+		ml.mu.Lock()
+		if ml.v.current == p.ledger && ml.v.lac.Less(pos) {
+			ml.v.lac = pos
+		}
+		ml.cache.put(Entry{Position: pos, Data: p.data})
+		ml.wakeLocked()
+		ml.mu.Unlock()
+		p.fut.complete(pos, nil)
+	}
+}
+
+// LastConfirmed returns the position of the last confirmed entry; for an
+// empty topic its Entry is -1.
+func (ml *ManagedLedger) LastConfirmed() Position {
+	v := ml.snapshot()
+	return v.last()
+}
+
+// LastIndex returns the index of the last entry taken (confirmed or in
+// flight); -1 for a topic without entries.
+func (ml *ManagedLedger) LastIndex(ctx context.Context) (int64, error) {
+	var idx int64
+	err := ml.do(ctx, func() bool { idx = ml.lastIndex; return false })
+	return idx, err
+}
+
+// NumberOfEntries returns the number of readable entries.
+func (ml *ManagedLedger) NumberOfEntries() int64 {
+	v := ml.snapshot()
+	return v.count(v.origin(), v.last())
+}
+
+// Ledgers returns the ids of the ledgers in the list.
+func (ml *ManagedLedger) Ledgers() []int64 {
+	v := ml.snapshot()
+	ids := make([]int64, len(v.ledgers))
+	for i, l := range v.ledgers {
+		ids[i] = l.ID
+	}
+	return ids
+}
+
+// Terminated reports whether the topic was terminated.
+func (ml *ManagedLedger) Terminated() bool {
+	v := ml.snapshot()
+	return v.terminated
+}
+
+func (ml *ManagedLedger) snapshot() view {
+	ml.mu.Lock()
+	defer ml.mu.Unlock()
+	return ml.v
+}
+
+// Terminate closes the ledger being written and records the topic as
+// terminated: appends fail with ErrTerminated from now on, and readers get
+// ErrEndOfTopic once they have read everything. It returns the last
+// position.
+func (ml *ManagedLedger) Terminate(ctx context.Context) (Position, error) {
+	var err error
+	derr := ml.do(ctx, func() bool {
+		if err = ml.Err(); err != nil {
+			return false
+		}
+		if ml.list.Terminated {
+			return false
+		}
+		var next listValue
+		if next, err = ml.closeCurrent(); err != nil {
+			return false
+		}
+		next.Terminated = true
+		if err = ml.casList(ml.runCtx, next); err != nil {
+			return false
+		}
+		ml.publishClosed()
+		return false
+	})
+	if derr != nil {
+		return Position{}, derr
+	}
+	return ml.LastConfirmed(), err
+}
+
+// Trim deletes the ledgers that every durable cursor has consumed and that
+// the retention policy no longer keeps. It also runs every
+// HousekeepingInterval and after each rollover.
+func (ml *ManagedLedger) Trim(ctx context.Context) error {
+	return ml.do(ctx, func() bool { ml.trim(); return false })
+}
+
+// slowestLocked is the lowest mark-delete position among durable cursors,
+// owned here or elsewhere; with none, everything readable counts as
+// consumed (Pulsar deletes a subscription-less topic's data subject to
+// retention).
+func (ml *ManagedLedger) slowestLocked() Position {
+	slowest := ml.v.last()
+	for _, m := range ml.marks {
+		if m.durable && m.markDelete.Less(slowest) {
+			slowest = m.markDelete
+		}
+	}
+	for _, p := range ml.foreign {
+		if p.Less(slowest) {
+			slowest = p
+		}
+	}
+	return slowest
+}
+
+// trim runs on the owner goroutine.
+func (ml *ManagedLedger) trim() {
+	if ml.Err() != nil {
+		return
+	}
+	ml.mu.Lock()
+	slowest := ml.slowestLocked()
+	v := ml.v
+	ml.mu.Unlock()
+	now := ml.f.clock.Now()
+	total := v.totalSize()
+	var drop int
+	// Never the last ledger: it is being written, or it is what positions
+	// of a closed or terminated topic refer to.
+	for i := 0; i < len(v.ledgers)-1; i++ {
+		l := v.ledgers[i]
+		consumed := l.ID < slowest.Ledger || (l.ID == slowest.Ledger && slowest.Entry >= v.entries(i)-1)
+		if !consumed {
+			break
+		}
+		expired := ml.cfg.RetentionTime >= 0 && now.Sub(time.UnixMilli(l.CTime)) >= ml.cfg.RetentionTime
+		over := ml.cfg.RetentionSize >= 0 && total > ml.cfg.RetentionSize
+		if !expired && !over {
+			break
+		}
+		total -= l.Size
+		drop = i + 1
+	}
+	if drop == 0 {
+		return
+	}
+	gone := slices.Clone(ml.list.Ledgers[:drop])
+	next := listValue{Ledgers: slices.Clone(ml.list.Ledgers[drop:]), Terminated: ml.list.Terminated}
+	if err := ml.casList(ml.runCtx, next); err != nil {
+		return
+	}
+	ml.mu.Lock()
+	ml.v.ledgers = slices.Clone(next.Ledgers)
+	for _, l := range gone {
+		delete(ml.readers, l.ID)
+	}
+	ml.cache.dropLedgers(next.Ledgers[0].ID)
+	ml.mu.Unlock()
+	for _, l := range gone {
+		mctx, cancel := ml.f.metaCtx(ml.runCtx)
+		if err := ml.f.client.Delete(mctx, l.ID); err != nil && !errors.Is(err, ledger.ErrLedgerNotFound) {
+			// The list no longer names it: only its bookie space leaks
+			// until an operator or auto-recovery removes it.
+			ml.log.Warn("retention: ledger left out of the list but not deleted", "ledger", l.ID, "err", err)
+		}
+		cancel()
+	}
+	ml.log.Debug("retention deleted ledgers", "count", len(gone), "first", gone[0].ID, "last", gone[len(gone)-1].ID)
+}
+
+// Close closes every cursor (persisting its state), closes the ledger
+// being written and records its final counts, and stops every goroutine.
+func (ml *ManagedLedger) Close(ctx context.Context) error {
+	ml.mu.Lock()
+	if ml.closing {
+		ml.mu.Unlock()
+		return nil
+	}
+	ml.closing = true
+	cs := make([]*Cursor, 0, len(ml.cursors))
+	for _, c := range ml.cursors {
+		cs = append(cs, c)
+	}
+	ml.mu.Unlock()
+	var first error
+	for _, c := range cs {
+		if err := c.Close(ctx); err != nil && first == nil && !errors.Is(err, ErrClosed) {
+			first = err
+		}
+	}
+	err := ml.do(ctx, func() bool {
+		if ml.Err() != nil {
+			ml.stopWriter()
+			return true
+		}
+		if ml.writer != nil {
+			next, err := ml.closeCurrent()
+			if err == nil {
+				err = ml.casList(ml.runCtx, next)
+			}
+			if err != nil && first == nil {
+				first = err
+			}
+		}
+		return true
+	})
+	if err != nil && !errors.Is(err, ErrClosed) && first == nil {
+		first = err
+	}
+	ml.shutdown()
+	return first
+}
+
+// shutdown stops the goroutines; the owner must have stopped the writer or
+// be stopped by the cancel below.
+func (ml *ManagedLedger) shutdown() {
+	ml.kill()
+	<-ml.ownerDone
+	ml.stopWriter() // after a kill mid-append the owner may have left one
+	ml.wg.Wait()
+	ml.fail(ErrClosed)
+	ml.f.forget(ml.topic, ml)
+}
+
+// crash drops the instance as a killed process would: no final writes, the
+// ledger left OPEN, cursors not persisted. For tests.
+func (ml *ManagedLedger) crash() {
+	ml.mu.Lock()
+	ml.closing = true
+	cs := make([]*Cursor, 0, len(ml.cursors))
+	for _, c := range ml.cursors {
+		cs = append(cs, c)
+	}
+	ml.mu.Unlock()
+	for _, c := range cs {
+		c.stop(false)
+	}
+	ml.shutdown()
+}
+
+// Delete deletes the topic: its ledgers, every cursor (owned elsewhere
+// included) and its record, then closes the instance.
+func (ml *ManagedLedger) Delete(ctx context.Context) error {
+	ml.mu.Lock()
+	cs := make([]*Cursor, 0, len(ml.cursors))
+	for _, c := range ml.cursors {
+		cs = append(cs, c)
+	}
+	ml.closing = true
+	ml.mu.Unlock()
+	for _, c := range cs {
+		c.stop(false)
+	}
+	var err error
+	derr := ml.do(ctx, func() bool {
+		if err = ml.Err(); err != nil {
+			return true
+		}
+		if _, err = ml.closeCurrent(); err != nil {
+			return true
+		}
+		err = ml.deleteAll(ctx)
+		return true
+	})
+	ml.shutdown()
+	if derr != nil {
+		return derr
+	}
+	return err
+}
+
+func (ml *ManagedLedger) deleteAll(ctx context.Context) error {
+	st := ml.f.store
+	mctx, cancel := ml.f.metaCtx(ctx)
+	defer cancel()
+	// The record goes first, by CAS: if someone else owns the topic we
+	// must not touch its ledgers or cursors.
+	if err := st.Delete(mctx, ml.key, ml.listRev); err != nil {
+		if errors.Is(err, meta.ErrConflict) {
+			err = fmt.Errorf("%w: %w", ErrFenced, err)
+			ml.fail(err)
+		}
+		return fmt.Errorf("delete %s: %w", ml.topic, err)
+	}
+	kvs, _, err := st.List(mctx, cursorPrefix(ml.cfg.Region, ml.topic))
+	if err != nil {
+		return fmt.Errorf("delete %s: list cursors: %w", ml.topic, err)
+	}
+	var errs []error
+	for _, kv := range kvs {
+		if err := st.Delete(mctx, kv.Key, kv.ModRevision); err != nil && !errors.Is(err, meta.ErrConflict) {
+			errs = append(errs, err)
+		}
+	}
+	for _, l := range ml.list.Ledgers {
+		if err := ml.f.client.Delete(mctx, l.ID); err != nil && !errors.Is(err, ledger.ErrLedgerNotFound) {
+			errs = append(errs, fmt.Errorf("ledger %d: %w", l.ID, err))
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("delete %s: %w", ml.topic, errors.Join(errs...))
+	}
+	return nil
+}
