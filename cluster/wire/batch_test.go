@@ -46,11 +46,11 @@ func TestBatchRoundTrip(t *testing.T) {
 
 func TestBadBatches(t *testing.T) {
 	batch := buildBatch(t, 3)
-	hugePayload := buildBatch(t, 1)
-	smm := pb.SingleMessageMetadata_builder{PayloadSize: proto.Int32(1 << 30)}.Build()
-	b, _ := proto.Marshal(smm)
-	hugePayload = binary.BigEndian.AppendUint32(nil, uint32(len(b)))
-	hugePayload = append(hugePayload, b...)
+	smm, err := proto.Marshal(pb.SingleMessageMetadata_builder{PayloadSize: proto.Int32(1 << 30)}.Build())
+	if err != nil {
+		t.Fatal(err)
+	}
+	hugePayload := append(binary.BigEndian.AppendUint32(nil, uint32(len(smm))), smm...)
 	for _, tc := range []struct {
 		name    string
 		payload []byte
