@@ -72,8 +72,10 @@ type Config struct {
 	// 1..bkproto.MaxPayloadSize.
 	MaxEntrySize int
 	// MaxConnInFlight bounds the requests one connection may have
-	// outstanding; the bookie stops reading from a connection at the bound.
-	// With MaxEntrySize it bounds a connection's memory. 1..65536.
+	// outstanding (including answers not yet written to a client that reads
+	// slowly); the bookie stops reading from a connection at the bound. Times
+	// the entry size it bounds a connection's memory: 1024 × 64 KiB entries
+	// is 64 MiB. 1..65536.
 	MaxConnInFlight int
 	// IndexCacheSize is pebble's block cache, in bytes. >= 0.
 	IndexCacheSize int64
