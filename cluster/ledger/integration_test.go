@@ -20,13 +20,13 @@ var flagEntries = flag.Int("ledger.entries", 2000, "entries written by the real-
 
 // realWorld is an embedded etcd and real bookies serving TCP on 127.0.0.1.
 type realWorld struct {
-	t       *testing.T
+	t       testing.TB
 	store   meta.Store
 	bookies map[string]*bookie.Bookie
 	dirs    map[string]string
 }
 
-func newRealWorld(t *testing.T) *realWorld {
+func newRealWorld(t testing.TB) *realWorld {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("starts embedded etcd and real bookies")
@@ -96,7 +96,7 @@ func (w *realWorld) client(name string) *ledger.Client {
 }
 
 // waitBookies waits until the client's directory lists n bookies.
-func waitBookies(t *testing.T, c *ledger.Client, n int) {
+func waitBookies(t testing.TB, c *ledger.Client, n int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()

@@ -1,6 +1,7 @@
 package ledger_test
 
 import (
+	"encoding/json"
 	"errors"
 	"slices"
 	"testing"
@@ -149,4 +150,59 @@ func TestConcurrentRecoverersAgree(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestWriterEnsembleChangeFailsInRecovery: once the ledger is IN_RECOVERY
+// (a recoverer's first step, before it has fenced anything), the writer's
+// ensemble-change CAS fails and the writer stops with ErrFenced; the
+// metadata keeps the recoverer's version.
+func TestWriterEnsembleChangeFailsInRecovery(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, 14, "b1", "b2", "b3", "b4")
+		c := e.client("w", testConfig())
+		w := create(t, c, 3, 3, 2)
+		appendN(t, w, 0, 5)
+
+		key := ledger.LedgerKey(region, w.ID())
+		kv, err := e.store.Get(t.Context(), key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var md map[string]any
+		if err := json.Unmarshal(kv.Value, &md); err != nil {
+			t.Fatal(err)
+		}
+		md["state"] = string(ledger.StateInRecovery)
+		b, _ := json.Marshal(md)
+		if _, err := e.store.Update(t.Context(), key, b, kv.ModRevision); err != nil {
+			t.Fatal(err)
+		}
+
+		ens := mustMetadata(t, c, w.ID()).LastEnsemble()
+		e.bookies.SetDown(ens[0], true)
+		f, err := w.Add(t.Context(), payload(5))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Entry 5 may still reach Qa on the two live bookies (nothing is
+		// fenced), but the ensemble change must not happen, and the writer
+		// must stop.
+		f.Wait(t.Context())
+		if _, err := w.Append(t.Context(), payload(6)); !errors.Is(err, ledger.ErrFenced) {
+			t.Fatalf("add after the writer's ensemble change met IN_RECOVERY: %v", err)
+		}
+		got := mustMetadata(t, c, w.ID())
+		if got.State != ledger.StateInRecovery || len(got.Fragments) != 1 || !slices.Equal(got.LastEnsemble(), ens) {
+			t.Fatalf("metadata after the writer's failed CAS: %+v", got)
+		}
+	})
+}
+
+func mustMetadata(t *testing.T, c *ledger.Client, id int64) *ledger.Metadata {
+	t.Helper()
+	md, err := c.Metadata(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return md
 }

@@ -97,10 +97,12 @@ type pendingAdd struct {
 	entry int64
 	data  []byte
 	fut   *AddFuture
-	// acked and inflight are keyed by bookie id; only members of the entry's
-	// current write set count.
-	acked    map[string]bool
-	inflight map[string]bool
+	// acked[k] and inflight[k] name the bookie that acked the add, or has
+	// it in flight, at position k of the entry's write set. They count only
+	// while that bookie still holds position k under the current metadata:
+	// after an ensemble change the replacement starts from nothing.
+	acked    []string
+	inflight []string
 }
 
 type addResult struct {
@@ -317,8 +319,8 @@ func (w *Writer) handleAdd(op *addOp) {
 		entry:    w.next,
 		data:     op.data,
 		fut:      op.fut,
-		acked:    make(map[string]bool, w.q.Write),
-		inflight: make(map[string]bool, w.q.Write),
+		acked:    make([]string, w.q.Write),
+		inflight: make([]string, w.q.Write),
 	}
 	w.next++
 	w.pending = append(w.pending, p)
@@ -326,26 +328,38 @@ func (w *Writer) handleAdd(op *addOp) {
 	w.sendMissing(p)
 }
 
-// writeSet returns the bookie ids that store entry under the current
-// metadata.
-func (w *Writer) writeSet(entry int64) []string {
-	ens := w.v.md.EnsembleFor(entry)
-	slots := w.q.WriteSet(entry)
-	out := make([]string, len(slots))
-	for i, s := range slots {
-		out[i] = ens[s]
+// member returns the bookie at position k of entry's write set under the
+// current metadata; ens is w.v.md.EnsembleFor(entry).
+func (w *Writer) member(ens []string, entry int64, k int) string {
+	return ens[int((entry+int64(k))%int64(w.q.Ensemble))]
+}
+
+// counts returns how many members of p's write set have acked it, and how
+// many have acked it or have it in flight.
+func (w *Writer) counts(p *pendingAdd) (acked, copies int) {
+	ens := w.v.md.EnsembleFor(p.entry)
+	for k := range w.q.Write {
+		b := w.member(ens, p.entry, k)
+		if p.acked[k] == b {
+			acked++
+			copies++
+		} else if p.inflight[k] == b {
+			copies++
+		}
 	}
-	return out
+	return acked, copies
 }
 
 // sendMissing sends p to every member of its write set that has neither
 // acked it, nor has it in flight, nor is known failed.
 func (w *Writer) sendMissing(p *pendingAdd) {
-	for _, b := range w.writeSet(p.entry) {
-		if p.acked[b] || p.inflight[b] || w.failed[b] {
+	ens := w.v.md.EnsembleFor(p.entry)
+	for k := range w.q.Write {
+		b := w.member(ens, p.entry, k)
+		if p.acked[k] == b || p.inflight[k] == b || w.failed[b] {
 			continue
 		}
-		p.inflight[b] = true
+		p.inflight[k] = b
 		w.send(p, b)
 	}
 }
@@ -386,13 +400,23 @@ func (w *Writer) handleResult(r addResult) {
 		return
 	}
 	p := w.pendingFor(r.entry)
+	k := -1 // r.bookie's position in the entry's current write set
 	if p != nil {
-		delete(p.inflight, r.bookie)
+		ens := w.v.md.EnsembleFor(p.entry)
+		for i := range w.q.Write {
+			if w.member(ens, p.entry, i) == r.bookie {
+				k = i
+				break
+			}
+		}
+		if k >= 0 && p.inflight[k] == r.bookie {
+			p.inflight[k] = ""
+		}
 	}
 	switch {
 	case r.err == nil:
-		if p != nil && slices.Contains(w.writeSet(p.entry), r.bookie) {
-			p.acked[r.bookie] = true
+		if k >= 0 {
+			p.acked[k] = r.bookie
 			w.confirm()
 		}
 	case errors.Is(r.err, ErrBookieFenced):
@@ -417,16 +441,7 @@ func (w *Writer) handleResult(r addResult) {
 func (w *Writer) confirm() {
 	for len(w.pending) > 0 {
 		p := w.pending[0]
-		ws := w.writeSet(p.entry)
-		n, copies := 0, 0
-		for _, b := range ws {
-			if p.acked[b] {
-				n++
-			}
-			if p.acked[b] || p.inflight[b] {
-				copies++
-			}
-		}
+		n, copies := w.counts(p)
 		if n < w.q.Ack {
 			return
 		}
@@ -531,20 +546,16 @@ func (w *Writer) lostLedger(ctx context.Context) error {
 }
 
 func (w *Writer) needRetry() bool {
-	return w.terminal == nil && (len(w.failedMembers()) > 0 || w.stuck())
+	// Without a failed bookie every pending add is acked or in flight on
+	// its whole write set, so nothing can be stuck: skip the scan.
+	return w.terminal == nil && len(w.failed) > 0 && (len(w.failedMembers()) > 0 || w.stuck())
 }
 
 // stuck reports whether some pending entry cannot reach Qa acks with the
 // bookies it is on or going to.
 func (w *Writer) stuck() bool {
 	for _, p := range w.pending {
-		n := 0
-		for _, b := range w.writeSet(p.entry) {
-			if p.acked[b] || p.inflight[b] {
-				n++
-			}
-		}
-		if n < w.q.Ack {
+		if _, n := w.counts(p); n < w.q.Ack {
 			return true
 		}
 	}

@@ -42,7 +42,7 @@ type DelayFunc func(client, bookie string, op Op) time.Duration
 // Cluster is a set of in-memory bookies shared by any number of named
 // clients. All of its state sits under mu; it starts no goroutine of its own.
 type Cluster struct {
-	mu      sync.Mutex
+	mu      sync.RWMutex
 	bookies map[string]*bookie
 	cut     map[link]bool // unreachable client -> bookie links
 	refused map[link]bool // client -> bookie links whose connections are refused
@@ -198,9 +198,9 @@ type clientView struct {
 }
 
 func (v *clientView) Bookie(ctx context.Context, id string) (ledger.Bookie, error) {
-	v.c.mu.Lock()
+	v.c.mu.RLock()
 	_, ok := v.c.bookies[id]
-	v.c.mu.Unlock()
+	v.c.mu.RUnlock()
 	if !ok {
 		return nil, fmt.Errorf("%w: unknown bookie %s", ledger.ErrBookieUnavailable, id)
 	}
@@ -217,16 +217,14 @@ type bookieView struct {
 func (v *bookieView) call(ctx context.Context, op Op, apply func(b *bookie) error) error {
 	c := v.c
 	c.mu.Lock()
-	var d time.Duration
 	if c.delay != nil {
-		d = c.delay(v.client, v.id, op)
+		if d := c.delay(v.client, v.id, op); d > 0 {
+			// The request is on the wire: it arrives even if ctx ends.
+			c.mu.Unlock()
+			time.Sleep(d)
+			c.mu.Lock()
+		}
 	}
-	c.mu.Unlock()
-	if d > 0 {
-		// The request is on the wire: it arrives even if ctx ends.
-		time.Sleep(d)
-	}
-	c.mu.Lock()
 	b := c.bookies[v.id]
 	if c.cut[link{v.client, v.id}] {
 		c.mu.Unlock()
