@@ -107,7 +107,7 @@ func DefaultConfig() Config {
 		JournalMaxWait:        2 * time.Millisecond,
 		JournalFileSize:       256 << 20,
 		MaxEntrySize:          bkproto.MaxPayloadSize,
-		MaxConnInFlight:       4096,
+		MaxConnInFlight:       1024,
 		IndexCacheSize:        64 << 20,
 		Failpoints:            Failpoints{JournalSyncAfter: -1, JournalWriteAfter: -1},
 	}
