@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 )
@@ -91,12 +92,37 @@ func (r *Reader) Read(ctx context.Context, first, last int64) ([]Entry, error) {
 	out := make([]Entry, 0, last-first+1)
 	for e := first; e <= last; e++ {
 		data, err := r.c.readEntry(ctx, md, e)
+		if err != nil && md.State != StateClosed && ctx.Err() == nil {
+			// The writer may have moved the entry's fragment to a new
+			// ensemble since this reader last read the metadata.
+			if fresh, merr := r.refreshMetadata(ctx); merr == nil && !slices.Equal(fresh.EnsembleFor(e), md.EnsembleFor(e)) {
+				md = fresh
+				data, err = r.c.readEntry(ctx, md, e)
+			}
+		}
 		if err != nil {
 			return out, err
 		}
 		out = append(out, Entry{ID: e, Payload: data})
 	}
 	return out, nil
+}
+
+// refreshMetadata re-reads the metadata and keeps it if it is newer.
+func (r *Reader) refreshMetadata(ctx context.Context) (*Metadata, error) {
+	md, err := r.c.Metadata(ctx, r.id)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.md.State != StateClosed {
+		r.md = md
+		if md.State == StateClosed {
+			r.lac = md.LastEntry
+		}
+	}
+	return r.md, nil
 }
 
 // readEntry reads e from the members of its write quorum in turn.

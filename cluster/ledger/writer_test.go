@@ -413,3 +413,41 @@ func TestReadOnlyBookieReplaced(t *testing.T) {
 		}
 	})
 }
+
+// TestReaderFollowsEnsembleChange: a reader that opened before an ensemble
+// change reads entries of the new fragment from the new ensemble (its LAC
+// poll brings the new metadata; Read also re-reads it when every replica of
+// an entry fails).
+func TestReaderFollowsEnsembleChange(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, 15, "b1", "b2", "b3", "b4")
+		c := e.client("w", testConfig())
+		w := create(t, c, 3, 1, 1) // each entry on exactly one bookie
+		appendN(t, w, 0, 6)
+		r, err := e.client("r", testConfig()).OpenForRead(t.Context(), w.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		victim := mustMetadata(t, c, w.ID()).LastEnsemble()[1]
+		e.bookies.SetDown(victim, true)
+		appendN(t, w, 6, 12)
+		if len(mustMetadata(t, c, w.ID()).Fragments) != 2 {
+			t.Fatal("no ensemble change")
+		}
+		if lac, err := r.WaitLAC(t.Context(), 16); err != nil || lac != 17 {
+			t.Fatalf("WaitLAC = %d, %v", lac, err)
+		}
+		// Entries 1 and 4 lived on the victim only: they are lost with it,
+		// as Qw=1 promises. The new fragment's entries must all be readable.
+		first := mustMetadata(t, c, w.ID()).Fragments[1].FirstEntry
+		got, err := r.Read(t.Context(), first, 17)
+		if err != nil {
+			t.Fatalf("reading the new fragment: %v", err)
+		}
+		for _, en := range got {
+			if !bytes.Equal(en.Payload, payload(int(en.ID))) {
+				t.Fatalf("entry %d differs", en.ID)
+			}
+		}
+	})
+}
