@@ -73,7 +73,7 @@ func (s *ackSet) add(p Position) bool {
 
 // removeThrough drops every position <= p.
 func (s *ackSet) removeThrough(p Position) {
-	i := s.find(p)
+	i := s.find(Position{p.Ledger, p.Entry + 1}) // first range ending after p
 	for _, r := range s.ranges[:i] {
 		s.count -= r.To - r.From + 1
 	}
