@@ -615,7 +615,14 @@ func (w *Writer) sendExplicitLAC() {
 			if err == nil {
 				err = bk.WriteLAC(ctx, w.id, lac)
 			}
-			if err != nil && w.runCtx.Err() == nil {
+			switch {
+			case errors.Is(err, ErrBookieFenced):
+				// An idle writer learns here that recovery took its ledger.
+				select {
+				case w.results <- addResult{entry: -1, bookie: b, err: err}:
+				case <-w.runCtx.Done():
+				}
+			case err != nil && w.runCtx.Err() == nil:
 				w.log.Debug("explicit LAC failed", "bookie", b, "err", err)
 			}
 		}()

@@ -451,3 +451,45 @@ func TestReaderFollowsEnsembleChange(t *testing.T) {
 		}
 	})
 }
+
+// TestIdleWriterLearnsFencing: a writer with nothing to add learns from its
+// explicit LAC, which fenced bookies refuse, that recovery took its ledger.
+func TestIdleWriterLearnsFencing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, 16, "b1", "b2", "b3")
+		cfg := testConfig()
+		w := create(t, e.client("w", cfg), 3, 3, 2)
+		appendN(t, w, 0, 3) // the explicit LAC for entry 2 is due in 10ms
+		if _, err := e.client("rec", testConfig()).OpenAndRecover(t.Context(), w.ID()); err != nil {
+			t.Fatal(err)
+		}
+		if st := mustStats(t, w); st.Err != nil {
+			t.Fatalf("writer fenced before its explicit LAC was due: %+v", st)
+		}
+		time.Sleep(2 * cfg.ExplicitLACInterval) // virtual time: the LAC goes out
+		synctest.Wait()
+		if st := mustStats(t, w); !errors.Is(st.Err, ledger.ErrFenced) {
+			t.Fatalf("idle writer after its explicit LAC met fenced bookies: %+v", st)
+		}
+	})
+}
+
+func TestDeleteLedger(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, 17, "b1", "b2", "b3")
+		c := e.client("w", testConfig())
+		w := create(t, c, 3, 2, 2)
+		if err := c.Delete(t.Context(), w.ID()); !errors.Is(err, ledger.ErrLedgerOpen) {
+			t.Fatalf("delete open ledger: %v", err)
+		}
+		if err := w.Close(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Delete(t.Context(), w.ID()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.OpenForRead(t.Context(), w.ID()); !errors.Is(err, ledger.ErrLedgerNotFound) {
+			t.Fatalf("open deleted ledger: %v", err)
+		}
+	})
+}

@@ -357,7 +357,11 @@ func (v *bookieView) Fence(ctx context.Context, ledgerID int64) (int64, error) {
 
 func (v *bookieView) WriteLAC(ctx context.Context, ledgerID, lac int64) error {
 	return v.call(ctx, OpWriteLAC, func(b *bookie) error {
-		b.ledger(ledgerID).raiseLAC(lac)
+		l := b.ledger(ledgerID)
+		if l.fenced {
+			return ledger.ErrBookieFenced
+		}
+		l.raiseLAC(lac)
 		return nil
 	})
 }
