@@ -80,7 +80,7 @@ func restoredState(v cursorValue) cursorState {
 	return s
 }
 
-func encodeList(l listValue) ([]byte, error)   { return meta.EncodeJSON(listVersion, l) }
+func encodeList(l listValue) ([]byte, error)     { return meta.EncodeJSON(listVersion, l) }
 func encodeCursor(c cursorValue) ([]byte, error) { return meta.EncodeJSON(cursorVersion, c) }
 
 func decodeList(b []byte) (listValue, error) {
