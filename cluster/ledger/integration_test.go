@@ -3,6 +3,7 @@ package ledger_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"math/rand/v2"
@@ -294,4 +295,55 @@ func mustStats(t *testing.T, w *ledger.Writer) ledger.WriterStats {
 		t.Fatal(err)
 	}
 	return st
+}
+
+// TestRealBookiesRecovery fences a live writer through real bookies: the
+// recovered ledger holds every confirmed entry, the old writer's next add
+// fails with ErrFenced, and a second recovery returns the same result.
+func TestRealBookiesRecovery(t *testing.T) {
+	w := newRealWorld(t)
+	for i := range 3 {
+		w.startBookie(fmt.Sprintf("bk%d", i))
+	}
+	c := w.client("writer")
+	waitBookies(t, c, 3)
+	wr, err := c.Create(t.Context(), 3, 3, 2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wr.Stop()
+	addAll(t, wr, 0, 300, nil)
+	// Adds in flight while recovery fences: some may be confirmed, the
+	// rest fail; none may be confirmed past the recovered lastEntry.
+	var futs []*ledger.AddFuture
+	for i := 300; i < 400; i++ {
+		f, err := wr.Add(t.Context(), mixedPayload(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		futs = append(futs, f)
+	}
+	rc := w.client("recoverer")
+	waitBookies(t, rc, 3)
+	r, err := rc.OpenAndRecover(t.Context(), wr.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := r.LastAddConfirmed()
+	if last < 299 {
+		t.Fatalf("recovered lastEntry %d, but 0..299 were confirmed", last)
+	}
+	for _, f := range futs {
+		if id, err := f.Wait(t.Context()); err == nil && id > last {
+			t.Fatalf("entry %d confirmed past the recovered lastEntry %d", id, last)
+		}
+	}
+	if _, err := wr.Append(t.Context(), []byte("after recovery")); !errors.Is(err, ledger.ErrFenced) {
+		t.Fatalf("old writer's add after recovery: %v", err)
+	}
+	verifyAll(t, w.client("reader"), wr.ID(), int(last)+1)
+	r2, err := w.client("recoverer2").OpenAndRecover(t.Context(), wr.ID())
+	if err != nil || r2.LastAddConfirmed() != last {
+		t.Fatalf("second recovery: %v, %v", r2, err)
+	}
 }
