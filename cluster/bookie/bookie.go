@@ -21,7 +21,7 @@ import (
 // Goroutines, all started by Start and all waited for by Close: the accept
 // loop; two per connection (reader, writer); the journal's sync stage (the
 // sole owner of the journal file) and apply stage (the sole writer of ledger
-// state); the checkpointer;
+// state); the checkpointer; the compactor when CompactionInterval is set;
 // the registration loop and the GC loop when a metadata store is configured;
 // and a watcher that closes the listener and connections when the bookie's
 // context ends.
@@ -84,14 +84,15 @@ func Start(ctx context.Context, cfg Config) (*Bookie, error) {
 		log.Warn("failpoints armed", "failpoints", fmt.Sprintf("%+v", cfg.Failpoints))
 	}
 
-	st, err := openStore(filepath.Join(cfg.DataDir, "index"), cfg.IndexCacheSize, log, m, cfg.Failpoints)
+	journalDir := filepath.Join(cfg.DataDir, "journal")
+	st, err := openStore(filepath.Join(cfg.DataDir, "index"), cfg.IndexCacheSize, log, m, cfg.Failpoints, fs, journalDir)
 	if err != nil {
 		return nil, err
 	}
 	b := &Bookie{cfg: cfg, log: log, clock: clock, m: m, store: st, readOnlyC: make(chan struct{}, 1)}
 	b.mu.conns = make(map[*serverConn]struct{})
 	b.journal = &journal{
-		fs: fs, dir: filepath.Join(cfg.DataDir, "journal"), log: log, m: m, clock: clock, store: st,
+		fs: fs, dir: journalDir, log: log, m: m, clock: clock, store: st,
 		maxBatchBytes: cfg.JournalMaxBatchBytes, maxWait: cfg.JournalMaxWait, fileSize: cfg.JournalFileSize,
 		queue: make(chan *op, cfg.JournalQueue), queueBytes: semaphore.NewWeighted(cfg.JournalQueueBytes),
 		maxQueued: cfg.JournalQueueBytes, applyq: make(chan applyItem, 4), rolled: make(chan uint64, 1),
@@ -117,6 +118,9 @@ func Start(ctx context.Context, cfg Config) (*Bookie, error) {
 	b.goroutine(func() { b.journal.run(b.ctx) })
 	b.goroutine(b.journal.applyLoop)
 	b.goroutine(func() { b.journal.checkpointLoop(b.ctx) })
+	if cfg.CompactionInterval > 0 && cfg.CompactionThreshold > 0 {
+		b.goroutine(b.compactLoop)
+	}
 	b.goroutine(b.acceptLoop)
 	b.goroutine(b.probeLoop)
 	b.goroutine(func() {

@@ -63,9 +63,11 @@ type Config struct {
 	// while they keep arriving; it is never a fixed delay: a commit starts as
 	// soon as the queue is empty. 0..1s.
 	JournalMaxWait time.Duration
-	// JournalFileSize is the size at which the journal rolls to a new file;
-	// the files behind the last checkpoint are deleted, so it also bounds the
-	// replay after a crash. 1 MiB..4 GiB.
+	// JournalFileSize is the size at which the journal rolls to a new file
+	// and checkpoints, so it bounds the replay after a crash. Journal files
+	// are also the entry log: a file is deleted when GC has deleted every
+	// ledger with an entry in it, or compacted (see CompactionThreshold),
+	// so it is also the unit of space reclamation. 1 MiB..4 GiB.
 	JournalFileSize int64
 
 	// MaxEntrySize is the largest payload accepted; larger adds get TooLarge.
@@ -79,6 +81,19 @@ type Config struct {
 	MaxConnInFlight int
 	// IndexCacheSize is pebble's block cache, in bytes. >= 0.
 	IndexCacheSize int64
+
+	// CompactionThreshold: a checkpointed journal file whose live bytes
+	// (entries of ledgers not yet deleted) fall below this fraction of its
+	// size is compacted: its live entries are written again at the journal's
+	// head and the file is deleted. Higher reclaims space sooner and
+	// rewrites more: compacting a file costs up to threshold × its size in
+	// journal writes, shared with the adds. 0 turns compaction off (space
+	// is then reclaimed only from files that empty entirely). 0..0.95.
+	CompactionThreshold float64
+	// CompactionInterval is how often the compactor looks for files below
+	// CompactionThreshold; looking is cheap (in memory), 0 turns it off.
+	// 0 or >= 1s.
+	CompactionInterval time.Duration
 
 	// FS is the journal's filesystem; nil is the real one.
 	FS FS
@@ -109,6 +124,8 @@ func DefaultConfig() Config {
 		MaxEntrySize:          bkproto.MaxPayloadSize,
 		MaxConnInFlight:       1024,
 		IndexCacheSize:        64 << 20,
+		CompactionThreshold:   0.5,
+		CompactionInterval:    time.Minute,
 		Failpoints:            Failpoints{JournalSyncAfter: -1, JournalWriteAfter: -1},
 	}
 }
@@ -149,6 +166,10 @@ func (c Config) Validate() error {
 		return bad("MaxConnInFlight %d out of range 1..65536", c.MaxConnInFlight)
 	case c.IndexCacheSize < 0:
 		return bad("IndexCacheSize %d is negative", c.IndexCacheSize)
+	case !(c.CompactionThreshold >= 0 && c.CompactionThreshold <= 0.95):
+		return bad("CompactionThreshold %v out of range 0..0.95", c.CompactionThreshold)
+	case c.CompactionInterval != 0 && c.CompactionInterval < time.Second:
+		return bad("CompactionInterval %s: 0 (off) or at least 1s", c.CompactionInterval)
 	}
 	return nil
 }

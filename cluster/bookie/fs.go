@@ -8,10 +8,11 @@ import (
 	"syscall"
 )
 
-// FS is the filesystem under the journal and the checkpoint file. It is an
-// interface so that tests (and failpoints in a real process) can make writes
-// fail with ENOSPC and syncs fail with EIO. The entry index lives in pebble,
-// which has its own vfs; its faults surface as ErrStorage.
+// FS is the filesystem under the journal (which holds the entries) and the
+// checkpoint file. It is an interface so that tests (and failpoints in a real
+// process) can make writes fail with ENOSPC and syncs fail with EIO. The
+// entry index lives in pebble, which has its own vfs; its faults surface as
+// ErrStorage.
 type FS interface {
 	// OpenFile opens name like os.OpenFile.
 	OpenFile(name string, flag int, perm os.FileMode) (File, error)
@@ -28,6 +29,9 @@ type FS interface {
 // File is an open file of an FS.
 type File interface {
 	io.Reader
+	// ReaderAt is pread: reads of entries from journal files, concurrent
+	// with each other and with appends through another handle.
+	io.ReaderAt
 	io.Writer
 	io.Closer
 	// Sync makes the file's data durable (fdatasync: data and the size, not

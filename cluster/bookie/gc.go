@@ -28,7 +28,9 @@ func (b *Bookie) gcLoop(ctx context.Context) {
 // CollectGarbage deletes the local ledgers whose metadata key
 // (bkproto.LedgerKey) no longer exists, and returns how many it deleted.
 // Deleting a ledger means deleting its metadata (DESIGN §4); bookies reclaim
-// the space lazily, here.
+// the space lazily, here: the ledger's index entries go at once, and each
+// checkpointed journal file left without a live entry is deleted. Files still
+// partly live wait for the compactor.
 //
 // Why it cannot delete a live ledger: the local ledger set is snapshotted
 // before the metadata is listed, and a writer creates a ledger's metadata
@@ -55,17 +57,31 @@ func (b *Bookie) CollectGarbage(ctx context.Context) (int, error) {
 		}
 	}
 	deleted := 0
+	var empty []uint64
+	b.store.maint.Lock()
+	defer b.store.maint.Unlock()
 	for _, id := range local {
 		if live[id] {
 			continue
 		}
-		if err := b.store.deleteLedger(id); err != nil {
+		e, err := b.store.deleteLedgerLocked(id)
+		if err != nil {
 			b.fatal(err)
 			return deleted, err
 		}
+		empty = append(empty, e...)
 		b.m.gcDeleted.Inc()
 		b.log.Info("deleted ledger whose metadata is gone", "ledger", id)
 		deleted++
+	}
+	if len(empty) > 0 {
+		// The index deletions must be durable before the files go, or
+		// a crash would bring back ledgers whose entries are gone.
+		if err := b.store.flush(); err != nil {
+			b.fatal(err)
+			return deleted, err
+		}
+		b.store.reclaimLocked()
 	}
 	return deleted, nil
 }

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -51,8 +52,10 @@ type op struct {
 // whether earlier acknowledged data is on disk.
 //
 // Files are named %016x.log by a sequence number and rolled at
-// JournalFileSize. After a roll, the checkpointer flushes pebble and records
-// the first file still needed in CHECKPOINT; older files are deleted.
+// JournalFileSize. They are also the entry log: the index names each entry's
+// record, and reads pread it. After a roll, the checkpointer flushes pebble
+// and records the first file replay still needs in CHECKPOINT; older files
+// stay as long as they hold a live entry (space.go).
 type journal struct {
 	fs    FS
 	dir   string
@@ -113,9 +116,10 @@ func parseJournalFileName(name string) (uint64, bool) {
 // Replay applies every record from the checkpoint on, in order; a damaged
 // record at the very end of the last file is a write cut by a crash (it was
 // never acknowledged, since acks follow the sync) and is truncated away;
-// damage anywhere else is ErrJournalCorrupt. After replay pebble is flushed,
-// the checkpoint moves past the replayed files and they are deleted, so the
-// next crash replays only what was written after this start.
+// damage anywhere else is ErrJournalCorrupt. The accounting of the replayed
+// files is then counted from the index, pebble is flushed, the checkpoint
+// moves past the replayed files, and the checkpointed files that hold no
+// live entry are deleted; the others stay, since they hold the entries.
 func openJournal(j *journal) error {
 	if err := j.fs.MkdirAll(j.dir, 0o755); err != nil {
 		return fmt.Errorf("bookie: create journal dir: %w", err)
@@ -134,21 +138,45 @@ func openJournal(j *journal) error {
 			files = append(files, n)
 		}
 	}
+	unaccounted, err := j.store.loadFiles(cp, files)
+	if err != nil {
+		return err
+	}
 	next := cp
-	replayed := 0
+	var replayed []uint64
+	var adds []record
+	count := 0
 	for i, n := range files {
 		if n < cp {
-			continue // deleted below; a crash interrupted the last deletion
+			continue
 		}
-		count, err := j.replayFile(n, i == len(files)-1)
+		c, err := j.replayFile(n, i == len(files)-1, &adds)
 		if err != nil {
 			return err
 		}
-		replayed += count
+		count += c
+		replayed = append(replayed, n)
 		next = n + 1
 	}
-	if replayed > 0 {
-		j.log.Info("journal replayed", "records", replayed, "files", len(files))
+	if count > 0 {
+		j.log.Info("journal replayed", "records", count, "files", len(replayed))
+	}
+	if len(unaccounted) > 0 {
+		j.log.Warn("journal files without accounting; counting their live entries", "files", unaccounted)
+		more, err := j.unaccountedAdds(unaccounted)
+		if err != nil {
+			return err
+		}
+		adds = append(adds, more...)
+	}
+	if err := j.store.recount(slices.Concat(replayed, unaccounted), adds); err != nil {
+		return err
+	}
+	// The checkpointer is not running yet; maint is for form.
+	j.store.maint.Lock()
+	defer j.store.maint.Unlock()
+	if err := j.store.persistFilesLocked(0, next); err != nil {
+		return err
 	}
 	if err := j.store.flush(); err != nil {
 		return err
@@ -156,8 +184,25 @@ func openJournal(j *journal) error {
 	if err := writeCheckpoint(j.fs, j.dir, next); err != nil {
 		return err
 	}
-	j.removeBefore(next)
-	return j.openFile(next)
+	j.store.mu.Lock()
+	j.store.mu.checkpoint = next
+	j.store.mu.Unlock()
+	j.store.reclaimLocked()
+	if err := j.openFile(next); err != nil {
+		return err
+	}
+	names, err = j.fs.ReadDirNames(j.dir)
+	if err != nil {
+		return fmt.Errorf("bookie: list journal: %w", err)
+	}
+	live := 0
+	for _, name := range names {
+		if _, ok := parseJournalFileName(name); ok {
+			live++
+		}
+	}
+	j.m.logFiles.Set(float64(live))
+	return nil
 }
 
 func (j *journal) openFile(n uint64) error {
@@ -176,7 +221,9 @@ func (j *journal) openFile(n uint64) error {
 	return nil
 }
 
-func (j *journal) replayFile(n uint64, last bool) (int, error) {
+// replayFile applies the records of file n and appends its adds (without
+// payloads) to adds, for the accounting.
+func (j *journal) replayFile(n uint64, last bool, adds *[]record) (int, error) {
 	path := filepath.Join(j.dir, journalFileName(n))
 	f, err := j.fs.OpenFile(path, os.O_RDONLY, 0)
 	if err != nil {
@@ -239,6 +286,10 @@ func (j *journal) replayFile(n uint64, last bool) (int, error) {
 		rec, err := decodeRecord(body)
 		if err != nil {
 			return 0, fmt.Errorf("%w: %s at offset %d: %w", ErrJournalCorrupt, path, off, err)
+		}
+		rec.loc = entryLoc{file: n, off: off, size: recordHeaderSize + uint32(len(body))}
+		if rec.kind == recAdd {
+			*adds = append(*adds, record{kind: recAdd, ledgerID: rec.ledgerID, entryID: rec.entryID, loc: rec.loc})
 		}
 		batch = append(batch, &rec)
 		pending += len(body)
@@ -313,23 +364,6 @@ func writeCheckpoint(fs FS, dir string, n uint64) error {
 		return fmt.Errorf("%w: checkpoint dir: %w", ErrJournalSync, err)
 	}
 	return nil
-}
-
-// removeBefore deletes the journal files before n. A failure only leaves a
-// file that the next start skips and deletes.
-func (j *journal) removeBefore(n uint64) {
-	names, err := j.fs.ReadDirNames(j.dir)
-	if err != nil {
-		j.log.Warn("cannot list journal for cleanup", "err", err)
-		return
-	}
-	for _, name := range names {
-		if f, ok := parseJournalFileName(name); ok && f < n {
-			if err := j.fs.Remove(filepath.Join(j.dir, name)); err != nil {
-				j.log.Warn("cannot delete old journal file", "file", name, "err", err)
-			}
-		}
-	}
 }
 
 // enqueue hands an op to the journal, waiting while the queue is full by
@@ -423,7 +457,9 @@ func failAll(batch []*op, err error) {
 func (j *journal) commit(batch []*op) bool {
 	j.buf = j.buf[:0]
 	for _, o := range batch {
+		start := len(j.buf)
 		j.buf = appendRecord(j.buf, &o.rec)
+		o.rec.loc = entryLoc{file: j.fileNum, off: j.size + int64(start), size: uint32(len(j.buf) - start)}
 	}
 	start := j.clock.Now()
 	if _, err := j.file.Write(j.buf); err != nil {
@@ -534,33 +570,24 @@ func (j *journal) roll() bool {
 		j.onFatal(err)
 		return false
 	}
+	j.m.logFiles.Inc()
 	// The checkpointer may retire the old files only once everything in
 	// them is applied: the marker travels behind the batches.
 	j.applyq <- applyItem{rolledTo: next}
 	return true
 }
 
-// checkpointLoop retires journal files: once every record in files before n
-// is in pebble's sstables (Flush), CHECKPOINT says so and the files go.
+// checkpointLoop takes a checkpoint after each roll (see checkpoint).
 func (j *journal) checkpointLoop(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case n := <-j.rolled:
-			if err := j.store.flush(); err != nil {
+			if err := j.checkpoint(n); err != nil {
 				j.onFatal(err)
 				return
 			}
-			if err := writeCheckpoint(j.fs, j.dir, n); err != nil {
-				if errors.Is(err, syscall.ENOSPC) {
-					j.log.Warn("no space to write the journal checkpoint; old journal files are kept", "err", err)
-					continue
-				}
-				j.onFatal(err)
-				return
-			}
-			j.removeBefore(n)
 		}
 	}
 }

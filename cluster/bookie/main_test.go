@@ -41,7 +41,8 @@ func testConfig(t testing.TB, dir string, store meta.Store) Config {
 	cfg.DataDir = dir
 	cfg.ListenAddr = "127.0.0.1:0"
 	cfg.Meta = store
-	cfg.GCInterval = 0 // tests call CollectGarbage themselves
+	cfg.GCInterval = 0         // tests call CollectGarbage themselves
+	cfg.CompactionInterval = 0 // and compact themselves
 	cfg.JournalFileSize = 1 << 20
 	cfg.IndexCacheSize = 8 << 20
 	cfg.Logger = testLogger(t)

@@ -8,15 +8,19 @@ import (
 // metrics are every metric the bookie exports, declared in this one place and
 // registered on the registry the caller passes in (never the global one).
 type metrics struct {
-	journalSync    prometheus.Histogram
-	journalBatch   prometheus.Histogram
-	addLatency     prometheus.Histogram
-	adds           *prometheus.CounterVec
-	reads          *prometheus.CounterVec
-	checksumErrors prometheus.Counter
-	readOnly       prometheus.Gauge
-	ledgers        prometheus.Gauge
-	gcDeleted      prometheus.Counter
+	journalSync     prometheus.Histogram
+	journalBatch    prometheus.Histogram
+	addLatency      prometheus.Histogram
+	adds            *prometheus.CounterVec
+	reads           *prometheus.CounterVec
+	checksumErrors  prometheus.Counter
+	readOnly        prometheus.Gauge
+	ledgers         prometheus.Gauge
+	gcDeleted       prometheus.Counter
+	logFiles        prometheus.Gauge
+	logFilesDeleted prometheus.Counter
+	compactedFiles  prometheus.Counter
+	compactedBytes  prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -60,6 +64,22 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "meridian_bookie_gc_ledgers_deleted_total",
 			Help: "Ledgers deleted because their metadata is gone.",
 		}),
+		logFiles: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "meridian_bookie_journal_files",
+			Help: "Journal files on disk; they are also the entry log.",
+		}),
+		logFilesDeleted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "meridian_bookie_journal_files_deleted_total",
+			Help: "Journal files deleted because no live entry was left in them (after GC or compaction).",
+		}),
+		compactedFiles: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "meridian_bookie_compacted_files_total",
+			Help: "Journal files whose live entries the compactor copied forward before deleting them.",
+		}),
+		compactedBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "meridian_bookie_compacted_bytes_total",
+			Help: "Record bytes the compactor copied forward (the write amplification compaction costs).",
+		}),
 	}
 	for s := bkproto.StatusOK; s <= bkproto.StatusInternal; s++ {
 		m.adds.WithLabelValues(s.String())
@@ -67,7 +87,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.journalSync, m.journalBatch, m.addLatency, m.adds, m.reads,
-			m.checksumErrors, m.readOnly, m.ledgers, m.gcDeleted} {
+			m.checksumErrors, m.readOnly, m.ledgers, m.gcDeleted, m.logFiles, m.logFilesDeleted, m.compactedFiles,
+			m.compactedBytes} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}

@@ -34,15 +34,35 @@ const (
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
 type record struct {
-	kind      recordKind
-	ledgerID  int64
-	entryID   int64 // recAdd
-	lac       int64 // recAdd (piggybacked), recLAC
-	recovery  bool  // recAdd
+	kind     recordKind
+	ledgerID int64
+	entryID  int64 // recAdd
+	lac      int64 // recAdd (piggybacked), recLAC
+	recovery bool  // recAdd
+	// relocated marks a recAdd that the compactor copied from an older
+	// journal file: it only moves the entry's index to this record, and has
+	// no effect at all if the ledger is gone (see store.apply).
+	relocated bool
 	checksum  uint32
 	masterKey []byte // recAdd, recLAC
 	payload   []byte // recAdd
+	// loc is where the record lies in the journal. It is not encoded: the
+	// journal sets it when it lays the record out, replay when it reads it.
+	loc entryLoc
 }
+
+// entryLoc is a record's place in the journal: file number, offset of its
+// header, and its whole framed size. An entry's index value is its loc.
+type entryLoc struct {
+	file uint64
+	off  int64
+	size uint32
+}
+
+const (
+	flagRecovery  = 1 << 0
+	flagRelocated = 1 << 1
+)
 
 func (r *record) size() int {
 	return recordHeaderSize + 1 + 8 + 8 + 8 + 1 + 4 + 2 + len(r.masterKey) + len(r.payload)
@@ -59,7 +79,10 @@ func appendRecord(dst []byte, r *record) []byte {
 		dst = binary.BigEndian.AppendUint64(dst, uint64(r.lac))
 		var flags byte
 		if r.recovery {
-			flags = 1
+			flags |= flagRecovery
+		}
+		if r.relocated {
+			flags |= flagRelocated
 		}
 		dst = append(dst, flags)
 		dst = binary.BigEndian.AppendUint32(dst, r.checksum)
@@ -99,7 +122,8 @@ func decodeRecord(body []byte) (record, error) {
 		}
 		r.entryID = int64(binary.BigEndian.Uint64(b))
 		r.lac = int64(binary.BigEndian.Uint64(b[8:]))
-		r.recovery = b[16]&1 != 0
+		r.recovery = b[16]&flagRecovery != 0
+		r.relocated = b[16]&flagRelocated != 0
 		r.checksum = binary.BigEndian.Uint32(b[17:])
 		n := int(binary.BigEndian.Uint16(b[21:]))
 		b = b[23:]

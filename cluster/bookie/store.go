@@ -5,7 +5,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -14,37 +17,91 @@ import (
 	"github.com/meridian-mq/meridian/cluster/bookie/bkproto"
 )
 
-// store is the entry storage: entries and per-ledger state in pebble, plus
-// the in-memory ledger table (fence flag, LAC, master key, LAC long-poll
-// waiters).
+// store is the entry index and the ledger state: in pebble, the index
+// (ledger, entry) -> the entry's record in the journal, each ledger's state
+// and each checkpointed journal file's accounting; in memory, the ledger
+// table (fence flag, LAC, master key, LAC long-poll waiters), the journal
+// files' accounting and the open read handles of journal files. The entries
+// themselves live only in the journal files (see the package comment).
 //
 // Pebble runs with its WAL disabled: the journal is the write-ahead log. An
-// entry reaches pebble only after its journal record is fsynced (apply is
-// called by the journal's apply stage after the sync), so pebble's memtable may
-// be lost in a crash, and replay re-applies the journal from the last
-// checkpoint. Applying is idempotent (same key, same value; LAC is a max;
-// fence is a flag), so re-applying records that did reach an sstable is
-// harmless.
+// index entry reaches pebble only after its journal record is fsynced (apply
+// is called by the journal's apply stage after the sync), so pebble's
+// memtable may be lost in a crash, and replay re-applies the journal from the
+// last checkpoint. Applying is idempotent (same key, same value; LAC is a
+// max; fence is a flag), so re-applying records that did reach an sstable is
+// harmless. Pebble's durable state is always a prefix of the batches applied
+// (memtables flush in order), so the index, the ledger state and the file
+// accounting written in one batch are durable together or not at all.
 //
 // Ownership: the journal's apply stage (applyLoop) is the only writer of
-// ledger state (fenced, lac, masterKey); it applies records in journal order,
-// and that order decides whether an add raced with a fence. GC may delete a ledger
-// concurrently. Readers take mu only to look a ledger up.
+// ledger state (fenced, lac, masterKey) and of index entries for new
+// records; it applies records in journal order, and that order decides
+// whether an add raced with a fence. GC may delete a ledger concurrently.
+// Whoever changes the set of journal files or their persisted accounting
+// (the checkpointer, GC, the compactor) holds maint for the whole change;
+// readers take mu only to look a ledger or a file up.
 //
 // Keys:
 //
-//	'e' ledgerID(8) entryID(8) -> crc32c(4) payload   an entry
-//	'l' ledgerID(8)            -> ledgerMeta           a ledger's state
+//	'e' ledgerID(8) entryID(8) -> file(8) offset(8) size(4)   an entry's record
+//	'l' ledgerID(8)            -> ledgerMeta                  a ledger's state
+//	'f' fileNum(8)             -> fileMeta                    a checkpointed file's accounting
+//	'v'                        -> format version
 type store struct {
 	db  *pebble.DB
 	log *slog.Logger
 	m   *metrics
 	fp  Failpoints
+	fs  FS
+	dir string // the journal's directory, where the entries are
+
+	// maint serializes the checkpointer, GC and the compactor: each of
+	// them snapshots file accounting under mu and writes it to pebble
+	// outside it, and the writes must land in snapshot order. Lock order:
+	// maint before mu.
+	maint sync.Mutex
 
 	mu struct {
 		sync.Mutex
 		ledgers map[int64]*ledgerState
+		// files is the accounting of every journal file that holds a
+		// record (see fileSpace); a file absent from it is being, or
+		// has been, deleted.
+		files map[uint64]*fileSpace
+		// readers are open read handles of journal files.
+		readers map[uint64]*logReader
+		// checkpoint is the first journal file not known to be fully
+		// applied to flushed sstables: files before it may be deleted or
+		// compacted, files from it on are replayed after a crash.
+		checkpoint uint64
 	}
+}
+
+// fileSpace is one journal file's accounting: its size and, per ledger, the
+// bytes of records that an index entry was written for. An entry re-added
+// elsewhere (a recovery add, a compaction copy) still counts here until its
+// ledger is deleted or the file is compacted: the count may be high, never
+// low, so a file whose count is zero holds no indexed entry and may go.
+type fileSpace struct {
+	size int64
+	live map[int64]int64
+}
+
+func (f *fileSpace) liveBytes() int64 {
+	var n int64
+	for _, b := range f.live {
+		n += b
+	}
+	return n
+}
+
+// logReader is a read handle of one journal file. Reads hold mu for reading
+// across the pread; deleting the file takes it for writing and sets f to
+// nil, so no read ever uses a closed descriptor.
+type logReader struct {
+	mu sync.RWMutex
+	f  File
 }
 
 type ledgerState struct {
@@ -72,6 +129,59 @@ func entryKey(ledgerID, entryID int64) []byte {
 	binary.BigEndian.PutUint64(k[1:], uint64(ledgerID))
 	binary.BigEndian.PutUint64(k[9:], uint64(entryID))
 	return k
+}
+
+func fileKey(n uint64) []byte {
+	k := make([]byte, 9)
+	k[0] = 'f'
+	binary.BigEndian.PutUint64(k[1:], n)
+	return k
+}
+
+var versionKey = []byte{'v'}
+
+// indexFormat is the index's format version: 2 is the index into journal
+// files; 1 (entries stored in pebble) is refused.
+const indexFormat = 2
+
+func encodeLoc(l entryLoc) []byte {
+	v := make([]byte, 20)
+	binary.BigEndian.PutUint64(v, l.file)
+	binary.BigEndian.PutUint64(v[8:], uint64(l.off))
+	binary.BigEndian.PutUint32(v[16:], l.size)
+	return v
+}
+
+func decodeLoc(v []byte) (entryLoc, bool) {
+	if len(v) != 20 {
+		return entryLoc{}, false
+	}
+	return entryLoc{file: binary.BigEndian.Uint64(v), off: int64(binary.BigEndian.Uint64(v[8:])),
+		size: binary.BigEndian.Uint32(v[16:])}, true
+}
+
+const fileMetaVersion = 1
+
+func encodeFileMeta(f *fileSpace) []byte {
+	v := []byte{fileMetaVersion}
+	v = binary.BigEndian.AppendUint64(v, uint64(f.size))
+	v = binary.BigEndian.AppendUint32(v, uint32(len(f.live)))
+	for id, n := range f.live {
+		v = binary.BigEndian.AppendUint64(v, uint64(id))
+		v = binary.BigEndian.AppendUint64(v, uint64(n))
+	}
+	return v
+}
+
+func decodeFileMeta(v []byte) (*fileSpace, error) {
+	if len(v) < 13 || v[0] != fileMetaVersion || 13+16*int(binary.BigEndian.Uint32(v[9:])) != len(v) {
+		return nil, fmt.Errorf("%w: bad journal file accounting %x", ErrStorage, v)
+	}
+	f := &fileSpace{size: int64(binary.BigEndian.Uint64(v[1:])), live: make(map[int64]int64)}
+	for b := v[13:]; len(b) > 0; b = b[16:] {
+		f.live[int64(binary.BigEndian.Uint64(b))] = int64(binary.BigEndian.Uint64(b[8:]))
+	}
+	return f, nil
 }
 
 func ledgerKey(ledgerID int64) []byte {
@@ -118,15 +228,16 @@ func (l pebbleLogger) Fatalf(format string, args ...any) {
 	panic("pebble: " + msg)
 }
 
-func openStore(dir string, cacheSize int64, log *slog.Logger, m *metrics, fp Failpoints) (*store, error) {
+func openStore(dir string, cacheSize int64, log *slog.Logger, m *metrics, fp Failpoints, fs FS, journalDir string) (*store, error) {
 	cache := pebble.NewCache(cacheSize)
 	defer cache.Unref()
 	opts := &pebble.Options{
 		// The journal is the WAL; see the type comment.
 		DisableWAL: true,
-		// Large memtables absorb bursts of 64 KiB entries without stalling
-		// on flushes. Cost: up to two memtables (128 MiB) of memory.
-		MemTableSize: 64 << 20,
+		// Index entries are ~60 bytes: 32 MiB holds the index of a few
+		// hundred thousand entries, more than a journal file's worth
+		// between two checkpoints. Cost: up to two memtables of memory.
+		MemTableSize: 32 << 20,
 		Cache:        cache,
 		Logger:       pebbleLogger{log},
 	}
@@ -134,8 +245,14 @@ func openStore(dir string, cacheSize int64, log *slog.Logger, m *metrics, fp Fai
 	if err != nil {
 		return nil, fmt.Errorf("%w: open index %s: %w", ErrStorage, dir, err)
 	}
-	s := &store{db: db, log: log, m: m, fp: fp}
+	s := &store{db: db, log: log, m: m, fp: fp, fs: fs, dir: journalDir}
 	s.mu.ledgers = make(map[int64]*ledgerState)
+	s.mu.files = make(map[uint64]*fileSpace)
+	s.mu.readers = make(map[uint64]*logReader)
+	if err := s.checkFormat(); err != nil {
+		db.Close()
+		return nil, err
+	}
 	it, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte{'l'}, UpperBound: []byte{'m'}})
 	if err != nil {
 		db.Close()
@@ -162,10 +279,63 @@ func openStore(dir string, cacheSize int64, log *slog.Logger, m *metrics, fp Fai
 	return s, nil
 }
 
-func (s *store) close() error { return s.db.Close() }
+// checkFormat refuses an index written by the previous format (entries in
+// pebble), which this code would misread, and stamps a new one.
+func (s *store) checkFormat() error {
+	v, closer, err := s.db.Get(versionKey)
+	if err == nil {
+		ok := len(v) == 1 && v[0] == indexFormat
+		closer.Close()
+		if !ok {
+			return fmt.Errorf("%w: index format %x, this bookie reads %d", ErrStorage, v, indexFormat)
+		}
+		return nil
+	}
+	if !errors.Is(err, pebble.ErrNotFound) {
+		return fmt.Errorf("%w: %w", ErrStorage, err)
+	}
+	it, err := s.db.NewIter(nil)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrStorage, err)
+	}
+	nonEmpty := it.First()
+	if err := it.Close(); err != nil {
+		return fmt.Errorf("%w: %w", ErrStorage, err)
+	}
+	if nonEmpty {
+		return fmt.Errorf("%w: the data directory was written by a bookie that stored entries in its index (format 1); "+
+			"drain this bookie's ledgers to others and start it on an empty directory", ErrStorage)
+	}
+	// Durable with the first flush, before anything else can be.
+	if err := s.db.Set(versionKey, []byte{indexFormat}, pebble.NoSync); err != nil {
+		return fmt.Errorf("%w: %w", ErrStorage, err)
+	}
+	return nil
+}
+
+// close closes the journal files' read handles and pebble.
+func (s *store) close() error {
+	s.mu.Lock()
+	readers := s.mu.readers
+	s.mu.readers = make(map[uint64]*logReader)
+	s.mu.Unlock()
+	for _, r := range readers {
+		r.close()
+	}
+	return s.db.Close()
+}
+
+func (r *logReader) close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.f != nil {
+		r.f.Close()
+		r.f = nil
+	}
+}
 
 // flush makes everything applied so far durable in sstables; the journal
-// behind it can then be deleted.
+// behind it then no longer needs replaying.
 func (s *store) flush() error {
 	if err := s.db.Flush(); err != nil {
 		return fmt.Errorf("%w: flush: %w", ErrStorage, err)
@@ -182,15 +352,19 @@ type opResult struct {
 // apply applies journaled records, in journal order, to pebble and to the
 // ledger table, and says for each whether it took effect. It is called only
 // by the journal's apply stage (and by replay before it starts). An error is
-// fatal (ErrStorage).
+// fatal (ErrStorage). Each record's loc must be set.
 //
 // The rules, which replay applies identically so that a restart reaches the
 // same state: a non-recovery add to a fenced ledger is refused (its record
 // stays in the journal but has no effect), as is an add or LAC write whose
-// master key differs from the ledger's.
+// master key differs from the ledger's. A relocated add (a compaction copy)
+// only points the entry's index at the copy, and does nothing if the ledger
+// is unknown: GC deleted it after the compactor read the original, and the
+// copy must not bring it back.
 func (s *store) apply(recs []*record, results []opResult) error {
 	// Phase 1: decide, on copies of the touched ledgers' state.
 	type draft struct {
+		known  bool // the ledger exists, or a record here creates it
 		fenced bool
 		lac    int64
 		key    []byte
@@ -198,12 +372,17 @@ func (s *store) apply(recs []*record, results []opResult) error {
 	drafts := make(map[int64]*draft)
 	s.mu.Lock()
 	for _, r := range recs {
+		// A read may find an index entry in this file before phase 3:
+		// the file must already count as present (see reader).
+		if s.mu.files[r.loc.file] == nil {
+			s.mu.files[r.loc.file] = &fileSpace{live: make(map[int64]int64)}
+		}
 		if r.kind == recProbe || drafts[r.ledgerID] != nil {
 			continue
 		}
 		d := &draft{lac: bkproto.NoEntry}
 		if st := s.mu.ledgers[r.ledgerID]; st != nil {
-			d.fenced, d.lac, d.key = st.fenced, st.lac, st.masterKey
+			d.known, d.fenced, d.lac, d.key = true, st.fenced, st.lac, st.masterKey
 		}
 		drafts[r.ledgerID] = d
 	}
@@ -211,6 +390,7 @@ func (s *store) apply(recs []*record, results []opResult) error {
 
 	b := s.db.NewBatch()
 	defer b.Close()
+	indexed := make([]bool, len(recs))
 	for i, r := range recs {
 		if r.kind == recProbe {
 			results[i] = opResult{lac: bkproto.NoEntry}
@@ -219,28 +399,39 @@ func (s *store) apply(recs []*record, results []opResult) error {
 		d := drafts[r.ledgerID]
 		res := opResult{}
 		switch {
+		case r.kind == recAdd && r.relocated:
+			if d.known {
+				if err := b.Set(entryKey(r.ledgerID, r.entryID), encodeLoc(r.loc), nil); err != nil {
+					return fmt.Errorf("%w: %w", ErrStorage, err)
+				}
+				indexed[i] = true
+			}
 		case r.kind == recFence:
-			d.fenced = true
+			d.known, d.fenced = true, true
 		case (r.kind == recAdd && !r.recovery || r.kind == recLAC) && d.fenced:
 			res.err = fmt.Errorf("%w: ledger %d is fenced; only recovery may add to it", bkproto.ErrFenced, r.ledgerID)
 		case len(r.masterKey) > 0 && len(d.key) > 0 && !bytes.Equal(r.masterKey, d.key):
 			res.err = fmt.Errorf("%w: master key differs from ledger %d's", bkproto.ErrBadRequest, r.ledgerID)
 		default:
+			d.known = true
 			if len(d.key) == 0 && len(r.masterKey) > 0 {
 				d.key = bytes.Clone(r.masterKey)
 			}
 			d.lac = max(d.lac, r.lac)
 			if r.kind == recAdd {
-				v := binary.BigEndian.AppendUint32(make([]byte, 0, 4+len(r.payload)), r.checksum)
-				if err := b.Set(entryKey(r.ledgerID, r.entryID), append(v, r.payload...), nil); err != nil {
+				if err := b.Set(entryKey(r.ledgerID, r.entryID), encodeLoc(r.loc), nil); err != nil {
 					return fmt.Errorf("%w: %w", ErrStorage, err)
 				}
+				indexed[i] = true
 			}
 		}
 		res.lac = d.lac
 		results[i] = res
 	}
 	for id, d := range drafts {
+		if !d.known {
+			continue
+		}
 		if err := b.Set(ledgerKey(id), encodeLedgerMeta(d.fenced, d.lac, d.key), nil); err != nil {
 			return fmt.Errorf("%w: %w", ErrStorage, err)
 		}
@@ -250,11 +441,25 @@ func (s *store) apply(recs []*record, results []opResult) error {
 	if err := s.db.Apply(b, pebble.NoSync); err != nil {
 		return fmt.Errorf("%w: apply: %w", ErrStorage, err)
 	}
-	// Phase 3: publish, after the entries are readable, and wake long-polls.
+	// Phase 3: publish, after the index is readable, account for the
+	// records' bytes, and wake long-polls.
 	var fire []*lacWaiter
 	var lacs []int64
 	s.mu.Lock()
+	for i, r := range recs {
+		f := s.mu.files[r.loc.file]
+		if f == nil {
+			continue // deleted meanwhile: only an empty file can be
+		}
+		f.size = max(f.size, r.loc.off+int64(r.loc.size))
+		if indexed[i] {
+			f.live[r.ledgerID] += int64(r.loc.size)
+		}
+	}
 	for id, d := range drafts {
+		if !d.known {
+			continue
+		}
 		st := s.mu.ledgers[id]
 		if st == nil {
 			st = &ledgerState{}
@@ -291,38 +496,133 @@ func (s *store) ledger(ledgerID int64) (fenced bool, lac int64, ok bool) {
 	return st.fenced, st.lac, true
 }
 
-// read returns an entry's payload, verified against its stored checksum, and
-// the ledger's LAC.
+// errFileGone: the journal file an index entry named has been deleted (the
+// compactor moved the entry); look the entry up again.
+var errFileGone = errors.New("journal file deleted")
+
+// location looks an entry up in the index.
+func (s *store) location(ledgerID, entryID int64) (entryLoc, error) {
+	v, closer, err := s.db.Get(entryKey(ledgerID, entryID))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return entryLoc{}, fmt.Errorf("%w: ledger %d entry %d", bkproto.ErrNoSuchEntry, ledgerID, entryID)
+	}
+	if err != nil {
+		return entryLoc{}, fmt.Errorf("%w: read ledger %d entry %d: %w", bkproto.ErrInternal, ledgerID, entryID, err)
+	}
+	loc, ok := decodeLoc(v)
+	closer.Close()
+	if !ok {
+		return entryLoc{}, fmt.Errorf("%w: ledger %d entry %d: bad index value", ErrStorage, ledgerID, entryID)
+	}
+	return loc, nil
+}
+
+// read returns an entry's payload, read from its journal record and verified
+// against its checksum, and the ledger's LAC.
 func (s *store) read(ledgerID, entryID int64) (payload []byte, checksum uint32, lac int64, err error) {
 	_, lac, ok := s.ledger(ledgerID)
 	if !ok {
 		return nil, 0, lac, fmt.Errorf("%w: ledger %d", bkproto.ErrNoSuchLedger, ledgerID)
 	}
-	v, closer, err := s.db.Get(entryKey(ledgerID, entryID))
-	if errors.Is(err, pebble.ErrNotFound) {
-		return nil, 0, lac, fmt.Errorf("%w: ledger %d entry %d", bkproto.ErrNoSuchEntry, ledgerID, entryID)
+	var buf []byte
+	// The compactor may move the entry and delete its file between the
+	// lookup and the pread; it updates the index first, so a second
+	// lookup finds the copy. A third miss is not a race any more.
+	for attempt := 0; ; attempt++ {
+		loc, err := s.location(ledgerID, entryID)
+		if errors.Is(err, ErrStorage) {
+			s.m.checksumErrors.Inc()
+			return nil, 0, lac, fmt.Errorf("%w: %v", bkproto.ErrChecksumMismatch, err)
+		}
+		if err != nil {
+			return nil, 0, lac, err
+		}
+		buf, err = s.pread(loc)
+		if errors.Is(err, errFileGone) && attempt < 2 {
+			continue
+		}
+		if err != nil {
+			return nil, 0, lac, fmt.Errorf("%w: ledger %d entry %d: %w", bkproto.ErrInternal, ledgerID, entryID, err)
+		}
+		break
 	}
-	if err != nil {
-		return nil, 0, lac, fmt.Errorf("%w: read ledger %d entry %d: %w", bkproto.ErrInternal, ledgerID, entryID, err)
-	}
-	v = bytes.Clone(v)
-	closer.Close()
-	if len(v) < 4 {
+	damaged := func(why string) error {
 		s.m.checksumErrors.Inc()
-		return nil, 0, lac, fmt.Errorf("%w: ledger %d entry %d: stored value too short", bkproto.ErrChecksumMismatch, ledgerID, entryID)
+		s.log.Error("stored entry is damaged", "ledger", ledgerID, "entry", entryID, "why", why)
+		return fmt.Errorf("%w: ledger %d entry %d is damaged on this bookie (%s); read another replica",
+			bkproto.ErrChecksumMismatch, ledgerID, entryID, why)
 	}
-	checksum, payload = binary.BigEndian.Uint32(v), v[4:]
+	// A short file reads short: pread reports what it got.
+	if len(buf) < recordHeaderSize || int(binary.BigEndian.Uint32(buf)) != len(buf)-recordHeaderSize {
+		return nil, 0, lac, damaged("record frame does not match the index")
+	}
+	// The entry checksum below covers ledger, entry and payload, which is
+	// all a read returns, so the frame CRC (the whole body again) is left
+	// to replay.
+	rec, err := decodeRecord(buf[recordHeaderSize:])
+	if err != nil || rec.kind != recAdd || rec.ledgerID != ledgerID || rec.entryID != entryID {
+		return nil, 0, lac, damaged("record is not this entry")
+	}
+	checksum, payload = rec.checksum, rec.payload
 	if s.fp.corrupts(ledgerID, entryID) && len(payload) > 0 {
 		payload[len(payload)/2] ^= 0x40
 	}
 	if got := bkproto.EntryChecksum(ledgerID, entryID, payload); got != checksum {
-		s.m.checksumErrors.Inc()
-		s.log.Error("stored entry fails its checksum", "ledger", ledgerID, "entry", entryID,
-			"stored", checksum, "computed", got)
-		return nil, 0, lac, fmt.Errorf("%w: ledger %d entry %d is damaged on this bookie; read another replica",
-			bkproto.ErrChecksumMismatch, ledgerID, entryID)
+		return nil, 0, lac, damaged(fmt.Sprintf("checksum %08x, stored %08x", got, checksum))
 	}
 	return payload, checksum, lac, nil
+}
+
+// pread reads a record. It returns fewer bytes than loc.size only if the
+// file is shorter than the index says.
+func (s *store) pread(loc entryLoc) ([]byte, error) {
+	r, err := s.reader(loc.file)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.f == nil {
+		return nil, errFileGone
+	}
+	buf := make([]byte, loc.size)
+	n, err := r.f.ReadAt(buf, loc.off)
+	if n == len(buf) || errors.Is(err, io.EOF) {
+		return buf[:n], nil
+	}
+	return nil, err
+}
+
+// reader returns journal file n's read handle, opening it on first use. A
+// file no longer accounted for is being deleted: errFileGone, and no handle
+// is cached that would keep its space after the unlink.
+func (s *store) reader(n uint64) (*logReader, error) {
+	s.mu.Lock()
+	r := s.mu.readers[n]
+	s.mu.Unlock()
+	if r != nil {
+		return r, nil
+	}
+	f, err := s.fs.OpenFile(filepath.Join(s.dir, journalFileName(n)), os.O_RDONLY, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, errFileGone
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r := s.mu.readers[n]; r != nil {
+		f.Close()
+		return r, nil
+	}
+	if s.mu.files[n] == nil {
+		f.Close()
+		return nil, errFileGone
+	}
+	r = &logReader{f: f}
+	s.mu.readers[n] = r
+	return r, nil
 }
 
 // waitLAC registers w, to be answered (by whoever claims it) once the
@@ -377,14 +677,33 @@ func (s *store) ledgerIDs() []int64 {
 	return ids
 }
 
-// deleteLedger removes a ledger and its entries. Like every pebble write it
-// is durable at the next flush; a crash before that resurrects the ledger,
-// and the next GC pass deletes it again.
-func (s *store) deleteLedger(ledgerID int64) error {
+// deleteLedger removes a ledger, its index entries and its bytes from the
+// journal files' accounting, and returns the checkpointed files that no
+// longer hold any indexed entry. Like every pebble write it is durable at
+// the next flush; a crash before that resurrects the ledger, and the next GC
+// pass deletes it again. The caller holds maint, and flushes before it
+// deletes the returned files: an index entry must never outlive its file.
+func (s *store) deleteLedgerLocked(ledgerID int64) (empty []uint64, err error) {
+	b := s.db.NewBatch()
+	defer b.Close()
 	s.mu.Lock()
 	st := s.mu.ledgers[ledgerID]
 	delete(s.mu.ledgers, ledgerID)
 	n := len(s.mu.ledgers)
+	for num, f := range s.mu.files {
+		if _, ok := f.live[ledgerID]; !ok {
+			continue
+		}
+		delete(f.live, ledgerID)
+		if num < s.mu.checkpoint {
+			// Persisted accounting changes in the same batch as the
+			// index, so that the two stay consistent across a crash.
+			b.Set(fileKey(num), encodeFileMeta(f), nil)
+			if len(f.live) == 0 {
+				empty = append(empty, num)
+			}
+		}
+	}
 	s.mu.Unlock()
 	s.m.ledgers.Set(float64(n))
 	if st != nil {
@@ -394,11 +713,14 @@ func (s *store) deleteLedger(ledgerID int64) error {
 			}
 		}
 	}
-	if err := s.db.DeleteRange(entryKey(ledgerID, 0), entryKey(ledgerID+1, 0), pebble.NoSync); err != nil {
-		return fmt.Errorf("%w: delete ledger %d: %w", ErrStorage, ledgerID, err)
+	if err := b.DeleteRange(entryKey(ledgerID, 0), entryKey(ledgerID+1, 0), nil); err != nil {
+		return nil, fmt.Errorf("%w: delete ledger %d: %w", ErrStorage, ledgerID, err)
 	}
-	if err := s.db.Delete(ledgerKey(ledgerID), pebble.NoSync); err != nil {
-		return fmt.Errorf("%w: delete ledger %d: %w", ErrStorage, ledgerID, err)
+	if err := b.Delete(ledgerKey(ledgerID), nil); err != nil {
+		return nil, fmt.Errorf("%w: delete ledger %d: %w", ErrStorage, ledgerID, err)
 	}
-	return nil
+	if err := s.db.Apply(b, pebble.NoSync); err != nil {
+		return nil, fmt.Errorf("%w: delete ledger %d: %w", ErrStorage, ledgerID, err)
+	}
+	return empty, nil
 }
