@@ -17,9 +17,13 @@ import (
 type State string
 
 const (
-	StateOpen       State = "OPEN"
+	// StateOpen: the creating writer may add entries and change ensembles.
+	StateOpen State = "OPEN"
+	// StateInRecovery: a recoverer has taken the ledger; the writer's next
+	// metadata CAS fails. Only recoverers change it now.
 	StateInRecovery State = "IN_RECOVERY"
-	StateClosed     State = "CLOSED"
+	// StateClosed: LastEntry is final; the ledger is read-only forever.
+	StateClosed State = "CLOSED"
 )
 
 // metadataVersion is the "v" of the JSON value this code writes and reads.

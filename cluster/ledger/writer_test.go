@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"testing/synctest"
@@ -490,6 +491,38 @@ func TestDeleteLedger(t *testing.T) {
 		}
 		if _, err := c.OpenForRead(t.Context(), w.ID()); !errors.Is(err, ledger.ErrLedgerNotFound) {
 			t.Fatalf("open deleted ledger: %v", err)
+		}
+	})
+}
+
+// TestLedgerIDsUniqueUnderConcurrency creates ledgers from several clients
+// at once: the CAS counter hands out distinct ids.
+func TestLedgerIDsUniqueUnderConcurrency(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, 18, "b1", "b2", "b3")
+		ids := make(chan int64, 40)
+		for i := range 4 {
+			c := e.client(fmt.Sprintf("c%d", i), testConfig())
+			go func() {
+				for range 10 {
+					w, err := c.Create(t.Context(), 1, 1, 1, nil)
+					if err != nil {
+						t.Error(err)
+						ids <- -1
+						continue
+					}
+					w.Stop()
+					ids <- w.ID()
+				}
+			}()
+		}
+		seen := map[int64]bool{}
+		for range 40 {
+			id := <-ids
+			if id < 1 || seen[id] {
+				t.Fatalf("ledger id %d invalid or handed out twice", id)
+			}
+			seen[id] = true
 		}
 	})
 }

@@ -26,6 +26,7 @@ import (
 // Op names a bookie operation, for delays and injected errors.
 type Op int
 
+// The operations of ledger.Bookie.
 const (
 	OpAdd Op = iota
 	OpRead
