@@ -7,7 +7,9 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -346,4 +348,78 @@ func TestRealBookiesRecovery(t *testing.T) {
 	if err != nil || r2.LastAddConfirmed() != last {
 		t.Fatalf("second recovery: %v, %v", r2, err)
 	}
+}
+
+// cutDialer is a bkproto.Dialer whose links to chosen addresses can be cut:
+// open connections are closed and new dials refused, as a partition between
+// this client and that bookie would.
+type cutDialer struct {
+	mu    sync.Mutex
+	cut   map[string]bool
+	conns map[string][]net.Conn
+}
+
+func (d *cutDialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.cut[addr] {
+		return nil, fmt.Errorf("dial %s: partitioned", addr)
+	}
+	c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+	if err == nil {
+		d.conns[addr] = append(d.conns[addr], c)
+	}
+	return c, err
+}
+
+func (d *cutDialer) Cut(addr string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.cut[addr] = true
+	for _, c := range d.conns[addr] {
+		c.Close()
+	}
+}
+
+// TestRealBookiesPartitionedWriter cuts the writer's TCP links to one
+// ensemble member mid-stream (the bookie itself stays up for others): no
+// add fails, the writer replaces the member, and another client reads every
+// entry.
+func TestRealBookiesPartitionedWriter(t *testing.T) {
+	w := newRealWorld(t)
+	for i := range 4 {
+		w.startBookie(fmt.Sprintf("bk%d", i))
+	}
+	d := &cutDialer{cut: map[string]bool{}, conns: map[string][]net.Conn{}}
+	res, err := ledger.NewBKProto(w.store, region, bkproto.DefaultConnConfig(d))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Close()
+	cfg := ledger.DefaultConfig(region)
+	cfg.RetryInterval = 100 * time.Millisecond
+	c, err := ledger.New(cfg, w.store, res, testLogger(t), rand.New(rand.NewPCG(3, 4)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	waitBookies(t, c, 4)
+	wr, err := c.Create(t.Context(), 3, 3, 2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wr.Stop()
+	victim := mustMetadata(t, c, wr.ID()).LastEnsemble()[0]
+	addAll(t, wr, 0, 1000, func(i int) {
+		if i == 500 {
+			d.Cut(w.bookies[victim].Addr())
+		}
+	})
+	if err := wr.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if md := mustMetadata(t, c, wr.ID()); slices.Contains(md.LastEnsemble(), victim) {
+		t.Fatalf("partitioned bookie %s still in the ensemble: %+v", victim, md.Fragments)
+	}
+	verifyAll(t, w.client("reader"), wr.ID(), 1000)
 }
