@@ -395,7 +395,7 @@ func (c *Cursor) Read(ctx context.Context, n int) ([]Entry, error) {
 func (c *Cursor) ReadOrWait(ctx context.Context, n int) ([]Entry, error) {
 	for {
 		c.ml.mu.Lock()
-		tail, v := c.ml.tail, c.ml.v
+		tail, v := c.ml.tailLocked(), c.ml.v
 		c.ml.mu.Unlock()
 		es, err := c.Read(ctx, n)
 		if err != nil || len(es) > 0 {

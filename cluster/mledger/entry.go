@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meridian-mq/meridian/cluster/wire"
@@ -97,20 +98,19 @@ func decodeBEM(b []byte) (*pb.BrokerEntryMetadata, error) {
 
 // encodeEntry builds the stored form of msg: a BrokerEntryMetadata with the
 // broker timestamp (Unix ms) and index in front of the message bytes, which
-// are copied as given.
+// are copied as given. The two-field message is encoded by hand with
+// protowire (field 1 broker_timestamp, field 2 index, both varints): it is
+// on the append path, and building and marshalling a message costs two
+// allocations per entry. TestEncodeEntryMatchesProto pins it to proto.Marshal.
 func encodeEntry(ts int64, index int64, msg []byte) []byte {
-	bem := pb.BrokerEntryMetadata_builder{
-		BrokerTimestamp: proto.Uint64(uint64(ts)),
-		Index:           proto.Uint64(uint64(index)),
-	}.Build()
-	size := proto.Size(bem)
+	size := protowire.SizeTag(1) + protowire.SizeVarint(uint64(ts)) +
+		protowire.SizeTag(2) + protowire.SizeVarint(uint64(index))
 	out := make([]byte, entryHeaderSize, entryHeaderSize+size+len(msg))
 	binary.BigEndian.PutUint16(out, wire.MagicBrokerEntryMetadata)
 	binary.BigEndian.PutUint32(out[2:], uint32(size))
-	out, err := proto.MarshalOptions{}.MarshalAppend(out, bem)
-	if err != nil {
-		// Two set uint64 fields always marshal; anything else is a bug.
-		panic(fmt.Sprintf("mledger: marshal BrokerEntryMetadata: %v", err))
-	}
+	out = protowire.AppendTag(out, 1, protowire.VarintType)
+	out = protowire.AppendVarint(out, uint64(ts))
+	out = protowire.AppendTag(out, 2, protowire.VarintType)
+	out = protowire.AppendVarint(out, uint64(index))
 	return append(out, msg...)
 }

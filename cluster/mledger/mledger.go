@@ -47,8 +47,17 @@ type ManagedLedger struct {
 	log   *slog.Logger
 	key   string
 
-	appendCh  chan *appendReq
-	ctrlCh    chan ctrlOp
+	// appendCh queues appends for the owner (appendQueue deep), so that a
+	// pipelining caller does not meet the owner for every entry. sendMu
+	// and sendClosed make sure no append is left in it when the owner
+	// exits: senders hold sendMu.RLock, the exiting owner closes stopping
+	// (releasing blocked senders), sets sendClosed under the write lock,
+	// then fails whatever is queued.
+	appendCh   chan *appendReq
+	sendMu     sync.RWMutex
+	sendClosed bool
+	stopping   chan struct{}
+	ctrlCh     chan ctrlOp
 	confirmCh chan pendingAppend
 
 	runCtx    context.Context
@@ -70,6 +79,9 @@ type ManagedLedger struct {
 	mu      sync.Mutex
 	v       view
 	tail    chan struct{} // closed and replaced whenever readers may have more to read
+	// tailTaken says a reader holds tail; a wake-up with nobody waiting
+	// costs nothing (no channel per confirmed entry).
+	tailTaken bool
 	cache   entryCache
 	readers map[int64]*ledger.Reader
 	cursors map[string]*Cursor
@@ -153,7 +165,8 @@ func open(ctx context.Context, f *Factory, topic string) (*ManagedLedger, error)
 	cfg := &f.cfg
 	ml := &ManagedLedger{
 		f: f, topic: topic, cfg: cfg, log: f.log.With("topic", topic), key: ListKey(cfg.Region, topic),
-		appendCh:  make(chan *appendReq),
+		appendCh:  make(chan *appendReq, appendQueue),
+		stopping:  make(chan struct{}),
 		ctrlCh:    make(chan ctrlOp),
 		confirmCh: make(chan pendingAppend, cfg.MaxPendingAppends),
 		ownerDone: make(chan struct{}),
@@ -305,8 +318,19 @@ func (ml *ManagedLedger) fail(err error) {
 }
 
 func (ml *ManagedLedger) wakeLocked() {
+	if !ml.tailTaken {
+		return
+	}
 	close(ml.tail)
 	ml.tail = make(chan struct{})
+	ml.tailTaken = false
+}
+
+// tailLocked returns the channel closed at the next change readers may
+// care about.
+func (ml *ManagedLedger) tailLocked() <-chan struct{} {
+	ml.tailTaken = true
+	return ml.tail
 }
 
 // Lost is closed when the instance has lost the topic (ErrFenced,
@@ -344,13 +368,38 @@ func (ml *ManagedLedger) AppendAsync(ctx context.Context, msg []byte, numMessage
 		return nil, fmt.Errorf("%w: numMessages %d", ErrNoMessages, numMessages)
 	}
 	r := &appendReq{msg: msg, n: numMessages, fut: &AppendFuture{done: make(chan struct{}), index: -1}}
+	ml.sendMu.RLock()
+	defer ml.sendMu.RUnlock()
+	if ml.sendClosed {
+		return nil, ml.errOr(ErrClosed)
+	}
 	select {
 	case ml.appendCh <- r:
 		return r.fut, nil
-	case <-ml.ownerDone:
+	case <-ml.stopping:
 		return nil, ml.errOr(ErrClosed)
 	case <-ctx.Done():
 		return nil, ctx.Err()
+	}
+}
+
+// appendQueue is how many appends may wait for the owner goroutine.
+const appendQueue = 256
+
+// closeAppends stops taking appends and fails the queued ones. Called by
+// the owner as it exits.
+func (ml *ManagedLedger) closeAppends() {
+	close(ml.stopping)
+	ml.sendMu.Lock()
+	ml.sendClosed = true
+	ml.sendMu.Unlock()
+	for {
+		select {
+		case r := <-ml.appendCh:
+			r.fut.complete(Position{}, ml.errOr(ErrClosed))
+		default:
+			return
+		}
 	}
 }
 
@@ -366,6 +415,7 @@ func (ml *ManagedLedger) run() {
 	defer ml.wg.Done()
 	defer close(ml.confirmCh)
 	defer close(ml.ownerDone)
+	defer ml.closeAppends()
 	tick := time.NewTicker(ml.cfg.HousekeepingInterval)
 	defer tick.Stop()
 	for {

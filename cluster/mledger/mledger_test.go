@@ -10,8 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/meridian-mq/meridian/cluster/ledger"
 	"github.com/meridian-mq/meridian/cluster/meta"
+	"github.com/meridian-mq/meridian/cluster/wire/pb"
 )
 
 // settle waits until the owner goroutine has finished what it was doing
@@ -88,6 +91,22 @@ func TestAppendReadEntryMetadata(t *testing.T) {
 	}
 	if _, err := ml.Append(t.Context(), msgs[0], 0); !errors.Is(err, ErrNoMessages) {
 		t.Fatalf("append of 0 messages: %v", err)
+	}
+}
+
+func TestEncodeEntryMatchesProto(t *testing.T) {
+	for _, tc := range [][2]int64{{0, 0}, {1, 0}, {1764000000000, 41}, {1 << 62, 1<<63 - 1}} {
+		want, err := proto.Marshal(pb.BrokerEntryMetadata_builder{
+			BrokerTimestamp: proto.Uint64(uint64(tc[0])),
+			Index:           proto.Uint64(uint64(tc[1])),
+		}.Build())
+		if err != nil {
+			t.Fatal(err)
+		}
+		bem, msg, err := SplitEntry(encodeEntry(tc[0], tc[1], []byte{0x0e, 0x01}))
+		if err != nil || !bytes.Equal(bem, want) || !bytes.Equal(msg, []byte{0x0e, 0x01}) {
+			t.Fatalf("%v: metadata %x, want %x (%v)", tc, bem, want, err)
+		}
 	}
 }
 
