@@ -58,7 +58,7 @@ type ManagedLedger struct {
 	sendClosed bool
 	stopping   chan struct{}
 	ctrlCh     chan ctrlOp
-	confirmCh chan pendingAppend
+	confirmCh  chan pendingAppend
 
 	runCtx    context.Context
 	kill      context.CancelFunc
@@ -76,19 +76,19 @@ type ManagedLedger struct {
 	curSize    int64
 	curCreated time.Time
 
-	mu      sync.Mutex
-	v       view
-	tail    chan struct{} // closed and replaced whenever readers may have more to read
+	mu   sync.Mutex
+	v    view
+	tail chan struct{} // closed and replaced whenever readers may have more to read
 	// tailTaken says a reader holds tail; a wake-up with nobody waiting
 	// costs nothing (no channel per confirmed entry).
 	tailTaken bool
-	cache   entryCache
-	readers map[int64]*ledger.Reader
-	cursors map[string]*Cursor
-	marks   map[*Cursor]cursorMarks
-	foreign map[string]Position
-	err     error // terminal: why the instance stopped
-	closing bool
+	cache     entryCache
+	readers   map[int64]*ledger.Reader
+	cursors   map[string]*Cursor
+	marks     map[*Cursor]cursorMarks
+	foreign   map[string]Position
+	err       error // terminal: why the instance stopped
+	closing   bool
 }
 
 // cursorMarks is what a cursor publishes to its managed ledger: where it has
