@@ -57,26 +57,26 @@ func (b *Bookie) CollectGarbage(ctx context.Context) (int, error) {
 		}
 	}
 	deleted := 0
-	var empty []uint64
 	b.store.maint.Lock()
 	defer b.store.maint.Unlock()
 	for _, id := range local {
 		if live[id] {
 			continue
 		}
-		e, err := b.store.deleteLedgerLocked(id)
-		if err != nil {
+		if err := b.store.deleteLedgerLocked(id); err != nil {
 			b.fatal(err)
 			return deleted, err
 		}
-		empty = append(empty, e...)
 		b.m.gcDeleted.Inc()
 		b.log.Info("deleted ledger whose metadata is gone", "ledger", id)
 		deleted++
 	}
-	if len(empty) > 0 {
+	if deleted > 0 {
 		// The index deletions must be durable before the files go, or
-		// a crash would bring back ledgers whose entries are gone.
+		// a crash would bring back ledgers whose entries are gone. The
+		// flush (of a memtable of small index entries, once per pass)
+		// also keeps the deleted ledgers from coming back after a
+		// crash, except for their records the journal still replays.
 		if err := b.store.flush(); err != nil {
 			b.fatal(err)
 			return deleted, err

@@ -677,13 +677,12 @@ func (s *store) ledgerIDs() []int64 {
 	return ids
 }
 
-// deleteLedger removes a ledger, its index entries and its bytes from the
-// journal files' accounting, and returns the checkpointed files that no
-// longer hold any indexed entry. Like every pebble write it is durable at
-// the next flush; a crash before that resurrects the ledger, and the next GC
-// pass deletes it again. The caller holds maint, and flushes before it
-// deletes the returned files: an index entry must never outlive its file.
-func (s *store) deleteLedgerLocked(ledgerID int64) (empty []uint64, err error) {
+// deleteLedgerLocked removes a ledger, its index entries and its bytes from
+// the journal files' accounting. Like every pebble write it is durable at the
+// next flush; a crash before that resurrects the ledger, and the next GC pass
+// deletes it again. The caller holds maint, and flushes before it deletes the
+// files this emptied: an index entry must never outlive its file.
+func (s *store) deleteLedgerLocked(ledgerID int64) error {
 	b := s.db.NewBatch()
 	defer b.Close()
 	s.mu.Lock()
@@ -699,9 +698,6 @@ func (s *store) deleteLedgerLocked(ledgerID int64) (empty []uint64, err error) {
 			// Persisted accounting changes in the same batch as the
 			// index, so that the two stay consistent across a crash.
 			b.Set(fileKey(num), encodeFileMeta(f), nil)
-			if len(f.live) == 0 {
-				empty = append(empty, num)
-			}
 		}
 	}
 	s.mu.Unlock()
@@ -714,13 +710,13 @@ func (s *store) deleteLedgerLocked(ledgerID int64) (empty []uint64, err error) {
 		}
 	}
 	if err := b.DeleteRange(entryKey(ledgerID, 0), entryKey(ledgerID+1, 0), nil); err != nil {
-		return nil, fmt.Errorf("%w: delete ledger %d: %w", ErrStorage, ledgerID, err)
+		return fmt.Errorf("%w: delete ledger %d: %w", ErrStorage, ledgerID, err)
 	}
 	if err := b.Delete(ledgerKey(ledgerID), nil); err != nil {
-		return nil, fmt.Errorf("%w: delete ledger %d: %w", ErrStorage, ledgerID, err)
+		return fmt.Errorf("%w: delete ledger %d: %w", ErrStorage, ledgerID, err)
 	}
 	if err := s.db.Apply(b, pebble.NoSync); err != nil {
-		return nil, fmt.Errorf("%w: delete ledger %d: %w", ErrStorage, ledgerID, err)
+		return fmt.Errorf("%w: delete ledger %d: %w", ErrStorage, ledgerID, err)
 	}
-	return empty, nil
+	return nil
 }
