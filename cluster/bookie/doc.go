@@ -7,32 +7,50 @@
 // An add is checked (size, CRC32C over ledger id, entry id and payload,
 // fence), then queued to the journal. The journal goroutine group-commits:
 // it writes everything queued in one write, fdatasyncs, applies the batch to
-// the entry store and only then acknowledges it. Acks therefore never
-// precede durability, and under load each sync carries all that arrived
-// during the previous one.
+// the index and only then acknowledges it. Acks therefore never precede
+// durability, and under load each sync carries all that arrived during the
+// previous one.
 //
 // # Storage layout, and why
 //
-// Entries and an index both live in pebble, with pebble's own WAL disabled;
-// the journal is the write-ahead log. Pebble's memtable is rebuilt after a
-// crash by replaying the journal from the last checkpoint (records are
-// idempotent), and a checkpoint is taken on every journal roll: flush pebble,
-// record the first journal file still needed, delete the older ones.
+// Each payload byte is written to disk once: the journal files are the
+// entry log. Pebble holds only small keys: the index (ledger, entry) ->
+// (journal file, offset, size), each ledger's state (fence flag, LAC,
+// master key) and each checkpointed journal file's accounting (its size and,
+// per ledger, the bytes of its indexed entries). A read looks the entry up
+// and preads its record from the journal file, then verifies the entry's
+// CRC32C; a tailing reader is served from the page cache, since the record
+// was written moments before.
 //
-// The alternative, BookKeeper's own design, keeps entries in the journal or
-// a separate entry log and only (ledger, entry) -> offset in an index. It
-// writes each byte to disk once less than pebble's flush does and makes
-// garbage collection a matter of compacting entry-log files. We chose pebble
-// for entries because the durable, latency-critical write is the journal's
-// either way (pebble's memtable insert costs microseconds, its flushes and
-// compactions run in the background, off the ack path), because it gives
-// ledger deletion as one range tombstone instead of an entry-log compactor
-// of our own, and because one store holds entries, fence flags and LACs
-// consistently. The benchmarks in this package measure the result against
-// the raw disk (BenchmarkDiskCeiling) so the cost stays visible: see
-// BenchmarkAdd's ratio to it. Should pebble's write amplification on large
-// entries become the bottleneck, the entry log plus index design can replace
-// store without touching the journal or the protocol.
+// Pebble runs without its WAL: on restart the journal is replayed from the
+// last checkpoint and rebuilds the index entries of the records after it
+// (records are idempotent). A checkpoint, taken on every journal roll,
+// flushes pebble and records the first file replay still needs. Journal
+// files are no longer deleted at a checkpoint: a file goes when no entry in
+// it is live any more (GC deleted every ledger with entries in it), or when
+// the compactor has copied its live entries forward because they fell below
+// CompactionThreshold of its size. space.go states the invariant that keeps
+// an index entry from ever naming a deleted file, crashes included.
+//
+// Why: the previous layout kept the entries themselves in pebble. Every
+// payload byte was written twice (journal, then pebble's flush, plus
+// compactions), and BenchmarkAdd reached about 0.45 of BenchmarkDiskCeiling
+// (a plain append + fdatasync loop on the same disk) with 64 KiB entries.
+// Writing once reaches about 0.7 on the same machine, at 1.0 disk byte per
+// payload byte (see BenchmarkAdd's disk-B/payload-B); the measurements are
+// in the commit that made the change.
+//
+// What it costs: space amplification. A file stays whole while any of its
+// entries is live, so disk use is the live data plus, per file, up to
+// (1 − CompactionThreshold) of dead bytes, plus the files not yet
+// checkpointed; and compaction writes the live part of a file again (at
+// most CompactionThreshold × JournalFileSize per file). Reads cost a pread
+// per entry instead of a block-cache hit, which is the page cache when
+// tailing and a disk read for a catch-up reader (as for any entry log).
+// Journal records are also larger than the payload by their header and
+// master key. The rejected alternative of enabling pebble's WAL for the
+// index would add a second (small) synced write on the ack path; replaying
+// the journal costs nothing while running.
 //
 // # Faults
 //
@@ -57,15 +75,22 @@
 // # Goroutines and locks
 //
 // Owners: a connection's reader dispatches and its writer alone writes the
-// socket; the journal's sync stage alone owns the journal file; its apply
-// stage alone writes ledger state; the checkpointer alone writes CHECKPOINT
-// and deletes journal files. Bookie.Close stops and waits for all of them.
+// socket; the journal's sync stage alone appends to the journal file; its
+// apply stage alone writes ledger state and the index entries of new
+// records; the checkpointer alone writes CHECKPOINT. Journal files are
+// deleted, and their persisted accounting written, only under store.maint,
+// by the checkpointer, GC or the compactor. Bookie.Close stops and waits for
+// all of them.
 //
 // Lock order (a lock may be taken while holding those above it, never the
-// reverse): serverConn.timers, then store.mu. Bookie.mu (the connection set)
-// and bkproto.Conn.mu are leaves. No lock is held across I/O or a channel
-// send, except that the apply stage's pebble write happens under no lock at
-// all (phase 2 of store.apply).
+// reverse): store.maint, then serverConn.timers, then store.mu, then a
+// logReader's mu. Bookie.mu (the connection set) and bkproto.Conn.mu are
+// leaves. store.maint is held across I/O (flushes, file scans, and the
+// compactor's wait for its copies), which is why only background work takes
+// it; no other lock is held across I/O or a channel send, except that a
+// logReader's read lock is held across the pread it protects, and the apply
+// stage's pebble write happens under no lock at all (phase 2 of
+// store.apply).
 //
 // # Metadata
 //

@@ -36,7 +36,7 @@ func newBookieCommand() *cobra.Command {
 		Use:   "bookie",
 		Short: "Run one bookie (ledger storage) until SIGINT or SIGTERM",
 		Long: `Run one bookie: it stores ledger entries in --data-dir (a journal with group
-commit, and an index), serves the bookie protocol on --listen, and registers
+commit, whose files are also the entry log, and an index), serves the bookie protocol on --listen, and registers
 itself under /meridian/regions/<region>/bookies/<id> in etcd.
 
   meridian bookie --region us-east --etcd http://127.0.0.1:2379 \
@@ -86,9 +86,11 @@ read-only (it keeps serving reads). Fault injection for tests: --failpoints or
 	f.DurationVar(&cfg.JournalMaxWait, "journal-max-wait", cfg.JournalMaxWait, "cap on how long one group commit keeps collecting while adds keep arriving")
 	f.Int64Var(&cfg.JournalQueueBytes, "journal-queue-bytes", cfg.JournalQueueBytes, "bytes of adds waiting for the journal before writers are slowed (the write memory bound)")
 	f.IntVar(&cfg.JournalMaxBatchBytes, "journal-max-batch-bytes", cfg.JournalMaxBatchBytes, "cap on one group commit's size")
-	f.Int64Var(&cfg.JournalFileSize, "journal-file-size", cfg.JournalFileSize, "journal file size at which it rolls and checkpoints")
+	f.Int64Var(&cfg.JournalFileSize, "journal-file-size", cfg.JournalFileSize, "journal file size at which it rolls and checkpoints (journal files also hold the entries)")
 	f.IntVar(&cfg.MaxEntrySize, "max-entry-size", cfg.MaxEntrySize, "largest entry accepted, in bytes")
 	f.Int64Var(&cfg.IndexCacheSize, "index-cache-size", cfg.IndexCacheSize, "index (pebble) block cache, in bytes")
+	f.Float64Var(&cfg.CompactionThreshold, "compaction-threshold", cfg.CompactionThreshold, "compact a journal file when its live entries fall below this fraction of it (0: never)")
+	f.DurationVar(&cfg.CompactionInterval, "compaction-interval", cfg.CompactionInterval, "how often to look for journal files to compact (0: never)")
 	f.StringVar(&failpoints, "failpoints", "", "fault injection for tests (default: $"+bookie.FailpointsEnv+")")
 	f.StringVar(&metricsAddr, "metrics-listen", "", "address to serve Prometheus /metrics on (default: off)")
 	f.TextVar(&logLevel, "log-level", logLevel, "lowest level of log records to print (debug, info, warn, error)")
