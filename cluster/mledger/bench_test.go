@@ -142,3 +142,105 @@ func BenchmarkAppend(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkAppendInterleaved measures the same pairs as BenchmarkAppend,
+// but alternates rounds of raw adds and managed-ledger appends (each round
+// 2,000 entries, 1,000 in flight) on the same client, so that a shared
+// machine's drifting load hits both sides alike. It reports each side's
+// entries/s and their ratio. b.N counts rounds of each.
+//
+//	go test -run '^$' -bench BenchmarkAppendInterleaved -benchtime 10x ./cluster/mledger/ [-tags realbookies]
+func BenchmarkAppendInterleaved(b *testing.B) {
+	w := newBenchWorld(b)
+	const inFlight, round = 1000, 2000
+	for _, q := range [][3]int{{1, 1, 1}, {3, 3, 2}} {
+		for _, size := range []int{1 << 10, 64 << 10} {
+			msg := benchMessage(size)
+			b.Run(fmt.Sprintf("%d-%d-%d/%dKiB", q[0], q[1], q[2], size>>10), func(b *testing.B) {
+				ctx := context.Background()
+				wr, err := w.client.Create(ctx, q[0], q[1], q[2], nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer wr.Close(ctx)
+				cfg := DefaultConfig(region)
+				cfg.EnsembleSize, cfg.WriteQuorum, cfg.AckQuorum = q[0], q[1], q[2]
+				cfg.HousekeepingInterval = time.Hour
+				f, err := NewFactory(cfg, w.client, w.store, testLogger(b), SystemClock())
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer f.Close(ctx)
+				ml, err := f.Open(ctx, fmt.Sprintf("interleaved-%d-%d-%d-%d-%d", q[0], q[1], q[2], size, b.N))
+				if err != nil {
+					b.Fatal(err)
+				}
+				var rawTime, mlTime time.Duration
+				raw := func() {
+					start := time.Now()
+					window := make([]*ledger.AddFuture, 0, inFlight)
+					for range round {
+						if len(window) == inFlight {
+							if _, err := window[0].Result(); err != nil {
+								b.Fatal(err)
+							}
+							window = window[1:]
+						}
+						fut, err := wr.Add(ctx, msg)
+						if err != nil {
+							b.Fatal(err)
+						}
+						window = append(window, fut)
+					}
+					for _, fut := range window {
+						if _, err := fut.Result(); err != nil {
+							b.Fatal(err)
+						}
+					}
+					rawTime += time.Since(start)
+				}
+				managed := func() {
+					start := time.Now()
+					window := make([]*AppendFuture, 0, inFlight)
+					for range round {
+						if len(window) == inFlight {
+							if _, err := window[0].Result(); err != nil {
+								b.Fatal(err)
+							}
+							window = window[1:]
+						}
+						fut, err := ml.AppendAsync(ctx, msg, 1)
+						if err != nil {
+							b.Fatal(err)
+						}
+						window = append(window, fut)
+					}
+					for _, fut := range window {
+						if _, err := fut.Result(); err != nil {
+							b.Fatal(err)
+						}
+					}
+					mlTime += time.Since(start)
+				}
+				b.SetBytes(int64(2 * round * size))
+				b.ResetTimer()
+				for i := range b.N {
+					// Alternate which side goes first, too.
+					if i%2 == 0 {
+						raw()
+						managed()
+					} else {
+						managed()
+						raw()
+					}
+				}
+				b.StopTimer()
+				rawRate := float64(b.N*round) / rawTime.Seconds()
+				mlRate := float64(b.N*round) / mlTime.Seconds()
+				b.ReportMetric(rawRate, "raw-entries/s")
+				b.ReportMetric(mlRate, "ml-entries/s")
+				b.ReportMetric(mlRate/rawRate, "ml/raw")
+			})
+		}
+	}
+}

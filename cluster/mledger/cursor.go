@@ -66,6 +66,9 @@ func (ml *ManagedLedger) OpenCursor(ctx context.Context, name string, initial In
 		return nil, err
 	}
 	c.key = CursorKey(ml.cfg.Region, ml.topic, name)
+	// The loop runs from the start so that a Close racing with this open
+	// finds it; it writes nothing until the cursor changes.
+	go c.persistLoop()
 	mctx, cancel := ml.f.metaCtx(ctx)
 	defer cancel()
 	kv, err := ml.f.store.Get(mctx, c.key)
@@ -76,11 +79,11 @@ func (ml *ManagedLedger) OpenCursor(ctx context.Context, name string, initial In
 		val := persistedValue(&c.st, ml.cfg.MaxPersistedAckRanges, nil)
 		b, err := encodeCursor(val)
 		if err != nil {
-			ml.dropCursor(c)
+			c.stop(false)
 			return nil, err
 		}
 		if c.modRev, err = ml.f.store.Create(mctx, c.key, b, meta.NoLease); err != nil {
-			ml.dropCursor(c)
+			c.stop(false)
 			if errors.Is(err, meta.ErrExists) {
 				err = fmt.Errorf("%w: cursor %s created concurrently", ErrOwnershipLost, name)
 			}
@@ -90,7 +93,7 @@ func (ml *ManagedLedger) OpenCursor(ctx context.Context, name string, initial In
 	case err == nil:
 		val, err := decodeCursor(kv.Value)
 		if err != nil {
-			ml.dropCursor(c)
+			c.stop(false)
 			return nil, fmt.Errorf("open cursor %s: %w", name, err)
 		}
 		c.modRev, c.persisted = kv.ModRevision, val
@@ -98,11 +101,12 @@ func (ml *ManagedLedger) OpenCursor(ctx context.Context, name string, initial In
 		c.props = val.Properties
 		c.st.normalize(&v)
 	default:
-		ml.dropCursor(c)
+		c.stop(false)
 		return nil, fmt.Errorf("open cursor %s: %w", name, err)
 	}
+	c.mu.Lock()
 	c.publish()
-	go c.persistLoop()
+	c.mu.Unlock()
 	return c, nil
 }
 

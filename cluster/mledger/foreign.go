@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/meridian-mq/meridian/cluster/meta"
@@ -12,15 +15,29 @@ import (
 
 // watchForeign keeps ml.foreign up to date with the mark-delete positions
 // of the topic's cursors owned by other processes (ForeignCursorPrefixes),
-// so that retention never deletes what they still need. It lists, then
-// watches from the listed revision; when the watch ends (compaction, lost
-// leader) it lists again. It never writes.
+// so that retention never deletes what they still need. It watches only
+// the keys of those names (one watch per prefix), not the writes of the
+// cursors owned here. It never writes.
 func (ml *ManagedLedger) watchForeign() {
 	defer ml.wg.Done()
+	var wg sync.WaitGroup
+	for _, p := range ml.cfg.ForeignCursorPrefixes {
+		wg.Go(func() { ml.watchForeignPrefix(p) })
+	}
+	wg.Wait()
+}
+
+// watchForeignPrefix lists the foreign cursors whose names start with
+// namePrefix, then watches from the listed revision; when the watch ends
+// (compaction, lost leader) it lists again.
+func (ml *ManagedLedger) watchForeignPrefix(namePrefix string) {
 	ctx := ml.runCtx
 	prefix := cursorPrefix(ml.cfg.Region, ml.topic)
+	// Escaping a name prefix gives the prefix of the escaped names: escaping
+	// works byte by byte on whole characters.
+	keyPrefix := prefix + url.PathEscape(namePrefix)
 	for ctx.Err() == nil {
-		kvs, rev, err := ml.f.store.List(ctx, prefix)
+		kvs, rev, err := ml.f.store.List(ctx, keyPrefix)
 		if err != nil {
 			if ctx.Err() == nil {
 				ml.log.Warn("foreign cursors: list failed", "err", err)
@@ -38,9 +55,14 @@ func (ml *ManagedLedger) watchForeign() {
 			}
 		}
 		ml.mu.Lock()
-		ml.foreign = seen
+		for name := range ml.foreign {
+			if strings.HasPrefix(name, namePrefix) {
+				delete(ml.foreign, name)
+			}
+		}
+		maps.Copy(ml.foreign, seen)
 		ml.mu.Unlock()
-		for wr := range ml.f.store.Watch(ctx, prefix, rev+1) {
+		for wr := range ml.f.store.Watch(ctx, keyPrefix, rev+1) {
 			if wr.Err != nil {
 				break
 			}
