@@ -33,7 +33,9 @@ type Config struct {
 	// 1..1<<20; memory is at most this many payloads.
 	MaxInFlightEntries int
 	// MaxInFlightBytes bounds the payload bytes a writer holds
-	// unconfirmed; a single entry larger than this is refused. 1KiB..4GiB.
+	// unconfirmed: Add blocks once they reach it, so the last entry taken
+	// may overshoot it by its own size. A single entry larger than this is
+	// refused. 1KiB..4GiB.
 	MaxInFlightBytes int64
 	// ExplicitLACInterval is how long after its last add an idle writer
 	// sends its LAC explicitly, so that tailing readers see the last
