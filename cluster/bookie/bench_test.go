@@ -206,6 +206,68 @@ func benchAddPaced(b *testing.B, size int, rateMBps float64) {
 	reportLatencies(b, lat)
 }
 
+// BenchmarkDiskPaced is BenchmarkAddPaced's floor: the same offered load
+// (64 KiB writes due at a fixed rate, MERIDIAN_BENCH_RATES) on a bare file,
+// with the ideal group commit (each round writes everything due so far in
+// one write and fdatasyncs it), and latency measured the same way, from when
+// each write was due to the end of the sync that made it durable. Whatever
+// p99 this shows, no bookie on the disk can beat.
+func BenchmarkDiskPaced(b *testing.B) {
+	rates := []float64{10, 20, 30}
+	if env := os.Getenv("MERIDIAN_BENCH_RATES"); env != "" {
+		rates = rates[:0]
+		for f := range strings.SplitSeq(env, ",") {
+			r, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+			if err != nil || r <= 0 {
+				b.Fatalf("MERIDIAN_BENCH_RATES: bad rate %q", f)
+			}
+			rates = append(rates, r)
+		}
+	}
+	const size = 64 << 10
+	for _, rate := range rates {
+		b.Run(fmt.Sprintf("size=64KiB/rate=%gMBps", rate), func(b *testing.B) {
+			f, err := OSFS{}.OpenFile(filepath.Join(benchDir(b), "paced.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer f.Close()
+			one := randomPayload(size)
+			var buf []byte
+			interval := time.Duration(float64(time.Second) * float64(size) / (rate * 1e6))
+			lat := make([]time.Duration, 0, b.N)
+			b.SetBytes(size)
+			b.ResetTimer()
+			start := time.Now()
+			for next := 0; next < b.N; {
+				due := start.Add(time.Duration(next) * interval)
+				if d := time.Until(due); d > 0 {
+					time.Sleep(d) // pacing the offered load
+				}
+				// Everything due by now goes in this round.
+				n := min(b.N-next, max(1, int(time.Since(start)/interval)+1-next))
+				buf = buf[:0]
+				for range n {
+					buf = append(buf, one...)
+				}
+				if _, err := f.Write(buf); err != nil {
+					b.Fatal(err)
+				}
+				if err := f.Sync(); err != nil {
+					b.Fatal(err)
+				}
+				now := time.Now()
+				for i := next; i < next+n; i++ {
+					lat = append(lat, now.Sub(start.Add(time.Duration(i)*interval)))
+				}
+				next += n
+			}
+			b.StopTimer()
+			reportLatencies(b, lat)
+		})
+	}
+}
+
 func histCount(h interface{ Write(*dtoMetric) error }) uint64 {
 	var m dtoMetric
 	if err := h.Write(&m); err != nil {
