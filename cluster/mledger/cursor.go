@@ -166,8 +166,11 @@ func (ml *ManagedLedger) dropCursor(c *Cursor) {
 	ml.mu.Unlock()
 }
 
-// evictLocked drops cached entries every open cursor has read past.
+// evictLocked drops cached entries every open cursor has read past. It
+// scans the cursors, so it is called only when the slowest reader may have
+// moved (see publish), not on every ack.
 func (ml *ManagedLedger) evictLocked() {
+	ml.slowestValid = false
 	if len(ml.marks) == 0 {
 		return
 	}
@@ -178,16 +181,26 @@ func (ml *ManagedLedger) evictLocked() {
 			slowest, first = m.readAfter, false
 		}
 	}
+	ml.slowestRead, ml.slowestValid = slowest, true
 	ml.cache.evictThrough(slowest)
 }
 
 // publish tells the managed ledger where the cursor stands. Called with
-// c.mu held or before the cursor is shared.
+// c.mu held.
 func (c *Cursor) publish() {
 	ml := c.ml
 	ml.mu.Lock()
-	ml.marks[c] = cursorMarks{readAfter: c.st.readAfter, markDelete: c.st.markDelete, durable: c.durable}
-	ml.evictLocked()
+	old, had := ml.marks[c]
+	m := cursorMarks{readAfter: c.st.readAfter, markDelete: c.st.markDelete, durable: c.durable}
+	ml.marks[c] = m
+	// Only a move of the slowest reader (or of a new cursor) can change
+	// what may be evicted.
+	switch {
+	case !had || !ml.slowestValid || (old.readAfter != m.readAfter && !ml.slowestRead.Less(old.readAfter)):
+		ml.evictLocked()
+	case m.readAfter.Less(ml.slowestRead):
+		ml.slowestRead = m.readAfter // moved back (rewind, seek) below the slowest
+	}
 	ml.mu.Unlock()
 }
 

@@ -86,9 +86,12 @@ type ManagedLedger struct {
 	readers   map[int64]*ledger.Reader
 	cursors   map[string]*Cursor
 	marks     map[*Cursor]cursorMarks
-	foreign   map[string]Position
-	err       error // terminal: why the instance stopped
-	closing   bool
+	// slowestRead caches the lowest readAfter of marks while slowestValid.
+	slowestRead  Position
+	slowestValid bool
+	foreign      map[string]Position
+	err          error // terminal: why the instance stopped
+	closing      bool
 }
 
 // cursorMarks is what a cursor publishes to its managed ledger: where it has
