@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"hash/fnv"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -88,13 +89,26 @@ func fencingScenario(t *testing.T, seed uint64) {
 		ids[i] = fmt.Sprintf("b%d", i)
 	}
 	e := newEnv(t, seed, ids...)
-	lat := rand.New(rand.NewPCG(seed, 0x1a7))
 	slow := map[string]time.Duration{}
 	for _, id := range ids {
-		slow[id] = time.Duration(lat.IntN(4)) * time.Millisecond
+		slow[id] = time.Duration(rnd.IntN(4)) * time.Millisecond
 	}
-	e.bookies.SetDelay(func(client, bookie string, _ ledgertest.Op) time.Duration {
-		return slow[bookie] + time.Duration(lat.IntN(3000))*time.Microsecond
+	// Each message's latency is a hash of what it is (and how many times
+	// the same message went before), not a draw from a shared stream, so
+	// that a seed replays the same latencies whatever order goroutines run.
+	type msgKey struct {
+		client, bookie string
+		op             ledgertest.Op
+		entry          int64
+		back           bool
+	}
+	sent := map[msgKey]uint64{}
+	e.bookies.SetDelay(func(client, bookie string, op ledgertest.Op, entry int64, back bool) time.Duration {
+		k := msgKey{client, bookie, op, entry, back}
+		sent[k]++
+		h := fnv.New64a()
+		fmt.Fprintf(h, "%d/%s/%s/%d/%d/%v/%d", seed, client, bookie, op, entry, back, sent[k])
+		return slow[bookie] + time.Duration(h.Sum64()%3000)*time.Microsecond
 	})
 
 	cfg := testConfig()

@@ -35,10 +35,13 @@ const (
 	OpWriteLAC
 )
 
-// DelayFunc returns the one-way latency of one message of op between client
-// and bookie. It is called under the cluster's lock and must not call back
-// into the Cluster.
-type DelayFunc func(client, bookie string, op Op) time.Duration
+// DelayFunc returns the one-way latency of one message between client and
+// bookie: the request (back false) or its answer (back true) of op on entry
+// (-1 for operations on a whole ledger). It is called under the cluster's
+// lock and must not call back into the Cluster. A function of its arguments
+// alone (plus a per-key counter) keeps a seeded test reproducible whatever
+// order goroutines run in.
+type DelayFunc func(client, bookie string, op Op, entry int64, back bool) time.Duration
 
 // Cluster is a set of in-memory bookies shared by any number of named
 // clients. All of its state sits under mu; it starts no goroutine of its own.
@@ -215,11 +218,11 @@ type bookieView struct {
 }
 
 // call carries one request: out to the bookie, apply, back to the client.
-func (v *bookieView) call(ctx context.Context, op Op, apply func(b *bookie) error) error {
+func (v *bookieView) call(ctx context.Context, op Op, entry int64, apply func(b *bookie) error) error {
 	c := v.c
 	c.mu.Lock()
 	if c.delay != nil {
-		if d := c.delay(v.client, v.id, op); d > 0 {
+		if d := c.delay(v.client, v.id, op, entry, false); d > 0 {
 			// The request is on the wire: it arrives even if ctx ends.
 			c.mu.Unlock()
 			time.Sleep(d)
@@ -245,7 +248,7 @@ func (v *bookieView) call(ctx context.Context, op Op, apply func(b *bookie) erro
 	}
 	var back time.Duration
 	if c.delay != nil {
-		back = c.delay(v.client, v.id, op)
+		back = c.delay(v.client, v.id, op, entry, true)
 	}
 	c.mu.Unlock()
 	if back > 0 {
@@ -281,7 +284,7 @@ func (l *ledgerState) raiseLAC(lac int64) {
 }
 
 func (v *bookieView) AddEntry(ctx context.Context, req ledger.AddRequest) error {
-	return v.call(ctx, OpAdd, func(b *bookie) error {
+	return v.call(ctx, OpAdd, req.EntryID, func(b *bookie) error {
 		if b.readOnly {
 			return ledger.ErrBookieReadOnly
 		}
@@ -299,7 +302,7 @@ func (v *bookieView) AddEntry(ctx context.Context, req ledger.AddRequest) error 
 
 func (v *bookieView) ReadEntry(ctx context.Context, ledgerID, entryID int64, fence bool) (ledger.BookieEntry, error) {
 	var out ledger.BookieEntry
-	err := v.call(ctx, OpRead, func(b *bookie) error {
+	err := v.call(ctx, OpRead, entryID, func(b *bookie) error {
 		l := b.ledgers[ledgerID]
 		if fence {
 			l = b.ledger(ledgerID)
@@ -324,7 +327,7 @@ func (v *bookieView) ReadEntry(ctx context.Context, ledgerID, entryID int64, fen
 func (v *bookieView) ReadLAC(ctx context.Context, ledgerID, previous int64, wait time.Duration) (int64, error) {
 	var lac int64
 	var changed chan struct{}
-	err := v.call(ctx, OpReadLAC, func(b *bookie) error {
+	err := v.call(ctx, OpReadLAC, -1, func(b *bookie) error {
 		l := b.ledger(ledgerID)
 		lac, changed = l.lac, l.lacChanged
 		return nil
@@ -347,7 +350,7 @@ func (v *bookieView) ReadLAC(ctx context.Context, ledgerID, previous int64, wait
 
 func (v *bookieView) Fence(ctx context.Context, ledgerID int64) (int64, error) {
 	var lac int64
-	err := v.call(ctx, OpFence, func(b *bookie) error {
+	err := v.call(ctx, OpFence, -1, func(b *bookie) error {
 		l := b.ledger(ledgerID)
 		l.fenced = true
 		lac = l.lac
@@ -357,7 +360,7 @@ func (v *bookieView) Fence(ctx context.Context, ledgerID int64) (int64, error) {
 }
 
 func (v *bookieView) WriteLAC(ctx context.Context, ledgerID, lac int64) error {
-	return v.call(ctx, OpWriteLAC, func(b *bookie) error {
+	return v.call(ctx, OpWriteLAC, -1, func(b *bookie) error {
 		l := b.ledger(ledgerID)
 		if l.fenced {
 			return ledger.ErrBookieFenced
