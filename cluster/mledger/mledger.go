@@ -264,13 +264,22 @@ func (ml *ManagedLedger) startLedger(ctx context.Context) error {
 	now := f.clock.Now()
 	next := listValue{Ledgers: append(slices.Clone(ml.list.Ledgers), ledgerInfo{ID: w.ID(), CTime: now.UnixMilli()})}
 	if err := ml.casList(ctx, next); err != nil {
-		// The new ledger holds nothing; close it so that no OPEN ledger is
-		// left behind for recovery, then let go of it.
-		cctx, cancel := f.metaCtx(context.WithoutCancel(ctx))
-		if w.Close(cctx) == nil {
-			_ = f.client.Delete(cctx, w.ID())
+		if errors.Is(err, ErrFenced) {
+			// A definite conflict: the list does not name the new ledger.
+			// It holds nothing; close and delete it so that no OPEN ledger
+			// is left behind.
+			cctx, cancel := f.metaCtx(context.WithoutCancel(ctx))
+			if w.Close(cctx) == nil {
+				_ = f.client.Delete(cctx, w.ID())
+			}
+			cancel()
+		} else {
+			// The outcome is unknown (a timeout, a cancel): the list may
+			// name the ledger now, so it must stay for the next owner's
+			// recovery. Our next CAS will tell (it fails if the write
+			// went through, since our revision is then stale).
+			w.Stop()
 		}
-		cancel()
 		return err
 	}
 	ml.writer, ml.curEntries, ml.curSize, ml.curCreated = w, 0, 0, now
@@ -284,7 +293,10 @@ func (ml *ManagedLedger) startLedger(ctx context.Context) error {
 }
 
 // casList writes next at the revision last written. ErrConflict is lost
-// ownership: the instance turns terminal with ErrFenced.
+// ownership: the instance turns terminal with ErrFenced. Any other error
+// leaves the outcome unknown; ml.list keeps the old value, so if the write
+// did go through, the next CAS fails and the instance stops: it can lose
+// the topic to itself, never write over another owner.
 func (ml *ManagedLedger) casList(ctx context.Context, next listValue) error {
 	b, err := encodeList(next)
 	if err != nil {
