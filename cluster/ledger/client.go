@@ -11,6 +11,7 @@ import (
 
 	"github.com/meridian-mq/meridian/cluster/meta"
 	"github.com/meridian-mq/meridian/topology"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Config is the ledger client's configuration.
@@ -49,6 +50,9 @@ type Config struct {
 	// LACPollWait is how long a tailing reader's LAC long-poll is held by a
 	// bookie. 1ms..10m.
 	LACPollWait time.Duration
+	// Registerer receives the client's metrics; nil registers nowhere. One
+	// client per registry.
+	Registerer prometheus.Registerer
 }
 
 // DefaultConfig returns the configuration for region with production
@@ -118,6 +122,7 @@ type Client struct {
 
 	statsMu sync.Mutex
 	stats   ClientStats
+	m       *metrics
 }
 
 // ClientStats counts events across all of a client's ledgers.
@@ -138,8 +143,13 @@ func New(cfg Config, store meta.Store, bookies Bookies, logger *slog.Logger, rnd
 	if store == nil || bookies == nil || logger == nil || rnd == nil {
 		return nil, fmt.Errorf("%w: store, bookies, logger and rnd are required", ErrInvalidConfig)
 	}
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Client{
+		m:       m,
 		cfg:     cfg,
 		store:   store,
 		bookies: bookies,

@@ -132,6 +132,7 @@ func (c *Client) readEntry(ctx context.Context, md *Metadata, e int64) ([]byte, 
 	for i, slot := range md.Quorum().WriteSet(e) {
 		if i > 0 {
 			c.count(func(s *ClientStats) { s.ReadRetries++ })
+			c.m.readRetries.Inc()
 		}
 		id := ens[slot]
 		rctx, cancel := context.WithTimeout(ctx, c.cfg.ReadTimeout)
@@ -146,6 +147,7 @@ func (c *Client) readEntry(ctx context.Context, md *Metadata, e int64) ([]byte, 
 		}
 		if errors.Is(err, ErrChecksum) {
 			c.count(func(s *ClientStats) { s.ChecksumErrors++ })
+			c.m.checksumErrors.Inc()
 			c.log.Warn("checksum mismatch, reading another replica", "ledger", md.ID, "entry", e, "bookie", id)
 		}
 		if ctx.Err() != nil {

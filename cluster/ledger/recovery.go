@@ -56,11 +56,13 @@ func (c *Client) OpenAndRecover(ctx context.Context, id int64) (*Reader, error) 
 		closed, err := c.recover(ctx, v)
 		if errors.Is(err, meta.ErrConflict) {
 			// Another recoverer closed the ledger (or changed it) first.
+			c.m.recoveries.WithLabelValues("lost_race").Inc()
 			continue
 		}
 		if err != nil {
 			return nil, err
 		}
+		c.m.recoveries.WithLabelValues("closed").Inc()
 		return c.closedReader(closed.md), nil
 	}
 }
@@ -196,6 +198,7 @@ func (c *Client) recoveryRead(ctx context.Context, md *Metadata, e int64) ([]byt
 				}
 				if errors.Is(err, ErrChecksum) {
 					c.count(func(s *ClientStats) { s.ChecksumErrors++ })
+					c.m.checksumErrors.Inc()
 				}
 				return ent.Payload, err
 			})
@@ -290,6 +293,7 @@ func (c *Client) writeBack(ctx context.Context, v versioned, start int64, found 
 	if err != nil {
 		return versioned{}, err
 	}
+	c.m.ensembleChanges.WithLabelValues("recovery").Inc()
 	c.log.Info("recovery changed ensemble", "ledger", md.ID, "from", md.LastEnsemble(), "to", ens, "firstEntry", start+1)
 	return nv, nil
 }

@@ -97,6 +97,7 @@ type pendingAdd struct {
 	entry int64
 	data  []byte
 	fut   *AddFuture
+	added time.Time
 	// acked[k] and inflight[k] name the bookie that acked the add, or has
 	// it in flight, at position k of the entry's write set. They count only
 	// while that bookie still holds position k under the current metadata:
@@ -309,6 +310,7 @@ func (w *Writer) run() {
 func (w *Writer) handleAdd(op *addOp) {
 	if w.terminal != nil {
 		op.fut.complete(-1, w.terminal)
+		w.c.m.adds.WithLabelValues(failureLabel(w.terminal)).Inc()
 		return
 	}
 	if len(w.closers) > 0 {
@@ -317,6 +319,7 @@ func (w *Writer) handleAdd(op *addOp) {
 	}
 	p := &pendingAdd{
 		entry:    w.next,
+		added:    time.Now(),
 		data:     op.data,
 		fut:      op.fut,
 		acked:    make([]string, w.q.Write),
@@ -427,7 +430,7 @@ func (w *Writer) handleResult(r addResult) {
 	default:
 		if p == nil {
 			// The entry was already confirmed without this copy.
-			w.missingCopies++
+			w.countMissing(1)
 		}
 		if !w.failed[r.bookie] {
 			w.log.Warn("bookie failed an add", "bookie", r.bookie, "entry", r.entry, "err", r.err)
@@ -445,7 +448,9 @@ func (w *Writer) confirm() {
 		if n < w.q.Ack {
 			return
 		}
-		w.missingCopies += int64(w.q.Write - copies)
+		w.countMissing(int64(w.q.Write - copies))
+		w.c.m.adds.WithLabelValues("ok").Inc()
+		w.c.m.addLatency.Observe(time.Since(p.added).Seconds())
 		w.pending[0] = nil
 		w.pending = w.pending[1:]
 		w.pendingBytes -= int64(len(p.data))
@@ -533,6 +538,7 @@ func (w *Writer) changeEnsemble() error {
 	w.log.Info("ensemble changed", "from", cur, "to", next, "firstEntry", first)
 	w.v = v
 	w.changes++
+	w.c.m.ensembleChanges.WithLabelValues("writer").Inc()
 	return nil
 }
 
@@ -637,9 +643,26 @@ func (w *Writer) fail(err error) {
 	w.failAll(w.terminal)
 }
 
+func (w *Writer) countMissing(n int64) {
+	if n > 0 {
+		w.missingCopies += n
+		w.c.m.missingCopies.Add(float64(n))
+	}
+}
+
+// failureLabel is the adds_total result of an add that failed with err.
+func failureLabel(err error) string {
+	if errors.Is(err, ErrFenced) {
+		return "fenced"
+	}
+	return "failed"
+}
+
 func (w *Writer) failAll(err error) {
+	result := failureLabel(err)
 	for _, p := range w.pending {
 		p.fut.complete(-1, err)
+		w.c.m.adds.WithLabelValues(result).Inc()
 	}
 	w.pending = nil
 	w.pendingBytes = 0
