@@ -3,6 +3,7 @@ package bookie
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -138,10 +139,14 @@ func benchAdd(b *testing.B, size, inflight int) {
 // BenchmarkAddPaced offers 64 KiB adds at a fixed rate (open loop, as
 // producers do) instead of as fast as the bookie acknowledges them, and
 // reports the latency at that rate, measured from when each add was due, so
-// that a stall delays the adds behind it in the figures too. The rates, in
-// MB/s, come from MERIDIAN_BENCH_RATES (comma-separated), default 10,20,30:
-// set them around half of BenchmarkAdd's best 64 KiB figure on the disk
-// measured.
+// that a stall delays the adds behind it in the figures too. Next to each
+// rate's bookie figure, disk is the floor: the same offered load on a bare
+// file with the ideal group commit (each round writes everything due so far
+// in one write and fdatasyncs it), measured the same way; the two run back
+// to back so that a shared disk's mood changes little between them. The
+// rates, in MB/s, come from MERIDIAN_BENCH_RATES (comma-separated), default
+// 10,20,30: set them around half of BenchmarkAdd's best 64 KiB figure on the
+// disk measured.
 func BenchmarkAddPaced(b *testing.B) {
 	rates := []float64{10, 20, 30}
 	if env := os.Getenv("MERIDIAN_BENCH_RATES"); env != "" {
@@ -155,7 +160,10 @@ func BenchmarkAddPaced(b *testing.B) {
 		}
 	}
 	for _, rate := range rates {
-		b.Run(fmt.Sprintf("size=64KiB/rate=%gMBps", rate), func(b *testing.B) {
+		b.Run(fmt.Sprintf("size=64KiB/rate=%gMBps/disk", rate), func(b *testing.B) {
+			benchDiskPaced(b, 64<<10, rate)
+		})
+		b.Run(fmt.Sprintf("size=64KiB/rate=%gMBps/bookie", rate), func(b *testing.B) {
 			benchAddPaced(b, 64<<10, rate)
 		})
 	}
@@ -204,68 +212,67 @@ func benchAddPaced(b *testing.B, size int, rateMBps float64) {
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "adds/s")
 	reportLatencies(b, lat)
+	// The journal's own write+fdatasync time, to tell the disk's share of
+	// the latency from the rest (queueing behind a sync, the network, the
+	// scheduler): an upper bound, from the histogram's buckets.
+	b.ReportMetric(histQuantile(bk.m.journalSync, 0.99)*1e6, "sync-p99-µs")
 }
 
-// BenchmarkDiskPaced is BenchmarkAddPaced's floor: the same offered load
-// (64 KiB writes due at a fixed rate, MERIDIAN_BENCH_RATES) on a bare file,
-// with the ideal group commit (each round writes everything due so far in
-// one write and fdatasyncs it), and latency measured the same way, from when
-// each write was due to the end of the sync that made it durable. Whatever
-// p99 this shows, no bookie on the disk can beat.
-func BenchmarkDiskPaced(b *testing.B) {
-	rates := []float64{10, 20, 30}
-	if env := os.Getenv("MERIDIAN_BENCH_RATES"); env != "" {
-		rates = rates[:0]
-		for f := range strings.SplitSeq(env, ",") {
-			r, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
-			if err != nil || r <= 0 {
-				b.Fatalf("MERIDIAN_BENCH_RATES: bad rate %q", f)
-			}
-			rates = append(rates, r)
+// histQuantile is the upper bound of the bucket holding quantile q.
+func histQuantile(h interface{ Write(*dtoMetric) error }, q float64) float64 {
+	var m dtoMetric
+	if err := h.Write(&m); err != nil {
+		panic(err)
+	}
+	hist := m.GetHistogram()
+	want := uint64(math.Ceil(q * float64(hist.GetSampleCount())))
+	for _, bkt := range hist.GetBucket() {
+		if bkt.GetCumulativeCount() >= want {
+			return bkt.GetUpperBound()
 		}
 	}
-	const size = 64 << 10
-	for _, rate := range rates {
-		b.Run(fmt.Sprintf("size=64KiB/rate=%gMBps", rate), func(b *testing.B) {
-			f, err := OSFS{}.OpenFile(filepath.Join(benchDir(b), "paced.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer f.Close()
-			one := randomPayload(size)
-			var buf []byte
-			interval := time.Duration(float64(time.Second) * float64(size) / (rate * 1e6))
-			lat := make([]time.Duration, 0, b.N)
-			b.SetBytes(size)
-			b.ResetTimer()
-			start := time.Now()
-			for next := 0; next < b.N; {
-				due := start.Add(time.Duration(next) * interval)
-				if d := time.Until(due); d > 0 {
-					time.Sleep(d) // pacing the offered load
-				}
-				// Everything due by now goes in this round.
-				n := min(b.N-next, max(1, int(time.Since(start)/interval)+1-next))
-				buf = buf[:0]
-				for range n {
-					buf = append(buf, one...)
-				}
-				if _, err := f.Write(buf); err != nil {
-					b.Fatal(err)
-				}
-				if err := f.Sync(); err != nil {
-					b.Fatal(err)
-				}
-				now := time.Now()
-				for i := next; i < next+n; i++ {
-					lat = append(lat, now.Sub(start.Add(time.Duration(i)*interval)))
-				}
-				next += n
-			}
-			b.StopTimer()
-			reportLatencies(b, lat)
-		})
+	return math.Inf(1)
+}
+
+// benchDiskPaced is BenchmarkAddPaced's floor; see there.
+func benchDiskPaced(b *testing.B, size int, rate float64) {
+	f, err := OSFS{}.OpenFile(filepath.Join(benchDir(b), "paced.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		b.Fatal(err)
 	}
+	defer f.Close()
+	one := randomPayload(size)
+	var buf []byte
+	interval := time.Duration(float64(time.Second) * float64(size) / (rate * 1e6))
+	lat := make([]time.Duration, 0, b.N)
+	b.SetBytes(int64(size))
+	b.ResetTimer()
+	start := time.Now()
+	for next := 0; next < b.N; {
+		due := start.Add(time.Duration(next) * interval)
+		if d := time.Until(due); d > 0 {
+			time.Sleep(d) // pacing the offered load
+		}
+		// Everything due by now goes in this round.
+		n := min(b.N-next, max(1, int(time.Since(start)/interval)+1-next))
+		buf = buf[:0]
+		for range n {
+			buf = append(buf, one...)
+		}
+		if _, err := f.Write(buf); err != nil {
+			b.Fatal(err)
+		}
+		if err := f.Sync(); err != nil {
+			b.Fatal(err)
+		}
+		now := time.Now()
+		for i := next; i < next+n; i++ {
+			lat = append(lat, now.Sub(start.Add(time.Duration(i)*interval)))
+		}
+		next += n
+	}
+	b.StopTimer()
+	reportLatencies(b, lat)
 }
 
 func histCount(h interface{ Write(*dtoMetric) error }) uint64 {
