@@ -523,32 +523,61 @@ func (w *Writer) changeEnsemble() error {
 	} else {
 		md.Fragments = append(md.Fragments, Fragment{FirstEntry: first, Ensemble: next})
 	}
-	ctx, cancel := w.c.metaCtx(w.runCtx)
-	defer cancel()
-	v, err := casMetadata(ctx, w.c.store, w.c.cfg.Region, md, w.v.modRev)
-	if errors.Is(err, meta.ErrConflict) {
-		return w.lostLedger(ctx)
-	}
+	v, err := w.casDefinite(md)
 	if err != nil {
-		// The store is unreachable: keep the failed members and try again
-		// on the next retry tick.
-		w.log.Warn("ensemble change failed", "err", err)
-		return nil
+		return err
 	}
-	w.log.Info("ensemble changed", "from", cur, "to", next, "firstEntry", first)
+	w.log.Info("ensemble changed", "from", cur, "to", v.md.LastEnsemble(), "firstEntry", v.md.Fragments[len(v.md.Fragments)-1].FirstEntry)
 	w.v = v
 	w.changes++
 	w.c.m.ensembleChanges.WithLabelValues("writer").Inc()
 	return nil
 }
 
-// lostLedger explains a failed CAS: the ledger is no longer ours.
-func (w *Writer) lostLedger(ctx context.Context) error {
-	v, err := readMetadata(ctx, w.c.store, w.c.cfg.Region, w.id)
+// casDefinite writes md over the writer's metadata by CAS and insists on a
+// definite answer. A write that got no answer may have landed, and the
+// writer must not go on as if it had not: had an ensemble change landed,
+// entries confirmed afterwards under the old ensemble could lack copies on
+// the new one. So it repeats the same CAS (same expected revision: at most
+// one of the tries can apply) until the store answers. A conflict whose
+// stored value is md itself is an earlier try that landed; any other
+// conflict means the ledger is no longer ours (ErrFenced). The owner blocks
+// meanwhile, so nothing is confirmed until the answer is known.
+func (w *Writer) casDefinite(md *Metadata) (versioned, error) {
+	want, err := encodeMetadata(md)
 	if err != nil {
-		return fmt.Errorf("%w: metadata changed under the writer (%v)", ErrFenced, err)
+		return versioned{}, err
 	}
-	return fmt.Errorf("%w: ledger is %s", ErrFenced, v.md.State)
+	for {
+		ctx, cancel := w.c.metaCtx(w.runCtx)
+		v, err := casMetadata(ctx, w.c.store, w.c.cfg.Region, md, w.v.modRev)
+		if errors.Is(err, meta.ErrConflict) {
+			var cur versioned
+			cur, err = readMetadata(ctx, w.c.store, w.c.cfg.Region, w.id)
+			cancel()
+			switch {
+			case err == nil:
+				if got, _ := encodeMetadata(cur.md); string(got) == string(want) {
+					return cur, nil
+				}
+				return versioned{}, fmt.Errorf("%w: ledger is %s", ErrFenced, cur.md.State)
+			case errors.Is(err, ErrLedgerNotFound):
+				return versioned{}, fmt.Errorf("%w: ledger deleted", ErrFenced)
+			}
+		} else {
+			cancel()
+			if err == nil {
+				return v, nil
+			}
+		}
+		if w.runCtx.Err() != nil {
+			return versioned{}, ErrWriterClosed
+		}
+		w.log.Warn("ledger metadata write got no answer; retrying for a definite one", "err", err)
+		if !sleepCtx(w.runCtx, w.c.cfg.RetryInterval) {
+			return versioned{}, ErrWriterClosed
+		}
+	}
 }
 
 func (w *Writer) needRetry() bool {
@@ -676,14 +705,8 @@ func (w *Writer) finishClose() {
 		md.State = StateClosed
 		md.LastEntry = w.lac
 		md.Length = w.length
-		ctx, cancel := w.c.metaCtx(w.runCtx)
 		var v versioned
-		v, err = casMetadata(ctx, w.c.store, w.c.cfg.Region, md, w.v.modRev)
-		if errors.Is(err, meta.ErrConflict) {
-			err = w.lostLedger(ctx)
-		}
-		cancel()
-		if err == nil {
+		if v, err = w.casDefinite(md); err == nil {
 			w.v = v
 			w.log.Debug("ledger closed", "lastEntry", w.lac)
 		}

@@ -5,13 +5,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/meridian-mq/meridian/cluster/ledger"
 	"github.com/meridian-mq/meridian/cluster/ledger/ledgertest"
+	"github.com/meridian-mq/meridian/cluster/meta"
 )
 
 func create(t *testing.T, c *ledger.Client, e, qw, qa int) *ledger.Writer {
@@ -523,6 +527,64 @@ func TestLedgerIDsUniqueUnderConcurrency(t *testing.T) {
 				t.Fatalf("ledger id %d invalid or handed out twice", id)
 			}
 			seen[id] = true
+		}
+	})
+}
+
+// lossyStore applies an Update and then, while armed, reports a timeout
+// instead of its result: the answer of a write that landed is lost.
+type lossyStore struct {
+	meta.Store
+	mu    sync.Mutex
+	armed int
+}
+
+func (s *lossyStore) arm(n int) {
+	s.mu.Lock()
+	s.armed = n
+	s.mu.Unlock()
+}
+
+func (s *lossyStore) Update(ctx context.Context, key string, value []byte, modRev int64) (int64, error) {
+	rev, err := s.Store.Update(ctx, key, value, modRev)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err == nil && s.armed > 0 && strings.Contains(key, "/ledgers/") {
+		s.armed--
+		return 0, context.DeadlineExceeded
+	}
+	return rev, err
+}
+
+// TestLostMetadataAnswers: an ensemble change and a close whose CAS landed
+// but whose answer was lost are recognised as the writer's own on the retry,
+// not taken for fencing, and nothing is confirmed in between.
+func TestLostMetadataAnswers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, 20, "b1", "b2", "b3", "b4")
+		store := &lossyStore{Store: e.store}
+		c, err := ledger.New(testConfig(), store, e.bookies.Client("w"), testLogger(t), rand.New(rand.NewPCG(20, 1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		w := create(t, c, 3, 3, 2)
+		appendN(t, w, 0, 10)
+		store.arm(1)
+		e.bookies.SetDown(mustMetadata(t, c, w.ID()).LastEnsemble()[2], true)
+		appendN(t, w, 10, 10)
+		if st := mustStats(t, w); st.Err != nil || st.EnsembleChanges != 1 {
+			t.Fatalf("writer after a lost ensemble-change answer: %+v", st)
+		}
+		if md := mustMetadata(t, c, w.ID()); len(md.Fragments) != 2 {
+			t.Fatalf("fragments: %+v", md.Fragments)
+		}
+		store.arm(1)
+		if err := w.Close(t.Context()); err != nil {
+			t.Fatalf("close with a lost answer: %v", err)
+		}
+		if md := mustMetadata(t, c, w.ID()); md.State != ledger.StateClosed || md.LastEntry != 19 {
+			t.Fatalf("after close: %+v", md)
 		}
 	})
 }
