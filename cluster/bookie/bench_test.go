@@ -136,6 +136,86 @@ func benchAdd(b *testing.B, size, inflight int) {
 	}
 }
 
+// BenchmarkAddVsCeiling measures the ratio BenchmarkAdd and
+// BenchmarkDiskCeiling are compared by, on a disk shared with other work
+// whose speed drifts within minutes: each iteration is one slice of the
+// ceiling (64 MiB appended in 4 MiB fdatasynced writes) and then one slice
+// of 64 KiB adds through a bookie (64 MiB, 256 in flight) on the same disk,
+// so the two see the same conditions; it reports each one's MB/s over all
+// slices and their ratio. Run it with -benchtime Nx (N slices of each).
+func BenchmarkAddVsCeiling(b *testing.B) {
+	const (
+		slice    = 64 << 20
+		perSync  = 4 << 20
+		size     = 64 << 10
+		inflight = 256
+	)
+	dir := benchDir(b)
+	f, err := OSFS{}.OpenFile(filepath.Join(dir, "ceiling.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	cfg := testConfig(b, filepath.Join(dir, "bookie"), nil)
+	cfg.JournalFileSize = 256 << 20
+	bk := startBookie(b, cfg)
+	c := dial(b, bk.Addr())
+	ctx := context.Background()
+	buf := randomPayload(perSync)
+	payload := buf[:size]
+	var ceilingTime, addTime time.Duration
+	var entry atomic.Int64
+	b.SetBytes(2 * slice)
+	b.ResetTimer()
+	for range b.N {
+		start := time.Now()
+		for range slice / perSync {
+			if _, err := f.Write(buf); err != nil {
+				b.Fatal(err)
+			}
+			if err := f.Sync(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		ceilingTime += time.Since(start)
+
+		start = time.Now()
+		first := entry.Load()
+		entry.Add(slice / size)
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		var failed atomic.Value
+		for range inflight {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					i := next.Add(1) - 1
+					if i >= slice/size {
+						return
+					}
+					e := first + i
+					if err := c.AddEntry(ctx, bkproto.AddRequest{LedgerID: 1, EntryID: e, LastAddConfirmed: e - 1, Payload: payload}); err != nil {
+						failed.Store(err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		if err := failed.Load(); err != nil {
+			b.Fatal(err)
+		}
+		addTime += time.Since(start)
+	}
+	b.StopTimer()
+	ceiling := float64(b.N) * slice / 1e6 / ceilingTime.Seconds()
+	add := float64(b.N) * slice / 1e6 / addTime.Seconds()
+	b.ReportMetric(ceiling, "ceiling-MB/s")
+	b.ReportMetric(add, "add-MB/s")
+	b.ReportMetric(add/ceiling, "add/ceiling")
+}
+
 // BenchmarkAddPaced offers 64 KiB adds at a fixed rate (open loop, as
 // producers do) instead of as fast as the bookie acknowledges them, and
 // reports the latency at that rate, measured from when each add was due, so
