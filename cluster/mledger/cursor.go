@@ -107,6 +107,9 @@ func (ml *ManagedLedger) OpenCursor(ctx context.Context, name string, initial In
 	c.mu.Lock()
 	c.publish()
 	c.mu.Unlock()
+	ml.mu.Lock()
+	delete(ml.dormant, name) // its live position counts from now on
+	ml.mu.Unlock()
 	return c, nil
 }
 
@@ -529,9 +532,17 @@ func (c *Cursor) stop(flush bool) {
 	c.ml.dropCursor(c)
 }
 
-// Close writes the cursor's state (durable cursors) and closes it.
+// Close writes the cursor's state (durable cursors) and closes it. A
+// closed durable cursor goes on pinning retention at its last written
+// position until it is deleted.
 func (c *Cursor) Close(ctx context.Context) error {
 	c.stop(true)
+	if c.durable {
+		// persistLoop has exited: c.persisted is ours to read.
+		c.ml.mu.Lock()
+		c.ml.dormant[c.name] = c.persisted.MarkDelete
+		c.ml.mu.Unlock()
+	}
 	c.mu.Lock()
 	dirty := c.dirty
 	c.mu.Unlock()
@@ -562,14 +573,28 @@ func (ml *ManagedLedger) DeleteCursor(ctx context.Context, name string) error {
 			err = fmt.Errorf("%w: %w", ErrOwnershipLost, err)
 			ml.fail(err)
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		ml.forgetDormant(name)
+		return nil
 	}
 	key := CursorKey(ml.cfg.Region, ml.topic, name)
 	kv, err := ml.f.store.Get(mctx, key)
 	if err != nil {
 		return fmt.Errorf("delete cursor %s: %w", name, err)
 	}
-	return ml.f.store.Delete(mctx, key, kv.ModRevision)
+	if err := ml.f.store.Delete(mctx, key, kv.ModRevision); err != nil {
+		return fmt.Errorf("delete cursor %s: %w", name, err)
+	}
+	ml.forgetDormant(name)
+	return nil
+}
+
+func (ml *ManagedLedger) forgetDormant(name string) {
+	ml.mu.Lock()
+	delete(ml.dormant, name)
+	ml.mu.Unlock()
 }
 
 // Cursors returns the names of the cursors open here.

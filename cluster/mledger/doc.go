@@ -9,14 +9,15 @@
 // the instance that owns the topic changes it, always by CAS on the revision
 // it last wrote. Opening a topic
 //
-//  1. reads (or creates) the record;
+//  1. reads the record and claims it by rewriting it by CAS (or creates
+//     it): a previous owner still running fails its next CAS on it;
 //  2. recovers the last ledger with OpenAndRecover, which fences whatever
 //     writer it had: a previous owner, crashed or alive, can never confirm
 //     another entry to it;
 //  3. reads the last entry back to continue the index;
 //  4. creates a NEW ledger and appends it to the record by CAS.
 //
-// Two instances opening the same topic are settled by step 2 and step 4:
+// Two instances opening the same topic are settled by steps 1, 2 and 4:
 // the later one fences the earlier one's ledger, so the earlier one's next
 // append fails, and of two CASes on the record one fails. A failed CAS,
 // a fenced writer, or a failed CAS on a cursor the instance owns makes the

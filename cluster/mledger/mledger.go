@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -90,8 +91,12 @@ type ManagedLedger struct {
 	slowestRead  Position
 	slowestValid bool
 	foreign      map[string]Position
-	err          error // terminal: why the instance stopped
-	closing      bool
+	// dormant holds the stored mark-delete positions of this topic's own
+	// durable cursors that are not open here (a subscription with no
+	// consumer right now). They pin retention just as open ones do.
+	dormant map[string]Position
+	err     error // terminal: why the instance stopped
+	closing bool
 }
 
 // cursorMarks is what a cursor publishes to its managed ledger: where it has
@@ -181,6 +186,7 @@ func open(ctx context.Context, f *Factory, topic string) (*ManagedLedger, error)
 		cursors:   map[string]*Cursor{},
 		marks:     map[*Cursor]cursorMarks{},
 		foreign:   map[string]Position{},
+		dormant:   map[string]Position{},
 	}
 	mctx, cancel := f.metaCtx(ctx)
 	kv, err := f.store.Get(mctx, ml.key)
@@ -193,8 +199,18 @@ func open(ctx context.Context, f *Factory, topic string) (*ManagedLedger, error)
 		}
 		ml.list.Ledgers = []ledgerInfo{}
 	case err == nil:
-		ml.listRev = kv.ModRevision
-		ml.list, err = decodeList(kv.Value)
+		if ml.list, err = decodeList(kv.Value); err != nil {
+			break
+		}
+		// Claim the record before recovering anything: rewriting it bumps
+		// its revision, so a previous owner that is still running fails
+		// its next CAS (a rollover) from here on. Without the claim, an
+		// owner that rolls over faster than we recover would win every
+		// time: we would fence a ledger it had just closed.
+		ml.listRev, err = f.store.Update(mctx, ml.key, kv.Value, kv.ModRevision)
+		if errors.Is(err, meta.ErrConflict) {
+			err = fmt.Errorf("%w: %s changed while we opened it", ErrFenced, topic)
+		}
 	}
 	cancel()
 	if err != nil {
@@ -213,6 +229,9 @@ func open(ctx context.Context, f *Factory, topic string) (*ManagedLedger, error)
 		}
 		ml.readers[last.ID] = r
 	}
+	if err := ml.loadDormant(ctx); err != nil {
+		return nil, fmt.Errorf("open %s: %w", topic, err)
+	}
 	ml.v = view{ledgers: slices.Clone(ml.list.Ledgers), terminated: ml.list.Terminated, lac: Position{0, -1}}
 	if err := ml.recoverIndex(ctx); err != nil {
 		return nil, fmt.Errorf("open %s: %w", topic, err)
@@ -229,6 +248,34 @@ func open(ctx context.Context, f *Factory, topic string) (*ManagedLedger, error)
 	go ml.watchForeign()
 	ml.log.Info("managed ledger open", "ledgers", len(ml.list.Ledgers), "lastIndex", ml.lastIndex, "terminated", ml.list.Terminated)
 	return ml, nil
+}
+
+// loadDormant records the mark-delete position of every durable cursor of
+// the topic (its own, not the foreign ones, which the watch follows), so
+// that retention never deletes what a subscription without a consumer
+// still needs.
+func (ml *ManagedLedger) loadDormant(ctx context.Context) error {
+	mctx, cancel := ml.f.metaCtx(ctx)
+	defer cancel()
+	prefix := cursorPrefix(ml.cfg.Region, ml.topic)
+	kvs, _, err := ml.f.store.List(mctx, prefix)
+	if err != nil {
+		return fmt.Errorf("list cursors: %w", err)
+	}
+	for _, kv := range kvs {
+		name, err := meta.Name(kv.Key)
+		if err != nil || strings.Contains(strings.TrimPrefix(kv.Key, prefix), "/") || ml.cfg.foreign(name) {
+			continue
+		}
+		v, err := decodeCursor(kv.Value)
+		if err != nil {
+			// Unreadable: pin everything rather than guess.
+			ml.log.Warn("cursor unreadable; holding retention", "cursor", name, "err", err)
+			v.MarkDelete = Position{}
+		}
+		ml.dormant[name] = v.MarkDelete
+	}
+	return nil
 }
 
 // recoverIndex reads the last entry back to continue its index and keep
@@ -728,6 +775,11 @@ func (ml *ManagedLedger) slowestLocked() Position {
 			slowest = p
 		}
 	}
+	for _, p := range ml.dormant {
+		if p.Less(slowest) {
+			slowest = p
+		}
+	}
 	return slowest
 }
 
@@ -747,7 +799,8 @@ func (ml *ManagedLedger) trim() {
 	// of a closed or terminated topic refer to.
 	for i := 0; i < len(v.ledgers)-1; i++ {
 		l := v.ledgers[i]
-		consumed := l.ID < slowest.Ledger || (l.ID == slowest.Ledger && slowest.Entry >= v.entries(i)-1)
+		// An empty ledger holds nothing anyone needs, wherever it lies.
+		consumed := v.entries(i) == 0 || l.ID < slowest.Ledger || (l.ID == slowest.Ledger && slowest.Entry >= v.entries(i)-1)
 		if !consumed {
 			break
 		}

@@ -350,6 +350,58 @@ func testRetention(t *testing.T, newEnv func(testing.TB) *env) {
 	}
 }
 
+// TestRetentionClosedCursorPins: a durable cursor that is not open (a
+// subscription without a consumer, or one not opened since a restart)
+// still pins its ledgers; deleting it releases them.
+func TestRetentionClosedCursorPins(t *testing.T) {
+	e := newEnv(t)
+	cfg := testConfig()
+	cfg.MaxEntriesPerLedger = 5
+	cfg.RetentionTime, cfg.RetentionSize = 0, 0
+	f := e.factory("a", cfg)
+	ml := e.open(f, "dormant")
+	idle, err := ml.OpenCursor(t.Context(), "idle", Earliest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := idle.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 30 {
+		if _, err := ml.Append(t.Context(), testMessage(t, 'A', uint64(i), 1, 0), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	settle(t, ml)
+	before := ml.Ledgers()
+	if err := ml.Trim(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := ml.Ledgers(); !slices.Equal(got, before) {
+		t.Fatalf("a closed cursor did not pin: %v -> %v", before, got)
+	}
+	// The same after a restart, with the cursor never opened.
+	if err := ml.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	ml = e.open(f, "dormant")
+	if err := ml.Trim(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := ml.Ledgers(); !slices.Equal(got[:len(before)], before) {
+		t.Fatalf("a cursor not opened since the restart did not pin: %v -> %v", before, got)
+	}
+	if err := ml.DeleteCursor(t.Context(), "idle"); err != nil {
+		t.Fatal(err)
+	}
+	if err := ml.Trim(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := ml.Ledgers(); len(got) != 1 {
+		t.Fatalf("after deleting the only cursor: %v, want only the last ledger", got)
+	}
+}
+
 func TestRetentionPolicyKeepsConsumedLedgers(t *testing.T) {
 	e := newEnv(t)
 	cfg := testConfig()
