@@ -14,9 +14,10 @@ const entryOverhead = 64
 // falls that far behind reads from the bookies). Guarded by
 // ManagedLedger.mu.
 type entryCache struct {
-	max     int64
-	bytes   int64
-	entries []Entry
+	max          int64
+	bytes        int64
+	entries      []Entry
+	hits, misses int64
 }
 
 func (c *entryCache) put(e Entry) {
@@ -42,8 +43,10 @@ func (c *entryCache) drop() {
 func (c *entryCache) get(p Position) (Entry, bool) {
 	i, ok := slices.BinarySearchFunc(c.entries, p, func(e Entry, p Position) int { return e.Position.Compare(p) })
 	if !ok {
+		c.misses++
 		return Entry{}, false
 	}
+	c.hits++
 	return c.entries[i], true
 }
 

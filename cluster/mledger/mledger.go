@@ -95,8 +95,11 @@ type ManagedLedger struct {
 	// durable cursors that are not open here (a subscription with no
 	// consumer right now). They pin retention just as open ones do.
 	dormant map[string]Position
-	err     error // terminal: why the instance stopped
-	closing bool
+	// curSizeSeen is the confirmed bytes of the ledger being written
+	// (its size in the list is written only when it closes).
+	curSizeSeen int64
+	err         error // terminal: why the instance stopped
+	closing     bool
 }
 
 // cursorMarks is what a cursor publishes to its managed ledger: where it has
@@ -334,6 +337,7 @@ func (ml *ManagedLedger) startLedger(ctx context.Context) error {
 	ml.v.ledgers = slices.Clone(ml.list.Ledgers)
 	ml.v.current = w.ID()
 	ml.v.lac = Position{w.ID(), -1}
+	ml.curSizeSeen = 0
 	ml.mu.Unlock()
 	ml.log.Debug("ledger started", "ledger", w.ID())
 	return nil
@@ -640,6 +644,7 @@ func (ml *ManagedLedger) publishClosed() {
 	ml.v.ledgers = slices.Clone(ml.list.Ledgers)
 	ml.v.current = 0
 	ml.v.terminated = ml.list.Terminated
+	ml.curSizeSeen = 0
 	ml.wakeLocked()
 	ml.mu.Unlock()
 }
@@ -671,6 +676,7 @@ func (ml *ManagedLedger) complete() {
 		ml.mu.Lock()
 		if ml.v.current == p.ledger && ml.v.lac.Less(pos) {
 			ml.v.lac = pos
+			ml.curSizeSeen += int64(len(p.data))
 		}
 		ml.cache.put(Entry{Position: pos, Data: p.data})
 		ml.wakeLocked()

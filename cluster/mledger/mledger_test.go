@@ -605,6 +605,9 @@ func TestTailingReadAndCache(t *testing.T) {
 	if err := <-errc; err != nil {
 		t.Fatal(err)
 	}
+	if st := ml.Stats(); st.CacheHits == 0 || st.Entries != total || st.Cursors != 2 || st.StorageSize <= 0 {
+		t.Fatalf("stats %+v", st)
+	}
 	// Both cursors have read everything: nothing stays cached.
 	ml.mu.Lock()
 	left := len(ml.cache.entries)
