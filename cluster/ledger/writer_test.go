@@ -465,7 +465,7 @@ func TestIdleWriterLearnsFencing(t *testing.T) {
 		cfg := testConfig()
 		w := create(t, e.client("w", cfg), 3, 3, 2)
 		appendN(t, w, 0, 3) // the explicit LAC for entry 2 is due in 10ms
-		synctest.Wait()      // third copies land before the fence
+		synctest.Wait()     // third copies land before the fence
 		if _, err := e.client("rec", testConfig()).OpenAndRecover(t.Context(), w.ID()); err != nil {
 			t.Fatal(err)
 		}
