@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/meridian-mq/meridian/cluster/bookie/bkproto"
 	"github.com/meridian-mq/meridian/cluster/meta"
 )
@@ -360,5 +361,76 @@ func TestDamagedEntryOnDisk(t *testing.T) {
 	}
 	if got := metricValue(b.m.checksumErrors); got != 1 {
 		t.Fatalf("checksum_errors_total = %v, want 1", got)
+	}
+}
+
+// TestLostAccountingIsRecounted: checkpointed files whose persisted
+// accounting is missing are recounted from the index at start, so that they
+// are neither kept forever nor deleted while they hold live entries.
+func TestLostAccountingIsRecounted(t *testing.T) {
+	ctx := testCtx(t)
+	store := newMemStore(t)
+	cfg := testConfig(t, t.TempDir(), store)
+	b := startBookie(t, cfg)
+	c := dial(t, b.Addr())
+	createLedgerMeta(t, ctx, store, cfg.Region, 1, 2)
+	for e := range int64(40) {
+		mustAdd(t, ctx, c, 2, e, 40<<10)
+	}
+	for e := range int64(40) {
+		mustAdd(t, ctx, c, 1, e, 40<<10)
+	}
+	c.Close()
+	b.Close()
+	b = startBookie(t, cfg) // checkpoints every file
+	files := journalLedgers(t, b)
+	b.Close()
+
+	// Drop every file's accounting, as if it had never been written.
+	m, _ := newMetrics(nil)
+	st, err := openStore(filepath.Join(cfg.DataDir, "index"), 1<<20, testLogger(t), m, Failpoints{}, OSFS{}, b.journal.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n := range files {
+		if err := st.db.Delete(fileKey(n), pebble.NoSync); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.flush(); err != nil {
+		t.Fatal(err)
+	}
+	st.close()
+
+	b = startBookie(t, cfg)
+	c = dial(t, b.Addr())
+	for n, ls := range files {
+		_, err := os.Stat(filepath.Join(b.journal.dir, journalFileName(n)))
+		if len(ls) > 0 && err != nil {
+			t.Fatalf("file %d holds entries of %v and is gone after the recount: %v", n, ls, err)
+		}
+		if len(ls) == 0 && !os.IsNotExist(err) {
+			t.Fatalf("file %d holds no entry and survived the recount: %v", n, err)
+		}
+	}
+	for e := range int64(40) {
+		mustRead(t, ctx, c, 1, e, 40<<10)
+	}
+	// The recounted accounting drives GC like the persisted one.
+	deleteLedgerMeta(t, ctx, store, cfg.Region, 2)
+	if _, err := b.CollectGarbage(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for n, ls := range files {
+		_, err := os.Stat(filepath.Join(b.journal.dir, journalFileName(n)))
+		if ls[2] && !ls[1] && !os.IsNotExist(err) {
+			t.Fatalf("file %d held only ledger 2 and survived its GC: %v", n, err)
+		}
+		if ls[1] && err != nil {
+			t.Fatalf("file %d holds ledger 1: %v", n, err)
+		}
+	}
+	for e := range int64(40) {
+		mustRead(t, ctx, c, 1, e, 40<<10)
 	}
 }
