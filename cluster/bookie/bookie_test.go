@@ -650,6 +650,9 @@ func TestConfigValidate(t *testing.T) {
 		"negative cache":   func(c *Config) { c.IndexCacheSize = -1 },
 		"no listen addr":   func(c *Config) { c.ListenAddr = "" },
 		"negative maxwait": func(c *Config) { c.JournalMaxWait = -1 },
+		"compact all":      func(c *Config) { c.CompactionThreshold = 1 },
+		"negative compact": func(c *Config) { c.CompactionThreshold = -0.1 },
+		"fast compaction":  func(c *Config) { c.CompactionInterval = time.Millisecond },
 	} {
 		c := good
 		mutate(&c)
