@@ -1,0 +1,587 @@
+package global
+
+import (
+	"fmt"
+	"maps"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+
+	"github.com/meridian-mq/meridian/topology"
+)
+
+// The records below are what Pulsar users see through the admin API, so
+// their JSON field names are Pulsar's (as pulsar-client-go's pulsaradmin
+// package spells them): a Policies marshalled here unmarshals into
+// pulsaradmin's utils.Policies and back. In etcd each record is stored with a
+// leading "v":1 (meta.EncodeJSON), which pulsaradmin ignores. Fields Pulsar
+// has and Meridian does not implement yet are simply absent; unknown fields
+// in input are dropped.
+
+// recordVersion is the "v" of every record this binary writes and the
+// newest it reads.
+const recordVersion = 1
+
+// nameRE is Pulsar's rule for tenant, namespace and cluster names.
+var nameRE = regexp.MustCompile(`^[-=:.\w]+$`)
+
+func validName(kind, name string) error {
+	if !nameRE.MatchString(name) {
+		return fmt.Errorf("%w: %s %q (use letters, digits, '_', '-', '=', ':', '.')", ErrInvalidName, kind, name)
+	}
+	return nil
+}
+
+// ClusterData is a region's entry in the cluster registry
+// (/meridian/global/clusters/<region>): where its brokers answer. It matches
+// pulsaradmin's utils.ClusterData.
+type ClusterData struct {
+	ServiceURL          string `json:"serviceUrl"`
+	ServiceURLTLS       string `json:"serviceUrlTls"`
+	BrokerServiceURL    string `json:"brokerServiceUrl"`
+	BrokerServiceURLTLS string `json:"brokerServiceUrlTls"`
+}
+
+// Validate checks that at least one URL is set and that each set URL has its
+// scheme: http for serviceUrl, https for serviceUrlTls, pulsar for
+// brokerServiceUrl, pulsar+ssl for brokerServiceUrlTls. A service URL may
+// list several hosts ("pulsar://a:6650,b:6650"), as Pulsar's do.
+func (c ClusterData) Validate() error {
+	if c.ServiceURL == "" && c.ServiceURLTLS == "" && c.BrokerServiceURL == "" && c.BrokerServiceURLTLS == "" {
+		return fmt.Errorf("%w: set at least one of serviceUrl, serviceUrlTls, brokerServiceUrl, brokerServiceUrlTls", ErrInvalidCluster)
+	}
+	for _, f := range []struct{ field, value, scheme string }{
+		{"serviceUrl", c.ServiceURL, "http"},
+		{"serviceUrlTls", c.ServiceURLTLS, "https"},
+		{"brokerServiceUrl", c.BrokerServiceURL, "pulsar"},
+		{"brokerServiceUrlTls", c.BrokerServiceURLTLS, "pulsar+ssl"},
+	} {
+		if f.value == "" {
+			continue
+		}
+		u, err := url.Parse(f.value)
+		if err != nil || u.Scheme != f.scheme || u.Host == "" {
+			return fmt.Errorf("%w: %s %q is not %s://host:port", ErrInvalidCluster, f.field, f.value, f.scheme)
+		}
+	}
+	return nil
+}
+
+// TenantInfo is a tenant (/meridian/global/tenants/<tenant>): who administers
+// it and which clusters its namespaces may use. It matches pulsaradmin's
+// utils.TenantData.
+type TenantInfo struct {
+	AdminRoles      []string `json:"adminRoles"`
+	AllowedClusters []string `json:"allowedClusters"`
+}
+
+// normalize sorts and de-duplicates both lists (Pulsar keeps them as sets),
+// and makes them non-nil so that they marshal as [] rather than null.
+func (t *TenantInfo) normalize() {
+	t.AdminRoles = setOf(t.AdminRoles)
+	t.AllowedClusters = setOf(t.AllowedClusters)
+}
+
+// validate checks the record on its own; that the allowed clusters exist is
+// checked against the store.
+func (t TenantInfo) validate() error {
+	for _, r := range t.AdminRoles {
+		if r == "" {
+			return fmt.Errorf("%w: empty admin role", ErrInvalidTenant)
+		}
+	}
+	for _, c := range t.AllowedClusters {
+		if err := validName("cluster", c); err != nil {
+			return fmt.Errorf("%w: allowed cluster: %w", ErrInvalidTenant, err)
+		}
+	}
+	return nil
+}
+
+// Clone returns a deep copy.
+func (t TenantInfo) Clone() TenantInfo {
+	return TenantInfo{AdminRoles: slices.Clone(t.AdminRoles), AllowedClusters: slices.Clone(t.AllowedClusters)}
+}
+
+// AuthAction is a permission a role holds on a namespace or topic.
+type AuthAction string
+
+// The actions Pulsar knows.
+const (
+	ActionProduce   AuthAction = "produce"
+	ActionConsume   AuthAction = "consume"
+	ActionFunctions AuthAction = "functions"
+	ActionPackages  AuthAction = "packages"
+	ActionSinks     AuthAction = "sinks"
+	ActionSources   AuthAction = "sources"
+)
+
+func (a AuthAction) valid() bool {
+	switch a {
+	case ActionProduce, ActionConsume, ActionFunctions, ActionPackages, ActionSinks, ActionSources:
+		return true
+	}
+	return false
+}
+
+// AuthPolicies are a namespace's grants: per role on the whole namespace
+// (namespace_auth), per topic and role (destination_auth, keyed by the full
+// topic name), and which roles may use each subscription
+// (subscription_auth_roles).
+type AuthPolicies struct {
+	NamespaceAuth         map[string][]AuthAction            `json:"namespace_auth"`
+	DestinationAuth       map[string]map[string][]AuthAction `json:"destination_auth"`
+	SubscriptionAuthRoles map[string][]string                `json:"subscription_auth_roles"`
+}
+
+func (a *AuthPolicies) normalize() {
+	if a.NamespaceAuth == nil {
+		a.NamespaceAuth = map[string][]AuthAction{}
+	}
+	if a.DestinationAuth == nil {
+		a.DestinationAuth = map[string]map[string][]AuthAction{}
+	}
+	if a.SubscriptionAuthRoles == nil {
+		a.SubscriptionAuthRoles = map[string][]string{}
+	}
+	for role, acts := range a.NamespaceAuth {
+		a.NamespaceAuth[role] = setOf(acts)
+	}
+	for topic, roles := range a.DestinationAuth {
+		for role, acts := range roles {
+			roles[role] = setOf(acts)
+		}
+		a.DestinationAuth[topic] = roles
+	}
+	for sub, roles := range a.SubscriptionAuthRoles {
+		a.SubscriptionAuthRoles[sub] = setOf(roles)
+	}
+}
+
+func (a AuthPolicies) validate() error {
+	check := func(where string, role string, acts []AuthAction) error {
+		if role == "" {
+			return fmt.Errorf("%w: %s: empty role", ErrInvalidPolicies, where)
+		}
+		for _, act := range acts {
+			if !act.valid() {
+				return fmt.Errorf("%w: %s: role %q: unknown action %q (want produce, consume, functions, packages, sinks or sources)",
+					ErrInvalidPolicies, where, role, act)
+			}
+		}
+		return nil
+	}
+	for role, acts := range a.NamespaceAuth {
+		if err := check("namespace_auth", role, acts); err != nil {
+			return err
+		}
+	}
+	for topic, roles := range a.DestinationAuth {
+		if _, err := topology.ParseTopicName(topic); err != nil {
+			return fmt.Errorf("%w: destination_auth: %w", ErrInvalidPolicies, err)
+		}
+		for role, acts := range roles {
+			if err := check("destination_auth["+topic+"]", role, acts); err != nil {
+				return err
+			}
+		}
+	}
+	for sub, roles := range a.SubscriptionAuthRoles {
+		if sub == "" || slices.Contains(roles, "") {
+			return fmt.Errorf("%w: subscription_auth_roles: empty subscription or role", ErrInvalidPolicies)
+		}
+	}
+	return nil
+}
+
+// Clone returns a deep copy.
+func (a AuthPolicies) Clone() AuthPolicies {
+	out := AuthPolicies{
+		NamespaceAuth:         cloneMapOfSlices(a.NamespaceAuth),
+		SubscriptionAuthRoles: cloneMapOfSlices(a.SubscriptionAuthRoles),
+	}
+	if a.DestinationAuth != nil {
+		out.DestinationAuth = make(map[string]map[string][]AuthAction, len(a.DestinationAuth))
+		for k, v := range a.DestinationAuth {
+			out.DestinationAuth[k] = cloneMapOfSlices(v)
+		}
+	}
+	return out
+}
+
+// RetentionPolicies keep acknowledged messages for a time and a size
+// (Pulsar: both 0 means none kept; -1 means unlimited).
+type RetentionPolicies struct {
+	RetentionTimeInMinutes int   `json:"retentionTimeInMinutes"`
+	RetentionSizeInMB      int64 `json:"retentionSizeInMB"`
+}
+
+func (r RetentionPolicies) validate() error {
+	// Pulsar refuses a retention that is unlimited in one dimension and
+	// zero in the other: the zero would make the unlimited one meaningless.
+	if r.RetentionTimeInMinutes < -1 || r.RetentionSizeInMB < -1 ||
+		(r.RetentionTimeInMinutes == 0 && r.RetentionSizeInMB == -1) ||
+		(r.RetentionTimeInMinutes == -1 && r.RetentionSizeInMB == 0) {
+		return fmt.Errorf("%w: retention %d min / %d MB (each -1, 0 or positive, and not -1 with 0)",
+			ErrInvalidPolicies, r.RetentionTimeInMinutes, r.RetentionSizeInMB)
+	}
+	return nil
+}
+
+// BacklogQuotaType is what a backlog quota limits.
+type BacklogQuotaType string
+
+// Pulsar's backlog quota types.
+const (
+	DestinationStorage BacklogQuotaType = "destination_storage"
+	MessageAge         BacklogQuotaType = "message_age"
+)
+
+// BacklogPolicy is what a broker does when a backlog quota is exceeded.
+type BacklogPolicy string
+
+// Pulsar's backlog quota policies.
+const (
+	ProducerRequestHold     BacklogPolicy = "producer_request_hold"
+	ProducerException       BacklogPolicy = "producer_exception"
+	ConsumerBacklogEviction BacklogPolicy = "consumer_backlog_eviction"
+)
+
+// BacklogQuota limits a backlog by size (bytes) or age (seconds); -1 is no
+// limit.
+type BacklogQuota struct {
+	LimitTime int64         `json:"limitTime"`
+	LimitSize int64         `json:"limitSize"`
+	Policy    BacklogPolicy `json:"policy"`
+}
+
+func validBacklogQuotas(m map[BacklogQuotaType]BacklogQuota) error {
+	for typ, q := range m {
+		switch typ {
+		case DestinationStorage, MessageAge:
+		default:
+			return fmt.Errorf("%w: backlog quota type %q (want destination_storage or message_age)", ErrInvalidPolicies, typ)
+		}
+		switch q.Policy {
+		case ProducerRequestHold, ProducerException, ConsumerBacklogEviction:
+		default:
+			return fmt.Errorf("%w: backlog quota policy %q (want producer_request_hold, producer_exception or consumer_backlog_eviction)",
+				ErrInvalidPolicies, q.Policy)
+		}
+		if q.LimitSize < -1 || q.LimitTime < -1 {
+			return fmt.Errorf("%w: backlog quota %s limits must be -1 or more", ErrInvalidPolicies, typ)
+		}
+	}
+	return nil
+}
+
+// TopicType is the kind of topic auto-creation makes.
+type TopicType string
+
+// Pulsar's topic types.
+const (
+	Partitioned    TopicType = "partitioned"
+	NonPartitioned TopicType = "non-partitioned"
+)
+
+// AutoTopicCreation is a namespace's override of the broker's
+// allowAutoTopicCreation settings (Pulsar's autoTopicCreationOverride).
+type AutoTopicCreation struct {
+	Allow bool      `json:"allowAutoTopicCreation"`
+	Type  TopicType `json:"topicType"`
+	// Partitions is the partition count of an auto-created partitioned
+	// topic; only for Type Partitioned.
+	Partitions *int `json:"defaultNumPartitions,omitempty"`
+}
+
+func (a AutoTopicCreation) validate() error {
+	switch a.Type {
+	case NonPartitioned:
+		if a.Partitions != nil {
+			return fmt.Errorf("%w: autoTopicCreationOverride: defaultNumPartitions is only for partitioned topics", ErrInvalidPolicies)
+		}
+	case Partitioned:
+		if a.Partitions == nil || *a.Partitions < 1 {
+			return fmt.Errorf("%w: autoTopicCreationOverride: a partitioned type needs defaultNumPartitions >= 1", ErrInvalidPolicies)
+		}
+	default:
+		return fmt.Errorf("%w: autoTopicCreationOverride: topicType %q (want partitioned or non-partitioned)", ErrInvalidPolicies, a.Type)
+	}
+	return nil
+}
+
+// SchemaCompatibilityStrategy is how a new schema must relate to the
+// existing ones. SchemaUndefined defers to the broker default.
+type SchemaCompatibilityStrategy string
+
+// Pulsar's strategies.
+const (
+	SchemaUndefined          SchemaCompatibilityStrategy = "UNDEFINED"
+	SchemaAlwaysIncompatible SchemaCompatibilityStrategy = "ALWAYS_INCOMPATIBLE"
+	SchemaAlwaysCompatible   SchemaCompatibilityStrategy = "ALWAYS_COMPATIBLE"
+	SchemaBackward           SchemaCompatibilityStrategy = "BACKWARD"
+	SchemaForward            SchemaCompatibilityStrategy = "FORWARD"
+	SchemaFull               SchemaCompatibilityStrategy = "FULL"
+	SchemaBackwardTransitive SchemaCompatibilityStrategy = "BACKWARD_TRANSITIVE"
+	SchemaForwardTransitive  SchemaCompatibilityStrategy = "FORWARD_TRANSITIVE"
+	SchemaFullTransitive     SchemaCompatibilityStrategy = "FULL_TRANSITIVE"
+)
+
+func (s SchemaCompatibilityStrategy) valid() bool {
+	switch s {
+	case SchemaUndefined, SchemaAlwaysIncompatible, SchemaAlwaysCompatible, SchemaBackward, SchemaForward,
+		SchemaFull, SchemaBackwardTransitive, SchemaForwardTransitive, SchemaFullTransitive:
+		return true
+	}
+	return false
+}
+
+// BundlesData are a namespace's bundle boundaries, in Pulsar's form:
+// NumBundles+1 ascending hex boundaries from 0x00000000 to 0xffffffff.
+type BundlesData struct {
+	Boundaries []string `json:"boundaries"`
+	NumBundles int      `json:"numBundles"`
+}
+
+// EvenBundlesData is n equal bundles (topology.EvenBundles) in Pulsar's form.
+func EvenBundlesData(n int) (BundlesData, error) {
+	bs, err := topology.EvenBundles(n)
+	if err != nil {
+		return BundlesData{}, fmt.Errorf("%w: %w", ErrInvalidPolicies, err)
+	}
+	d := BundlesData{NumBundles: n, Boundaries: make([]string, 0, n+1)}
+	for _, b := range bs {
+		d.Boundaries = append(d.Boundaries, fmt.Sprintf("0x%08x", b.Lower))
+	}
+	d.Boundaries = append(d.Boundaries, fmt.Sprintf("0x%08x", bs[n-1].Upper))
+	return d, nil
+}
+
+// Bundles returns the bundles the boundaries describe, checking that they
+// are ascending and cover the whole hash space.
+func (d BundlesData) Bundles() ([]topology.Bundle, error) {
+	bad := func(why string) ([]topology.Bundle, error) {
+		return nil, fmt.Errorf("%w: bundles %v: %s", ErrInvalidPolicies, d.Boundaries, why)
+	}
+	if d.NumBundles < 1 || len(d.Boundaries) != d.NumBundles+1 {
+		return bad(fmt.Sprintf("numBundles %d needs numBundles+1 boundaries", d.NumBundles))
+	}
+	bounds := make([]uint32, len(d.Boundaries))
+	for i, s := range d.Boundaries {
+		v, err := strconv.ParseUint(s, 0, 32)
+		if err != nil {
+			return bad(fmt.Sprintf("boundary %q is not a 32-bit number", s))
+		}
+		bounds[i] = uint32(v)
+		if i > 0 && bounds[i] <= bounds[i-1] {
+			return bad("boundaries must ascend")
+		}
+	}
+	if bounds[0] != 0 || bounds[len(bounds)-1] != 0xffffffff {
+		return bad("boundaries must run from 0x00000000 to 0xffffffff")
+	}
+	out := make([]topology.Bundle, d.NumBundles)
+	for i := range out {
+		out[i] = topology.Bundle{Lower: bounds[i], Upper: bounds[i+1]}
+	}
+	return out, nil
+}
+
+// Policies are a namespace's policies (/meridian/global/namespaces/<t>/<ns>),
+// a subset of Pulsar's with the same JSON names, plus Meridian's active
+// region. Pointer fields are "not set here": resolution falls through to the
+// broker defaults (see Resolve).
+type Policies struct {
+	Bundles *BundlesData `json:"bundles,omitempty"`
+	// ReplicationClusters are the regions that replicate every topic of the
+	// namespace to each other (DESIGN §6), within the tenant's allowed
+	// clusters.
+	ReplicationClusters []string                          `json:"replication_clusters"`
+	RetentionPolicies   *RetentionPolicies                `json:"retention_policies,omitempty"`
+	BacklogQuotaMap     map[BacklogQuotaType]BacklogQuota `json:"backlog_quota_map"`
+	MessageTTLInSeconds *int                              `json:"message_ttl_in_seconds,omitempty"`
+	// DeduplicationEnabled keeps Pulsar's camel case.
+	DeduplicationEnabled        *bool                       `json:"deduplicationEnabled,omitempty"`
+	AutoTopicCreationOverride   *AutoTopicCreation          `json:"autoTopicCreationOverride,omitempty"`
+	AuthPolicies                AuthPolicies                `json:"auth_policies"`
+	SchemaCompatibilityStrategy SchemaCompatibilityStrategy `json:"schema_compatibility_strategy"`
+	// ActiveRegion is the region that answers lookups for the namespace
+	// (DESIGN §6, failover without client changes); empty means each region
+	// serves its own clients. It must be one of ReplicationClusters.
+	ActiveRegion string `json:"active_region,omitempty"`
+}
+
+// normalize fills what Pulsar always shows (empty maps and lists, the
+// UNDEFINED strategy) and sorts the sets, so that two equal policies encode
+// alike.
+func (p *Policies) normalize() {
+	p.ReplicationClusters = setOf(p.ReplicationClusters)
+	if p.BacklogQuotaMap == nil {
+		p.BacklogQuotaMap = map[BacklogQuotaType]BacklogQuota{}
+	}
+	if p.SchemaCompatibilityStrategy == "" {
+		p.SchemaCompatibilityStrategy = SchemaUndefined
+	}
+	p.AuthPolicies.normalize()
+}
+
+// validate checks the policies on their own; which clusters exist and are
+// allowed is checked against the store.
+func (p Policies) validate() error {
+	if p.Bundles != nil {
+		if _, err := p.Bundles.Bundles(); err != nil {
+			return err
+		}
+	}
+	if err := validClusterNames("replication_clusters", p.ReplicationClusters); err != nil {
+		return err
+	}
+	if p.RetentionPolicies != nil {
+		if err := p.RetentionPolicies.validate(); err != nil {
+			return err
+		}
+	}
+	if err := validBacklogQuotas(p.BacklogQuotaMap); err != nil {
+		return err
+	}
+	if p.MessageTTLInSeconds != nil && *p.MessageTTLInSeconds < 0 {
+		return fmt.Errorf("%w: message_ttl_in_seconds %d is negative", ErrInvalidPolicies, *p.MessageTTLInSeconds)
+	}
+	if p.AutoTopicCreationOverride != nil {
+		if err := p.AutoTopicCreationOverride.validate(); err != nil {
+			return err
+		}
+	}
+	if !p.SchemaCompatibilityStrategy.valid() {
+		return fmt.Errorf("%w: schema_compatibility_strategy %q", ErrInvalidPolicies, p.SchemaCompatibilityStrategy)
+	}
+	if p.ActiveRegion != "" && !slices.Contains(p.ReplicationClusters, p.ActiveRegion) {
+		return fmt.Errorf("%w: active region %q is not one of the replication clusters %v", ErrNotAllowedCluster, p.ActiveRegion, p.ReplicationClusters)
+	}
+	return p.AuthPolicies.validate()
+}
+
+// Clone returns a deep copy.
+func (p Policies) Clone() Policies {
+	out := p
+	if p.Bundles != nil {
+		b := *p.Bundles
+		b.Boundaries = slices.Clone(b.Boundaries)
+		out.Bundles = &b
+	}
+	out.ReplicationClusters = slices.Clone(p.ReplicationClusters)
+	out.RetentionPolicies = clonePtr(p.RetentionPolicies)
+	out.BacklogQuotaMap = maps.Clone(p.BacklogQuotaMap)
+	out.MessageTTLInSeconds = clonePtr(p.MessageTTLInSeconds)
+	out.DeduplicationEnabled = clonePtr(p.DeduplicationEnabled)
+	if p.AutoTopicCreationOverride != nil {
+		a := *p.AutoTopicCreationOverride
+		a.Partitions = clonePtr(a.Partitions)
+		out.AutoTopicCreationOverride = &a
+	}
+	out.AuthPolicies = p.AuthPolicies.Clone()
+	return out
+}
+
+// TopicPolicies is a topic's record (/meridian/global/topics/<t>/<ns>/<domain>/<topic>):
+// its partitioned-topic metadata and its topic-level overrides of the
+// namespace policies. A nil field (or an empty strategy) does not override.
+// Topic permissions are not here: Pulsar keeps them in the namespace's
+// auth_policies.destination_auth, and so does Meridian.
+type TopicPolicies struct {
+	// Partitions is the partition count of a partitioned topic, 0 for a
+	// record that only carries policies (a non-partitioned topic). It never
+	// decreases, as in Pulsar.
+	Partitions int `json:"partitions"`
+	// ReplicationClusters overrides the namespace's when non-nil (an empty,
+	// non-nil list means "replicate nowhere").
+	ReplicationClusters         []string                          `json:"replication_clusters,omitempty"`
+	RetentionPolicies           *RetentionPolicies                `json:"retention_policies,omitempty"`
+	BacklogQuotaMap             map[BacklogQuotaType]BacklogQuota `json:"backlog_quota_map,omitempty"`
+	MessageTTLInSeconds         *int                              `json:"message_ttl_in_seconds,omitempty"`
+	DeduplicationEnabled        *bool                             `json:"deduplicationEnabled,omitempty"`
+	SchemaCompatibilityStrategy SchemaCompatibilityStrategy       `json:"schema_compatibility_strategy,omitempty"`
+}
+
+func (p *TopicPolicies) normalize() {
+	if p.ReplicationClusters != nil {
+		p.ReplicationClusters = setOf(p.ReplicationClusters)
+	}
+	if p.SchemaCompatibilityStrategy == SchemaUndefined {
+		p.SchemaCompatibilityStrategy = ""
+	}
+}
+
+func (p TopicPolicies) validate() error {
+	if p.Partitions < 0 {
+		return fmt.Errorf("%w: partitions %d is negative", ErrInvalidPolicies, p.Partitions)
+	}
+	if err := validClusterNames("replication_clusters", p.ReplicationClusters); err != nil {
+		return err
+	}
+	if p.RetentionPolicies != nil {
+		if err := p.RetentionPolicies.validate(); err != nil {
+			return err
+		}
+	}
+	if err := validBacklogQuotas(p.BacklogQuotaMap); err != nil {
+		return err
+	}
+	if p.MessageTTLInSeconds != nil && *p.MessageTTLInSeconds < 0 {
+		return fmt.Errorf("%w: message_ttl_in_seconds %d is negative", ErrInvalidPolicies, *p.MessageTTLInSeconds)
+	}
+	if p.SchemaCompatibilityStrategy != "" && !p.SchemaCompatibilityStrategy.valid() {
+		return fmt.Errorf("%w: schema_compatibility_strategy %q", ErrInvalidPolicies, p.SchemaCompatibilityStrategy)
+	}
+	return nil
+}
+
+// Clone returns a deep copy.
+func (p TopicPolicies) Clone() TopicPolicies {
+	out := p
+	out.ReplicationClusters = slices.Clone(p.ReplicationClusters)
+	out.RetentionPolicies = clonePtr(p.RetentionPolicies)
+	out.BacklogQuotaMap = maps.Clone(p.BacklogQuotaMap)
+	out.MessageTTLInSeconds = clonePtr(p.MessageTTLInSeconds)
+	out.DeduplicationEnabled = clonePtr(p.DeduplicationEnabled)
+	return out
+}
+
+func validClusterNames(field string, names []string) error {
+	for _, c := range names {
+		if err := validName("cluster", c); err != nil {
+			return fmt.Errorf("%w: %s: %w", ErrInvalidPolicies, field, err)
+		}
+	}
+	return nil
+}
+
+// setOf returns s sorted and without duplicates, never nil.
+func setOf[T ~string](s []T) []T {
+	out := slices.Clone(s)
+	if out == nil {
+		out = []T{}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+func clonePtr[T any](p *T) *T {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
+}
+
+func cloneMapOfSlices[K comparable, V any](m map[K][]V) map[K][]V {
+	if m == nil {
+		return nil
+	}
+	out := make(map[K][]V, len(m))
+	for k, v := range m {
+		out[k] = slices.Clone(v)
+	}
+	return out
+}

@@ -1,0 +1,188 @@
+package global
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/meridian-mq/meridian/topology"
+)
+
+// BrokerDefaults are the broker-level settings a topic falls back to when
+// neither its topic record nor its namespace sets a policy. The defaults are
+// Pulsar's broker.conf defaults, so that an unconfigured namespace behaves
+// as on Pulsar.
+type BrokerDefaults struct {
+	// RetentionTimeInMinutes and RetentionSizeInMB are Pulsar's
+	// defaultRetentionTimeInMinutes / defaultRetentionSizeInMB: 0 and 0,
+	// keep nothing once acknowledged.
+	RetentionTimeInMinutes int
+	RetentionSizeInMB      int64
+	// MessageTTLInSeconds is ttlDurationDefaultInSeconds: 0, no expiry.
+	MessageTTLInSeconds int
+	// DeduplicationEnabled is brokerDeduplicationEnabled: false. Replication
+	// relies on deduplication of its own producer regardless (DESIGN §6).
+	DeduplicationEnabled bool
+	// AllowAutoTopicCreation (true), AutoTopicCreationType
+	// (non-partitioned) and DefaultNumPartitions (1) are
+	// allowAutoTopicCreation, allowAutoTopicCreationType and
+	// defaultNumPartitions.
+	AllowAutoTopicCreation bool
+	AutoTopicCreationType  TopicType
+	DefaultNumPartitions   int
+	// BacklogQuotaLimitBytes and BacklogQuotaLimitSeconds are
+	// backlogQuotaDefaultLimitBytes and backlogQuotaDefaultLimitSecond: -1,
+	// no limit; BacklogQuotaPolicy is backlogQuotaDefaultRetentionPolicy,
+	// producer_request_hold.
+	BacklogQuotaLimitBytes   int64
+	BacklogQuotaLimitSeconds int64
+	BacklogQuotaPolicy       BacklogPolicy
+	// SchemaCompatibilityStrategy is schemaCompatibilityStrategy: FULL.
+	SchemaCompatibilityStrategy SchemaCompatibilityStrategy
+}
+
+// DefaultBrokerDefaults returns Pulsar's defaults, as documented on
+// BrokerDefaults.
+func DefaultBrokerDefaults() BrokerDefaults {
+	return BrokerDefaults{
+		AllowAutoTopicCreation:      true,
+		AutoTopicCreationType:       NonPartitioned,
+		DefaultNumPartitions:        1,
+		BacklogQuotaLimitBytes:      -1,
+		BacklogQuotaLimitSeconds:    -1,
+		BacklogQuotaPolicy:          ProducerRequestHold,
+		SchemaCompatibilityStrategy: SchemaFull,
+	}
+}
+
+// Validate reports a default that a namespace could not have set either.
+func (d BrokerDefaults) Validate() error {
+	if err := (RetentionPolicies{d.RetentionTimeInMinutes, d.RetentionSizeInMB}).validate(); err != nil {
+		return fmt.Errorf("global: BrokerDefaults: %w", err)
+	}
+	if d.MessageTTLInSeconds < 0 {
+		return fmt.Errorf("global: BrokerDefaults.MessageTTLInSeconds must not be negative, got %d", d.MessageTTLInSeconds)
+	}
+	if d.DefaultNumPartitions < 1 {
+		return fmt.Errorf("global: BrokerDefaults.DefaultNumPartitions must be at least 1, got %d", d.DefaultNumPartitions)
+	}
+	if d.AutoTopicCreationType != Partitioned && d.AutoTopicCreationType != NonPartitioned {
+		return fmt.Errorf("global: BrokerDefaults.AutoTopicCreationType %q (want partitioned or non-partitioned)", d.AutoTopicCreationType)
+	}
+	if err := validBacklogQuotas(d.backlogQuotas()); err != nil {
+		return fmt.Errorf("global: BrokerDefaults: %w", err)
+	}
+	if d.SchemaCompatibilityStrategy == SchemaUndefined || !d.SchemaCompatibilityStrategy.valid() {
+		return fmt.Errorf("global: BrokerDefaults.SchemaCompatibilityStrategy %q is not a strategy", d.SchemaCompatibilityStrategy)
+	}
+	return nil
+}
+
+func (d BrokerDefaults) backlogQuotas() map[BacklogQuotaType]BacklogQuota {
+	// Pulsar's default quota limits size with the byte limit and age with
+	// the second limit; each type holds only its own dimension.
+	return map[BacklogQuotaType]BacklogQuota{
+		DestinationStorage: {LimitSize: d.BacklogQuotaLimitBytes, LimitTime: -1, Policy: d.BacklogQuotaPolicy},
+		MessageAge:         {LimitSize: -1, LimitTime: d.BacklogQuotaLimitSeconds, Policy: d.BacklogQuotaPolicy},
+	}
+}
+
+// Effective are the policies a broker applies to one topic.
+type Effective struct {
+	Retention RetentionPolicies
+	// BacklogQuotas holds both quota types, always.
+	BacklogQuotas        map[BacklogQuotaType]BacklogQuota
+	MessageTTLInSeconds  int
+	DeduplicationEnabled bool
+	// AutoTopicCreation is the namespace's override or the broker's
+	// setting; Partitions is set only for the partitioned type.
+	AutoTopicCreation           AutoTopicCreation
+	SchemaCompatibilityStrategy SchemaCompatibilityStrategy
+	// ReplicationClusters are the regions the topic replicates among: the
+	// topic's override, else the namespace's, always bounded by the
+	// tenant's allowed clusters (DESIGN §6), sorted. A message's
+	// replicate_to narrows them further, per message, in the broker.
+	ReplicationClusters []string
+	// ActiveRegion is the namespace's active region when it is one of
+	// ReplicationClusters, else empty.
+	ActiveRegion string
+	// Partitions is the partitioned-topic metadata: 0 for a non-partitioned
+	// topic (or one with no record).
+	Partitions int
+	// Bundles are the namespace's bundles.
+	Bundles []topology.Bundle
+}
+
+// Resolve computes a topic's effective policies, field by field: the topic
+// record's override when it sets the field (topic may be nil), else the
+// namespace's, else the broker default d. Backlog quotas resolve per quota
+// type. Resolve is pure; Cache.Resolve feeds it one consistent view.
+func Resolve(d BrokerDefaults, tenant TenantInfo, ns Policies, topic *TopicPolicies) Effective {
+	var tp TopicPolicies
+	if topic != nil {
+		tp = *topic
+	}
+	e := Effective{
+		Retention:                   RetentionPolicies{d.RetentionTimeInMinutes, d.RetentionSizeInMB},
+		MessageTTLInSeconds:         d.MessageTTLInSeconds,
+		DeduplicationEnabled:        d.DeduplicationEnabled,
+		AutoTopicCreation:           AutoTopicCreation{Allow: d.AllowAutoTopicCreation, Type: d.AutoTopicCreationType},
+		SchemaCompatibilityStrategy: d.SchemaCompatibilityStrategy,
+		Partitions:                  tp.Partitions,
+	}
+	if d.AutoTopicCreationType == Partitioned {
+		n := d.DefaultNumPartitions
+		e.AutoTopicCreation.Partitions = &n
+	}
+	if r := first(tp.RetentionPolicies, ns.RetentionPolicies); r != nil {
+		e.Retention = *r
+	}
+	if ttl := first(tp.MessageTTLInSeconds, ns.MessageTTLInSeconds); ttl != nil {
+		e.MessageTTLInSeconds = *ttl
+	}
+	if dd := first(tp.DeduplicationEnabled, ns.DeduplicationEnabled); dd != nil {
+		e.DeduplicationEnabled = *dd
+	}
+	if a := ns.AutoTopicCreationOverride; a != nil {
+		e.AutoTopicCreation = AutoTopicCreation{Allow: a.Allow, Type: a.Type, Partitions: clonePtr(a.Partitions)}
+	}
+	switch {
+	case tp.SchemaCompatibilityStrategy != "" && tp.SchemaCompatibilityStrategy != SchemaUndefined:
+		e.SchemaCompatibilityStrategy = tp.SchemaCompatibilityStrategy
+	case ns.SchemaCompatibilityStrategy != "" && ns.SchemaCompatibilityStrategy != SchemaUndefined:
+		e.SchemaCompatibilityStrategy = ns.SchemaCompatibilityStrategy
+	}
+	e.BacklogQuotas = d.backlogQuotas()
+	maps.Copy(e.BacklogQuotas, ns.BacklogQuotaMap)
+	maps.Copy(e.BacklogQuotas, tp.BacklogQuotaMap)
+
+	repl := ns.ReplicationClusters
+	if tp.ReplicationClusters != nil {
+		repl = tp.ReplicationClusters
+	}
+	e.ReplicationClusters = []string{}
+	for _, c := range setOf(repl) {
+		if slices.Contains(tenant.AllowedClusters, c) {
+			e.ReplicationClusters = append(e.ReplicationClusters, c)
+		}
+	}
+	if slices.Contains(e.ReplicationClusters, ns.ActiveRegion) {
+		e.ActiveRegion = ns.ActiveRegion
+	}
+	if ns.Bundles != nil {
+		// Validated on every write; a record that does not parse yields
+		// no bundles rather than invented ones.
+		e.Bundles, _ = ns.Bundles.Bundles()
+	}
+	return e
+}
+
+// first returns the first non-nil pointer.
+func first[T any](ps ...*T) *T {
+	for _, p := range ps {
+		if p != nil {
+			return p
+		}
+	}
+	return nil
+}
