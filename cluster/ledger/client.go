@@ -193,12 +193,6 @@ func (c *Client) metaCtx(ctx context.Context) (context.Context, context.CancelFu
 	return context.WithTimeout(ctx, c.cfg.MetaTimeout)
 }
 
-func (c *Client) shuffle(n int, swap func(i, j int)) {
-	c.rndMu.Lock()
-	c.rnd.Shuffle(n, swap)
-	c.rndMu.Unlock()
-}
-
 func (c *Client) place(size int, exclude []string) ([]string, error) {
 	c.rndMu.Lock()
 	defer c.rndMu.Unlock()

@@ -1,0 +1,67 @@
+package broker
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/meridian-mq/meridian/cluster/wire"
+)
+
+// Config configures a broker's protocol server.
+type Config struct {
+	// ServiceURL is the pulsar:// URL clients are sent to for the topics this
+	// broker owns: its advertised address, not the listen address.
+	ServiceURL string
+	// ServiceURLTLS is the pulsar+ssl:// URL, if TLS is served.
+	ServiceURLTLS string
+	// KeepAliveInterval is how often the broker pings an idle client; a
+	// connection on which nothing arrives for two intervals is closed.
+	// Shorter detects dead peers sooner at the cost of more pings. Pulsar's
+	// default is 30s; at least 100ms.
+	KeepAliveInterval time.Duration
+	// ConnectTimeout bounds how long a new connection may take to send
+	// CONNECT. Default 10s; at least 100ms.
+	ConnectTimeout time.Duration
+	// MaxMessageSize is announced in CONNECTED; clients refuse to send
+	// larger messages. Pulsar's default is 5 MiB; at most 100 MiB.
+	MaxMessageSize int
+	// WriteQueue bounds the frames waiting to be written to one connection.
+	// A client that does not read fills it and is disconnected. Default
+	// 1024; at least 16.
+	WriteQueue int
+	// ServerVersion is announced in CONNECTED.
+	ServerVersion string
+}
+
+// DefaultConfig returns the defaults for a broker advertised at serviceURL.
+func DefaultConfig(serviceURL string) Config {
+	return Config{
+		ServiceURL:        serviceURL,
+		KeepAliveInterval: 30 * time.Second,
+		ConnectTimeout:    10 * time.Second,
+		MaxMessageSize:    wire.DefaultMaxMessageSize,
+		WriteQueue:        1024,
+		ServerVersion:     "Meridian",
+	}
+}
+
+// Validate checks every field against its bounds.
+func (c Config) Validate() error {
+	switch {
+	case c.ServiceURL == "":
+		return fmt.Errorf("%w: ServiceURL is required", ErrInvalidConfig)
+	case c.KeepAliveInterval < 100*time.Millisecond:
+		return fmt.Errorf("%w: KeepAliveInterval %v, want at least 100ms", ErrInvalidConfig, c.KeepAliveInterval)
+	case c.ConnectTimeout < 100*time.Millisecond:
+		return fmt.Errorf("%w: ConnectTimeout %v, want at least 100ms", ErrInvalidConfig, c.ConnectTimeout)
+	case c.MaxMessageSize <= 0 || c.MaxMessageSize > 100<<20:
+		return fmt.Errorf("%w: MaxMessageSize %d, want 1 to 100 MiB", ErrInvalidConfig, c.MaxMessageSize)
+	case c.WriteQueue < 16:
+		return fmt.Errorf("%w: WriteQueue %d, want at least 16", ErrInvalidConfig, c.WriteQueue)
+	}
+	return nil
+}
+
+// maxFrameSize leaves Pulsar's 10 KiB of room around a message of the
+// announced maximum size.
+func (c Config) maxFrameSize() int { return c.MaxMessageSize + 10<<10 }

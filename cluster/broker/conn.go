@@ -1,0 +1,270 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/meridian-mq/meridian/cluster/wire"
+	"github.com/meridian-mq/meridian/cluster/wire/pb"
+	"github.com/meridian-mq/meridian/topology"
+)
+
+// maxProtocolVersion is the newest protocol version Meridian speaks; a
+// client is answered with the lower of its version and this one.
+const maxProtocolVersion = int32(pb.ProtocolVersion_v21)
+
+// conn is one client connection. See the package doc for its two
+// goroutines. Fields below reader are owned by the reader goroutine.
+type conn struct {
+	srv *Server
+	nc  net.Conn
+	log *slog.Logger
+
+	ctx    context.Context // cancelled by close: the connection's lifetime
+	cancel context.CancelFunc
+	out    chan *pb.BaseCommand
+	once   sync.Once
+	wg     sync.WaitGroup // the writer and request goroutines
+
+	lastReceived atomic.Int64 // unix nanoseconds of the last frame read
+
+	// Owned by the reader.
+	protocolVersion int32
+}
+
+func newConn(s *Server, nc net.Conn) *conn {
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &conn{
+		srv:    s,
+		nc:     nc,
+		log:    s.log.With("remote", nc.RemoteAddr().String()),
+		ctx:    ctx,
+		cancel: cancel,
+		out:    make(chan *pb.BaseCommand, s.cfg.WriteQueue),
+	}
+	c.lastReceived.Store(time.Now().UnixNano())
+	return c
+}
+
+// run serves the connection until it closes, then waits for its goroutines.
+func (c *conn) run() {
+	c.wg.Add(1)
+	go c.writeLoop()
+	err := c.readLoop()
+	switch {
+	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), c.ctx.Err() != nil:
+		c.log.Debug("connection closed", "err", err)
+	default:
+		c.log.Info("closing connection", "err", err)
+	}
+	c.close()
+	c.wg.Wait()
+}
+
+// close ends the connection; safe from any goroutine, any number of times.
+func (c *conn) close() {
+	c.once.Do(func() {
+		c.cancel()
+		c.nc.Close() // unblocks the reader and a blocked writer
+	})
+}
+
+// readLoop reads frames until the connection fails or closes. The first
+// frame must be CONNECT, within ConnectTimeout.
+func (c *conn) readLoop() error {
+	r := wire.NewReader(c.nc, c.srv.cfg.maxFrameSize())
+	var f wire.Frame
+	if err := c.nc.SetReadDeadline(time.Now().Add(c.srv.cfg.ConnectTimeout)); err != nil {
+		return err
+	}
+	if err := r.ReadFrame(&f); err != nil {
+		return fmt.Errorf("waiting for CONNECT: %w", err)
+	}
+	if f.Command.GetType() != pb.BaseCommand_CONNECT {
+		return fmt.Errorf("first command is %v, want CONNECT", f.Command.GetType())
+	}
+	if err := c.nc.SetReadDeadline(time.Time{}); err != nil {
+		return err
+	}
+	c.lastReceived.Store(time.Now().UnixNano())
+	c.handleConnect(f.Command.GetConnect())
+	for {
+		if err := r.ReadFrame(&f); err != nil {
+			return err
+		}
+		c.lastReceived.Store(time.Now().UnixNano())
+		if err := c.dispatch(&f); err != nil {
+			return err
+		}
+	}
+}
+
+// dispatch handles one command. An error closes the connection.
+func (c *conn) dispatch(f *wire.Frame) error {
+	cmd := f.Command
+	switch cmd.GetType() {
+	case pb.BaseCommand_PING:
+		c.send(pb.BaseCommand_builder{Type: pb.BaseCommand_PONG.Enum(), Pong: &pb.CommandPong{}}.Build())
+	case pb.BaseCommand_PONG:
+		// lastReceived is all a PONG is for.
+	case pb.BaseCommand_LOOKUP:
+		c.goRequest(func() { c.handleLookup(cmd.GetLookupTopic()) })
+	case pb.BaseCommand_PARTITIONED_METADATA:
+		c.goRequest(func() { c.handlePartitionedMetadata(cmd.GetPartitionMetadata()) })
+	default:
+		return fmt.Errorf("unsupported command %v", cmd.GetType())
+	}
+	return nil
+}
+
+// goRequest runs a request that may wait on other services in its own
+// goroutine, owned by the connection.
+func (c *conn) goRequest(f func()) {
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		f()
+	}()
+}
+
+// send queues a command for the writer. A full queue means the client is
+// not reading its replies: the connection is closed rather than buffered
+// without bound.
+func (c *conn) send(cmd *pb.BaseCommand) {
+	select {
+	case c.out <- cmd:
+	case <-c.ctx.Done():
+	default:
+		c.log.Warn("closing connection: client is not reading (write queue full)", "queue", cap(c.out))
+		c.close()
+	}
+}
+
+// writeLoop writes queued commands, coalescing all that are queued into one
+// flush, and runs the keep-alive.
+func (c *conn) writeLoop() {
+	defer c.wg.Done()
+	w := wire.NewWriter(c.nc)
+	interval := c.srv.cfg.KeepAliveInterval
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	ping := pb.BaseCommand_builder{Type: pb.BaseCommand_PING.Enum(), Ping: &pb.CommandPing{}}.Build()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case cmd := <-c.out:
+			err := w.WriteCommand(cmd)
+			for more := true; more && err == nil; {
+				select {
+				case cmd := <-c.out:
+					err = w.WriteCommand(cmd)
+				default:
+					more = false
+				}
+			}
+			if err == nil {
+				err = w.Flush()
+			}
+			if err != nil {
+				c.log.Debug("write failed", "err", err)
+				c.close()
+				return
+			}
+		case now := <-tick.C:
+			if idle := now.Sub(time.Unix(0, c.lastReceived.Load())); idle > 2*interval {
+				c.log.Info("closing connection: peer silent", "idle", idle)
+				c.close()
+				return
+			}
+			if err := w.WriteCommand(ping); err != nil || w.Flush() != nil {
+				c.close()
+				return
+			}
+		}
+	}
+}
+
+func (c *conn) handleConnect(connect *pb.CommandConnect) {
+	c.protocolVersion = min(connect.GetProtocolVersion(), maxProtocolVersion)
+	c.log.Debug("connected", "client", connect.GetClientVersion(), "protocol", c.protocolVersion)
+	c.send(pb.BaseCommand_builder{Type: pb.BaseCommand_CONNECTED.Enum(), Connected: pb.CommandConnected_builder{
+		ServerVersion:   &c.srv.cfg.ServerVersion,
+		ProtocolVersion: ptr(c.protocolVersion),
+		MaxMessageSize:  ptr(int32(c.srv.cfg.MaxMessageSize)),
+	}.Build()}.Build())
+}
+
+func (c *conn) handleLookup(req *pb.CommandLookupTopic) {
+	resp := pb.CommandLookupTopicResponse_builder{RequestId: ptr(req.GetRequestId())}
+	loc, err := c.lookup(req.GetTopic())
+	if err != nil {
+		// The response must carry `response` even on failure: the client
+		// dereferences it (DESIGN §5).
+		code, msg := wire.ToWire(err)
+		resp.Response = pb.CommandLookupTopicResponse_Failed.Enum()
+		resp.Error, resp.Message = &code, &msg
+	} else {
+		resp.Response = pb.CommandLookupTopicResponse_Connect.Enum()
+		if loc.Redirect {
+			resp.Response = pb.CommandLookupTopicResponse_Redirect.Enum()
+		}
+		resp.BrokerServiceUrl = &loc.ServiceURL
+		if loc.ServiceURLTLS != "" {
+			resp.BrokerServiceUrlTls = &loc.ServiceURLTLS
+		}
+		resp.Authoritative = ptr(true)
+		resp.ProxyThroughServiceUrl = ptr(false)
+	}
+	c.send(pb.BaseCommand_builder{Type: pb.BaseCommand_LOOKUP_RESPONSE.Enum(), LookupTopicResponse: resp.Build()}.Build())
+}
+
+func (c *conn) lookup(name string) (Location, error) {
+	topic, err := parseTopic(name)
+	if err != nil {
+		return Location{}, err
+	}
+	return c.srv.topics.Lookup(c.ctx, topic)
+}
+
+func (c *conn) handlePartitionedMetadata(req *pb.CommandPartitionedTopicMetadata) {
+	resp := pb.CommandPartitionedTopicMetadataResponse_builder{RequestId: ptr(req.GetRequestId())}
+	n, err := c.partitions(req.GetTopic())
+	if err != nil {
+		code, msg := wire.ToWire(err)
+		resp.Response = pb.CommandPartitionedTopicMetadataResponse_Failed.Enum()
+		resp.Error, resp.Message = &code, &msg
+	} else {
+		resp.Response = pb.CommandPartitionedTopicMetadataResponse_Success.Enum()
+		resp.Partitions = ptr(uint32(n))
+	}
+	c.send(pb.BaseCommand_builder{Type: pb.BaseCommand_PARTITIONED_METADATA_RESPONSE.Enum(),
+		PartitionMetadataResponse: resp.Build()}.Build())
+}
+
+func (c *conn) partitions(name string) (int, error) {
+	topic, err := parseTopic(name)
+	if err != nil {
+		return 0, err
+	}
+	return c.srv.topics.Partitions(c.ctx, topic)
+}
+
+// parseTopic normalises a topic name from the wire, giving a bad one the
+// InvalidTopicName code.
+func parseTopic(name string) (topology.TopicName, error) {
+	t, err := topology.ParseTopicName(name)
+	if err != nil {
+		return t, fmt.Errorf("%w: %v", wire.ErrInvalidTopicName, err)
+	}
+	return t, nil
+}
+
+func ptr[T any](v T) *T { return &v }

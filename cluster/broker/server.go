@@ -1,0 +1,114 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+)
+
+// Server serves the Pulsar protocol on listeners. It owns every connection
+// and every goroutine it starts; Close stops them and waits.
+type Server struct {
+	cfg    Config
+	topics Topics
+	log    *slog.Logger
+
+	wg sync.WaitGroup
+	mu struct {
+		sync.Mutex
+		closed    bool
+		listeners map[net.Listener]struct{}
+		conns     map[*conn]struct{}
+	}
+}
+
+// NewServer returns a Server answering with cfg and topics.
+func NewServer(cfg Config, topics Topics, log *slog.Logger) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, topics: topics, log: log}
+	s.mu.listeners = make(map[net.Listener]struct{})
+	s.mu.conns = make(map[*conn]struct{})
+	return s, nil
+}
+
+// Serve accepts connections on ln until Close, then returns ErrServerClosed.
+// It closes ln.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.mu.closed {
+		s.mu.Unlock()
+		ln.Close()
+		return ErrServerClosed
+	}
+	s.mu.listeners[ln] = struct{}{}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	defer s.wg.Done()
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			s.mu.Lock()
+			closed := s.mu.closed
+			delete(s.mu.listeners, ln)
+			s.mu.Unlock()
+			ln.Close()
+			if closed {
+				return ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return fmt.Errorf("broker: accept on %s: %w", ln.Addr(), err)
+		}
+		s.start(nc)
+	}
+}
+
+// start registers and runs a connection, unless the server is closing.
+func (s *Server) start(nc net.Conn) {
+	c := newConn(s, nc)
+	s.mu.Lock()
+	if s.mu.closed {
+		s.mu.Unlock()
+		nc.Close()
+		return
+	}
+	s.mu.conns[c] = struct{}{}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.wg.Done()
+		c.run()
+		s.mu.Lock()
+		delete(s.mu.conns, c)
+		s.mu.Unlock()
+	}()
+}
+
+// Connections returns the number of open connections.
+func (s *Server) Connections() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.mu.conns)
+}
+
+// Close stops accepting, closes every connection and waits for every
+// goroutine the server started.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.mu.closed = true
+	for ln := range s.mu.listeners {
+		ln.Close()
+	}
+	for c := range s.mu.conns {
+		c.close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	return nil
+}

@@ -1,0 +1,334 @@
+package broker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+	pulsarlog "github.com/apache/pulsar-client-go/pulsar/log"
+	"go.uber.org/goleak"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/meridian-mq/meridian/cluster/broker"
+	"github.com/meridian-mq/meridian/cluster/wire"
+	"github.com/meridian-mq/meridian/cluster/wire/pb"
+	"github.com/meridian-mq/meridian/topology"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// fakeTopics answers from a table: partition counts by canonical name, and
+// every topic served at url.
+type fakeTopics struct {
+	url        string
+	partitions map[string]int
+}
+
+func (f *fakeTopics) Lookup(_ context.Context, t topology.TopicName) (broker.Location, error) {
+	if t.Namespace == "missing" {
+		return broker.Location{}, fmt.Errorf("%w: namespace %s", wire.ErrTopicNotFound, t.NamespaceName())
+	}
+	return broker.Location{ServiceURL: f.url}, nil
+}
+
+func (f *fakeTopics) Partitions(_ context.Context, t topology.TopicName) (int, error) {
+	if t.Namespace == "missing" {
+		return 0, fmt.Errorf("%w: namespace %s", wire.ErrTopicNotFound, t.NamespaceName())
+	}
+	return f.partitions[t.String()], nil
+}
+
+type testServer struct {
+	*broker.Server
+	addr string
+}
+
+func startServer(t *testing.T, mutate func(*broker.Config)) *testServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "pulsar://" + ln.Addr().String()
+	cfg := broker.DefaultConfig(url)
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	topics := &fakeTopics{url: url, partitions: map[string]int{"persistent://public/default/orders": 3}}
+	s, err := broker.NewServer(cfg, topics, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ln) }()
+	t.Cleanup(func() {
+		s.Close()
+		if err := <-served; !errors.Is(err, broker.ErrServerClosed) {
+			t.Errorf("Serve returned %v", err)
+		}
+	})
+	return &testServer{Server: s, addr: ln.Addr().String()}
+}
+
+// waitFor polls cond until it holds or 10 seconds pass.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestPartitionsWithPulsarClientGo(t *testing.T) {
+	s := startServer(t, nil)
+	client, err := pulsar.NewClient(pulsar.ClientOptions{
+		URL:              "pulsar://" + s.addr,
+		OperationTimeout: 5 * time.Second,
+		Logger:           pulsarlog.NewLoggerWithSlog(slog.New(slog.NewTextHandler(io.Discard, nil))),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	parts, err := client.TopicPartitions("persistent://public/default/orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"persistent://public/default/orders-partition-0",
+		"persistent://public/default/orders-partition-1",
+		"persistent://public/default/orders-partition-2",
+	}
+	if fmt.Sprint(parts) != fmt.Sprint(want) {
+		t.Fatalf("TopicPartitions = %v, want %v", parts, want)
+	}
+	// A short name reaches the broker normalised: it answers for public/default.
+	if parts, err := client.TopicPartitions("orders"); err != nil || len(parts) != 3 {
+		t.Fatalf("short name: %v, %v", parts, err)
+	}
+	if parts, err := client.TopicPartitions("persistent://public/default/plain"); err != nil || len(parts) != 1 {
+		t.Fatalf("non-partitioned topic: %v, %v", parts, err)
+	}
+	if _, err := client.TopicPartitions("persistent://public/missing/x"); err == nil {
+		t.Fatal("a failed lookup reached the client as success")
+	}
+}
+
+// rawClient speaks the protocol by hand, for what pulsar-client-go cannot
+// be made to do.
+type rawClient struct {
+	t  *testing.T
+	nc net.Conn
+	r  *wire.Reader
+	w  *wire.Writer
+}
+
+func dialRaw(t *testing.T, addr string) *rawClient {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	return &rawClient{t: t, nc: nc, r: wire.NewReader(nc, 0), w: wire.NewWriter(nc)}
+}
+
+func (c *rawClient) send(cmd *pb.BaseCommand) {
+	c.t.Helper()
+	if err := c.w.WriteCommand(cmd); err != nil {
+		c.t.Fatal(err)
+	}
+	if err := c.w.Flush(); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// next returns the next command other than a PING (which it answers).
+func (c *rawClient) next() (*pb.BaseCommand, error) {
+	for {
+		var f wire.Frame
+		if err := c.r.ReadFrame(&f); err != nil {
+			return nil, err
+		}
+		if f.Command.GetType() != pb.BaseCommand_PING {
+			return f.Command, nil
+		}
+		c.send(pb.BaseCommand_builder{Type: pb.BaseCommand_PONG.Enum(), Pong: &pb.CommandPong{}}.Build())
+	}
+}
+
+func (c *rawClient) connect(version int32) *pb.CommandConnected {
+	c.t.Helper()
+	c.send(pb.BaseCommand_builder{Type: pb.BaseCommand_CONNECT.Enum(), Connect: pb.CommandConnect_builder{
+		ClientVersion: proto.String("raw-test"), ProtocolVersion: proto.Int32(version),
+	}.Build()}.Build())
+	cmd, err := c.next()
+	if err != nil || cmd.GetType() != pb.BaseCommand_CONNECTED {
+		c.t.Fatalf("after CONNECT: %v, %v", cmd, err)
+	}
+	return cmd.GetConnected()
+}
+
+// closed reports whether the server closed the connection (reading returns
+// an error other than a timeout).
+func (c *rawClient) closed() bool {
+	c.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	for {
+		if _, err := c.next(); err != nil {
+			var ne net.Error
+			return !(errors.As(err, &ne) && ne.Timeout())
+		}
+	}
+}
+
+func TestConnectAndLookup(t *testing.T) {
+	s := startServer(t, nil)
+	c := dialRaw(t, s.addr)
+	if got := c.connect(20).GetProtocolVersion(); got != 20 {
+		t.Fatalf("answered v%d to a v20 client", got)
+	}
+	if got := dialRaw(t, s.addr).connect(99).GetProtocolVersion(); got != int32(pb.ProtocolVersion_v21) {
+		t.Fatalf("answered v%d to a v99 client, want the server's v21", got)
+	}
+
+	lookup := func(id uint64, topic string) *pb.CommandLookupTopicResponse {
+		c.send(pb.BaseCommand_builder{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: pb.CommandLookupTopic_builder{
+			Topic: proto.String(topic), RequestId: proto.Uint64(id),
+		}.Build()}.Build())
+		cmd, err := c.next()
+		if err != nil || cmd.GetType() != pb.BaseCommand_LOOKUP_RESPONSE {
+			t.Fatalf("lookup %s: %v, %v", topic, cmd, err)
+		}
+		return cmd.GetLookupTopicResponse()
+	}
+	ok := lookup(1, "my-topic")
+	if ok.GetRequestId() != 1 || ok.GetResponse() != pb.CommandLookupTopicResponse_Connect ||
+		ok.GetBrokerServiceUrl() != "pulsar://"+s.addr || !ok.GetAuthoritative() {
+		t.Fatalf("lookup answered %v", ok)
+	}
+	for _, tc := range []struct {
+		topic string
+		code  pb.ServerError
+	}{
+		{"a/b", pb.ServerError_InvalidTopicName},
+		{"persistent://public/missing/x", pb.ServerError_TopicNotFound},
+	} {
+		failed := lookup(2, tc.topic)
+		if !failed.HasResponse() || failed.GetResponse() != pb.CommandLookupTopicResponse_Failed || failed.GetError() != tc.code {
+			t.Fatalf("lookup %s answered %v, want Failed with %v", tc.topic, failed, tc.code)
+		}
+	}
+}
+
+func TestKeepAlive(t *testing.T) {
+	s := startServer(t, func(c *broker.Config) { c.KeepAliveInterval = 100 * time.Millisecond })
+
+	// A client that answers pings stays connected well past two intervals.
+	alive := dialRaw(t, s.addr)
+	alive.connect(20)
+	alive.nc.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+	if _, err := alive.next(); err == nil {
+		t.Fatal("unexpected command")
+	} else if ne, ok := err.(net.Error); !ok || !ne.Timeout() {
+		t.Fatalf("a client answering pings was disconnected: %v", err)
+	}
+
+	// A silent one is dropped.
+	silent := dialRaw(t, s.addr)
+	silent.connect(20)
+	silent.nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	pings := 0
+	for {
+		var f wire.Frame
+		err := silent.r.ReadFrame(&f)
+		if err == nil {
+			if f.Command.GetType() == pb.BaseCommand_PING {
+				pings++
+			}
+			continue
+		}
+		if ne, ok := err.(net.Error); ok && ne.Timeout() {
+			t.Fatal("a silent client was not disconnected within 10s")
+		}
+		break
+	}
+	if pings == 0 {
+		t.Fatal("the server dropped a silent client without pinging it")
+	}
+}
+
+func TestBadInputClosesOnlyThatConnection(t *testing.T) {
+	s := startServer(t, func(c *broker.Config) {
+		c.ConnectTimeout = 200 * time.Millisecond
+		c.MaxMessageSize = 64 << 10
+	})
+	bystander := dialRaw(t, s.addr)
+	bystander.connect(20)
+
+	frame := func(cmd *pb.BaseCommand) []byte {
+		b, err := wire.AppendCommand(nil, cmd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	connect := frame(pb.BaseCommand_builder{Type: pb.BaseCommand_CONNECT.Enum(), Connect: pb.CommandConnect_builder{
+		ClientVersion: proto.String("raw"), ProtocolVersion: proto.Int32(20)}.Build()}.Build())
+	for _, tc := range []struct {
+		name  string
+		bytes []byte
+	}{
+		{"garbage", []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n")},
+		{"oversized frame", append(connect, 0, 0x10, 0, 0, 0, 0, 0, 0)},
+		{"command before CONNECT", frame(pb.BaseCommand_builder{Type: pb.BaseCommand_PING.Enum(), Ping: &pb.CommandPing{}}.Build())},
+		{"unsupported command", append(connect, frame(pb.BaseCommand_builder{Type: pb.BaseCommand_SEND.Enum(),
+			Send: pb.CommandSend_builder{ProducerId: proto.Uint64(1), SequenceId: proto.Uint64(1)}.Build()}.Build())...)},
+		{"nothing at all (connect timeout)", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := dialRaw(t, s.addr)
+			if _, err := c.nc.Write(tc.bytes); err != nil {
+				t.Fatal(err)
+			}
+			if !c.closed() {
+				t.Fatal("connection still open")
+			}
+		})
+	}
+	// The bystander is still served.
+	bystander.send(pb.BaseCommand_builder{Type: pb.BaseCommand_PING.Enum(), Ping: &pb.CommandPing{}}.Build())
+	if cmd, err := bystander.next(); err != nil || cmd.GetType() != pb.BaseCommand_PONG {
+		t.Fatalf("bystander after bad input elsewhere: %v, %v", cmd, err)
+	}
+	waitFor(t, "only the bystander to remain", func() bool { return s.Connections() == 1 })
+}
+
+func TestConfigValidate(t *testing.T) {
+	if err := broker.DefaultConfig("pulsar://localhost:6650").Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for name, mutate := range map[string]func(*broker.Config){
+		"no service URL":     func(c *broker.Config) { c.ServiceURL = "" },
+		"keep-alive too low": func(c *broker.Config) { c.KeepAliveInterval = time.Millisecond },
+		"connect timeout":    func(c *broker.Config) { c.ConnectTimeout = 0 },
+		"message size":       func(c *broker.Config) { c.MaxMessageSize = 0 },
+		"write queue":        func(c *broker.Config) { c.WriteQueue = 1 },
+	} {
+		cfg := broker.DefaultConfig("pulsar://localhost:6650")
+		mutate(&cfg)
+		if err := cfg.Validate(); !errors.Is(err, broker.ErrInvalidConfig) {
+			t.Errorf("%s: Validate() = %v", name, err)
+		}
+	}
+}

@@ -1,0 +1,30 @@
+package broker
+
+import (
+	"context"
+
+	"github.com/meridian-mq/meridian/topology"
+)
+
+// Topics is what connections ask of the rest of the broker: where a topic is
+// served, and how it is partitioned. Both may wait on the metadata store, so
+// connections call them off their reader goroutine. Errors should wrap a
+// wire sentinel (wire.ErrServiceNotReady, wire.ErrTopicNotFound, ...), whose
+// code the client acts on.
+type Topics interface {
+	// Lookup returns the broker that serves topic.
+	Lookup(ctx context.Context, topic topology.TopicName) (Location, error)
+	// Partitions returns topic's partition count, 0 when it is not
+	// partitioned.
+	Partitions(ctx context.Context, topic topology.TopicName) (int, error)
+}
+
+// Location is where a topic is served.
+type Location struct {
+	ServiceURL    string
+	ServiceURLTLS string
+	// Redirect is true when the answer is another broker that must itself
+	// be asked (the client looks up again there), false when the client
+	// should connect to ServiceURL and use the topic.
+	Redirect bool
+}
