@@ -41,6 +41,18 @@ func campaign(ctx context.Context, s Store, spawn func(func(context.Context)) bo
 	pfx := electionPrefix(prefix)
 	key := fmt.Sprintf("%s%016x", pfx, uint64(lease.ID()))
 
+	// abandon withdraws the candidacy when the caller gives up waiting, so a
+	// cancelled candidate never becomes a leader nobody knows about. It looks
+	// the key up afresh because the caller's write may have landed even
+	// though its answer was lost to the cancellation.
+	abandon := func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if kv, err := s.Get(dctx, key); err == nil && kv.Lease == lease.ID() {
+			_ = s.Delete(dctx, key, kv.ModRevision)
+		}
+	}
+
 	modRev, err := s.Create(ctx, key, value, lease.ID())
 	createRev := modRev
 	if errors.Is(err, ErrExists) {
@@ -55,15 +67,10 @@ func campaign(ctx context.Context, s Store, spawn func(func(context.Context)) bo
 		modRev, err = s.Update(ctx, key, value, kv.ModRevision)
 	}
 	if err != nil {
+		if ctx.Err() != nil {
+			abandon()
+		}
 		return nil, err
-	}
-
-	// abandon withdraws the candidacy when the caller gives up waiting, so a
-	// cancelled candidate never becomes a leader nobody knows about.
-	abandon := func() {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = s.Delete(dctx, key, modRev)
 	}
 
 	for {
