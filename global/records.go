@@ -495,8 +495,8 @@ type TopicPolicies struct {
 	// decreases, as in Pulsar.
 	Partitions int `json:"partitions"`
 	// ReplicationClusters overrides the namespace's when non-nil (an empty,
-	// non-nil list means "replicate nowhere").
-	ReplicationClusters         []string                          `json:"replication_clusters,omitempty"`
+	// non-nil list means "replicate nowhere"; it is stored as null or []).
+	ReplicationClusters         []string                          `json:"replication_clusters"`
 	RetentionPolicies           *RetentionPolicies                `json:"retention_policies,omitempty"`
 	BacklogQuotaMap             map[BacklogQuotaType]BacklogQuota `json:"backlog_quota_map,omitempty"`
 	MessageTTLInSeconds         *int                              `json:"message_ttl_in_seconds,omitempty"`

@@ -1,6 +1,7 @@
 package global
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -125,8 +126,8 @@ func (s *Store) Prefix() string { return s.cfg.Prefix }
 
 func (s *Store) key(parts ...string) string { return s.cfg.Prefix + meta.Key(parts...) }
 
-func clusterParts(name string) []string        { return []string{kindClusters, name} }
-func tenantParts(name string) []string         { return []string{kindTenants, name} }
+func clusterParts(name string) []string         { return []string{kindClusters, name} }
+func tenantParts(name string) []string          { return []string{kindTenants, name} }
 func namespaceParts(tenant, ns string) []string { return []string{kindNamespaces, tenant, ns} }
 func topicParts(t topology.TopicName) []string {
 	return []string{kindTopics, t.Tenant, t.Namespace, string(t.Domain), t.Local}
@@ -251,6 +252,12 @@ func update[T any](ctx context.Context, s *Store, key string, clone func(T) T, m
 		data, err := meta.EncodeJSON(recordVersion, next)
 		if err != nil {
 			return zero, Receipt{}, err
+		}
+		// A change that changes nothing is not written: repeated bootstraps
+		// and idempotent admin calls leave the revision, and the caches and
+		// subscribers of every region, alone.
+		if was, err := meta.EncodeJSON(recordVersion, old); err == nil && bytes.Equal(was, data) {
+			return next, Receipt{Key: key, Revision: modRev}, nil
 		}
 		octx, cancel := s.opCtx(ctx)
 		rev, err := s.st.Update(octx, key, data, modRev)
