@@ -1,0 +1,129 @@
+package global
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/meridian-mq/meridian/topology"
+)
+
+func TestResolve(t *testing.T) {
+	d := DefaultBrokerDefaults()
+	tenant := TenantInfo{AllowedClusters: []string{"a", "b", "c"}}
+	nsBase := func(f func(*Policies)) Policies {
+		p := Policies{ReplicationClusters: []string{"a", "b"}}
+		if f != nil {
+			f(&p)
+		}
+		p.normalize()
+		return p
+	}
+	defQuotas := map[BacklogQuotaType]BacklogQuota{
+		DestinationStorage: {LimitSize: -1, LimitTime: -1, Policy: ProducerRequestHold},
+		MessageAge:         {LimitSize: -1, LimitTime: -1, Policy: ProducerRequestHold},
+	}
+	base := Effective{
+		BacklogQuotas:               defQuotas,
+		AutoTopicCreation:           AutoTopicCreation{Allow: true, Type: NonPartitioned},
+		SchemaCompatibilityStrategy: SchemaFull,
+		ReplicationClusters:         []string{"a", "b"},
+	}
+	with := func(f func(*Effective)) Effective {
+		e := base
+		e.BacklogQuotas = map[BacklogQuotaType]BacklogQuota{}
+		for k, v := range defQuotas {
+			e.BacklogQuotas[k] = v
+		}
+		f(&e)
+		return e
+	}
+	for _, tc := range []struct {
+		name   string
+		tenant TenantInfo
+		ns     Policies
+		topic  *TopicPolicies
+		want   Effective
+	}{
+		{"broker defaults", tenant, nsBase(nil), nil, base},
+		{"namespace TTL", tenant, nsBase(func(p *Policies) { p.MessageTTLInSeconds = ptr(30) }), nil,
+			with(func(e *Effective) { e.MessageTTLInSeconds = 30 })},
+		{"topic TTL over namespace", tenant, nsBase(func(p *Policies) { p.MessageTTLInSeconds = ptr(30) }), &TopicPolicies{MessageTTLInSeconds: ptr(5)},
+			with(func(e *Effective) { e.MessageTTLInSeconds = 5 })},
+		{"topic TTL 0 is an override, not unset", tenant, nsBase(func(p *Policies) { p.MessageTTLInSeconds = ptr(30) }), &TopicPolicies{MessageTTLInSeconds: ptr(0)},
+			base},
+		{"topic dedup false over namespace true", tenant, nsBase(func(p *Policies) { p.DeduplicationEnabled = ptr(true) }), &TopicPolicies{DeduplicationEnabled: ptr(false)},
+			base},
+		{"namespace dedup", tenant, nsBase(func(p *Policies) { p.DeduplicationEnabled = ptr(true) }), &TopicPolicies{Partitions: 3},
+			with(func(e *Effective) { e.DeduplicationEnabled = true; e.Partitions = 3 })},
+		{"retention: topic, then namespace", tenant, nsBase(func(p *Policies) { p.RetentionPolicies = &RetentionPolicies{60, 10} }), &TopicPolicies{RetentionPolicies: &RetentionPolicies{-1, -1}},
+			with(func(e *Effective) { e.Retention = RetentionPolicies{-1, -1} })},
+		{"retention from namespace", tenant, nsBase(func(p *Policies) { p.RetentionPolicies = &RetentionPolicies{60, 10} }), nil,
+			with(func(e *Effective) { e.Retention = RetentionPolicies{60, 10} })},
+		{"backlog quotas merge per type", tenant,
+			nsBase(func(p *Policies) {
+				p.BacklogQuotaMap = map[BacklogQuotaType]BacklogQuota{
+					DestinationStorage: {LimitSize: 100, LimitTime: -1, Policy: ProducerException},
+					MessageAge:         {LimitSize: -1, LimitTime: 60, Policy: ProducerException},
+				}
+			}),
+			&TopicPolicies{BacklogQuotaMap: map[BacklogQuotaType]BacklogQuota{MessageAge: {LimitSize: -1, LimitTime: 5, Policy: ConsumerBacklogEviction}}},
+			with(func(e *Effective) {
+				e.BacklogQuotas[DestinationStorage] = BacklogQuota{LimitSize: 100, LimitTime: -1, Policy: ProducerException}
+				e.BacklogQuotas[MessageAge] = BacklogQuota{LimitSize: -1, LimitTime: 5, Policy: ConsumerBacklogEviction}
+			})},
+		{"schema: UNDEFINED falls through", tenant, nsBase(nil), &TopicPolicies{SchemaCompatibilityStrategy: SchemaUndefined}, base},
+		{"schema: namespace, then topic", tenant, nsBase(func(p *Policies) { p.SchemaCompatibilityStrategy = SchemaBackward }), &TopicPolicies{SchemaCompatibilityStrategy: SchemaForward},
+			with(func(e *Effective) { e.SchemaCompatibilityStrategy = SchemaForward })},
+		{"schema from namespace", tenant, nsBase(func(p *Policies) { p.SchemaCompatibilityStrategy = SchemaBackward }), nil,
+			with(func(e *Effective) { e.SchemaCompatibilityStrategy = SchemaBackward })},
+		{"auto creation override", tenant, nsBase(func(p *Policies) {
+			p.AutoTopicCreationOverride = &AutoTopicCreation{Allow: true, Type: Partitioned, Partitions: ptr(6)}
+		}), nil,
+			with(func(e *Effective) {
+				e.AutoTopicCreation = AutoTopicCreation{Allow: true, Type: Partitioned, Partitions: ptr(6)}
+			})},
+		{"replication: topic override", tenant, nsBase(nil), &TopicPolicies{ReplicationClusters: []string{"c", "a"}},
+			with(func(e *Effective) { e.ReplicationClusters = []string{"a", "c"} })},
+		{"replication: empty topic override means none", tenant, nsBase(nil), &TopicPolicies{ReplicationClusters: []string{}},
+			with(func(e *Effective) { e.ReplicationClusters = []string{} })},
+		{"replication bounded by allowed clusters", TenantInfo{AllowedClusters: []string{"b"}}, nsBase(nil), nil,
+			with(func(e *Effective) { e.ReplicationClusters = []string{"b"} })},
+		{"active region kept inside the set", tenant, nsBase(func(p *Policies) { p.ActiveRegion = "b" }), nil,
+			with(func(e *Effective) { e.ActiveRegion = "b" })},
+		{"active region dropped outside the topic's set", tenant, nsBase(func(p *Policies) { p.ActiveRegion = "b" }), &TopicPolicies{ReplicationClusters: []string{"a"}},
+			with(func(e *Effective) { e.ReplicationClusters = []string{"a"} })},
+		{"bundles", tenant, nsBase(func(p *Policies) { b, _ := EvenBundlesData(2); p.Bundles = &b }), nil,
+			with(func(e *Effective) { e.Bundles = mustBundles(2) })},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Resolve(d, tc.tenant, tc.ns, tc.topic)
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("Resolve =\n%+v\nwant\n%+v", got, tc.want)
+			}
+		})
+	}
+
+	partitioned := d
+	partitioned.AutoTopicCreationType, partitioned.DefaultNumPartitions = Partitioned, 4
+	if got := Resolve(partitioned, tenant, nsBase(nil), nil).AutoTopicCreation; got.Type != Partitioned || got.Partitions == nil || *got.Partitions != 4 {
+		t.Fatalf("partitioned broker default = %+v", got)
+	}
+	custom := d
+	custom.RetentionTimeInMinutes, custom.RetentionSizeInMB, custom.MessageTTLInSeconds, custom.DeduplicationEnabled = 10, 20, 30, true
+	got := Resolve(custom, tenant, nsBase(nil), nil)
+	if got.Retention != (RetentionPolicies{10, 20}) || got.MessageTTLInSeconds != 30 || !got.DeduplicationEnabled {
+		t.Fatalf("custom broker defaults = %+v", got)
+	}
+}
+
+func mustBundles(n int) []topology.Bundle {
+	d, err := EvenBundlesData(n)
+	if err != nil {
+		panic(err)
+	}
+	b, err := d.Bundles()
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
