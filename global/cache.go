@@ -140,6 +140,8 @@ type Cache struct {
 		// prefix at or below rev has been applied.
 		rev     int64
 		entries map[string]entry
+		// loaded is set by the first successful List.
+		loaded bool
 		// err is the last failure to read or watch the store, nil while
 		// the watch is healthy.
 		err error
@@ -259,6 +261,7 @@ func (c *Cache) load(ctx context.Context) (int64, error) {
 		entries[kv.Key] = e
 	}
 	c.mu.entries = entries
+	c.mu.loaded = true
 	c.mu.rev = max(c.mu.rev, rev)
 	c.mu.err = nil
 	c.signalLocked()
@@ -413,6 +416,10 @@ func (c *Cache) Await(ctx context.Context, r Receipt) error {
 	return c.waitFor(ctx, func() bool {
 		if !r.Deleted {
 			return c.mu.rev >= r.Revision
+		}
+		// Before the first List an absent key proves nothing.
+		if !c.mu.loaded {
+			return false
 		}
 		e, ok := c.mu.entries[r.Key]
 		return !ok || e.modRev != r.Revision
