@@ -23,8 +23,16 @@ type CacheConfig struct {
 	// is one List of the whole global prefix. Defaults 100ms and 5s;
 	// RetryMin at least 10ms, RetryMax at least RetryMin.
 	RetryMin, RetryMax time.Duration
-	// ListTimeout bounds one List. Default 10s; at least 100ms.
+	// ListTimeout bounds one List, and one probe. Default 10s; at least
+	// 100ms.
 	ListTimeout time.Duration
+	// ProbeInterval is how often the cache, while following the watch,
+	// reads one key (a quorum read on etcd) to learn whether the store
+	// still answers. An etcd watch whose server is merely unreachable does
+	// not end, it goes quiet; without the probe Err could not tell "nothing
+	// changed" from "cannot hear changes". Each probe is one small read.
+	// Default 5s; at least 10ms.
+	ProbeInterval time.Duration
 	// SubscriberLimit is how many distinct changed records a subscriber may
 	// have pending. Changes to one record coalesce into one; past the limit
 	// the pending changes are dropped and the subscriber's next Batch says
@@ -41,6 +49,7 @@ func DefaultCacheConfig() CacheConfig {
 		RetryMin:        100 * time.Millisecond,
 		RetryMax:        5 * time.Second,
 		ListTimeout:     10 * time.Second,
+		ProbeInterval:   5 * time.Second,
 		SubscriberLimit: 1024,
 		Logger:          slog.Default(),
 	}
@@ -55,6 +64,8 @@ func (c CacheConfig) Validate() error {
 		return fmt.Errorf("global: CacheConfig.RetryMax (%v) must be at least RetryMin (%v)", c.RetryMax, c.RetryMin)
 	case c.ListTimeout < 100*time.Millisecond:
 		return fmt.Errorf("global: CacheConfig.ListTimeout must be at least 100ms, got %v", c.ListTimeout)
+	case c.ProbeInterval < 10*time.Millisecond:
+		return fmt.Errorf("global: CacheConfig.ProbeInterval must be at least 10ms, got %v", c.ProbeInterval)
 	case c.SubscriberLimit < 1 || c.SubscriberLimit > 1_000_000:
 		return fmt.Errorf("global: CacheConfig.SubscriberLimit must be in [1, 1000000], got %d", c.SubscriberLimit)
 	}
@@ -277,20 +288,57 @@ func (c *Cache) load(ctx context.Context) (int64, error) {
 	return rev, nil
 }
 
-// follow applies the watch from rev+1 until it ends, and says why.
+// follow applies the watch from rev+1 until it ends, and says why. Between
+// events it probes the store (see CacheConfig.ProbeInterval). A failed probe
+// only sets Err: the watch itself resumes where it was once the store is
+// back (or ends with ErrCompacted, and the cache re-lists), so there is
+// nothing to restart.
 func (c *Cache) follow(ctx context.Context, rev int64) error {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	for resp := range c.st.Watch(wctx, c.prefix, rev+1) {
-		if resp.Err != nil {
-			return resp.Err
+	probe := time.NewTicker(c.cfg.ProbeInterval)
+	defer probe.Stop()
+	watch := c.st.Watch(wctx, c.prefix, rev+1)
+	for {
+		select {
+		case resp, ok := <-watch:
+			if !ok {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				return fmt.Errorf("%w: watch %s ended", ErrUnavailable, c.prefix)
+			}
+			if resp.Err != nil {
+				return resp.Err
+			}
+			c.apply(resp)
+		case <-probe.C:
+			c.probe(ctx)
 		}
-		c.apply(resp)
 	}
-	if err := ctx.Err(); err != nil {
-		return err
+}
+
+// probe reads one key and records whether the store answered.
+func (c *Cache) probe(ctx context.Context) {
+	pctx, cancel := context.WithTimeout(ctx, c.cfg.ListTimeout)
+	_, err := c.st.Get(pctx, c.prefix+kindClusters)
+	cancel()
+	if errors.Is(err, meta.ErrNotFound) {
+		err = nil
 	}
-	return fmt.Errorf("%w: watch %s ended", ErrUnavailable, c.prefix)
+	if err != nil {
+		err = fmt.Errorf("%w: probe: %w", ErrUnavailable, err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if (c.mu.err == nil) != (err == nil) {
+		if err != nil {
+			c.log.Warn("global config store unreachable; serving the last known state", "err", err)
+		} else {
+			c.log.Info("global config store reachable again")
+		}
+	}
+	c.mu.err = err
 }
 
 func (c *Cache) apply(resp meta.WatchResponse) {

@@ -117,6 +117,7 @@ func startCache(t *testing.T, s *Store, mod ...func(*CacheConfig)) *Cache {
 	cfg.Logger = nil
 	cfg.RetryMin, cfg.RetryMax = 10*time.Millisecond, 200*time.Millisecond
 	cfg.ListTimeout = 2 * time.Second
+	cfg.ProbeInterval = 50 * time.Millisecond
 	for _, f := range mod {
 		f(&cfg)
 	}

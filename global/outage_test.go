@@ -2,6 +2,7 @@ package global
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -52,6 +53,7 @@ func TestCacheSurvivesEtcdOutage(t *testing.T) {
 	if got := c.Namespaces("public"); !slices.Equal(got, []string{"default"}) {
 		t.Fatalf("Namespaces with etcd down = %v", got)
 	}
+	eventually(t, "the cache reporting the store unreachable", func() bool { return errors.Is(c.Err(), ErrUnavailable) })
 	start := time.Now()
 	_, err = s.CreateNamespace(ctx, "public", "during", Policies{})
 	wantErr(t, "write with etcd down", err, ErrUnavailable)
@@ -74,6 +76,7 @@ func TestCacheSurvivesEtcdOutage(t *testing.T) {
 		t.Fatalf("cache did not converge after the restart: %v (cache Err %v)", err, c.Err())
 	}
 	t.Logf("cache converged %v after the restart began", time.Since(phase).Round(time.Millisecond))
+	eventually(t, "the cache reporting the store reachable", func() bool { return c.Err() == nil })
 	if p, ok := c.Namespace("public", "after"); !ok || *p.MessageTTLInSeconds != 3 {
 		t.Fatalf("cache after restart: %+v, %v", p, ok)
 	}

@@ -227,6 +227,7 @@ func TestConfigValidate(t *testing.T) {
 		"RetryMax < Min":    func(c *CacheConfig) { c.RetryMax = c.RetryMin / 2 },
 		"short ListTimeout": func(c *CacheConfig) { c.ListTimeout = time.Millisecond },
 		"zero subscribers":  func(c *CacheConfig) { c.SubscriberLimit = 0 },
+		"tiny probe":        func(c *CacheConfig) { c.ProbeInterval = time.Millisecond },
 	} {
 		c := DefaultCacheConfig()
 		f(&c)

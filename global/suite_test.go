@@ -584,8 +584,11 @@ func testCacheSubscription(t *testing.T, e env) {
 type faultStore struct {
 	meta.Store
 	lists atomic.Int64
-	mu    sync.Mutex
-	kill  chan struct{}
+	// watches counts Watch calls, each counted after it took its kill
+	// channel.
+	watches atomic.Int64
+	mu      sync.Mutex
+	kill    chan struct{}
 }
 
 func (f *faultStore) List(ctx context.Context, prefix string) ([]meta.KV, int64, error) {
@@ -604,6 +607,7 @@ func (f *faultStore) Watch(ctx context.Context, prefix string, from int64) <-cha
 	f.mu.Lock()
 	kill := f.kill
 	f.mu.Unlock()
+	f.watches.Add(1)
 	in := f.Store.Watch(ctx, prefix, from)
 	out := make(chan meta.WatchResponse)
 	go func() {
@@ -646,6 +650,7 @@ func testCacheRelists(t *testing.T, e env) {
 	}
 	nextBatch(t, sub) // the initial resync
 
+	eventually(t, "the cache's watch", func() bool { return fs.watches.Load() == 1 })
 	fs.killWatches()
 	eventually(t, "a re-list after ErrCompacted", func() bool { return fs.lists.Load() >= 2 })
 	if b := nextBatch(t, sub); !b.Resync {
