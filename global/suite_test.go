@@ -41,6 +41,7 @@ func runSuite(t *testing.T, h harness) {
 		{"CacheRelistsAfterCompaction", testCacheRelists},
 		{"CacheServesWhenStoreClosed", testCacheServesClosed},
 		{"Bootstrap", testBootstrap},
+		{"NewerRecordVersion", testNewerRecordVersion},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -731,5 +732,41 @@ func testBootstrap(t *testing.T, e env) {
 	}
 	if err := e.a.Ensure(ctx, Bootstrap{}); !errors.Is(err, ErrInvalidCluster) {
 		t.Fatalf("Ensure with no cluster = %v", err)
+	}
+}
+
+// A record written by a newer binary (v2) is not understood: the Store says
+// ErrCorrupt instead of guessing, and the cache keeps serving the last value
+// it understood rather than forgetting the namespace.
+func testNewerRecordVersion(t *testing.T, e env) {
+	ctx := ctxT(t)
+	setupTenant(t, e, "acme", "c1")
+	must(e.a.CreateNamespace(ctx, "acme", "ns", Policies{MessageTTLInSeconds: ptr(4)})).ok(t)
+	c := startCache(t, e.b)
+	<-c.Ready()
+	sub := c.Subscribe()
+	defer sub.Close()
+	nextBatch(t, sub)
+
+	key := e.prefix + meta.Key("namespaces", "acme", "ns")
+	kv := must(e.ma.Get(ctx, key)).ok(t)
+	rev := must(e.ma.Update(ctx, key, []byte(`{"v":2,"message_ttl_in_seconds":"soon"}`), kv.ModRevision)).ok(t)
+	if err := c.AwaitRevision(ctx, rev); err != nil {
+		t.Fatal(err)
+	}
+	if p, ok := c.Namespace("acme", "ns"); !ok || *p.MessageTTLInSeconds != 4 {
+		t.Fatalf("cache after an unreadable update = %+v, %v", p, ok)
+	}
+	_, err := e.b.Namespace(ctx, "acme", "ns")
+	wantErr(t, "read a v2 record", err, ErrCorrupt, meta.ErrValueVersion)
+	_, _, err = e.b.UpdateNamespace(ctx, "acme", "ns", func(*Policies) error { return nil })
+	wantErr(t, "update a v2 record", err, ErrCorrupt)
+	// A later readable change is applied and announced as usual.
+	r := must(e.a.CreateNamespace(ctx, "acme", "ns2", Policies{})).ok(t)
+	if err := c.Await(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	if b := nextBatch(t, sub); len(b.Changes) != 1 || b.Changes[0].Name != "acme/ns2" {
+		t.Fatalf("batch = %+v, want only acme/ns2 (the unreadable change is not announced)", b)
 	}
 }
