@@ -275,6 +275,46 @@ func TestCorruptJournalRefusesToStart(t *testing.T) {
 	wantErr(t, "start on a corrupt journal", err, ErrJournalCorrupt)
 }
 
+// Damage in the last journal file with more than one batch of records after
+// it is corruption of synced, acknowledged data, not a torn write: the bookie
+// refuses to start instead of truncating those records away.
+func TestDamageBeforeSyncedRecordsIsNotATornTail(t *testing.T) {
+	ctx := testCtx(t)
+	dir := t.TempDir()
+	cfg := testConfig(t, dir, nil)
+	cfg.JournalMaxBatchBytes = 64 << 10
+	cfg.JournalFileSize = 64 << 20 // one file for the whole test
+	b := startBookie(t, cfg)
+	c := dial(t, b.Addr())
+	// More than one batch and one largest record (maxTornTail) after the
+	// first record.
+	const n = 100
+	for e := range int64(n) {
+		mustAdd(t, ctx, c, 1, e, 100<<10)
+	}
+	c.Close()
+	b.Close()
+	files := journalFiles(t, dir)
+	last := files[len(files)-1]
+	data, err := os.ReadFile(last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int64(len(data)) <= recordHeaderSize+maxRecordBody {
+		t.Fatalf("last journal file holds %d bytes, too few for this test", len(data))
+	}
+	data[recordHeaderSize+20] ^= 1
+	if err := os.WriteFile(last, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Start(ctx, cfg)
+	wantErr(t, "start with damage far from the end of the last file", err, ErrJournalCorrupt)
+	after, err := os.ReadFile(last)
+	if err != nil || len(after) != len(data) {
+		t.Fatalf("the journal was changed: %d bytes, was %d (%v)", len(after), len(data), err)
+	}
+}
+
 func TestGroupCommit(t *testing.T) {
 	ctx := testCtx(t)
 	fs := &gateFS{FS: OSFS{}, release: make(chan struct{})}

@@ -114,9 +114,9 @@ func parseJournalFileName(name string) (uint64, bool) {
 
 // openJournal replays the journal into the store and opens a fresh file.
 // Replay applies every record from the checkpoint on, in order; a damaged
-// record at the very end of the last file is a write cut by a crash (it was
-// never acknowledged, since acks follow the sync) and is truncated away;
-// damage anywhere else is ErrJournalCorrupt. The accounting of the replayed
+// record at the very end of the last file, within one batch of its end, is a
+// write cut by a crash (it was never acknowledged, since acks follow the
+// sync) and is truncated away; damage anywhere else is ErrJournalCorrupt. The accounting of the replayed
 // files is then counted from the index, pebble is flushed, the checkpoint
 // moves past the replayed files, and the checkpointed files that hold no
 // live entry are deleted; the others stay, since they hold the entries.
@@ -230,6 +230,13 @@ func (j *journal) replayFile(n uint64, last bool, adds *[]record) (int, error) {
 		return 0, fmt.Errorf("bookie: open journal %s: %w", path, err)
 	}
 	defer f.Close()
+	fileSize, err := f.Seek(0, io.SeekEnd)
+	if err == nil {
+		_, err = f.Seek(0, io.SeekStart)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("bookie: size of journal %s: %w", path, err)
+	}
 	br := bufio.NewReaderSize(f, 1<<20)
 	var (
 		off     int64
@@ -274,6 +281,14 @@ func (j *journal) replayFile(n uint64, last bool, adds *[]record) (int, error) {
 			if !last {
 				return 0, fmt.Errorf("%w: %s at offset %d of %s, which is not the last file", ErrJournalCorrupt, torn, off, path)
 			}
+			// A crash can cut only the last write, which is one batch. More
+			// than a batch after the damage means synced, acknowledged
+			// records follow it: that is corruption, not a torn tail, and
+			// truncating would drop acknowledged entries.
+			if after := fileSize - off; after > j.maxTornTail() {
+				return 0, fmt.Errorf("%w: %s at offset %d of %s with %d bytes after it, more than one write can leave unsynced",
+					ErrJournalCorrupt, torn, off, path, after)
+			}
 			if err := applyBatch(); err != nil {
 				return 0, err
 			}
@@ -302,6 +317,13 @@ func (j *journal) replayFile(n uint64, last bool, adds *[]record) (int, error) {
 		}
 	}
 	return count, applyBatch()
+}
+
+// maxTornTail is the most a crash can leave unsynced at the end of the last
+// journal file: one batch, which holds at most maxBatchBytes or a single
+// record larger than that.
+func (j *journal) maxTornTail() int64 {
+	return int64(max(j.maxBatchBytes, recordHeaderSize+maxRecordBody))
 }
 
 func truncateFile(fs FS, path string, size int64) error {
