@@ -17,7 +17,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -43,7 +42,12 @@ func meridianBinary(t *testing.T) string {
 			return
 		}
 		buildOnce.path = filepath.Join(dir, "meridian")
-		cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", buildOnce.path, "github.com/meridian-mq/meridian/cmd/meridian")
+		goBin, err := exec.LookPath("go") // go test puts its own toolchain first on PATH
+		if err != nil {
+			buildOnce.err = fmt.Errorf("no go toolchain on PATH: %v", err)
+			return
+		}
+		cmd := exec.Command(goBin, "build", "-o", buildOnce.path, "github.com/meridian-mq/meridian/cmd/meridian")
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			buildOnce.err = fmt.Errorf("go build: %v\n%s", err, out)

@@ -461,7 +461,7 @@ func (c *Cursor) persistLoop() {
 			}
 			return
 		}
-		if wait := c.lastWrite.Add(ml.cfg.CursorPersistInterval).Sub(time.Now()); wait > 0 {
+		if wait := time.Until(c.lastWrite.Add(ml.cfg.CursorPersistInterval)); wait > 0 {
 			timer.Reset(wait)
 			select {
 			case <-timer.C:
