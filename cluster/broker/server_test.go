@@ -232,12 +232,12 @@ func TestConnectAndLookup(t *testing.T) {
 }
 
 func TestKeepAlive(t *testing.T) {
-	s := startServer(t, func(c *broker.Config) { c.KeepAliveInterval = 100 * time.Millisecond })
+	s := startServer(t, func(c *broker.Config) { c.KeepAliveInterval = 200 * time.Millisecond })
 
 	// A client that answers pings stays connected well past two intervals.
 	alive := dialRaw(t, s.addr)
 	alive.connect(20)
-	alive.nc.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+	alive.nc.SetReadDeadline(time.Now().Add(time.Second))
 	if _, err := alive.next(); err == nil {
 		t.Fatal("unexpected command")
 	} else if ne, ok := err.(net.Error); !ok || !ne.Timeout() {

@@ -206,10 +206,13 @@ func (s *tinyServer) handle(f *wire.Frame) *pb.BaseCommand {
 // handshake, keep-alives both ways, a lookup, two producers (one batching with
 // ZLIB compression, one not), and the decoding of their SEND frames.
 func TestHandshakeWithPulsarClientGo(t *testing.T) {
-	s := startTinyServer(t, 50*time.Millisecond)
+	// The client drops a connection that is silent for two of its intervals;
+	// the server pings at half the client's interval so that a loaded test
+	// machine does not make the link look dead and the producers resend.
+	s := startTinyServer(t, 100*time.Millisecond)
 	client, err := pulsar.NewClient(pulsar.ClientOptions{
 		URL:               s.url(),
-		KeepAliveInterval: 50 * time.Millisecond,
+		KeepAliveInterval: 200 * time.Millisecond,
 		OperationTimeout:  10 * time.Second,
 		Logger:            pulsarlog.NewLoggerWithSlog(slog.New(slog.NewTextHandler(io.Discard, nil))),
 	})
