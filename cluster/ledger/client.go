@@ -228,9 +228,9 @@ func (c *Client) Create(ctx context.Context, e, qw, qa int, custom map[string]st
 	}
 	mctx, cancel := c.metaCtx(ctx)
 	defer cancel()
-	id, err := nextLedgerID(mctx, c.store, c.cfg.Region)
+	id, err := meta.NextID(mctx, c.store, ledgerIDCounterKey(c.cfg.Region))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("ledger id: %w", err)
 	}
 	md := &Metadata{
 		V: metadataVersion, ID: id,

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
 	"slices"
 
 	"github.com/meridian-mq/meridian/cluster/bookie/bkproto"
@@ -137,10 +136,6 @@ func decodeMetadata(b []byte) (*Metadata, error) {
 }
 
 // Key layout (DESIGN §3). Segments are URL-path escaped.
-func regionPrefix(region string) string {
-	return "/meridian/regions/" + url.PathEscape(region) + "/"
-}
-
 // LedgerKey is where ledger id's metadata lives. Bookies garbage-collect
 // a ledger once this key is gone, so it is bkproto's definition.
 func LedgerKey(region string, id int64) string { return bkproto.LedgerKey(region, id) }
@@ -148,50 +143,9 @@ func LedgerKey(region string, id int64) string { return bkproto.LedgerKey(region
 // BookiesPrefix is the prefix under which a region's bookies register.
 func BookiesPrefix(region string) string { return bkproto.BookiesPrefix(region) }
 
-func ledgerIDCounterKey(region string) string { return regionPrefix(region) + "ledger-id-counter" }
-
-type idCounter struct {
-	V    int   `json:"v"`
-	Next int64 `json:"next"`
-}
-
-// nextLedgerID takes the next id from the region's counter. Unlike a CAS on
-// shared state owned by one process, a conflict here only means another
-// creator took an id at the same time, so retrying is correct: every winner
-// gets a distinct, increasing id. Ids start at 1.
-func nextLedgerID(ctx context.Context, store meta.Store, region string) (int64, error) {
-	key := ledgerIDCounterKey(region)
-	for {
-		kv, err := store.Get(ctx, key)
-		if errors.Is(err, meta.ErrNotFound) {
-			b, _ := json.Marshal(idCounter{V: 1, Next: 2})
-			_, err := store.Create(ctx, key, b, meta.NoLease)
-			if errors.Is(err, meta.ErrExists) {
-				continue
-			}
-			if err != nil {
-				return 0, fmt.Errorf("ledger id counter: %w", err)
-			}
-			return 1, nil
-		}
-		if err != nil {
-			return 0, fmt.Errorf("ledger id counter: %w", err)
-		}
-		var c idCounter
-		if err := json.Unmarshal(kv.Value, &c); err != nil || c.V != 1 || c.Next < 1 {
-			return 0, fmt.Errorf("%w: ledger id counter %q", ErrBadMetadata, kv.Value)
-		}
-		id := c.Next
-		c.Next++
-		b, _ := json.Marshal(c)
-		if _, err := store.Update(ctx, key, b, kv.ModRevision); errors.Is(err, meta.ErrConflict) {
-			continue
-		} else if err != nil {
-			return 0, fmt.Errorf("ledger id counter: %w", err)
-		}
-		return id, nil
-	}
-}
+// ledgerIDCounterKey is the region's ledger id counter (meta.NextID): ids are
+// unique and increasing, and start at 1.
+func ledgerIDCounterKey(region string) string { return meta.RegionKey(region, "ledger-id-counter") }
 
 // versioned is metadata together with the ModRevision it was read or
 // written at: the revision the next CAS must name.
