@@ -434,19 +434,8 @@ func (p Policies) validate() error {
 			return err
 		}
 	}
-	if err := validClusterNames("replication_clusters", p.ReplicationClusters); err != nil {
+	if err := validOverridable(p.ReplicationClusters, p.RetentionPolicies, p.BacklogQuotaMap, p.MessageTTLInSeconds); err != nil {
 		return err
-	}
-	if p.RetentionPolicies != nil {
-		if err := p.RetentionPolicies.validate(); err != nil {
-			return err
-		}
-	}
-	if err := validBacklogQuotas(p.BacklogQuotaMap); err != nil {
-		return err
-	}
-	if p.MessageTTLInSeconds != nil && *p.MessageTTLInSeconds < 0 {
-		return fmt.Errorf("%w: message_ttl_in_seconds %d is negative", ErrInvalidPolicies, *p.MessageTTLInSeconds)
 	}
 	if p.AutoTopicCreationOverride != nil {
 		if err := p.AutoTopicCreationOverride.validate(); err != nil {
@@ -513,23 +502,32 @@ func (p *TopicPolicies) normalize() {
 	}
 }
 
+// validOverridable checks the policies a topic may override, which
+// namespaces and topics validate alike.
+func validOverridable(clusters []string, retention *RetentionPolicies, backlog map[BacklogQuotaType]BacklogQuota, ttl *int) error {
+	if err := validClusterNames("replication_clusters", clusters); err != nil {
+		return err
+	}
+	if retention != nil {
+		if err := retention.validate(); err != nil {
+			return err
+		}
+	}
+	if err := validBacklogQuotas(backlog); err != nil {
+		return err
+	}
+	if ttl != nil && *ttl < 0 {
+		return fmt.Errorf("%w: message_ttl_in_seconds %d is negative", ErrInvalidPolicies, *ttl)
+	}
+	return nil
+}
+
 func (p TopicPolicies) validate() error {
 	if p.Partitions < 0 {
 		return fmt.Errorf("%w: partitions %d is negative", ErrInvalidPolicies, p.Partitions)
 	}
-	if err := validClusterNames("replication_clusters", p.ReplicationClusters); err != nil {
+	if err := validOverridable(p.ReplicationClusters, p.RetentionPolicies, p.BacklogQuotaMap, p.MessageTTLInSeconds); err != nil {
 		return err
-	}
-	if p.RetentionPolicies != nil {
-		if err := p.RetentionPolicies.validate(); err != nil {
-			return err
-		}
-	}
-	if err := validBacklogQuotas(p.BacklogQuotaMap); err != nil {
-		return err
-	}
-	if p.MessageTTLInSeconds != nil && *p.MessageTTLInSeconds < 0 {
-		return fmt.Errorf("%w: message_ttl_in_seconds %d is negative", ErrInvalidPolicies, *p.MessageTTLInSeconds)
 	}
 	if p.SchemaCompatibilityStrategy != "" && !p.SchemaCompatibilityStrategy.valid() {
 		return fmt.Errorf("%w: schema_compatibility_strategy %q", ErrInvalidPolicies, p.SchemaCompatibilityStrategy)
