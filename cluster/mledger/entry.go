@@ -28,13 +28,7 @@ func (e Entry) Split() (brokerEntryMetadata, message []byte, err error) {
 }
 
 // Metadata decodes the entry's BrokerEntryMetadata.
-func (e Entry) Metadata() (*pb.BrokerEntryMetadata, error) {
-	bem, _, err := SplitEntry(e.Data)
-	if err != nil {
-		return nil, err
-	}
-	return decodeBEM(bem)
-}
+func (e Entry) Metadata() (*pb.BrokerEntryMetadata, error) { return entryMetadata(e.Data) }
 
 // entryHeaderSize is the magic and size that precede the BrokerEntryMetadata.
 const entryHeaderSize = 6
@@ -61,11 +55,7 @@ func SplitEntry(data []byte) (brokerEntryMetadata, message []byte, err error) {
 // EntryIndex returns the BrokerEntryMetadata index of a stored entry: the
 // topic-wide offset of its last message.
 func EntryIndex(data []byte) (int64, error) {
-	bem, _, err := SplitEntry(data)
-	if err != nil {
-		return 0, err
-	}
-	md, err := decodeBEM(bem)
+	md, err := entryMetadata(data)
 	if err != nil {
 		return 0, err
 	}
@@ -77,18 +67,19 @@ func EntryIndex(data []byte) (int64, error) {
 
 // EntryTimestamp returns a stored entry's broker_timestamp (Unix ms).
 func EntryTimestamp(data []byte) (int64, error) {
-	bem, _, err := SplitEntry(data)
-	if err != nil {
-		return 0, err
-	}
-	md, err := decodeBEM(bem)
+	md, err := entryMetadata(data)
 	if err != nil {
 		return 0, err
 	}
 	return int64(md.GetBrokerTimestamp()), nil
 }
 
-func decodeBEM(b []byte) (*pb.BrokerEntryMetadata, error) {
+// entryMetadata decodes a stored entry's BrokerEntryMetadata.
+func entryMetadata(data []byte) (*pb.BrokerEntryMetadata, error) {
+	b, _, err := SplitEntry(data)
+	if err != nil {
+		return nil, err
+	}
 	md := &pb.BrokerEntryMetadata{}
 	if err := proto.Unmarshal(b, md); err != nil {
 		return nil, fmt.Errorf("%w: BrokerEntryMetadata: %v", ErrBadEntry, err)

@@ -196,11 +196,11 @@ type decoded struct {
 
 func decode(t testing.TB, e Entry) decoded {
 	t.Helper()
-	bem, msg, err := e.Split()
+	_, msg, err := e.Split()
 	if err != nil {
 		t.Fatalf("entry %v: %v", e.Position, err)
 	}
-	md, err := decodeBEM(bem)
+	md, err := e.Metadata()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -75,35 +75,38 @@ func (s *cursorState) readNext(v *view, n int) []Position {
 	var out []Position
 	p := s.readAfter
 	for len(out) < n {
-		q, ok := v.next(p)
+		q, ok := s.nextUnacked(v, p)
+		p = q
 		if !ok {
 			break
 		}
-		if r, in := s.acked.rangeAt(q); in {
-			p = r.last()
-			continue
-		}
 		out = append(out, q)
-		p = q
 	}
 	s.readAfter = p
 	return out
 }
 
-// hasMore reports whether readNext would return something.
-func (s *cursorState) hasMore(v *view) bool {
-	p := s.readAfter
+// nextUnacked returns the first readable position after p that is not
+// acked. When there is none, ok is false and q is the last position it
+// stepped over: the end of the acked ranges that follow p, or p itself.
+func (s *cursorState) nextUnacked(v *view, p Position) (q Position, ok bool) {
 	for {
-		q, ok := v.next(p)
-		if !ok {
-			return false
+		next, more := v.next(p)
+		if !more {
+			return p, false
 		}
-		r, in := s.acked.rangeAt(q)
+		r, in := s.acked.rangeAt(next)
 		if !in {
-			return true
+			return next, true
 		}
 		p = r.last()
 	}
+}
+
+// hasMore reports whether readNext would return something.
+func (s *cursorState) hasMore(v *view) bool {
+	_, ok := s.nextUnacked(v, s.readAfter)
+	return ok
 }
 
 // rewind makes every unacknowledged position deliverable again
@@ -125,16 +128,12 @@ func (s *cursorState) skip(v *view, n int64) int64 {
 	p := s.markDelete
 	var k int64
 	for k < n {
-		q, ok := v.next(p)
+		q, ok := s.nextUnacked(v, p)
+		p = q
 		if !ok {
 			break
 		}
-		if r, in := s.acked.rangeAt(q); in {
-			p = r.last()
-			continue
-		}
 		k++
-		p = q
 	}
 	if s.markDelete.Less(p) {
 		s.markDelete = p
