@@ -100,16 +100,26 @@ func NewMemory(cfg MemoryConfig) (*Memory, error) {
 	return m, nil
 }
 
-// Get implements Store.
-func (m *Memory) Get(ctx context.Context, key string) (KV, error) {
+// lockOpen takes m.mu for an operation, or fails without holding it when
+// ctx is done or the store is closed.
+func (m *Memory) lockOpen(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
-		return KV{}, err
+		return err
 	}
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	if m.mu.closed {
-		return KV{}, ErrClosed
+		m.mu.Unlock()
+		return ErrClosed
 	}
+	return nil
+}
+
+// Get implements Store.
+func (m *Memory) Get(ctx context.Context, key string) (KV, error) {
+	if err := m.lockOpen(ctx); err != nil {
+		return KV{}, err
+	}
+	defer m.mu.Unlock()
 	kv, ok := m.mu.kvs[key]
 	if !ok {
 		return KV{}, fmt.Errorf("%w: %s", ErrNotFound, key)
@@ -119,14 +129,10 @@ func (m *Memory) Get(ctx context.Context, key string) (KV, error) {
 
 // List implements Store.
 func (m *Memory) List(ctx context.Context, prefix string) ([]KV, int64, error) {
-	if err := ctx.Err(); err != nil {
+	if err := m.lockOpen(ctx); err != nil {
 		return nil, 0, err
 	}
-	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.mu.closed {
-		return nil, 0, ErrClosed
-	}
 	var out []KV
 	for k, kv := range m.mu.kvs {
 		if strings.HasPrefix(k, prefix) {
@@ -139,14 +145,10 @@ func (m *Memory) List(ctx context.Context, prefix string) ([]KV, int64, error) {
 
 // Create implements Store.
 func (m *Memory) Create(ctx context.Context, key string, value []byte, lease LeaseID) (int64, error) {
-	if err := ctx.Err(); err != nil {
+	if err := m.lockOpen(ctx); err != nil {
 		return 0, err
 	}
-	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.mu.closed {
-		return 0, ErrClosed
-	}
 	if _, ok := m.mu.kvs[key]; ok {
 		return 0, fmt.Errorf("%w: %s", ErrExists, key)
 	}
@@ -168,14 +170,10 @@ func (m *Memory) Create(ctx context.Context, key string, value []byte, lease Lea
 
 // Update implements Store.
 func (m *Memory) Update(ctx context.Context, key string, value []byte, modRev int64) (int64, error) {
-	if err := ctx.Err(); err != nil {
+	if err := m.lockOpen(ctx); err != nil {
 		return 0, err
 	}
-	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.mu.closed {
-		return 0, ErrClosed
-	}
 	kv, ok := m.mu.kvs[key]
 	if !ok || kv.ModRevision != modRev {
 		return 0, fmt.Errorf("%w: %s at revision %d", ErrConflict, key, modRev)
@@ -189,14 +187,10 @@ func (m *Memory) Update(ctx context.Context, key string, value []byte, modRev in
 
 // Delete implements Store.
 func (m *Memory) Delete(ctx context.Context, key string, modRev int64) error {
-	if err := ctx.Err(); err != nil {
+	if err := m.lockOpen(ctx); err != nil {
 		return err
 	}
-	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.mu.closed {
-		return ErrClosed
-	}
 	kv, ok := m.mu.kvs[key]
 	if !ok || kv.ModRevision != modRev {
 		return fmt.Errorf("%w: %s at revision %d", ErrConflict, key, modRev)
@@ -363,14 +357,10 @@ func (m *Memory) Grant(ctx context.Context, ttl time.Duration) (Lease, error) {
 	if ttl <= 0 {
 		return nil, fmt.Errorf("meta: lease TTL must be positive, got %v", ttl)
 	}
-	if err := ctx.Err(); err != nil {
+	if err := m.lockOpen(ctx); err != nil {
 		return nil, err
 	}
-	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.mu.closed {
-		return nil, ErrClosed
-	}
 	m.mu.lastLease++
 	l := &memLease{m: m, id: m.mu.lastLease, ttl: ttl, keys: make(map[string]struct{}), done: make(chan struct{})}
 	m.mu.leases[l.id] = l
@@ -421,14 +411,10 @@ func (m *Memory) Expire(id LeaseID) bool {
 
 // Revoke implements Store.
 func (m *Memory) Revoke(ctx context.Context, id LeaseID) error {
-	if err := ctx.Err(); err != nil {
+	if err := m.lockOpen(ctx); err != nil {
 		return err
 	}
-	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.mu.closed {
-		return ErrClosed
-	}
 	if l := m.mu.leases[id]; l != nil {
 		m.endLeaseLocked(l)
 	}
