@@ -56,14 +56,16 @@
 //
 // # What the broker calls
 //
-//   - PRODUCER: ForProducer with the command's schema (nil when absent). It
-//     returns the version for PRODUCER_SUCCESS.schema_version (EncodeVersion;
-//     NoVersion encodes as empty bytes).
+//   - PRODUCER: ForProducer with FromProto(the command's schema), which is
+//     the empty Info when the command has none. It returns the version for
+//     PRODUCER_SUCCESS.schema_version (EncodeVersion; NoVersion encodes as
+//     empty bytes).
 //   - SUBSCRIBE: ForConsumer with the command's schema and whether the topic
 //     is idle (no producers, no consumers other than AUTO_CONSUME ones, an
 //     empty ledger): an idle topic without a schema takes the consumer's.
 //   - GET_SCHEMA: Get (DecodeVersion of schema_version) or Latest when the
-//     command has no version; ErrNotFound answers TopicNotFound, as Pulsar.
+//     command has no version, answered with ToProto(Name(topic), info) and
+//     EncodeVersion; ErrNotFound answers TopicNotFound, as Pulsar.
 //   - GET_OR_CREATE_SCHEMA: GetOrCreate with the topic's strategy (after the
 //     auto-update policy: with auto-update off, VersionOf must find it).
 //   - Admin: Latest, Get, All, GetOrCreate (POST), Delete (DELETE),

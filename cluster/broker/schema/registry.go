@@ -65,6 +65,18 @@ func baseName(topic string) (string, error) {
 	return t.Base().String(), nil
 }
 
+// Name is the name Pulsar gives a topic's schemas, "tenant/namespace/topic"
+// of the base topic without its domain (TopicName.getSchemaName): the name
+// a GET_SCHEMA response carries (ToProto) and the admin API shows.
+func Name(topic string) (string, error) {
+	t, err := topology.ParseTopicName(topic)
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", ErrInvalidTopic, err)
+	}
+	b := t.Base()
+	return b.NamespaceName() + "/" + b.Local, nil
+}
+
 // version is one stored version with its tombstone flag.
 type version struct {
 	Entry
