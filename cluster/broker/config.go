@@ -31,6 +31,11 @@ type Config struct {
 	WriteQueue int
 	// ServerVersion is announced in CONNECTED.
 	ServerVersion string
+	// OperationTimeout bounds how long a PRODUCER or SUBSCRIBE reply is
+	// held while its topic loads: pulsar-client-go's default operation
+	// timeout, 30s, so the client gets an answer rather than a timeout.
+	// At least 1s.
+	OperationTimeout time.Duration
 }
 
 // DefaultConfig returns the defaults for a broker advertised at serviceURL.
@@ -42,6 +47,7 @@ func DefaultConfig(serviceURL string) Config {
 		MaxMessageSize:    wire.DefaultMaxMessageSize,
 		WriteQueue:        1024,
 		ServerVersion:     "Meridian",
+		OperationTimeout:  30 * time.Second,
 	}
 }
 
@@ -56,6 +62,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: ConnectTimeout %v, want at least 100ms", ErrInvalidConfig, c.ConnectTimeout)
 	case c.MaxMessageSize <= 0 || c.MaxMessageSize > 100<<20:
 		return fmt.Errorf("%w: MaxMessageSize %d, want 1 to 100 MiB", ErrInvalidConfig, c.MaxMessageSize)
+	case c.OperationTimeout < time.Second:
+		return fmt.Errorf("%w: OperationTimeout %v, want at least 1s", ErrInvalidConfig, c.OperationTimeout)
 	case c.WriteQueue < 16:
 		return fmt.Errorf("%w: WriteQueue %d, want at least 16", ErrInvalidConfig, c.WriteQueue)
 	}

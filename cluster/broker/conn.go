@@ -29,14 +29,33 @@ type conn struct {
 
 	ctx    context.Context // cancelled by close: the connection's lifetime
 	cancel context.CancelFunc
-	out    chan *pb.BaseCommand
-	once   sync.Once
-	wg     sync.WaitGroup // the writer and request goroutines
+	// out holds replies and other commands; bounded, and a client that
+	// lets it fill is disconnected (it is not reading).
+	out chan outbound
+	// msgs holds MESSAGE frames; dispatchers wait for room (permits bound
+	// what they send), so deliveries never count against out.
+	msgs chan outbound
+	once sync.Once
+	wg   sync.WaitGroup // the writer, request and receipt goroutines
 
 	lastReceived atomic.Int64 // unix nanoseconds of the last frame read
 
-	// Owned by the reader.
-	protocolVersion int32
+	// Set by the reader at CONNECT, before any producer or consumer exists.
+	protocolVersion     int32
+	brokerEntryMetadata bool // the client takes entries with their BrokerEntryMetadata
+
+	mu struct {
+		sync.Mutex
+		producers map[uint64]*producer
+		consumers map[uint64]*consumer
+	}
+}
+
+// outbound is one frame to write: a command, with a message (and its
+// BrokerEntryMetadata) for MESSAGE frames.
+type outbound struct {
+	cmd      *pb.BaseCommand
+	bem, msg []byte
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -47,8 +66,11 @@ func newConn(s *Server, nc net.Conn) *conn {
 		log:    s.log.With("remote", nc.RemoteAddr().String()),
 		ctx:    ctx,
 		cancel: cancel,
-		out:    make(chan *pb.BaseCommand, s.cfg.WriteQueue),
+		out:    make(chan outbound, s.cfg.WriteQueue),
+		msgs:   make(chan outbound, 256),
 	}
+	c.mu.producers = make(map[uint64]*producer)
+	c.mu.consumers = make(map[uint64]*consumer)
 	c.lastReceived.Store(time.Now().UnixNano())
 	return c
 }
@@ -65,7 +87,26 @@ func (c *conn) run() {
 		c.log.Info("closing connection", "err", err)
 	}
 	c.close()
+	c.release()
 	c.wg.Wait()
+}
+
+// release detaches the connection's producers and consumers from their
+// topics. It runs on the reader goroutine after the last frame, so no SEND
+// races it.
+func (c *conn) release() {
+	c.mu.Lock()
+	producers := c.mu.producers
+	consumers := c.mu.consumers
+	c.mu.producers = map[uint64]*producer{}
+	c.mu.consumers = map[uint64]*consumer{}
+	c.mu.Unlock()
+	for _, p := range producers {
+		p.closed()
+	}
+	for _, cons := range consumers {
+		cons.detach()
+	}
 }
 
 // close ends the connection; safe from any goroutine, any number of times.
@@ -118,6 +159,30 @@ func (c *conn) dispatch(f *wire.Frame) error {
 		c.goRequest(func() { c.handleLookup(cmd.GetLookupTopic()) })
 	case pb.BaseCommand_PARTITIONED_METADATA:
 		c.goRequest(func() { c.handlePartitionedMetadata(cmd.GetPartitionMetadata()) })
+	case pb.BaseCommand_GET_TOPICS_OF_NAMESPACE:
+		c.goRequest(func() { c.handleGetTopicsOfNamespace(cmd.GetGetTopicsOfNamespace()) })
+	case pb.BaseCommand_PRODUCER:
+		c.goRequest(func() { c.handleProducer(cmd.GetProducer()) })
+	case pb.BaseCommand_SEND:
+		return c.handleSend(f)
+	case pb.BaseCommand_CLOSE_PRODUCER:
+		c.handleCloseProducer(cmd.GetCloseProducer())
+	case pb.BaseCommand_SUBSCRIBE:
+		c.goRequest(func() { c.handleSubscribe(cmd.GetSubscribe()) })
+	case pb.BaseCommand_FLOW:
+		c.handleFlow(cmd.GetFlow())
+	case pb.BaseCommand_ACK:
+		c.handleAck(cmd.GetAck())
+	case pb.BaseCommand_REDELIVER_UNACKNOWLEDGED_MESSAGES:
+		c.handleRedeliver(cmd.GetRedeliverUnacknowledgedMessages())
+	case pb.BaseCommand_CLOSE_CONSUMER:
+		c.goRequest(func() { c.handleCloseConsumer(cmd.GetCloseConsumer()) })
+	case pb.BaseCommand_UNSUBSCRIBE:
+		c.goRequest(func() { c.handleUnsubscribe(cmd.GetUnsubscribe()) })
+	case pb.BaseCommand_SEEK:
+		c.goRequest(func() { c.handleSeek(cmd.GetSeek()) })
+	case pb.BaseCommand_GET_LAST_MESSAGE_ID:
+		c.goRequest(func() { c.handleGetLastMessageID(cmd.GetGetLastMessageId()) })
 	default:
 		return fmt.Errorf("unsupported command %v", cmd.GetType())
 	}
@@ -139,7 +204,7 @@ func (c *conn) goRequest(f func()) {
 // without bound.
 func (c *conn) send(cmd *pb.BaseCommand) {
 	select {
-	case c.out <- cmd:
+	case c.out <- outbound{cmd: cmd}:
 	case <-c.ctx.Done():
 	default:
 		c.log.Warn("closing connection: client is not reading (write queue full)", "queue", cap(c.out))
@@ -160,16 +225,18 @@ func (c *conn) writeLoop() {
 		select {
 		case <-c.ctx.Done():
 			return
-		case cmd := <-c.out:
-			err := w.WriteCommand(cmd)
-			for more := true; more && err == nil; {
-				select {
-				case cmd := <-c.out:
-					err = w.WriteCommand(cmd)
-				default:
-					more = false
-				}
+		case o := <-c.out:
+			err := c.drain(w, o)
+			if err == nil {
+				err = w.Flush()
 			}
+			if err != nil {
+				c.log.Debug("write failed", "err", err)
+				c.close()
+				return
+			}
+		case o := <-c.msgs:
+			err := c.drain(w, o)
 			if err == nil {
 				err = w.Flush()
 			}
@@ -192,8 +259,32 @@ func (c *conn) writeLoop() {
 	}
 }
 
+// drain buffers o and everything else queued, up to a flush's worth.
+func (c *conn) drain(w *wire.Writer, o outbound) error {
+	const flushBytes = 256 << 10
+	err := write(w, o)
+	for err == nil && w.Buffered() < flushBytes {
+		select {
+		case o = <-c.out:
+		case o = <-c.msgs:
+		default:
+			return nil
+		}
+		err = write(w, o)
+	}
+	return err
+}
+
+func write(w *wire.Writer, o outbound) error {
+	if o.msg != nil {
+		return w.WritePayloadCommand(o.cmd, o.bem, o.msg)
+	}
+	return w.WriteCommand(o.cmd)
+}
+
 func (c *conn) handleConnect(connect *pb.CommandConnect) {
 	c.protocolVersion = min(connect.GetProtocolVersion(), maxProtocolVersion)
+	c.brokerEntryMetadata = connect.GetFeatureFlags().GetSupportsBrokerEntryMetadata()
 	c.log.Debug("connected", "client", connect.GetClientVersion(), "protocol", c.protocolVersion)
 	c.send(pb.BaseCommand_builder{Type: pb.BaseCommand_CONNECTED.Enum(), Connected: pb.CommandConnected_builder{
 		ServerVersion:   &c.srv.cfg.ServerVersion,

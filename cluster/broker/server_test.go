@@ -12,7 +12,6 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 	pulsarlog "github.com/apache/pulsar-client-go/pulsar/log"
-	"go.uber.org/goleak"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meridian-mq/meridian/cluster/broker"
@@ -20,10 +19,6 @@ import (
 	"github.com/meridian-mq/meridian/cluster/wire/pb"
 	"github.com/meridian-mq/meridian/topology"
 )
-
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
-}
 
 // fakeTopics answers from a table: partition counts by canonical name, and
 // every topic served at url.
@@ -44,6 +39,14 @@ func (f *fakeTopics) Partitions(_ context.Context, t topology.TopicName) (int, e
 		return 0, fmt.Errorf("%w: namespace %s", wire.ErrTopicNotFound, t.NamespaceName())
 	}
 	return f.partitions[t.String()], nil
+}
+
+func (f *fakeTopics) Topic(context.Context, topology.TopicName, bool) (*broker.Topic, error) {
+	return nil, fmt.Errorf("%w: no topics here", wire.ErrServiceNotReady)
+}
+
+func (f *fakeTopics) TopicsOfNamespace(context.Context, string, string) ([]string, error) {
+	return nil, nil
 }
 
 type testServer struct {

@@ -17,6 +17,12 @@ type Topics interface {
 	// Partitions returns topic's partition count, 0 when it is not
 	// partitioned.
 	Partitions(ctx context.Context, topic topology.TopicName) (int, error)
+	// Topic returns the topic loaded on this broker, loading it (and
+	// creating it, when create is set and policy allows) if this broker
+	// owns it. It waits while the topic loads.
+	Topic(ctx context.Context, topic topology.TopicName, create bool) (*Topic, error)
+	// TopicsOfNamespace lists the persistent topics of a namespace.
+	TopicsOfNamespace(ctx context.Context, tenant, ns string) ([]string, error)
 }
 
 // Location is where a topic is served.

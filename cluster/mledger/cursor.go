@@ -305,6 +305,13 @@ func (c *Cursor) Reset(p Position) error {
 	return c.update(func(v *view) error { return c.st.reset(v, p) })
 }
 
+// ResetAfter counts everything up to and including p as consumed, so that
+// the entry after p is the next to deliver, and forgets every ack after it.
+// Positions outside the topic are clamped to its first or last entry.
+func (c *Cursor) ResetAfter(p Position) error {
+	return c.update(func(v *view) error { c.st.resetAfter(v, p); return nil })
+}
+
 // ResetToTime resets the cursor to the first entry whose broker_timestamp
 // is at or after t (Unix ms), or to the end when there is none.
 func (c *Cursor) ResetToTime(ctx context.Context, t int64) (Position, error) {

@@ -399,6 +399,16 @@ func (ml *ManagedLedger) tailLocked() <-chan struct{} {
 	return ml.tail
 }
 
+// Changed returns a channel closed at the next change a reader may care
+// about: an entry confirmed, the topic terminated, or the instance stopped.
+// Take it before reading, then wait on it when the read found nothing, so
+// that no change in between is missed.
+func (ml *ManagedLedger) Changed() <-chan struct{} {
+	ml.mu.Lock()
+	defer ml.mu.Unlock()
+	return ml.tailLocked()
+}
+
 // Lost is closed when the instance has lost the topic (ErrFenced,
 // ErrOwnershipLost) or failed for good; Err says why. The owner of the topic
 // should then close it and let go.

@@ -170,6 +170,24 @@ func (s *cursorState) reset(v *view, p Position) error {
 	return nil
 }
 
+// resetAfter counts everything up to and including p as consumed and
+// forgets every ack after it. p need not hold an entry: a position before
+// the first entry or after the last is clamped to the topic's bounds, as a
+// subscription started or seeked to a message id that is gone or not yet
+// written is.
+func (s *cursorState) resetAfter(v *view, p Position) {
+	if o := v.origin(); p.Less(o) {
+		p = o
+	}
+	if last := v.last(); last.Less(p) {
+		p = last
+	}
+	s.markDelete = p
+	s.acked.reset()
+	s.readAfter = p
+	s.advance(v)
+}
+
 // seek moves the read position to p without touching acks or the
 // mark-delete position; p must not be consumed already.
 func (s *cursorState) seek(v *view, p Position) error {

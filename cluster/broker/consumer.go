@@ -1,0 +1,294 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/meridian-mq/meridian/cluster/mledger"
+	"github.com/meridian-mq/meridian/cluster/wire"
+	"github.com/meridian-mq/meridian/cluster/wire/pb"
+	"github.com/meridian-mq/meridian/topology"
+)
+
+// consumer is one client consumer on one connection, attached to a
+// subscription. Its counters are guarded by the subscription's mu.
+type consumer struct {
+	c          *conn
+	sub        *subscription
+	id         uint64
+	name       string
+	priority   int32
+	maxUnacked int
+
+	permits int64 // messages the client can take; a batch may drive it below 0
+	unacked int   // messages delivered and not acked
+	// joinedAfter is, for a Key_Shared consumer that joined a running
+	// subscription, the read position at its joining (see subscription).
+	joinedAfter *mledger.Position
+}
+
+// disconnect is the broker closing the consumer (topic unloaded, or a
+// seek): CLOSE_CONSUMER tells the client to subscribe again.
+func (c *consumer) disconnect() {
+	if !c.c.forgetConsumer(c) {
+		return
+	}
+	c.detach()
+	c.c.send(pb.BaseCommand_builder{Type: pb.BaseCommand_CLOSE_CONSUMER.Enum(), CloseConsumer: pb.CommandCloseConsumer_builder{
+		ConsumerId: ptr(c.id), RequestId: ptr(uint64(0)),
+	}.Build()}.Build())
+}
+
+// detach removes the consumer from its subscription; a reader's
+// subscription ends with its last consumer.
+func (c *consumer) detach() {
+	if c.sub.removeConsumer(c) && !c.sub.cursor.Durable() {
+		c.sub.topic.forgetSubscription(c.sub)
+		go c.sub.close(context.Background(), false)
+	}
+}
+
+// initialPosition maps SUBSCRIBE's initial position.
+func initialPosition(p pb.CommandSubscribe_InitialPosition) mledger.InitialPosition {
+	if p == pb.CommandSubscribe_Earliest {
+		return mledger.Earliest
+	}
+	return mledger.Latest
+}
+
+func (c *conn) handleSubscribe(req *pb.CommandSubscribe) {
+	reqID := req.GetRequestId()
+	t, err := parseTopic(req.GetTopic())
+	if err != nil {
+		c.sendError(reqID, err)
+		return
+	}
+	if req.GetSubscription() == "" {
+		c.sendError(reqID, fmt.Errorf("%w: empty subscription name", wire.ErrNotAllowed))
+		return
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, c.srv.cfg.OperationTimeout)
+	defer cancel()
+	topic, err := c.srv.topics.Topic(ctx, t, req.GetForceTopicCreation())
+	if err != nil {
+		c.sendError(reqID, err)
+		return
+	}
+	durable := !req.HasDurable() || req.GetDurable()
+	var start *pb.MessageIdData
+	if !durable {
+		start = req.GetStartMessageId()
+	}
+	sub, err := topic.subscription(ctx, req.GetSubscription(), req.GetSubType(), durable, initialPosition(req.GetInitialPosition()), start)
+	if err != nil {
+		c.sendError(reqID, err)
+		return
+	}
+	cons := &consumer{c: c, sub: sub, id: req.GetConsumerId(), name: req.GetConsumerName(), priority: req.GetPriorityLevel(),
+		maxUnacked: topic.svc.cfg.Dispatch.MaxUnackedPerConsumer}
+	if !c.addConsumer(cons) {
+		c.sendError(reqID, fmt.Errorf("%w: consumer id %d is already in use on this connection", wire.ErrConsumerBusy, cons.id))
+		return
+	}
+	if err := sub.addConsumer(cons, req.GetSubType(), req.GetKeySharedMeta()); err != nil {
+		c.forgetConsumer(cons)
+		c.sendError(reqID, err)
+		return
+	}
+	c.sendSuccess(reqID)
+}
+
+// consumerFor returns the consumer id names on this connection.
+func (c *conn) consumerFor(id uint64) (*consumer, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cons, ok := c.mu.consumers[id]; ok {
+		return cons, nil
+	}
+	return nil, fmt.Errorf("%w: consumer %d not found on this connection", wire.ErrConsumerNotFound, id)
+}
+
+func (c *conn) addConsumer(cons *consumer) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.mu.consumers[cons.id]; ok || c.ctx.Err() != nil {
+		return false
+	}
+	c.mu.consumers[cons.id] = cons
+	return true
+}
+
+// forgetConsumer removes cons from the connection, reporting whether it
+// was there (so that only one of the ways a consumer ends acts on it).
+func (c *conn) forgetConsumer(cons *consumer) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mu.consumers[cons.id] != cons {
+		return false
+	}
+	delete(c.mu.consumers, cons.id)
+	return true
+}
+
+func (c *conn) handleFlow(req *pb.CommandFlow) {
+	cons, err := c.consumerFor(req.GetConsumerId())
+	if err != nil {
+		c.log.Debug("FLOW for an unknown consumer", "consumer", req.GetConsumerId())
+		return
+	}
+	cons.sub.flow(cons, req.GetMessagePermits())
+}
+
+func (c *conn) handleAck(req *pb.CommandAck) {
+	cons, err := c.consumerFor(req.GetConsumerId())
+	if err == nil {
+		err = cons.sub.ack(cons, req.GetAckType() == pb.CommandAck_Cumulative, req.GetMessageId())
+	}
+	if err != nil {
+		c.log.Debug("ack refused", "consumer", req.GetConsumerId(), "err", err)
+	}
+	if !req.HasRequestId() {
+		return
+	}
+	resp := pb.CommandAckResponse_builder{ConsumerId: ptr(req.GetConsumerId()), RequestId: ptr(req.GetRequestId())}
+	if err != nil {
+		code, msg := wire.ToWire(err)
+		resp.Error, resp.Message = &code, &msg
+	}
+	c.send(pb.BaseCommand_builder{Type: pb.BaseCommand_ACK_RESPONSE.Enum(), AckResponse: resp.Build()}.Build())
+}
+
+func (c *conn) handleRedeliver(req *pb.CommandRedeliverUnacknowledgedMessages) {
+	cons, err := c.consumerFor(req.GetConsumerId())
+	if err != nil {
+		c.log.Debug("REDELIVER for an unknown consumer", "consumer", req.GetConsumerId())
+		return
+	}
+	cons.sub.redeliver(cons, req.GetMessageIds())
+}
+
+func (c *conn) handleCloseConsumer(req *pb.CommandCloseConsumer) {
+	if cons, err := c.consumerFor(req.GetConsumerId()); err == nil && c.forgetConsumer(cons) {
+		cons.detach()
+	}
+	c.sendSuccess(req.GetRequestId())
+}
+
+func (c *conn) handleUnsubscribe(req *pb.CommandUnsubscribe) {
+	cons, err := c.consumerFor(req.GetConsumerId())
+	if err == nil {
+		err = cons.sub.unsubscribe(c.ctx, cons)
+	}
+	if err != nil {
+		c.sendError(req.GetRequestId(), err)
+		return
+	}
+	c.forgetConsumer(cons)
+	c.sendSuccess(req.GetRequestId())
+}
+
+func (c *conn) handleSeek(req *pb.CommandSeek) {
+	cons, err := c.consumerFor(req.GetConsumerId())
+	if err == nil {
+		var ts *uint64
+		if req.HasMessagePublishTime() {
+			ts = ptr(req.GetMessagePublishTime())
+		} else if !req.HasMessageId() {
+			err = fmt.Errorf("%w: SEEK needs a message id or a publish time", wire.ErrNotAllowed)
+		}
+		if err == nil {
+			err = cons.sub.seek(c.ctx, req.GetMessageId(), ts)
+		}
+	}
+	if err != nil {
+		c.sendError(req.GetRequestId(), err)
+		return
+	}
+	c.sendSuccess(req.GetRequestId())
+}
+
+func (c *conn) handleGetLastMessageID(req *pb.CommandGetLastMessageId) {
+	reqID := req.GetRequestId()
+	cons, err := c.consumerFor(req.GetConsumerId())
+	if err != nil {
+		c.sendError(reqID, err)
+		return
+	}
+	topic := cons.sub.topic
+	last := topic.ml.LastConfirmed()
+	id := pb.MessageIdData_builder{LedgerId: ptr(uint64(last.Ledger)), EntryId: ptr(uint64(last.Entry))}
+	if last.Entry >= 0 {
+		es, err := topic.ml.ReadAt(c.ctx, last, 1)
+		if err != nil {
+			c.sendError(reqID, fmt.Errorf("%w: read last entry: %v", wire.ErrPersistence, err))
+			return
+		}
+		if e, err := newDispatchEntry(es[0]); err == nil && e.md.HasNumMessagesInBatch() {
+			id.BatchIndex = ptr(int32(e.size - 1))
+		}
+	}
+	md := cons.sub.cursor.MarkDeletePosition()
+	if part := topic.name.Partition; part >= 0 {
+		id.Partition = ptr(int32(part))
+	}
+	c.send(pb.BaseCommand_builder{Type: pb.BaseCommand_GET_LAST_MESSAGE_ID_RESPONSE.Enum(),
+		GetLastMessageIdResponse: pb.CommandGetLastMessageIdResponse_builder{
+			RequestId:     ptr(reqID),
+			LastMessageId: id.Build(),
+			ConsumerMarkDeletePosition: pb.MessageIdData_builder{
+				LedgerId: ptr(uint64(md.Ledger)), EntryId: ptr(uint64(md.Entry)),
+			}.Build(),
+		}.Build()}.Build())
+}
+
+func (c *conn) handleGetTopicsOfNamespace(req *pb.CommandGetTopicsOfNamespace) {
+	reqID := req.GetRequestId()
+	ns, err := topology.ParseTopicName(req.GetNamespace() + "/x")
+	var names []string
+	if err == nil {
+		names, err = c.srv.topics.TopicsOfNamespace(c.ctx, ns.Tenant, ns.Namespace)
+	} else {
+		err = fmt.Errorf("%w: bad namespace %q", wire.ErrNotAllowed, req.GetNamespace())
+	}
+	if err != nil {
+		c.sendError(reqID, err)
+		return
+	}
+	c.send(pb.BaseCommand_builder{Type: pb.BaseCommand_GET_TOPICS_OF_NAMESPACE_RESPONSE.Enum(),
+		GetTopicsOfNamespaceResponse: pb.CommandGetTopicsOfNamespaceResponse_builder{
+			RequestId: ptr(reqID), Topics: names, Filtered: ptr(false), Changed: ptr(true),
+		}.Build()}.Build())
+}
+
+// sendMessage queues one entry for a consumer, prefixed with its
+// BrokerEntryMetadata when the client announced support. It waits for room
+// in the message queue (permits bound what is sent, so this is brief).
+func (c *conn) sendMessage(consumerID uint64, e *dispatchEntry, redelivered uint32, ackSet []int64) {
+	cmd := pb.BaseCommand_builder{Type: pb.BaseCommand_MESSAGE.Enum(), Message: pb.CommandMessage_builder{
+		ConsumerId:      ptr(consumerID),
+		MessageId:       pb.MessageIdData_builder{LedgerId: ptr(uint64(e.pos.Ledger)), EntryId: ptr(uint64(e.pos.Entry))}.Build(),
+		RedeliveryCount: ptr(redelivered),
+		AckSet:          ackSet,
+	}.Build()}.Build()
+	m := outbound{cmd: cmd, msg: e.msg}
+	if c.brokerEntryMetadata {
+		m.bem = e.bem
+	}
+	select {
+	case c.msgs <- m:
+	case <-c.ctx.Done():
+	}
+}
+
+func (c *conn) sendSuccess(reqID uint64) {
+	c.send(pb.BaseCommand_builder{Type: pb.BaseCommand_SUCCESS.Enum(),
+		Success: pb.CommandSuccess_builder{RequestId: ptr(reqID)}.Build()}.Build())
+}
+
+// sendError answers a request with ERROR. Errors not from the wire table
+// are unknown to the client and become UnknownError with their text.
+func (c *conn) sendError(reqID uint64, err error) {
+	code, msg := wire.ToWire(err)
+	c.send(pb.BaseCommand_builder{Type: pb.BaseCommand_ERROR.Enum(),
+		Error: pb.CommandError_builder{RequestId: ptr(reqID), Error: &code, Message: &msg}.Build()}.Build())
+}

@@ -1,0 +1,173 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+
+	"github.com/meridian-mq/meridian/cluster/mledger"
+)
+
+// dedupCursor is the cursor whose properties hold a topic's deduplication
+// snapshot, named as Pulsar names it. It is not a subscription.
+const dedupCursor = "pulsar.dedup"
+
+// dedup is a topic's message deduplication state: per producer name, the
+// highest sequence id stored (persisted) and the highest handed to the
+// managed ledger (pushed, which runs ahead by the appends in flight).
+//
+// The rule (DESIGN §5): a SEND whose sequence id is not above the pushed
+// highest of its producer is a duplicate. It is not stored and still gets a
+// receipt, after the receipts of everything sent before it.
+//
+// Durability: every SnapshotInterval stored entries, the persisted map is
+// written into the properties of the pulsar.dedup cursor and the cursor is
+// acked up to the entry the snapshot covers, properties first: a snapshot
+// is never newer than its properties. A reload restores the properties and
+// replays the entries after the cursor's mark-delete position, reading each
+// entry's producer_name and sequence ids from its metadata. So the state
+// survives restarts and ownership moves, and a reload replays at most
+// SnapshotInterval entries (plus those of the last cursor persist interval).
+//
+// The state is tracked for every topic, since it costs a map update per
+// entry, so that turning deduplication on needs no history; the rule is
+// applied only to producers that deduplicate (the namespace's policy, or a
+// replication producer).
+type dedup struct {
+	cursor   *mledger.Cursor
+	interval int
+
+	mu        sync.Mutex
+	pushed    map[string]int64
+	persisted map[string]int64
+	changed   map[string]struct{} // persisted entries not yet in a snapshot
+	since     int                 // entries stored since the last snapshot
+}
+
+// openDedup opens the snapshot cursor and rebuilds the state.
+func openDedup(ctx context.Context, ml *mledger.ManagedLedger, interval int) (*dedup, error) {
+	c, err := ml.OpenCursor(ctx, dedupCursor, mledger.Earliest)
+	if err != nil {
+		return nil, fmt.Errorf("open deduplication cursor: %w", err)
+	}
+	d := &dedup{cursor: c, interval: interval, pushed: map[string]int64{},
+		persisted: map[string]int64{}, changed: map[string]struct{}{}}
+	for name, v := range c.Properties() {
+		seq, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("deduplication snapshot: producer %q has sequence id %q", name, v)
+		}
+		d.persisted[name] = seq
+	}
+	for {
+		es, err := c.Read(ctx, 256)
+		if err != nil {
+			return nil, fmt.Errorf("replay for deduplication: %w", err)
+		}
+		if len(es) == 0 {
+			break
+		}
+		for _, e := range es {
+			name, seq, ok := entrySequence(e)
+			if ok && seq > d.persisted[name] {
+				d.persisted[name] = seq
+				d.changed[name] = struct{}{}
+			}
+			d.since++
+		}
+	}
+	for name, seq := range d.persisted {
+		d.pushed[name] = seq
+	}
+	return d, nil
+}
+
+// entrySequence reads the producer name and highest sequence id of a
+// stored entry. Entries that fail to decode are skipped: they were checked
+// when stored, and a replay that stopped on one would stop the topic.
+func entrySequence(e mledger.Entry) (string, int64, bool) {
+	_, msg, err := e.Split()
+	if err != nil {
+		return "", 0, false
+	}
+	md, err := decodeMetadata(msg)
+	if err != nil || md.GetProducerName() == "" {
+		return "", 0, false
+	}
+	return md.GetProducerName(), int64(max(md.GetSequenceId(), md.GetHighestSequenceId())), true
+}
+
+// lastSequence is the highest sequence id stored for producer name, or -1.
+func (d *dedup) lastSequence(name string) int64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if seq, ok := d.persisted[name]; ok {
+		return seq
+	}
+	return -1
+}
+
+// push records a SEND about to be appended and reports whether it is a
+// duplicate (only when apply is set).
+func (d *dedup) push(name string, seq, highest int64, apply bool) (duplicate bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	last, seen := d.pushed[name]
+	if apply && seen && seq <= last {
+		return true
+	}
+	if !seen || highest > last {
+		d.pushed[name] = highest
+	}
+	return false
+}
+
+// stored records that an entry of producer name up to highest is stored at
+// p, snapshotting when the interval is reached.
+func (d *dedup) stored(name string, highest int64, p mledger.Position) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if last, ok := d.persisted[name]; !ok || highest > last {
+		d.persisted[name] = highest
+		d.changed[name] = struct{}{}
+	}
+	d.since++
+	if d.since >= d.interval {
+		d.snapshotLocked(p)
+	}
+}
+
+// failed forgets what was pushed but not stored for name: the client
+// resends it, and it must not be taken for a duplicate then.
+func (d *dedup) failed(name string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if seq, ok := d.persisted[name]; ok {
+		d.pushed[name] = seq
+	} else {
+		delete(d.pushed, name)
+	}
+}
+
+// snapshot writes the state as of p, the last stored entry.
+func (d *dedup) snapshot(p mledger.Position) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.snapshotLocked(p)
+}
+
+func (d *dedup) snapshotLocked(p mledger.Position) {
+	for name := range d.changed {
+		if err := d.cursor.SetProperty(name, strconv.FormatInt(d.persisted[name], 10)); err != nil {
+			return // the topic is closing or lost; the next owner replays
+		}
+	}
+	clear(d.changed)
+	if p.Entry >= 0 {
+		if err := d.cursor.AckCumulative(p); err != nil {
+			return
+		}
+	}
+	d.since = 0
+}

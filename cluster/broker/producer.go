@@ -1,0 +1,331 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/meridian-mq/meridian/cluster/mledger"
+	"github.com/meridian-mq/meridian/cluster/wire"
+	"github.com/meridian-mq/meridian/cluster/wire/pb"
+)
+
+// receiptQueue bounds the SENDs of one producer awaiting their receipt;
+// a full queue stops the connection's reader (backpressure), as a full
+// managed-ledger queue does. It is above pulsar-client-go's default
+// MaxPendingMessages (1000 batches).
+const receiptQueue = 4096
+
+// producer is one client producer on one connection.
+//
+// Ownership: publish runs on the connection's reader goroutine, which
+// therefore hands SENDs to the managed ledger in arrival order; the
+// producer's receipt goroutine waits for each append in that same order and
+// answers SEND_RECEIPT or SEND_ERROR, so receipts go out in send order
+// (DESIGN §5). A duplicate takes its place in the same queue.
+type producer struct {
+	c     *conn
+	topic *Topic
+	id    uint64
+	name  string
+	// dedup applies the deduplication rule to this producer's SENDs.
+	dedup bool
+	repl  bool
+	// epoch is the topic epoch this producer holds (access modes); set by
+	// the topic under its lock before the producer serves.
+	epoch uint64
+	// schemaVersion is the version of the schema the producer registered,
+	// answered in PRODUCER_SUCCESS.
+	schemaVersion []byte
+	// requestID is the PRODUCER request, answered again when a
+	// WaitForExclusive producer becomes ready.
+	requestID uint64
+
+	receipts chan receipt
+	stop     chan struct{}
+	stopOnce sync.Once
+	done     chan struct{}
+}
+
+// receipt is one SEND awaiting its answer: an append to wait for, or a
+// duplicate (fut nil) that is answered in turn.
+type receipt struct {
+	seq, highest int64
+	fut          *mledger.AppendFuture
+	err          error // the SEND was refused before it was appended
+}
+
+func newProducer(c *conn, t *Topic, id uint64, name string, dedup bool, requestID uint64) *producer {
+	repl := strings.HasPrefix(name, ReplicationProducerPrefix)
+	return &producer{c: c, topic: t, id: id, name: name, dedup: dedup || repl, repl: repl, requestID: requestID,
+		receipts: make(chan receipt, receiptQueue), stop: make(chan struct{}), done: make(chan struct{})}
+}
+
+// start runs the receipt goroutine, owned by the connection.
+func (p *producer) start() {
+	p.c.wg.Add(1)
+	go func() {
+		defer p.c.wg.Done()
+		defer close(p.done)
+		p.answer()
+	}()
+}
+
+// publish hands one SEND to the managed ledger (or recognises a
+// duplicate) and queues its receipt.
+func (p *producer) publish(send *pb.CommandSend, f *wire.Frame) {
+	seq := int64(send.GetSequenceId())
+	highest := max(seq, int64(send.GetHighestSequenceId()))
+	n := 1
+	if send.HasNumMessages() {
+		n = max(int(send.GetNumMessages()), 1)
+	}
+	r := receipt{seq: seq, highest: highest}
+	// A chunked message carries its sequence id on every chunk: only the
+	// last chunk is checked and recorded, or the second chunk would be
+	// taken for a duplicate of the first.
+	track := true
+	if send.GetIsChunk() {
+		md, err := f.DecodeMetadata()
+		if err != nil {
+			r.err = err
+			p.queue(r)
+			return
+		}
+		track = md.GetChunkId() == md.GetNumChunksFromMsg()-1
+	}
+	if track && p.topic.dd.push(p.name, seq, highest, p.dedup) {
+		p.queue(r) // duplicate: receipt only
+		return
+	}
+	r.fut, r.err = p.topic.ml.AppendAsync(p.c.ctx, f.Message, n)
+	if r.err != nil && track {
+		p.topic.dd.failed(p.name)
+	}
+	p.queue(r)
+}
+
+func (p *producer) queue(r receipt) {
+	select {
+	case p.receipts <- r:
+	case <-p.stop:
+	case <-p.c.ctx.Done():
+	}
+}
+
+// answer sends the receipts in order until the producer stops.
+func (p *producer) answer() {
+	for {
+		var r receipt
+		var ok bool
+		select {
+		case r, ok = <-p.receipts:
+			if !ok {
+				return
+			}
+		case <-p.stop:
+			return
+		case <-p.c.ctx.Done():
+			return
+		}
+		var pos mledger.Position
+		err := r.err
+		if err == nil && r.fut != nil {
+			select {
+			case <-r.fut.Done():
+			case <-p.c.ctx.Done():
+				return
+			}
+			pos, err = r.fut.Result()
+			if err == nil {
+				p.topic.dd.stored(p.name, r.highest, pos)
+			} else {
+				p.topic.dd.failed(p.name)
+			}
+		}
+		if err != nil {
+			p.c.send(sendError(p.id, r.seq, err))
+			continue
+		}
+		id := pb.MessageIdData_builder{LedgerId: ptr(uint64(pos.Ledger)), EntryId: ptr(uint64(pos.Entry))}
+		if r.fut == nil { // duplicate: Pulsar answers (-1, -1)
+			id.LedgerId, id.EntryId = ptr(^uint64(0)), ptr(^uint64(0))
+		}
+		p.c.send(pb.BaseCommand_builder{Type: pb.BaseCommand_SEND_RECEIPT.Enum(), SendReceipt: pb.CommandSendReceipt_builder{
+			ProducerId:        ptr(p.id),
+			SequenceId:        ptr(uint64(r.seq)),
+			HighestSequenceId: ptr(uint64(r.highest)),
+			MessageId:         id.Build(),
+		}.Build()}.Build())
+	}
+}
+
+// sendError maps a failed append to SEND_ERROR. A terminated topic is
+// final for the client; anything else makes it reconnect and resend.
+func sendError(producerID uint64, seq int64, err error) *pb.BaseCommand {
+	if errors.Is(err, mledger.ErrTerminated) {
+		err = wire.ErrTopicTerminated
+	} else if !errors.As(err, new(*wire.ServerError)) {
+		err = fmt.Errorf("%w: %v", wire.ErrPersistence, err)
+	}
+	code, msg := wire.ToWire(err)
+	return pb.BaseCommand_builder{Type: pb.BaseCommand_SEND_ERROR.Enum(), SendError: pb.CommandSendError_builder{
+		ProducerId: ptr(producerID), SequenceId: ptr(uint64(seq)), Error: &code, Message: &msg,
+	}.Build()}.Build()
+}
+
+// success is the PRODUCER_SUCCESS answer.
+func (p *producer) success(ready bool) *pb.BaseCommand {
+	last := int64(-1)
+	if p.dedup {
+		last = p.topic.dd.lastSequence(p.name)
+	}
+	b := pb.CommandProducerSuccess_builder{
+		RequestId:      ptr(p.requestID),
+		ProducerName:   ptr(p.name),
+		LastSequenceId: ptr(last),
+		TopicEpoch:     ptr(p.epoch),
+		ProducerReady:  ptr(ready),
+	}
+	if p.schemaVersion != nil {
+		b.SchemaVersion = p.schemaVersion
+	}
+	return pb.BaseCommand_builder{Type: pb.BaseCommand_PRODUCER_SUCCESS.Enum(), ProducerSuccess: b.Build()}.Build()
+}
+
+// becameReady answers a WaitForExclusive producer whose turn has come.
+func (p *producer) becameReady() { p.c.send(p.success(true)) }
+
+// halt stops the receipt goroutine.
+func (p *producer) halt() { p.stopOnce.Do(func() { close(p.stop) }) }
+
+// disconnect is the broker closing the producer (topic unloaded, or fenced
+// by an exclusive producer): CLOSE_PRODUCER tells the client to look the
+// topic up again.
+func (p *producer) disconnect() {
+	if !p.c.forgetProducer(p) {
+		return
+	}
+	p.topic.removeProducer(p)
+	p.halt()
+	p.c.send(pb.BaseCommand_builder{Type: pb.BaseCommand_CLOSE_PRODUCER.Enum(), CloseProducer: pb.CommandCloseProducer_builder{
+		ProducerId: ptr(p.id), RequestId: ptr(uint64(0)),
+	}.Build()}.Build())
+}
+
+// closed is the client closing the producer, or its connection ending.
+// It runs on the connection's reader, the only goroutine that queues
+// receipts, so it can close the queue: the receipts already queued are
+// still answered.
+func (p *producer) closed() {
+	p.topic.removeProducer(p)
+	close(p.receipts)
+}
+
+// waitDone waits for the receipt goroutine, so that a CLOSE_PRODUCER's
+// SUCCESS follows every receipt.
+func (p *producer) waitDone(ctx context.Context) {
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+	}
+}
+
+func (c *conn) handleProducer(req *pb.CommandProducer) {
+	reqID := req.GetRequestId()
+	t, err := parseTopic(req.GetTopic())
+	if err != nil {
+		c.sendError(reqID, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, c.srv.cfg.OperationTimeout)
+	defer cancel()
+	topic, err := c.srv.topics.Topic(ctx, t, true)
+	if err != nil {
+		c.sendError(reqID, err)
+		return
+	}
+	eff, err := topic.svc.resolve(t)
+	if err != nil {
+		c.sendError(reqID, err)
+		return
+	}
+	name := req.GetProducerName()
+	if name == "" {
+		name = topic.svc.producerName()
+	}
+	p := newProducer(c, topic, req.GetProducerId(), name, eff.DeduplicationEnabled, reqID)
+	if !c.addProducer(p) {
+		c.sendError(reqID, fmt.Errorf("%w: producer id %d is already in use on this connection", wire.ErrProducerBusy, p.id))
+		return
+	}
+	var epoch *uint64
+	if req.HasTopicEpoch() {
+		epoch = ptr(req.GetTopicEpoch())
+	}
+	ready, err := topic.addProducer(p, req.GetProducerAccessMode(), epoch)
+	if err != nil {
+		c.forgetProducer(p)
+		c.sendError(reqID, err)
+		return
+	}
+	p.start()
+	if ready {
+		// A WaitForExclusive producer is answered when its turn comes:
+		// pulsar-client-go takes any PRODUCER_SUCCESS as ready.
+		c.send(p.success(true))
+	}
+}
+
+func (c *conn) handleSend(f *wire.Frame) error {
+	send := f.Command.GetSend()
+	p, ok := c.producerFor(send.GetProducerId())
+	if !ok {
+		// Pulsar closes the connection too: the client's state is wrong.
+		return fmt.Errorf("SEND for producer %d, which is not ready on this connection", send.GetProducerId())
+	}
+	if !f.HasPayload() {
+		return fmt.Errorf("SEND without a message")
+	}
+	p.publish(send, f)
+	return nil
+}
+
+func (c *conn) handleCloseProducer(req *pb.CommandCloseProducer) {
+	if p, ok := c.producerFor(req.GetProducerId()); ok && c.forgetProducer(p) {
+		p.closed()
+		p.waitDone(c.ctx)
+	}
+	c.sendSuccess(req.GetRequestId())
+}
+
+func (c *conn) producerFor(id uint64) (*producer, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p, ok := c.mu.producers[id]
+	return p, ok
+}
+
+func (c *conn) addProducer(p *producer) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.mu.producers[p.id]; ok || c.ctx.Err() != nil {
+		return false
+	}
+	c.mu.producers[p.id] = p
+	return true
+}
+
+// forgetProducer removes p from the connection, reporting whether it was
+// there (so that only one of the ways a producer ends acts on it).
+func (c *conn) forgetProducer(p *producer) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mu.producers[p.id] != p {
+		return false
+	}
+	delete(c.mu.producers, p.id)
+	return true
+}

@@ -1,0 +1,452 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/meridian-mq/meridian/cluster/meta"
+	"github.com/meridian-mq/meridian/cluster/mledger"
+	"github.com/meridian-mq/meridian/cluster/wire"
+	"github.com/meridian-mq/meridian/global"
+	"github.com/meridian-mq/meridian/topology"
+)
+
+// ServiceConfig configures the topic service of one broker.
+type ServiceConfig struct {
+	// Region is the region (Pulsar cluster) the broker serves in.
+	Region string
+	// BrokerID names the broker within its region, stably across restarts
+	// (its advertised host:port): a broker restarted with the same id
+	// revokes the lease of its previous run before serving.
+	BrokerID string
+	// ServiceURL, ServiceURLTLS and WebURL are where clients reach this
+	// broker; they are written into ownership records and lookup answers.
+	ServiceURL    string
+	ServiceURLTLS string
+	WebURL        string
+	// OwnershipTTL is the lease under which the broker holds its bundles.
+	// When the broker dies, its topics can be served elsewhere after at
+	// most this long; shorter means faster takeover but more keep-alive
+	// traffic and more spurious unloads when etcd is slow. Default 4s,
+	// within DESIGN §8's 5 s takeover target; at least 1s.
+	OwnershipTTL time.Duration
+	// Policies are the broker-level policy defaults (Pulsar's broker.conf).
+	Policies global.BrokerDefaults
+	// Dispatch bounds consumer dispatch.
+	Dispatch DispatchConfig
+	// DedupSnapshotInterval is how many entries a topic appends between two
+	// snapshots of its deduplication state (Pulsar's
+	// brokerDeduplicationEntriesInterval, 1000): the most a reload replays.
+	// At least 1.
+	DedupSnapshotInterval int
+	// TopicLoadTimeout bounds loading a topic (fencing and recovering its
+	// ledger). Default 30s (Pulsar's topicLoadTimeoutSeconds 60 is longer
+	// than the client's 30s operation timeout; a load that outlives the
+	// client's wait serves no one).
+	TopicLoadTimeout time.Duration
+}
+
+// DispatchConfig bounds what a subscription reads and holds.
+type DispatchConfig struct {
+	// MaxReadEntries is the most entries one dispatch round reads (Pulsar's
+	// dispatcherMaxReadBatchSize, 100). 1..10000.
+	MaxReadEntries int
+	// MaxRedeliveries bounds the entries a subscription holds for
+	// redelivery (nacked, or left by a departed consumer) before it stops
+	// reading new ones. 1..1<<20.
+	MaxRedeliveries int
+	// MaxUnackedPerConsumer stops delivering to a Shared or Key_Shared
+	// consumer holding this many unacked messages (Pulsar's
+	// maxUnackedMessagesPerConsumer, 50000). At least 1.
+	MaxUnackedPerConsumer int
+}
+
+// DefaultServiceConfig returns the defaults for a broker of region.
+func DefaultServiceConfig(region, brokerID, serviceURL string) ServiceConfig {
+	return ServiceConfig{
+		Region:                region,
+		BrokerID:              brokerID,
+		ServiceURL:            serviceURL,
+		OwnershipTTL:          4 * time.Second,
+		Policies:              global.DefaultBrokerDefaults(),
+		Dispatch:              DispatchConfig{MaxReadEntries: 100, MaxRedeliveries: 100_000, MaxUnackedPerConsumer: 50_000},
+		DedupSnapshotInterval: 1000,
+		TopicLoadTimeout:      30 * time.Second,
+	}
+}
+
+// Validate checks every field against its bounds.
+func (c ServiceConfig) Validate() error {
+	switch {
+	case c.Region == "" || c.BrokerID == "" || c.ServiceURL == "":
+		return fmt.Errorf("%w: Region, BrokerID and ServiceURL are required", ErrInvalidConfig)
+	case c.OwnershipTTL < time.Second:
+		return fmt.Errorf("%w: OwnershipTTL %v, want at least 1s", ErrInvalidConfig, c.OwnershipTTL)
+	case c.Dispatch.MaxReadEntries < 1 || c.Dispatch.MaxReadEntries > 10000:
+		return fmt.Errorf("%w: Dispatch.MaxReadEntries %d, want 1..10000", ErrInvalidConfig, c.Dispatch.MaxReadEntries)
+	case c.Dispatch.MaxRedeliveries < 1 || c.Dispatch.MaxRedeliveries > 1<<20:
+		return fmt.Errorf("%w: Dispatch.MaxRedeliveries %d, want 1..%d", ErrInvalidConfig, c.Dispatch.MaxRedeliveries, 1<<20)
+	case c.Dispatch.MaxUnackedPerConsumer < 1:
+		return fmt.Errorf("%w: Dispatch.MaxUnackedPerConsumer %d, want at least 1", ErrInvalidConfig, c.Dispatch.MaxUnackedPerConsumer)
+	case c.DedupSnapshotInterval < 1:
+		return fmt.Errorf("%w: DedupSnapshotInterval %d, want at least 1", ErrInvalidConfig, c.DedupSnapshotInterval)
+	case c.TopicLoadTimeout < time.Second:
+		return fmt.Errorf("%w: TopicLoadTimeout %v, want at least 1s", ErrInvalidConfig, c.TopicLoadTimeout)
+	}
+	return c.Policies.Validate()
+}
+
+// Service is a broker's topics: it answers lookups from bundle ownership,
+// loads the topics this broker owns onto managed ledgers, and unloads them
+// when ownership is lost. It implements Topics for the protocol Server.
+//
+// Loading: the first request for a topic starts its load in a goroutine
+// owned by the Service; every request for it meanwhile waits on the same
+// load (so PRODUCER and SUBSCRIBE replies are held, not refused, while a
+// topic recovers: DESIGN §5).
+type Service struct {
+	cfg      ServiceConfig
+	store    meta.Store
+	policies *global.Cache
+	gstore   *global.Store
+	ledgers  *mledger.Factory
+	log      *slog.Logger
+	own      *ownership
+
+	bootID string       // makes generated producer names unique across runs
+	names  atomic.Int64 // generated producer names so far
+
+	ctx    context.Context // cancelled by Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // loads and topic watchers
+
+	mu struct {
+		sync.Mutex
+		closed bool
+		topics map[string]*topicLoad
+	}
+}
+
+// topicLoad is a topic being loaded or loaded: done is closed when topic or
+// err is set.
+type topicLoad struct {
+	done  chan struct{}
+	topic *Topic
+	err   error
+}
+
+// NewService returns a Service over its dependencies: the region's metadata
+// store, the global policy cache and store, and the managed-ledger factory.
+// Start must be called before it serves.
+func NewService(cfg ServiceConfig, store meta.Store, policies *global.Cache, gstore *global.Store,
+	ledgers *mledger.Factory, log *slog.Logger) (*Service, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	log = log.With("region", cfg.Region, "broker", cfg.BrokerID)
+	s := &Service{cfg: cfg, store: store, policies: policies, gstore: gstore, ledgers: ledgers, log: log}
+	s.bootID = fmt.Sprintf("%x", rand.Uint32())
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.mu.topics = make(map[string]*topicLoad)
+	self := Owner{BrokerID: cfg.BrokerID, ServiceURL: cfg.ServiceURL, ServiceURLTLS: cfg.ServiceURLTLS, WebURL: cfg.WebURL}
+	s.own = newOwnership(store, cfg.Region, self, cfg.OwnershipTTL, log, s.unloadAll)
+	return s, nil
+}
+
+// Start removes the previous run's claims and registers the broker.
+func (s *Service) Start(ctx context.Context) error { return s.own.start(ctx) }
+
+// Close unloads every topic (closing their producers and consumers, so
+// clients reconnect elsewhere), then gives up ownership.
+func (s *Service) Close(ctx context.Context) error {
+	s.mu.Lock()
+	s.mu.closed = true
+	s.mu.Unlock()
+	s.unloadAll()
+	s.cancel()
+	s.wg.Wait()
+	s.own.release(ctx)
+	return nil
+}
+
+// resolve returns topic's effective policies from the watched cache, which
+// serves even while the global store is unreachable.
+func (s *Service) resolve(t topology.TopicName) (global.Effective, error) {
+	eff, err := s.policies.Resolve(t, s.cfg.Policies)
+	if errors.Is(err, global.ErrNotFound) {
+		return eff, fmt.Errorf("%w: %v", wire.ErrTopicNotFound, err)
+	}
+	return eff, err
+}
+
+// bundle returns the bundle topic t falls in.
+func bundleOf(t topology.TopicName, eff global.Effective) (topology.Bundle, error) {
+	bundles := eff.Bundles
+	if len(bundles) == 0 {
+		bundles, _ = topology.EvenBundles(topology.DefaultBundleCount)
+	}
+	return topology.BundleOf(t, bundles)
+}
+
+// Lookup implements Topics: the broker that owns t's bundle, claimed for
+// this broker when nobody holds it. A namespace whose active region is
+// elsewhere (DESIGN §6) redirects to that region.
+func (s *Service) Lookup(ctx context.Context, t topology.TopicName) (Location, error) {
+	eff, err := s.resolve(t)
+	if err != nil {
+		return Location{}, err
+	}
+	if eff.ActiveRegion != "" && eff.ActiveRegion != s.cfg.Region {
+		c, ok := s.policies.Cluster(eff.ActiveRegion)
+		if !ok {
+			return Location{}, fmt.Errorf("%w: active region %s has no cluster record", wire.ErrServiceNotReady, eff.ActiveRegion)
+		}
+		return Location{ServiceURL: c.BrokerServiceURL, ServiceURLTLS: c.BrokerServiceURLTLS, Redirect: true}, nil
+	}
+	b, err := bundleOf(t, eff)
+	if err != nil {
+		return Location{}, err
+	}
+	owner, _, err := s.own.acquire(ctx, t.Tenant, t.Namespace, b)
+	if err != nil {
+		return Location{}, err
+	}
+	return Location{ServiceURL: owner.ServiceURL, ServiceURLTLS: owner.ServiceURLTLS}, nil
+}
+
+// Partitions implements Topics. A topic with no partitioned metadata is
+// created partitioned when the auto-creation policy says so and it does
+// not exist yet as a plain topic.
+func (s *Service) Partitions(ctx context.Context, t topology.TopicName) (int, error) {
+	if t.IsPartition() {
+		return 0, nil
+	}
+	eff, err := s.resolve(t)
+	if err != nil {
+		return 0, err
+	}
+	if eff.Partitions > 0 {
+		return eff.Partitions, nil
+	}
+	auto := eff.AutoTopicCreation
+	if !auto.Allow || auto.Type != global.Partitioned || auto.Partitions == nil {
+		return 0, nil
+	}
+	exists, err := s.exists(ctx, t)
+	if err != nil || exists {
+		return 0, err
+	}
+	n := *auto.Partitions
+	r, err := s.gstore.CreateTopic(ctx, t, global.TopicPolicies{Partitions: n})
+	if err != nil && !errors.Is(err, global.ErrExists) {
+		return 0, fmt.Errorf("%w: auto-create partitioned topic %s: %v", wire.ErrMetadata, t, err)
+	}
+	if err == nil {
+		// Answer only once the cache shows it, so that this broker agrees
+		// with itself on the next request.
+		if err := s.policies.Await(ctx, r); err != nil {
+			return 0, err
+		}
+	}
+	tp, _ := s.policies.Topic(t)
+	return tp.Partitions, nil
+}
+
+// exists reports whether t has a managed ledger in this region.
+func (s *Service) exists(ctx context.Context, t topology.TopicName) (bool, error) {
+	_, err := s.store.Get(ctx, mledger.ListKey(s.cfg.Region, t.String()))
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, meta.ErrNotFound):
+		return false, nil
+	default:
+		return false, fmt.Errorf("%w: %v", wire.ErrMetadata, err)
+	}
+}
+
+// TopicsOfNamespace implements Topics: the persistent topics of
+// tenant/ns that exist in this region, partitions listed one by one, as
+// GET_TOPICS_OF_NAMESPACE answers.
+func (s *Service) TopicsOfNamespace(ctx context.Context, tenant, ns string) ([]string, error) {
+	if _, ok := s.policies.Namespace(tenant, ns); !ok {
+		return nil, fmt.Errorf("%w: namespace %s/%s does not exist", wire.ErrTopicNotFound, tenant, ns)
+	}
+	prefix := meta.Prefix(meta.RegionKey(s.cfg.Region, "mledgers"))
+	kvs, _, err := s.store.List(ctx, prefix)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", wire.ErrMetadata, err)
+	}
+	var names []string
+	for _, kv := range kvs {
+		name, err := meta.Name(kv.Key)
+		if err != nil {
+			continue
+		}
+		t, err := topology.ParseTopicName(name)
+		if err == nil && t.Tenant == tenant && t.Namespace == ns && t.Domain == topology.Persistent {
+			names = append(names, t.String())
+		}
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// Topic implements Topics: the loaded topic t, loading it if this broker
+// owns its bundle. A topic that does not exist is created only when create
+// is set and the namespace's auto-creation policy allows it.
+func (s *Service) Topic(ctx context.Context, t topology.TopicName, create bool) (*Topic, error) {
+	name := t.String()
+	s.mu.Lock()
+	if s.mu.closed {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("%w: broker is shutting down", wire.ErrServiceNotReady)
+	}
+	l, ok := s.mu.topics[name]
+	if !ok {
+		l = &topicLoad{done: make(chan struct{})}
+		s.mu.topics[name] = l
+		s.wg.Add(1)
+		go s.load(l, t, create)
+	}
+	s.mu.Unlock()
+	select {
+	case <-l.done:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: topic %s is still loading", wire.ErrServiceNotReady, name)
+	}
+	if l.err != nil {
+		return nil, l.err
+	}
+	return l.topic, nil
+}
+
+// load loads one topic; a failed load is forgotten so the next request
+// tries again.
+func (s *Service) load(l *topicLoad, t topology.TopicName, create bool) {
+	defer s.wg.Done()
+	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.TopicLoadTimeout)
+	defer cancel()
+	l.topic, l.err = s.loadTopic(ctx, t, create)
+	if l.err != nil {
+		s.log.Info("topic not loaded", "topic", t.String(), "err", l.err)
+		s.mu.Lock()
+		delete(s.mu.topics, t.String())
+		s.mu.Unlock()
+		close(l.done)
+		return
+	}
+	close(l.done)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		select {
+		case <-l.topic.ml.Lost():
+			s.log.Warn("topic lost to another owner: unloading", "topic", t.String(), "err", l.topic.ml.Err())
+			s.unload(t.String(), l)
+		case <-l.topic.closed:
+		}
+	}()
+}
+
+func (s *Service) loadTopic(ctx context.Context, t topology.TopicName, create bool) (*Topic, error) {
+	eff, err := s.resolve(t)
+	if err != nil {
+		return nil, err
+	}
+	if !t.IsPartition() && eff.Partitions > 0 {
+		return nil, fmt.Errorf("%w: %s is a partitioned topic: use its partitions", wire.ErrNotAllowed, t)
+	}
+	b, err := bundleOf(t, eff)
+	if err != nil {
+		return nil, err
+	}
+	owner, mine, err := s.own.acquire(ctx, t.Tenant, t.Namespace, b)
+	if err != nil {
+		return nil, err
+	}
+	if !mine {
+		return nil, fmt.Errorf("%w: %s is served by %s", wire.ErrServiceNotReady, t, owner.ServiceURL)
+	}
+	if t.Domain != topology.Persistent {
+		return nil, fmt.Errorf("%w: non-persistent topics are not supported: %s", wire.ErrNotAllowed, t)
+	}
+	exists, err := s.exists(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	if !exists && !(create && eff.AutoTopicCreation.Allow) {
+		return nil, fmt.Errorf("%w: topic %s does not exist", wire.ErrTopicNotFound, t)
+	}
+	ml, err := s.ledgers.Open(ctx, t.String())
+	if err != nil {
+		return nil, fmt.Errorf("%w: open %s: %v", wire.ErrServiceNotReady, t, err)
+	}
+	topic, err := newTopic(ctx, s, t, ml, eff)
+	if err != nil {
+		_ = ml.Close(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("%w: load %s: %v", wire.ErrServiceNotReady, t, err)
+	}
+	s.log.Info("topic loaded", "topic", t.String())
+	return topic, nil
+}
+
+// unload closes one loaded topic, if it is still the one registered.
+func (s *Service) unload(name string, l *topicLoad) {
+	s.mu.Lock()
+	if s.mu.topics[name] == l {
+		delete(s.mu.topics, name)
+	}
+	s.mu.Unlock()
+	l.topic.close(context.Background())
+}
+
+// unloadAll closes every loaded topic (ownership lost, or shutdown).
+func (s *Service) unloadAll() {
+	s.mu.Lock()
+	loads := s.mu.topics
+	s.mu.topics = make(map[string]*topicLoad)
+	s.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, l := range loads {
+		wg.Go(func() {
+			<-l.done
+			if l.topic != nil {
+				l.topic.close(context.Background())
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// Loaded returns the names of the topics loaded on this broker.
+func (s *Service) Loaded() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var names []string
+	for name, l := range s.mu.topics {
+		select {
+		case <-l.done:
+			if l.topic != nil {
+				names = append(names, name)
+			}
+		default:
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// producerName generates a name for a producer that did not choose one,
+// unique across brokers and restarts (deduplication keys on it):
+// <region>-<broker boot id>-<n>, after Pulsar's <cluster>-<id>-<n>.
+func (s *Service) producerName() string {
+	return fmt.Sprintf("%s-%s-%d", s.cfg.Region, s.bootID, s.names.Add(1)-1)
+}

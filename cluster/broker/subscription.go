@@ -1,0 +1,715 @@
+package broker
+
+import (
+	"cmp"
+	"container/heap"
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/meridian-mq/meridian/cluster/mledger"
+	"github.com/meridian-mq/meridian/cluster/wire"
+	"github.com/meridian-mq/meridian/cluster/wire/pb"
+)
+
+// subscription is a named cursor on a topic and the consumers attached to
+// it, with one dispatcher goroutine that reads entries and hands them out
+// according to the subscription type.
+//
+// Every type shares one machinery, and only the choice of consumer differs:
+//   - Exclusive and Failover deliver to one active consumer (Failover picks
+//     it by priority, then name, offset by the partition index, and tells
+//     every consumer with ACTIVE_CONSUMER_CHANGE);
+//   - Shared deliver round robin to consumers with permits;
+//   - Key_Shared route by key hash (keySharedSelector), keeping each key's
+//     order: an entry whose key has an earlier entry waiting is held too,
+//     and a consumer that joins receives nothing at or after the read
+//     position of its joining until everything before it is acked (Pulsar's
+//     recently-joined rule).
+//
+// State (mu): the consumers and their permits, the entries delivered and
+// not yet acked (pending, per consumer, so they can be redelivered when the
+// consumer leaves or asks), the entries to deliver again before new ones
+// (replay), redelivery counts, and delayed entries (deliver_at_time, on
+// Shared and Key_Shared). The cursor holds what is acked.
+//
+// roundMu serialises dispatch rounds with seeks and closes: a round reads
+// and sends as a whole, so no message of before a seek is sent after its
+// SUCCESS.
+type subscription struct {
+	topic  *Topic
+	name   string
+	kind   pb.CommandSubscribe_SubType
+	cursor *mledger.Cursor
+	cfg    DispatchConfig
+
+	wake   chan struct{} // cap 1: "permits, consumers or replay changed"
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	roundMu sync.Mutex
+
+	mu struct {
+		sync.Mutex
+		closed    bool
+		consumers []*consumer // Failover: sorted by (priority, name)
+		active    *consumer   // Exclusive and Failover
+		rr        int         // Shared: next consumer to try
+		keys      keySharedSelector
+		autoSplit bool
+		pending   map[mledger.Position]*pendingEntry
+		replay    map[mledger.Position]uint32 // value: key hash (Key_Shared)
+		// replayKeys counts replay entries per key hash (Key_Shared): a new
+		// entry of a waiting key waits behind them.
+		replayKeys   map[uint32]int
+		redeliveries map[mledger.Position]uint32
+		delayed      delayedQueue
+	}
+}
+
+// pendingEntry is an entry delivered and not wholly acked.
+type pendingEntry struct {
+	c    *consumer
+	size int
+	hash uint32 // Key_Shared key hash
+	// unacked is the batch's ack set (bit i set: message i not acked yet),
+	// nil while no message of the batch has been acked on its own.
+	unacked []int64
+}
+
+func newSubscription(t *Topic, name string, kind pb.CommandSubscribe_SubType, cur *mledger.Cursor) *subscription {
+	s := &subscription{topic: t, name: name, kind: kind, cursor: cur, cfg: t.svc.cfg.Dispatch,
+		wake: make(chan struct{}, 1), done: make(chan struct{})}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.mu.pending = make(map[mledger.Position]*pendingEntry)
+	s.mu.replay = make(map[mledger.Position]uint32)
+	s.mu.replayKeys = make(map[uint32]int)
+	s.mu.redeliveries = make(map[mledger.Position]uint32)
+	t.svc.wg.Add(1)
+	go func() {
+		defer t.svc.wg.Done()
+		defer close(s.done)
+		s.run()
+	}()
+	return s
+}
+
+func (s *subscription) shared() bool {
+	return s.kind == pb.CommandSubscribe_Shared || s.kind == pb.CommandSubscribe_Key_Shared
+}
+
+func (s *subscription) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// ---- consumers ----
+
+// addConsumer attaches c, checking the subscription type's rules.
+func (s *subscription) addConsumer(c *consumer, kind pb.CommandSubscribe_SubType, ksm *pb.KeySharedMeta) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.closed {
+		return fmt.Errorf("%w: subscription %s is closing", wire.ErrServiceNotReady, s.name)
+	}
+	if len(s.mu.consumers) > 0 && kind != s.kind {
+		return fmt.Errorf("%w: subscription %s is of type %v, not %v", wire.ErrConsumerBusy, s.name, s.kind, kind)
+	}
+	if len(s.mu.consumers) == 0 {
+		s.kind = kind
+	}
+	switch s.kind {
+	case pb.CommandSubscribe_Exclusive:
+		if len(s.mu.consumers) > 0 {
+			return fmt.Errorf("%w: exclusive consumer is already connected to subscription %s", wire.ErrConsumerBusy, s.name)
+		}
+	case pb.CommandSubscribe_Key_Shared:
+		var declared [][2]uint32
+		auto := ksm == nil || ksm.GetKeySharedMode() == pb.KeySharedMode_AUTO_SPLIT
+		if !auto {
+			for _, r := range ksm.GetHashRanges() {
+				declared = append(declared, [2]uint32{uint32(r.GetStart()), uint32(r.GetEnd())})
+			}
+			if len(declared) == 0 {
+				return fmt.Errorf("%w: a STICKY Key_Shared consumer must declare hash ranges", wire.ErrConsumerAssign)
+			}
+		}
+		if len(s.mu.consumers) > 0 && auto != s.mu.autoSplit {
+			return fmt.Errorf("%w: subscription %s mixes AUTO_SPLIT and STICKY consumers", wire.ErrConsumerAssign, s.name)
+		}
+		if err := s.mu.keys.add(c, declared); err != nil {
+			return err
+		}
+		s.mu.autoSplit = auto
+		if len(s.mu.consumers) > 0 {
+			// Recently joined: hold what is at or after the read position
+			// until everything before it is acked.
+			rp := s.cursor.ReadPosition()
+			c.joinedAfter = &rp
+		}
+	}
+	s.mu.consumers = append(s.mu.consumers, c)
+	s.electLocked()
+	s.poke()
+	return nil
+}
+
+// removeConsumer detaches c and hands its unacked entries to the others.
+func (s *subscription) removeConsumer(c *consumer) (last bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := slices.Index(s.mu.consumers, c)
+	if i < 0 {
+		return false
+	}
+	s.mu.consumers = slices.Delete(s.mu.consumers, i, i+1)
+	if s.kind == pb.CommandSubscribe_Key_Shared {
+		s.mu.keys.remove(c, s.mu.autoSplit)
+	}
+	s.redeliverLocked(c, nil, false)
+	s.electLocked()
+	s.poke()
+	return len(s.mu.consumers) == 0
+}
+
+// electLocked picks the active consumer of an Exclusive or Failover
+// subscription and announces a change.
+func (s *subscription) electLocked() {
+	if s.shared() {
+		return
+	}
+	var next *consumer
+	if n := len(s.mu.consumers); n > 0 {
+		if s.kind == pb.CommandSubscribe_Failover {
+			slices.SortStableFunc(s.mu.consumers, func(a, b *consumer) int {
+				return cmp.Or(cmp.Compare(a.priority, b.priority), cmp.Compare(a.name, b.name))
+			})
+		}
+		i := 0
+		if p := s.topic.name.Partition; p >= 0 {
+			i = p % n
+		}
+		next = s.mu.consumers[i]
+	}
+	if next == s.mu.active {
+		return
+	}
+	prev := s.mu.active
+	s.mu.active = next
+	if prev != nil {
+		// The new active consumer gets what the old one left unacked.
+		s.redeliverLocked(prev, nil, false)
+	}
+	if s.kind == pb.CommandSubscribe_Failover {
+		for _, c := range s.mu.consumers {
+			c.c.send(activeConsumerChange(c.id, c == next))
+		}
+	}
+}
+
+func activeConsumerChange(id uint64, active bool) *pb.BaseCommand {
+	return pb.BaseCommand_builder{Type: pb.BaseCommand_ACTIVE_CONSUMER_CHANGE.Enum(),
+		ActiveConsumerChange: pb.CommandActiveConsumerChange_builder{ConsumerId: ptr(id), IsActive: ptr(active)}.Build()}.Build()
+}
+
+// flow adds permits (FLOW), counted in messages.
+func (s *subscription) flow(c *consumer, n uint32) {
+	s.mu.Lock()
+	c.permits = min(c.permits+int64(n), maxPermits)
+	s.mu.Unlock()
+	s.poke()
+}
+
+// maxPermits caps a consumer's permits: a client announcing absurd
+// permits gets what it can use, not an overflow.
+const maxPermits = 1 << 30
+
+// ---- acks ----
+
+// ack applies an ACK. Acks of positions the topic does not hold are
+// reported; the rest still apply.
+func (s *subscription) ack(c *consumer, cumulative bool, ids []*pb.MessageIdData) error {
+	var firstErr error
+	for _, id := range ids {
+		p := mledger.Position{Ledger: int64(id.GetLedgerId()), Entry: int64(id.GetEntryId())}
+		if err := s.ackOne(c, cumulative, p, id.GetAckSet()); err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	s.mu.Lock()
+	waiting := s.kind == pb.CommandSubscribe_Key_Shared && slices.ContainsFunc(s.mu.consumers, func(c *consumer) bool { return c.joinedAfter != nil })
+	s.mu.Unlock()
+	if waiting {
+		s.poke() // a recently joined consumer may be released
+	}
+	return firstErr
+}
+
+func (s *subscription) ackOne(c *consumer, cumulative bool, p mledger.Position, ackSet []int64) error {
+	if len(ackSet) > 0 {
+		// Part of a batch: the messages whose bits are clear are acked.
+		s.mu.Lock()
+		pe := s.mu.pending[p]
+		whole := false
+		if pe != nil && !cumulative {
+			if pe.unacked == nil {
+				pe.unacked = fullAckSet(pe.size)
+			}
+			whole = intersect(pe.unacked, ackSet)
+		}
+		s.mu.Unlock()
+		if cumulative {
+			// Everything before the batch is acked; the batch itself only
+			// in part, which the cursor cannot express: it stays.
+			return s.ackCumulative(mledger.Position{Ledger: p.Ledger, Entry: p.Entry - 1})
+		}
+		if !whole {
+			return nil
+		}
+	}
+	if cumulative {
+		return s.ackCumulative(p)
+	}
+	if err := s.cursor.Ack(p); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.forgetLocked(p)
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *subscription) ackCumulative(p mledger.Position) error {
+	if p.Entry < 0 {
+		return nil
+	}
+	if err := s.cursor.AckCumulative(p); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for q := range s.mu.pending {
+		if !p.Less(q) {
+			s.forgetLocked(q)
+		}
+	}
+	return nil
+}
+
+func (s *subscription) forgetLocked(p mledger.Position) {
+	if pe := s.mu.pending[p]; pe != nil {
+		pe.c.unacked -= pe.size
+		delete(s.mu.pending, p)
+	}
+	s.dropReplayLocked(p)
+	delete(s.mu.redeliveries, p)
+}
+
+func (s *subscription) dropReplayLocked(p mledger.Position) {
+	if h, ok := s.mu.replay[p]; ok {
+		delete(s.mu.replay, p)
+		if s.mu.replayKeys[h]--; s.mu.replayKeys[h] <= 0 {
+			delete(s.mu.replayKeys, h)
+		}
+	}
+}
+
+func (s *subscription) addReplayLocked(p mledger.Position, h uint32) {
+	if _, ok := s.mu.replay[p]; !ok {
+		s.mu.replay[p] = h
+		s.mu.replayKeys[h]++
+	}
+}
+
+// fullAckSet is the ack set of a batch of n messages none of which is
+// acked.
+func fullAckSet(n int) []int64 {
+	set := make([]int64, (n+63)/64)
+	for i := range n {
+		set[i/64] |= 1 << (i % 64)
+	}
+	return set
+}
+
+// intersect keeps in dst only the bits also set in other and reports
+// whether none is left (every message acked).
+func intersect(dst, other []int64) bool {
+	empty := true
+	for i := range dst {
+		if i < len(other) {
+			dst[i] &= other[i]
+		} else {
+			dst[i] = 0
+		}
+		if dst[i] != 0 {
+			empty = false
+		}
+	}
+	return empty
+}
+
+// ---- redelivery ----
+
+// redeliver hands back c's unacked entries (all, or those in ids) for
+// delivery again, counting a redelivery for each.
+func (s *subscription) redeliver(c *consumer, ids []*pb.MessageIdData) {
+	s.mu.Lock()
+	var only map[mledger.Position]bool
+	if len(ids) > 0 {
+		only = make(map[mledger.Position]bool, len(ids))
+		for _, id := range ids {
+			only[mledger.Position{Ledger: int64(id.GetLedgerId()), Entry: int64(id.GetEntryId())}] = true
+		}
+	}
+	s.redeliverLocked(c, only, true)
+	s.mu.Unlock()
+	s.poke()
+}
+
+func (s *subscription) redeliverLocked(c *consumer, only map[mledger.Position]bool, count bool) {
+	for p, pe := range s.mu.pending {
+		if pe.c != c || (only != nil && !only[p]) {
+			continue
+		}
+		c.unacked -= pe.size
+		delete(s.mu.pending, p)
+		if count {
+			s.mu.redeliveries[p]++
+		}
+		s.addReplayLocked(p, pe.hash)
+	}
+}
+
+// ---- dispatch ----
+
+// run is the dispatcher goroutine.
+func (s *subscription) run() {
+	for {
+		changed := s.topic.ml.Changed()
+		progressed, due := s.round()
+		if progressed {
+			continue
+		}
+		var timer *time.Timer
+		var fire <-chan time.Time
+		if !due.IsZero() {
+			timer = time.NewTimer(time.Until(due))
+			fire = timer.C
+		}
+		select {
+		case <-changed:
+		case <-s.wake:
+		case <-fire:
+		case <-s.ctx.Done():
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+		if s.ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// delivery is one message frame to send.
+type delivery struct {
+	c           *consumer
+	e           *dispatchEntry
+	redelivered uint32
+	ackSet      []int64
+}
+
+// round reads what the consumers can take and sends it. It reports
+// whether anything moved, and when the next delayed entry falls due.
+func (s *subscription) round() (progressed bool, due time.Time) {
+	s.roundMu.Lock()
+	defer s.roundMu.Unlock()
+	now := time.Now()
+
+	s.mu.Lock()
+	if s.mu.closed {
+		s.mu.Unlock()
+		return false, time.Time{}
+	}
+	for _, d := range s.mu.delayed.popDue(now.UnixMilli()) {
+		s.addReplayLocked(d.pos, d.hash)
+	}
+	budget := min(s.permitsLocked(), int64(s.cfg.MaxReadEntries))
+	var replay []mledger.Position
+	if budget > 0 {
+		replay = slices.SortedFunc(maps.Keys(s.mu.replay), mledger.Position.Compare)
+		if len(replay) > int(budget) {
+			replay = replay[:budget]
+		}
+		for _, p := range replay {
+			s.dropReplayLocked(p)
+		}
+	}
+	readNew := budget > 0 && len(s.mu.replay) < s.cfg.MaxRedeliveries
+	due = s.mu.delayed.next()
+	s.mu.Unlock()
+	if budget <= 0 {
+		return false, due
+	}
+
+	var entries []mledger.Entry
+	for _, p := range replay {
+		if s.cursor.IsAcked(p) {
+			continue
+		}
+		es, err := s.topic.ml.ReadAt(s.ctx, p, 1)
+		if err != nil {
+			continue // trimmed or deleted meanwhile: nothing to redeliver
+		}
+		entries = append(entries, es...)
+	}
+	fresh := 0
+	if readNew {
+		es, err := s.cursor.Read(s.ctx, int(budget))
+		if err != nil {
+			s.topic.svc.log.Debug("dispatch read", "topic", s.topic.Name(), "subscription", s.name, "err", err)
+		}
+		fresh = len(es)
+		entries = append(entries, es...)
+	}
+	if len(entries) == 0 {
+		return false, due
+	}
+
+	out := s.assign(entries, now)
+	for _, d := range out {
+		d.c.c.sendMessage(d.c.id, d.e, d.redelivered, d.ackSet)
+	}
+	s.mu.Lock()
+	due = s.mu.delayed.next()
+	s.mu.Unlock()
+	return len(out) > 0 || fresh > 0, due
+}
+
+// assign picks a consumer for each entry, under mu: delayed entries wait,
+// entries nobody can take now go to replay.
+func (s *subscription) assign(entries []mledger.Entry, now time.Time) []delivery {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []delivery
+	held := map[uint32]bool{} // Key_Shared: keys with an entry held this round
+	for _, raw := range entries {
+		if _, taken := s.mu.pending[raw.Position]; taken {
+			continue
+		}
+		e, err := newDispatchEntry(raw)
+		if err != nil {
+			s.topic.svc.log.Warn("skipping undecodable entry", "topic", s.topic.Name(), "position", raw.Position.String(), "err", err)
+			continue
+		}
+		var h uint32
+		if s.kind == pb.CommandSubscribe_Key_Shared {
+			h = keyHash(e.stickyKey())
+		}
+		if s.shared() && e.md.HasDeliverAtTime() && e.md.GetDeliverAtTime() > now.UnixMilli() {
+			s.mu.delayed.add(e.pos, h, e.md.GetDeliverAtTime())
+			continue
+		}
+		var c *consumer
+		if s.kind == pb.CommandSubscribe_Key_Shared {
+			if !held[h] && s.mu.replayKeys[h] == 0 {
+				c = s.mu.keys.pick(h)
+				if c != nil && !s.canTake(c, e.pos) {
+					c = nil
+				}
+			}
+		} else {
+			c = s.pickLocked()
+		}
+		if c == nil {
+			held[h] = true
+			s.addReplayLocked(e.pos, h)
+			continue
+		}
+		c.permits -= int64(e.size)
+		c.unacked += e.size
+		pe := &pendingEntry{c: c, size: e.size, hash: h}
+		s.mu.pending[e.pos] = pe
+		out = append(out, delivery{c: c, e: e, redelivered: s.mu.redeliveries[e.pos]})
+	}
+	return out
+}
+
+// canTake applies permits, the unacked limit and the recently-joined rule
+// to a Key_Shared consumer.
+func (s *subscription) canTake(c *consumer, p mledger.Position) bool {
+	if c.permits <= 0 || c.unacked >= c.maxUnacked {
+		return false
+	}
+	if c.joinedAfter != nil {
+		if !s.cursor.MarkDeletePosition().Less(*c.joinedAfter) {
+			c.joinedAfter = nil // everything before its joining is acked
+		} else if !p.Less(*c.joinedAfter) {
+			return false
+		}
+	}
+	return true
+}
+
+// pickLocked chooses the consumer of the next entry for the non-key types.
+func (s *subscription) pickLocked() *consumer {
+	if !s.shared() {
+		if a := s.mu.active; a != nil && a.permits > 0 {
+			return a
+		}
+		return nil
+	}
+	n := len(s.mu.consumers)
+	for i := range n {
+		c := s.mu.consumers[(s.mu.rr+i)%n]
+		if c.permits > 0 && c.unacked < c.maxUnacked {
+			s.mu.rr = (s.mu.rr + i + 1) % n
+			return c
+		}
+	}
+	return nil
+}
+
+// permitsLocked is how many messages the consumers can take now.
+func (s *subscription) permitsLocked() int64 {
+	if !s.shared() {
+		if a := s.mu.active; a != nil {
+			return max(a.permits, 0)
+		}
+		return 0
+	}
+	var n int64
+	for _, c := range s.mu.consumers {
+		if c.unacked < c.maxUnacked {
+			n += max(c.permits, 0)
+		}
+	}
+	return n
+}
+
+// ---- seek, unsubscribe, close ----
+
+// seek moves the cursor (to after a message id, or to a time) after
+// disconnecting every consumer, which then reconnects (DESIGN §5: the
+// client resumes only after CLOSE_CONSUMER precedes the SEEK's SUCCESS).
+func (s *subscription) seek(ctx context.Context, id *pb.MessageIdData, publishTime *uint64) error {
+	s.roundMu.Lock()
+	defer s.roundMu.Unlock()
+	s.mu.Lock()
+	consumers := slices.Clone(s.mu.consumers)
+	s.mu.Unlock()
+	for _, c := range consumers {
+		c.disconnect()
+	}
+	s.mu.Lock()
+	clear(s.mu.pending)
+	clear(s.mu.replay)
+	clear(s.mu.replayKeys)
+	clear(s.mu.redeliveries)
+	s.mu.delayed = delayedQueue{}
+	s.mu.Unlock()
+	if publishTime != nil {
+		_, err := s.cursor.ResetToTime(ctx, int64(*publishTime))
+		return err
+	}
+	if isEarliestOrLatest(id) {
+		if int64(id.GetLedgerId()) < 0 {
+			return s.cursor.ResetAfter(mledger.Position{Ledger: -1, Entry: -1})
+		}
+		return s.cursor.ResetAfter(s.topic.ml.LastConfirmed())
+	}
+	return s.cursor.ResetAfter(mledger.Position{Ledger: int64(id.GetLedgerId()), Entry: int64(id.GetEntryId()) - 1})
+}
+
+// unsubscribe deletes the subscription; only its one consumer (or none)
+// may ask.
+func (s *subscription) unsubscribe(ctx context.Context, c *consumer) error {
+	s.mu.Lock()
+	others := slices.ContainsFunc(s.mu.consumers, func(o *consumer) bool { return o != c })
+	s.mu.Unlock()
+	if others {
+		return fmt.Errorf("%w: subscription %s has other connected consumers", wire.ErrConsumerBusy, s.name)
+	}
+	s.topic.forgetSubscription(s)
+	s.close(ctx, false)
+	if s.cursor.Durable() {
+		if err := s.topic.ml.DeleteCursor(ctx, s.name); err != nil {
+			return fmt.Errorf("%w: delete subscription %s: %v", wire.ErrMetadata, s.name, err)
+		}
+	}
+	return nil
+}
+
+// close stops the dispatcher and closes the cursor; with disconnect, the
+// consumers are told to reconnect (CLOSE_CONSUMER).
+func (s *subscription) close(ctx context.Context, disconnect bool) {
+	s.mu.Lock()
+	if s.mu.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.mu.closed = true
+	consumers := slices.Clone(s.mu.consumers)
+	s.mu.Unlock()
+	s.cancel()
+	<-s.done
+	if disconnect {
+		for _, c := range consumers {
+			c.disconnect()
+		}
+	}
+	_ = s.cursor.Close(ctx)
+}
+
+// ---- delayed delivery ----
+
+// delayedQueue holds entries whose deliver_at_time is ahead, earliest
+// first. It lives in memory: after a reload the cursor reads them again
+// from its mark-delete position, and they are delayed again.
+type delayedQueue []delayedEntry
+
+type delayedEntry struct {
+	at   int64 // Unix ms
+	pos  mledger.Position
+	hash uint32
+}
+
+func (q delayedQueue) Len() int { return len(q) }
+func (q delayedQueue) Less(i, j int) bool {
+	return cmp.Or(cmp.Compare(q[i].at, q[j].at), q[i].pos.Compare(q[j].pos)) < 0
+}
+func (q delayedQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *delayedQueue) Push(x any)   { *q = append(*q, x.(delayedEntry)) }
+func (q *delayedQueue) Pop() any {
+	old := *q
+	x := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return x
+}
+
+func (q *delayedQueue) add(p mledger.Position, hash uint32, at int64) {
+	heap.Push(q, delayedEntry{at, p, hash})
+}
+
+// popDue removes and returns the entries due at now.
+func (q *delayedQueue) popDue(now int64) []delayedEntry {
+	var due []delayedEntry
+	for q.Len() > 0 && (*q)[0].at <= now {
+		due = append(due, heap.Pop(q).(delayedEntry))
+	}
+	return due
+}
+
+// next is when the earliest entry falls due (zero: none).
+func (q delayedQueue) next() time.Time {
+	if len(q) == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(q[0].at)
+}

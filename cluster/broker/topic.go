@@ -1,0 +1,266 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/meridian-mq/meridian/cluster/mledger"
+	"github.com/meridian-mq/meridian/cluster/wire"
+	"github.com/meridian-mq/meridian/cluster/wire/pb"
+	"github.com/meridian-mq/meridian/global"
+	"github.com/meridian-mq/meridian/topology"
+)
+
+// ReplicationProducerPrefix marks the producers of the replicator
+// (DESIGN §6): their entries keep the metadata as sent, and they are always
+// deduplicated.
+const ReplicationProducerPrefix = "meridian.repl."
+
+// Topic is a topic loaded on this broker: its managed ledger, producers,
+// subscriptions and deduplication state.
+//
+// Ownership: mu guards the producer and subscription sets and the producer
+// epoch. Appends go straight to the managed ledger, which orders them;
+// each subscription has its own dispatcher. Lock order: Topic.mu before
+// subscription.mu; neither is held while calling the managed ledger or
+// writing to a connection (sends only queue).
+type Topic struct {
+	svc  *Service
+	name topology.TopicName
+	ml   *mledger.ManagedLedger
+	eff  global.Effective // policies as of load
+	dd   *dedup
+
+	closed    chan struct{}
+	closeOnce sync.Once
+
+	mu struct {
+		sync.Mutex
+		closing   bool
+		producers map[*producer]struct{}
+		// epoch counts exclusive takeovers (ExclusiveWithFencing); a
+		// producer announcing an older epoch is fenced.
+		epoch     uint64
+		exclusive *producer   // the holder in an exclusive access mode
+		waiting   []*producer // WaitForExclusive producers, in arrival order
+		subs      map[string]*subscription
+		// names of the producers connected, for ProducerBusy on reuse
+		names map[string]*producer
+	}
+}
+
+func newTopic(ctx context.Context, s *Service, t topology.TopicName, ml *mledger.ManagedLedger, eff global.Effective) (*Topic, error) {
+	dd, err := openDedup(ctx, ml, s.cfg.DedupSnapshotInterval)
+	if err != nil {
+		return nil, err
+	}
+	tp := &Topic{svc: s, name: t, ml: ml, eff: eff, dd: dd, closed: make(chan struct{})}
+	tp.mu.producers = make(map[*producer]struct{})
+	tp.mu.subs = make(map[string]*subscription)
+	tp.mu.names = make(map[string]*producer)
+	return tp, nil
+}
+
+// Name returns the topic's full name.
+func (t *Topic) Name() string { return t.name.String() }
+
+// close disconnects every producer and consumer (CLOSE_PRODUCER and
+// CLOSE_CONSUMER, so clients look the topic up again), stops the
+// dispatchers, snapshots deduplication and closes the managed ledger.
+func (t *Topic) close(ctx context.Context) {
+	t.closeOnce.Do(func() {
+		t.mu.Lock()
+		t.mu.closing = true
+		producers := make([]*producer, 0, len(t.mu.producers))
+		for p := range t.mu.producers {
+			producers = append(producers, p)
+		}
+		producers = append(producers, t.mu.waiting...)
+		t.mu.waiting = nil
+		subs := make([]*subscription, 0, len(t.mu.subs))
+		for _, s := range t.mu.subs {
+			subs = append(subs, s)
+		}
+		t.mu.Unlock()
+		for _, p := range producers {
+			p.disconnect()
+		}
+		for _, s := range subs {
+			s.close(ctx, true)
+		}
+		t.dd.snapshot(t.ml.LastConfirmed())
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if err := t.ml.Close(cctx); err != nil {
+			t.svc.log.Debug("closing managed ledger", "topic", t.Name(), "err", err)
+		}
+		close(t.closed)
+	})
+}
+
+// addProducer registers a producer per its access mode, returning it ready
+// (ready false: WaitForExclusive, queued behind the current holder).
+func (t *Topic) addProducer(p *producer, mode pb.ProducerAccessMode, epoch *uint64) (ready bool, err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.mu.closing {
+		return false, fmt.Errorf("%w: topic %s is closing", wire.ErrServiceNotReady, t.Name())
+	}
+	if t.ml.Terminated() {
+		return false, fmt.Errorf("%w: topic %s is terminated", wire.ErrTopicTerminated, t.Name())
+	}
+	if epoch != nil && *epoch < t.mu.epoch {
+		return false, fmt.Errorf("%w: producer epoch %d is older than the topic's %d", wire.ErrProducerFenced, *epoch, t.mu.epoch)
+	}
+	if other, ok := t.mu.names[p.name]; ok && other != p {
+		return false, fmt.Errorf("%w: producer with name '%s' is already connected to topic %s", wire.ErrProducerBusy, p.name, t.Name())
+	}
+	var fenced []*producer
+	switch mode {
+	case pb.ProducerAccessMode_Shared:
+		if t.mu.exclusive != nil {
+			return false, fmt.Errorf("%w: topic %s has an exclusive producer", wire.ErrProducerBusy, t.Name())
+		}
+	case pb.ProducerAccessMode_Exclusive:
+		if len(t.mu.producers) > 0 {
+			return false, fmt.Errorf("%w: topic %s already has producers", wire.ErrProducerBusy, t.Name())
+		}
+		t.mu.epoch++
+	case pb.ProducerAccessMode_WaitForExclusive:
+		if len(t.mu.producers) > 0 {
+			t.mu.waiting = append(t.mu.waiting, p)
+			t.mu.names[p.name] = p
+			return false, nil
+		}
+		t.mu.epoch++
+	case pb.ProducerAccessMode_ExclusiveWithFencing:
+		for q := range t.mu.producers {
+			fenced = append(fenced, q)
+		}
+		t.mu.epoch++
+	default:
+		return false, fmt.Errorf("%w: unknown producer access mode %v", wire.ErrNotAllowed, mode)
+	}
+	for _, q := range fenced {
+		t.removeProducerLocked(q)
+		go q.disconnect()
+	}
+	if mode != pb.ProducerAccessMode_Shared {
+		t.mu.exclusive = p
+	}
+	t.mu.producers[p] = struct{}{}
+	t.mu.names[p.name] = p
+	p.epoch = t.mu.epoch
+	return true, nil
+}
+
+// removeProducer forgets p, promoting the first WaitForExclusive producer
+// when p held the topic exclusively.
+func (t *Topic) removeProducer(p *producer) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.removeProducerLocked(p)
+}
+
+func (t *Topic) removeProducerLocked(p *producer) {
+	if t.mu.names[p.name] == p {
+		delete(t.mu.names, p.name)
+	}
+	if i := slices.Index(t.mu.waiting, p); i >= 0 {
+		t.mu.waiting = slices.Delete(t.mu.waiting, i, i+1)
+		return
+	}
+	delete(t.mu.producers, p)
+	if t.mu.exclusive != p {
+		return
+	}
+	t.mu.exclusive = nil
+	if len(t.mu.waiting) > 0 && !t.mu.closing {
+		next := t.mu.waiting[0]
+		t.mu.waiting = t.mu.waiting[1:]
+		t.mu.epoch++
+		t.mu.exclusive = next
+		t.mu.producers[next] = struct{}{}
+		next.epoch = t.mu.epoch
+		go next.becameReady()
+	}
+}
+
+// subscription returns the named subscription, creating it (and its
+// cursor) on first use.
+func (t *Topic) subscription(ctx context.Context, name string, kind pb.CommandSubscribe_SubType, durable bool,
+	initial mledger.InitialPosition, start *pb.MessageIdData) (*subscription, error) {
+	if name == dedupCursor || strings.HasPrefix(name, ReplicationProducerPrefix) {
+		return nil, fmt.Errorf("%w: subscription name %q is reserved", wire.ErrNotAllowed, name)
+	}
+	t.mu.Lock()
+	if t.mu.closing {
+		t.mu.Unlock()
+		return nil, fmt.Errorf("%w: topic %s is closing", wire.ErrServiceNotReady, t.Name())
+	}
+	if s, ok := t.mu.subs[name]; ok {
+		t.mu.Unlock()
+		return s, nil
+	}
+	t.mu.Unlock()
+
+	var cur *mledger.Cursor
+	var err error
+	if durable {
+		cur, err = t.ml.OpenCursor(ctx, name, initial)
+	} else {
+		cur, err = t.ml.OpenNonDurableCursor(name, initial)
+		if err == nil && start != nil && !isEarliestOrLatest(start) {
+			err = cur.ResetAfter(startAfter(start))
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: open cursor %s: %v", wire.ErrServiceNotReady, name, err)
+	}
+	s := newSubscription(t, name, kind, cur)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if other, ok := t.mu.subs[name]; ok { // lost a race with another subscribe
+		go s.close(context.Background(), false)
+		return other, nil
+	}
+	if t.mu.closing {
+		go s.close(context.Background(), false)
+		return nil, fmt.Errorf("%w: topic %s is closing", wire.ErrServiceNotReady, t.Name())
+	}
+	t.mu.subs[name] = s
+	return s, nil
+}
+
+// forgetSubscription drops s once its last consumer has gone (non-durable)
+// or it was unsubscribed.
+func (t *Topic) forgetSubscription(s *subscription) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.mu.subs[s.name] == s {
+		delete(t.mu.subs, s.name)
+	}
+}
+
+// isEarliestOrLatest reports the client's special start ids: earliest is
+// (-1,-1), latest is (MaxInt64,MaxInt64).
+func isEarliestOrLatest(id *pb.MessageIdData) bool {
+	l := int64(id.GetLedgerId())
+	return l < 0 || l == int64(^uint64(0)>>1)
+}
+
+// startAfter is the position a reader's cursor starts after. A batched
+// start id steps back one entry, because the batch may be only partly
+// consumed; the client drops the messages before its start (Pulsar's
+// rule).
+func startAfter(id *pb.MessageIdData) mledger.Position {
+	p := mledger.Position{Ledger: int64(id.GetLedgerId()), Entry: int64(id.GetEntryId())}
+	if id.HasBatchIndex() && id.GetBatchIndex() >= 0 {
+		p.Entry--
+	}
+	return p
+}
