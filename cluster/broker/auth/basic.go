@@ -14,10 +14,12 @@ import (
 // BasicConfig configures the "basic" method.
 type BasicConfig struct {
 	// Conf is Pulsar's basicAuthConf: the htpasswd file, as a path,
-	// file:///path or data:;base64,<base64 of the file> (see ReadKey). Each
-	// line is user:hash, the hash $apr1$ (htpasswd -m) or bcrypt
-	// ($2y$/$2a$/$2b$, htpasswd -B); blank lines and # comments are
-	// skipped. The file is read once, by NewBasic.
+	// file:///path, data:;base64,<base64 of the file> or the bare base64
+	// (see ReadKey). Each line is user:hash, the hash $apr1$ (htpasswd -m)
+	// or bcrypt ($2y$/$2a$/$2b$, htpasswd -B); blank lines and # comments
+	// are skipped. Pulsar also takes traditional DES crypt (htpasswd -d),
+	// which truncates passwords to 8 bytes; Meridian refuses such a file,
+	// naming the line. The file is read once, by NewBasic.
 	Conf string
 }
 

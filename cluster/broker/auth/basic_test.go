@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"encoding/base64"
 	"errors"
 	"strings"
 	"testing"
@@ -43,7 +44,8 @@ func TestBasic(t *testing.T) {
 		"bcy:" + bcY,
 		"bcb:" + bcB,
 	}, "\n")
-	for _, conf := range []string{dataURL([]byte(htpasswd)), writeFile(t, "htpasswd", []byte(htpasswd))} {
+	// basicAuthConf as data: URL, path, and Pulsar's bare base64.
+	for _, conf := range []string{dataURL([]byte(htpasswd)), writeFile(t, "htpasswd", []byte(htpasswd)), base64.StdEncoding.EncodeToString([]byte(htpasswd))} {
 		b, err := NewBasic(BasicConfig{Conf: conf})
 		if err != nil {
 			t.Fatal(err)

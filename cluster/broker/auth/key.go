@@ -23,12 +23,14 @@ import (
 //   - "data:;base64,<base64>" (any media type; without ";base64" the data is
 //     percent-encoded text);
 //   - "file:///path/to/key" (or "file:/path", or "file:relative/path");
-//   - a bare path to an existing file.
+//   - a bare path to an existing file;
+//   - otherwise, as Pulsar does, a bare base64 string, but only when it
+//     does not look like a path (a leading '/' or '.'), is padded standard
+//     base64, and decodes: a mistyped path must not silently become a key.
+//     A missing file is reported as such, with the data: form as the hint.
 //
 // The bytes are returned as they are: raw, DER or PEM is decided by the
-// caller. Pulsar also accepts a bare base64 string that is not a path;
-// Meridian does not, because a mistyped path would then silently become a
-// key. Write "data:;base64," before it.
+// caller.
 func ReadKey(setting string) ([]byte, error) {
 	s := strings.TrimSpace(setting)
 	switch {
@@ -50,6 +52,11 @@ func ReadKey(setting string) ([]byte, error) {
 		}
 		return readKeyFile(p)
 	default:
+		if _, err := os.Stat(s); err != nil && !errors.Is(err, fs.ErrPermission) && !strings.HasPrefix(s, "/") && !strings.HasPrefix(s, ".") {
+			if b, err := base64.StdEncoding.Strict().DecodeString(s); err == nil && len(b) > 0 {
+				return b, nil
+			}
+		}
 		return readKeyFile(s)
 	}
 }

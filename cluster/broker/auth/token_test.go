@@ -155,7 +155,9 @@ func TestReadKeyErrors(t *testing.T) {
 		{"data:;base64", "without ','"},
 		{"data:;base64,!!!", "not valid base64"},
 		{"data:;base64,", "holds no key"},
-		{"c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0LXNlY3JldA==", "data:;base64,"}, // bare base64 is not a path
+		{"/c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0LXNlY3JldA=", "does not exist"}, // looks like a path
+		{"secret.key", "does not exist"},
+		{"c2VjcmV0LXNlY3JldA", "does not exist"}, // unpadded: not taken for base64
 	} {
 		_, err := ReadKey(tc.setting)
 		if !errors.Is(err, ErrInvalidKey) || !strings.Contains(err.Error(), tc.want) {
@@ -164,6 +166,10 @@ func TestReadKeyErrors(t *testing.T) {
 	}
 	if b, err := ReadKey("data:,plain%20text"); err != nil || string(b) != "plain text" {
 		t.Errorf("ReadKey(plain data URL) = %q, %v", b, err)
+	}
+	// Pulsar's bare base64 form.
+	if b, err := ReadKey("c2VjcmV0LXNlY3JldA=="); err != nil || string(b) != "secret-secret" {
+		t.Errorf("ReadKey(bare base64) = %q, %v", b, err)
 	}
 }
 
