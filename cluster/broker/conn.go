@@ -181,6 +181,10 @@ func (c *conn) dispatch(f *wire.Frame) error {
 		c.goRequest(func() { c.handleUnsubscribe(cmd.GetUnsubscribe()) })
 	case pb.BaseCommand_SEEK:
 		c.goRequest(func() { c.handleSeek(cmd.GetSeek()) })
+	case pb.BaseCommand_GET_SCHEMA:
+		c.goRequest(func() { c.handleGetSchema(cmd.GetGetSchema()) })
+	case pb.BaseCommand_GET_OR_CREATE_SCHEMA:
+		c.goRequest(func() { c.handleGetOrCreateSchema(cmd.GetGetOrCreateSchema()) })
 	case pb.BaseCommand_GET_LAST_MESSAGE_ID:
 		c.goRequest(func() { c.handleGetLastMessageID(cmd.GetGetLastMessageId()) })
 	default:

@@ -74,6 +74,10 @@ func (c *conn) handleSubscribe(req *pb.CommandSubscribe) {
 		c.sendError(reqID, err)
 		return
 	}
+	if err := topic.svc.consumerSchema(ctx, topic, req.GetSchema()); err != nil {
+		c.sendError(reqID, err)
+		return
+	}
 	durable := !req.HasDurable() || req.GetDurable()
 	var start *pb.MessageIdData
 	if !durable {

@@ -261,6 +261,11 @@ func (c *conn) handleProducer(req *pb.CommandProducer) {
 		c.sendError(reqID, fmt.Errorf("%w: producer id %d is already in use on this connection", wire.ErrProducerBusy, p.id))
 		return
 	}
+	if p.schemaVersion, err = topic.svc.producerSchema(ctx, topic, req.GetSchema()); err != nil {
+		c.forgetProducer(p)
+		c.sendError(reqID, err)
+		return
+	}
 	var epoch *uint64
 	if req.HasTopicEpoch() {
 		epoch = ptr(req.GetTopicEpoch())

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meridian-mq/meridian/cluster/broker"
+	"github.com/meridian-mq/meridian/cluster/broker/schema"
 	"github.com/meridian-mq/meridian/cluster/wire"
 	"github.com/meridian-mq/meridian/cluster/wire/pb"
 	"github.com/meridian-mq/meridian/topology"
@@ -47,6 +48,14 @@ func (f *fakeTopics) Topic(context.Context, topology.TopicName, bool) (*broker.T
 
 func (f *fakeTopics) TopicsOfNamespace(context.Context, string, string) ([]string, error) {
 	return nil, nil
+}
+
+func (f *fakeTopics) Schema(context.Context, topology.TopicName, []byte) (schema.Info, schema.Version, error) {
+	return schema.Info{}, 0, fmt.Errorf("%w: no schemas here", wire.ErrTopicNotFound)
+}
+
+func (f *fakeTopics) GetOrCreateSchema(context.Context, topology.TopicName, *pb.Schema) (schema.Version, error) {
+	return 0, fmt.Errorf("%w: no schemas here", wire.ErrTopicNotFound)
 }
 
 type testServer struct {

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/meridian-mq/meridian/cluster/broker/schema"
 	"github.com/meridian-mq/meridian/cluster/meta"
 	"github.com/meridian-mq/meridian/cluster/mledger"
 	"github.com/meridian-mq/meridian/cluster/wire"
@@ -117,6 +118,7 @@ type Service struct {
 	policies *global.Cache
 	gstore   *global.Store
 	ledgers  *mledger.Factory
+	schemas  *schema.Registry
 	log      *slog.Logger
 	own      *ownership
 
@@ -151,7 +153,13 @@ func NewService(cfg ServiceConfig, store meta.Store, policies *global.Cache, gst
 		return nil, err
 	}
 	log = log.With("region", cfg.Region, "broker", cfg.BrokerID)
-	s := &Service{cfg: cfg, store: store, policies: policies, gstore: gstore, ledgers: ledgers, log: log}
+	scfg := schema.DefaultConfig()
+	scfg.Logger = log
+	schemas, err := schema.New(store, cfg.Region, scfg)
+	if err != nil {
+		return nil, err
+	}
+	s := &Service{cfg: cfg, store: store, policies: policies, gstore: gstore, ledgers: ledgers, schemas: schemas, log: log}
 	s.bootID = fmt.Sprintf("%x", rand.Uint32())
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.mu.topics = make(map[string]*topicLoad)
@@ -450,3 +458,10 @@ func (s *Service) Loaded() []string {
 func (s *Service) producerName() string {
 	return fmt.Sprintf("%s-%s-%d", s.cfg.Region, s.bootID, s.names.Add(1)-1)
 }
+
+// Global returns the global configuration store the service resolves
+// policies from (for the admin API and tests).
+func (s *Service) Global() *global.Store { return s.gstore }
+
+// Policies returns the watched cache of the global configuration.
+func (s *Service) Policies() *global.Cache { return s.policies }

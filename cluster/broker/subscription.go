@@ -67,7 +67,12 @@ type subscription struct {
 		// entry of a waiting key waits behind them.
 		replayKeys   map[uint32]int
 		redeliveries map[mledger.Position]uint32
-		delayed      delayedQueue
+		// partial holds the ack sets of batches acked in part (bit i set:
+		// message i not acked yet); a redelivery carries it, so the client
+		// skips what was acked. Kept in memory only: after a reload the
+		// whole batch is delivered again.
+		partial map[mledger.Position][]int64
+		delayed delayedQueue
 	}
 }
 
@@ -76,9 +81,6 @@ type pendingEntry struct {
 	c    *consumer
 	size int
 	hash uint32 // Key_Shared key hash
-	// unacked is the batch's ack set (bit i set: message i not acked yet),
-	// nil while no message of the batch has been acked on its own.
-	unacked []int64
 }
 
 func newSubscription(t *Topic, name string, kind pb.CommandSubscribe_SubType, cur *mledger.Cursor) *subscription {
@@ -89,6 +91,7 @@ func newSubscription(t *Topic, name string, kind pb.CommandSubscribe_SubType, cu
 	s.mu.replay = make(map[mledger.Position]uint32)
 	s.mu.replayKeys = make(map[uint32]int)
 	s.mu.redeliveries = make(map[mledger.Position]uint32)
+	s.mu.partial = make(map[mledger.Position][]int64)
 	t.svc.wg.Add(1)
 	go func() {
 		defer t.svc.wg.Done()
@@ -218,6 +221,12 @@ func activeConsumerChange(id uint64, active bool) *pb.BaseCommand {
 		ActiveConsumerChange: pb.CommandActiveConsumerChange_builder{ConsumerId: ptr(id), IsActive: ptr(active)}.Build()}.Build()
 }
 
+func (s *subscription) consumerCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.mu.consumers)
+}
+
 // flow adds permits (FLOW), counted in messages.
 func (s *subscription) flow(c *consumer, n uint32) {
 	s.mu.Lock()
@@ -255,13 +264,14 @@ func (s *subscription) ackOne(c *consumer, cumulative bool, p mledger.Position, 
 	if len(ackSet) > 0 {
 		// Part of a batch: the messages whose bits are clear are acked.
 		s.mu.Lock()
-		pe := s.mu.pending[p]
 		whole := false
-		if pe != nil && !cumulative {
-			if pe.unacked == nil {
-				pe.unacked = fullAckSet(pe.size)
+		if !cumulative {
+			set, ok := s.mu.partial[p]
+			if !ok {
+				set = slices.Clone(ackSet)
+				s.mu.partial[p] = set
 			}
-			whole = intersect(pe.unacked, ackSet)
+			whole = intersect(set, ackSet)
 		}
 		s.mu.Unlock()
 		if cumulative {
@@ -309,6 +319,7 @@ func (s *subscription) forgetLocked(p mledger.Position) {
 	}
 	s.dropReplayLocked(p)
 	delete(s.mu.redeliveries, p)
+	delete(s.mu.partial, p)
 }
 
 func (s *subscription) dropReplayLocked(p mledger.Position) {
@@ -325,16 +336,6 @@ func (s *subscription) addReplayLocked(p mledger.Position, h uint32) {
 		s.mu.replay[p] = h
 		s.mu.replayKeys[h]++
 	}
-}
-
-// fullAckSet is the ack set of a batch of n messages none of which is
-// acked.
-func fullAckSet(n int) []int64 {
-	set := make([]int64, (n+63)/64)
-	for i := range n {
-		set[i/64] |= 1 << (i % 64)
-	}
-	return set
 }
 
 // intersect keeps in dst only the bits also set in other and reports
@@ -536,7 +537,7 @@ func (s *subscription) assign(entries []mledger.Entry, now time.Time) []delivery
 		c.unacked += e.size
 		pe := &pendingEntry{c: c, size: e.size, hash: h}
 		s.mu.pending[e.pos] = pe
-		out = append(out, delivery{c: c, e: e, redelivered: s.mu.redeliveries[e.pos]})
+		out = append(out, delivery{c: c, e: e, redelivered: s.mu.redeliveries[e.pos], ackSet: slices.Clone(s.mu.partial[e.pos])})
 	}
 	return out
 }
@@ -612,6 +613,7 @@ func (s *subscription) seek(ctx context.Context, id *pb.MessageIdData, publishTi
 	clear(s.mu.replay)
 	clear(s.mu.replayKeys)
 	clear(s.mu.redeliveries)
+	clear(s.mu.partial)
 	s.mu.delayed = delayedQueue{}
 	s.mu.Unlock()
 	if publishTime != nil {

@@ -102,6 +102,22 @@ func (t *Topic) close(ctx context.Context) {
 	})
 }
 
+// idle reports a topic with no producers, no subscribers and no entries:
+// the first consumer's schema becomes the topic's (Pulsar's rule).
+func (t *Topic) idle() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.mu.producers) > 0 || len(t.mu.waiting) > 0 || t.ml.NumberOfEntries() > 0 {
+		return false
+	}
+	for _, s := range t.mu.subs {
+		if s.consumerCount() > 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // addProducer registers a producer per its access mode, returning it ready
 // (ready false: WaitForExclusive, queued behind the current holder).
 func (t *Topic) addProducer(p *producer, mode pb.ProducerAccessMode, epoch *uint64) (ready bool, err error) {

@@ -3,6 +3,9 @@ package broker
 import (
 	"context"
 
+	"github.com/meridian-mq/meridian/cluster/broker/schema"
+	"github.com/meridian-mq/meridian/cluster/wire/pb"
+
 	"github.com/meridian-mq/meridian/topology"
 )
 
@@ -23,6 +26,12 @@ type Topics interface {
 	Topic(ctx context.Context, topic topology.TopicName, create bool) (*Topic, error)
 	// TopicsOfNamespace lists the persistent topics of a namespace.
 	TopicsOfNamespace(ctx context.Context, tenant, ns string) ([]string, error)
+	// Schema returns topic's schema at the encoded version, or its latest
+	// when version is empty (GET_SCHEMA).
+	Schema(ctx context.Context, topic topology.TopicName, version []byte) (schema.Info, schema.Version, error)
+	// GetOrCreateSchema registers a schema if it is new and compatible,
+	// returning its version (GET_OR_CREATE_SCHEMA).
+	GetOrCreateSchema(ctx context.Context, topic topology.TopicName, s *pb.Schema) (schema.Version, error)
 }
 
 // Location is where a topic is served.
