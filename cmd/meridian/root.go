@@ -22,6 +22,9 @@ func newRootCommand() *cobra.Command {
 	root.AddCommand(newVersionCommand())
 	root.AddCommand(newEtcdCommand())
 	root.AddCommand(newBookieCommand())
+	root.AddCommand(newBrokerCommand())
+	root.AddCommand(newStandaloneCommand())
+	root.AddCommand(newTokenCommand())
 	return root
 }
 
