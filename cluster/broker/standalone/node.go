@@ -176,14 +176,6 @@ func StartNode(ctx context.Context, cfg NodeConfig) (n *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	gcfg := global.DefaultCacheConfig()
-	gcfg.Logger = log
-	cache, err := global.StartCache(gstore, gcfg)
-	if err != nil {
-		return nil, err
-	}
-	n.closers = append(n.closers, func() { cache.Close() })
-
 	if n.brokerLn, err = net.Listen("tcp", cfg.BrokerAddr); err != nil {
 		return nil, fmt.Errorf("standalone: broker listener: %w", err)
 	}
@@ -207,6 +199,15 @@ func StartNode(ctx context.Context, cfg NodeConfig) (n *Node, err error) {
 	} else if _, err := gstore.CreateCluster(ctx, cfg.Region, cluster); err != nil && !errors.Is(err, global.ErrExists) {
 		return nil, fmt.Errorf("standalone: create the cluster record of region %s: %w", cfg.Region, err)
 	}
+	// The cache starts after the bootstrap, so that its first load, which
+	// Ready waits for, holds what the bootstrap wrote.
+	gcfg := global.DefaultCacheConfig()
+	gcfg.Logger = log
+	cache, err := global.StartCache(gstore, gcfg)
+	if err != nil {
+		return nil, err
+	}
+	n.closers = append(n.closers, func() { cache.Close() })
 	select {
 	case <-cache.Ready():
 	case <-ctx.Done():
