@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/meridian-mq/meridian/cluster/broker/auth"
 	"github.com/meridian-mq/meridian/cluster/wire"
 )
 
@@ -36,6 +37,9 @@ type Config struct {
 	// timeout, 30s, so the client gets an answer rather than a timeout.
 	// At least 1s.
 	OperationTimeout time.Duration
+	// Auth authenticates clients at CONNECT; nil accepts everyone with an
+	// empty role (Pulsar's authenticationEnabled=false).
+	Auth *auth.Authenticator
 }
 
 // DefaultConfig returns the defaults for a broker advertised at serviceURL.

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/meridian-mq/meridian/cluster/broker/auth"
 	"github.com/meridian-mq/meridian/cluster/wire"
 	"github.com/meridian-mq/meridian/cluster/wire/pb"
 	"github.com/meridian-mq/meridian/topology"
@@ -38,11 +40,14 @@ type conn struct {
 	once sync.Once
 	wg   sync.WaitGroup // the writer, request and receipt goroutines
 
+	writerDone chan struct{} // closed when the writer exits
+
 	lastReceived atomic.Int64 // unix nanoseconds of the last frame read
 
 	// Set by the reader at CONNECT, before any producer or consumer exists.
 	protocolVersion     int32
-	brokerEntryMetadata bool // the client takes entries with their BrokerEntryMetadata
+	brokerEntryMetadata bool   // the client takes entries with their BrokerEntryMetadata
+	role                string // the authenticated role; empty without authentication
 
 	mu struct {
 		sync.Mutex
@@ -56,6 +61,9 @@ type conn struct {
 type outbound struct {
 	cmd      *pb.BaseCommand
 	bem, msg []byte
+	// closeAfter asks the writer to close the connection once everything
+	// before it is written.
+	closeAfter bool
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -68,6 +76,8 @@ func newConn(s *Server, nc net.Conn) *conn {
 		cancel: cancel,
 		out:    make(chan outbound, s.cfg.WriteQueue),
 		msgs:   make(chan outbound, 256),
+
+		writerDone: make(chan struct{}),
 	}
 	c.mu.producers = make(map[uint64]*producer)
 	c.mu.consumers = make(map[uint64]*consumer)
@@ -80,6 +90,12 @@ func (c *conn) run() {
 	c.wg.Add(1)
 	go c.writeLoop()
 	err := c.readLoop()
+	if errors.As(err, new(errClosing)) {
+		select {
+		case <-c.writerDone:
+		case <-time.After(c.srv.cfg.ConnectTimeout):
+		}
+	}
 	switch {
 	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), c.ctx.Err() != nil:
 		c.log.Debug("connection closed", "err", err)
@@ -135,7 +151,9 @@ func (c *conn) readLoop() error {
 		return err
 	}
 	c.lastReceived.Store(time.Now().UnixNano())
-	c.handleConnect(f.Command.GetConnect())
+	if err := c.handleConnect(f.Command.GetConnect()); err != nil {
+		return err
+	}
 	for {
 		if err := r.ReadFrame(&f); err != nil {
 			return err
@@ -220,6 +238,7 @@ func (c *conn) send(cmd *pb.BaseCommand) {
 // flush, and runs the keep-alive.
 func (c *conn) writeLoop() {
 	defer c.wg.Done()
+	defer close(c.writerDone)
 	w := wire.NewWriter(c.nc)
 	interval := c.srv.cfg.KeepAliveInterval
 	tick := time.NewTicker(interval)
@@ -263,6 +282,9 @@ func (c *conn) writeLoop() {
 	}
 }
 
+// errFlushedClose stops the writer after a closeAfter marker.
+var errFlushedClose = errors.New("connection closed after flushing")
+
 // drain buffers o and everything else queued, up to a flush's worth.
 func (c *conn) drain(w *wire.Writer, o outbound) error {
 	const flushBytes = 256 << 10
@@ -280,22 +302,63 @@ func (c *conn) drain(w *wire.Writer, o outbound) error {
 }
 
 func write(w *wire.Writer, o outbound) error {
+	if o.closeAfter {
+		if err := w.Flush(); err != nil {
+			return err
+		}
+		return errFlushedClose
+	}
 	if o.msg != nil {
 		return w.WritePayloadCommand(o.cmd, o.bem, o.msg)
 	}
 	return w.WriteCommand(o.cmd)
 }
 
-func (c *conn) handleConnect(connect *pb.CommandConnect) {
+// handleConnect authenticates the client and answers CONNECTED. A client
+// that fails authentication gets an AuthenticationError and the
+// connection closes, as on Pulsar.
+func (c *conn) handleConnect(connect *pb.CommandConnect) error {
 	c.protocolVersion = min(connect.GetProtocolVersion(), maxProtocolVersion)
 	c.brokerEntryMetadata = connect.GetFeatureFlags().GetSupportsBrokerEntryMetadata()
+	if a := c.srv.cfg.Auth; a != nil {
+		creds := auth.Credentials{Data: connect.GetAuthData()}
+		if tc, ok := c.nc.(*tls.Conn); ok {
+			st := tc.ConnectionState()
+			creds.TLS = &st
+		}
+		role, err := a.Authenticate(c.ctx, connect.GetAuthMethodName(), creds)
+		if err != nil {
+			c.send(pb.BaseCommand_builder{Type: pb.BaseCommand_ERROR.Enum(), Error: pb.CommandError_builder{
+				RequestId: ptr(^uint64(0)), Error: pb.ServerError_AuthenticationError.Enum(), Message: ptr(err.Error()),
+			}.Build()}.Build())
+			return c.closeAfterFlush(fmt.Errorf("authentication failed: %w", err))
+		}
+		c.role = role
+	}
 	c.log.Debug("connected", "client", connect.GetClientVersion(), "protocol", c.protocolVersion)
 	c.send(pb.BaseCommand_builder{Type: pb.BaseCommand_CONNECTED.Enum(), Connected: pb.CommandConnected_builder{
 		ServerVersion:   &c.srv.cfg.ServerVersion,
 		ProtocolVersion: ptr(c.protocolVersion),
 		MaxMessageSize:  ptr(int32(c.srv.cfg.MaxMessageSize)),
 	}.Build()}.Build())
+	return nil
 }
+
+// closeAfterFlush ends the reader with err, but lets the writer send what
+// is queued first (a refusal the client should read): the writer closes
+// the connection once it has flushed the marker queued here.
+func (c *conn) closeAfterFlush(err error) error {
+	select {
+	case c.out <- outbound{closeAfter: true}:
+	default:
+	}
+	return errClosing{err}
+}
+
+// errClosing is a reader's error whose connection the writer closes.
+type errClosing struct{ error }
+
+func (e errClosing) Unwrap() error { return e.error }
 
 func (c *conn) handleLookup(req *pb.CommandLookupTopic) {
 	resp := pb.CommandLookupTopicResponse_builder{RequestId: ptr(req.GetRequestId())}
