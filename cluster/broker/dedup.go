@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/meridian-mq/meridian/cluster/mledger"
+	"github.com/meridian-mq/meridian/cluster/wire/pb"
 )
 
 // dedupCursor is the cursor whose properties hold a topic's deduplication
@@ -83,9 +84,9 @@ func openDedup(ctx context.Context, ml *mledger.ManagedLedger, interval int) (*d
 	return d, nil
 }
 
-// entrySequence reads the producer name and highest sequence id of a
-// stored entry. Entries that fail to decode are skipped: they were checked
-// when stored, and a replay that stopped on one would stop the topic.
+// entrySequence reads the deduplication identity of a stored entry.
+// Entries that fail to decode are skipped: they were checked when stored,
+// and a replay that stopped on one would stop the topic.
 func entrySequence(e mledger.Entry) (string, int64, bool) {
 	_, msg, err := e.Split()
 	if err != nil {
@@ -95,7 +96,27 @@ func entrySequence(e mledger.Entry) (string, int64, bool) {
 	if err != nil || md.GetProducerName() == "" {
 		return "", 0, false
 	}
-	return md.GetProducerName(), int64(max(md.GetSequenceId(), md.GetHighestSequenceId())), true
+	name, _, highest, ok := dedupIdentity(md)
+	return name, highest, ok
+}
+
+// dedupIdentity is the deduplication identity of a message from its
+// metadata: its producer name and sequence ids, scoped by origin region
+// for a replicated message (Pulsar's rule for replicated messages), and
+// nothing for a chunk before the last.
+func dedupIdentity(md *pb.MessageMetadata) (name string, seq, highest int64, track bool) {
+	name = md.GetProducerName()
+	if from := md.GetReplicatedFrom(); from != "" {
+		name = ReplicationProducerPrefix + from + "/" + name
+	}
+	seq = int64(md.GetSequenceId())
+	return name, seq, max(seq, int64(md.GetHighestSequenceId())), isLastChunk(md)
+}
+
+// isLastChunk is true for an unchunked message and for the last chunk of a
+// chunked one.
+func isLastChunk(md *pb.MessageMetadata) bool {
+	return !md.HasChunkId() || md.GetChunkId() == md.GetNumChunksFromMsg()-1
 }
 
 // lastSequence is the highest sequence id stored for producer name, or -1.

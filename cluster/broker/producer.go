@@ -52,9 +52,14 @@ type producer struct {
 // receipt is one SEND awaiting its answer: an append to wait for, or a
 // duplicate (fut nil) that is answered in turn.
 type receipt struct {
-	seq, highest int64
+	seq, highest int64 // echoed in the receipt
 	fut          *mledger.AppendFuture
 	err          error // the SEND was refused before it was appended
+	// The deduplication identity (see publish); track is false for an
+	// entry that does not count (a chunk before the last).
+	name                   string
+	dedupSeq, dedupHighest int64
+	track                  bool
 }
 
 func newProducer(c *conn, t *Topic, id uint64, name string, dedup bool, requestID uint64) *producer {
@@ -75,34 +80,45 @@ func (p *producer) start() {
 
 // publish hands one SEND to the managed ledger (or recognises a
 // duplicate) and queues its receipt.
+//
+// The deduplication identity is the producer's name and the SEND's
+// sequence ids, except:
+//   - a chunk other than the last is not checked or recorded: every chunk
+//     of a message carries its sequence id, and the second would be taken
+//     for a duplicate of the first;
+//   - a replicated entry (replication producer) is identified as Pulsar
+//     does, by its origin region, original producer name and sequence ids
+//     from its metadata (dedupIdentity), which a reload can read back from
+//     the stored entry; the SEND's ids (the source topic's offsets) are
+//     only echoed in the receipt.
 func (p *producer) publish(send *pb.CommandSend, f *wire.Frame) {
 	seq := int64(send.GetSequenceId())
-	highest := max(seq, int64(send.GetHighestSequenceId()))
+	r := receipt{seq: seq, highest: max(seq, int64(send.GetHighestSequenceId())), track: true}
+	r.name, r.dedupSeq, r.dedupHighest = p.name, r.seq, r.highest
 	n := 1
 	if send.HasNumMessages() {
 		n = max(int(send.GetNumMessages()), 1)
 	}
-	r := receipt{seq: seq, highest: highest}
-	// A chunked message carries its sequence id on every chunk: only the
-	// last chunk is checked and recorded, or the second chunk would be
-	// taken for a duplicate of the first.
-	track := true
-	if send.GetIsChunk() {
+	if send.GetIsChunk() || p.repl {
 		md, err := f.DecodeMetadata()
 		if err != nil {
-			r.err = err
+			r.err = fmt.Errorf("%w: %v", wire.ErrChecksumMismatch, err)
 			p.queue(r)
 			return
 		}
-		track = md.GetChunkId() == md.GetNumChunksFromMsg()-1
+		if p.repl {
+			r.name, r.dedupSeq, r.dedupHighest, r.track = dedupIdentity(md)
+		} else {
+			r.track = isLastChunk(md)
+		}
 	}
-	if track && p.topic.dd.push(p.name, seq, highest, p.dedup) {
+	if r.track && p.topic.dd.push(r.name, r.dedupSeq, r.dedupHighest, p.dedup) {
 		p.queue(r) // duplicate: receipt only
 		return
 	}
 	r.fut, r.err = p.topic.ml.AppendAsync(p.c.ctx, f.Message, n)
-	if r.err != nil && track {
-		p.topic.dd.failed(p.name)
+	if r.err != nil && r.track {
+		p.topic.dd.failed(r.name)
 	}
 	p.queue(r)
 }
@@ -139,10 +155,12 @@ func (p *producer) answer() {
 				return
 			}
 			pos, err = r.fut.Result()
-			if err == nil {
-				p.topic.dd.stored(p.name, r.highest, pos)
-			} else {
-				p.topic.dd.failed(p.name)
+			switch {
+			case !r.track:
+			case err == nil:
+				p.topic.dd.stored(r.name, r.dedupHighest, pos)
+			default:
+				p.topic.dd.failed(r.name)
 			}
 		}
 		if err != nil {

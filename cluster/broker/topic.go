@@ -229,6 +229,14 @@ func (t *Topic) subscription(ctx context.Context, name string, kind pb.CommandSu
 	if durable {
 		cur, err = t.ml.OpenCursor(ctx, name, initial)
 	} else {
+		// A reader's start id wins over the initial position: the client
+		// sends (-1,-1) for earliest and (MaxInt64,MaxInt64) for latest.
+		if start != nil && isEarliestOrLatest(start) {
+			initial = mledger.Latest
+			if int64(start.GetLedgerId()) < 0 {
+				initial = mledger.Earliest
+			}
+		}
 		cur, err = t.ml.OpenNonDurableCursor(name, initial)
 		if err == nil && start != nil && !isEarliestOrLatest(start) {
 			err = cur.ResetAfter(startAfter(start))
