@@ -1,0 +1,39 @@
+package broker_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+)
+
+// BenchmarkPublish publishes 1 KiB messages through pulsar-client-go with
+// batching (1 ms) to a standalone region in the same process, durably (the
+// bookie fsyncs): the profile of the broker's publish path. The end-to-end
+// figures users compare come from pulsar-client-go's perf tool against
+// `meridian standalone` (docs/BENCHMARKS.md).
+func BenchmarkPublish(b *testing.B) {
+	r := startRegion(b, "")
+	c := newClient(b, r.ServiceURL())
+	p, err := c.CreateProducer(pulsar.ProducerOptions{Topic: "bench-publish", BatchingMaxPublishDelay: time.Millisecond,
+		MaxPendingMessages: 10000})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	payload := make([]byte, 1024)
+	ctx := context.Background()
+	b.SetBytes(int64(len(payload)))
+	b.ResetTimer()
+	for range b.N {
+		p.SendAsync(ctx, &pulsar.ProducerMessage{Payload: payload}, func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
+			if err != nil {
+				b.Error(err)
+			}
+		})
+	}
+	if err := p.FlushWithCtx(ctx); err != nil {
+		b.Fatal(err)
+	}
+}
