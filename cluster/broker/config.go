@@ -40,6 +40,9 @@ type Config struct {
 	// Auth authenticates clients at CONNECT; nil accepts everyone with an
 	// empty role (Pulsar's authenticationEnabled=false).
 	Auth *auth.Authenticator
+	// Authz authorizes lookups, producers and consumers by role; nil
+	// allows everything (Pulsar's authorizationEnabled=false).
+	Authz *auth.Authorizer
 }
 
 // DefaultConfig returns the defaults for a broker advertised at serviceURL.

@@ -389,6 +389,9 @@ func (c *conn) lookup(name string) (Location, error) {
 	if err != nil {
 		return Location{}, err
 	}
+	if err := c.authorize(auth.ActionLookup, topic); err != nil {
+		return Location{}, err
+	}
 	return c.srv.topics.Lookup(c.ctx, topic)
 }
 
@@ -412,7 +415,23 @@ func (c *conn) partitions(name string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	if err := c.authorize(auth.ActionLookup, topic); err != nil {
+		return 0, err
+	}
 	return c.srv.topics.Partitions(c.ctx, topic)
+}
+
+// authorize checks the connection's role for act on topic, when
+// authorization is on.
+func (c *conn) authorize(act auth.Action, topic topology.TopicName) error {
+	a := c.srv.cfg.Authz
+	if a == nil {
+		return nil
+	}
+	if err := a.Can(c.ctx, c.role, act, topic); err != nil {
+		return fmt.Errorf("%w: %v", wire.ErrAuthorization, err)
+	}
+	return nil
 }
 
 // parseTopic normalises a topic name from the wire, giving a bad one the

@@ -3,7 +3,9 @@ package broker
 import (
 	"context"
 	"fmt"
+	"time"
 
+	"github.com/meridian-mq/meridian/cluster/broker/auth"
 	"github.com/meridian-mq/meridian/cluster/mledger"
 	"github.com/meridian-mq/meridian/cluster/wire"
 	"github.com/meridian-mq/meridian/cluster/wire/pb"
@@ -19,6 +21,8 @@ type consumer struct {
 	name       string
 	priority   int32
 	maxUnacked int
+	since      time.Time
+	out        counters // delivered messages and bytes
 
 	permits int64 // messages the client can take; a batch may drive it below 0
 	unacked int   // messages delivered and not acked
@@ -67,6 +71,10 @@ func (c *conn) handleSubscribe(req *pb.CommandSubscribe) {
 		c.sendError(reqID, fmt.Errorf("%w: empty subscription name", wire.ErrNotAllowed))
 		return
 	}
+	if err := c.authorize(auth.ActionConsume, t); err != nil {
+		c.sendError(reqID, err)
+		return
+	}
 	ctx, cancel := context.WithTimeout(c.ctx, c.srv.cfg.OperationTimeout)
 	defer cancel()
 	topic, err := c.srv.topics.Topic(ctx, t, req.GetForceTopicCreation())
@@ -89,7 +97,7 @@ func (c *conn) handleSubscribe(req *pb.CommandSubscribe) {
 		return
 	}
 	cons := &consumer{c: c, sub: sub, id: req.GetConsumerId(), name: req.GetConsumerName(), priority: req.GetPriorityLevel(),
-		maxUnacked: topic.svc.cfg.Dispatch.MaxUnackedPerConsumer}
+		maxUnacked: topic.svc.cfg.Dispatch.MaxUnackedPerConsumer, since: time.Now()}
 	if !c.addConsumer(cons) {
 		c.sendError(reqID, fmt.Errorf("%w: consumer id %d is already in use on this connection", wire.ErrConsumerBusy, cons.id))
 		return

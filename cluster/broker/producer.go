@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
+	"github.com/meridian-mq/meridian/cluster/broker/auth"
 	"github.com/meridian-mq/meridian/cluster/mledger"
 	"github.com/meridian-mq/meridian/cluster/wire"
 	"github.com/meridian-mq/meridian/cluster/wire/pb"
@@ -42,6 +44,9 @@ type producer struct {
 	// requestID is the PRODUCER request, answered again when a
 	// WaitForExclusive producer becomes ready.
 	requestID uint64
+	mode      pb.ProducerAccessMode
+	since     time.Time
+	in        counters // stored messages and bytes
 
 	receipts chan receipt
 	stop     chan struct{}
@@ -60,6 +65,7 @@ type receipt struct {
 	name                   string
 	dedupSeq, dedupHighest int64
 	track                  bool
+	messages, bytes        int // for the counters
 }
 
 func newProducer(c *conn, t *Topic, id uint64, name string, dedup bool, requestID uint64) *producer {
@@ -93,12 +99,13 @@ func (p *producer) start() {
 //     only echoed in the receipt.
 func (p *producer) publish(send *pb.CommandSend, f *wire.Frame) {
 	seq := int64(send.GetSequenceId())
-	r := receipt{seq: seq, highest: max(seq, int64(send.GetHighestSequenceId())), track: true}
+	r := receipt{seq: seq, highest: max(seq, int64(send.GetHighestSequenceId())), track: true, bytes: len(f.Message)}
 	r.name, r.dedupSeq, r.dedupHighest = p.name, r.seq, r.highest
 	n := 1
 	if send.HasNumMessages() {
 		n = max(int(send.GetNumMessages()), 1)
 	}
+	r.messages = n
 	if send.GetIsChunk() || p.repl {
 		md, err := f.DecodeMetadata()
 		if err != nil {
@@ -166,6 +173,10 @@ func (p *producer) answer() {
 		if err != nil {
 			p.c.send(sendError(p.id, r.seq, err))
 			continue
+		}
+		if r.fut != nil {
+			p.in.add(r.messages, r.bytes)
+			p.topic.in.add(r.messages, r.bytes)
 		}
 		id := pb.MessageIdData_builder{LedgerId: ptr(uint64(pos.Ledger)), EntryId: ptr(uint64(pos.Entry))}
 		if r.fut == nil { // duplicate: Pulsar answers (-1, -1)
@@ -258,6 +269,10 @@ func (c *conn) handleProducer(req *pb.CommandProducer) {
 		c.sendError(reqID, err)
 		return
 	}
+	if err := c.authorize(auth.ActionProduce, t); err != nil {
+		c.sendError(reqID, err)
+		return
+	}
 	ctx, cancel := context.WithTimeout(c.ctx, c.srv.cfg.OperationTimeout)
 	defer cancel()
 	topic, err := c.srv.topics.Topic(ctx, t, true)
@@ -275,6 +290,7 @@ func (c *conn) handleProducer(req *pb.CommandProducer) {
 		name = topic.svc.producerName()
 	}
 	p := newProducer(c, topic, req.GetProducerId(), name, eff.DeduplicationEnabled, reqID)
+	p.mode, p.since = req.GetProducerAccessMode(), time.Now()
 	if !c.addProducer(p) {
 		c.sendError(reqID, fmt.Errorf("%w: producer id %d is already in use on this connection", wire.ErrProducerBusy, p.id))
 		return

@@ -216,7 +216,7 @@ func (s *Service) Lookup(ctx context.Context, t topology.TopicName) (Location, e
 		if !ok {
 			return Location{}, fmt.Errorf("%w: active region %s has no cluster record", wire.ErrServiceNotReady, eff.ActiveRegion)
 		}
-		return Location{ServiceURL: c.BrokerServiceURL, ServiceURLTLS: c.BrokerServiceURLTLS, Redirect: true}, nil
+		return Location{ServiceURL: c.BrokerServiceURL, ServiceURLTLS: c.BrokerServiceURLTLS, WebURL: c.ServiceURL, Redirect: true}, nil
 	}
 	b, err := bundleOf(t, eff)
 	if err != nil {
@@ -226,7 +226,7 @@ func (s *Service) Lookup(ctx context.Context, t topology.TopicName) (Location, e
 	if err != nil {
 		return Location{}, err
 	}
-	return Location{ServiceURL: owner.ServiceURL, ServiceURLTLS: owner.ServiceURLTLS}, nil
+	return Location{ServiceURL: owner.ServiceURL, ServiceURLTLS: owner.ServiceURLTLS, WebURL: owner.WebURL}, nil
 }
 
 // Partitions implements Topics. A topic with no partitioned metadata is

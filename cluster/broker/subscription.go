@@ -52,6 +52,7 @@ type subscription struct {
 	done   chan struct{}
 
 	roundMu sync.Mutex
+	out     counters // delivered messages and bytes
 
 	mu struct {
 		sync.Mutex
@@ -486,6 +487,8 @@ func (s *subscription) round() (progressed bool, due time.Time) {
 	out := s.assign(entries, now)
 	for _, d := range out {
 		d.c.c.sendMessage(d.c.id, d.e, d.redelivered, d.ackSet)
+		d.c.out.add(d.e.size, len(d.e.msg))
+		s.out.add(d.e.size, len(d.e.msg))
 	}
 	s.mu.Lock()
 	due = s.mu.delayed.next()

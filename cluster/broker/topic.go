@@ -34,6 +34,7 @@ type Topic struct {
 	ml   *mledger.ManagedLedger
 	eff  global.Effective // policies as of load
 	dd   *dedup
+	in   counters // stored messages and bytes
 
 	closed    chan struct{}
 	closeOnce sync.Once
@@ -62,6 +63,16 @@ func newTopic(ctx context.Context, s *Service, t topology.TopicName, ml *mledger
 	tp.mu.producers = make(map[*producer]struct{})
 	tp.mu.subs = make(map[string]*subscription)
 	tp.mu.names = make(map[string]*producer)
+	// Every durable cursor is a subscription, with consumers or not, as on
+	// Pulsar: stats list it and its backlog counts from load.
+	for _, name := range ml.DurableCursors() {
+		if name == dedupCursor {
+			continue
+		}
+		if _, err := tp.subscription(ctx, name, pb.CommandSubscribe_Exclusive, true, mledger.Latest, nil); err != nil {
+			return nil, err
+		}
+	}
 	return tp, nil
 }
 

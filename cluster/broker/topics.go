@@ -38,6 +38,8 @@ type Topics interface {
 type Location struct {
 	ServiceURL    string
 	ServiceURLTLS string
+	// WebURL is the owner's HTTP address (HTTP lookups answer it).
+	WebURL string
 	// Redirect is true when the answer is another broker that must itself
 	// be asked (the client looks up again there), false when the client
 	// should connect to ServiceURL and use the topic.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -602,6 +603,26 @@ func (ml *ManagedLedger) forgetDormant(name string) {
 	ml.mu.Lock()
 	delete(ml.dormant, name)
 	ml.mu.Unlock()
+}
+
+// DurableCursors returns the names of the topic's own durable cursors,
+// open here or not (the subscriptions a topic has), sorted.
+func (ml *ManagedLedger) DurableCursors() []string {
+	ml.mu.Lock()
+	defer ml.mu.Unlock()
+	var names []string
+	for n, c := range ml.cursors {
+		if c.durable {
+			names = append(names, n)
+		}
+	}
+	for n := range ml.dormant {
+		if _, open := ml.cursors[n]; !open {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	return names
 }
 
 // Cursors returns the names of the cursors open here.

@@ -1,0 +1,460 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/meridian-mq/meridian/cluster/broker/schema"
+	"github.com/meridian-mq/meridian/cluster/meta"
+	"github.com/meridian-mq/meridian/cluster/mledger"
+	"github.com/meridian-mq/meridian/cluster/wire"
+	"github.com/meridian-mq/meridian/cluster/wire/pb"
+	"github.com/meridian-mq/meridian/topology"
+)
+
+// This file is what the admin API does to topics: statistics, and the
+// operations pulsar-admin offers on topics and subscriptions. Errors wrap
+// wire sentinels, which the admin API maps to HTTP statuses
+// (TopicNotFound and SubscriptionNotFound → 404, NotAllowed → 405 or 409,
+// ServiceNotReady → 503 or a redirect).
+
+// counters are a producer's or consumer's message and byte counts.
+type counters struct {
+	msgs, bytes atomic.Int64
+}
+
+func (c *counters) add(msgs, bytes int) {
+	c.msgs.Add(int64(msgs))
+	c.bytes.Add(int64(bytes))
+}
+
+// TopicStats is a topic's state as pulsar-admin's `topics stats` shows it
+// (the admin API renders Pulsar's JSON from it).
+type TopicStats struct {
+	MsgInCounter    int64
+	BytesInCounter  int64
+	MsgOutCounter   int64
+	BytesOutCounter int64
+	StorageSize     int64
+	Entries         int64
+	LastConfirmed   mledger.Position
+	Terminated      bool
+	Publishers      []PublisherStats
+	Subscriptions   map[string]SubscriptionStats
+}
+
+// PublisherStats is one connected producer.
+type PublisherStats struct {
+	ProducerID     uint64
+	ProducerName   string
+	AccessMode     string
+	Address        string
+	ConnectedSince time.Time
+	MsgInCounter   int64
+	BytesInCounter int64
+}
+
+// SubscriptionStats is one subscription.
+type SubscriptionStats struct {
+	Type               string // Exclusive, Shared, Failover, Key_Shared
+	Durable            bool
+	MsgBacklog         int64
+	MarkDelete         mledger.Position
+	ReadPosition       mledger.Position
+	UnackedMessages    int64
+	MsgOutCounter      int64
+	BytesOutCounter    int64
+	DelayedMessages    int64
+	Consumers          []ConsumerStats
+	ActiveConsumerName string
+}
+
+// ConsumerStats is one connected consumer.
+type ConsumerStats struct {
+	ConsumerName     string
+	Address          string
+	ConnectedSince   time.Time
+	AvailablePermits int64
+	UnackedMessages  int64
+	MsgOutCounter    int64
+	BytesOutCounter  int64
+}
+
+// Stats returns the topic's statistics.
+func (t *Topic) Stats() TopicStats {
+	ms := t.ml.Stats()
+	st := TopicStats{StorageSize: ms.StorageSize, Entries: ms.Entries, LastConfirmed: ms.LastConfirmed,
+		Terminated: ms.Terminated, Subscriptions: map[string]SubscriptionStats{}}
+	t.mu.Lock()
+	for p := range t.mu.producers {
+		ps := PublisherStats{ProducerID: p.id, ProducerName: p.name, AccessMode: p.mode.String(),
+			Address: p.c.nc.RemoteAddr().String(), ConnectedSince: p.since,
+			MsgInCounter: p.in.msgs.Load(), BytesInCounter: p.in.bytes.Load()}
+		st.Publishers = append(st.Publishers, ps)
+	}
+	subs := make([]*subscription, 0, len(t.mu.subs))
+	for _, s := range t.mu.subs {
+		subs = append(subs, s)
+	}
+	t.mu.Unlock()
+	st.MsgInCounter, st.BytesInCounter = t.in.msgs.Load(), t.in.bytes.Load()
+	slices.SortFunc(st.Publishers, func(a, b PublisherStats) int { return int(a.ProducerID) - int(b.ProducerID) })
+	for _, s := range subs {
+		ss := s.stats()
+		st.Subscriptions[s.name] = ss
+		st.MsgOutCounter += ss.MsgOutCounter
+		st.BytesOutCounter += ss.BytesOutCounter
+	}
+	return st
+}
+
+func (s *subscription) stats() SubscriptionStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ss := SubscriptionStats{Type: s.kind.String(), Durable: s.cursor.Durable(), MsgBacklog: s.cursor.Backlog(),
+		MarkDelete: s.cursor.MarkDeletePosition(), ReadPosition: s.cursor.ReadPosition(),
+		DelayedMessages: int64(s.mu.delayed.Len())}
+	ss.MsgOutCounter, ss.BytesOutCounter = s.out.msgs.Load(), s.out.bytes.Load()
+	if s.mu.active != nil {
+		ss.ActiveConsumerName = s.mu.active.name
+	}
+	for _, c := range s.mu.consumers {
+		ss.UnackedMessages += int64(c.unacked)
+		ss.Consumers = append(ss.Consumers, ConsumerStats{ConsumerName: c.name, Address: c.c.nc.RemoteAddr().String(),
+			ConnectedSince: c.since, AvailablePermits: c.permits, UnackedMessages: int64(c.unacked),
+			MsgOutCounter: c.out.msgs.Load(), BytesOutCounter: c.out.bytes.Load()})
+	}
+	return ss
+}
+
+// InternalStats are the managed ledger's statistics and the cursors'
+// positions (pulsar-admin's `topics stats-internal`).
+type InternalStats struct {
+	Ledger  mledger.Stats
+	Ledgers []int64
+	Cursors map[string]SubscriptionStats
+}
+
+// InternalStats returns the storage view of the topic.
+func (t *Topic) InternalStats() InternalStats {
+	st := InternalStats{Ledger: t.ml.Stats(), Ledgers: t.ml.Ledgers(), Cursors: map[string]SubscriptionStats{}}
+	for _, s := range t.subscriptions() {
+		st.Cursors[s.name] = s.stats()
+	}
+	return st
+}
+
+// LastMessageID is the position of the topic's last entry ((ledger, -1)
+// when it has none).
+func (t *Topic) LastMessageID() mledger.Position { return t.ml.LastConfirmed() }
+
+// Terminate seals the topic: no more messages are accepted, and consumers
+// learn the end when they reach it. Connected producers are closed.
+func (t *Topic) Terminate(ctx context.Context) (mledger.Position, error) {
+	p, err := t.ml.Terminate(ctx)
+	if err != nil {
+		return p, fmt.Errorf("%w: terminate %s: %v", wire.ErrPersistence, t.Name(), err)
+	}
+	t.mu.Lock()
+	var producers []*producer
+	for q := range t.mu.producers {
+		producers = append(producers, q)
+	}
+	t.mu.Unlock()
+	for _, q := range producers {
+		q.disconnect()
+	}
+	return p, nil
+}
+
+// Subscriptions returns the names of the topic's subscriptions.
+func (t *Topic) Subscriptions() []string {
+	var names []string
+	for _, s := range t.subscriptions() {
+		names = append(names, s.name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+func (t *Topic) subscriptions() []*subscription {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	subs := make([]*subscription, 0, len(t.mu.subs))
+	for _, s := range t.mu.subs {
+		subs = append(subs, s)
+	}
+	return subs
+}
+
+func (t *Topic) existing(name string) (*subscription, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s, ok := t.mu.subs[name]; ok {
+		return s, nil
+	}
+	return nil, fmt.Errorf("%w: subscription %s does not exist on %s", wire.ErrSubscriptionNotFound, name, t.Name())
+}
+
+// CreateSubscription creates a durable subscription positioned after
+// start, or at the end (latest) when start is nil.
+func (t *Topic) CreateSubscription(ctx context.Context, name string, start *mledger.Position) error {
+	if _, err := t.existing(name); err == nil {
+		return fmt.Errorf("%w: subscription %s already exists on %s", wire.ErrNotAllowed, name, t.Name())
+	}
+	s, err := t.subscription(ctx, name, pb.CommandSubscribe_Exclusive, true, mledger.Latest, nil)
+	if err != nil {
+		return err
+	}
+	if start != nil {
+		return s.cursor.ResetAfter(*start)
+	}
+	return nil
+}
+
+// DeleteSubscription deletes a subscription; with consumers connected it
+// is refused unless force, which disconnects them.
+func (t *Topic) DeleteSubscription(ctx context.Context, name string, force bool) error {
+	s, err := t.existing(name)
+	if err != nil {
+		return err
+	}
+	if s.consumerCount() > 0 && !force {
+		return fmt.Errorf("%w: subscription %s has active consumers", wire.ErrConsumerBusy, name)
+	}
+	s.mu.Lock()
+	consumers := slices.Clone(s.mu.consumers)
+	s.mu.Unlock()
+	for _, c := range consumers {
+		c.disconnect()
+	}
+	return s.unsubscribe(ctx, nil)
+}
+
+// Skip consumes the next n messages' entries of a subscription (n < 0:
+// everything, pulsar-admin's clear-backlog).
+func (t *Topic) Skip(name string, n int64) error {
+	s, err := t.existing(name)
+	if err != nil {
+		return err
+	}
+	if n < 0 {
+		n = s.cursor.Backlog()
+	}
+	_, err = s.cursor.Skip(n)
+	s.dropPending()
+	return err
+}
+
+// ResetCursor moves a subscription to after position p, or to the first
+// entry published at or after t (Unix ms), as a seek does: its consumers
+// are disconnected and resubscribe.
+func (t *Topic) ResetCursor(ctx context.Context, name string, p *mledger.Position, at *int64) error {
+	s, err := t.existing(name)
+	if err != nil {
+		return err
+	}
+	var id *pb.MessageIdData
+	var ts *uint64
+	switch {
+	case at != nil:
+		ts = ptr(uint64(*at))
+	case p != nil:
+		id = pb.MessageIdData_builder{LedgerId: ptr(uint64(p.Ledger)), EntryId: ptr(uint64(p.Entry))}.Build()
+	default:
+		return fmt.Errorf("%w: reset needs a position or a time", wire.ErrNotAllowed)
+	}
+	return s.seek(ctx, id, ts)
+}
+
+// ExpireMessages consumes every message of a subscription older than age.
+func (t *Topic) ExpireMessages(ctx context.Context, name string, age time.Duration) error {
+	s, err := t.existing(name)
+	if err != nil {
+		return err
+	}
+	p, found, err := t.ml.FindByTime(ctx, time.Now().Add(-age).UnixMilli())
+	if err != nil {
+		return fmt.Errorf("%w: %v", wire.ErrPersistence, err)
+	}
+	if !found {
+		p = t.ml.LastConfirmed()
+		p.Entry++
+	}
+	if p.Entry == 0 {
+		return nil // nothing older than the first entry of a ledger to know of
+	}
+	if err := s.cursor.AckCumulative(mledger.Position{Ledger: p.Ledger, Entry: p.Entry - 1}); err != nil &&
+		!errors.Is(err, mledger.ErrInvalidPosition) {
+		return err
+	}
+	s.dropPending()
+	return nil
+}
+
+// Peek returns up to n entries a subscription has not consumed, from its
+// mark-delete position on, without moving it.
+func (t *Topic) Peek(ctx context.Context, name string, n int) ([]mledger.Entry, error) {
+	s, err := t.existing(name)
+	if err != nil {
+		return nil, err
+	}
+	var out []mledger.Entry
+	p := s.cursor.MarkDeletePosition()
+	for len(out) < n {
+		es, err := t.ml.ReadAt(ctx, mledger.Position{Ledger: p.Ledger, Entry: p.Entry + 1}, n-len(out))
+		if errors.Is(err, mledger.ErrInvalidPosition) {
+			// Past the end of that ledger: continue in the next, if any.
+			next, ok := t.nextLedger(p.Ledger)
+			if !ok {
+				break
+			}
+			p = mledger.Position{Ledger: next, Entry: -1}
+			continue
+		}
+		if err != nil {
+			return out, fmt.Errorf("%w: %v", wire.ErrPersistence, err)
+		}
+		for _, e := range es {
+			if !s.cursor.IsAcked(e.Position) {
+				out = append(out, e)
+			}
+			p = e.Position
+		}
+		if len(es) == 0 {
+			break
+		}
+	}
+	return out, nil
+}
+
+func (t *Topic) nextLedger(id int64) (int64, bool) {
+	for _, l := range t.ml.Ledgers() {
+		if l > id {
+			return l, true
+		}
+	}
+	return 0, false
+}
+
+// Message returns the entry at p.
+func (t *Topic) Message(ctx context.Context, p mledger.Position) (mledger.Entry, error) {
+	es, err := t.ml.ReadAt(ctx, p, 1)
+	if err != nil {
+		if errors.Is(err, mledger.ErrInvalidPosition) {
+			return mledger.Entry{}, fmt.Errorf("%w: no message at %v on %s", wire.ErrTopicNotFound, p, t.Name())
+		}
+		return mledger.Entry{}, fmt.Errorf("%w: %v", wire.ErrPersistence, err)
+	}
+	return es[0], nil
+}
+
+// dropPending forgets what was delivered before the cursor moved under the
+// subscription (skip, expiry), and wakes the dispatcher.
+func (s *subscription) dropPending() {
+	s.mu.Lock()
+	for p := range s.mu.pending {
+		if s.cursor.IsAcked(p) || !s.cursor.MarkDeletePosition().Less(p) {
+			s.forgetLocked(p)
+		}
+	}
+	for p := range s.mu.replay {
+		if !s.cursor.MarkDeletePosition().Less(p) {
+			s.dropReplayLocked(p)
+		}
+	}
+	s.mu.Unlock()
+	s.poke()
+}
+
+// ---- service-level operations ----
+
+// DeleteTopic deletes a topic this broker owns: its ledgers, cursors and
+// schemas. With producers or consumers connected it is refused unless
+// force, which disconnects them.
+func (s *Service) DeleteTopic(ctx context.Context, t topology.TopicName, force bool) error {
+	topic, err := s.Topic(ctx, t, false)
+	if err != nil {
+		return err
+	}
+	topic.mu.Lock()
+	busy := len(topic.mu.producers) > 0
+	for _, sub := range topic.mu.subs {
+		busy = busy || sub.consumerCount() > 0
+	}
+	topic.mu.Unlock()
+	if busy && !force {
+		return fmt.Errorf("%w: topic %s has active producers or consumers", wire.ErrNotAllowed, t)
+	}
+	s.mu.Lock()
+	l := s.mu.topics[t.String()]
+	if l != nil && l.topic == topic {
+		delete(s.mu.topics, t.String())
+	}
+	s.mu.Unlock()
+	topic.close(ctx)
+	ml, err := s.ledgers.Open(ctx, t.String())
+	if err != nil {
+		return fmt.Errorf("%w: reopen %s to delete it: %v", wire.ErrServiceNotReady, t, err)
+	}
+	if err := ml.Delete(ctx); err != nil {
+		return fmt.Errorf("%w: delete %s: %v", wire.ErrPersistence, t, err)
+	}
+	if _, err := s.schemas.Delete(ctx, t.String()); err != nil && !errors.Is(err, schema.ErrNotFound) {
+		s.log.Warn("deleting the schemas of a deleted topic", "topic", t.String(), "err", err)
+	}
+	return nil
+}
+
+// Unload closes a topic on this broker (clients reconnect and it loads
+// again, here or elsewhere).
+func (s *Service) Unload(t topology.TopicName) {
+	s.mu.Lock()
+	l := s.mu.topics[t.String()]
+	s.mu.Unlock()
+	if l == nil {
+		return
+	}
+	<-l.done
+	if l.topic != nil {
+		s.unload(t.String(), l)
+	}
+}
+
+// Bundle returns the bundle t falls in.
+func (s *Service) Bundle(t topology.TopicName) (topology.Bundle, error) {
+	eff, err := s.resolve(t)
+	if err != nil {
+		return topology.Bundle{}, err
+	}
+	return bundleOf(t, eff)
+}
+
+// Brokers returns the live brokers of this region.
+func (s *Service) Brokers(ctx context.Context) ([]Owner, error) {
+	kvs, _, err := s.store.List(ctx, meta.Prefix(meta.RegionKey(s.cfg.Region, "brokers")))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", wire.ErrMetadata, err)
+	}
+	var out []Owner
+	for _, kv := range kvs {
+		var o Owner
+		if _, err := meta.DecodeJSON(kv.Value, 1, &o); err == nil {
+			out = append(out, o)
+		}
+	}
+	return out, nil
+}
+
+// Region is the region this broker serves.
+func (s *Service) Region() string { return s.cfg.Region }
+
+// Self is this broker's ownership record: its id and URLs.
+func (s *Service) Self() Owner { return s.own.self }
+
+// Schemas returns the schema registry.
+func (s *Service) Schemas() *schema.Registry { return s.schemas }
