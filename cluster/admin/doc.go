@@ -1,0 +1,36 @@
+// Package admin is Meridian's Pulsar-compatible admin REST API, served by
+// every broker on its web port: the /admin/v2 and /lookup/v2 paths that
+// pulsar-client-go's pulsaradmin package (v0.19.0) calls, and the HTTP
+// surface of a client whose service URL is http:// (DESIGN §5: lookups,
+// partitioned metadata with checkAllowAutoCreation, namespace topics and
+// schemas).
+//
+// # Shape
+//
+// New returns one http.Handler built on net/http's ServeMux patterns. Every
+// route is a function that returns an error; the one table in errors.go
+// turns errors into Pulsar's status codes and a {"reason": ...} body, so
+// that a status is decided in exactly one place. A request is
+// authenticated (Bearer token, Basic, TLS client certificate, or the
+// anonymous role) before it is routed, and each route authorizes its own
+// operation through the Authorizer hook.
+//
+// # State
+//
+// The admin API keeps no state of its own beyond the rate samples of
+// topic statistics (see stats.go). Reads of clusters, tenants, namespaces
+// and partitioned metadata come from the broker's watched global cache, so
+// they answer while the global store is unreachable; writes go to the
+// global store, and a write returns only once this broker's cache shows
+// it, so that a client reads its own writes from the same broker. Topic
+// operations run on the broker that owns the topic: another broker's
+// topic is answered with a 307 redirect to the owner's web URL, as Pulsar
+// does, and the client follows it.
+//
+// # Bad input changes nothing
+//
+// Bodies are decoded and checked before anything is written, and every
+// write is a single conditional update of one global record, validated by
+// the global store as a whole: a refused request leaves the stored
+// configuration as it was.
+package admin

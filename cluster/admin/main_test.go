@@ -1,0 +1,126 @@
+package admin_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsaradmin"
+	"go.uber.org/goleak"
+
+	"github.com/meridian-mq/meridian/cluster/admin"
+	"github.com/meridian-mq/meridian/cluster/broker/standalone"
+)
+
+// region is the standalone region the package's tests share (starting one
+// is the slowest thing they do); each test works in its own tenant or
+// namespace. web serves the admin API under test over the region's broker.
+var (
+	region *standalone.Standalone
+	web    *httptest.Server
+)
+
+func testLogger() *slog.Logger {
+	if os.Getenv("ADMIN_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+func TestMain(m *testing.M) {
+	code := run(m)
+	if code == 0 {
+		if err := goleak.Find(
+			goleak.IgnoreTopFunction("github.com/apache/pulsar-client-go/pulsar.(*partitionProducer).failTimeoutMessages"),
+			goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
+			goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
+			goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
+		); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutines leaked:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+func run(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "admin-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	cfg := standalone.DefaultConfig(dir)
+	cfg.BrokerAddr, cfg.WebAddr, cfg.AdvertisedHost = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1"
+	cfg.Logger = testLogger()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	region, err = standalone.Start(ctx, cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "start region:", err)
+		return 1
+	}
+	defer region.Close()
+	h, err := admin.New(admin.DefaultConfig(), region.Service(), testLogger())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "admin.New:", err)
+		return 1
+	}
+	web = httptest.NewServer(h)
+	defer web.Close()
+	defer web.CloseClientConnections()
+	defer http.DefaultClient.CloseIdleConnections()
+	return m.Run()
+}
+
+// newAdmin returns a pulsaradmin client of the server at url.
+func newAdmin(t testing.TB, url string) pulsaradmin.Client {
+	t.Helper()
+	c, err := pulsaradmin.NewClient(&pulsaradmin.Config{WebServiceURL: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// call sends a raw request to the admin API and returns the status and
+// body.
+func call(t testing.TB, method, path, body string, header ...string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, web.URL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// waitFor polls cond until it holds or 20s pass.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -1,0 +1,154 @@
+package admin
+
+import (
+	"bytes"
+	"compress/zlib"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/golang/snappy"
+	"github.com/klauspost/compress/zstd"
+	"github.com/pierrec/lz4/v4"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/meridian-mq/meridian/cluster/mledger"
+	"github.com/meridian-mq/meridian/cluster/wire"
+	"github.com/meridian-mq/meridian/cluster/wire/pb"
+	"github.com/meridian-mq/meridian/topology"
+)
+
+// peek answers the n-th (from 1) entry a subscription has not consumed,
+// without moving it: pulsar-admin's peek-messages asks for positions 1, 2,
+// … until it has enough messages (a batch entry holds several).
+func (h *handler) peek(w http.ResponseWriter, r *http.Request, t topology.TopicName) error {
+	n, err := strconv.Atoi(r.PathValue("n"))
+	if err != nil || n < 1 || n > 10000 {
+		return fmt.Errorf("%w: position %q is not a number in 1..10000", ErrBadRequest, r.PathValue("n"))
+	}
+	tp, err := h.loaded(r, t)
+	if err != nil {
+		return err
+	}
+	es, err := tp.Peek(r.Context(), r.PathValue("sub"), n)
+	if err != nil {
+		return err
+	}
+	if len(es) < n {
+		return fmt.Errorf("%w: the subscription has no message at position %d", ErrNotFound, n)
+	}
+	return writeEntry(w, es[n-1])
+}
+
+// messageByID answers the entry at ledger/entry.
+func (h *handler) messageByID(w http.ResponseWriter, r *http.Request, t topology.TopicName) error {
+	l, err1 := strconv.ParseInt(r.PathValue("ledger"), 10, 64)
+	e, err2 := strconv.ParseInt(r.PathValue("entry"), 10, 64)
+	if err1 != nil || err2 != nil || l < 0 || e < 0 {
+		return fmt.Errorf("%w: ledger %q and entry %q must be non-negative numbers", ErrBadRequest, r.PathValue("ledger"), r.PathValue("entry"))
+	}
+	tp, err := h.loaded(r, t)
+	if err != nil {
+		return err
+	}
+	entry, err := tp.Message(r.Context(), mledger.Position{Ledger: l, Entry: e})
+	if err != nil {
+		return err
+	}
+	return writeEntry(w, entry)
+}
+
+// writeEntry answers a stored entry as Pulsar's admin does: the payload
+// (uncompressed; a batch entry's payload is its batch, which pulsaradmin
+// splits) as the body, and the message metadata in X-Pulsar-* headers.
+func writeEntry(w http.ResponseWriter, e mledger.Entry) error {
+	_, msg, err := e.Split()
+	if err != nil {
+		return fmt.Errorf("%w: entry %v: %v", wire.ErrPersistence, e.Position, err)
+	}
+	mdBytes, payload, err := wire.SplitMessage(msg)
+	if err != nil {
+		return fmt.Errorf("%w: entry %v: %v", wire.ErrPersistence, e.Position, err)
+	}
+	md := new(pb.MessageMetadata)
+	if err := proto.Unmarshal(mdBytes, md); err != nil {
+		return fmt.Errorf("%w: entry %v: metadata: %v", wire.ErrPersistence, e.Position, err)
+	}
+	payload, err = uncompress(md, payload)
+	if err != nil {
+		return fmt.Errorf("%w: entry %v: %v", wire.ErrPersistence, e.Position, err)
+	}
+	hd := w.Header()
+	hd.Set("Content-Type", "application/octet-stream")
+	hd.Set("X-Pulsar-Message-ID", e.Position.String())
+	hd.Set("X-Pulsar-Publish-Time", time.UnixMilli(int64(md.GetPublishTime())).UTC().Format("2006-01-02T15:04:05.000Z"))
+	hd.Set("X-Pulsar-Producer-Name", md.GetProducerName())
+	hd.Set("X-Pulsar-Sequence-Id", strconv.FormatUint(md.GetSequenceId(), 10))
+	if md.HasNumMessagesInBatch() {
+		hd.Set("X-Pulsar-Num-Batch-Message", strconv.Itoa(int(md.GetNumMessagesInBatch())))
+		hd.Set("X-Pulsar-Batch-Size", strconv.Itoa(len(payload)))
+	}
+	if md.GetEventTime() != 0 {
+		hd.Set("X-Pulsar-Event-Time", time.UnixMilli(int64(md.GetEventTime())).UTC().Format("2006-01-02T15:04:05.000Z"))
+	}
+	if md.HasPartitionKey() {
+		hd.Set("X-Pulsar-Partition-Key", md.GetPartitionKey())
+	}
+	if md.HasReplicatedFrom() {
+		hd.Set("X-Pulsar-Replicated-From", md.GetReplicatedFrom())
+	}
+	if props := md.GetProperties(); len(props) > 0 {
+		m := make(map[string]string, len(props))
+		for _, kv := range props {
+			m[kv.GetKey()] = kv.GetValue()
+		}
+		b, err := json.Marshal(m)
+		if err == nil {
+			hd.Set("X-Pulsar-Property", string(b))
+		}
+	}
+	hd.Set("Content-Length", strconv.Itoa(len(payload)))
+	w.WriteHeader(http.StatusOK)
+	_, err = w.Write(payload)
+	return err
+}
+
+// uncompress returns a message's payload uncompressed, with the codecs
+// pulsar-client-go writes.
+func uncompress(md *pb.MessageMetadata, payload []byte) ([]byte, error) {
+	size := int(md.GetUncompressedSize())
+	if size > 64<<20 {
+		return nil, fmt.Errorf("uncompressed size %d is over 64 MiB", size)
+	}
+	switch md.GetCompression() {
+	case pb.CompressionType_NONE:
+		return payload, nil
+	case pb.CompressionType_LZ4:
+		out := make([]byte, size)
+		n, err := lz4.UncompressBlock(payload, out)
+		if err != nil {
+			return nil, fmt.Errorf("lz4: %w", err)
+		}
+		return out[:n], nil
+	case pb.CompressionType_ZLIB:
+		zr, err := zlib.NewReader(bytes.NewReader(payload))
+		if err != nil {
+			return nil, fmt.Errorf("zlib: %w", err)
+		}
+		defer zr.Close()
+		return io.ReadAll(io.LimitReader(zr, int64(size)+1))
+	case pb.CompressionType_ZSTD:
+		d, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1))
+		if err != nil {
+			return nil, fmt.Errorf("zstd: %w", err)
+		}
+		defer d.Close()
+		return d.DecodeAll(payload, make([]byte, 0, size))
+	case pb.CompressionType_SNAPPY:
+		return snappy.Decode(make([]byte, size), payload)
+	}
+	return nil, fmt.Errorf("unknown compression %v", md.GetCompression())
+}

@@ -1,0 +1,366 @@
+package admin
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/meridian-mq/meridian/cluster/wire"
+	"github.com/meridian-mq/meridian/global"
+	"github.com/meridian-mq/meridian/topology"
+)
+
+func (h *handler) routeNamespaces() {
+	const p = "/admin/v2/namespaces/{tenant}"
+	const ns = p + "/{namespace}"
+	h.handle("GET "+p, opTenantAdmin, h.listNamespaces)
+	h.handle("PUT "+ns, opTenantAdmin, h.createNamespace)
+	h.handle("GET "+ns, opTenantAdmin, h.getPolicies)
+	h.handle("DELETE "+ns, opTenantAdmin, h.deleteNamespace)
+	h.handle("GET "+ns+"/topics", opTenantAdmin, h.namespaceTopics)
+	h.handle("GET "+ns+"/bundles", opTenantAdmin, h.policy(func(p global.Policies) any { return p.Bundles }))
+	h.handle("PUT "+ns+"/unload", opTenantAdmin, h.unloadNamespace)
+
+	h.handle("GET "+ns+"/replication", opTenantAdmin, h.policy(func(p global.Policies) any { return p.ReplicationClusters }))
+	h.handle("POST "+ns+"/replication", opTenantAdmin, setPolicy(h, func(p *global.Policies, v []string) error {
+		if len(v) == 0 {
+			return fmt.Errorf("%w: the replication clusters must not be empty", ErrPrecondition)
+		}
+		p.ReplicationClusters = v
+		return nil
+	}))
+
+	h.handle("GET "+ns+"/retention", opTenantAdmin, h.policy(func(p global.Policies) any { return p.RetentionPolicies }))
+	h.handle("POST "+ns+"/retention", opTenantAdmin, setPolicy(h, func(p *global.Policies, v global.RetentionPolicies) error {
+		p.RetentionPolicies = &v
+		return nil
+	}))
+	h.handle("DELETE "+ns+"/retention", opTenantAdmin, h.clearPolicy(func(p *global.Policies) { p.RetentionPolicies = nil }))
+
+	h.handle("GET "+ns+"/backlogQuotaMap", opTenantAdmin, h.policy(func(p global.Policies) any { return p.BacklogQuotaMap }))
+	h.handle("POST "+ns+"/backlogQuota", opTenantAdmin, h.setBacklogQuota)
+	h.handle("DELETE "+ns+"/backlogQuota", opTenantAdmin, h.removeBacklogQuota)
+
+	h.handle("GET "+ns+"/messageTTL", opTenantAdmin, h.policy(func(p global.Policies) any { return p.MessageTTLInSeconds }))
+	h.handle("POST "+ns+"/messageTTL", opTenantAdmin, setPolicy(h, func(p *global.Policies, v int) error {
+		p.MessageTTLInSeconds = &v
+		return nil
+	}))
+	h.handle("DELETE "+ns+"/messageTTL", opTenantAdmin, h.clearPolicy(func(p *global.Policies) { p.MessageTTLInSeconds = nil }))
+
+	h.handle("GET "+ns+"/deduplication", opTenantAdmin, h.policy(func(p global.Policies) any { return p.DeduplicationEnabled }))
+	h.handle("POST "+ns+"/deduplication", opTenantAdmin, setPolicy(h, func(p *global.Policies, v bool) error {
+		p.DeduplicationEnabled = &v
+		return nil
+	}))
+	h.handle("DELETE "+ns+"/deduplication", opTenantAdmin, h.clearPolicy(func(p *global.Policies) { p.DeduplicationEnabled = nil }))
+
+	h.handle("GET "+ns+"/autoTopicCreation", opTenantAdmin, h.policy(func(p global.Policies) any { return p.AutoTopicCreationOverride }))
+	h.handle("POST "+ns+"/autoTopicCreation", opTenantAdmin, setPolicy(h, func(p *global.Policies, v global.AutoTopicCreation) error {
+		p.AutoTopicCreationOverride = &v
+		return nil
+	}))
+	h.handle("DELETE "+ns+"/autoTopicCreation", opTenantAdmin, h.clearPolicy(func(p *global.Policies) { p.AutoTopicCreationOverride = nil }))
+
+	h.handle("GET "+ns+"/schemaCompatibilityStrategy", opTenantAdmin, h.policy(func(p global.Policies) any { return p.SchemaCompatibilityStrategy }))
+	h.handle("PUT "+ns+"/schemaCompatibilityStrategy", opTenantAdmin, h.setSchemaStrategy)
+
+	h.handle("GET "+ns+"/permissions", opTenantAdmin, h.policy(func(p global.Policies) any { return p.AuthPolicies.NamespaceAuth }))
+	h.handle("POST "+ns+"/permissions/{role}", opTenantAdmin, h.grantNamespacePermission)
+	h.handle("DELETE "+ns+"/permissions/{role}", opTenantAdmin, h.revokeNamespacePermission)
+}
+
+// updateNamespace applies mutate to tenant/ns's policies in the global
+// store (validated there as a whole: a refused update changes nothing),
+// waits for this broker's cache to show it, and answers 204.
+func (h *handler) updateNamespace(w http.ResponseWriter, r *http.Request, tenant, ns string, mutate func(*global.Policies) error) error {
+	_, rc, err := h.svc.Global().UpdateNamespace(r.Context(), tenant, ns, mutate)
+	if err != nil {
+		return err
+	}
+	h.await(r, rc)
+	return noContent(w)
+}
+
+// policy answers one field of a namespace's policies, from the cache; an
+// unset field is 204 with no body, as Pulsar answers a null.
+func (h *handler) policy(field func(global.Policies) any) route {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		tenant, ns := r.PathValue("tenant"), r.PathValue("namespace")
+		p, found := h.svc.Policies().Namespace(tenant, ns)
+		if !found {
+			return fmt.Errorf("%w: namespace %s/%s does not exist", ErrNotFound, tenant, ns)
+		}
+		v := field(p)
+		if isNil(v) {
+			return noContent(w)
+		}
+		return ok(w, v)
+	}
+}
+
+func isNil(v any) bool {
+	switch x := v.(type) {
+	case nil:
+		return true
+	case *global.RetentionPolicies:
+		return x == nil
+	case *int:
+		return x == nil
+	case *bool:
+		return x == nil
+	case *global.AutoTopicCreation:
+		return x == nil
+	case *global.BundlesData:
+		return x == nil
+	}
+	return false
+}
+
+// setPolicy decodes a required body of type T and applies set with it.
+func setPolicy[T any](h *handler, set func(*global.Policies, T) error) route {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		var v T
+		if err := h.mustReadJSON(r, &v); err != nil {
+			return err
+		}
+		return h.updateNamespace(w, r, r.PathValue("tenant"), r.PathValue("namespace"), func(p *global.Policies) error {
+			return set(p, v)
+		})
+	}
+}
+
+func (h *handler) clearPolicy(clear func(*global.Policies)) route {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		return h.updateNamespace(w, r, r.PathValue("tenant"), r.PathValue("namespace"), func(p *global.Policies) error {
+			clear(p)
+			return nil
+		})
+	}
+}
+
+func (h *handler) listNamespaces(w http.ResponseWriter, r *http.Request) error {
+	tenant := r.PathValue("tenant")
+	if _, found := h.svc.Policies().Tenant(tenant); !found {
+		return fmt.Errorf("%w: tenant %s does not exist", ErrNotFound, tenant)
+	}
+	out := []string{}
+	for _, ns := range h.svc.Policies().Namespaces(tenant) {
+		out = append(out, tenant+"/"+ns)
+	}
+	return ok(w, out)
+}
+
+// createNamespace creates a namespace with the policies in the body, if
+// any. Bundles given as a count are spread evenly; no replication clusters
+// means this region, as Pulsar fills in its local cluster.
+func (h *handler) createNamespace(w http.ResponseWriter, r *http.Request) error {
+	var p global.Policies
+	if _, err := h.readJSON(r, &p); err != nil {
+		return err
+	}
+	if p.Bundles != nil && len(p.Bundles.Boundaries) == 0 {
+		b, err := global.EvenBundlesData(p.Bundles.NumBundles)
+		if err != nil {
+			return err
+		}
+		p.Bundles = &b
+	}
+	if len(p.ReplicationClusters) == 0 {
+		p.ReplicationClusters = []string{h.svc.Region()}
+	}
+	rc, err := h.svc.Global().CreateNamespace(r.Context(), r.PathValue("tenant"), r.PathValue("namespace"), p)
+	if err != nil {
+		return err
+	}
+	h.await(r, rc)
+	return noContent(w)
+}
+
+func (h *handler) getPolicies(w http.ResponseWriter, r *http.Request) error {
+	tenant, ns := r.PathValue("tenant"), r.PathValue("namespace")
+	p, found := h.svc.Policies().Namespace(tenant, ns)
+	if !found {
+		return fmt.Errorf("%w: namespace %s/%s does not exist", ErrNotFound, tenant, ns)
+	}
+	return ok(w, p)
+}
+
+// deleteNamespace deletes an empty namespace (409 while it has topics, as
+// Pulsar). With force its topics are deleted first, each where it is
+// served.
+func (h *handler) deleteNamespace(w http.ResponseWriter, r *http.Request) error {
+	force, err := queryBool(r, "force")
+	if err != nil {
+		return err
+	}
+	tenant, ns := r.PathValue("tenant"), r.PathValue("namespace")
+	if err := h.namespaceExists(tenant, ns); err != nil {
+		return err
+	}
+	names, err := h.svc.TopicsOfNamespace(r.Context(), tenant, ns)
+	if err != nil {
+		return err
+	}
+	records := h.svc.Policies().Topics(tenant, ns)
+	if !force && (len(names) > 0 || len(records) > 0) {
+		return fmt.Errorf("%w: namespace %s/%s has topics; delete them first (or use force)", global.ErrNamespaceNotEmpty, tenant, ns)
+	}
+	for _, name := range names {
+		t, err := topology.ParseTopicName(name)
+		if err != nil {
+			continue
+		}
+		local, url, err := h.owner(r, t)
+		if err != nil {
+			return err
+		}
+		if local {
+			err = h.svc.DeleteTopic(r.Context(), t, true)
+		} else {
+			_, err = h.forward(r, url, "DELETE", t, "", nil)
+		}
+		if err != nil && !errors.Is(err, wire.ErrTopicNotFound) && !errors.Is(err, ErrNotFound) {
+			return fmt.Errorf("deleting %s: %w", t, err)
+		}
+	}
+	for _, name := range records {
+		t, err := topology.ParseTopicName(name)
+		if err != nil {
+			continue
+		}
+		if _, err := h.svc.Global().DeleteTopic(r.Context(), t); err != nil && !errors.Is(err, global.ErrNotFound) {
+			return err
+		}
+	}
+	rc, err := h.svc.Global().DeleteNamespace(r.Context(), tenant, ns)
+	if err != nil {
+		return err
+	}
+	h.await(r, rc)
+	return noContent(w)
+}
+
+// namespaceTopics lists the namespace's topics as the binary protocol's
+// GET_TOPICS_OF_NAMESPACE does (partitions one by one); mode is
+// PERSISTENT (default), NON_PERSISTENT or ALL, and Meridian has only
+// persistent topics.
+func (h *handler) namespaceTopics(w http.ResponseWriter, r *http.Request) error {
+	tenant, ns := r.PathValue("tenant"), r.PathValue("namespace")
+	mode := strings.ToUpper(r.URL.Query().Get("mode"))
+	switch mode {
+	case "", "PERSISTENT", "ALL":
+	case "NON_PERSISTENT":
+		if err := h.namespaceExists(tenant, ns); err != nil {
+			return err
+		}
+		return ok(w, []string{})
+	default:
+		return fmt.Errorf("%w: mode %q (want PERSISTENT, NON_PERSISTENT or ALL)", ErrBadRequest, mode)
+	}
+	if err := h.namespaceExists(tenant, ns); err != nil {
+		return err
+	}
+	names, err := h.svc.TopicsOfNamespace(r.Context(), tenant, ns)
+	if err != nil {
+		return err
+	}
+	if names == nil {
+		names = []string{}
+	}
+	return ok(w, names)
+}
+
+// unloadNamespace unloads the namespace's topics loaded on this broker.
+func (h *handler) unloadNamespace(w http.ResponseWriter, r *http.Request) error {
+	tenant, ns := r.PathValue("tenant"), r.PathValue("namespace")
+	if err := h.namespaceExists(tenant, ns); err != nil {
+		return err
+	}
+	for _, name := range h.svc.Loaded() {
+		if t, err := topology.ParseTopicName(name); err == nil && t.Tenant == tenant && t.Namespace == ns {
+			h.svc.Unload(t)
+		}
+	}
+	return noContent(w)
+}
+
+// setBacklogQuota sets one quota type (backlogQuotaType, default
+// destination_storage).
+func (h *handler) setBacklogQuota(w http.ResponseWriter, r *http.Request) error {
+	typ := backlogQuotaType(r)
+	var q global.BacklogQuota
+	if err := h.mustReadJSON(r, &q); err != nil {
+		return err
+	}
+	return h.updateNamespace(w, r, r.PathValue("tenant"), r.PathValue("namespace"), func(p *global.Policies) error {
+		if p.BacklogQuotaMap == nil {
+			p.BacklogQuotaMap = map[global.BacklogQuotaType]global.BacklogQuota{}
+		}
+		p.BacklogQuotaMap[typ] = q
+		return nil
+	})
+}
+
+func (h *handler) removeBacklogQuota(w http.ResponseWriter, r *http.Request) error {
+	typ := backlogQuotaType(r)
+	return h.updateNamespace(w, r, r.PathValue("tenant"), r.PathValue("namespace"), func(p *global.Policies) error {
+		delete(p.BacklogQuotaMap, typ)
+		return nil
+	})
+}
+
+func backlogQuotaType(r *http.Request) global.BacklogQuotaType {
+	if t := r.URL.Query().Get("backlogQuotaType"); t != "" {
+		return global.BacklogQuotaType(t)
+	}
+	return global.DestinationStorage
+}
+
+// setSchemaStrategy takes the strategy as a JSON string (pulsaradmin's) or
+// as bare text.
+func (h *handler) setSchemaStrategy(w http.ResponseWriter, r *http.Request) error {
+	b, err := h.readBody(r)
+	if err != nil {
+		return err
+	}
+	var s string
+	if json.Unmarshal(b, &s) != nil {
+		s = strings.TrimSpace(string(b))
+	}
+	if s == "" {
+		return fmt.Errorf("%w: a schema compatibility strategy is required", ErrBadRequest)
+	}
+	return h.updateNamespace(w, r, r.PathValue("tenant"), r.PathValue("namespace"), func(p *global.Policies) error {
+		p.SchemaCompatibilityStrategy = global.SchemaCompatibilityStrategy(s)
+		return nil
+	})
+}
+
+func (h *handler) grantNamespacePermission(w http.ResponseWriter, r *http.Request) error {
+	var acts []global.AuthAction
+	if err := h.mustReadJSON(r, &acts); err != nil {
+		return err
+	}
+	role := r.PathValue("role")
+	return h.updateNamespace(w, r, r.PathValue("tenant"), r.PathValue("namespace"), func(p *global.Policies) error {
+		if p.AuthPolicies.NamespaceAuth == nil {
+			p.AuthPolicies.NamespaceAuth = map[string][]global.AuthAction{}
+		}
+		p.AuthPolicies.NamespaceAuth[role] = acts
+		return nil
+	})
+}
+
+func (h *handler) revokeNamespacePermission(w http.ResponseWriter, r *http.Request) error {
+	role := r.PathValue("role")
+	return h.updateNamespace(w, r, r.PathValue("tenant"), r.PathValue("namespace"), func(p *global.Policies) error {
+		if _, found := p.AuthPolicies.NamespaceAuth[role]; !found {
+			return fmt.Errorf("%w: role %s has no permission on the namespace", ErrPrecondition, role)
+		}
+		delete(p.AuthPolicies.NamespaceAuth, role)
+		return nil
+	})
+}
