@@ -1,11 +1,11 @@
 package broker
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
-
-	"github.com/spaolacci/murmur3"
 
 	"github.com/meridian-mq/meridian/cluster/wire"
 )
@@ -17,7 +17,46 @@ const hashSpace = 1 << 16
 // keyHash is the Key_Shared hash of a sticky key, as Pulsar computes it, so
 // that ranges declared by STICKY consumers mean the same keys here.
 func keyHash(key []byte) uint32 {
-	return (murmur3.Sum32(key) & math.MaxInt32) % hashSpace
+	return (murmur3(key) & math.MaxInt32) % hashSpace
+}
+
+// murmur3 is MurmurHash3's x86 32-bit hash with seed 0 (Austin Appleby's
+// public-domain algorithm), which Pulsar's Murmur3_32Hash computes.
+func murmur3(data []byte) uint32 {
+	const c1, c2 = 0xcc9e2d51, 0x1b873593
+	var h uint32
+	n := len(data)
+	for ; len(data) >= 4; data = data[4:] {
+		k := binary.LittleEndian.Uint32(data)
+		k *= c1
+		k = bits.RotateLeft32(k, 15)
+		k *= c2
+		h ^= k
+		h = bits.RotateLeft32(h, 13)
+		h = h*5 + 0xe6546b64
+	}
+	var k uint32
+	switch len(data) {
+	case 3:
+		k ^= uint32(data[2]) << 16
+		fallthrough
+	case 2:
+		k ^= uint32(data[1]) << 8
+		fallthrough
+	case 1:
+		k ^= uint32(data[0])
+		k *= c1
+		k = bits.RotateLeft32(k, 15)
+		k *= c2
+		h ^= k
+	}
+	h ^= uint32(n)
+	h ^= h >> 16
+	h *= 0x85ebca6b
+	h ^= h >> 13
+	h *= 0xc2b2ae35
+	h ^= h >> 16
+	return h
 }
 
 // keyRange is one consumer's slice of the hash space, [start, end].

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/meridian-mq/meridian/cluster/broker/auth"
@@ -48,6 +49,10 @@ type producer struct {
 	since     time.Time
 	in        counters // stored messages and bytes
 
+	// ready is set once the producer holds the topic (at once, or when a
+	// WaitForExclusive producer's turn comes); a SEND before is a client
+	// error.
+	ready    atomic.Bool
 	receipts chan receipt
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -225,7 +230,10 @@ func (p *producer) success(ready bool) *pb.BaseCommand {
 }
 
 // becameReady answers a WaitForExclusive producer whose turn has come.
-func (p *producer) becameReady() { p.c.send(p.success(true)) }
+func (p *producer) becameReady() {
+	p.ready.Store(true)
+	p.c.send(p.success(true))
+}
 
 // halt stops the receipt goroutine.
 func (p *producer) halt() { p.stopOnce.Do(func() { close(p.stop) }) }
@@ -312,6 +320,7 @@ func (c *conn) handleProducer(req *pb.CommandProducer) {
 	}
 	p.start()
 	if ready {
+		p.ready.Store(true)
 		// A WaitForExclusive producer is answered when its turn comes:
 		// pulsar-client-go takes any PRODUCER_SUCCESS as ready.
 		c.send(p.success(true))
@@ -321,7 +330,7 @@ func (c *conn) handleProducer(req *pb.CommandProducer) {
 func (c *conn) handleSend(f *wire.Frame) error {
 	send := f.Command.GetSend()
 	p, ok := c.producerFor(send.GetProducerId())
-	if !ok {
+	if !ok || !p.ready.Load() {
 		// Pulsar closes the connection too: the client's state is wrong.
 		return fmt.Errorf("SEND for producer %d, which is not ready on this connection", send.GetProducerId())
 	}

@@ -390,7 +390,9 @@ func (s *Service) loadTopic(ctx context.Context, t topology.TopicName, create bo
 	if err != nil {
 		return nil, err
 	}
-	if !exists && !(create && eff.AutoTopicCreation.Allow) {
+	// A partition of a partitioned topic exists once its metadata does.
+	partition := t.IsPartition() && t.Partition < eff.Partitions
+	if !exists && !partition && !(create && eff.AutoTopicCreation.Allow) {
 		return nil, fmt.Errorf("%w: topic %s does not exist", wire.ErrTopicNotFound, t)
 	}
 	ml, err := s.ledgers.Open(ctx, t.String())

@@ -26,9 +26,9 @@ import (
 //   - Shared deliver round robin to consumers with permits;
 //   - Key_Shared route by key hash (keySharedSelector), keeping each key's
 //     order: an entry whose key has an earlier entry waiting is held too,
-//     and a consumer that joins receives nothing at or after the read
-//     position of its joining until everything before it is acked (Pulsar's
-//     recently-joined rule).
+//     and a consumer that joins receives nothing read after its joining
+//     until everything read before it is acked (Pulsar's recently-joined
+//     rule).
 //
 // State (mu): the consumers and their permits, the entries delivered and
 // not yet acked (pending, per consumer, so they can be redelivered when the
@@ -152,8 +152,8 @@ func (s *subscription) addConsumer(c *consumer, kind pb.CommandSubscribe_SubType
 		}
 		s.mu.autoSplit = auto
 		if len(s.mu.consumers) > 0 {
-			// Recently joined: hold what is at or after the read position
-			// until everything before it is acked.
+			// Recently joined: hold what is read after now until
+			// everything read so far is acked.
 			rp := s.cursor.ReadPosition()
 			c.joinedAfter = &rp
 		}
@@ -445,10 +445,7 @@ func (s *subscription) round() (progressed bool, due time.Time) {
 	budget := min(s.permitsLocked(), int64(s.cfg.MaxReadEntries))
 	var replay []mledger.Position
 	if budget > 0 {
-		replay = slices.SortedFunc(maps.Keys(s.mu.replay), mledger.Position.Compare)
-		if len(replay) > int(budget) {
-			replay = replay[:budget]
-		}
+		replay = s.replayableLocked(int(budget))
 		for _, p := range replay {
 			s.dropReplayLocked(p)
 		}
@@ -471,6 +468,7 @@ func (s *subscription) round() (progressed bool, due time.Time) {
 		}
 		entries = append(entries, es...)
 	}
+	replayed := len(entries)
 	fresh := 0
 	if readNew {
 		es, err := s.cursor.Read(s.ctx, int(budget))
@@ -484,7 +482,7 @@ func (s *subscription) round() (progressed bool, due time.Time) {
 		return false, due
 	}
 
-	out := s.assign(entries, now)
+	out := s.assign(entries, replayed, now)
 	for _, d := range out {
 		d.c.c.sendMessage(d.c.id, d.e, d.redelivered, d.ackSet)
 		d.c.out.add(d.e.size, len(d.e.msg))
@@ -496,14 +494,45 @@ func (s *subscription) round() (progressed bool, due time.Time) {
 	return len(out) > 0 || fresh > 0, due
 }
 
+// replayableLocked picks, in position order, up to n replay entries that
+// a consumer can take now. For Key_Shared that skips the entries of keys
+// whose consumer cannot (no permits, or recently joined), and every later
+// entry of those keys, so that a stuck key neither blocks the others nor
+// loses its order.
+func (s *subscription) replayableLocked(n int) []mledger.Position {
+	all := slices.SortedFunc(maps.Keys(s.mu.replay), mledger.Position.Compare)
+	if s.kind != pb.CommandSubscribe_Key_Shared {
+		return all[:min(n, len(all))]
+	}
+	var take []mledger.Position
+	held := map[uint32]bool{}
+	for _, p := range all {
+		if len(take) == n {
+			break
+		}
+		h := s.mu.replay[p]
+		if held[h] {
+			continue
+		}
+		if c := s.mu.keys.pick(h); c == nil || !s.canTake(c, p) {
+			held[h] = true
+			continue
+		}
+		take = append(take, p)
+	}
+	return take
+}
+
 // assign picks a consumer for each entry, under mu: delayed entries wait,
-// entries nobody can take now go to replay.
-func (s *subscription) assign(entries []mledger.Entry, now time.Time) []delivery {
+// entries nobody can take now go to replay. The first replayed entries
+// come from the replay set, the earliest of their keys there; a fresh
+// entry of a key with entries waiting in replay waits behind them.
+func (s *subscription) assign(entries []mledger.Entry, replayed int, now time.Time) []delivery {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []delivery
 	held := map[uint32]bool{} // Key_Shared: keys with an entry held this round
-	for _, raw := range entries {
+	for i, raw := range entries {
 		if _, taken := s.mu.pending[raw.Position]; taken {
 			continue
 		}
@@ -522,7 +551,7 @@ func (s *subscription) assign(entries []mledger.Entry, now time.Time) []delivery
 		}
 		var c *consumer
 		if s.kind == pb.CommandSubscribe_Key_Shared {
-			if !held[h] && s.mu.replayKeys[h] == 0 {
+			if !held[h] && (i < replayed || s.mu.replayKeys[h] == 0) {
 				c = s.mu.keys.pick(h)
 				if c != nil && !s.canTake(c, e.pos) {
 					c = nil
@@ -554,8 +583,8 @@ func (s *subscription) canTake(c *consumer, p mledger.Position) bool {
 	if c.joinedAfter != nil {
 		if !s.cursor.MarkDeletePosition().Less(*c.joinedAfter) {
 			c.joinedAfter = nil // everything before its joining is acked
-		} else if !p.Less(*c.joinedAfter) {
-			return false
+		} else if c.joinedAfter.Less(p) {
+			return false // read after its joining: wait for what precedes
 		}
 	}
 	return true

@@ -288,14 +288,11 @@ func isEarliestOrLatest(id *pb.MessageIdData) bool {
 	return l < 0 || l == int64(^uint64(0)>>1)
 }
 
-// startAfter is the position a reader's cursor starts after. A batched
-// start id steps back one entry, because the batch may be only partly
-// consumed; the client drops the messages before its start (Pulsar's
-// rule).
+// startAfter is the position a reader's cursor starts after: the entry
+// before its start id, so that the start entry itself is delivered. The
+// client drops what precedes its start (all of it but the start message
+// itself, when it asked for an inclusive start): Pulsar's rule, which
+// treats every start id as a batch id.
 func startAfter(id *pb.MessageIdData) mledger.Position {
-	p := mledger.Position{Ledger: int64(id.GetLedgerId()), Entry: int64(id.GetEntryId())}
-	if id.HasBatchIndex() && id.GetBatchIndex() >= 0 {
-		p.Entry--
-	}
-	return p
+	return mledger.Position{Ledger: int64(id.GetLedgerId()), Entry: int64(id.GetEntryId()) - 1}
 }
