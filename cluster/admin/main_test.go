@@ -51,6 +51,7 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
+	slog.SetDefault(testLogger()) // parts below log to the default logger
 	dir, err := os.MkdirTemp("", "admin-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
