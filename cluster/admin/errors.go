@@ -58,9 +58,8 @@ var statusTable = []struct {
 
 	{auth.ErrUnauthenticated, http.StatusUnauthorized},
 
-	{global.ErrNotFound, http.StatusNotFound},
-	{global.ErrExists, http.StatusConflict},
-	{global.ErrConflict, http.StatusConflict},
+	// The refusals first: they may wrap ErrNotFound ("allowed cluster x:
+	// not found"), and what was refused is the request, not a lookup.
 	{global.ErrInvalidName, http.StatusPreconditionFailed},
 	{global.ErrInvalidCluster, http.StatusPreconditionFailed},
 	{global.ErrInvalidTenant, http.StatusPreconditionFailed},
@@ -69,6 +68,9 @@ var statusTable = []struct {
 	{global.ErrNotAllowedCluster, http.StatusForbidden},
 	{global.ErrTenantNotEmpty, http.StatusConflict},
 	{global.ErrNamespaceNotEmpty, http.StatusConflict},
+	{global.ErrNotFound, http.StatusNotFound},
+	{global.ErrExists, http.StatusConflict},
+	{global.ErrConflict, http.StatusConflict},
 	{global.ErrUnavailable, http.StatusServiceUnavailable},
 	{global.ErrCacheClosed, http.StatusServiceUnavailable},
 	{global.ErrCorrupt, http.StatusInternalServerError},

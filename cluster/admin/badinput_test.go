@@ -1,0 +1,86 @@
+package admin_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"testing"
+)
+
+// TestBadInputChangesNothing sends requests that must be refused with a 4xx
+// and a reason, and checks that what they aimed at reads the same after.
+func TestBadInputChangesNothing(t *testing.T) {
+	adm := newAdmin(t, web.URL)
+	if status, body := call(t, "PUT", "/admin/v2/clusters/bad-input-outside", `{"serviceUrl":"http://outside:8080"}`); status != http.StatusNoContent {
+		t.Fatalf("create cluster: %d %s", status, body)
+	}
+	if status, body := call(t, "PUT", "/admin/v2/persistent/public/default/bad-input-part/partitions", `2`); status != http.StatusNoContent {
+		t.Fatalf("create partitioned topic: %d %s", status, body)
+	}
+	const ns = "/admin/v2/namespaces/public/default"
+	for _, tc := range []struct {
+		name, method, path, body string
+		status                   int
+		unchanged                []string // paths whose GET must not change
+	}{
+		{"malformed namespace policies", "PUT", "/admin/v2/namespaces/public/bad-input", `{"bundles":`, 400,
+			[]string{"/admin/v2/namespaces/public"}},
+		{"malformed retention", "POST", ns + "/retention", `{"retentionTimeInMinutes": "x"}`, 400, []string{ns}},
+		{"trailing garbage", "POST", ns + "/messageTTL", `10 20`, 400, []string{ns}},
+		{"missing body", "POST", ns + "/replication", ``, 400, []string{ns}},
+		{"unknown tenant", "PUT", "/admin/v2/namespaces/no-such-tenant/ns", ``, 404,
+			[]string{"/admin/v2/tenants"}},
+		{"unknown namespace", "POST", "/admin/v2/namespaces/public/no-such-ns/messageTTL", `10`, 404,
+			[]string{"/admin/v2/namespaces/public"}},
+		{"cluster outside the tenant's allowed clusters", "POST", ns + "/replication", `["standalone","bad-input-outside"]`, 403,
+			[]string{ns}},
+		{"cluster that does not exist", "PUT", "/admin/v2/namespaces/public/bad-input-2",
+			`{"replication_clusters":["nowhere"]}`, 403, []string{"/admin/v2/namespaces/public"}},
+		{"negative TTL", "POST", ns + "/messageTTL", `-5`, 412, []string{ns}},
+		{"invalid retention", "POST", ns + "/retention", `{"retentionTimeInMinutes":-1,"retentionSizeInMB":0}`, 412, []string{ns}},
+		{"invalid backlog quota policy", "POST", ns + "/backlogQuota", `{"limitSize":10,"limitTime":-1,"policy":"drop_everything"}`, 412,
+			[]string{ns}},
+		{"invalid schema strategy", "PUT", ns + "/schemaCompatibilityStrategy", `"SOMETIMES"`, 412, []string{ns}},
+		{"unknown auth action", "POST", ns + "/permissions/eve", `["produce","launch"]`, 412, []string{ns}},
+		{"tenant with an unknown cluster", "PUT", "/admin/v2/tenants/bad-input", `{"allowedClusters":["nowhere"]}`, 412,
+			[]string{"/admin/v2/tenants"}},
+		{"malformed cluster data", "PUT", "/admin/v2/clusters/bad-input-2", `{"serviceUrl":"ftp://x"}`, 412,
+			[]string{"/admin/v2/clusters"}},
+		{"partition count not a number", "PUT", "/admin/v2/persistent/public/default/bad-input-3/partitions", `"many"`, 400,
+			[]string{"/admin/v2/persistent/public/default/partitioned"}},
+		{"shrinking partitions", "POST", "/admin/v2/persistent/public/default/bad-input-part/partitions", `1`, 412,
+			[]string{"/admin/v2/persistent/public/default/bad-input-part/partitions"}},
+		{"invalid topic name", "PUT", "/admin/v2/persistent/pub%20lic/default/x", ``, 412,
+			[]string{"/admin/v2/tenants"}},
+		{"skip with a bad count", "POST", "/admin/v2/persistent/public/default/bad-input-part/subscription/s/skip/x", ``, 400, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := snapshot(t, tc.unchanged)
+			status, body := call(t, tc.method, tc.path, tc.body)
+			var r struct {
+				Reason string `json:"reason"`
+			}
+			if status != tc.status || json.Unmarshal([]byte(body), &r) != nil || r.Reason == "" {
+				t.Fatalf("%s %s: status %d body %s; want %d with a reason", tc.method, tc.path, status, body, tc.status)
+			}
+			if after := snapshot(t, tc.unchanged); after != before {
+				t.Fatalf("state changed:\nbefore %s\nafter  %s", before, after)
+			}
+		})
+	}
+	if err := adm.Topics().Delete(topicName(t, "persistent://public/default/bad-input-part"), true, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := adm.Clusters().Delete("bad-input-outside"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func snapshot(t *testing.T, paths []string) string {
+	t.Helper()
+	var out string
+	for _, p := range paths {
+		status, body := call(t, "GET", p, "")
+		out += p + " " + http.StatusText(status) + " " + body + "\n"
+	}
+	return out
+}
