@@ -114,14 +114,4 @@ func call(t testing.TB, method, path, body string, header ...string) (int, strin
 	return resp.StatusCode, string(b)
 }
 
-// waitFor polls cond until it holds or 20s pass.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
+func stringsReader(s string) *strings.Reader { return strings.NewReader(s) }

@@ -187,7 +187,7 @@ func TestBrokers(t *testing.T) {
 	if err != nil || !slices.Equal(brokers, []string{want}) {
 		t.Fatalf("brokers %v, %v; want [%s]", brokers, err, want)
 	}
-	if err := adm.Brokers().HealthCheck(); err != nil {
+	if err := adm.Brokers().HealthCheckWithTopicVersion(utils.TopicVersionV2); err != nil {
 		t.Fatal(err)
 	}
 	leader, err := adm.Brokers().GetLeaderBroker()

@@ -119,9 +119,10 @@ func TestTopicLifecycle(t *testing.T) {
 		t.Fatalf("peek: %v %v", msgs, err)
 	}
 	l, e := ledgerEntry(t, ids[3])
-	m, err := adm.Subscriptions().GetMessageByID(plain, l, e)
-	if err != nil || string(m.Payload) != "m-3" || m.MessageID.LedgerID != l || m.MessageID.EntryID != e {
-		t.Fatalf("message by id: %+v %v", m, err)
+	byID, err := adm.Subscriptions().GetMessagesByID(plain, l, e)
+	if err != nil || len(byID) != 1 || string(byID[0].Payload) != "m-3" || byID[0].MessageID.LedgerID != l ||
+		byID[0].MessageID.EntryID != e || byID[0].Properties["i"] != "3" {
+		t.Fatalf("message by id: %+v %v", byID, err)
 	}
 	last, err := adm.Topics().GetLastMessageID(plain)
 	if wantL, wantE := ledgerEntry(t, ids[4]); err != nil || last.LedgerID != wantL || last.EntryID != wantE {
