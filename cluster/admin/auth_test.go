@@ -146,3 +146,33 @@ func removeTTL(t *testing.T) error {
 	}
 	return nil
 }
+
+// TestBrokerAuthorizer checks the adapter of the broker's authorizer: a
+// namespace grant lets a role look up and consume, not administer.
+func TestBrokerAuthorizer(t *testing.T) {
+	if admin.BrokerAuthorizer(nil) != nil {
+		t.Fatal("BrokerAuthorizer(nil) is not nil")
+	}
+	z := admin.BrokerAuthorizer(auth.NewAuthorizer([]string{"root"}, region.Service().Policies()))
+	ctx := context.Background()
+	topic, _ := topology.ParseTopicName("persistent://public/default/authz")
+	if !z.IsSuperUser("root") || z.IsSuperUser("dave") {
+		t.Fatal("superusers")
+	}
+	if err := z.CanLookup(ctx, "dave", topic); err == nil {
+		t.Fatal("dave may look up without a grant")
+	}
+	if status, body := call(t, "POST", "/admin/v2/namespaces/public/default/permissions/dave", `["consume"]`); status != http.StatusNoContent {
+		t.Fatalf("grant: %d %s", status, body)
+	}
+	defer call(t, "DELETE", "/admin/v2/namespaces/public/default/permissions/dave", "")
+	if err := z.CanLookup(ctx, "dave", topic); err != nil {
+		t.Fatal(err)
+	}
+	if err := z.CanConsume(ctx, "dave", topic); err != nil {
+		t.Fatal(err)
+	}
+	if z.CanProduce(ctx, "dave", topic) == nil || z.CanAdminTenant(ctx, "dave", "public") == nil {
+		t.Fatal("a consume grant allowed producing or administering")
+	}
+}

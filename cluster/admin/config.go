@@ -98,3 +98,33 @@ func (c Config) Validate() error {
 	}
 	return nil
 }
+
+// BrokerAuthorizer adapts the broker's authorizer (the one that authorizes
+// LOOKUP, PRODUCER and SUBSCRIBE) to the admin API, so that both decide
+// alike; nil gives nil (allow all).
+func BrokerAuthorizer(a *auth.Authorizer) Authorizer {
+	if a == nil {
+		return nil
+	}
+	return brokerAuthorizer{a}
+}
+
+type brokerAuthorizer struct{ a *auth.Authorizer }
+
+func (b brokerAuthorizer) IsSuperUser(role string) bool { return b.a.IsSuperUser(role) }
+
+func (b brokerAuthorizer) CanAdminTenant(ctx context.Context, role, tenant string) error {
+	return b.a.CanAdminTenant(ctx, role, tenant)
+}
+
+func (b brokerAuthorizer) CanProduce(ctx context.Context, role string, t topology.TopicName) error {
+	return b.a.Can(ctx, role, auth.ActionProduce, t)
+}
+
+func (b brokerAuthorizer) CanConsume(ctx context.Context, role string, t topology.TopicName) error {
+	return b.a.Can(ctx, role, auth.ActionConsume, t)
+}
+
+func (b brokerAuthorizer) CanLookup(ctx context.Context, role string, t topology.TopicName) error {
+	return b.a.Can(ctx, role, auth.ActionLookup, t)
+}
