@@ -43,6 +43,7 @@ func New(cfg Config, svc *broker.Service, log *slog.Logger) (http.Handler, error
 	h.routeLookups()
 	h.routeSchemas()
 	h.routeTopics()
+	h.routeTopicPolicies()
 	h.routeNamespaces()
 	h.routeTenants()
 	h.routeClusters()

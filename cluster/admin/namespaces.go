@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/meridian-mq/meridian/cluster/wire"
@@ -114,6 +115,8 @@ func isNil(v any) bool {
 	case *global.AutoTopicCreation:
 		return x == nil
 	case *global.BundlesData:
+		return x == nil
+	case []string:
 		return x == nil
 	}
 	return false
@@ -291,10 +294,11 @@ func (h *handler) unloadNamespace(w http.ResponseWriter, r *http.Request) error 
 // destination_storage).
 func (h *handler) setBacklogQuota(w http.ResponseWriter, r *http.Request) error {
 	typ := backlogQuotaType(r)
-	var q global.BacklogQuota
-	if err := h.mustReadJSON(r, &q); err != nil {
+	var body backlogQuotaBody
+	if err := h.mustReadJSON(r, &body); err != nil {
 		return err
 	}
+	q := body.quota()
 	return h.updateNamespace(w, r, r.PathValue("tenant"), r.PathValue("namespace"), func(p *global.Policies) error {
 		if p.BacklogQuotaMap == nil {
 			p.BacklogQuotaMap = map[global.BacklogQuotaType]global.BacklogQuota{}
@@ -310,6 +314,44 @@ func (h *handler) removeBacklogQuota(w http.ResponseWriter, r *http.Request) err
 		delete(p.BacklogQuotaMap, typ)
 		return nil
 	})
+}
+
+// backlogQuotaBody is a BacklogQuota as Pulsar's admin accepts it: limits
+// as numbers or numeric strings, the deprecated "limit" meaning limitSize,
+// and an absent limit meaning none (-1).
+type backlogQuotaBody struct {
+	LimitSize *flexInt64          `json:"limitSize"`
+	LimitTime *flexInt64          `json:"limitTime"`
+	Limit     *flexInt64          `json:"limit"`
+	Policy    global.BacklogPolicy `json:"policy"`
+}
+
+func (b backlogQuotaBody) quota() global.BacklogQuota {
+	q := global.BacklogQuota{LimitSize: -1, LimitTime: -1, Policy: b.Policy}
+	switch {
+	case b.LimitSize != nil:
+		q.LimitSize = int64(*b.LimitSize)
+	case b.Limit != nil:
+		q.LimitSize = int64(*b.Limit)
+	}
+	if b.LimitTime != nil {
+		q.LimitTime = int64(*b.LimitTime)
+	}
+	return q
+}
+
+// flexInt64 is a JSON number, or a string holding one (Jackson's leniency,
+// which Pulsar's clients rely on).
+type flexInt64 int64
+
+func (f *flexInt64) UnmarshalJSON(b []byte) error {
+	s := strings.Trim(strings.TrimSpace(string(b)), `"`)
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return fmt.Errorf("%q is not an integer", s)
+	}
+	*f = flexInt64(v)
+	return nil
 }
 
 func backlogQuotaType(r *http.Request) global.BacklogQuotaType {
