@@ -320,9 +320,9 @@ func (h *handler) removeBacklogQuota(w http.ResponseWriter, r *http.Request) err
 // as numbers or numeric strings, the deprecated "limit" meaning limitSize,
 // and an absent limit meaning none (-1).
 type backlogQuotaBody struct {
-	LimitSize *flexInt64          `json:"limitSize"`
-	LimitTime *flexInt64          `json:"limitTime"`
-	Limit     *flexInt64          `json:"limit"`
+	LimitSize *flexInt64           `json:"limitSize"`
+	LimitTime *flexInt64           `json:"limitTime"`
+	Limit     *flexInt64           `json:"limit"`
 	Policy    global.BacklogPolicy `json:"policy"`
 }
 
