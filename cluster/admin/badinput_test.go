@@ -9,11 +9,13 @@ import (
 // TestBadInputChangesNothing sends requests that must be refused with a 4xx
 // and a reason, and checks that what they aimed at reads the same after.
 func TestBadInputChangesNothing(t *testing.T) {
+	id := uniq()
+	outside, part := "bad-input-outside-"+id, "/admin/v2/persistent/public/default/bad-input-part-"+id
 	adm := newAdmin(t, web.URL)
-	if status, body := call(t, "PUT", "/admin/v2/clusters/bad-input-outside", `{"serviceUrl":"http://outside:8080"}`); status != http.StatusNoContent {
+	if status, body := call(t, "PUT", "/admin/v2/clusters/"+outside, `{"serviceUrl":"http://outside:8080"}`); status != http.StatusNoContent {
 		t.Fatalf("create cluster: %d %s", status, body)
 	}
-	if status, body := call(t, "PUT", "/admin/v2/persistent/public/default/bad-input-part/partitions", `2`); status != http.StatusNoContent {
+	if status, body := call(t, "PUT", part+"/partitions", `2`); status != http.StatusNoContent {
 		t.Fatalf("create partitioned topic: %d %s", status, body)
 	}
 	const ns = "/admin/v2/namespaces/public/default"
@@ -31,7 +33,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 			[]string{"/admin/v2/tenants"}},
 		{"unknown namespace", "POST", "/admin/v2/namespaces/public/no-such-ns/messageTTL", `10`, 404,
 			[]string{"/admin/v2/namespaces/public"}},
-		{"cluster outside the tenant's allowed clusters", "POST", ns + "/replication", `["standalone","bad-input-outside"]`, 403,
+		{"cluster outside the tenant's allowed clusters", "POST", ns + "/replication", `["standalone","` + outside + `"]`, 403,
 			[]string{ns}},
 		{"cluster that does not exist", "PUT", "/admin/v2/namespaces/public/bad-input-2",
 			`{"replication_clusters":["nowhere"]}`, 403, []string{"/admin/v2/namespaces/public"}},
@@ -47,11 +49,11 @@ func TestBadInputChangesNothing(t *testing.T) {
 			[]string{"/admin/v2/clusters"}},
 		{"partition count not a number", "PUT", "/admin/v2/persistent/public/default/bad-input-3/partitions", `"many"`, 400,
 			[]string{"/admin/v2/persistent/public/default/partitioned"}},
-		{"shrinking partitions", "POST", "/admin/v2/persistent/public/default/bad-input-part/partitions", `1`, 412,
-			[]string{"/admin/v2/persistent/public/default/bad-input-part/partitions"}},
+		{"shrinking partitions", "POST", part + "/partitions", `1`, 412,
+			[]string{part + "/partitions"}},
 		{"invalid topic name", "PUT", "/admin/v2/persistent/pub%20lic/default/x", ``, 412,
 			[]string{"/admin/v2/tenants"}},
-		{"skip with a bad count", "POST", "/admin/v2/persistent/public/default/bad-input-part/subscription/s/skip/x", ``, 400, nil},
+		{"skip with a bad count", "POST", part + "/subscription/s/skip/x", ``, 400, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := snapshot(t, tc.unchanged)
@@ -67,10 +69,10 @@ func TestBadInputChangesNothing(t *testing.T) {
 			}
 		})
 	}
-	if err := adm.Topics().Delete(topicName(t, "persistent://public/default/bad-input-part"), true, false); err != nil {
+	if err := adm.Topics().Delete(topicName(t, "persistent://public/default/bad-input-part-"+id), true, false); err != nil {
 		t.Fatal(err)
 	}
-	if err := adm.Clusters().Delete("bad-input-outside"); err != nil {
+	if err := adm.Clusters().Delete(outside); err != nil {
 		t.Fatal(err)
 	}
 }

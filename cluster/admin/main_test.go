@@ -8,7 +8,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -115,3 +117,9 @@ func call(t testing.TB, method, path, body string, header ...string) (int, strin
 }
 
 func stringsReader(s string) *strings.Reader { return strings.NewReader(s) }
+
+var seq atomic.Int64
+
+// uniq returns a suffix no other call in this process returns, so that the
+// tests can run again (-count) on the shared region.
+func uniq() string { return strconv.FormatInt(seq.Add(1), 10) }

@@ -11,6 +11,8 @@ import (
 // TestTenantsNamespacesClusters drives tenants, clusters and namespace
 // policies through pulsaradmin.
 func TestTenantsNamespacesClusters(t *testing.T) {
+	id := uniq()
+	tenant := "ns-test-" + id
 	adm := newAdmin(t, web.URL)
 	local := region.Service().Region()
 
@@ -22,7 +24,7 @@ func TestTenantsNamespacesClusters(t *testing.T) {
 	if err != nil || cd.ServiceURL != region.WebURL() || cd.BrokerServiceURL != region.ServiceURL() {
 		t.Fatalf("cluster %+v, %v", cd, err)
 	}
-	other := utils.ClusterData{Name: "ns-test-other", ServiceURL: "http://other:8080", BrokerServiceURL: "pulsar://other:6650"}
+	other := utils.ClusterData{Name: "ns-test-other-" + id, ServiceURL: "http://other:8080", BrokerServiceURL: "pulsar://other:6650"}
 	if err := adm.Clusters().Create(other); err != nil {
 		t.Fatal(err)
 	}
@@ -34,35 +36,35 @@ func TestTenantsNamespacesClusters(t *testing.T) {
 		t.Fatalf("updated cluster %+v", got)
 	}
 
-	if err := adm.Tenants().Create(utils.TenantData{Name: "ns-test", AdminRoles: []string{"alice"},
+	if err := adm.Tenants().Create(utils.TenantData{Name: tenant, AdminRoles: []string{"alice"},
 		AllowedClusters: []string{local}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := adm.Tenants().Update(utils.TenantData{Name: "ns-test", AdminRoles: []string{"alice", "bob"},
+	if err := adm.Tenants().Update(utils.TenantData{Name: tenant, AdminRoles: []string{"alice", "bob"},
 		AllowedClusters: []string{local, other.Name}}); err != nil {
 		t.Fatal(err)
 	}
-	td, err := adm.Tenants().Get("ns-test")
+	td, err := adm.Tenants().Get(tenant)
 	if err != nil || !slices.Equal(td.AdminRoles, []string{"alice", "bob"}) || len(td.AllowedClusters) != 2 {
 		t.Fatalf("tenant %+v, %v", td, err)
 	}
 	tenants, _ := adm.Tenants().List()
-	if !slices.Contains(tenants, "ns-test") {
+	if !slices.Contains(tenants, tenant) {
 		t.Fatalf("tenants %v", tenants)
 	}
 
-	const ns = "ns-test/a"
+	ns := tenant + "/a"
 	if err := adm.Namespaces().CreateNamespace(ns); err != nil {
 		t.Fatal(err)
 	}
-	if err := adm.Namespaces().CreateNsWithNumBundles("ns-test/b", 8); err != nil {
+	if err := adm.Namespaces().CreateNsWithNumBundles(tenant+"/b", 8); err != nil {
 		t.Fatal(err)
 	}
-	list, err := adm.Namespaces().GetNamespaces("ns-test")
-	if err != nil || !slices.Equal(list, []string{"ns-test/a", "ns-test/b"}) {
+	list, err := adm.Namespaces().GetNamespaces(tenant)
+	if err != nil || !slices.Equal(list, []string{tenant + "/a", tenant + "/b"}) {
 		t.Fatalf("namespaces %v, %v", list, err)
 	}
-	pol, err := adm.Namespaces().GetPolicies("ns-test/b")
+	pol, err := adm.Namespaces().GetPolicies(tenant + "/b")
 	if err != nil || pol.Bundles == nil || pol.Bundles.NumBundles != 8 || !slices.Equal(pol.ReplicationClusters, []string{local}) {
 		t.Fatalf("policies %+v, %v", pol, err)
 	}
@@ -76,7 +78,7 @@ func TestTenantsNamespacesClusters(t *testing.T) {
 		t.Fatalf("replication %v, %v", rc, err)
 	}
 	// A cluster in use cannot leave the tenant's allowed clusters.
-	if err := adm.Tenants().Update(utils.TenantData{Name: "ns-test", AllowedClusters: []string{local}}); err == nil {
+	if err := adm.Tenants().Update(utils.TenantData{Name: tenant, AllowedClusters: []string{local}}); err == nil {
 		t.Fatal("removing a cluster in use from the tenant succeeded")
 	}
 
@@ -147,14 +149,14 @@ func TestTenantsNamespacesClusters(t *testing.T) {
 
 	// A namespace with a topic cannot be deleted; nor a tenant with
 	// namespaces; nor a cluster in use.
-	tn := topicName(t, "persistent://ns-test/a/t")
+	tn := topicName(t, "persistent://"+tenant+"/a/t")
 	if err := adm.Topics().Create(tn, 0); err != nil {
 		t.Fatal(err)
 	}
 	if err := adm.Namespaces().DeleteNamespace(ns); err == nil || !strings.Contains(err.Error(), "409") {
 		t.Fatalf("deleting a namespace with a topic: %v, want 409", err)
 	}
-	if err := adm.Tenants().Delete("ns-test"); err == nil || !strings.Contains(err.Error(), "409") {
+	if err := adm.Tenants().Delete(tenant); err == nil || !strings.Contains(err.Error(), "409") {
 		t.Fatalf("deleting a tenant with namespaces: %v, want 409", err)
 	}
 	if err := adm.Clusters().Delete(other.Name); err == nil || !strings.Contains(err.Error(), "412") {
@@ -163,18 +165,18 @@ func TestTenantsNamespacesClusters(t *testing.T) {
 	if err := adm.Topics().Delete(tn, false, true); err != nil {
 		t.Fatal(err)
 	}
-	for _, n := range []string{ns, "ns-test/b"} {
+	for _, n := range []string{ns, tenant + "/b"} {
 		if err := adm.Namespaces().DeleteNamespace(n); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := adm.Tenants().Delete("ns-test"); err != nil {
+	if err := adm.Tenants().Delete(tenant); err != nil {
 		t.Fatal(err)
 	}
 	if err := adm.Clusters().Delete(other.Name); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := adm.Tenants().Get("ns-test"); err == nil || !strings.Contains(err.Error(), "404") {
+	if _, err := adm.Tenants().Get(tenant); err == nil || !strings.Contains(err.Error(), "404") {
 		t.Fatalf("deleted tenant: %v, want 404", err)
 	}
 }

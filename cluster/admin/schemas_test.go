@@ -20,7 +20,7 @@ const (
 // TestSchemas drives the schema endpoints through pulsaradmin.
 func TestSchemas(t *testing.T) {
 	adm := newAdmin(t, web.URL)
-	const topic = "persistent://public/default/schemas-admin"
+	topic := "persistent://public/default/schemas-admin-" + uniq()
 	if _, err := adm.Schemas().GetSchemaInfo(topic); err == nil || !strings.Contains(err.Error(), "404") {
 		t.Fatalf("schema of a topic without one: %v, want 404", err)
 	}
@@ -72,11 +72,12 @@ func TestSchemas(t *testing.T) {
 // metadata with auto-creation, lookups, the schema of a topic, and the
 // namespace's topics for a regex consumer.
 func TestHTTPServiceURL(t *testing.T) {
+	id := uniq()
 	adm := newAdmin(t, web.URL)
 	c := newClient(t, web.URL)
 	ctx := context.Background()
 
-	part := topicName(t, "persistent://public/default/http-part")
+	part := topicName(t, "persistent://public/default/http-part-"+id)
 	if err := adm.Topics().Create(part, 2); err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +85,7 @@ func TestHTTPServiceURL(t *testing.T) {
 		Name string `json:"name"`
 	}
 	js := pulsar.NewJSONSchema(userV1, nil)
-	for _, topic := range []string{"http-plain", "persistent://public/default/http-part"} {
+	for _, topic := range []string{"http-plain-" + id, "persistent://public/default/http-part-" + id} {
 		cons, err := c.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Schema: js,
 			SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
 		if err != nil {
@@ -113,14 +114,14 @@ func TestHTTPServiceURL(t *testing.T) {
 	}
 
 	// A regex consumer lists the namespace's topics over HTTP.
-	rc, err := c.Subscribe(pulsar.ConsumerOptions{TopicsPattern: "persistent://public/default/http-pl.*",
+	rc, err := c.Subscribe(pulsar.ConsumerOptions{TopicsPattern: "persistent://public/default/http-plain-" + id + "$",
 		SubscriptionName: "re", SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rc.Close()
 	m, err := rc.Receive(ctx)
-	if err != nil || !strings.HasSuffix(m.Topic(), "http-plain") {
+	if err != nil || !strings.HasSuffix(m.Topic(), "http-plain-"+id) {
 		t.Fatalf("regex consumer received from %v, %v", m, err)
 	}
 }

@@ -59,18 +59,19 @@ func produce(t testing.TB, c pulsar.Client, topic, prefix string, n int) []pulsa
 // subscriptions and their operations, messages by id and peek, terminate,
 // unload, lookup, bundle and delete.
 func TestTopicLifecycle(t *testing.T) {
+	id := uniq()
 	adm := newAdmin(t, web.URL)
 	c := newClient(t, region.ServiceURL())
 	ns, _ := utils.GetNamespaceName("public/default")
 
-	plain := topicName(t, "persistent://public/default/lifecycle-plain")
+	plain := topicName(t, "persistent://public/default/lifecycle-plain-"+id)
 	if err := adm.Topics().Create(plain, 0); err != nil {
 		t.Fatal(err)
 	}
 	if err := adm.Topics().Create(plain, 0); err == nil || !strings.Contains(err.Error(), "409") {
 		t.Fatalf("second create: %v, want 409", err)
 	}
-	part := topicName(t, "persistent://public/default/lifecycle-part")
+	part := topicName(t, "persistent://public/default/lifecycle-part-"+id)
 	if err := adm.Topics().Create(part, 3); err != nil {
 		t.Fatal(err)
 	}
