@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/meridian-mq/meridian/cluster/broker"
 	"github.com/meridian-mq/meridian/cluster/broker/auth"
 	"github.com/meridian-mq/meridian/global"
 	"github.com/meridian-mq/meridian/topology"
@@ -127,4 +128,16 @@ func (b brokerAuthorizer) CanConsume(ctx context.Context, role string, t topolog
 
 func (b brokerAuthorizer) CanLookup(ctx context.Context, role string, t topology.TopicName) error {
 	return b.a.Can(ctx, role, auth.ActionLookup, t)
+}
+
+// BrokerConfig returns the admin configuration that decides as the broker
+// does: the broker's authenticator and authorizer (Pulsar's one
+// authentication and authorization setting covers both the binary protocol
+// and the REST API), and its policy defaults.
+func BrokerConfig(b broker.Config, s broker.ServiceConfig) Config {
+	c := DefaultConfig()
+	c.Authenticator = b.Auth
+	c.Authorizer = BrokerAuthorizer(b.Authz)
+	c.PolicyDefaults = s.Policies
+	return c
 }

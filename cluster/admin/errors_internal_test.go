@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meridian-mq/meridian/cluster/broker"
 	"github.com/meridian-mq/meridian/cluster/broker/auth"
 	"github.com/meridian-mq/meridian/cluster/broker/schema"
 	"github.com/meridian-mq/meridian/cluster/wire"
@@ -74,5 +75,15 @@ func TestConfigValidate(t *testing.T) {
 	bad.RequestTimeout = time.Millisecond
 	if err := bad.Validate(); !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("Validate: %v", err)
+	}
+}
+
+func TestBrokerConfig(t *testing.T) {
+	c := BrokerConfig(broker.DefaultConfig("pulsar://localhost:6650"), broker.DefaultServiceConfig("r", "b", "pulsar://localhost:6650"))
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if c.Authorizer != nil || c.Authenticator != nil {
+		t.Fatal("a broker without auth gave the admin API auth")
 	}
 }
