@@ -41,9 +41,6 @@ func TestMain(m *testing.M) {
 	if code == 0 {
 		if err := goleak.Find(
 			goleak.IgnoreTopFunction("github.com/apache/pulsar-client-go/pulsar.(*partitionProducer).failTimeoutMessages"),
-			goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
-			goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
-			goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
 		); err != nil {
 			fmt.Fprintln(os.Stderr, "goroutines leaked:", err)
 			code = 1
