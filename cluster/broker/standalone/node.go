@@ -172,7 +172,9 @@ func StartNode(ctx context.Context, cfg NodeConfig) (n *Node, err error) {
 		factory.Close(cctx)
 	})
 
-	gstore, err := global.NewStore(cfg.Global, global.DefaultConfig())
+	gscfg := global.DefaultConfig()
+	gscfg.Logger = log
+	gstore, err := global.NewStore(cfg.Global, gscfg)
 	if err != nil {
 		return nil, err
 	}
