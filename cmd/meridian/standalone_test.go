@@ -206,7 +206,9 @@ func TestStandaloneCrashRestart(t *testing.T) {
 
 	// Its operation timeout bounds how long Close waits on the dead broker.
 	c1 := newPulsarClient(t, ready.serviceURL, 10*time.Second)
+	phase := time.Now()
 	enableDedup(ctx, t, store, c1, topic+"-probe")
+	t.Logf("deduplication on after %v", time.Since(phase).Round(time.Millisecond))
 	store.Close()
 
 	h := newHistory()
@@ -338,8 +340,10 @@ func TestStandaloneCrashRestart(t *testing.T) {
 	}
 	defer cons2.Close()
 	rctx, rcancel := context.WithTimeout(ctx, time.Minute)
+	phase = time.Now()
 	h.consume(rctx, t, cons2, n, run2Received)
 	rcancel()
+	t.Logf("consumed the rest in %v", time.Since(phase).Round(time.Millisecond))
 	h.mu.Lock()
 	if len(h.ackedAt) != n {
 		t.Errorf("consumer acked %d of %d sequence ids", len(h.ackedAt), n)
@@ -377,6 +381,7 @@ func TestStandaloneCrashRestart(t *testing.T) {
 	}
 	defer reader.Close()
 	stored := map[int64]int{}
+	phase = time.Now()
 	for reader.HasNext() {
 		m, err := reader.Next(ctx)
 		if err != nil {
@@ -399,7 +404,7 @@ func TestStandaloneCrashRestart(t *testing.T) {
 			t.Errorf("sequence %d stored %d times", seq, stored[seq])
 		}
 	}
-	t.Logf("topic: %d distinct sequence ids stored, %d duplicates", len(stored), dups)
+	t.Logf("topic: %d distinct sequence ids stored, %d duplicates (read back in %v)", len(stored), dups, time.Since(phase).Round(time.Millisecond))
 
 	began = time.Now()
 	if err := p2.stop(t, time.Minute); err != nil {
