@@ -48,7 +48,7 @@ func (c *consumer) disconnect() {
 func (c *consumer) detach() {
 	if c.sub.removeConsumer(c) && !c.sub.cursor.Durable() {
 		c.sub.topic.forgetSubscription(c.sub)
-		go c.sub.close(context.Background(), false)
+		c.sub.close(context.Background(), false)
 	}
 }
 

@@ -632,11 +632,19 @@ func (s *subscription) permitsLocked() int64 {
 // disconnecting every consumer, which then reconnects (DESIGN §5: the
 // client resumes only after CLOSE_CONSUMER precedes the SEEK's SUCCESS).
 func (s *subscription) seek(ctx context.Context, id *pb.MessageIdData, publishTime *uint64) error {
-	s.roundMu.Lock()
-	defer s.roundMu.Unlock()
 	s.mu.Lock()
 	consumers := slices.Clone(s.mu.consumers)
 	s.mu.Unlock()
+	if !s.cursor.Durable() {
+		// A reader's subscription ends with its consumer; the client
+		// subscribes again starting at the seek target.
+		for _, c := range consumers {
+			c.disconnect()
+		}
+		return nil
+	}
+	s.roundMu.Lock()
+	defer s.roundMu.Unlock()
 	for _, c := range consumers {
 		c.disconnect()
 	}

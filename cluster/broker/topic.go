@@ -130,38 +130,46 @@ func (t *Topic) idle() bool {
 }
 
 // addProducer registers a producer per its access mode, returning it ready
-// (ready false: WaitForExclusive, queued behind the current holder).
+// (ready false: WaitForExclusive, queued behind the current holder). The
+// producers an ExclusiveWithFencing producer displaces are disconnected.
 func (t *Topic) addProducer(p *producer, mode pb.ProducerAccessMode, epoch *uint64) (ready bool, err error) {
+	ready, fenced, err := t.admitProducer(p, mode, epoch)
+	for _, q := range fenced {
+		q.disconnect()
+	}
+	return ready, err
+}
+
+func (t *Topic) admitProducer(p *producer, mode pb.ProducerAccessMode, epoch *uint64) (ready bool, fenced []*producer, err error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.mu.closing {
-		return false, fmt.Errorf("%w: topic %s is closing", wire.ErrServiceNotReady, t.Name())
+		return false, nil, fmt.Errorf("%w: topic %s is closing", wire.ErrServiceNotReady, t.Name())
 	}
 	if t.ml.Terminated() {
-		return false, fmt.Errorf("%w: topic %s is terminated", wire.ErrTopicTerminated, t.Name())
+		return false, nil, fmt.Errorf("%w: topic %s is terminated", wire.ErrTopicTerminated, t.Name())
 	}
 	if epoch != nil && *epoch < t.mu.epoch {
-		return false, fmt.Errorf("%w: producer epoch %d is older than the topic's %d", wire.ErrProducerFenced, *epoch, t.mu.epoch)
+		return false, nil, fmt.Errorf("%w: producer epoch %d is older than the topic's %d", wire.ErrProducerFenced, *epoch, t.mu.epoch)
 	}
 	if other, ok := t.mu.names[p.name]; ok && other != p {
-		return false, fmt.Errorf("%w: producer with name '%s' is already connected to topic %s", wire.ErrProducerBusy, p.name, t.Name())
+		return false, nil, fmt.Errorf("%w: producer with name '%s' is already connected to topic %s", wire.ErrProducerBusy, p.name, t.Name())
 	}
-	var fenced []*producer
 	switch mode {
 	case pb.ProducerAccessMode_Shared:
 		if t.mu.exclusive != nil {
-			return false, fmt.Errorf("%w: topic %s has an exclusive producer", wire.ErrProducerBusy, t.Name())
+			return false, nil, fmt.Errorf("%w: topic %s has an exclusive producer", wire.ErrProducerBusy, t.Name())
 		}
 	case pb.ProducerAccessMode_Exclusive:
 		if len(t.mu.producers) > 0 {
-			return false, fmt.Errorf("%w: topic %s already has producers", wire.ErrProducerBusy, t.Name())
+			return false, nil, fmt.Errorf("%w: topic %s already has producers", wire.ErrProducerBusy, t.Name())
 		}
 		t.mu.epoch++
 	case pb.ProducerAccessMode_WaitForExclusive:
 		if len(t.mu.producers) > 0 {
 			t.mu.waiting = append(t.mu.waiting, p)
 			t.mu.names[p.name] = p
-			return false, nil
+			return false, nil, nil
 		}
 		t.mu.epoch++
 	case pb.ProducerAccessMode_ExclusiveWithFencing:
@@ -170,11 +178,10 @@ func (t *Topic) addProducer(p *producer, mode pb.ProducerAccessMode, epoch *uint
 		}
 		t.mu.epoch++
 	default:
-		return false, fmt.Errorf("%w: unknown producer access mode %v", wire.ErrNotAllowed, mode)
+		return false, nil, fmt.Errorf("%w: unknown producer access mode %v", wire.ErrNotAllowed, mode)
 	}
 	for _, q := range fenced {
 		t.removeProducerLocked(q)
-		go q.disconnect()
 	}
 	if mode != pb.ProducerAccessMode_Shared {
 		t.mu.exclusive = p
@@ -182,7 +189,7 @@ func (t *Topic) addProducer(p *producer, mode pb.ProducerAccessMode, epoch *uint
 	t.mu.producers[p] = struct{}{}
 	t.mu.names[p.name] = p
 	p.epoch = t.mu.epoch
-	return true, nil
+	return true, fenced, nil
 }
 
 // removeProducer forgets p, promoting the first WaitForExclusive producer
@@ -213,7 +220,7 @@ func (t *Topic) removeProducerLocked(p *producer) {
 		t.mu.exclusive = next
 		t.mu.producers[next] = struct{}{}
 		next.epoch = t.mu.epoch
-		go next.becameReady()
+		next.becameReady() // only queues a reply
 	}
 }
 
@@ -260,11 +267,11 @@ func (t *Topic) subscription(ctx context.Context, name string, kind pb.CommandSu
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if other, ok := t.mu.subs[name]; ok { // lost a race with another subscribe
-		go s.close(context.Background(), false)
+		s.close(ctx, false)
 		return other, nil
 	}
 	if t.mu.closing {
-		go s.close(context.Background(), false)
+		s.close(ctx, false)
 		return nil, fmt.Errorf("%w: topic %s is closing", wire.ErrServiceNotReady, t.Name())
 	}
 	t.mu.subs[name] = s
