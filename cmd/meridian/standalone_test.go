@@ -303,13 +303,14 @@ func TestStandaloneCrashRestart(t *testing.T) {
 		t.Errorf("broker registration after the restart: %+v, %v", kv, err)
 	}
 
+	// Everything on c2 is closed before the broker stops: a Close against
+	// a stopped broker waits out the operation timeout.
 	c2 := newPulsarClient(t, ready2.serviceURL, 30*time.Second)
 	defer c2.Close()
 	prod2, err := c2.CreateProducer(pulsar.ProducerOptions{Topic: topic, Name: producerName})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer prod2.Close()
 	producerBack := time.Since(began)
 	// Resend everything not acknowledged, in order, with the same ids
 	// (dedup drops those stored before the crash), then finish the stream.
@@ -338,7 +339,6 @@ func TestStandaloneCrashRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cons2.Close()
 	rctx, rcancel := context.WithTimeout(ctx, time.Minute)
 	phase = time.Now()
 	h.consume(rctx, t, cons2, n, run2Received)
@@ -379,7 +379,6 @@ func TestStandaloneCrashRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer reader.Close()
 	stored := map[int64]int{}
 	phase = time.Now()
 	for reader.HasNext() {
@@ -406,6 +405,10 @@ func TestStandaloneCrashRestart(t *testing.T) {
 	}
 	t.Logf("topic: %d distinct sequence ids stored, %d duplicates (read back in %v)", len(stored), dups, time.Since(phase).Round(time.Millisecond))
 
+	reader.Close()
+	cons2.Close()
+	prod2.Close()
+	c2.Close()
 	began = time.Now()
 	if err := p2.stop(t, time.Minute); err != nil {
 		t.Fatalf("SIGTERM: %v (want exit status 0)", err)
