@@ -357,6 +357,9 @@ func (s *Service) load(l *topicLoad, t topology.TopicName, create bool) {
 		defer s.wg.Done()
 		select {
 		case <-l.topic.ml.Lost():
+			if errors.Is(l.topic.ml.Err(), mledger.ErrClosed) {
+				return // closed here: an unload or shutdown is under way
+			}
 			s.log.Warn("topic lost to another owner: unloading", "topic", t.String(), "err", l.topic.ml.Err())
 			s.unload(t.String(), l)
 		case <-l.topic.closed:
