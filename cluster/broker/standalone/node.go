@@ -2,12 +2,14 @@ package standalone
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/meridian-mq/meridian/cluster/bookie/bkproto"
 	"github.com/meridian-mq/meridian/cluster/broker"
+	"github.com/meridian-mq/meridian/cluster/broker/auth"
 	"github.com/meridian-mq/meridian/cluster/ledger"
 	"github.com/meridian-mq/meridian/cluster/meta"
 	"github.com/meridian-mq/meridian/cluster/mledger"
@@ -43,6 +46,26 @@ type NodeConfig struct {
 	// changes with every run unless BrokerID is set.
 	BrokerAddr string
 	WebAddr    string
+	// BrokerTLSAddr and WebTLSAddr serve the same protocol and HTTP over
+	// TLS (Pulsar's brokerServicePortTls, 6651, and webServicePortTls,
+	// 8443); empty, the default, serves no TLS. Either needs TLS's
+	// certificate and key. Clients are then also told of pulsar+ssl:// and
+	// https:// URLs.
+	BrokerTLSAddr string
+	WebTLSAddr    string
+	// TLS is the server side of the TLS listeners.
+	TLS TLSConfig
+	// Auth is client authentication (Pulsar's authenticationEnabled and
+	// its providers), on the protocol and, through Authenticator, on the
+	// admin API. Broker.Auth, when set, is used instead (tests).
+	Auth auth.Config
+	// Authorization is Pulsar's authorizationEnabled and superUserRoles.
+	// Broker.Authz, when set, is used instead (tests).
+	Authorization AuthorizationConfig
+	// DefaultNamespaceBundles is the bundle count of a namespace created
+	// without one (Pulsar's defaultNumberOfNamespaceBundles). Default 4;
+	// 1..1024.
+	DefaultNamespaceBundles int
 	// AdvertisedHost is the host clients are told to connect to; the ports
 	// are the listeners'. Required.
 	AdvertisedHost string
@@ -77,6 +100,35 @@ type NodeConfig struct {
 	Logger   *slog.Logger
 }
 
+// TLSConfig is the server side of TLS, as Pulsar's broker.conf gives it
+// (see auth.ServerTLSConfig for how the settings combine).
+type TLSConfig struct {
+	// CertFile and KeyFile are the broker's PEM certificate chain and key
+	// (tlsCertificateFilePath, tlsKeyFilePath). Required to serve TLS.
+	CertFile, KeyFile string
+	// TrustCertsFile holds the PEM CAs client certificates are verified
+	// against (tlsTrustCertsFilePath). Without it no client certificate
+	// is verified, so the "tls" authentication method refuses everyone.
+	TrustCertsFile string
+	// RequireTrustedClientCert refuses a handshake without a verified
+	// client certificate (tlsRequireTrustedClientCertOnConnect).
+	RequireTrustedClientCert bool
+	// AllowInsecureConnection accepts client certificates without
+	// verifying them (tlsAllowInsecureConnection): encrypted, but no
+	// certificate authenticates.
+	AllowInsecureConnection bool
+}
+
+// AuthorizationConfig is Pulsar's authorization switch.
+type AuthorizationConfig struct {
+	// Enabled checks every lookup, producer, consumer and admin call
+	// against the role's grants (authorizationEnabled). Without
+	// authentication every client has the anonymous role.
+	Enabled bool
+	// SuperUserRoles may do anything (superUserRoles).
+	SuperUserRoles []string
+}
+
 // DefaultNodeConfig returns the defaults for a broker of region that
 // advertises host. Store and Global are left for the caller to set.
 func DefaultNodeConfig(region, host string) NodeConfig {
@@ -90,7 +142,10 @@ func DefaultNodeConfig(region, host string) NodeConfig {
 		Ledgers:        mledger.DefaultConfig(region),
 		Ledger:         ledger.DefaultConfig(region),
 		BookieWait:     30 * time.Second,
+		Auth:           auth.DefaultConfig(),
 		Logger:         slog.Default(),
+
+		DefaultNamespaceBundles: global.DefaultConfig().DefaultBundles,
 	}
 }
 
@@ -108,8 +163,10 @@ func (c NodeConfig) Validate() error {
 		return errors.New("standalone: NodeConfig.BrokerAddr and WebAddr are required")
 	case c.Logger == nil:
 		return errors.New("standalone: NodeConfig.Logger is required")
+	case (c.BrokerTLSAddr != "" || c.WebTLSAddr != "") && (c.TLS.CertFile == "" || c.TLS.KeyFile == ""):
+		return errors.New("standalone: serving TLS (BrokerTLSAddr, WebTLSAddr) needs TLS.CertFile and TLS.KeyFile (tlsCertificateFilePath, tlsKeyFilePath)")
 	}
-	return nil
+	return c.Auth.Validate()
 }
 
 // Node is a running broker node. Close stops it.
@@ -118,10 +175,15 @@ type Node struct {
 	closers  []func() // in order of start; run in reverse
 	service  *broker.Service
 	server   *broker.Server
+	authn    *auth.Authenticator
+	authz    *auth.Authorizer // nil when authorization is off
 	brokerLn net.Listener
 	webLn    net.Listener
-	id       string
-	served   chan struct{} // closed when both listeners have stopped serving
+	// brokerTLSLn and webTLSLn are nil when TLS is not served.
+	brokerTLSLn net.Listener
+	webTLSLn    net.Listener
+	id          string
+	served      chan struct{} // closed when every listener has stopped serving
 }
 
 // StartNode starts the broker-side parts of a region and returns once the
@@ -139,6 +201,19 @@ func StartNode(ctx context.Context, cfg NodeConfig) (n *Node, err error) {
 		}
 	}()
 	log := cfg.Logger
+	var tlsCfg *tls.Config
+	if cfg.BrokerTLSAddr != "" || cfg.WebTLSAddr != "" {
+		t := cfg.TLS
+		if tlsCfg, err = auth.ServerTLSConfig(t.CertFile, t.KeyFile, t.TrustCertsFile, t.RequireTrustedClientCert, t.AllowInsecureConnection); err != nil {
+			return nil, fmt.Errorf("standalone: TLS: %w", err)
+		}
+	}
+	n.authn = cfg.Broker.Auth
+	if n.authn == nil {
+		if n.authn, err = auth.New(cfg.Auth); err != nil {
+			return nil, fmt.Errorf("standalone: authentication: %w", err)
+		}
+	}
 	reg := cfg.Registry
 	if reg == nil {
 		reg = prometheus.NewRegistry()
@@ -174,6 +249,9 @@ func StartNode(ctx context.Context, cfg NodeConfig) (n *Node, err error) {
 
 	gscfg := global.DefaultConfig()
 	gscfg.Logger = log
+	if cfg.DefaultNamespaceBundles != 0 {
+		gscfg.DefaultBundles = cfg.DefaultNamespaceBundles
+	}
 	gstore, err := global.NewStore(cfg.Global, gscfg)
 	if err != nil {
 		return nil, err
@@ -186,13 +264,30 @@ func StartNode(ctx context.Context, cfg NodeConfig) (n *Node, err error) {
 		return nil, fmt.Errorf("standalone: web listener: %w", err)
 	}
 	n.closers = append(n.closers, func() { n.webLn.Close() })
+	if cfg.BrokerTLSAddr != "" {
+		ln, err := net.Listen("tcp", cfg.BrokerTLSAddr)
+		if err != nil {
+			return nil, fmt.Errorf("standalone: broker TLS listener: %w", err)
+		}
+		n.brokerTLSLn = tls.NewListener(ln, tlsCfg)
+		n.closers = append(n.closers, func() { n.brokerTLSLn.Close() })
+	}
+	if cfg.WebTLSAddr != "" {
+		ln, err := net.Listen("tcp", cfg.WebTLSAddr)
+		if err != nil {
+			return nil, fmt.Errorf("standalone: web TLS listener: %w", err)
+		}
+		n.webTLSLn = tls.NewListener(ln, tlsCfg)
+		n.closers = append(n.closers, func() { n.webTLSLn.Close() })
+	}
 	serviceURL, webURL := n.ServiceURL(), n.WebURL()
+	serviceURLTLS, webURLTLS := n.ServiceURLTLS(), n.WebURLTLS()
 	n.id = cfg.BrokerID
 	if n.id == "" {
 		n.id = advertised(cfg.AdvertisedHost, n.brokerLn)
 	}
 
-	cluster := global.ClusterData{ServiceURL: webURL, BrokerServiceURL: serviceURL}
+	cluster := n.ClusterData()
 	if cfg.Bootstrap {
 		err = gstore.Ensure(ctx, global.Bootstrap{Clusters: map[string]global.ClusterData{cfg.Region: cluster}})
 		if err != nil {
@@ -215,9 +310,14 @@ func StartNode(ctx context.Context, cfg NodeConfig) (n *Node, err error) {
 	case <-ctx.Done():
 		return nil, fmt.Errorf("standalone: loading the global policy cache: %w", ctx.Err())
 	}
+	n.authz = cfg.Broker.Authz
+	if n.authz == nil && cfg.Authorization.Enabled {
+		n.authz = auth.NewAuthorizer(cfg.Authorization.SuperUserRoles, cache)
+	}
 
 	scfg := cfg.Service
 	scfg.Region, scfg.BrokerID, scfg.ServiceURL, scfg.WebURL = cfg.Region, n.id, serviceURL, webURL
+	scfg.ServiceURLTLS = serviceURLTLS
 	n.service, err = broker.NewService(scfg, cfg.Store, cache, gstore, factory, log)
 	if err != nil {
 		return nil, err
@@ -231,7 +331,8 @@ func StartNode(ctx context.Context, cfg NodeConfig) (n *Node, err error) {
 		n.service.Close(cctx)
 	})
 	pcfg := cfg.Broker
-	pcfg.ServiceURL = serviceURL
+	pcfg.ServiceURL, pcfg.ServiceURLTLS = serviceURL, serviceURLTLS
+	pcfg.Auth, pcfg.Authz = n.authn, n.authz
 	n.server, err = broker.NewServer(pcfg, n.service, log)
 	if err != nil {
 		return nil, err
@@ -240,21 +341,36 @@ func StartNode(ctx context.Context, cfg NodeConfig) (n *Node, err error) {
 	web := &http.Server{Handler: webHandler(reg), ReadHeaderTimeout: 10 * time.Second}
 	n.closers = append(n.closers, func() { web.Close() })
 
-	go func() {
-		defer close(n.served)
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			if err := web.Serve(n.webLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				log.Warn("web server stopped", "err", err)
+	// One goroutine per listener, all owned by Close through served.
+	var serving sync.WaitGroup
+	serveWeb := func(ln net.Listener) {
+		serving.Go(func() {
+			if err := web.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Warn("web server stopped", "listener", ln.Addr().String(), "err", err)
 			}
-		}()
-		if err := n.server.Serve(n.brokerLn); err != nil && !errors.Is(err, broker.ErrServerClosed) {
-			log.Warn("broker server stopped", "err", err)
-		}
-		<-done
+		})
+	}
+	serveBroker := func(ln net.Listener) {
+		serving.Go(func() {
+			if err := n.server.Serve(ln); err != nil && !errors.Is(err, broker.ErrServerClosed) {
+				log.Warn("broker server stopped", "listener", ln.Addr().String(), "err", err)
+			}
+		})
+	}
+	serveWeb(n.webLn)
+	serveBroker(n.brokerLn)
+	if n.webTLSLn != nil {
+		serveWeb(n.webTLSLn)
+	}
+	if n.brokerTLSLn != nil {
+		serveBroker(n.brokerTLSLn)
+	}
+	go func() {
+		serving.Wait()
+		close(n.served)
 	}()
-	log.Info("broker serving", "region", cfg.Region, "broker", n.id, "service_url", serviceURL, "web_url", webURL)
+	log.Info("broker serving", "region", cfg.Region, "broker", n.id, "service_url", serviceURL, "web_url", webURL,
+		"service_url_tls", serviceURLTLS, "web_url_tls", webURLTLS, "authentication", n.authn.Enabled(), "authorization", n.authz != nil)
 	return n, nil
 }
 
@@ -293,6 +409,41 @@ func (n *Node) ServiceURL() string {
 
 // WebURL is the http:// URL of the web service.
 func (n *Node) WebURL() string { return "http://" + advertised(n.cfg.AdvertisedHost, n.webLn) }
+
+// ServiceURLTLS is the pulsar+ssl:// URL clients use, or "" without TLS.
+func (n *Node) ServiceURLTLS() string {
+	if n.brokerTLSLn == nil {
+		return ""
+	}
+	return "pulsar+ssl://" + advertised(n.cfg.AdvertisedHost, n.brokerTLSLn)
+}
+
+// WebURLTLS is the https:// URL of the web service, or "" without TLS.
+func (n *Node) WebURLTLS() string {
+	if n.webTLSLn == nil {
+		return ""
+	}
+	return "https://" + advertised(n.cfg.AdvertisedHost, n.webTLSLn)
+}
+
+// ClusterData is the region's cluster record as this node would write it:
+// its URLs.
+func (n *Node) ClusterData() global.ClusterData {
+	return global.ClusterData{
+		ServiceURL: n.WebURL(), ServiceURLTLS: n.WebURLTLS(),
+		BrokerServiceURL: n.ServiceURL(), BrokerServiceURLTLS: n.ServiceURLTLS(),
+	}
+}
+
+// Authenticator is the one that authenticates the protocol's clients
+// (never nil; a disabled one gives every client the anonymous role). The
+// admin REST API must use the same one.
+func (n *Node) Authenticator() *auth.Authenticator { return n.authn }
+
+// Authorizer is the one that authorizes the protocol's lookups, producers
+// and consumers, or nil when authorization is off. The admin REST API must
+// use the same one.
+func (n *Node) Authorizer() *auth.Authorizer { return n.authz }
 
 // BrokerID is the broker's id in its region.
 func (n *Node) BrokerID() string { return n.id }

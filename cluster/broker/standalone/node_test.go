@@ -1,0 +1,297 @@
+package standalone_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+	plog "github.com/apache/pulsar-client-go/pulsar/log"
+
+	"github.com/meridian-mq/meridian/cluster/broker/auth"
+	"github.com/meridian-mq/meridian/cluster/broker/standalone"
+	"github.com/meridian-mq/meridian/cluster/meta"
+)
+
+func testLogger() *slog.Logger {
+	if os.Getenv("STANDALONE_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// testPKI is a CA, a server certificate for localhost and 127.0.0.1, and
+// client certificates by CommonName, as PEM files in one directory.
+type testPKI struct {
+	dir     string
+	ca      *x509.Certificate
+	caKey   *ecdsa.PrivateKey
+	serial  int64
+	CAFile  string
+	Cert    string // server
+	Key     string // server
+	clients map[string][2]string
+}
+
+func newTestPKI(t *testing.T) *testPKI {
+	t.Helper()
+	p := &testPKI{dir: t.TempDir(), clients: map[string][2]string{}}
+	var err error
+	if p.caKey, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader); err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "meridian test CA"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(24 * time.Hour),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &p.caKey.PublicKey, p.caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.ca, err = x509.ParseCertificate(der); err != nil {
+		t.Fatal(err)
+	}
+	p.serial = 1
+	p.CAFile = p.write(t, "ca.pem", "CERTIFICATE", der)
+	p.Cert, p.Key = p.issue(t, "server", x509.ExtKeyUsageServerAuth)
+	return p
+}
+
+func (p *testPKI) write(t *testing.T, name, typ string, der []byte) string {
+	t.Helper()
+	path := filepath.Join(p.dir, name)
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// issue returns the certificate and key files of a new leaf signed by the
+// CA; a server leaf is for localhost and 127.0.0.1.
+func (p *testPKI) issue(t *testing.T, cn string, usage x509.ExtKeyUsage) (certFile, keyFile string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.serial++
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(p.serial),
+		Subject:      pkix.Name{CommonName: cn},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
+	}
+	if usage == x509.ExtKeyUsageServerAuth {
+		tmpl.DNSNames = []string{"localhost"}
+		tmpl.IPAddresses = []net.IP{net.ParseIP("127.0.0.1")}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.ca, &key.PublicKey, p.caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.write(t, cn+"-cert.pem", "CERTIFICATE", der), p.write(t, cn+"-key.pem", "PRIVATE KEY", kder)
+}
+
+// client returns the certificate and key files of a client whose role is
+// cn.
+func (p *testPKI) client(t *testing.T, cn string) (certFile, keyFile string) {
+	t.Helper()
+	if f, ok := p.clients[cn]; ok {
+		return f[0], f[1]
+	}
+	c, k := p.issue(t, cn, x509.ExtKeyUsageClientAuth)
+	p.clients[cn] = [2]string{c, k}
+	return c, k
+}
+
+func startStandalone(t *testing.T, mutate func(*standalone.Config)) *standalone.Standalone {
+	t.Helper()
+	cfg := standalone.DefaultConfig(t.TempDir())
+	cfg.BrokerAddr, cfg.WebAddr, cfg.AdvertisedHost = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1"
+	cfg.Logger = testLogger()
+	mutate(&cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := standalone.Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func newClient(t *testing.T, opts pulsar.ClientOptions) pulsar.Client {
+	t.Helper()
+	if opts.OperationTimeout == 0 {
+		opts.OperationTimeout = 10 * time.Second
+	}
+	opts.ConnectionTimeout = 5 * time.Second
+	opts.Logger = plog.NewLoggerWithSlog(testLogger())
+	c, err := pulsar.NewClient(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// roundTrip produces n messages to topic and consumes them back.
+func roundTrip(t *testing.T, c pulsar.Client, topic string, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cons, err := c.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
+	if err != nil {
+		t.Fatalf("subscribe %s: %v", topic, err)
+	}
+	defer cons.Close()
+	p, err := c.CreateProducer(pulsar.ProducerOptions{Topic: topic})
+	if err != nil {
+		t.Fatalf("producer %s: %v", topic, err)
+	}
+	defer p.Close()
+	for i := range n {
+		if _, err := p.Send(ctx, &pulsar.ProducerMessage{Payload: []byte(fmt.Sprint(i))}); err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+	}
+	for i := range n {
+		m, err := cons.Receive(ctx)
+		if err != nil {
+			t.Fatalf("receive %d: %v", i, err)
+		}
+		if got := string(m.Payload()); got != fmt.Sprint(i) {
+			t.Fatalf("message %d: got %q", i, got)
+		}
+		if err := cons.Ack(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestNodeTLSAndClientCertAuth: with TLS and the "tls" provider, the broker
+// serves pulsar+ssl:// and https:// next to the plain listeners, advertises
+// them in lookups and the cluster record, authenticates a client by its
+// certificate's CommonName and authorizes that role; a client without a
+// certificate, or with a role that has no grant, is refused.
+func TestNodeTLSAndClientCertAuth(t *testing.T) {
+	pki := newTestPKI(t)
+	s := startStandalone(t, func(c *standalone.Config) {
+		c.BrokerTLSAddr, c.WebTLSAddr = "127.0.0.1:0", "127.0.0.1:0"
+		c.TLS = standalone.TLSConfig{CertFile: pki.Cert, KeyFile: pki.Key, TrustCertsFile: pki.CAFile}
+		c.Auth.Enabled = true
+		c.Auth.Providers = []string{"org.apache.pulsar.broker.authentication.AuthenticationProviderTls"}
+		c.Authorization = standalone.AuthorizationConfig{Enabled: true, SuperUserRoles: []string{"admin-role"}}
+	})
+	if !strings.HasPrefix(s.ServiceURLTLS(), "pulsar+ssl://127.0.0.1:") || !strings.HasPrefix(s.WebURLTLS(), "https://127.0.0.1:") {
+		t.Fatalf("TLS URLs: %q %q", s.ServiceURLTLS(), s.WebURLTLS())
+	}
+	if cd := s.ClusterData(); cd.BrokerServiceURLTLS != s.ServiceURLTLS() || cd.ServiceURLTLS != s.WebURLTLS() {
+		t.Fatalf("cluster record %+v lacks the TLS URLs", cd)
+	}
+	if a := s.Authenticator(); a == nil || !a.Enabled() || strings.Join(a.Methods(), ",") != auth.MethodTLS {
+		t.Fatalf("Authenticator: %+v", a)
+	}
+	if z := s.Authorizer(); z == nil || !z.IsSuperUser("admin-role") {
+		t.Fatal("Authorizer: missing or without the superuser")
+	}
+
+	t.Run("superuser certificate", func(t *testing.T) {
+		cert, key := pki.client(t, "admin-role")
+		authn := pulsar.NewAuthenticationTLS(cert, key)
+		c := newClient(t, pulsar.ClientOptions{URL: s.ServiceURLTLS(), TLSTrustCertsFilePath: pki.CAFile, Authentication: authn})
+		roundTrip(t, c, "persistent://public/default/tls-topic", 20)
+	})
+	t.Run("no certificate", func(t *testing.T) {
+		// The client retries a refused connection until its operation
+		// timeout.
+		c := newClient(t, pulsar.ClientOptions{URL: s.ServiceURLTLS(), TLSTrustCertsFilePath: pki.CAFile, OperationTimeout: 2 * time.Second})
+		if p, err := c.CreateProducer(pulsar.ProducerOptions{Topic: "persistent://public/default/tls-topic"}); err == nil {
+			p.Close()
+			t.Fatal("a client without a certificate created a producer")
+		}
+	})
+	t.Run("role without grants", func(t *testing.T) {
+		cert, key := pki.client(t, "nobody")
+		authn := pulsar.NewAuthenticationTLS(cert, key)
+		c := newClient(t, pulsar.ClientOptions{URL: s.ServiceURLTLS(), TLSTrustCertsFilePath: pki.CAFile, Authentication: authn})
+		_, err := c.CreateProducer(pulsar.ProducerOptions{Topic: "persistent://public/default/tls-topic"})
+		if err == nil || !strings.Contains(strings.ToLower(err.Error()), "authoriz") {
+			t.Fatalf("producer of a role without grants: %v, want an authorization error", err)
+		}
+	})
+	t.Run("plain listener still serves", func(t *testing.T) {
+		// The plain listener authenticates too: no certificate there.
+		c := newClient(t, pulsar.ClientOptions{URL: s.ServiceURL(), OperationTimeout: 2 * time.Second})
+		if p, err := c.CreateProducer(pulsar.ProducerOptions{Topic: "persistent://public/default/tls-topic"}); err == nil {
+			p.Close()
+			t.Fatal("an anonymous client created a producer on the plain listener")
+		}
+	})
+	t.Run("https", func(t *testing.T) {
+		pool := x509.NewCertPool()
+		pool.AddCert(pki.ca)
+		hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}, Timeout: 10 * time.Second}
+		defer hc.CloseIdleConnections()
+		resp, err := hc.Get(s.WebURLTLS() + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET /metrics over https: %s", resp.Status)
+		}
+	})
+}
+
+// TestNodeTLSConfigErrors: TLS without a certificate, or a provider that
+// does not exist, fails before anything starts.
+func TestNodeTLSConfigErrors(t *testing.T) {
+	mem, err := meta.NewMemory(meta.DefaultMemoryConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	cfg := standalone.DefaultNodeConfig("r", "h")
+	for _, tc := range []struct {
+		mutate func(*standalone.NodeConfig)
+		want   string
+	}{
+		{func(c *standalone.NodeConfig) { c.BrokerTLSAddr = ":0" }, "TLS.CertFile"},
+		{func(c *standalone.NodeConfig) { c.Auth.Enabled, c.Auth.Providers = true, []string{"kerberos"} }, "unknown provider"},
+	} {
+		c := cfg
+		c.Store, c.Global = mem, mem
+		tc.mutate(&c)
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Validate: %v, want an error containing %q", err, tc.want)
+		}
+	}
+}
