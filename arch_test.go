@@ -37,6 +37,10 @@ var allowedImports = map[string][]string{
 		"cluster/bookie", "cluster/ledger", "cluster/mledger", "global"},
 	"cluster/admin": {"cluster/broker", "topology", "telemetry", "cluster/wire", "cluster/meta",
 		"cluster/bookie/bkproto", "cluster/bookie", "cluster/ledger", "cluster/mledger", "global"},
+	// The region assembly wires a broker with its admin API, as cmd does;
+	// nothing but cmd and tests imports it.
+	"cluster/broker/standalone": {"cluster/admin", "cluster/broker", "topology", "telemetry", "cluster/wire",
+		"cluster/meta", "cluster/bookie/bkproto", "cluster/bookie", "cluster/ledger", "cluster/mledger", "global"},
 	"replicator": {"cluster/wire", "cluster/ledger", "cluster/mledger", "cluster/meta", "global", "topology", "telemetry"},
 	"cmd":        {"*"},
 	"e2e":        {"*"},

@@ -450,6 +450,9 @@ func (s *Service) Brokers(ctx context.Context) ([]Owner, error) {
 	return out, nil
 }
 
+// Config returns the service's configuration.
+func (s *Service) Config() ServiceConfig { return s.cfg }
+
 // Region is the region this broker serves.
 func (s *Service) Region() string { return s.cfg.Region }
 
