@@ -24,6 +24,7 @@ func newRootCommand() *cobra.Command {
 	root.AddCommand(newBookieCommand())
 	root.AddCommand(newBrokerCommand())
 	root.AddCommand(newStandaloneCommand())
+	root.AddCommand(newDevCommand())
 	root.AddCommand(newTokenCommand())
 	return root
 }

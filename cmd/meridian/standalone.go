@@ -37,30 +37,50 @@ protocol. Tenant "public" and namespace "public/default" exist from the start.
   meridian standalone --data-dir /tmp/meridian
 Once serving it prints one line on stdout:
   standalone ready: pulsar://localhost:6650 http://localhost:8080 etcd=http://127.0.0.1:41234
-The etcd URL is for tools that edit policies directly until the admin API
-exists. Everything lives under --data-dir (etcd/, bookie/): stopping, even
+followed, when TLS is served, by the pulsar+ssl:// and https:// URLs. The
+etcd URL is for tools that edit policies directly. --config reads Pulsar's
+standalone.conf or broker.conf (ports, TLS, authentication, authorization,
+policy defaults, ledger settings); flags given on the command line win,
+and every key Meridian does not support is named in one warning each.
+  meridian standalone --config conf/standalone.conf --data-dir /tmp/meridian
+Everything lives under --data-dir (etcd/, bookie/): stopping, even
 with SIGKILL, and starting again on the same directory and ports continues
 where it stopped; acknowledged messages are kept and consumers resume from
 their acknowledged positions (acks of the last second before a crash may be
 delivered again).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if configFile != "" {
-				return fmt.Errorf("--config is not supported yet; use flags")
-			}
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: logLevel}))
+			if configFile != "" {
+				if err := applyConfigFile(cmd, configFile, &cfg.NodeConfig, log); err != nil {
+					return err
+				}
+			}
 			cfg.Logger = log
 			return runStandalone(cmd, cfg, log)
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory for etcd's and the bookie's data; reuse it to continue after a restart")
-	f.StringVar(&configFile, "config", "", "configuration file (not supported yet)")
+	f.StringVar(&configFile, "config", "", configFileHelp)
 	f.StringVar(&cfg.BrokerAddr, "broker-listen", cfg.BrokerAddr, "address to serve the Pulsar protocol on")
 	f.StringVar(&cfg.WebAddr, "web-listen", cfg.WebAddr, "address to serve HTTP (/metrics) on")
+	addTLSFlags(f, &cfg.NodeConfig)
 	f.StringVar(&cfg.AdvertisedHost, "advertised-address", cfg.AdvertisedHost, "host clients are told to connect to (with the listeners' ports); with the broker port it is the broker's id")
 	f.TextVar(&logLevel, "log-level", logLevel, "lowest level of log records to print (debug, info, warn, error)")
 	return cmd
+}
+
+// readyURLs are the fields of a ready line: the node's plain URLs, then
+// extra, then its TLS URLs if it serves TLS.
+func readyURLs(n *standalone.Node, extra ...string) []string {
+	urls := append([]string{n.ServiceURL(), n.WebURL()}, extra...)
+	for _, u := range []string{n.ServiceURLTLS(), n.WebURLTLS()} {
+		if u != "" {
+			urls = append(urls, u)
+		}
+	}
+	return urls
 }
 
 // runStandalone starts the region, prints the ready line and runs until a
@@ -72,8 +92,8 @@ func runStandalone(cmd *cobra.Command, cfg standalone.Config, log *slog.Logger) 
 	if err != nil {
 		return err
 	}
-	if _, err := fmt.Fprintf(cmd.OutOrStdout(), "standalone ready: %s %s etcd=%s\n",
-		s.ServiceURL(), s.WebURL(), strings.Join(s.EtcdEndpoints(), ",")); err != nil {
+	if _, err := fmt.Fprintf(cmd.OutOrStdout(), "standalone ready: %s\n", strings.Join(readyURLs(s.Node,
+		"etcd="+strings.Join(s.EtcdEndpoints(), ",")), " ")); err != nil {
 		log.Warn("cannot write the ready line", "err", err)
 	}
 	<-ctx.Done()

@@ -26,9 +26,9 @@ type standaloneReady struct{ serviceURL, webURL, etcd string }
 
 func parseStandaloneReady(t *testing.T, line string) standaloneReady {
 	t.Helper()
-	// standalone ready: pulsar://H:P http://H:P etcd=URL[,URL]
+	// standalone ready: pulsar://H:P http://H:P etcd=URL[,URL] [pulsar+ssl://H:P https://H:P]
 	f := strings.Fields(strings.TrimPrefix(line, "standalone ready:"))
-	if len(f) != 3 || !strings.HasPrefix(f[0], "pulsar://") || !strings.HasPrefix(f[1], "http://") || !strings.HasPrefix(f[2], "etcd=") {
+	if len(f) < 3 || !strings.HasPrefix(f[0], "pulsar://") || !strings.HasPrefix(f[1], "http://") || !strings.HasPrefix(f[2], "etcd=") {
 		t.Fatalf("unexpected ready line %q", line)
 	}
 	return standaloneReady{serviceURL: f[0], webURL: f[1], etcd: strings.TrimPrefix(f[2], "etcd=")}

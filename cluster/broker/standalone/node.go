@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/meridian-mq/meridian/cluster/admin"
 	"github.com/meridian-mq/meridian/cluster/bookie/bkproto"
 	"github.com/meridian-mq/meridian/cluster/broker"
 	"github.com/meridian-mq/meridian/cluster/broker/auth"
@@ -189,11 +190,11 @@ type Node struct {
 // StartNode starts the broker-side parts of a region and returns once the
 // broker serves: the policy cache is loaded, the broker has revoked its
 // previous run's leases and registered, and both listeners accept.
-func StartNode(ctx context.Context, cfg NodeConfig) (n *Node, err error) {
+func StartNode(ctx context.Context, cfg NodeConfig) (_ *Node, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	n = &Node{cfg: cfg, served: make(chan struct{})}
+	n := &Node{cfg: cfg, served: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			n.stop()
@@ -338,7 +339,11 @@ func StartNode(ctx context.Context, cfg NodeConfig) (n *Node, err error) {
 		return nil, err
 	}
 	n.closers = append(n.closers, func() { n.server.Close() })
-	web := &http.Server{Handler: webHandler(reg), ReadHeaderTimeout: 10 * time.Second}
+	adm, err := admin.New(admin.BrokerConfig(pcfg, n.service.Config()), n.service, log)
+	if err != nil {
+		return nil, fmt.Errorf("standalone: admin API: %w", err)
+	}
+	web := &http.Server{Handler: webHandler(reg, adm), ReadHeaderTimeout: 10 * time.Second}
 	n.closers = append(n.closers, func() { web.Close() })
 
 	// One goroutine per listener, all owned by Close through served.
@@ -374,9 +379,13 @@ func StartNode(ctx context.Context, cfg NodeConfig) (n *Node, err error) {
 	return n, nil
 }
 
-func webHandler(reg *prometheus.Registry) http.Handler {
+// webHandler serves the metrics and the admin REST API (with the HTTP
+// lookup surface of clients whose service URL is http://).
+func webHandler(reg *prometheus.Registry, adm http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("/admin/", adm)
+	mux.Handle("/lookup/", adm)
 	return mux
 }
 

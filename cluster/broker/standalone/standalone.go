@@ -189,8 +189,8 @@ func StartDev(ctx context.Context, cfg DevConfig) (*Standalone, error) {
 
 // start runs the embedded etcd, then for each region its bookie and its
 // broker, all on the one etcd.
-func start(ctx context.Context, dataDir, etcdURL string, log *slog.Logger, regions []regionSpec) (s *Standalone, err error) {
-	s = &Standalone{}
+func start(ctx context.Context, dataDir, etcdURL string, log *slog.Logger, regions []regionSpec) (_ *Standalone, err error) {
+	s := &Standalone{}
 	defer func() {
 		if err != nil {
 			s.stop()

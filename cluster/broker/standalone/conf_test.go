@@ -1,0 +1,181 @@
+package standalone_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meridian-mq/meridian/cluster/broker/standalone"
+	"github.com/meridian-mq/meridian/global"
+)
+
+func applyConf(t *testing.T, text string) (standalone.NodeConfig, []standalone.ConfKey, error) {
+	t.Helper()
+	cfg := standalone.DefaultNodeConfig("r", "localhost")
+	ignored, err := standalone.ApplyPulsarConf(strings.NewReader(text), "test.conf", &cfg)
+	return cfg, ignored, err
+}
+
+func TestApplyPulsarConf(t *testing.T) {
+	cfg, ignored, err := applyConf(t, `
+# a comment
+! another comment
+   brokerServicePort=7650   
+webServicePort = 9080
+brokerServicePortTls=
+bindAddress=0.0.0.0
+clusterName=east
+advertisedAddress=broker.example.com
+tlsEnabled=true
+tlsCertificateFilePath=/c.pem
+tlsKeyFilePath=/k.pem
+authenticationEnabled=true
+authenticationProviders=org.apache.pulsar.broker.authentication.AuthenticationProviderTls, token
+tokenSecretKey=file:///secret.key
+superUserRoles=admin,,super
+authorizationEnabled=true
+anonymousUserRole=anon
+maxMessageSize=1048576
+keepAliveIntervalSeconds=7
+maxUnackedMessagesPerConsumer=0
+brokerDeduplicationEnabled=true
+allowAutoTopicCreationType=partitioned
+defaultNumPartitions=3
+defaultRetentionTimeInMinutes=60
+defaultRetentionSizeInMB=100
+schemaCompatibilityStrategy=backward
+managedLedgerDefaultEnsembleSize=3
+managedLedgerDefaultWriteQuorum=3
+managedLedgerDefaultAckQuorum=2
+managedLedgerMaxEntriesPerLedger=50000
+managedLedgerMinLedgerRolloverTimeMinutes=10
+managedLedgerMaxLedgerRolloverTimeMinutes=240
+defaultNumberOfNamespaceBundles=1
+zookeeperServers=
+loadBalancerEnabled=false
+loadBalancerEnabled=true
+brokerClientAuthenticationParameters={"tlsCertFile":"/a", \
+  "tlsKeyFile":"/b"}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name      string
+		got, want any
+	}{
+		{"BrokerAddr", cfg.BrokerAddr, "0.0.0.0:7650"},
+		{"WebAddr", cfg.WebAddr, "0.0.0.0:9080"},
+		{"BrokerTLSAddr", cfg.BrokerTLSAddr, "0.0.0.0:6651"}, // tlsEnabled, empty brokerServicePortTls
+		{"WebTLSAddr", cfg.WebTLSAddr, "0.0.0.0:8443"},
+		{"Region", cfg.Region, "east"},
+		{"AdvertisedHost", cfg.AdvertisedHost, "broker.example.com"},
+		{"TLS", cfg.TLS, standalone.TLSConfig{CertFile: "/c.pem", KeyFile: "/k.pem"}},
+		{"Auth.Enabled", cfg.Auth.Enabled, true},
+		{"Auth.Providers", cfg.Auth.Providers, []string{"org.apache.pulsar.broker.authentication.AuthenticationProviderTls", "token"}},
+		{"Auth.Token.SecretKey", cfg.Auth.Token.SecretKey, "file:///secret.key"},
+		{"Auth.Token.RoleClaim", cfg.Auth.Token.RoleClaim, "sub"},
+		{"Auth.AnonymousRole", cfg.Auth.AnonymousRole, "anon"},
+		{"Authorization", cfg.Authorization, standalone.AuthorizationConfig{Enabled: true, SuperUserRoles: []string{"admin", "super"}}},
+		{"MaxMessageSize", cfg.Broker.MaxMessageSize, 1048576},
+		{"KeepAliveInterval", cfg.Broker.KeepAliveInterval, 7 * time.Second},
+		{"MaxUnackedPerConsumer", cfg.Service.Dispatch.MaxUnackedPerConsumer, 1<<31 - 1},
+		{"Dedup", cfg.Service.Policies.DeduplicationEnabled, true},
+		{"AutoTopicCreationType", cfg.Service.Policies.AutoTopicCreationType, global.Partitioned},
+		{"DefaultNumPartitions", cfg.Service.Policies.DefaultNumPartitions, 3},
+		{"Retention", [2]int64{int64(cfg.Service.Policies.RetentionTimeInMinutes), cfg.Service.Policies.RetentionSizeInMB}, [2]int64{60, 100}},
+		{"Schema", cfg.Service.Policies.SchemaCompatibilityStrategy, global.SchemaBackward},
+		{"E/Qw/Qa", [3]int{cfg.Ledgers.EnsembleSize, cfg.Ledgers.WriteQuorum, cfg.Ledgers.AckQuorum}, [3]int{3, 3, 2}},
+		{"MaxEntriesPerLedger", cfg.Ledgers.MaxEntriesPerLedger, int64(50000)},
+		{"Rollover", [2]time.Duration{cfg.Ledgers.MinLedgerRolloverTime, cfg.Ledgers.MaxLedgerRolloverTime}, [2]time.Duration{10 * time.Minute, 240 * time.Minute}},
+		{"DefaultNamespaceBundles", cfg.DefaultNamespaceBundles, 1},
+	} {
+		if !reflect.DeepEqual(c.got, c.want) {
+			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
+		}
+	}
+	want := []standalone.ConfKey{{"zookeeperServers", 35}, {"loadBalancerEnabled", 36}, {"brokerClientAuthenticationParameters", 38}}
+	if !slices.Equal(ignored, want) {
+		t.Errorf("ignored %v, want %v (each key once, at its first line)", ignored, want)
+	}
+}
+
+// TestApplyPulsarConfErrors: a bad value names the file, the line and the
+// key, and leaves the config as it was.
+func TestApplyPulsarConfErrors(t *testing.T) {
+	for _, tc := range []struct{ text, want string }{
+		{"brokerServicePort=abc", "test.conf line 1: brokerServicePort=abc: want a port number"},
+		{"\n\nbrokerServicePort=70000", "test.conf line 3: brokerServicePort=70000"},
+		{"authenticationEnabled=yes", "line 1: authenticationEnabled=yes: want true or false"},
+		{"authenticationProviders=kerberos", `unknown provider "kerberos"`},
+		{"maxMessageSize=-1", "maxMessageSize=-1: want an integer from 1"},
+		{"allowAutoTopicCreationType=some", "want partitioned or non-partitioned"},
+		{"schemaCompatibilityStrategy=LOOSE", "schemaCompatibilityStrategy=LOOSE: want one of"},
+		{"just some words", `line 1: "just some words" is not key=value`},
+	} {
+		cfg, _, err := applyConf(t, tc.text)
+		if err == nil || !errors.Is(err, standalone.ErrConf) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v, want ErrConf containing %q", tc.text, err, tc.want)
+		}
+		if cfg.Region != "r" {
+			t.Errorf("%q: the config changed despite the error", tc.text)
+		}
+	}
+}
+
+// pulsarClientGoDir is pulsar-client-go's directory in the module cache.
+func pulsarClientGoDir(t *testing.T) string {
+	t.Helper()
+	info, ok := debug.ReadBuildInfo()
+	version := "v0.19.0"
+	if ok {
+		for _, d := range info.Deps {
+			if d.Path == "github.com/apache/pulsar-client-go" {
+				version = d.Version
+			}
+		}
+	}
+	gomodcache := os.Getenv("GOMODCACHE")
+	if gomodcache == "" {
+		home, _ := os.UserHomeDir()
+		gomodcache = filepath.Join(home, "go", "pkg", "mod")
+		if gp := os.Getenv("GOPATH"); gp != "" {
+			gomodcache = filepath.Join(strings.Split(gp, string(os.PathListSeparator))[0], "pkg", "mod")
+		}
+	}
+	dir := filepath.Join(gomodcache, "github.com", "apache", "pulsar-client-go@"+version)
+	if _, err := os.Stat(filepath.Join(dir, "integration-tests", "conf", "standalone.conf")); err != nil {
+		t.Skipf("pulsar-client-go's integration-tests are not in the module cache: %v", err)
+	}
+	return dir
+}
+
+// TestApplyPulsarClientGoStandaloneConf reads the configuration that
+// pulsar-client-go's own integration tests run Pulsar with.
+func TestApplyPulsarClientGoStandaloneConf(t *testing.T) {
+	dir := pulsarClientGoDir(t)
+	f, err := os.Open(filepath.Join(dir, "integration-tests", "conf", "standalone.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cfg := standalone.DefaultConfig(t.TempDir())
+	ignored, err := standalone.ApplyPulsarConf(f, "standalone.conf", &cfg.NodeConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.BrokerTLSAddr != "0.0.0.0:6651" || cfg.WebTLSAddr != "0.0.0.0:8443" || cfg.BrokerAddr != "0.0.0.0:6650" ||
+		cfg.TLS.CertFile != "/pulsar/certs/broker-cert.pem" || !cfg.Auth.Enabled || len(cfg.Auth.Providers) != 3 ||
+		!cfg.Authorization.Enabled || cfg.Auth.AnonymousRole != "anonymous" || cfg.Broker.MaxMessageSize != 1048576 {
+		t.Errorf("unexpected mapping: %+v", cfg.NodeConfig)
+	}
+	if len(ignored) < 50 || !slices.ContainsFunc(ignored, func(k standalone.ConfKey) bool { return k.Key == "zookeeperServers" }) {
+		t.Errorf("ignored keys: %v", ignored)
+	}
+}

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/meridian-mq/meridian/cluster/broker/auth"
+	"github.com/meridian-mq/meridian/cluster/broker/standalone"
+)
+
+// configFileHelp is the --config flag's help, shared by the commands that
+// take a Pulsar broker.conf.
+const configFileHelp = "Pulsar broker.conf or standalone.conf to read the supported settings from (flags given on the command line win; every other key is listed in a warning)"
+
+// addTLSFlags registers the TLS listener and certificate flags of a
+// broker node.
+func addTLSFlags(f *pflag.FlagSet, cfg *standalone.NodeConfig) {
+	f.StringVar(&cfg.BrokerTLSAddr, "broker-tls-listen", cfg.BrokerTLSAddr, "address to serve the Pulsar protocol over TLS on (pulsar+ssl://; Pulsar's brokerServicePortTls, 6651); empty: no TLS")
+	f.StringVar(&cfg.WebTLSAddr, "web-tls-listen", cfg.WebTLSAddr, "address to serve HTTPS on (Pulsar's webServicePortTls, 8443); empty: no TLS")
+	f.StringVar(&cfg.TLS.CertFile, "tls-cert-file", cfg.TLS.CertFile, "the broker's PEM certificate chain (tlsCertificateFilePath)")
+	f.StringVar(&cfg.TLS.KeyFile, "tls-key-file", cfg.TLS.KeyFile, "the broker's PEM private key (tlsKeyFilePath)")
+	f.StringVar(&cfg.TLS.TrustCertsFile, "tls-trust-certs-file", cfg.TLS.TrustCertsFile, "PEM CAs that client certificates are verified against (tlsTrustCertsFilePath)")
+}
+
+// applyConfigFile reads the Pulsar configuration file at path onto cfg,
+// then puts back the value of every flag the user set, so that flags
+// override the file. Each key the file sets that Meridian does not
+// support is logged once, as a warning.
+func applyConfigFile(cmd *cobra.Command, path string, cfg *standalone.NodeConfig, log *slog.Logger) error {
+	type setFlag struct {
+		name  string
+		value string
+		slice []string // for slice flags, whose String() does not parse back
+		isSl  bool
+	}
+	var set []setFlag
+	cmd.Flags().Visit(func(fl *pflag.Flag) {
+		s := setFlag{name: fl.Name, value: fl.Value.String()}
+		if sv, ok := fl.Value.(pflag.SliceValue); ok {
+			s.slice, s.isSl = slices.Clone(sv.GetSlice()), true
+		}
+		set = append(set, s)
+	})
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("--config: %w", err)
+	}
+	defer f.Close()
+	ignored, err := standalone.ApplyPulsarConf(f, path, cfg)
+	if err != nil {
+		return err
+	}
+	for _, k := range ignored {
+		log.Warn("configuration key ignored: Meridian does not support it", "key", k.Key, "file", path, "line", k.Line)
+	}
+	basicFromPulsarOpts(cfg, log)
+	for _, s := range set {
+		fl := cmd.Flags().Lookup(s.name)
+		if s.isSl {
+			err = fl.Value.(pflag.SliceValue).Replace(s.slice)
+		} else {
+			err = fl.Value.Set(s.value)
+		}
+		if err != nil {
+			return fmt.Errorf("--%s: %w", s.name, err)
+		}
+	}
+	log.Info("configuration file read", "file", path, "ignored_keys", len(ignored), "flags_over_file", len(set))
+	return nil
+}
+
+// basicFromPulsarOpts takes the htpasswd file of the "basic" method from
+// PULSAR_EXTRA_OPTS's -Dpulsar.auth.basic.conf=FILE when the configuration
+// file names none: Pulsar's AuthenticationProviderBasic reads that Java
+// system property, and Pulsar's Docker images (pulsar-client-go's test
+// image among them) set it that way.
+func basicFromPulsarOpts(cfg *standalone.NodeConfig, log *slog.Logger) {
+	if cfg.Auth.Basic.Conf != "" || !slices.ContainsFunc(cfg.Auth.Providers, isBasicProvider) {
+		return
+	}
+	for opt := range strings.FieldsSeq(os.Getenv("PULSAR_EXTRA_OPTS")) {
+		if v, ok := strings.CutPrefix(opt, "-Dpulsar.auth.basic.conf="); ok && v != "" {
+			cfg.Auth.Basic.Conf = v
+			log.Info("basic authentication: htpasswd file from PULSAR_EXTRA_OPTS", "file", v)
+			return
+		}
+	}
+}
+
+func isBasicProvider(p string) bool {
+	p = strings.TrimSpace(p)
+	return p == auth.MethodBasic || p == "org.apache.pulsar.broker.authentication.AuthenticationProviderBasic"
+}

@@ -1,0 +1,201 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+	plog "github.com/apache/pulsar-client-go/pulsar/log"
+)
+
+// pulsarClientGoDir is pulsar-client-go's directory in the module cache,
+// whose integration-tests hold the configuration, certificates and tokens
+// its own test suite runs Pulsar with.
+func pulsarClientGoDir(t *testing.T) string {
+	t.Helper()
+	version := "v0.19.0"
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, d := range info.Deps {
+			if d.Path == "github.com/apache/pulsar-client-go" {
+				version = d.Version
+			}
+		}
+	}
+	modcache := os.Getenv("GOMODCACHE")
+	if modcache == "" {
+		gopath := os.Getenv("GOPATH")
+		if gopath == "" {
+			home, _ := os.UserHomeDir()
+			gopath = filepath.Join(home, "go")
+		}
+		modcache = filepath.Join(strings.Split(gopath, string(os.PathListSeparator))[0], "pkg", "mod")
+	}
+	dir := filepath.Join(modcache, "github.com", "apache", "pulsar-client-go@"+version)
+	if _, err := os.Stat(filepath.Join(dir, "integration-tests", "conf", "standalone.conf")); err != nil {
+		t.Skipf("pulsar-client-go's integration-tests are not in the module cache: %v", err)
+	}
+	return dir
+}
+
+// produceConsume sends n messages to topic through c and receives them
+// back, or returns the first error.
+func produceConsume(ctx context.Context, c pulsar.Client, topic string, n int) error {
+	cons, err := c.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
+	if err != nil {
+		return fmt.Errorf("subscribe: %w", err)
+	}
+	defer cons.Close()
+	p, err := c.CreateProducer(pulsar.ProducerOptions{Topic: topic})
+	if err != nil {
+		return fmt.Errorf("create producer: %w", err)
+	}
+	defer p.Close()
+	for i := range n {
+		if _, err := p.Send(ctx, &pulsar.ProducerMessage{Payload: fmt.Appendf(nil, "%d", i)}); err != nil {
+			return fmt.Errorf("send %d: %w", i, err)
+		}
+	}
+	for i := range n {
+		m, err := cons.Receive(ctx)
+		if err != nil {
+			return fmt.Errorf("receive %d: %w", i, err)
+		}
+		if got := string(m.Payload()); got != fmt.Sprint(i) {
+			return fmt.Errorf("message %d: got %q", i, got)
+		}
+		if err := cons.Ack(m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func clientWith(t *testing.T, opts pulsar.ClientOptions) pulsar.Client {
+	t.Helper()
+	if opts.OperationTimeout == 0 {
+		opts.OperationTimeout = 10 * time.Second
+	}
+	opts.ConnectionTimeout = 5 * time.Second
+	opts.Logger = plog.NewLoggerWithSlog(quietLogger())
+	c, err := pulsar.NewClient(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// TestStandaloneWithPulsarClientGoConf is what the compatibility runner
+// does: `meridian standalone --config` with pulsar-client-go's own
+// integration-tests/conf/standalone.conf, its /pulsar/... paths pointed at
+// the module's certs and tokens, the htpasswd file given as Pulsar's
+// Docker image gives it (PULSAR_EXTRA_OPTS), and the ports moved by flags.
+// Clients authenticate over TLS with the module's admin token and client
+// certificate, and over plain TCP with basic authentication; a role with
+// no grants is refused. Each key the file sets that Meridian ignores is
+// warned about exactly once.
+func TestStandaloneWithPulsarClientGoConf(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts meridian standalone")
+	}
+	it := filepath.Join(pulsarClientGoDir(t), "integration-tests")
+	b, err := os.ReadFile(filepath.Join(it, "conf", "standalone.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "standalone.conf")
+	text := strings.NewReplacer("/pulsar/certs/", filepath.Join(it, "certs")+"/", "/pulsar/tokens/", filepath.Join(it, "tokens")+"/").Replace(string(b))
+	if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PULSAR_EXTRA_OPTS", "-Xmx1g -Dpulsar.auth.basic.conf="+filepath.Join(it, "conf", ".htpasswd"))
+
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	ports := freePorts(t, 4)
+	logPath := filepath.Join(dir, "standalone.log")
+	p := startProcess(t, "standalone --config", logPath, "standalone", "--config", conf,
+		"--data-dir", filepath.Join(dir, "data"),
+		"--broker-listen", fmt.Sprintf("127.0.0.1:%d", ports[0]), "--web-listen", fmt.Sprintf("127.0.0.1:%d", ports[1]),
+		"--broker-tls-listen", fmt.Sprintf("127.0.0.1:%d", ports[2]), "--web-tls-listen", fmt.Sprintf("127.0.0.1:%d", ports[3]))
+	line := p.waitReady(ctx, t)
+	f := strings.Fields(strings.TrimPrefix(line, "standalone ready:"))
+	// advertisedAddress=localhost from the file: the broker certificate is
+	// for localhost.
+	want := []string{fmt.Sprintf("pulsar://localhost:%d", ports[0]), fmt.Sprintf("http://localhost:%d", ports[1]),
+		fmt.Sprintf("pulsar+ssl://localhost:%d", ports[2]), fmt.Sprintf("https://localhost:%d", ports[3])}
+	if len(f) != 5 || f[0] != want[0] || f[1] != want[1] || f[3] != want[2] || f[4] != want[3] {
+		t.Fatalf("ready line %q, want the URLs %v", line, want)
+	}
+	serviceURL, tlsURL := f[0], f[3]
+
+	logText, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"zookeeperServers", "brokerClientAuthenticationParameters", "transactionCoordinatorEnabled", "loadBalancerEnabled"} {
+		if n := strings.Count(string(logText), "key="+key+" "); n != 1 {
+			t.Errorf("ignored key %s warned about %d times, want once", key, n)
+		}
+	}
+	for _, key := range []string{"brokerServicePort", "tlsCertificateFilePath", "authenticationProviders", "superUserRoles"} {
+		if strings.Contains(string(logText), "key="+key+" ") {
+			t.Errorf("supported key %s was reported as ignored", key)
+		}
+	}
+
+	caFile := filepath.Join(it, "certs", "cacert.pem")
+	token := func(name string) string {
+		b, err := os.ReadFile(filepath.Join(it, "tokens", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(b))
+	}
+	t.Run("TLS and the admin token", func(t *testing.T) {
+		c := clientWith(t, pulsar.ClientOptions{URL: tlsURL, TLSTrustCertsFilePath: caFile,
+			Authentication: pulsar.NewAuthenticationToken(token("admin-token"))})
+		if err := produceConsume(ctx, c, "persistent://public/default/conf-token", 10); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("TLS client certificate", func(t *testing.T) {
+		c := clientWith(t, pulsar.ClientOptions{URL: tlsURL, TLSTrustCertsFilePath: caFile,
+			Authentication: pulsar.NewAuthenticationTLS(filepath.Join(it, "certs", "client-cert.pem"), filepath.Join(it, "certs", "client-key.pem"))})
+		if err := produceConsume(ctx, c, "persistent://public/default/conf-cert", 10); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("basic authentication", func(t *testing.T) {
+		basic, err := pulsar.NewAuthenticationBasic("admin", "123456")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := clientWith(t, pulsar.ClientOptions{URL: serviceURL, Authentication: basic})
+		if err := produceConsume(ctx, c, "persistent://public/default/conf-basic", 10); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("roles without grants are refused", func(t *testing.T) {
+		for name, a := range map[string]pulsar.Authentication{
+			"token-principal": pulsar.NewAuthenticationToken(token("token.txt")),
+			"anonymous":       nil,
+		} {
+			c := clientWith(t, pulsar.ClientOptions{URL: tlsURL, TLSTrustCertsFilePath: caFile, Authentication: a, OperationTimeout: 5 * time.Second})
+			_, err := c.CreateProducer(pulsar.ProducerOptions{Topic: "persistent://public/default/conf-token"})
+			if err == nil || !strings.Contains(strings.ToLower(err.Error()), "authoriz") {
+				t.Errorf("%s: producer: %v, want an authorization error", name, err)
+			}
+		}
+	})
+	if err := p.stop(t, 30*time.Second); err != nil {
+		t.Fatalf("SIGTERM: %v", err)
+	}
+}
