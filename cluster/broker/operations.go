@@ -341,6 +341,16 @@ func (t *Topic) nextLedger(id int64) (int64, bool) {
 	return 0, false
 }
 
+// FindByTime returns the first entry published (broker time) at or after
+// t, Unix ms; found is false when every entry is older.
+func (t *Topic) FindByTime(ctx context.Context, unixMs int64) (p mledger.Position, found bool, err error) {
+	p, found, err = t.ml.FindByTime(ctx, unixMs)
+	if err != nil {
+		err = fmt.Errorf("%w: %v", wire.ErrPersistence, err)
+	}
+	return p, found, err
+}
+
 // Message returns the entry at p.
 func (t *Topic) Message(ctx context.Context, p mledger.Position) (mledger.Entry, error) {
 	es, err := t.ml.ReadAt(ctx, p, 1)

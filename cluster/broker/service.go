@@ -184,6 +184,24 @@ func (s *Service) Close(ctx context.Context) error {
 	return nil
 }
 
+// Effective returns topic's effective policies (see resolve).
+func (s *Service) Effective(t topology.TopicName) (global.Effective, error) { return s.resolve(t) }
+
+// Owner returns the broker of this region that owns t's bundle, claiming
+// it for this broker when nobody holds it; unlike Lookup it ignores the
+// namespace's active region.
+func (s *Service) Owner(ctx context.Context, t topology.TopicName) (owner Owner, mine bool, err error) {
+	eff, err := s.resolve(t)
+	if err != nil {
+		return Owner{}, false, err
+	}
+	b, err := bundleOf(t, eff)
+	if err != nil {
+		return Owner{}, false, err
+	}
+	return s.own.acquire(ctx, t.Tenant, t.Namespace, b)
+}
+
 // resolve returns topic's effective policies from the watched cache, which
 // serves even while the global store is unreachable.
 func (s *Service) resolve(t topology.TopicName) (global.Effective, error) {
@@ -311,6 +329,38 @@ func (s *Service) TopicsOfNamespace(ctx context.Context, tenant, ns string) ([]s
 // owns its bundle. A topic that does not exist is created only when create
 // is set and the namespace's auto-creation policy allows it.
 func (s *Service) Topic(ctx context.Context, t topology.TopicName, create bool) (*Topic, error) {
+	c := mustExist
+	if create {
+		c = autoCreate
+	}
+	return s.topic(ctx, t, c)
+}
+
+// CreateTopic creates (and loads) a non-partitioned topic whatever the
+// namespace's auto-creation policy says, as an admin's create does. An
+// existing topic is wire.ErrNotAllowed.
+func (s *Service) CreateTopic(ctx context.Context, t topology.TopicName) error {
+	exists, err := s.exists(ctx, t)
+	if err != nil {
+		return err
+	}
+	if exists {
+		return fmt.Errorf("%w: topic %s already exists", wire.ErrNotAllowed, t)
+	}
+	_, err = s.topic(ctx, t, forceCreate)
+	return err
+}
+
+// creation says whether loading a topic may create it.
+type creation int
+
+const (
+	mustExist   creation = iota
+	autoCreate           // when the auto-creation policy allows
+	forceCreate          // always (admin)
+)
+
+func (s *Service) topic(ctx context.Context, t topology.TopicName, create creation) (*Topic, error) {
 	name := t.String()
 	s.mu.Lock()
 	if s.mu.closed {
@@ -338,7 +388,7 @@ func (s *Service) Topic(ctx context.Context, t topology.TopicName, create bool) 
 
 // load loads one topic; a failed load is forgotten so the next request
 // tries again.
-func (s *Service) load(l *topicLoad, t topology.TopicName, create bool) {
+func (s *Service) load(l *topicLoad, t topology.TopicName, create creation) {
 	defer s.wg.Done()
 	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.TopicLoadTimeout)
 	defer cancel()
@@ -367,7 +417,7 @@ func (s *Service) load(l *topicLoad, t topology.TopicName, create bool) {
 	}()
 }
 
-func (s *Service) loadTopic(ctx context.Context, t topology.TopicName, create bool) (*Topic, error) {
+func (s *Service) loadTopic(ctx context.Context, t topology.TopicName, create creation) (*Topic, error) {
 	eff, err := s.resolve(t)
 	if err != nil {
 		return nil, err
@@ -395,7 +445,8 @@ func (s *Service) loadTopic(ctx context.Context, t topology.TopicName, create bo
 	}
 	// A partition of a partitioned topic exists once its metadata does.
 	partition := t.IsPartition() && t.Partition < eff.Partitions
-	if !exists && !partition && !(create && eff.AutoTopicCreation.Allow) {
+	allowed := create == forceCreate || (create == autoCreate && eff.AutoTopicCreation.Allow)
+	if !exists && !partition && !allowed {
 		return nil, fmt.Errorf("%w: topic %s does not exist", wire.ErrTopicNotFound, t)
 	}
 	ml, err := s.ledgers.Open(ctx, t.String())
