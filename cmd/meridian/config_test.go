@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -12,6 +13,9 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 	plog "github.com/apache/pulsar-client-go/pulsar/log"
+	"github.com/spf13/cobra"
+
+	"github.com/meridian-mq/meridian/cluster/broker/standalone"
 )
 
 // pulsarClientGoDir is pulsar-client-go's directory in the module cache,
@@ -197,5 +201,61 @@ func TestStandaloneWithPulsarClientGoConf(t *testing.T) {
 	})
 	if err := p.stop(t, 30*time.Second); err != nil {
 		t.Fatalf("SIGTERM: %v", err)
+	}
+}
+
+// TestConfigFileUnderFlags: the file sets what the command line does not;
+// a flag the user gave wins over the file, whatever its type (string, int,
+// duration, slice), although both write the same config.
+func TestConfigFileUnderFlags(t *testing.T) {
+	conf := filepath.Join(t.TempDir(), "broker.conf")
+	if err := os.WriteFile(conf, []byte(`clusterName=from-file
+brokerServicePort=7000
+webServicePort=7080
+brokerServicePortTls=7001
+managedLedgerDefaultEnsembleSize=3
+managedLedgerDefaultWriteQuorum=3
+managedLedgerDefaultAckQuorum=2
+keepAliveIntervalSeconds=5
+superUserRoles=a,b
+advertisedAddress=file.example.com
+unknownKey=1
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := standalone.DefaultNodeConfig("", "")
+	cmd := &cobra.Command{Use: "test"}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Region, "region", "", "")
+	f.StringVar(&cfg.BrokerAddr, "broker-listen", cfg.BrokerAddr, "")
+	f.StringVar(&cfg.WebAddr, "web-listen", cfg.WebAddr, "")
+	f.IntVar(&cfg.Ledgers.AckQuorum, "ack-quorum", cfg.Ledgers.AckQuorum, "")
+	f.DurationVar(&cfg.Broker.KeepAliveInterval, "keep-alive", cfg.Broker.KeepAliveInterval, "")
+	f.StringSliceVar(&cfg.Authorization.SuperUserRoles, "super-users", nil, "")
+	addTLSFlags(f, &cfg)
+	if err := cmd.ParseFlags([]string{"--broker-listen", "127.0.0.1:9000", "--ack-quorum", "3", "--region", "from-flag",
+		"--keep-alive", "7s", "--super-users", "x,y", "--broker-tls-listen", ""}); err != nil {
+		t.Fatal(err)
+	}
+	var logs strings.Builder
+	if err := applyConfigFile(cmd, conf, &cfg, slog.New(slog.NewTextHandler(&logs, nil))); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ name, got, want string }{
+		{"region (flag)", cfg.Region, "from-flag"},
+		{"broker listen (flag)", cfg.BrokerAddr, "127.0.0.1:9000"},
+		{"broker TLS listen (flag, empty)", cfg.BrokerTLSAddr, ""},
+		{"E/Qw/Qa (file, flag)", fmt.Sprint(cfg.Ledgers.EnsembleSize, cfg.Ledgers.WriteQuorum, cfg.Ledgers.AckQuorum), "3 3 3"},
+		{"keep-alive (flag)", cfg.Broker.KeepAliveInterval.String(), "7s"},
+		{"superusers (flag)", strings.Join(cfg.Authorization.SuperUserRoles, ","), "x,y"},
+		{"web listen (file)", cfg.WebAddr, "localhost:7080"},
+		{"advertised (file)", cfg.AdvertisedHost, "file.example.com"},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s = %q, want %q", c.name, c.got, c.want)
+		}
+	}
+	if n := strings.Count(logs.String(), "key=unknownKey"); n != 1 {
+		t.Errorf("unknownKey warned %d times, want once:\n%s", n, logs.String())
 	}
 }
