@@ -107,6 +107,12 @@ func (c *conn) handleSubscribe(req *pb.CommandSubscribe) {
 		c.sendError(reqID, err)
 		return
 	}
+	if held, _ := c.consumerFor(cons.id); held != cons {
+		// The connection closed meanwhile, and its release may have missed
+		// this consumer: detach it here.
+		cons.detach()
+		return
+	}
 	c.sendSuccess(reqID)
 }
 

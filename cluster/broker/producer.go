@@ -318,6 +318,12 @@ func (c *conn) handleProducer(req *pb.CommandProducer) {
 		c.sendError(reqID, err)
 		return
 	}
+	if !c.holdsProducer(p) {
+		// The connection closed meanwhile, and its release may have missed
+		// this producer: take it off the topic here.
+		topic.removeProducer(p)
+		return
+	}
 	p.start()
 	if ready {
 		p.ready.Store(true)
@@ -347,6 +353,11 @@ func (c *conn) handleCloseProducer(req *pb.CommandCloseProducer) {
 		p.waitDone(c.ctx)
 	}
 	c.sendSuccess(req.GetRequestId())
+}
+
+func (c *conn) holdsProducer(p *producer) bool {
+	q, ok := c.producerFor(p.id)
+	return ok && q == p
 }
 
 func (c *conn) producerFor(id uint64) (*producer, bool) {
