@@ -17,8 +17,9 @@
 //     test the package holds (pulsar/ has 323). Tests in excluded.txt are
 //     not run; each has its reason there.
 //  3. The "no server" pass: with nothing listening on 6650 and 8080, it runs
-//     every test alone. A test that passes here needs no server and is left
-//     out of the percentage.
+//     every test alone (-no-server-timeout each, -no-server-parallel at
+//     once). A test that passes here needs no server and is left out of
+//     the percentage; one slower than the timeout counts as needing one.
 //  4. Writes a standalone.conf from the module's
 //     integration-tests/conf/standalone.conf, its /pulsar/certs and
 //     /pulsar/tokens paths pointed at the copy's integration-tests, starts
@@ -82,6 +83,7 @@ type options struct {
 	noServerTimeout time.Duration
 	run             *regexp.Regexp
 	parallel        int
+	noServerPar     int
 	keep            bool
 	jsonFile        string
 	pkgs            []string
@@ -102,9 +104,10 @@ func run() int {
 		pkgs    string
 	)
 	flag.DurationVar(&o.perTest, "per-test", 60*time.Second, "timeout of each test with the server")
-	flag.DurationVar(&o.noServerTimeout, "no-server-timeout", 20*time.Second, "timeout of each test in the no-server pass (a test slower than this counts as needing a server)")
+	flag.DurationVar(&o.noServerTimeout, "no-server-timeout", 10*time.Second, "timeout of each test in the no-server pass (a test slower than this counts as needing a server)")
 	flag.StringVar(&runExpr, "run", "", "run only the tests whose names match this regexp (totals are then out of the matching tests)")
 	flag.IntVar(&o.parallel, "parallel", 1, "tests run at once (on one shared server: more than 1 may cause interference)")
+	flag.IntVar(&o.noServerPar, "no-server-parallel", 4, "tests run at once in the no-server pass (no shared state there)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the temporary directory (the copy, logs, data dir)")
 	flag.StringVar(&o.jsonFile, "json", "", "write a JSON report to this file")
 	flag.StringVar(&pkgs, "pkg", "pulsar,pulsaradmin/...", "comma-separated packages of the client module; dir/... means every package under dir")
@@ -121,9 +124,7 @@ func run() int {
 		}
 		o.run = re
 	}
-	if o.parallel < 1 {
-		o.parallel = 1
-	}
+	o.parallel, o.noServerPar = max(o.parallel, 1), max(o.noServerPar, 1)
 	o.pkgs = strings.Split(pkgs, ",")
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -271,7 +272,7 @@ func (r *runner) main(ctx context.Context) error {
 				}
 			}
 		}
-		for _, res := range r.runAll(ctx, jobs, "no-server", r.opts.noServerTimeout, r.opts.parallel) {
+		for _, res := range r.runAll(ctx, jobs, "no-server", r.opts.noServerTimeout, r.opts.noServerPar) {
 			if res.Result == "pass" {
 				noServer[res.Package+"/"+res.Test] = true
 			}
@@ -472,6 +473,15 @@ var causePatterns = []*regexp.Regexp{
 	regexp.MustCompile(`(?i)(level=error.*msg=.*)`),
 }
 
+var (
+	// testifyMore is a continuation line of a testify field (its label
+	// column is blank); testifyMessages is the field with the assertion's
+	// own message.
+	testifyMore     = regexp.MustCompile(`^\s*\t\s*\t(.*\S)`)
+	testifyMessages = regexp.MustCompile(`^\s*Messages:\s+(.*\S)`)
+	testifyField    = regexp.MustCompile(`^\s*(Error Trace|Error|Test):`)
+)
+
 func firstCause(log string) string {
 	lines := strings.Split(log, "\n")
 	for _, re := range causePatterns {
@@ -481,11 +491,22 @@ func firstCause(log string) string {
 				continue
 			}
 			cause := m[1]
-			// testify's "Error:" often continues on the next lines.
-			if strings.HasPrefix(strings.TrimSpace(l), "Error:") && i+1 < len(lines) {
-				next := strings.TrimSpace(lines[i+1])
-				if next != "" && !strings.Contains(next, ":") || strings.HasPrefix(next, "\t") {
-					cause += " " + next
+			if !strings.HasPrefix(strings.TrimSpace(l), "Error:") {
+				return cause
+			}
+			// testify: the expected and actual values continue on the
+			// next lines, and Messages says what was being checked.
+			for _, next := range lines[i+1:] {
+				if c := testifyMore.FindStringSubmatch(next); c != nil {
+					cause += " " + strings.TrimSpace(c[1])
+					continue
+				}
+				if c := testifyMessages.FindStringSubmatch(next); c != nil {
+					cause += " (" + c[1] + ")"
+					continue
+				}
+				if !testifyField.MatchString(next) {
+					break
 				}
 			}
 			return cause

@@ -63,7 +63,9 @@ func TestJudge(t *testing.T) {
 		{"testify error", `{"Action":"output","Test":"TestA","Output":"        \tError Trace:\tx_test.go:10\n"}
 {"Action":"output","Test":"TestA","Output":"        \tError:      \tReceived unexpected error:\n"}
 {"Action":"output","Test":"TestA","Output":"        \t            \tconnection refused\n"}
-{"Action":"fail","Test":"TestA"}`, "fail", "Received unexpected error: connection refused"},
+{"Action":"output","Test":"TestA","Output":"        \tTest:       \tTestA\n"}
+{"Action":"output","Test":"TestA","Output":"        \tMessages:   \tsend failed\n"}
+{"Action":"fail","Test":"TestA"}`, "fail", "Received unexpected error: connection refused (send failed)"},
 		{"skip", `{"Action":"output","Test":"TestA","Output":"--- SKIP: TestA (0.00s)\n"}
 {"Action":"skip","Test":"TestA"}`, "skip", "--- SKIP: TestA (0.00s)"},
 		{"timeout", `{"Action":"output","Test":"TestA","Output":"panic: test timed out after 1s\n"}
