@@ -26,6 +26,7 @@ func newRootCommand() *cobra.Command {
 	root.AddCommand(newStandaloneCommand())
 	root.AddCommand(newDevCommand())
 	root.AddCommand(newTokenCommand())
+	root.AddCommand(newAdminCommand())
 	return root
 }
 
