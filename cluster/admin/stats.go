@@ -178,7 +178,7 @@ func (h *handler) renderStats(name string, st broker.TopicStats, dedup bool) top
 		ps := publisherStats{AccessMode: p.AccessMode, ProducerID: int64(p.ProducerID), ProducerName: p.ProducerName,
 			MsgInCounter: p.MsgInCounter, BytesInCounter: p.BytesInCounter,
 			AverageMsgSize: average(p.BytesInCounter, p.MsgInCounter), Address: p.Address,
-			ConnectedSince: since(p.ConnectedSince), Metadata: map[string]string{}}
+			ConnectedSince: since(p.ConnectedSince), ClientVersion: p.ClientVersion, Metadata: p.Metadata}
 		ps.MsgRateIn, ps.MsgThroughputIn = h.rates.rate(name+"\x00p\x00"+p.ProducerName, now, p.MsgInCounter, p.BytesInCounter)
 		out.Publishers = append(out.Publishers, ps)
 	}
@@ -192,7 +192,8 @@ func (h *handler) renderStats(name string, st broker.TopicStats, dedup bool) top
 		for _, c := range s.Consumers {
 			cs := consumerStats{ConsumerName: c.ConsumerName, AvailablePermits: c.AvailablePermits,
 				UnackedMessages: c.UnackedMessages, MsgOutCounter: c.MsgOutCounter, BytesOutCounter: c.BytesOutCounter,
-				Address: c.Address, ConnectedSince: since(c.ConnectedSince), Metadata: map[string]string{}}
+				Address: c.Address, ConnectedSince: since(c.ConnectedSince), ClientVersion: c.ClientVersion,
+				Metadata: c.Metadata}
 			ss.Consumers = append(ss.Consumers, cs)
 		}
 		out.Subscriptions[sub] = ss

@@ -167,10 +167,12 @@ func TestBadInput(t *testing.T) {
 				Topic: proto.String(exclTopic), ProducerId: proto.Uint64(1), RequestId: proto.Uint64(1),
 				ProducerName: proto.String("waiter"), ProducerAccessMode: pb.ProducerAccessMode_WaitForExclusive.Enum(),
 			}.Build()}.Build())
-			// The broker holds the answer while the holder is connected.
-			rc.nc.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
-			if cmd, err := rc.next(); err == nil {
-				t.Fatalf("a producer waiting for exclusive access was answered: %v", cmd)
+			// The broker answers "not ready" while the holder is connected
+			// (pulsar-client-go then waits without a timeout).
+			rc.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+			if cmd, err := rc.next(); err != nil || cmd.GetType() != pb.BaseCommand_PRODUCER_SUCCESS ||
+				cmd.GetProducerSuccess().GetProducerReady() {
+				t.Fatalf("a producer waiting for exclusive access: got %v, %v; want PRODUCER_SUCCESS, not ready", cmd, err)
 			}
 			rc.nc.SetReadDeadline(time.Time{})
 			rc.sendMessage(1, "waiter", 0, []byte("written by a waiting producer"))

@@ -48,6 +48,7 @@ type conn struct {
 	protocolVersion     int32
 	brokerEntryMetadata bool   // the client takes entries with their BrokerEntryMetadata
 	role                string // the authenticated role; empty without authentication
+	clientVersion       string
 
 	mu struct {
 		sync.Mutex
@@ -320,6 +321,7 @@ func write(w *wire.Writer, o outbound) error {
 func (c *conn) handleConnect(connect *pb.CommandConnect) error {
 	c.protocolVersion = min(connect.GetProtocolVersion(), maxProtocolVersion)
 	c.brokerEntryMetadata = connect.GetFeatureFlags().GetSupportsBrokerEntryMetadata()
+	c.clientVersion = connect.GetClientVersion()
 	if a := c.srv.cfg.Auth; a != nil {
 		creds := auth.Credentials{Data: connect.GetAuthData()}
 		if tc, ok := c.nc.(*tls.Conn); ok {

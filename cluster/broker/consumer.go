@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/meridian-mq/meridian/cluster/broker/auth"
@@ -22,10 +23,12 @@ type consumer struct {
 	priority   int32
 	maxUnacked int
 	since      time.Time
+	metadata   map[string]string
 	out        counters // delivered messages and bytes
 
-	permits int64 // messages the client can take; a batch may drive it below 0
-	unacked int   // messages delivered and not acked
+	permits  int64       // messages the client can take; a batch may drive it below 0
+	unacked  int         // messages delivered and not acked
+	attached atomic.Bool // set once SUBSCRIBE succeeded
 	// joinedAfter is, for a Key_Shared consumer that joined a running
 	// subscription, the read position at its joining (see subscription).
 	joinedAfter *mledger.Position
@@ -50,6 +53,15 @@ func (c *consumer) detach() {
 		c.sub.topic.forgetSubscription(c.sub)
 		c.sub.close(context.Background(), false)
 	}
+}
+
+// keyValues turns the wire's key-value list into a map.
+func keyValues(kvs []*pb.KeyValue) map[string]string {
+	m := make(map[string]string, len(kvs))
+	for _, kv := range kvs {
+		m[kv.GetKey()] = kv.GetValue()
+	}
+	return m
 }
 
 // initialPosition maps SUBSCRIBE's initial position.
@@ -97,9 +109,15 @@ func (c *conn) handleSubscribe(req *pb.CommandSubscribe) {
 		return
 	}
 	cons := &consumer{c: c, sub: sub, id: req.GetConsumerId(), name: req.GetConsumerName(), priority: req.GetPriorityLevel(),
-		maxUnacked: topic.svc.cfg.Dispatch.MaxUnackedPerConsumer, since: time.Now()}
+		maxUnacked: topic.svc.cfg.Dispatch.MaxUnackedPerConsumer, since: time.Now(), metadata: keyValues(req.GetMetadata())}
 	if !c.addConsumer(cons) {
-		c.sendError(reqID, fmt.Errorf("%w: consumer id %d is already in use on this connection", wire.ErrConsumerBusy, cons.id))
+		// A client whose request timed out asks again with the same id:
+		// answer it as the first, as Pulsar does, once that one is attached.
+		if held, err := c.consumerFor(cons.id); err == nil && held.sub == sub && held.attached.Load() {
+			c.sendSuccess(reqID)
+			return
+		}
+		c.sendError(reqID, fmt.Errorf("%w: consumer %d is already present on the connection", wire.ErrServiceNotReady, cons.id))
 		return
 	}
 	if err := sub.addConsumer(cons, req.GetSubType(), req.GetKeySharedMeta()); err != nil {
@@ -113,6 +131,7 @@ func (c *conn) handleSubscribe(req *pb.CommandSubscribe) {
 		cons.detach()
 		return
 	}
+	cons.attached.Store(true)
 	c.sendSuccess(reqID)
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -54,6 +55,8 @@ type PublisherStats struct {
 	AccessMode     string
 	Address        string
 	ConnectedSince time.Time
+	ClientVersion  string
+	Metadata       map[string]string
 	MsgInCounter   int64
 	BytesInCounter int64
 }
@@ -78,6 +81,8 @@ type ConsumerStats struct {
 	ConsumerName     string
 	Address          string
 	ConnectedSince   time.Time
+	ClientVersion    string
+	Metadata         map[string]string
 	AvailablePermits int64
 	UnackedMessages  int64
 	MsgOutCounter    int64
@@ -93,6 +98,7 @@ func (t *Topic) Stats() TopicStats {
 	for p := range t.mu.producers {
 		ps := PublisherStats{ProducerID: p.id, ProducerName: p.name, AccessMode: p.mode.String(),
 			Address: p.c.nc.RemoteAddr().String(), ConnectedSince: p.since,
+			ClientVersion: p.c.clientVersion, Metadata: maps.Clone(p.metadata),
 			MsgInCounter: p.in.msgs.Load(), BytesInCounter: p.in.bytes.Load()}
 		st.Publishers = append(st.Publishers, ps)
 	}
@@ -125,7 +131,8 @@ func (s *subscription) stats() SubscriptionStats {
 	for _, c := range s.mu.consumers {
 		ss.UnackedMessages += int64(c.unacked)
 		ss.Consumers = append(ss.Consumers, ConsumerStats{ConsumerName: c.name, Address: c.c.nc.RemoteAddr().String(),
-			ConnectedSince: c.since, AvailablePermits: c.permits, UnackedMessages: int64(c.unacked),
+			ConnectedSince: c.since, ClientVersion: c.c.clientVersion, Metadata: maps.Clone(c.metadata),
+			AvailablePermits: c.permits, UnackedMessages: int64(c.unacked),
 			MsgOutCounter: c.out.msgs.Load(), BytesOutCounter: c.out.bytes.Load()})
 	}
 	return ss

@@ -47,6 +47,7 @@ type producer struct {
 	requestID uint64
 	mode      pb.ProducerAccessMode
 	since     time.Time
+	metadata  map[string]string
 	in        counters // stored messages and bytes
 
 	// ready is set once the producer holds the topic (at once, or when a
@@ -210,14 +211,14 @@ func sendError(producerID uint64, seq int64, err error) *pb.BaseCommand {
 	}.Build()}.Build()
 }
 
-// success is the PRODUCER_SUCCESS answer.
-func (p *producer) success(ready bool) *pb.BaseCommand {
+// success is the PRODUCER_SUCCESS answer to request reqID.
+func (p *producer) success(reqID uint64, ready bool) *pb.BaseCommand {
 	last := int64(-1)
 	if p.dedup {
 		last = p.topic.dd.lastSequence(p.name)
 	}
 	b := pb.CommandProducerSuccess_builder{
-		RequestId:      ptr(p.requestID),
+		RequestId:      ptr(reqID),
 		ProducerName:   ptr(p.name),
 		LastSequenceId: ptr(last),
 		TopicEpoch:     ptr(p.epoch),
@@ -232,7 +233,7 @@ func (p *producer) success(ready bool) *pb.BaseCommand {
 // becameReady answers a WaitForExclusive producer whose turn has come.
 func (p *producer) becameReady() {
 	p.ready.Store(true)
-	p.c.send(p.success(true))
+	p.c.send(p.success(p.requestID, true))
 }
 
 // halt stops the receipt goroutine.
@@ -298,9 +299,15 @@ func (c *conn) handleProducer(req *pb.CommandProducer) {
 		name = topic.svc.producerName()
 	}
 	p := newProducer(c, topic, req.GetProducerId(), name, eff.DeduplicationEnabled, reqID)
-	p.mode, p.since = req.GetProducerAccessMode(), time.Now()
+	p.mode, p.since, p.metadata = req.GetProducerAccessMode(), time.Now(), keyValues(req.GetMetadata())
 	if !c.addProducer(p) {
-		c.sendError(reqID, fmt.Errorf("%w: producer id %d is already in use on this connection", wire.ErrProducerBusy, p.id))
+		// A client whose request timed out asks again with the same id:
+		// answer it as the first, as Pulsar does, once that one is ready.
+		if q, ok := c.producerFor(p.id); ok && q.ready.Load() && q.topic == topic {
+			c.send(q.success(reqID, true))
+			return
+		}
+		c.sendError(reqID, fmt.Errorf("%w: producer %d is already present on the connection", wire.ErrServiceNotReady, p.id))
 		return
 	}
 	if p.schemaVersion, err = topic.svc.producerSchema(ctx, topic, req.GetSchema()); err != nil {
@@ -327,10 +334,10 @@ func (c *conn) handleProducer(req *pb.CommandProducer) {
 	p.start()
 	if ready {
 		p.ready.Store(true)
-		// A WaitForExclusive producer is answered when its turn comes:
-		// pulsar-client-go takes any PRODUCER_SUCCESS as ready.
-		c.send(p.success(true))
 	}
+	// A WaitForExclusive producer is told it waits (the client then waits
+	// without a timeout) and answered again when its turn comes.
+	c.send(p.success(reqID, ready))
 }
 
 func (c *conn) handleSend(f *wire.Frame) error {

@@ -303,7 +303,7 @@ func (s *Service) exists(ctx context.Context, t topology.TopicName) (bool, error
 // GET_TOPICS_OF_NAMESPACE answers.
 func (s *Service) TopicsOfNamespace(ctx context.Context, tenant, ns string) ([]string, error) {
 	if _, ok := s.policies.Namespace(tenant, ns); !ok {
-		return nil, fmt.Errorf("%w: namespace %s/%s does not exist", wire.ErrTopicNotFound, tenant, ns)
+		return nil, nil // Pulsar lists no topics for a namespace that does not exist
 	}
 	prefix := meta.Prefix(meta.RegionKey(s.cfg.Region, "mledgers"))
 	kvs, _, err := s.store.List(ctx, prefix)

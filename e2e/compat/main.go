@@ -531,42 +531,32 @@ func (r *runner) startMeridian(ctx context.Context, bin string) error {
 		return err
 	}
 	logPath := filepath.Join(r.tmp, "meridian.log")
-	withConfig := true
-	for attempt := 0; attempt < 2; attempt++ {
-		args := []string{"standalone", "--data-dir", filepath.Join(r.tmp, "data")}
-		if withConfig {
-			args = append(args, "--config", conf)
-		}
-		logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-		if err != nil {
-			return err
-		}
-		cmd := exec.Command(bin, args...)
-		cmd.Stdout, cmd.Stderr = logf, logf
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // a Ctrl-C is ours to pass on
-		r.printf("\ncompat: starting %s %s (log: %s)\n", bin, strings.Join(args, " "), logPath)
-		if err := cmd.Start(); err != nil {
-			logf.Close()
-			return err
-		}
-		r.meridian, r.exited = cmd, make(chan struct{})
-		exited := r.exited
-		go func() { cmd.Wait(); logf.Close(); close(exited) }()
-		r.closers = append(r.closers, r.stopMeridian)
-		err = r.waitReady(ctx, exited)
-		if err == nil {
-			return nil
-		}
+	args := []string{"standalone", "--data-dir", filepath.Join(r.tmp, "data"), "--config", conf}
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(bin, args...)
+	// As the client's Dockerfile does: basic authentication's htpasswd file.
+	cmd.Env = append(os.Environ(), "PULSAR_EXTRA_OPTS=-Dpulsar.auth.basic.conf="+
+		filepath.Join(r.copyDir, "integration-tests", "conf", ".htpasswd"))
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // a Ctrl-C is ours to pass on
+	r.printf("\ncompat: starting %s %s (log: %s)\n", bin, strings.Join(args, " "), logPath)
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return err
+	}
+	r.meridian, r.exited = cmd, make(chan struct{})
+	exited := r.exited
+	go func() { cmd.Wait(); logf.Close(); close(exited) }()
+	r.closers = append(r.closers, r.stopMeridian)
+	if err := r.waitReady(ctx, exited); err != nil {
 		r.stopMeridian()
 		logText, _ := os.ReadFile(logPath)
-		if withConfig && strings.Contains(string(logText), "--config") {
-			r.printf("compat: NOTE: this meridian does not take --config yet; starting it without (TLS and token settings of standalone.conf not applied)\n")
-			withConfig = false
-			continue
-		}
 		return fmt.Errorf("meridian standalone: %w; its log:\n%s", err, tail(string(logText), 40))
 	}
-	return errors.New("unreachable")
+	return nil
 }
 
 func (r *runner) waitReady(ctx context.Context, exited <-chan struct{}) error {
