@@ -310,6 +310,11 @@ func (c *conn) handleProducer(req *pb.CommandProducer) {
 		c.sendError(reqID, fmt.Errorf("%w: producer %d is already present on the connection", wire.ErrServiceNotReady, p.id))
 		return
 	}
+	if err := topic.admitProducerQuota(); err != nil {
+		c.forgetProducer(p)
+		c.sendError(reqID, err)
+		return
+	}
 	if p.schemaVersion, err = topic.svc.producerSchema(ctx, topic, req.GetSchema()); err != nil {
 		c.forgetProducer(p)
 		c.sendError(reqID, err)

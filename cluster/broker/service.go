@@ -52,6 +52,10 @@ type ServiceConfig struct {
 	// than the client's 30s operation timeout; a load that outlives the
 	// client's wait serves no one).
 	TopicLoadTimeout time.Duration
+	// BacklogQuotaCheckInterval is how often loaded topics are checked
+	// against their backlog quota (Pulsar's
+	// backlogQuotaCheckIntervalInSeconds, 60s). At least 1s.
+	BacklogQuotaCheckInterval time.Duration
 }
 
 // DispatchConfig bounds what a subscription reads and holds.
@@ -80,6 +84,8 @@ func DefaultServiceConfig(region, brokerID, serviceURL string) ServiceConfig {
 		Dispatch:              DispatchConfig{MaxReadEntries: 100, MaxRedeliveries: 100_000, MaxUnackedPerConsumer: 50_000},
 		DedupSnapshotInterval: 1000,
 		TopicLoadTimeout:      30 * time.Second,
+
+		BacklogQuotaCheckInterval: time.Minute,
 	}
 }
 
@@ -98,6 +104,8 @@ func (c ServiceConfig) Validate() error {
 		return fmt.Errorf("%w: Dispatch.MaxUnackedPerConsumer %d, want at least 1", ErrInvalidConfig, c.Dispatch.MaxUnackedPerConsumer)
 	case c.DedupSnapshotInterval < 1:
 		return fmt.Errorf("%w: DedupSnapshotInterval %d, want at least 1", ErrInvalidConfig, c.DedupSnapshotInterval)
+	case c.BacklogQuotaCheckInterval < time.Second:
+		return fmt.Errorf("%w: BacklogQuotaCheckInterval %v, want at least 1s", ErrInvalidConfig, c.BacklogQuotaCheckInterval)
 	case c.TopicLoadTimeout < time.Second:
 		return fmt.Errorf("%w: TopicLoadTimeout %v, want at least 1s", ErrInvalidConfig, c.TopicLoadTimeout)
 	}
@@ -168,8 +176,16 @@ func NewService(cfg ServiceConfig, store meta.Store, policies *global.Cache, gst
 	return s, nil
 }
 
-// Start removes the previous run's claims and registers the broker.
-func (s *Service) Start(ctx context.Context) error { return s.own.start(ctx) }
+// Start removes the previous run's claims, registers the broker and starts
+// the backlog quota checks.
+func (s *Service) Start(ctx context.Context) error {
+	if err := s.own.start(ctx); err != nil {
+		return err
+	}
+	s.wg.Add(1)
+	go s.quotaLoop(s.cfg.BacklogQuotaCheckInterval)
+	return nil
+}
 
 // Close unloads every topic (closing their producers and consumers, so
 // clients reconnect elsewhere), then gives up ownership.
@@ -492,17 +508,9 @@ func (s *Service) unloadAll() {
 
 // Loaded returns the names of the topics loaded on this broker.
 func (s *Service) Loaded() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	var names []string
-	for name, l := range s.mu.topics {
-		select {
-		case <-l.done:
-			if l.topic != nil {
-				names = append(names, name)
-			}
-		default:
-		}
+	for _, t := range s.loadedTopics() {
+		names = append(names, t.Name())
 	}
 	slices.Sort(names)
 	return names

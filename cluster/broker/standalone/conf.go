@@ -116,6 +116,7 @@ var pulsarConfKeys = []confMapping{
 	{"dispatcherMaxReadBatchSize", integer(1, 10000, func(c *NodeConfig) *int { return &c.Service.Dispatch.MaxReadEntries })},
 	{"brokerDeduplicationEntriesInterval", integer(1, 1<<30, func(c *NodeConfig) *int { return &c.Service.DedupSnapshotInterval })},
 	{"topicLoadTimeoutSeconds", seconds(1, 3600, func(c *NodeConfig) *time.Duration { return &c.Service.TopicLoadTimeout })},
+	{"backlogQuotaCheckIntervalInSeconds", seconds(1, 86400, func(c *NodeConfig) *time.Duration { return &c.Service.BacklogQuotaCheckInterval })},
 	{"defaultNumberOfNamespaceBundles", integer(1, 1024, func(c *NodeConfig) *int { return &c.DefaultNamespaceBundles })},
 
 	{"brokerDeduplicationEnabled", boolean(func(c *NodeConfig) *bool { return &c.Service.Policies.DeduplicationEnabled })},

@@ -1,0 +1,147 @@
+package broker
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/meridian-mq/meridian/cluster/wire"
+	"github.com/meridian-mq/meridian/global"
+)
+
+// Backlog quotas, as Pulsar enforces them: a topic's backlog is what its
+// slowest durable subscription has not consumed. When it is over the
+// destination_storage limit,
+//   - producer_request_hold and producer_exception: the topic's producers
+//     are disconnected, and new ones are refused (ProducerBlockedQuota...)
+//     until the backlog is back under the limit; clients keep retrying
+//     until their send timeout;
+//   - consumer_backlog_eviction: the slowest subscriptions skip their
+//     oldest messages until the backlog fits.
+//
+// The service checks every loaded topic each BacklogQuotaCheckInterval
+// (Pulsar's backlogQuotaCheckIntervalInSeconds), and a new producer is
+// checked when it connects. The backlog's size is estimated as its entry
+// count times the topic's average stored entry size.
+
+// backlogBytes estimates the bytes the slowest durable subscription has not
+// consumed, and returns that subscription.
+func (t *Topic) backlogBytes() (int64, *subscription) {
+	ms := t.ml.Stats()
+	if ms.Entries == 0 {
+		return 0, nil
+	}
+	avg := ms.StorageSize / ms.Entries
+	var worst int64
+	var slowest *subscription
+	for _, s := range t.subscriptions() {
+		if !s.cursor.Durable() {
+			continue
+		}
+		if b := s.cursor.Backlog(); b > worst {
+			worst, slowest = b, s
+		}
+	}
+	return worst * avg, slowest
+}
+
+// quotaExceeded reports the storage quota's policy when the topic is over
+// it.
+func (t *Topic) quotaExceeded() (global.BacklogPolicy, bool) {
+	eff, err := t.svc.resolve(t.name)
+	if err != nil {
+		return "", false
+	}
+	q, ok := eff.BacklogQuotas[global.DestinationStorage]
+	if !ok || q.LimitSize < 0 {
+		return "", false
+	}
+	size, _ := t.backlogBytes()
+	return q.Policy, size > q.LimitSize
+}
+
+// admitProducerQuota refuses a new producer on a topic over its quota
+// with a producer-blocking policy.
+func (t *Topic) admitProducerQuota() error {
+	policy, over := t.quotaExceeded()
+	switch {
+	case !over:
+		return nil
+	case policy == global.ProducerRequestHold:
+		return fmt.Errorf("%w: topic %s is over its backlog quota", wire.ErrProducerBlockedQuotaExceeded, t.Name())
+	case policy == global.ProducerException:
+		return fmt.Errorf("%w: topic %s is over its backlog quota", wire.ErrProducerBlockedQuotaExceededAtOpen, t.Name())
+	}
+	return nil
+}
+
+// enforceQuota applies the storage quota's policy once.
+func (t *Topic) enforceQuota() {
+	policy, over := t.quotaExceeded()
+	if !over {
+		return
+	}
+	switch policy {
+	case global.ProducerRequestHold, global.ProducerException:
+		t.mu.Lock()
+		producers := make([]*producer, 0, len(t.mu.producers))
+		for p := range t.mu.producers {
+			producers = append(producers, p)
+		}
+		t.mu.Unlock()
+		for _, p := range producers {
+			p.disconnect()
+		}
+	case global.ConsumerBacklogEviction:
+		for range 1000 { // bounded: each pass skips at least one entry
+			eff, err := t.svc.resolve(t.name)
+			if err != nil {
+				return
+			}
+			size, slowest := t.backlogBytes()
+			limit := eff.BacklogQuotas[global.DestinationStorage].LimitSize
+			if slowest == nil || size <= limit {
+				return
+			}
+			ms := t.ml.Stats()
+			excess := (size - limit + ms.StorageSize/ms.Entries - 1) / max(ms.StorageSize/ms.Entries, 1)
+			if _, err := slowest.cursor.Skip(max(excess, 1)); err != nil {
+				return
+			}
+			slowest.dropPending()
+		}
+	}
+}
+
+// quotaLoop checks every loaded topic's backlog quota on a schedule.
+func (s *Service) quotaLoop(interval time.Duration) {
+	defer s.wg.Done()
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-tick.C:
+		}
+		for _, t := range s.loadedTopics() {
+			t.enforceQuota()
+		}
+	}
+}
+
+// loadedTopics returns the topics loaded here.
+func (s *Service) loadedTopics() []*Topic {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*Topic
+	for _, l := range s.mu.topics {
+		select {
+		case <-l.done:
+			if l.topic != nil {
+				out = append(out, l.topic)
+			}
+		default:
+		}
+	}
+	return out
+}

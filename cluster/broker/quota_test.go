@@ -1,0 +1,80 @@
+package broker_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+
+	"github.com/meridian-mq/meridian/cluster/broker/standalone"
+	"github.com/meridian-mq/meridian/global"
+	"github.com/meridian-mq/meridian/topology"
+)
+
+// TestBacklogQuota: a topic whose slowest subscription is over the
+// namespace's storage quota refuses producers (producer_request_hold) until
+// the subscription catches up, and with consumer_backlog_eviction the
+// subscription is moved forward instead.
+func TestBacklogQuota(t *testing.T) {
+	r := startRegion(t, "", func(c *standalone.Config) { c.Service.BacklogQuotaCheckInterval = time.Second })
+	c := newClient(t, r.ServiceURL())
+	quota := func(policy global.BacklogPolicy) map[global.BacklogQuotaType]global.BacklogQuota {
+		return map[global.BacklogQuotaType]global.BacklogQuota{
+			global.DestinationStorage: {LimitSize: 10 << 10, LimitTime: -1, Policy: policy},
+		}
+	}
+	fill := func(topic string) pulsar.Consumer {
+		cons := subscribe(t, c, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "slow"})
+		p := createProducer(t, c, pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+		for range 20 {
+			if _, err := p.Send(context.Background(), &pulsar.ProducerMessage{Payload: make([]byte, 1024)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return cons
+	}
+
+	ns := createNamespace(t, r, "quota-hold", global.Policies{BacklogQuotaMap: quota(global.ProducerRequestHold)})
+	topic := "persistent://" + ns + "/t"
+	cons := fill(topic)
+	short, err := pulsar.NewClient(pulsar.ClientOptions{URL: r.ServiceURL(), OperationTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer short.Close()
+	if p, err := short.CreateProducer(pulsar.ProducerOptions{Topic: topic}); err == nil {
+		p.Close()
+		t.Fatal("a producer was admitted to a topic over its backlog quota")
+	}
+	for range 20 {
+		cons.Ack(receive(t, cons))
+	}
+	poll(t, 10*time.Second, "a producer admitted once the backlog is consumed", func() bool {
+		p, err := short.CreateProducer(pulsar.ProducerOptions{Topic: topic})
+		if err == nil {
+			p.Close()
+		}
+		return err == nil
+	})
+
+	ns = createNamespace(t, r, "quota-evict", global.Policies{BacklogQuotaMap: quota(global.ConsumerBacklogEviction)})
+	topic = "persistent://" + ns + "/t"
+	fill(topic)
+	poll(t, 10*time.Second, "the slow subscription moved under the quota", func() bool {
+		tp, err := r.Service().Topic(context.Background(), mustTopic(t, topic), false)
+		if err != nil {
+			return false
+		}
+		return tp.Stats().Subscriptions["slow"].MsgBacklog <= 10
+	})
+}
+
+func mustTopic(t testing.TB, name string) topology.TopicName {
+	t.Helper()
+	tn, err := topology.ParseTopicName(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tn
+}
