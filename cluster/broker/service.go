@@ -452,9 +452,6 @@ func (s *Service) loadTopic(ctx context.Context, t topology.TopicName, create cr
 	if !mine {
 		return nil, fmt.Errorf("%w: %s is served by %s", wire.ErrServiceNotReady, t, owner.ServiceURL)
 	}
-	if t.Domain != topology.Persistent {
-		return nil, fmt.Errorf("%w: non-persistent topics are not supported: %s", wire.ErrNotAllowed, t)
-	}
 	exists, err := s.exists(ctx, t)
 	if err != nil {
 		return nil, err

@@ -21,7 +21,10 @@ import (
 const ReplicationProducerPrefix = "meridian.repl."
 
 // Topic is a topic loaded on this broker: its managed ledger, producers,
-// subscriptions and deduplication state.
+// subscriptions and deduplication state. A non-persistent topic is served
+// by the same machinery (see subscription), so its messages do reach the
+// bookies; what differs is that nothing is kept for a subscriber that is
+// not connected.
 //
 // Ownership: mu guards the producer and subscription sets and the producer
 // epoch. Appends go straight to the managed ledger, which orders them;
@@ -230,6 +233,13 @@ func (t *Topic) subscription(ctx context.Context, name string, kind pb.CommandSu
 	initial mledger.InitialPosition, start *pb.MessageIdData) (*subscription, error) {
 	if name == dedupCursor || strings.HasPrefix(name, ReplicationProducerPrefix) {
 		return nil, fmt.Errorf("%w: subscription name %q is reserved", wire.ErrNotAllowed, name)
+	}
+	if t.name.Domain == topology.NonPersistent {
+		// A non-persistent topic's subscriptions live only while their
+		// consumers do, and see only what is published while they do: on
+		// non-durable cursors from the end, which pin no storage, so what
+		// the topic's ledgers hold is trimmed as they roll over.
+		durable, initial, start = false, mledger.Latest, nil
 	}
 	t.mu.Lock()
 	if t.mu.closing {
