@@ -265,19 +265,16 @@ func (s *subscription) ackOne(c *consumer, cumulative bool, p mledger.Position, 
 	if len(ackSet) > 0 {
 		// Part of a batch: the messages whose bits are clear are acked.
 		s.mu.Lock()
-		whole := false
-		if !cumulative {
-			set, ok := s.mu.partial[p]
-			if !ok {
-				set = slices.Clone(ackSet)
-				s.mu.partial[p] = set
-			}
-			whole = intersect(set, ackSet)
+		set, ok := s.mu.partial[p]
+		if !ok {
+			set = slices.Clone(ackSet)
+			s.mu.partial[p] = set
 		}
+		whole := intersect(set, ackSet)
 		s.mu.Unlock()
-		if cumulative {
-			// Everything before the batch is acked; the batch itself only
-			// in part, which the cursor cannot express: it stays.
+		if cumulative && !whole {
+			// Everything before the batch is acked, the batch itself in
+			// part: the cursor holds the former, partial the latter.
 			return s.ackCumulative(mledger.Position{Ledger: p.Ledger, Entry: p.Entry - 1})
 		}
 		if !whole {
