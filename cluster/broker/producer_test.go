@@ -145,8 +145,8 @@ func testExclusiveProducer(t *testing.T, c pulsar.Client) {
 	topic := topicFor(t)
 	p1 := createProducer(t, c, pulsar.ProducerOptions{Topic: topic, ProducerAccessMode: pulsar.ProducerAccessModeExclusive})
 	_, err := c.CreateProducer(pulsar.ProducerOptions{Topic: topic, ProducerAccessMode: pulsar.ProducerAccessModeExclusive})
-	if err == nil || !strings.Contains(err.Error(), "ProducerBusy") {
-		t.Fatalf("second exclusive producer: %v, want ProducerBusy", err)
+	if err == nil || !strings.Contains(err.Error(), "ProducerFenced") {
+		t.Fatalf("second exclusive producer: %v, want ProducerFenced", err)
 	}
 	// A shared producer is refused too while the exclusive one holds the topic.
 	if _, err := c.CreateProducer(pulsar.ProducerOptions{Topic: topic}); err == nil || !strings.Contains(err.Error(), "ProducerBusy") {

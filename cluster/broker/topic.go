@@ -165,7 +165,8 @@ func (t *Topic) admitProducer(p *producer, mode pb.ProducerAccessMode, epoch *ui
 		}
 	case pb.ProducerAccessMode_Exclusive:
 		if len(t.mu.producers) > 0 {
-			return false, nil, fmt.Errorf("%w: topic %s already has producers", wire.ErrProducerBusy, t.Name())
+			// Pulsar's answer: the newcomer is fenced out.
+			return false, nil, fmt.Errorf("%w: topic %s already has producers", wire.ErrProducerFenced, t.Name())
 		}
 		t.mu.epoch++
 	case pb.ProducerAccessMode_WaitForExclusive:
