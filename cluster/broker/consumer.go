@@ -49,7 +49,7 @@ func (c *consumer) disconnect() {
 // detach removes the consumer from its subscription; a reader's
 // subscription ends with its last consumer.
 func (c *consumer) detach() {
-	if c.sub.removeConsumer(c) && !c.sub.cursor.Durable() {
+	if c.sub.removeConsumer(c) && !c.sub.cursor.Durable() && !c.sub.seeking.Load() {
 		c.sub.topic.forgetSubscription(c.sub)
 		c.sub.close(context.Background(), false)
 	}

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/meridian-mq/meridian/cluster/mledger"
@@ -52,7 +53,8 @@ type subscription struct {
 	done   chan struct{}
 
 	roundMu sync.Mutex
-	out     counters // delivered messages and bytes
+	seeking atomic.Bool // a seek is disconnecting the consumers
+	out     counters    // delivered messages and bytes
 
 	mu struct {
 		sync.Mutex
@@ -628,20 +630,18 @@ func (s *subscription) permitsLocked() int64 {
 // seek moves the cursor (to after a message id, or to a time) after
 // disconnecting every consumer, which then reconnects (DESIGN §5: the
 // client resumes only after CLOSE_CONSUMER precedes the SEEK's SUCCESS).
+//
+// A reader's (non-durable) subscription, which otherwise ends with its
+// consumer, outlives this disconnection: the reader subscribes again and
+// finds it at the seek target.
 func (s *subscription) seek(ctx context.Context, id *pb.MessageIdData, publishTime *uint64) error {
+	s.seeking.Store(true)
+	defer s.seeking.Store(false)
+	s.roundMu.Lock()
+	defer s.roundMu.Unlock()
 	s.mu.Lock()
 	consumers := slices.Clone(s.mu.consumers)
 	s.mu.Unlock()
-	if !s.cursor.Durable() {
-		// A reader's subscription ends with its consumer; the client
-		// subscribes again starting at the seek target.
-		for _, c := range consumers {
-			c.disconnect()
-		}
-		return nil
-	}
-	s.roundMu.Lock()
-	defer s.roundMu.Unlock()
 	for _, c := range consumers {
 		c.disconnect()
 	}
