@@ -113,8 +113,18 @@ func (s *Service) Schema(ctx context.Context, t topology.TopicName, version []by
 		info, v, err := s.schemas.Latest(ctx, t.String())
 		return info, v, schemaError(err)
 	}
-	info, err := s.schemas.Get(ctx, t.String(), v)
-	return info, v, schemaError(err)
+	// Only the versions since the last deletion are served: a deleted
+	// schema is gone for readers too, as on Pulsar.
+	live, err := s.schemas.All(ctx, t.String())
+	if err != nil {
+		return schema.Info{}, 0, schemaError(err)
+	}
+	for _, e := range live {
+		if e.Version == v {
+			return e.Info, v, nil
+		}
+	}
+	return schema.Info{}, 0, fmt.Errorf("%w: schema version %d of %s not found", wire.ErrTopicNotFound, v, t)
 }
 
 // GetOrCreateSchema implements Topics: the version of the given schema,
