@@ -320,6 +320,15 @@ func (c *conn) handleProducer(req *pb.CommandProducer) {
 		c.sendError(reqID, err)
 		return
 	}
+	if name := req.GetInitialSubscriptionName(); name != "" {
+		// The producer asks for a subscription that keeps what it sends
+		// (a dead-letter producer's), created at the end if it is new.
+		if _, err := topic.subscription(ctx, name, pb.CommandSubscribe_Exclusive, true, mledger.Latest, nil); err != nil {
+			c.forgetProducer(p)
+			c.sendError(reqID, err)
+			return
+		}
+	}
 	var epoch *uint64
 	if req.HasTopicEpoch() {
 		epoch = ptr(req.GetTopicEpoch())
