@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -113,10 +114,12 @@ func (c *conn) run() {
 // races it.
 func (c *conn) release() {
 	c.mu.Lock()
-	producers := c.mu.producers
-	consumers := c.mu.consumers
-	c.mu.producers = map[uint64]*producer{}
-	c.mu.consumers = map[uint64]*consumer{}
+	producers := maps.Clone(c.mu.producers)
+	consumers := maps.Clone(c.mu.consumers)
+	// Cleared in place: the maps themselves never change after newConn,
+	// so register and its kin may take them before locking.
+	clear(c.mu.producers)
+	clear(c.mu.consumers)
 	c.mu.Unlock()
 	for _, p := range producers {
 		p.closed()
@@ -250,23 +253,11 @@ func (c *conn) writeLoop() {
 		case <-c.ctx.Done():
 			return
 		case o := <-c.out:
-			err := c.drain(w, o)
-			if err == nil {
-				err = w.Flush()
-			}
-			if err != nil {
-				c.log.Debug("write failed", "err", err)
-				c.close()
+			if !c.writeQueued(w, o) {
 				return
 			}
 		case o := <-c.msgs:
-			err := c.drain(w, o)
-			if err == nil {
-				err = w.Flush()
-			}
-			if err != nil {
-				c.log.Debug("write failed", "err", err)
-				c.close()
+			if !c.writeQueued(w, o) {
 				return
 			}
 		case now := <-tick.C:
@@ -281,6 +272,54 @@ func (c *conn) writeLoop() {
 			}
 		}
 	}
+}
+
+// writeQueued writes o and whatever else is queued, then flushes. On a
+// failure (or a closeAfter marker) it closes the connection and reports
+// false: the writer stops.
+func (c *conn) writeQueued(w *wire.Writer, o outbound) bool {
+	err := c.drain(w, o)
+	if err == nil {
+		err = w.Flush()
+	}
+	if err != nil {
+		c.log.Debug("write failed", "err", err)
+		c.close()
+		return false
+	}
+	return true
+}
+
+// register adds v to m (a map of the connection's producers or consumers)
+// under id, unless the id is taken or the connection is closing.
+func register[T any](c *conn, m map[uint64]*T, id uint64, v *T) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := m[id]; ok || c.ctx.Err() != nil {
+		return false
+	}
+	m[id] = v
+	return true
+}
+
+// unregister removes v from m, reporting whether it was there (so that
+// only one of the ways a producer or consumer ends acts on it).
+func unregister[T any](c *conn, m map[uint64]*T, id uint64, v *T) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if m[id] != v {
+		return false
+	}
+	delete(m, id)
+	return true
+}
+
+// registered returns what m holds under id.
+func registered[T any](c *conn, m map[uint64]*T, id uint64) (*T, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := m[id]
+	return v, ok
 }
 
 // errFlushedClose stops the writer after a closeAfter marker.

@@ -137,34 +137,16 @@ func (c *conn) handleSubscribe(req *pb.CommandSubscribe) {
 
 // consumerFor returns the consumer id names on this connection.
 func (c *conn) consumerFor(id uint64) (*consumer, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if cons, ok := c.mu.consumers[id]; ok {
+	if cons, ok := registered(c, c.mu.consumers, id); ok {
 		return cons, nil
 	}
 	return nil, fmt.Errorf("%w: consumer %d not found on this connection", wire.ErrConsumerNotFound, id)
 }
 
-func (c *conn) addConsumer(cons *consumer) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.mu.consumers[cons.id]; ok || c.ctx.Err() != nil {
-		return false
-	}
-	c.mu.consumers[cons.id] = cons
-	return true
-}
+func (c *conn) addConsumer(cons *consumer) bool { return register(c, c.mu.consumers, cons.id, cons) }
 
-// forgetConsumer removes cons from the connection, reporting whether it
-// was there (so that only one of the ways a consumer ends acts on it).
 func (c *conn) forgetConsumer(cons *consumer) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.mu.consumers[cons.id] != cons {
-		return false
-	}
-	delete(c.mu.consumers, cons.id)
-	return true
+	return unregister(c, c.mu.consumers, cons.id, cons)
 }
 
 func (c *conn) handleFlow(req *pb.CommandFlow) {

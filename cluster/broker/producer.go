@@ -381,31 +381,8 @@ func (c *conn) holdsProducer(p *producer) bool {
 	return ok && q == p
 }
 
-func (c *conn) producerFor(id uint64) (*producer, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	p, ok := c.mu.producers[id]
-	return p, ok
-}
+func (c *conn) producerFor(id uint64) (*producer, bool) { return registered(c, c.mu.producers, id) }
 
-func (c *conn) addProducer(p *producer) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.mu.producers[p.id]; ok || c.ctx.Err() != nil {
-		return false
-	}
-	c.mu.producers[p.id] = p
-	return true
-}
+func (c *conn) addProducer(p *producer) bool { return register(c, c.mu.producers, p.id, p) }
 
-// forgetProducer removes p from the connection, reporting whether it was
-// there (so that only one of the ways a producer ends acts on it).
-func (c *conn) forgetProducer(p *producer) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.mu.producers[p.id] != p {
-		return false
-	}
-	delete(c.mu.producers, p.id)
-	return true
-}
+func (c *conn) forgetProducer(p *producer) bool { return unregister(c, c.mu.producers, p.id, p) }
