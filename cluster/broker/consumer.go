@@ -133,6 +133,7 @@ func (c *conn) handleSubscribe(req *pb.CommandSubscribe) {
 	}
 	cons.attached.Store(true)
 	c.sendSuccess(reqID)
+	sub.announceActive()
 }
 
 // consumerFor returns the consumer id names on this connection.

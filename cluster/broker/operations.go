@@ -159,13 +159,23 @@ func (t *Topic) InternalStats() InternalStats {
 // when it has none).
 func (t *Topic) LastMessageID() mledger.Position { return t.ml.LastConfirmed() }
 
-// Terminate seals the topic: no more messages are accepted (a producer's
-// next SEND gets TopicTerminated, which is final for it), and consumers
-// learn the end when they reach it.
+// Terminate seals the topic: no more messages are accepted, and consumers
+// learn the end when they reach it. Producers are disconnected: the one
+// place pulsar-client-go gives up on a terminated topic is its reconnect,
+// which the topic refuses with TopicTerminated.
 func (t *Topic) Terminate(ctx context.Context) (mledger.Position, error) {
 	p, err := t.ml.Terminate(ctx)
 	if err != nil {
 		return p, fmt.Errorf("%w: terminate %s: %v", wire.ErrPersistence, t.Name(), err)
+	}
+	t.mu.Lock()
+	producers := make([]*producer, 0, len(t.mu.producers))
+	for q := range t.mu.producers {
+		producers = append(producers, q)
+	}
+	t.mu.Unlock()
+	for _, q := range producers {
+		q.disconnect()
 	}
 	return p, nil
 }

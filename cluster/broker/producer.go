@@ -178,6 +178,9 @@ func (p *producer) answer() {
 		}
 		if err != nil {
 			p.c.send(sendError(p.id, r.seq, err))
+			if errors.Is(err, mledger.ErrTerminated) {
+				p.disconnect() // its reconnect learns the topic is terminated
+			}
 			continue
 		}
 		if r.fut != nil {

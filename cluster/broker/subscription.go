@@ -161,9 +161,24 @@ func (s *subscription) addConsumer(c *consumer, kind pb.CommandSubscribe_SubType
 		}
 	}
 	s.mu.consumers = append(s.mu.consumers, c)
-	s.electLocked()
+	// The change is announced once the client has its SUCCESS
+	// (announceActive): before, it would not know the consumer.
+	s.electLocked(false)
 	s.poke()
 	return nil
+}
+
+// announceActive tells every consumer of a Failover subscription whether
+// it is the active one.
+func (s *subscription) announceActive() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.kind != pb.CommandSubscribe_Failover {
+		return
+	}
+	for _, c := range s.mu.consumers {
+		c.c.send(activeConsumerChange(c.id, c == s.mu.active))
+	}
 }
 
 // removeConsumer detaches c and hands its unacked entries to the others.
@@ -179,14 +194,14 @@ func (s *subscription) removeConsumer(c *consumer) (last bool) {
 		s.mu.keys.remove(c, s.mu.autoSplit)
 	}
 	s.redeliverLocked(c, nil, false)
-	s.electLocked()
+	s.electLocked(true)
 	s.poke()
 	return len(s.mu.consumers) == 0
 }
 
 // electLocked picks the active consumer of an Exclusive or Failover
-// subscription and announces a change.
-func (s *subscription) electLocked() {
+// subscription and, with notify, announces a change.
+func (s *subscription) electLocked(notify bool) {
 	if s.shared() {
 		return
 	}
@@ -212,7 +227,7 @@ func (s *subscription) electLocked() {
 		// The new active consumer gets what the old one left unacked.
 		s.redeliverLocked(prev, nil, false)
 	}
-	if s.kind == pb.CommandSubscribe_Failover {
+	if notify && s.kind == pb.CommandSubscribe_Failover {
 		for _, c := range s.mu.consumers {
 			c.c.send(activeConsumerChange(c.id, c == next))
 		}
