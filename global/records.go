@@ -1,6 +1,8 @@
 package global
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"net/url"
@@ -16,8 +18,9 @@ import (
 // package spells them): a Policies marshalled here unmarshals into
 // pulsaradmin's utils.Policies and back. In etcd each record is stored with a
 // leading "v":1 (meta.EncodeJSON), which pulsaradmin ignores. Fields Pulsar
-// has and Meridian does not implement yet are simply absent; unknown fields
-// in input are dropped.
+// has and Meridian does not enforce yet are kept, as their JSON, in the
+// Extra map of Policies and TopicPolicies (see Extra); unknown fields in
+// input are dropped.
 
 // recordVersion is the "v" of every record this binary writes and the
 // newest it reads.
@@ -410,6 +413,45 @@ type Policies struct {
 	// (DESIGN §6, failover without client changes); empty means each region
 	// serves its own clients. It must be one of ReplicationClusters.
 	ActiveRegion string `json:"active_region,omitempty"`
+	// Extra holds the Pulsar policies Meridian stores and returns but does
+	// not enforce (max producers per topic, offload thresholds, …).
+	Extra Extra `json:"extra,omitempty"`
+}
+
+// Extra is a set of Pulsar policies that Meridian stores, versions and
+// returns through the admin API but whose effect the broker does not
+// implement: each key is the policy's Pulsar name and each value its JSON,
+// in the shape pulsaradmin's utils types give it. Keeping them here, in
+// the same record and under the same conditional update as the enforced
+// policies, means a tool that sets them reads back what it wrote and a
+// later Meridian that enforces one finds it already stored; keeping them
+// as JSON rather than as typed fields means adding one is a line in the
+// admin API's table, not a schema change. The store checks only that each
+// value is one well-formed JSON value; shapes are checked by the admin API.
+type Extra map[string]json.RawMessage
+
+func (e Extra) validate() error {
+	for k, v := range e {
+		if k == "" {
+			return fmt.Errorf("%w: extra: empty policy name", ErrInvalidPolicies)
+		}
+		if !json.Valid(v) {
+			return fmt.Errorf("%w: extra: policy %q is not valid JSON", ErrInvalidPolicies, k)
+		}
+	}
+	return nil
+}
+
+// Clone returns a deep copy.
+func (e Extra) Clone() Extra {
+	if e == nil {
+		return nil
+	}
+	out := make(Extra, len(e))
+	for k, v := range e {
+		out[k] = bytes.Clone(v)
+	}
+	return out
 }
 
 // normalize fills what Pulsar always shows (empty maps and lists, the
@@ -448,6 +490,9 @@ func (p Policies) validate() error {
 	if p.ActiveRegion != "" && !slices.Contains(p.ReplicationClusters, p.ActiveRegion) {
 		return fmt.Errorf("%w: active region %q is not one of the replication clusters %v", ErrNotAllowedCluster, p.ActiveRegion, p.ReplicationClusters)
 	}
+	if err := p.Extra.validate(); err != nil {
+		return err
+	}
 	return p.AuthPolicies.validate()
 }
 
@@ -470,6 +515,7 @@ func (p Policies) Clone() Policies {
 		out.AutoTopicCreationOverride = &a
 	}
 	out.AuthPolicies = p.AuthPolicies.Clone()
+	out.Extra = p.Extra.Clone()
 	return out
 }
 
@@ -491,6 +537,9 @@ type TopicPolicies struct {
 	MessageTTLInSeconds         *int                              `json:"message_ttl_in_seconds,omitempty"`
 	DeduplicationEnabled        *bool                             `json:"deduplicationEnabled,omitempty"`
 	SchemaCompatibilityStrategy SchemaCompatibilityStrategy       `json:"schema_compatibility_strategy,omitempty"`
+	// Extra holds the topic-level Pulsar policies Meridian stores and
+	// returns but does not enforce, and the topic's properties.
+	Extra Extra `json:"extra,omitempty"`
 }
 
 func (p *TopicPolicies) normalize() {
@@ -532,7 +581,7 @@ func (p TopicPolicies) validate() error {
 	if p.SchemaCompatibilityStrategy != "" && !p.SchemaCompatibilityStrategy.valid() {
 		return fmt.Errorf("%w: schema_compatibility_strategy %q", ErrInvalidPolicies, p.SchemaCompatibilityStrategy)
 	}
-	return nil
+	return p.Extra.validate()
 }
 
 // Clone returns a deep copy.
@@ -543,6 +592,7 @@ func (p TopicPolicies) Clone() TopicPolicies {
 	out.BacklogQuotaMap = maps.Clone(p.BacklogQuotaMap)
 	out.MessageTTLInSeconds = clonePtr(p.MessageTTLInSeconds)
 	out.DeduplicationEnabled = clonePtr(p.DeduplicationEnabled)
+	out.Extra = p.Extra.Clone()
 	return out
 }
 

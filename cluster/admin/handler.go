@@ -25,6 +25,7 @@ type handler struct {
 	log   *slog.Logger
 	mux   *http.ServeMux
 	rates *rates
+	dyn   dynamicConfig // see brokerconfig.go
 }
 
 // New returns the admin API of the broker whose topic service is svc.
@@ -48,6 +49,8 @@ func New(cfg Config, svc *broker.Service, log *slog.Logger) (http.Handler, error
 	h.routeTenants()
 	h.routeClusters()
 	h.routeBrokers()
+	h.routeBrokerConfig()
+	h.routeStoredPolicies()
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, fmt.Errorf("%w: no endpoint %s %s", ErrNotFound, r.Method, r.URL.Path))
 	})

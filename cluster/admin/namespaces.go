@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -71,6 +72,12 @@ func (h *handler) routeNamespaces() {
 	h.handle("GET "+ns+"/permissions", opTenantAdmin, h.policy(func(p global.Policies) any { return p.AuthPolicies.NamespaceAuth }))
 	h.handle("POST "+ns+"/permissions/{role}", opTenantAdmin, h.grantNamespacePermission)
 	h.handle("DELETE "+ns+"/permissions/{role}", opTenantAdmin, h.revokeNamespacePermission)
+
+	// Subscription permissions (auth_policies.subscription_auth_roles):
+	// pulsaradmin revokes with DELETE permissions/{subscription}/{role}.
+	h.handle("GET "+ns+"/permissions/subscription", opTenantAdmin, h.policy(func(p global.Policies) any { return p.AuthPolicies.SubscriptionAuthRoles }))
+	h.handle("POST "+ns+"/permissions/subscription/{subscription}", opTenantAdmin, h.grantSubscriptionPermission)
+	h.handle("DELETE "+ns+"/permissions/{subscription}/{role}", opTenantAdmin, h.revokeSubscriptionPermission)
 }
 
 // updateNamespace applies mutate to tenant/ns's policies in the global
@@ -403,6 +410,40 @@ func (h *handler) revokeNamespacePermission(w http.ResponseWriter, r *http.Reque
 			return fmt.Errorf("%w: role %s has no permission on the namespace", ErrPrecondition, role)
 		}
 		delete(p.AuthPolicies.NamespaceAuth, role)
+		return nil
+	})
+}
+
+func (h *handler) grantSubscriptionPermission(w http.ResponseWriter, r *http.Request) error {
+	var roles []string
+	if err := h.mustReadJSON(r, &roles); err != nil {
+		return err
+	}
+	sub := r.PathValue("subscription")
+	return h.updateNamespace(w, r, r.PathValue("tenant"), r.PathValue("namespace"), func(p *global.Policies) error {
+		if p.AuthPolicies.SubscriptionAuthRoles == nil {
+			p.AuthPolicies.SubscriptionAuthRoles = map[string][]string{}
+		}
+		p.AuthPolicies.SubscriptionAuthRoles[sub] = append(p.AuthPolicies.SubscriptionAuthRoles[sub], roles...)
+		return nil
+	})
+}
+
+// revokeSubscriptionPermission removes one role from a subscription's
+// roles, and the subscription's entry with its last role.
+func (h *handler) revokeSubscriptionPermission(w http.ResponseWriter, r *http.Request) error {
+	sub, role := r.PathValue("subscription"), r.PathValue("role")
+	return h.updateNamespace(w, r, r.PathValue("tenant"), r.PathValue("namespace"), func(p *global.Policies) error {
+		roles, found := p.AuthPolicies.SubscriptionAuthRoles[sub]
+		if !found || !slices.Contains(roles, role) {
+			return fmt.Errorf("%w: role %s has no permission on subscription %s", ErrPrecondition, role, sub)
+		}
+		roles = slices.DeleteFunc(roles, func(x string) bool { return x == role })
+		if len(roles) == 0 {
+			delete(p.AuthPolicies.SubscriptionAuthRoles, sub)
+		} else {
+			p.AuthPolicies.SubscriptionAuthRoles[sub] = roles
+		}
 		return nil
 	})
 }
