@@ -299,6 +299,9 @@ type AutoTopicCreation struct {
 }
 
 func (a AutoTopicCreation) validate() error {
+	if !a.Allow && a.Type == "" && a.Partitions == nil {
+		return nil // "no auto-creation" needs no type, as in Pulsar
+	}
 	switch a.Type {
 	case NonPartitioned:
 		if a.Partitions != nil {

@@ -115,3 +115,14 @@ func statusOf(err error) int {
 	}
 	return http.StatusInternalServerError
 }
+
+// pulsarReason is an error whose text is the reason Pulsar gives for it,
+// word for word, because pulsaradmin's users (and its tests) compare
+// reasons; it is classified by kind, one of the sentinels above.
+type pulsarReason struct {
+	kind   error
+	reason string
+}
+
+func (e pulsarReason) Error() string { return e.reason }
+func (e pulsarReason) Unwrap() error { return e.kind }

@@ -61,6 +61,27 @@ func (h *handler) messageByID(w http.ResponseWriter, r *http.Request, t topology
 	return writeEntry(w, entry)
 }
 
+// messageIDByTime answers the id of the first message published (broker
+// time) at or after timestamp, Unix ms; 404 when every message is older.
+func (h *handler) messageIDByTime(w http.ResponseWriter, r *http.Request, t topology.TopicName) error {
+	ts, err := strconv.ParseInt(r.PathValue("timestamp"), 10, 64)
+	if err != nil || ts < 0 {
+		return fmt.Errorf("%w: timestamp %q is not a Unix time in milliseconds", ErrBadRequest, r.PathValue("timestamp"))
+	}
+	tp, err := h.loaded(r, t)
+	if err != nil {
+		return err
+	}
+	p, found, err := tp.FindByTime(r.Context(), ts)
+	if err != nil {
+		return err
+	}
+	if !found {
+		return fmt.Errorf("%w: no message of %s was published at or after %d", ErrNotFound, t, ts)
+	}
+	return ok(w, positionID(p, t.Partition))
+}
+
 // writeEntry answers a stored entry as Pulsar's admin does: the payload
 // (uncompressed; a batch entry's payload is its batch, which pulsaradmin
 // splits) as the body, and the message metadata in X-Pulsar-* headers.

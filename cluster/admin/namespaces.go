@@ -61,6 +61,9 @@ func (h *handler) routeNamespaces() {
 
 	h.handle("GET "+ns+"/autoTopicCreation", opTenantAdmin, h.policy(func(p global.Policies) any { return p.AutoTopicCreationOverride }))
 	h.handle("POST "+ns+"/autoTopicCreation", opTenantAdmin, setPolicy(h, func(p *global.Policies, v global.AutoTopicCreation) error {
+		if err := checkAutoTopicCreation(v); err != nil {
+			return err
+		}
 		p.AutoTopicCreationOverride = &v
 		return nil
 	}))
@@ -85,6 +88,12 @@ func (h *handler) routeNamespaces() {
 // waits for this broker's cache to show it, and answers 204.
 func (h *handler) updateNamespace(w http.ResponseWriter, r *http.Request, tenant, ns string, mutate func(*global.Policies) error) error {
 	_, rc, err := h.svc.Global().UpdateNamespace(r.Context(), tenant, ns, mutate)
+	if errors.Is(err, global.ErrNotFound) {
+		if _, found := h.svc.Policies().Tenant(tenant); !found {
+			return pulsarReason{ErrNotFound, "Tenant does not exist"}
+		}
+		return pulsarReason{ErrNotFound, "Namespace does not exist"}
+	}
 	if err != nil {
 		return err
 	}
@@ -446,4 +455,19 @@ func (h *handler) revokeSubscriptionPermission(w http.ResponseWriter, r *http.Re
 		}
 		return nil
 	})
+}
+
+// checkAutoTopicCreation refuses what the global store would, with
+// Pulsar's reasons (which pulsaradmin's users compare).
+func checkAutoTopicCreation(a global.AutoTopicCreation) error {
+	const prefix = "Invalid configuration for autoTopicCreationOverride. the detail is "
+	switch {
+	case a.Type == global.Partitioned && a.Partitions == nil:
+		return pulsarReason{ErrPrecondition, prefix + "[defaultNumPartitions] cannot be null when the type is partitioned."}
+	case a.Type == global.Partitioned && *a.Partitions < 1:
+		return pulsarReason{ErrPrecondition, prefix + "[defaultNumPartitions] cannot be less than 1 for partition type."}
+	case a.Type == global.NonPartitioned && a.Partitions != nil:
+		return pulsarReason{ErrPrecondition, prefix + "[defaultNumPartitions] is not allowed to be set when the type is non-partition."}
+	}
+	return nil
 }

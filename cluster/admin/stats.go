@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"net/http"
 	"sync"
 	"time"
 
@@ -199,6 +200,31 @@ func (h *handler) renderStats(name string, st broker.TopicStats, dedup bool) top
 		out.Subscriptions[sub] = ss
 	}
 	return out
+}
+
+// statsFilter is what a stats request leaves out, as Pulsar's
+// excludePublishers and excludeConsumers query parameters ask.
+type statsFilter struct{ publishers, consumers bool }
+
+func statsFilterOf(r *http.Request) (statsFilter, error) {
+	p, err := queryBool(r, "excludePublishers")
+	if err != nil {
+		return statsFilter{}, err
+	}
+	c, err := queryBool(r, "excludeConsumers")
+	return statsFilter{publishers: p, consumers: c}, err
+}
+
+func (f statsFilter) apply(s *topicStats) {
+	if f.publishers {
+		s.Publishers = []publisherStats{}
+	}
+	if f.consumers {
+		for name, ss := range s.Subscriptions {
+			ss.Consumers = []consumerStats{}
+			s.Subscriptions[name] = ss
+		}
+	}
 }
 
 // add folds a partition's statistics into the partitioned topic's, as

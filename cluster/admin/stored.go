@@ -54,17 +54,22 @@ type storedPolicy struct {
 	// nsKey, for a topic policy, is the namespace policy an applied=true
 	// GET falls back to.
 	nsKey string
+	// invalid, when set, is Pulsar's reason for refusing a value.
+	invalid string
 }
 
 var namespaceStored = []storedPolicy{
-	{path: "maxTopicsPerNamespace", key: "max_topics_per_namespace", kind: kindNonNegInt, unset: "0"},
-	{path: "subscriptionExpirationTime", key: "subscription_expiration_time_minutes", kind: kindNonNegInt},
+	{path: "maxTopicsPerNamespace", key: "max_topics_per_namespace", kind: kindNonNegInt, unset: "0",
+		invalid: "maxTopicsPerNamespace must be 0 or more"},
+	{path: "subscriptionExpirationTime", key: "subscription_expiration_time_minutes", kind: kindNonNegInt,
+		invalid: "Invalid value for subscription expiration time"},
 	{path: "maxProducersPerTopic", key: "max_producers_per_topic", kind: kindNonNegInt},
 	{path: "maxConsumersPerTopic", key: "max_consumers_per_topic", kind: kindNonNegInt},
 	{path: "maxConsumersPerSubscription", key: "max_consumers_per_subscription", kind: kindNonNegInt},
 	{path: "compactionThreshold", key: "compaction_threshold", kind: kindNonNegInt},
 	{path: "offloadThreshold", key: "offload_threshold", kind: kindInt},
-	{path: "offloadThresholdInSeconds", key: "offload_threshold_in_seconds", kind: kindNonNegInt},
+	{path: "offloadThresholdInSeconds", key: "offload_threshold_in_seconds", kind: kindNonNegInt,
+		invalid: "Invalid value for offloadThresholdInSecond"},
 	{path: "offloadDeletionLagMs", key: "offload_deletion_lag_ms", kind: kindNonNegInt},
 	{path: "persistence", key: "persistence", kind: kindObject},
 	{path: "persistence/bookieAffinity", key: "bookie_affinity_group", kind: kindObject},
@@ -90,12 +95,15 @@ var topicStored = []storedPolicy{
 	{path: "deduplicationSnapshotInterval", key: "deduplicationSnapshotIntervalSeconds", kind: kindNonNegInt},
 	{path: "schemaValidationEnforced", key: "schemaValidationEnforced", kind: kindBool},
 	{path: "autoSubscriptionCreation", key: "autoSubscriptionCreation", kind: kindObject},
-	{path: "properties", key: "properties", kind: kindStringMap, unset: "{}"},
+	topicProperties,
 }
 
 // check returns body, compacted, if it has the policy's kind.
 func (sp storedPolicy) check(body []byte) (json.RawMessage, error) {
 	bad := func(want string) error {
+		if sp.invalid != "" {
+			return pulsarReason{ErrPrecondition, sp.invalid}
+		}
 		return fmt.Errorf("%w: Invalid value for %s: want %s, got %.100s", ErrPrecondition, sp.path, want, body)
 	}
 	var err error
@@ -285,4 +293,20 @@ func (h *handler) routeStoredPolicies() {
 			_ = sp.clear(r, tp.Extra)
 		}))
 	}
+}
+
+// topicProperties is the table's row for a topic's properties.
+var topicProperties = storedPolicy{path: "properties", key: "properties", kind: kindStringMap, unset: "{}"}
+
+// propertiesExtra merges props into a topic's Extra, as a create with
+// properties stores them.
+func propertiesExtra(extra global.Extra, props map[string]string) (global.Extra, error) {
+	if len(props) == 0 {
+		return extra, nil
+	}
+	b, err := json.Marshal(props)
+	if err != nil {
+		return nil, err
+	}
+	return topicProperties.set(extra, b)
 }

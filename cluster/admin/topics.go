@@ -36,6 +36,7 @@ func (h *handler) routeTopics() {
 	h.handleTopic("GET", p, "/partitioned-stats", opTenantAdmin, h.partitionedStats)
 	h.handleTopic("GET", p, "/internalStats", opTenantAdmin, h.internalStats)
 	h.handleTopic("GET", p, "/lastMessageId", opConsume, h.lastMessageID)
+	h.handleTopic("GET", p, "/messageid/{timestamp}", opConsume, h.messageIDByTime)
 	h.handleTopic("POST", p, "/terminate", opTenantAdmin, h.terminate)
 	h.handleTopic("PUT", p, "/unload", opTenantAdmin, h.unload)
 	h.handleTopic("GET", p, "/subscriptions", opConsume, h.subscriptions)
@@ -122,6 +123,16 @@ func (h *handler) createTopic(w http.ResponseWriter, r *http.Request, t topology
 		}
 		return err
 	}
+	if len(props) > 0 {
+		err := h.updateTopicPolicies(r, t.Base(), func(tp *global.TopicPolicies) error {
+			var err error
+			tp.Extra, err = propertiesExtra(tp.Extra, props)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("topic %s created, but storing its properties: %w", t, err)
+		}
+	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
@@ -152,33 +163,40 @@ func (h *handler) checkNewTopic(r *http.Request, t topology.TopicName) error {
 // partitionsBody reads the body of a partitioned create or update: a bare
 // number (pulsar-admin's) or {"partitions": n, "properties": {...}}
 // (pulsaradmin's, with the partitioned-topic-metadata media type).
-func (h *handler) partitionsBody(r *http.Request) (int, error) {
+func (h *handler) partitionsBody(r *http.Request) (int, map[string]string, error) {
 	var raw json.RawMessage
 	if err := h.mustReadJSON(r, &raw); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
-	var n int
+	var (
+		n     int
+		props map[string]string
+	)
 	if err := json.Unmarshal(raw, &n); err != nil {
 		var meta struct {
 			Partitions *int              `json:"partitions"`
 			Properties map[string]string `json:"properties"`
 		}
 		if err := json.Unmarshal(raw, &meta); err != nil || meta.Partitions == nil {
-			return 0, fmt.Errorf("%w: the body is neither a partition count nor {\"partitions\": n}", ErrBadRequest)
+			return 0, nil, fmt.Errorf("%w: the body is neither a partition count nor {\"partitions\": n}", ErrBadRequest)
 		}
-		n = *meta.Partitions
+		n, props = *meta.Partitions, meta.Properties
 	}
 	if n < 1 {
-		return 0, fmt.Errorf("%w: the number of partitions must be at least 1, got %d", ErrPrecondition, n)
+		return 0, nil, fmt.Errorf("%w: the number of partitions must be at least 1, got %d", ErrPrecondition, n)
 	}
-	return n, nil
+	return n, props, nil
 }
 
 // createPartitioned stores a partitioned topic's metadata, then creates the
 // partitions this broker serves, as Pulsar creates them eagerly (the
 // others are created on first use).
 func (h *handler) createPartitioned(w http.ResponseWriter, r *http.Request, t topology.TopicName) error {
-	n, err := h.partitionsBody(r)
+	n, props, err := h.partitionsBody(r)
+	if err != nil {
+		return err
+	}
+	extra, err := propertiesExtra(nil, props)
 	if err != nil {
 		return err
 	}
@@ -188,7 +206,7 @@ func (h *handler) createPartitioned(w http.ResponseWriter, r *http.Request, t to
 	if err := h.checkNewTopic(r, t); err != nil {
 		return err
 	}
-	rc, err := h.svc.Global().CreateTopic(r.Context(), t, global.TopicPolicies{Partitions: n})
+	rc, err := h.svc.Global().CreateTopic(r.Context(), t, global.TopicPolicies{Partitions: n, Extra: extra})
 	if err != nil {
 		return err
 	}
@@ -215,7 +233,7 @@ func (h *handler) await(r *http.Request, rc global.Receipt) {
 }
 
 func (h *handler) updatePartitions(w http.ResponseWriter, r *http.Request, t topology.TopicName) error {
-	n, err := h.partitionsBody(r)
+	n, _, err := h.partitionsBody(r)
 	if err != nil {
 		return err
 	}
@@ -446,11 +464,17 @@ func (h *handler) dedup(t topology.TopicName) bool {
 }
 
 func (h *handler) stats(w http.ResponseWriter, r *http.Request, t topology.TopicName) error {
+	f, err := statsFilterOf(r)
+	if err != nil {
+		return err
+	}
 	tp, err := h.loaded(r, t)
 	if err != nil {
 		return err
 	}
-	return ok(w, h.renderStats(t.String(), tp.Stats(), h.dedup(t)))
+	out := h.renderStats(t.String(), tp.Stats(), h.dedup(t))
+	f.apply(&out)
+	return ok(w, out)
 }
 
 // partitionedStats sums the partitions' statistics (each from the broker
@@ -463,6 +487,10 @@ func (h *handler) partitionedStats(w http.ResponseWriter, r *http.Request, t top
 		if per, err = queryBool(r, "perPartition"); err != nil {
 			return err
 		}
+	}
+	f, err := statsFilterOf(r)
+	if err != nil {
+		return err
 	}
 	n, err := h.partitionCount(t)
 	if err != nil {
@@ -488,6 +516,7 @@ func (h *handler) partitionedStats(w http.ResponseWriter, r *http.Request, t top
 		if err := json.Unmarshal(b, &ps); err != nil {
 			return fmt.Errorf("%w: stats of %s: %v", wire.ErrServiceNotReady, p, err)
 		}
+		f.apply(&ps)
 		out.add(ps)
 		if per {
 			out.Partitions[p.String()] = ps
