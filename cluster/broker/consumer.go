@@ -27,6 +27,7 @@ type consumer struct {
 	out        counters // delivered messages and bytes
 
 	permits  int64       // messages the client can take; a batch may drive it below 0
+	flowed   bool        // a FLOW has come: the client knows the consumer
 	unacked  int         // messages delivered and not acked
 	attached atomic.Bool // set once SUBSCRIBE succeeded
 	// joinedAfter is, for a Key_Shared consumer that joined a running
@@ -133,7 +134,6 @@ func (c *conn) handleSubscribe(req *pb.CommandSubscribe) {
 	}
 	cons.attached.Store(true)
 	c.sendSuccess(reqID)
-	sub.announceActive()
 }
 
 // consumerFor returns the consumer id names on this connection.

@@ -176,11 +176,16 @@ func (p *producer) answer() {
 				p.topic.dd.failed(r.name)
 			}
 		}
+		if errors.Is(err, mledger.ErrTerminated) {
+			// No SEND_ERROR: pulsar-client-go forgets the producer on one
+			// and then ignores the CLOSE_PRODUCER. Disconnected, it
+			// reconnects, learns the topic is terminated, and fails what
+			// is pending with ErrTopicTerminated.
+			p.disconnect()
+			return
+		}
 		if err != nil {
 			p.c.send(sendError(p.id, r.seq, err))
-			if errors.Is(err, mledger.ErrTerminated) {
-				p.disconnect() // its reconnect learns the topic is terminated
-			}
 			continue
 		}
 		if r.fut != nil {
@@ -200,12 +205,11 @@ func (p *producer) answer() {
 	}
 }
 
-// sendError maps a failed append to SEND_ERROR. A terminated topic is
-// final for the client; anything else makes it reconnect and resend.
+// sendError maps a failed append to SEND_ERROR, which makes the client
+// reconnect and resend. (A terminated topic disconnects the producer
+// instead: see answer.)
 func sendError(producerID uint64, seq int64, err error) *pb.BaseCommand {
-	if errors.Is(err, mledger.ErrTerminated) {
-		err = wire.ErrTopicTerminated
-	} else if !errors.As(err, new(*wire.ServerError)) {
+	if !errors.As(err, new(*wire.ServerError)) {
 		err = fmt.Errorf("%w: %v", wire.ErrPersistence, err)
 	}
 	code, msg := wire.ToWire(err)

@@ -161,24 +161,9 @@ func (s *subscription) addConsumer(c *consumer, kind pb.CommandSubscribe_SubType
 		}
 	}
 	s.mu.consumers = append(s.mu.consumers, c)
-	// The change is announced once the client has its SUCCESS
-	// (announceActive): before, it would not know the consumer.
-	s.electLocked(false)
+	s.electLocked()
 	s.poke()
 	return nil
-}
-
-// announceActive tells every consumer of a Failover subscription whether
-// it is the active one.
-func (s *subscription) announceActive() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.kind != pb.CommandSubscribe_Failover {
-		return
-	}
-	for _, c := range s.mu.consumers {
-		c.c.send(activeConsumerChange(c.id, c == s.mu.active))
-	}
 }
 
 // removeConsumer detaches c and hands its unacked entries to the others.
@@ -194,14 +179,19 @@ func (s *subscription) removeConsumer(c *consumer) (last bool) {
 		s.mu.keys.remove(c, s.mu.autoSplit)
 	}
 	s.redeliverLocked(c, nil, false)
-	s.electLocked(true)
+	s.electLocked()
 	s.poke()
 	return len(s.mu.consumers) == 0
 }
 
 // electLocked picks the active consumer of an Exclusive or Failover
-// subscription and, with notify, announces a change.
-func (s *subscription) electLocked(notify bool) {
+// subscription and announces a change to the consumers.
+//
+// A consumer that has just subscribed misses that announcement:
+// pulsar-client-go registers it only after the SUBSCRIBE's SUCCESS. So
+// each consumer is also told its state with its first FLOW, which the
+// client sends once it knows the consumer (flow).
+func (s *subscription) electLocked() {
 	if s.shared() {
 		return
 	}
@@ -227,7 +217,7 @@ func (s *subscription) electLocked(notify bool) {
 		// The new active consumer gets what the old one left unacked.
 		s.redeliverLocked(prev, nil, false)
 	}
-	if notify && s.kind == pb.CommandSubscribe_Failover {
+	if s.kind == pb.CommandSubscribe_Failover {
 		for _, c := range s.mu.consumers {
 			c.c.send(activeConsumerChange(c.id, c == next))
 		}
@@ -249,6 +239,10 @@ func (s *subscription) consumerCount() int {
 func (s *subscription) flow(c *consumer, n uint32) {
 	s.mu.Lock()
 	c.permits = min(c.permits+int64(n), maxPermits)
+	if !c.flowed && s.kind == pb.CommandSubscribe_Failover {
+		c.c.send(activeConsumerChange(c.id, c == s.mu.active))
+	}
+	c.flowed = true
 	s.mu.Unlock()
 	s.poke()
 }
