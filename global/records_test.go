@@ -2,6 +2,7 @@ package global
 
 import (
 	"encoding/json"
+	"errors"
 	"reflect"
 	"slices"
 	"testing"
@@ -249,5 +250,39 @@ func TestConfigValidate(t *testing.T) {
 		if d.Validate() == nil {
 			t.Errorf("BrokerDefaults with %s accepted", name)
 		}
+	}
+}
+
+// TestExtra checks that stored policies must be well-formed JSON under a
+// name, and that a clone shares no bytes with the original.
+func TestExtra(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		extra Extra
+		ok    bool
+	}{
+		{"none", nil, true},
+		{"number and object", Extra{"max_producers_per_topic": json.RawMessage(`3`), "persistence": json.RawMessage(`{"a":1}`)}, true},
+		{"empty name", Extra{"": json.RawMessage(`1`)}, false},
+		{"not JSON", Extra{"x": json.RawMessage(`{`)}, false},
+		{"empty value", Extra{"x": json.RawMessage(``)}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := Policies{Extra: tc.extra}
+			p.normalize()
+			err := p.validate()
+			if (err == nil) != tc.ok || (err != nil && !errors.Is(err, ErrInvalidPolicies)) {
+				t.Fatalf("namespace: %v, want ok=%v", err, tc.ok)
+			}
+			if err := (TopicPolicies{Extra: tc.extra}).validate(); (err == nil) != tc.ok {
+				t.Fatalf("topic: %v, want ok=%v", err, tc.ok)
+			}
+		})
+	}
+	orig := Extra{"k": json.RawMessage(`12`)}
+	c := orig.Clone()
+	c["k"][0] = '9'
+	if string(orig["k"]) != "12" {
+		t.Fatalf("a clone's change reached the original: %s", orig["k"])
 	}
 }

@@ -18,7 +18,9 @@
 // # State
 //
 // The admin API keeps no state of its own beyond the rate samples of
-// topic statistics (see stats.go). Reads of clusters, tenants, namespaces
+// topic statistics (see stats.go) and the broker's dynamic configuration,
+// which lives in this broker's memory only and changes no behaviour (see
+// brokerconfig.go). Reads of clusters, tenants, namespaces
 // and partitioned metadata come from the broker's watched global cache, so
 // they answer while the global store is unreachable; writes go to the
 // global store, and a write returns only once this broker's cache shows
@@ -26,6 +28,17 @@
 // operations run on the broker that owns the topic: another broker's
 // topic is answered with a 307 redirect to the owner's web URL, as Pulsar
 // does, and the client follows it.
+//
+// # Stored, not enforced
+//
+// Many of Pulsar's namespace and topic policies (max producers and
+// consumers, unacked-message limits, dispatch, publish and subscribe
+// rates, offload and compaction thresholds, persistence, delayed
+// delivery, max message size, schema validation, auto subscription
+// creation, subscription expiration, properties) are accepted, validated
+// for their JSON shape, stored in the global record's Extra map and
+// answered back, but the broker does not act on them. stored.go lists
+// them in one table; a policy moves out of it when the broker enforces it.
 //
 // # Bad input changes nothing
 //

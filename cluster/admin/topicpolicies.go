@@ -17,8 +17,8 @@ import (
 // schema compatibility strategy), kept in the topic's record in the global
 // store. A GET answers the topic's own value (null when unset), or with
 // applied=true the effective one (topic, then namespace, then broker).
-// Pulsar's other topic policies (max producers, rates, …) have no storage
-// in Meridian and answer 501.
+// Pulsar's other topic policies (max producers, rates, …) are stored and
+// answered but not enforced; see stored.go.
 
 func (h *handler) routeTopicPolicies() {
 	const p = "/admin/v2"

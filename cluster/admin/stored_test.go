@@ -1,0 +1,190 @@
+package admin_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
+)
+
+// TestStoredNamespacePolicies sets, reads and removes stored (unenforced)
+// namespace policies through pulsaradmin, and checks that a refused value
+// changes nothing.
+func TestStoredNamespacePolicies(t *testing.T) {
+	adm := newAdmin(t, web.URL)
+	ns := "public/stored-" + uniq()
+	if err := adm.Namespaces().CreateNamespace(ns); err != nil {
+		t.Fatal(err)
+	}
+	defer adm.Namespaces().DeleteNamespace(ns)
+	name, err := utils.GetNamespaceName(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if n, err := adm.Namespaces().GetMaxProducersPerTopic(*name); err != nil || n != -1 {
+		t.Fatalf("unset max producers %d, %v; want -1", n, err)
+	}
+	if err := adm.Namespaces().SetMaxProducersPerTopic(*name, 7); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := adm.Namespaces().GetMaxProducersPerTopic(*name); err != nil || n != 7 {
+		t.Fatalf("max producers %d, %v; want 7", n, err)
+	}
+	err = adm.Namespaces().SetMaxProducersPerTopic(*name, -3)
+	if err == nil || !strings.Contains(err.Error(), "412") {
+		t.Fatalf("negative max producers: %v, want 412", err)
+	}
+	if n, _ := adm.Namespaces().GetMaxProducersPerTopic(*name); n != 7 {
+		t.Fatalf("a refused value changed max producers to %d", n)
+	}
+	if err := adm.Namespaces().RemoveMaxProducersPerTopic(*name); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := adm.Namespaces().GetMaxProducersPerTopic(*name); n != -1 {
+		t.Fatalf("max producers after removal %d, want -1", n)
+	}
+
+	// Objects are stored as given; a body of the wrong kind is refused.
+	p := "/admin/v2/namespaces/" + ns + "/persistence"
+	const persistence = `{"bookkeeperEnsemble":2,"bookkeeperWriteQuorum":2,"bookkeeperAckQuorum":1,"managedLedgerMaxMarkDeleteRate":0}`
+	if status, body := call(t, "POST", p, persistence); status != http.StatusNoContent {
+		t.Fatalf("set persistence: %d %s", status, body)
+	}
+	if status, body := call(t, "GET", p, ""); status != http.StatusOK || body != persistence {
+		t.Fatalf("persistence: %d %s", status, body)
+	}
+	if status, body := call(t, "POST", p, `12`); status != http.StatusPreconditionFailed {
+		t.Fatalf("persistence as a number: %d %s, want 412", status, body)
+	}
+
+	// Properties merge on set and answer {} when none are set.
+	if err := adm.Namespaces().UpdateProperties(*name, map[string]string{"a": "1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := adm.Namespaces().UpdateProperties(*name, map[string]string{"b": "2"}); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := adm.Namespaces().GetProperties(*name); err != nil || len(m) != 2 || m["a"] != "1" || m["b"] != "2" {
+		t.Fatalf("properties %v, %v", m, err)
+	}
+	if err := adm.Namespaces().RemoveProperties(*name); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := adm.Namespaces().GetProperties(*name); err != nil || m == nil || len(m) != 0 {
+		t.Fatalf("properties after removal %v, %v; want {}", m, err)
+	}
+
+	// Pulsar's reasons for a missing namespace and tenant.
+	for path, want := range map[string]string{
+		"/admin/v2/namespaces/public/stored-missing/maxProducersPerTopic":  "Namespace does not exist",
+		"/admin/v2/namespaces/no-such-tenant/default/maxProducersPerTopic": "Tenant does not exist",
+	} {
+		status, body := call(t, "POST", path, "1")
+		var r struct{ Reason string }
+		_ = json.Unmarshal([]byte(body), &r)
+		if status != http.StatusNotFound || r.Reason != want {
+			t.Errorf("POST %s: %d %s; want 404 %q", path, status, body, want)
+		}
+	}
+}
+
+// TestStoredTopicPolicies covers a stored topic policy (own and applied,
+// which falls back to the namespace's) and topic properties.
+func TestStoredTopicPolicies(t *testing.T) {
+	adm := newAdmin(t, web.URL)
+	tn := topicName(t, "persistent://public/default/stored-"+uniq())
+	if err := adm.Topics().CreateWithProperties(tn, 2, map[string]string{"k1": "v1"}); err != nil {
+		t.Fatal(err)
+	}
+	defer adm.Topics().Delete(tn, true, false)
+
+	if n, err := adm.Topics().GetMaxProducers(tn); err != nil || n != -1 {
+		t.Fatalf("unset max producers %d, %v; want -1", n, err)
+	}
+	if err := adm.Topics().SetMaxProducers(tn, 3); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := adm.Topics().GetMaxProducers(tn); err != nil || n != 3 {
+		t.Fatalf("max producers %d, %v", n, err)
+	}
+	if err := adm.Topics().RemoveMaxProducers(tn); err != nil {
+		t.Fatal(err)
+	}
+	ns, _ := utils.GetNamespaceName("public/default")
+	if err := adm.Namespaces().SetMaxProducersPerTopic(*ns, 9); err != nil {
+		t.Fatal(err)
+	}
+	defer adm.Namespaces().RemoveMaxProducersPerTopic(*ns)
+	path := "/admin/v2/persistent/" + strings.TrimPrefix(tn.String(), "persistent://") + "/maxProducers"
+	if status, body := call(t, "GET", path+"?applied=true", ""); status != http.StatusOK || body != "9" {
+		t.Fatalf("applied max producers: %d %s; want the namespace's 9", status, body)
+	}
+	if status, body := call(t, "GET", path, ""); status != http.StatusOK || body != "null" {
+		t.Fatalf("own max producers: %d %s; want null", status, body)
+	}
+
+	if m, err := adm.Topics().GetProperties(tn); err != nil || m["k1"] != "v1" {
+		t.Fatalf("properties at creation %v, %v", m, err)
+	}
+	if err := adm.Topics().UpdateProperties(tn, map[string]string{"k2": "v2"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := adm.Topics().RemoveProperty(tn, "k1"); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := adm.Topics().GetProperties(tn); err != nil || len(m) != 1 || m["k2"] != "v2" {
+		t.Fatalf("properties %v, %v; want only k2", m, err)
+	}
+}
+
+// TestSubscriptionPermissions grants and revokes a subscription's roles.
+func TestSubscriptionPermissions(t *testing.T) {
+	adm := newAdmin(t, web.URL)
+	ns, _ := utils.GetNamespaceName("public/default")
+	sub := "sub-" + uniq()
+	if err := adm.Namespaces().GrantSubPermission(*ns, sub, []string{"r1", "r2"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := adm.Namespaces().RevokeSubPermission(*ns, sub, "r1"); err != nil {
+		t.Fatal(err)
+	}
+	m, err := adm.Namespaces().GetSubPermissions(*ns)
+	if err != nil || len(m[sub]) != 1 || m[sub][0] != "r2" {
+		t.Fatalf("subscription roles %v, %v; want [r2]", m[sub], err)
+	}
+	if err := adm.Namespaces().RevokeSubPermission(*ns, sub, "r1"); err == nil || !strings.Contains(err.Error(), "412") {
+		t.Fatalf("revoking a role twice: %v, want 412", err)
+	}
+	if err := adm.Namespaces().RevokeSubPermission(*ns, sub, "r2"); err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := adm.Namespaces().GetSubPermissions(*ns); m[sub] != nil {
+		t.Fatalf("roles after the last revoke %v", m[sub])
+	}
+}
+
+// TestDynamicConfiguration keeps a value with '/' in it, lists it and
+// deletes it.
+func TestDynamicConfiguration(t *testing.T) {
+	const p = "/admin/v2/brokers/configuration/"
+	if status, body := call(t, "POST", p+"someSetting/a%2Fb", ""); status != http.StatusOK {
+		t.Fatalf("set: %d %s", status, body)
+	}
+	status, body := call(t, "GET", p+"values", "")
+	var m map[string]string
+	if err := json.Unmarshal([]byte(body), &m); status != http.StatusOK || err != nil || m["someSetting"] != "a/b" {
+		t.Fatalf("values: %d %s", status, body)
+	}
+	if status, body := call(t, "GET", p, ""); status != http.StatusOK || !strings.Contains(body, `"someSetting"`) {
+		t.Fatalf("names: %d %s", status, body)
+	}
+	if status, body := call(t, "DELETE", p+"someSetting", ""); status != http.StatusNoContent {
+		t.Fatalf("delete: %d %s", status, body)
+	}
+	if status, _ := call(t, "DELETE", p+"someSetting", ""); status != http.StatusNotFound {
+		t.Fatalf("second delete: %d, want 404", status)
+	}
+}
