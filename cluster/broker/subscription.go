@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"container/heap"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -452,9 +453,11 @@ func (s *subscription) round() (progressed bool, due time.Time) {
 	}
 	budget := min(s.permitsLocked(), int64(s.cfg.MaxReadEntries))
 	var replay []mledger.Position
+	hashes := map[mledger.Position]uint32{}
 	if budget > 0 {
 		replay = s.replayableLocked(int(budget))
 		for _, p := range replay {
+			hashes[p] = s.mu.replay[p]
 			s.dropReplayLocked(p)
 		}
 	}
@@ -466,13 +469,23 @@ func (s *subscription) round() (progressed bool, due time.Time) {
 	}
 
 	var entries []mledger.Entry
-	for _, p := range replay {
+	for i, p := range replay {
 		if s.cursor.IsAcked(p) {
 			continue
 		}
 		es, err := s.topic.ml.ReadAt(s.ctx, p, 1)
-		if err != nil {
+		if errors.Is(err, mledger.ErrInvalidPosition) {
 			continue // trimmed or deleted meanwhile: nothing to redeliver
+		}
+		if err != nil {
+			// Not read this time (a bookie hiccup, or closing): keep the
+			// rest for a later round rather than lose them.
+			s.mu.Lock()
+			for _, q := range replay[i:] {
+				s.addReplayLocked(q, hashes[q])
+			}
+			s.mu.Unlock()
+			break
 		}
 		entries = append(entries, es...)
 	}
