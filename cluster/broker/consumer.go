@@ -95,7 +95,12 @@ func (c *conn) handleSubscribe(req *pb.CommandSubscribe) {
 		c.sendError(reqID, err)
 		return
 	}
-	if err := topic.svc.consumerSchema(ctx, topic, req.GetSchema()); err != nil {
+	eff, err := topic.svc.resolve(t)
+	if err != nil {
+		c.sendError(reqID, err)
+		return
+	}
+	if err := topic.svc.consumerSchema(ctx, topic, eff, req.GetSchema()); err != nil {
 		c.sendError(reqID, err)
 		return
 	}

@@ -168,15 +168,7 @@ func (t *Topic) Terminate(ctx context.Context) (mledger.Position, error) {
 	if err != nil {
 		return p, fmt.Errorf("%w: terminate %s: %v", wire.ErrPersistence, t.Name(), err)
 	}
-	t.mu.Lock()
-	producers := make([]*producer, 0, len(t.mu.producers))
-	for q := range t.mu.producers {
-		producers = append(producers, q)
-	}
-	t.mu.Unlock()
-	for _, q := range producers {
-		q.disconnect()
-	}
+	t.disconnectProducers()
 	return p, nil
 }
 
@@ -235,10 +227,7 @@ func (t *Topic) DeleteSubscription(ctx context.Context, name string, force bool)
 	if s.consumerCount() > 0 && !force {
 		return fmt.Errorf("%w: subscription %s has active consumers", wire.ErrConsumerBusy, name)
 	}
-	s.mu.Lock()
-	consumers := slices.Clone(s.mu.consumers)
-	s.mu.Unlock()
-	for _, c := range consumers {
+	for _, c := range s.consumerList() {
 		c.disconnect()
 	}
 	return s.unsubscribe(ctx, nil)

@@ -317,12 +317,12 @@ func (c *conn) handleProducer(req *pb.CommandProducer) {
 		c.sendError(reqID, fmt.Errorf("%w: producer %d is already present on the connection", wire.ErrServiceNotReady, p.id))
 		return
 	}
-	if err := topic.admitProducerQuota(); err != nil {
+	if err := topic.admitProducerQuota(eff); err != nil {
 		c.forgetProducer(p)
 		c.sendError(reqID, err)
 		return
 	}
-	if p.schemaVersion, err = topic.svc.producerSchema(ctx, topic, req.GetSchema()); err != nil {
+	if p.schemaVersion, err = topic.svc.producerSchema(ctx, topic, eff, req.GetSchema()); err != nil {
 		c.forgetProducer(p)
 		c.sendError(reqID, err)
 		return

@@ -44,15 +44,18 @@ func (t *Topic) backlogBytes() (int64, *subscription) {
 	return worst * avg, slowest
 }
 
+// storageQuota is the topic's destination_storage quota, if it has a
+// limit.
+func storageQuota(eff global.Effective) (global.BacklogQuota, bool) {
+	q, ok := eff.BacklogQuotas[global.DestinationStorage]
+	return q, ok && q.LimitSize >= 0
+}
+
 // quotaExceeded reports the storage quota's policy when the topic is over
 // it.
-func (t *Topic) quotaExceeded() (global.BacklogPolicy, bool) {
-	eff, err := t.svc.resolve(t.name)
-	if err != nil {
-		return "", false
-	}
-	q, ok := eff.BacklogQuotas[global.DestinationStorage]
-	if !ok || q.LimitSize < 0 {
+func (t *Topic) quotaExceeded(eff global.Effective) (global.BacklogPolicy, bool) {
+	q, ok := storageQuota(eff)
+	if !ok {
 		return "", false
 	}
 	size, _ := t.backlogBytes()
@@ -61,8 +64,8 @@ func (t *Topic) quotaExceeded() (global.BacklogPolicy, bool) {
 
 // admitProducerQuota refuses a new producer on a topic over its quota
 // with a producer-blocking policy.
-func (t *Topic) admitProducerQuota() error {
-	policy, over := t.quotaExceeded()
+func (t *Topic) admitProducerQuota(eff global.Effective) error {
+	policy, over := t.quotaExceeded(eff)
 	switch {
 	case !over:
 		return nil
@@ -76,35 +79,28 @@ func (t *Topic) admitProducerQuota() error {
 
 // enforceQuota applies the storage quota's policy once.
 func (t *Topic) enforceQuota() {
-	policy, over := t.quotaExceeded()
-	if !over {
+	eff, err := t.svc.resolve(t.name)
+	if err != nil {
 		return
 	}
-	switch policy {
+	q, ok := storageQuota(eff)
+	if !ok {
+		return
+	}
+	switch q.Policy {
 	case global.ProducerRequestHold, global.ProducerException:
-		t.mu.Lock()
-		producers := make([]*producer, 0, len(t.mu.producers))
-		for p := range t.mu.producers {
-			producers = append(producers, p)
-		}
-		t.mu.Unlock()
-		for _, p := range producers {
-			p.disconnect()
+		if _, over := t.quotaExceeded(eff); over {
+			t.disconnectProducers()
 		}
 	case global.ConsumerBacklogEviction:
 		for range 1000 { // bounded: each pass skips at least one entry
-			eff, err := t.svc.resolve(t.name)
-			if err != nil {
-				return
-			}
 			size, slowest := t.backlogBytes()
-			limit := eff.BacklogQuotas[global.DestinationStorage].LimitSize
-			if slowest == nil || size <= limit {
+			if slowest == nil || size <= q.LimitSize {
 				return
 			}
 			ms := t.ml.Stats()
-			excess := (size - limit + ms.StorageSize/ms.Entries - 1) / max(ms.StorageSize/ms.Entries, 1)
-			if _, err := slowest.cursor.Skip(max(excess, 1)); err != nil {
+			avg := max(ms.StorageSize/max(ms.Entries, 1), 1)
+			if _, err := slowest.cursor.Skip(max((size-q.LimitSize+avg-1)/avg, 1)); err != nil {
 				return
 			}
 			slowest.dropPending()

@@ -8,6 +8,7 @@ import (
 	"github.com/meridian-mq/meridian/cluster/broker/schema"
 	"github.com/meridian-mq/meridian/cluster/wire"
 	"github.com/meridian-mq/meridian/cluster/wire/pb"
+	"github.com/meridian-mq/meridian/global"
 	"github.com/meridian-mq/meridian/topology"
 )
 
@@ -30,24 +31,14 @@ func schemaError(err error) error {
 	}
 }
 
-// schemaPolicy is the topic's schema policy: its effective compatibility
-// strategy, with Pulsar's defaults for auto-update (on) and validation
-// enforcement (off).
-func (s *Service) schemaPolicy(t topology.TopicName) (schema.Policy, error) {
-	eff, err := s.resolve(t)
-	if err != nil {
-		return schema.Policy{}, err
-	}
-	return schema.DefaultPolicy(eff.SchemaCompatibilityStrategy), nil
-}
+// The schema policy of a topic is its effective compatibility strategy,
+// with Pulsar's defaults for auto-update (on) and validation enforcement
+// (off): schema.DefaultPolicy.
 
 // producerSchema registers (or finds) the schema a producer announces and
 // returns its version bytes for PRODUCER_SUCCESS; nil for no schema.
-func (s *Service) producerSchema(ctx context.Context, t *Topic, announced *pb.Schema) ([]byte, error) {
-	p, err := s.schemaPolicy(t.name)
-	if err != nil {
-		return nil, err
-	}
+func (s *Service) producerSchema(ctx context.Context, t *Topic, eff global.Effective, announced *pb.Schema) ([]byte, error) {
+	p := schema.DefaultPolicy(eff.SchemaCompatibilityStrategy)
 	v, err := s.schemas.ForProducer(ctx, t.Name(), schema.FromProto(announced), p)
 	if err != nil {
 		return nil, schemaError(err)
@@ -58,11 +49,8 @@ func (s *Service) producerSchema(ctx context.Context, t *Topic, announced *pb.Sc
 // consumerSchema checks the schema a consumer announces. An idle topic (no
 // producers, no consumers, no entries) takes it as its schema, as Pulsar
 // does.
-func (s *Service) consumerSchema(ctx context.Context, t *Topic, announced *pb.Schema) error {
-	p, err := s.schemaPolicy(t.name)
-	if err != nil {
-		return err
-	}
+func (s *Service) consumerSchema(ctx context.Context, t *Topic, eff global.Effective, announced *pb.Schema) error {
+	p := schema.DefaultPolicy(eff.SchemaCompatibilityStrategy)
 	return schemaError(s.schemas.ForConsumer(ctx, t.Name(), schema.FromProto(announced), p, t.idle()))
 }
 

@@ -230,6 +230,13 @@ func activeConsumerChange(id uint64, active bool) *pb.BaseCommand {
 		ActiveConsumerChange: pb.CommandActiveConsumerChange_builder{ConsumerId: ptr(id), IsActive: ptr(active)}.Build()}.Build()
 }
 
+// consumerList returns a snapshot of the consumers.
+func (s *subscription) consumerList() []*consumer {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.mu.consumers)
+}
+
 func (s *subscription) consumerCount() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -661,10 +668,7 @@ func (s *subscription) seek(ctx context.Context, id *pb.MessageIdData, publishTi
 	defer s.seeking.Store(false)
 	s.roundMu.Lock()
 	defer s.roundMu.Unlock()
-	s.mu.Lock()
-	consumers := slices.Clone(s.mu.consumers)
-	s.mu.Unlock()
-	for _, c := range consumers {
+	for _, c := range s.consumerList() {
 		c.disconnect()
 	}
 	s.mu.Lock()

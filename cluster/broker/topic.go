@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -89,11 +90,7 @@ func (t *Topic) close(ctx context.Context) {
 	t.closeOnce.Do(func() {
 		t.mu.Lock()
 		t.mu.closing = true
-		producers := make([]*producer, 0, len(t.mu.producers))
-		for p := range t.mu.producers {
-			producers = append(producers, p)
-		}
-		producers = append(producers, t.mu.waiting...)
+		producers := append(slices.Collect(maps.Keys(t.mu.producers)), t.mu.waiting...)
 		t.mu.waiting = nil
 		subs := make([]*subscription, 0, len(t.mu.subs))
 		for _, s := range t.mu.subs {
@@ -177,9 +174,7 @@ func (t *Topic) admitProducer(p *producer, mode pb.ProducerAccessMode, epoch *ui
 		}
 		t.mu.epoch++
 	case pb.ProducerAccessMode_ExclusiveWithFencing:
-		for q := range t.mu.producers {
-			fenced = append(fenced, q)
-		}
+		fenced = slices.Collect(maps.Keys(t.mu.producers))
 		t.mu.epoch++
 	default:
 		return false, nil, fmt.Errorf("%w: unknown producer access mode %v", wire.ErrNotAllowed, mode)
@@ -194,6 +189,17 @@ func (t *Topic) admitProducer(p *producer, mode pb.ProducerAccessMode, epoch *ui
 	t.mu.names[p.name] = p
 	p.epoch = t.mu.epoch
 	return true, fenced, nil
+}
+
+// disconnectProducers closes the session of every producer holding the
+// topic (CLOSE_PRODUCER: the clients look it up again).
+func (t *Topic) disconnectProducers() {
+	t.mu.Lock()
+	producers := slices.Collect(maps.Keys(t.mu.producers))
+	t.mu.Unlock()
+	for _, p := range producers {
+		p.disconnect()
+	}
 }
 
 // removeProducer forgets p, promoting the first WaitForExclusive producer
