@@ -102,14 +102,10 @@ func (t *Topic) Stats() TopicStats {
 			MsgInCounter: p.in.msgs.Load(), BytesInCounter: p.in.bytes.Load()}
 		st.Publishers = append(st.Publishers, ps)
 	}
-	subs := make([]*subscription, 0, len(t.mu.subs))
-	for _, s := range t.mu.subs {
-		subs = append(subs, s)
-	}
 	t.mu.Unlock()
 	st.MsgInCounter, st.BytesInCounter = t.in.msgs.Load(), t.in.bytes.Load()
 	slices.SortFunc(st.Publishers, func(a, b PublisherStats) int { return int(a.ProducerID) - int(b.ProducerID) })
-	for _, s := range subs {
+	for _, s := range t.subscriptions() {
 		ss := s.stats()
 		st.Subscriptions[s.name] = ss
 		st.MsgOutCounter += ss.MsgOutCounter

@@ -92,15 +92,12 @@ func (t *Topic) close(ctx context.Context) {
 		t.mu.closing = true
 		producers := append(slices.Collect(maps.Keys(t.mu.producers)), t.mu.waiting...)
 		t.mu.waiting = nil
-		subs := make([]*subscription, 0, len(t.mu.subs))
-		for _, s := range t.mu.subs {
-			subs = append(subs, s)
-		}
 		t.mu.Unlock()
 		for _, p := range producers {
 			p.disconnect()
 		}
-		for _, s := range subs {
+		// closing is set: no subscription is added from here on.
+		for _, s := range t.subscriptions() {
 			s.close(ctx, true)
 		}
 		t.dd.snapshot(t.ml.LastConfirmed())
