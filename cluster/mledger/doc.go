@@ -25,8 +25,8 @@
 // stops appending and never re-reads and retries over the winner.
 //
 // A ledger is rolled over by entry count, size or age, never before a
-// minimum age (Pulsar's rule and defaults). Rollover happens on the owner
-// goroutine between two appends: the current ledger is closed, which waits
+// minimum age (Pulsar's rule and defaults). Rollover happens under the
+// write lock between two appends: the current ledger is closed, which waits
 // for its pending entries, and only then is the next one created, so every
 // entry of a ledger precedes every entry of the next.
 //

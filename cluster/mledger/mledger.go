@@ -18,11 +18,12 @@ import (
 // the last one, with cursors reading it.
 //
 // Ownership:
-//   - The owner goroutine (run) owns the write side: the ledger writer, the
-//     ledger list and its ModRevision, the running index and the current
-//     ledger's counters. It takes appends, rollover, retention, terminate
-//     and close in turn, so the list is only ever changed by one goroutine,
-//     by CAS.
+//   - The write lock (writeSem) guards the write side: the ledger writer,
+//     the ledger list and its ModRevision, the running index and the
+//     current ledger's counters. An append takes it on the caller's
+//     goroutine; the owner goroutine (run) takes it for rollover,
+//     retention, terminate and close. So appends, and changes to the list
+//     (each by CAS), happen one at a time.
 //   - The completer goroutine waits on the writer's futures in entry order
 //     and publishes each confirmed entry: it moves view.lac, fills the
 //     cache, completes the caller's future and wakes tailing readers.
@@ -48,18 +49,18 @@ type ManagedLedger struct {
 	log   *slog.Logger
 	key   string
 
-	// appendCh queues appends for the owner (appendQueue deep), so that a
-	// pipelining caller does not meet the owner for every entry. sendMu
-	// and sendClosed make sure no append is left in it when the owner
-	// exits: senders hold sendMu.RLock, the exiting owner closes stopping
-	// (releasing blocked senders), sets sendClosed under the write lock,
-	// then fails whatever is queued.
-	appendCh   chan *appendReq
-	sendMu     sync.RWMutex
-	sendClosed bool
-	stopping   chan struct{}
-	ctrlCh     chan ctrlOp
-	confirmCh  chan pendingAppend
+	// writeSem is the write lock: a one-slot semaphore rather than a
+	// mutex, so that an appender waiting for it can give up on its context
+	// or on the instance stopping. Appends run on their callers'
+	// goroutines under it, which spares each entry a hand-off (and a
+	// wake-up) to another goroutine.
+	writeSem chan struct{}
+	// stopping is closed, and writeStopped set under the write lock, when
+	// the owner exits: from then on nothing uses the write side.
+	stopping     chan struct{}
+	writeStopped bool
+	ctrlCh       chan ctrlOp
+	confirmCh    chan pendingAppend
 
 	runCtx    context.Context
 	kill      context.CancelFunc
@@ -67,7 +68,7 @@ type ManagedLedger struct {
 	wg        sync.WaitGroup // owner, completer, foreign-cursor watch
 	lost      chan struct{}
 
-	// Owned by the owner goroutine.
+	// Guarded by the write lock.
 	writer     *ledger.Writer
 	list       listValue
 	listRev    int64
@@ -108,12 +109,6 @@ type ManagedLedger struct {
 type cursorMarks struct {
 	readAfter, markDelete Position
 	durable               bool
-}
-
-type appendReq struct {
-	msg []byte
-	n   int
-	fut *AppendFuture
 }
 
 type pendingAppend struct {
@@ -176,7 +171,7 @@ func open(ctx context.Context, f *Factory, topic string) (*ManagedLedger, error)
 	cfg := &f.cfg
 	ml := &ManagedLedger{
 		f: f, topic: topic, cfg: cfg, log: f.log.With("topic", topic), key: ListKey(cfg.Region, topic),
-		appendCh:  make(chan *appendReq, appendQueue),
+		writeSem:  make(chan struct{}, 1),
 		stopping:  make(chan struct{}),
 		ctrlCh:    make(chan ctrlOp),
 		confirmCh: make(chan pendingAppend, cfg.MaxPendingAppends),
@@ -302,7 +297,7 @@ func (ml *ManagedLedger) recoverIndex(ctx context.Context) error {
 }
 
 // startLedger creates a ledger and makes it the list's last by CAS. Called
-// only by open and the owner goroutine. A failed CAS means another instance
+// only by open and under the write lock. A failed CAS means another instance
 // has the topic: ErrFenced.
 func (ml *ManagedLedger) startLedger(ctx context.Context) error {
 	f := ml.f
@@ -434,50 +429,45 @@ func (ml *ManagedLedger) Append(ctx context.Context, msg []byte, numMessages int
 	return f.Wait(ctx)
 }
 
-// AppendAsync hands msg to the owner and returns its future. Appends are
-// confirmed in the order AppendAsync returns. It blocks while
-// MaxPendingAppends appends (or the ledger writer's budget) are in flight.
-// msg is copied into the stored entry by the owner; the caller may reuse
-// it once the future has completed.
+// AppendAsync stores msg as the topic's next entry and returns its future.
+// Appends are confirmed in the order AppendAsync returns. It blocks while
+// MaxPendingAppends appends (or the ledger writer's budget) are in flight,
+// and while a rollover closes the current ledger; ctx bounds only the wait
+// for the write lock. msg is copied into the stored entry before
+// AppendAsync returns.
 func (ml *ManagedLedger) AppendAsync(ctx context.Context, msg []byte, numMessages int) (*AppendFuture, error) {
 	if numMessages < 1 {
 		return nil, fmt.Errorf("%w: numMessages %d", ErrNoMessages, numMessages)
 	}
-	r := &appendReq{msg: msg, n: numMessages, fut: &AppendFuture{done: make(chan struct{}), index: -1}}
-	ml.sendMu.RLock()
-	defer ml.sendMu.RUnlock()
-	if ml.sendClosed {
-		return nil, ml.errOr(ErrClosed)
-	}
-	select {
-	case ml.appendCh <- r:
-		return r.fut, nil
-	case <-ml.stopping:
-		return nil, ml.errOr(ErrClosed)
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
-
-// appendQueue is how many appends may wait for the owner goroutine.
-const appendQueue = 256
-
-// closeAppends stops taking appends and fails the queued ones. Called by
-// the owner as it exits.
-func (ml *ManagedLedger) closeAppends() {
-	close(ml.stopping)
-	ml.sendMu.Lock()
-	ml.sendClosed = true
-	ml.sendMu.Unlock()
-	for {
-		select {
-		case r := <-ml.appendCh:
-			r.fut.complete(Position{}, ml.errOr(ErrClosed))
-		default:
-			return
+	if !ml.lockWrite(ctx) {
+		if err := ctx.Err(); err != nil {
+			return nil, err
 		}
+		return nil, ml.errOr(ErrClosed)
+	}
+	defer ml.unlockWrite()
+	if ml.writeStopped {
+		return nil, ml.errOr(ErrClosed)
+	}
+	fut := &AppendFuture{done: make(chan struct{}), index: -1}
+	ml.handleAppend(msg, numMessages, fut)
+	return fut, nil
+}
+
+// lockWrite takes the write lock. It returns false, without it, when ctx
+// ends or the instance stops first.
+func (ml *ManagedLedger) lockWrite(ctx context.Context) bool {
+	select {
+	case ml.writeSem <- struct{}{}:
+		return true
+	case <-ml.stopping:
+		return false
+	case <-ctx.Done():
+		return false
 	}
 }
+
+func (ml *ManagedLedger) unlockWrite() { <-ml.writeSem }
 
 func (ml *ManagedLedger) errOr(def error) error {
 	if err := ml.Err(); err != nil {
@@ -486,54 +476,44 @@ func (ml *ManagedLedger) errOr(def error) error {
 	return def
 }
 
-// run is the owner goroutine.
+// run is the owner goroutine: control operations and housekeeping, each
+// under the write lock.
 func (ml *ManagedLedger) run() {
 	defer ml.wg.Done()
 	defer close(ml.confirmCh)
 	defer close(ml.ownerDone)
-	defer ml.closeAppends()
+	defer func() {
+		// Nobody holds the lock for long once runCtx is done: an appender
+		// waits only on runCtx-bound calls.
+		ml.writeSem <- struct{}{}
+		ml.writeStopped = true
+		ml.unlockWrite()
+		close(ml.stopping)
+	}()
 	tick := time.NewTicker(ml.cfg.HousekeepingInterval)
 	defer tick.Stop()
 	for {
 		select {
-		case r := <-ml.appendCh:
-			ml.handleAppend(r)
-			ml.drainAppends()
 		case op := <-ml.ctrlCh:
+			ml.writeSem <- struct{}{}
 			stop := op.f()
+			ml.unlockWrite()
 			close(op.done)
 			if stop {
 				return
 			}
 		case <-tick.C:
+			ml.writeSem <- struct{}{}
 			ml.housekeeping()
+			ml.unlockWrite()
 		case <-ml.runCtx.Done():
 			return
 		}
 	}
 }
 
-// appendBurst is how many queued appends the owner takes after one before it
-// looks at its other work again.
-const appendBurst = 64
-
-// drainAppends handles appends already queued, up to appendBurst, without
-// going back through the owner's select: under load that select, not the
-// append itself, is most of the owner's cost per entry. Control operations
-// and housekeeping wait at most one burst.
-func (ml *ManagedLedger) drainAppends() {
-	for range appendBurst {
-		select {
-		case r := <-ml.appendCh:
-			ml.handleAppend(r)
-		default:
-			return
-		}
-	}
-}
-
-// do runs f on the owner goroutine and waits for it. f returns true to stop
-// the owner.
+// do runs f on the owner goroutine, under the write lock, and waits for
+// it. f returns true to stop the owner.
 func (ml *ManagedLedger) do(ctx context.Context, f func() bool) error {
 	op := ctrlOp{f: f, done: make(chan struct{})}
 	select {
@@ -552,45 +532,47 @@ func (ml *ManagedLedger) do(ctx context.Context, f func() bool) error {
 	}
 }
 
-func (ml *ManagedLedger) handleAppend(r *appendReq) {
+// handleAppend stamps and stores one entry and completes fut with the
+// outcome. Called under the write lock.
+func (ml *ManagedLedger) handleAppend(msg []byte, n int, fut *AppendFuture) {
 	if err := ml.Err(); err != nil {
 		ml.stopWriter()
-		r.fut.complete(Position{}, err)
+		fut.complete(Position{}, err)
 		return
 	}
 	if ml.list.Terminated {
-		r.fut.complete(Position{}, fmt.Errorf("%w: %s", ErrTerminated, ml.topic))
+		fut.complete(Position{}, fmt.Errorf("%w: %s", ErrTerminated, ml.topic))
 		return
 	}
 	if ml.writer == nil {
 		// A previous rollover could not create its ledger; try again now.
 		if err := ml.startLedger(ml.runCtx); err != nil {
-			r.fut.complete(Position{}, err)
+			fut.complete(Position{}, err)
 			return
 		}
 	}
-	idx := ml.lastIndex + int64(r.n)
+	idx := ml.lastIndex + int64(n)
 	ts := max(ml.f.clock.Now().UnixMilli(), ml.lastTS)
-	data := encodeEntry(ts, idx, r.msg)
+	data := encodeEntry(ts, idx, msg)
 	lf, err := ml.writer.Add(ml.runCtx, data)
 	if errors.Is(err, ledger.ErrEntryTooLarge) {
-		r.fut.complete(Position{}, err)
+		fut.complete(Position{}, err)
 		return
 	}
 	if err != nil {
 		ml.fail(classify(err))
 		ml.stopWriter()
-		r.fut.complete(Position{}, ml.errOr(err))
+		fut.complete(Position{}, ml.errOr(err))
 		return
 	}
 	ml.lastIndex, ml.lastTS = idx, ts
 	ml.curEntries++
 	ml.curSize += int64(len(data))
-	r.fut.index = idx
+	fut.index = idx
 	select {
-	case ml.confirmCh <- pendingAppend{lf: lf, fut: r.fut, ledger: ml.writer.ID(), data: data}:
+	case ml.confirmCh <- pendingAppend{lf: lf, fut: fut, ledger: ml.writer.ID(), data: data}:
 	case <-ml.runCtx.Done():
-		r.fut.complete(Position{}, ErrClosed)
+		fut.complete(Position{}, ErrClosed)
 		return
 	}
 	if ml.full() {
@@ -648,9 +630,9 @@ func (ml *ManagedLedger) closeCurrent() (listValue, error) {
 	return next, nil
 }
 
-// rollover closes the current ledger and starts the next. Appends wait on
-// the owner meanwhile, so none is lost or reordered: every entry of the
-// closed ledger precedes every entry of the new one.
+// rollover closes the current ledger and starts the next. It runs under
+// the write lock, so appends wait meanwhile and none is lost or reordered:
+// every entry of the closed ledger precedes every entry of the new one.
 func (ml *ManagedLedger) rollover() {
 	next, err := ml.closeCurrent()
 	if err != nil {
@@ -869,7 +851,7 @@ func (ml *ManagedLedger) slowestLocked() Position {
 	return slowest
 }
 
-// trim runs on the owner goroutine.
+// trim runs under the write lock.
 func (ml *ManagedLedger) trim() {
 	if ml.Err() != nil {
 		return
@@ -973,7 +955,7 @@ func (ml *ManagedLedger) Close(ctx context.Context) error {
 func (ml *ManagedLedger) shutdown() {
 	ml.kill()
 	<-ml.ownerDone
-	ml.stopWriter() // after a kill mid-append the owner may have left one
+	ml.stopWriter() // after a kill mid-append or mid-rollover one may be left
 	ml.wg.Wait()
 	ml.fail(ErrClosed)
 	ml.f.forget(ml.topic, ml)
