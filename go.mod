@@ -3,6 +3,7 @@ module github.com/meridian-mq/meridian
 go 1.26.0
 
 require (
+	github.com/HdrHistogram/hdrhistogram-go v1.4.0
 	github.com/apache/pulsar-client-go v0.19.0
 	github.com/bufbuild/protocompile v0.14.1
 	github.com/cockroachdb/pebble/v2 v2.1.7

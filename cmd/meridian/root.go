@@ -27,6 +27,7 @@ func newRootCommand() *cobra.Command {
 	root.AddCommand(newDevCommand())
 	root.AddCommand(newTokenCommand())
 	root.AddCommand(newAdminCommand())
+	root.AddCommand(newPerfCommand())
 	return root
 }
 
