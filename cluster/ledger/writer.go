@@ -88,15 +88,25 @@ type WriterStats struct {
 	Err error
 }
 
+// addOp is one add and where its outcome goes: fut (Add) or done
+// (AddFunc).
 type addOp struct {
 	data []byte
 	fut  *AddFuture
+	done func(entry int64, err error)
+}
+
+func (op *addOp) complete(entry int64, err error) {
+	if op.done != nil {
+		op.done(entry, err)
+		return
+	}
+	op.fut.complete(entry, err)
 }
 
 type pendingAdd struct {
+	addOp
 	entry int64
-	data  []byte
-	fut   *AddFuture
 	added time.Time
 	// acked[k] and inflight[k] name the bookie that acked the add, or has
 	// it in flight, at position k of the entry's write set. They count only
@@ -179,17 +189,35 @@ func (w *Writer) ID() int64 { return w.id }
 // fenced, closing or stopped fails the future (or returns the error at once
 // once it has exited).
 func (w *Writer) Add(ctx context.Context, data []byte) (*AddFuture, error) {
-	if int64(len(data)) > w.c.cfg.MaxInFlightBytes {
-		return nil, fmt.Errorf("%w: %d bytes", ErrEntryTooLarge, len(data))
-	}
 	op := &addOp{data: data, fut: &AddFuture{done: make(chan struct{}), entry: -1}}
+	if err := w.add(ctx, op); err != nil {
+		return nil, err
+	}
+	return op.fut, nil
+}
+
+// AddFunc adds data like Add, but reports the outcome by calling done
+// rather than through a future: exactly once, on the writer's goroutine.
+// Adds that were given an entry are reported in entry order, failed ones
+// included; an add refused on arrival (the writer is closing or failed)
+// is reported at once. done must not block or call the writer. It serves callers that publish confirmed entries in
+// order anyway (the managed ledger), sparing them a goroutine that waits
+// on each future.
+func (w *Writer) AddFunc(ctx context.Context, data []byte, done func(entry int64, err error)) error {
+	return w.add(ctx, &addOp{data: data, done: done})
+}
+
+func (w *Writer) add(ctx context.Context, op *addOp) error {
+	if int64(len(op.data)) > w.c.cfg.MaxInFlightBytes {
+		return fmt.Errorf("%w: %d bytes", ErrEntryTooLarge, len(op.data))
+	}
 	select {
 	case w.addCh <- op:
-		return op.fut, nil
+		return nil
 	case <-w.done:
-		return nil, ErrWriterClosed
+		return ErrWriterClosed
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return ctx.Err()
 	}
 }
 
@@ -309,19 +337,18 @@ func (w *Writer) run() {
 
 func (w *Writer) handleAdd(op *addOp) {
 	if w.terminal != nil {
-		op.fut.complete(-1, w.terminal)
+		op.complete(-1, w.terminal)
 		w.c.m.adds.WithLabelValues(failureLabel(w.terminal)).Inc()
 		return
 	}
 	if len(w.closers) > 0 {
-		op.fut.complete(-1, ErrWriterClosed)
+		op.complete(-1, ErrWriterClosed)
 		return
 	}
 	p := &pendingAdd{
+		addOp:    *op,
 		entry:    w.next,
 		added:    time.Now(),
-		data:     op.data,
-		fut:      op.fut,
 		acked:    make([]string, w.q.Write),
 		inflight: make([]string, w.q.Write),
 	}
@@ -456,7 +483,7 @@ func (w *Writer) confirm() {
 		w.pendingBytes -= int64(len(p.data))
 		w.length += int64(len(p.data))
 		w.lac = p.entry
-		p.fut.complete(p.entry, nil)
+		p.complete(p.entry, nil)
 	}
 }
 
@@ -690,7 +717,7 @@ func failureLabel(err error) string {
 func (w *Writer) failAll(err error) {
 	result := failureLabel(err)
 	for _, p := range w.pending {
-		p.fut.complete(-1, err)
+		p.complete(-1, err)
 		w.c.m.adds.WithLabelValues(result).Inc()
 	}
 	w.pending = nil

@@ -589,3 +589,61 @@ func TestLostMetadataAnswers(t *testing.T) {
 		}
 	})
 }
+
+// TestAddFuncReportsInOrder checks AddFunc's contract: each add is reported
+// exactly once, in entry order, successes and failures alike, and an add
+// refused by a stopped writer is not reported at all.
+func TestAddFuncReportsInOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, 1, "b1")
+		w := create(t, e.client("w", testConfig()), 1, 1, 1)
+		type outcome struct {
+			add   int
+			entry int64
+			err   error
+		}
+		var mu sync.Mutex
+		var got []outcome
+		addFunc := func(i int) {
+			t.Helper()
+			err := w.AddFunc(t.Context(), payload(i), func(entry int64, err error) {
+				mu.Lock()
+				got = append(got, outcome{i, entry, err})
+				mu.Unlock()
+			})
+			if err != nil {
+				t.Fatalf("add %d: %v", i, err)
+			}
+		}
+		for i := range 50 {
+			addFunc(i)
+		}
+		synctest.Wait()
+		// The bookie stops answering: the next adds stay pending until the
+		// writer stops, which fails them.
+		e.bookies.Partition("w", "b1")
+		for i := 50; i < 55; i++ {
+			addFunc(i)
+		}
+		synctest.Wait()
+		w.Stop()
+		if err := w.AddFunc(t.Context(), payload(55), func(int64, error) { t.Error("a refused add was reported") }); !errors.Is(err, ledger.ErrWriterClosed) {
+			t.Fatalf("add after Stop: %v", err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(got) != 55 {
+			t.Fatalf("%d outcomes, want 55", len(got))
+		}
+		for i, o := range got {
+			switch {
+			case o.add != i:
+				t.Fatalf("outcome %d is add %d's", i, o.add)
+			case i < 50 && (o.err != nil || o.entry != int64(i)):
+				t.Fatalf("add %d: entry %d, err %v", i, o.entry, o.err)
+			case i >= 50 && !errors.Is(o.err, ledger.ErrWriterClosed):
+				t.Fatalf("add %d after the partition: entry %d, err %v", i, o.entry, o.err)
+			}
+		}
+	})
+}

@@ -21,7 +21,6 @@ func TestConfigValidate(t *testing.T) {
 		{"no entries", func(c *Config) { c.MaxEntriesPerLedger = 0 }},
 		{"tiny ledgers", func(c *Config) { c.MaxSizePerLedger = 100 }},
 		{"min age above max", func(c *Config) { c.MinLedgerRolloverTime = 5 * time.Hour }},
-		{"no pending appends", func(c *Config) { c.MaxPendingAppends = 0 }},
 		{"negative persist interval", func(c *Config) { c.CursorPersistInterval = -1 }},
 		{"no ranges", func(c *Config) { c.MaxPersistedAckRanges = 0 }},
 		{"negative cache", func(c *Config) { c.CacheMaxBytes = -1 }},

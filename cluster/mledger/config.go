@@ -31,12 +31,6 @@ type Config struct {
 	// 0..MaxLedgerRolloverTime.
 	MinLedgerRolloverTime time.Duration
 
-	// MaxPendingAppends bounds appends taken but not yet confirmed by the
-	// bookies. A full queue slows AppendAsync down (backpressure). It should
-	// not exceed the ledger client's MaxInFlightEntries by much, since the
-	// writer bounds too. 1..1<<20.
-	MaxPendingAppends int
-
 	// CursorPersistInterval is the shortest time between two writes of one
 	// cursor's state to the store: acks within it are coalesced into one
 	// write. Longer means less etcd load and a longer redelivery window
@@ -91,7 +85,6 @@ func DefaultConfig(region string) Config {
 		MaxSizePerLedger:      2048 << 20,
 		MaxLedgerRolloverTime: 240 * time.Minute,
 		MinLedgerRolloverTime: 10 * time.Minute,
-		MaxPendingAppends:     10000,
 		CursorPersistInterval: time.Second,
 		MaxPersistedAckRanges: 1000,
 		CacheMaxBytes:         64 << 20,
@@ -121,8 +114,6 @@ func (c Config) Validate() error {
 		return bad("MaxLedgerRolloverTime must be positive")
 	case c.MinLedgerRolloverTime < 0 || c.MinLedgerRolloverTime > c.MaxLedgerRolloverTime:
 		return bad("MinLedgerRolloverTime %v outside [0, MaxLedgerRolloverTime]", c.MinLedgerRolloverTime)
-	case c.MaxPendingAppends < 1 || c.MaxPendingAppends > 1<<20:
-		return bad("MaxPendingAppends %d outside [1, 2^20]", c.MaxPendingAppends)
 	case c.CursorPersistInterval < 0 || c.CursorPersistInterval > time.Hour:
 		return bad("CursorPersistInterval %v outside [0, 1h]", c.CursorPersistInterval)
 	case c.MaxPersistedAckRanges < 1 || c.MaxPersistedAckRanges > 1<<20:

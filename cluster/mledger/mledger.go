@@ -24,9 +24,9 @@ import (
 //     goroutine; the owner goroutine (run) takes it for rollover,
 //     retention, terminate and close. So appends, and changes to the list
 //     (each by CAS), happen one at a time.
-//   - The completer goroutine waits on the writer's futures in entry order
-//     and publishes each confirmed entry: it moves view.lac, fills the
-//     cache, completes the caller's future and wakes tailing readers.
+//   - The ledger writer's goroutine reports each append's outcome, in
+//     entry order (confirmed): it moves view.lac, fills the cache, wakes
+//     tailing readers and completes the caller's future.
 //   - mu guards what readers share: the view, the cache, the readers of
 //     ledgers, the cursors' published positions, the terminal error.
 //   - Each durable cursor has its own persistence goroutine.
@@ -60,12 +60,11 @@ type ManagedLedger struct {
 	stopping     chan struct{}
 	writeStopped bool
 	ctrlCh       chan ctrlOp
-	confirmCh    chan pendingAppend
 
 	runCtx    context.Context
 	kill      context.CancelFunc
 	ownerDone chan struct{}
-	wg        sync.WaitGroup // owner, completer, foreign-cursor watch
+	wg        sync.WaitGroup // owner, foreign-cursor watch
 	lost      chan struct{}
 
 	// Guarded by the write lock.
@@ -109,13 +108,6 @@ type ManagedLedger struct {
 type cursorMarks struct {
 	readAfter, markDelete Position
 	durable               bool
-}
-
-type pendingAppend struct {
-	lf     *ledger.AddFuture
-	fut    *AppendFuture
-	ledger int64
-	data   []byte
 }
 
 type ctrlOp struct {
@@ -174,7 +166,6 @@ func open(ctx context.Context, f *Factory, topic string) (*ManagedLedger, error)
 		writeSem:  make(chan struct{}, 1),
 		stopping:  make(chan struct{}),
 		ctrlCh:    make(chan ctrlOp),
-		confirmCh: make(chan pendingAppend, cfg.MaxPendingAppends),
 		ownerDone: make(chan struct{}),
 		lost:      make(chan struct{}),
 		lastIndex: -1,
@@ -240,9 +231,8 @@ func open(ctx context.Context, f *Factory, topic string) (*ManagedLedger, error)
 		}
 	}
 	ml.runCtx, ml.kill = context.WithCancel(context.Background())
-	ml.wg.Add(3)
+	ml.wg.Add(2)
 	go ml.run()
-	go ml.complete()
 	go ml.watchForeign()
 	ml.log.Info("managed ledger open", "ledgers", len(ml.list.Ledgers), "lastIndex", ml.lastIndex, "terminated", ml.list.Terminated)
 	return ml, nil
@@ -431,10 +421,10 @@ func (ml *ManagedLedger) Append(ctx context.Context, msg []byte, numMessages int
 
 // AppendAsync stores msg as the topic's next entry and returns its future.
 // Appends are confirmed in the order AppendAsync returns. It blocks while
-// MaxPendingAppends appends (or the ledger writer's budget) are in flight,
-// and while a rollover closes the current ledger; ctx bounds only the wait
-// for the write lock. msg is copied into the stored entry before
-// AppendAsync returns.
+// the ledger writer's budget (ledger.Config's MaxInFlightEntries and
+// MaxInFlightBytes) is spent, and while a rollover closes the current
+// ledger; ctx bounds only the wait for the write lock. msg is copied into
+// the stored entry before AppendAsync returns.
 func (ml *ManagedLedger) AppendAsync(ctx context.Context, msg []byte, numMessages int) (*AppendFuture, error) {
 	if numMessages < 1 {
 		return nil, fmt.Errorf("%w: numMessages %d", ErrNoMessages, numMessages)
@@ -480,7 +470,6 @@ func (ml *ManagedLedger) errOr(def error) error {
 // under the write lock.
 func (ml *ManagedLedger) run() {
 	defer ml.wg.Done()
-	defer close(ml.confirmCh)
 	defer close(ml.ownerDone)
 	defer func() {
 		// Nobody holds the lock for long once runCtx is done: an appender
@@ -554,7 +543,9 @@ func (ml *ManagedLedger) handleAppend(msg []byte, n int, fut *AppendFuture) {
 	idx := ml.lastIndex + int64(n)
 	ts := max(ml.f.clock.Now().UnixMilli(), ml.lastTS)
 	data := encodeEntry(ts, idx, msg)
-	lf, err := ml.writer.Add(ml.runCtx, data)
+	fut.index = idx
+	id := ml.writer.ID()
+	err := ml.writer.AddFunc(ml.runCtx, data, func(entry int64, aerr error) { ml.confirmed(id, data, fut, entry, aerr) })
 	if errors.Is(err, ledger.ErrEntryTooLarge) {
 		fut.complete(Position{}, err)
 		return
@@ -568,13 +559,6 @@ func (ml *ManagedLedger) handleAppend(msg []byte, n int, fut *AppendFuture) {
 	ml.lastIndex, ml.lastTS = idx, ts
 	ml.curEntries++
 	ml.curSize += int64(len(data))
-	fut.index = idx
-	select {
-	case ml.confirmCh <- pendingAppend{lf: lf, fut: fut, ledger: ml.writer.ID(), data: data}:
-	case <-ml.runCtx.Done():
-		fut.complete(Position{}, ErrClosed)
-		return
-	}
 	if ml.full() {
 		ml.rollover()
 	}
@@ -672,79 +656,26 @@ func (ml *ManagedLedger) housekeeping() {
 	ml.trim()
 }
 
-// complete is the completer goroutine. It publishes confirmed entries in
-// batches: every entry already confirmed when it looks goes out under one
-// acquisition of mu, so that a pipelining writer does not pay a lock round
-// per entry. An entry not yet confirmed ends the batch; nothing waits
-// behind it but later entries, which confirm in order anyway.
-func (ml *ManagedLedger) complete() {
-	defer ml.wg.Done()
-	const maxBatch = 256
-	batch := make([]pendingAppend, 0, maxBatch)
-	var next *pendingAppend
-	for {
-		if next == nil {
-			p, ok := <-ml.confirmCh
-			if !ok {
-				return
-			}
-			next = &p
-		}
-		<-next.lf.Done()
-		batch = append(batch[:0], *next)
-		next = nil
-	gather:
-		for len(batch) < maxBatch {
-			select {
-			case p, ok := <-ml.confirmCh:
-				if !ok {
-					break gather
-				}
-				select {
-				case <-p.lf.Done():
-					batch = append(batch, p)
-				default:
-					next = &p // not yet confirmed: publish what we have first
-					break gather
-				}
-			default:
-				break gather
-			}
-		}
-		ml.publishConfirmed(batch)
+// confirmed publishes one append's outcome: the writer calls it on its
+// goroutine, in entry order. A confirmed entry becomes visible to readers
+// (view.lac, the cache) before its future completes.
+func (ml *ManagedLedger) confirmed(ledgerID int64, data []byte, fut *AppendFuture, entry int64, err error) {
+	if err != nil {
+		err = classify(err)
+		ml.fail(err)
+		fut.complete(Position{}, ml.errOr(err))
+		return
 	}
-}
-
-// publishConfirmed makes a run of completed appends visible, in order, and
-// completes their futures.
-func (ml *ManagedLedger) publishConfirmed(batch []pendingAppend) {
+	pos := Position{ledgerID, entry}
 	ml.mu.Lock()
-	for i := range batch {
-		p := &batch[i]
-		entry, err := p.lf.Result()
-		if err != nil {
-			continue
-		}
-		pos := Position{p.ledger, entry}
-		if ml.v.current == p.ledger && ml.v.lac.Less(pos) {
-			ml.v.lac = pos
-			ml.curSizeSeen += int64(len(p.data))
-		}
-		ml.cache.put(Entry{Position: pos, Data: p.data})
+	if ml.v.current == ledgerID && ml.v.lac.Less(pos) {
+		ml.v.lac = pos
+		ml.curSizeSeen += int64(len(data))
 	}
+	ml.cache.put(Entry{Position: pos, Data: data})
 	ml.wakeLocked()
 	ml.mu.Unlock()
-	for i := range batch {
-		p := &batch[i]
-		entry, err := p.lf.Result()
-		if err != nil {
-			err = classify(err)
-			ml.fail(err)
-			p.fut.complete(Position{}, ml.errOr(err))
-			continue
-		}
-		p.fut.complete(Position{p.ledger, entry}, nil)
-	}
+	fut.complete(pos, nil)
 }
 
 // LastConfirmed returns the position of the last confirmed entry; for an
