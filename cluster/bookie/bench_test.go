@@ -216,7 +216,7 @@ func BenchmarkAddVsCeiling(b *testing.B) {
 	b.ReportMetric(add/ceiling, "add/ceiling")
 }
 
-// BenchmarkAddPaced offers 64 KiB adds at a fixed rate (open loop, as
+// BenchmarkAddPaced offers adds of a fixed size at a fixed rate (open loop, as
 // producers do) instead of as fast as the bookie acknowledges them, and
 // reports the latency at that rate, measured from when each add was due, so
 // that a stall delays the adds behind it in the figures too. Next to each
@@ -226,8 +226,18 @@ func BenchmarkAddVsCeiling(b *testing.B) {
 // to back so that a shared disk's mood changes little between them. The
 // rates, in MB/s, come from MERIDIAN_BENCH_RATES (comma-separated), default
 // 10,20,30: set them around half of BenchmarkAdd's best 64 KiB figure on the
-// disk measured.
+// disk measured. The size, in KiB, comes from MERIDIAN_BENCH_SIZE, default
+// 64: 20 is what a producer batching 1 KiB messages every millisecond at
+// 20,000 msg/s sends.
 func BenchmarkAddPaced(b *testing.B) {
+	size := 64
+	if env := os.Getenv("MERIDIAN_BENCH_SIZE"); env != "" {
+		n, err := strconv.Atoi(env)
+		if err != nil || n < 1 || n > 8<<10 {
+			b.Fatalf("MERIDIAN_BENCH_SIZE: want KiB in 1..8192, got %q", env)
+		}
+		size = n
+	}
 	rates := []float64{10, 20, 30}
 	if env := os.Getenv("MERIDIAN_BENCH_RATES"); env != "" {
 		rates = rates[:0]
@@ -240,11 +250,11 @@ func BenchmarkAddPaced(b *testing.B) {
 		}
 	}
 	for _, rate := range rates {
-		b.Run(fmt.Sprintf("size=64KiB/rate=%gMBps/disk", rate), func(b *testing.B) {
-			benchDiskPaced(b, 64<<10, rate)
+		b.Run(fmt.Sprintf("size=%dKiB/rate=%gMBps/disk", size, rate), func(b *testing.B) {
+			benchDiskPaced(b, size<<10, rate)
 		})
-		b.Run(fmt.Sprintf("size=64KiB/rate=%gMBps/bookie", rate), func(b *testing.B) {
-			benchAddPaced(b, 64<<10, rate)
+		b.Run(fmt.Sprintf("size=%dKiB/rate=%gMBps/bookie", size, rate), func(b *testing.B) {
+			benchAddPaced(b, size<<10, rate)
 		})
 	}
 }
