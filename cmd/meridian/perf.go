@@ -322,9 +322,13 @@ func (p *perfCLI) produce(cmd *cobra.Command, topics []string, a *produceArgs) e
 			})
 		}
 		senders.Wait()
+		// The run may be over (ctx done): flush what is batched anyway,
+		// bounded like any client operation, so that it completes.
+		flushCtx, cancelFlush := context.WithTimeout(context.WithoutCancel(ctx), p.opTimeout)
 		for _, pr := range producers {
-			_ = pr.Flush()
+			_ = pr.FlushWithCtx(flushCtx)
 		}
+		cancelFlush()
 		inflight.Wait()
 		if failErr != nil {
 			return fmt.Errorf("send failed: %w", failErr)
