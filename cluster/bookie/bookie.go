@@ -94,8 +94,7 @@ func Start(ctx context.Context, cfg Config) (*Bookie, error) {
 	b.journal = &journal{
 		fs: fs, dir: journalDir, log: log, m: m, clock: clock, store: st,
 		maxBatchBytes: cfg.JournalMaxBatchBytes, maxWait: cfg.JournalMaxWait, fileSize: cfg.JournalFileSize,
-		prealloc: cfg.JournalPreallocSize,
-		queue:    make(chan *op, cfg.JournalQueue), queueBytes: semaphore.NewWeighted(cfg.JournalQueueBytes),
+		queue: make(chan *op, cfg.JournalQueue), queueBytes: semaphore.NewWeighted(cfg.JournalQueueBytes),
 		maxQueued: cfg.JournalQueueBytes, applyq: make(chan applyItem, 4), rolled: make(chan uint64, 1),
 		onFatal: b.fatal, onReadOnly: b.setReadOnly, readOnly: &b.readOnly,
 	}

@@ -320,7 +320,6 @@ func TestGroupCommit(t *testing.T) {
 	fs := &gateFS{FS: OSFS{}, release: make(chan struct{})}
 	cfg := testConfig(t, t.TempDir(), nil)
 	cfg.FS = fs
-	cfg.JournalPreallocSize = 0 // its syncs would be counted and held too
 	b := startBookie(t, cfg)
 	c := dial(t, b.Addr())
 	fs.gate.Store(true)

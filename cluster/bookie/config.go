@@ -69,13 +69,6 @@ type Config struct {
 	// ledger with an entry in it, or compacted (see CompactionThreshold),
 	// so it is also the unit of space reclamation. 1 MiB..4 GiB.
 	JournalFileSize int64
-	// JournalPreallocSize is how far ahead of its write position the
-	// journal keeps its file zero-filled, so that its fdatasyncs flush
-	// data only, not a growing file's metadata (BookKeeper's
-	// journalPreAllocSizeMB; see prealloc.go). It costs one extra write of
-	// every journal byte, off the commit path. 0 turns it off; else
-	// 256KiB..1GiB.
-	JournalPreallocSize int64
 
 	// MaxEntrySize is the largest payload accepted; larger adds get TooLarge.
 	// 1..bkproto.MaxPayloadSize.
@@ -128,7 +121,6 @@ func DefaultConfig() Config {
 		JournalMaxBatchBytes:  4 << 20,
 		JournalMaxWait:        2 * time.Millisecond,
 		JournalFileSize:       256 << 20,
-		JournalPreallocSize:   16 << 20,
 		MaxEntrySize:          bkproto.MaxPayloadSize,
 		MaxConnInFlight:       1024,
 		IndexCacheSize:        64 << 20,
@@ -168,8 +160,6 @@ func (c Config) Validate() error {
 		return bad("JournalMaxWait %s out of range 0..1s", c.JournalMaxWait)
 	case c.JournalFileSize < 1<<20 || c.JournalFileSize > 4<<30:
 		return bad("JournalFileSize %d out of range 1MiB..4GiB", c.JournalFileSize)
-	case c.JournalPreallocSize != 0 && (c.JournalPreallocSize < 256<<10 || c.JournalPreallocSize > 1<<30):
-		return bad("JournalPreallocSize %d: want 0 (off) or 256KiB..1GiB", c.JournalPreallocSize)
 	case c.MaxEntrySize < 1 || c.MaxEntrySize > bkproto.MaxPayloadSize:
 		return bad("MaxEntrySize %d out of range 1..%d", c.MaxEntrySize, bkproto.MaxPayloadSize)
 	case c.MaxConnInFlight < 1 || c.MaxConnInFlight > 1<<16:

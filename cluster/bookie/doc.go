@@ -9,14 +9,12 @@
 // it writes everything queued in one write, fdatasyncs, applies the batch to
 // the index and only then acknowledges it. Acks therefore never precede
 // durability, and under load each sync carries all that arrived during the
-// previous one. The journal writes over zeros it filled in ahead of time
-// (JournalPreallocSize), so that each fdatasync flushes data only, not a
-// growing file's size and block allocation (prealloc.go).
+// previous one.
 //
 // # Storage layout, and why
 //
-// Each payload byte is written to disk once, over zeros written ahead of it:
-// the journal files are the entry log. Pebble holds only small keys: the index (ledger, entry) ->
+// Each payload byte is written to disk once: the journal files are the
+// entry log. Pebble holds only small keys: the index (ledger, entry) ->
 // (journal file, offset, size), each ledger's state (fence flag, LAC,
 // master key) and each checkpointed journal file's accounting (its size and,
 // per ledger, the bytes of its indexed entries). A read looks the entry up
@@ -81,11 +79,9 @@
 // # Goroutines and locks
 //
 // Owners: a connection's reader dispatches and its writer alone writes the
-// socket; the journal's sync stage alone writes records to the journal
-// file, and a zero-fill step writes only where the sync stage will not
-// until the step is done (prealloc.go); its apply stage alone writes ledger
-// state and the index entries of new records; the checkpointer alone writes
-// CHECKPOINT. Journal files are
+// socket; the journal's sync stage alone appends to the journal file; its
+// apply stage alone writes ledger state and the index entries of new
+// records; the checkpointer alone writes CHECKPOINT. Journal files are
 // deleted, and their persisted accounting written, only under store.maint,
 // by the checkpointer, GC or the compactor. Bookie.Close stops and waits for
 // all of them.

@@ -33,9 +33,6 @@ type File interface {
 	// with each other and with appends through another handle.
 	io.ReaderAt
 	io.Writer
-	// WriterAt is pwrite: the journal writes its batches, and zeros ahead
-	// of them, at explicit offsets.
-	io.WriterAt
 	io.Closer
 	// Sync makes the file's data durable (fdatasync: data and the size, not
 	// the timestamps).
@@ -162,14 +159,6 @@ func (f *faultFile) Write(p []byte) (int, error) {
 		return n, &os.PathError{Op: "write", Path: "journal", Err: err}
 	}
 	return f.File.Write(p)
-}
-
-func (f *faultFile) WriteAt(p []byte, off int64) (int, error) {
-	if err := f.fs.check(&f.fs.write); err != nil {
-		n, _ := f.File.WriteAt(p[:len(p)/2], off) // part of it, as Write does
-		return n, &os.PathError{Op: "write", Path: "journal", Err: err}
-	}
-	return f.File.WriteAt(p, off)
 }
 
 func (f *faultFile) Sync() error {

@@ -35,10 +35,9 @@ type op struct {
 // One goroutine (run) owns the current journal file. It takes whatever is
 // queued (at least one op, at most JournalMaxBatchBytes, and it stops
 // collecting after JournalMaxWait if ops keep arriving), writes the batch with
-// one pwrite(2) after the file's last record (over zeros, prealloc.go),
-// fdatasyncs, and hands the synced batch to a second goroutine (applyLoop),
-// which applies it to the store and only then calls the ops' done
-// callbacks: an add is acknowledged only after its record is durable.
+// one write(2), fdatasyncs, and hands the synced batch to a second goroutine
+// (applyLoop), which applies it to the store and only then calls the ops'
+// done callbacks: an add is acknowledged only after its record is durable.
 // The two stages overlap, so the memtable insert of one batch (hundreds of
 // microseconds for a few MiB) is off the critical path of the next sync;
 // applyq is FIFO, so records still take effect in journal order. It never waits for more work once the queue is empty, so a lone
@@ -68,7 +67,6 @@ type journal struct {
 	maxBatchBytes int
 	maxWait       time.Duration
 	fileSize      int64
-	prealloc      int64 // see prealloc.go; 0: off
 
 	queue chan *op
 	// queueBytes holds the record bytes of the ops between enqueue and
@@ -91,11 +89,6 @@ type journal struct {
 	fileNum uint64
 	size    int64
 	buf     []byte
-	// The current file's preallocation (prealloc.go): zero-filled and
-	// synced up to filled, the step being filled, and whether it stopped.
-	filled  int64
-	filling *fillStep
-	fillOff bool
 }
 
 // applyItem is one synced batch for applyLoop, or (ops == nil) the news that
@@ -213,8 +206,7 @@ func openJournal(j *journal) error {
 }
 
 func (j *journal) openFile(n uint64) error {
-	// Not O_APPEND: commits pwrite at j.size, over preallocated zeros.
-	f, err := j.fs.OpenFile(filepath.Join(j.dir, journalFileName(n)), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	f, err := j.fs.OpenFile(filepath.Join(j.dir, journalFileName(n)), os.O_CREATE|os.O_EXCL|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return fmt.Errorf("bookie: create journal file: %w", err)
 	}
@@ -226,8 +218,6 @@ func (j *journal) openFile(n uint64) error {
 		j.file.Close()
 	}
 	j.file, j.fileNum, j.size = f, n, 0
-	j.filled, j.filling, j.fillOff = 0, nil, false
-	j.startFill()
 	return nil
 }
 
@@ -274,9 +264,6 @@ func (j *journal) replayFile(n uint64, last bool, adds *[]record) (int, error) {
 			torn = "cut in a record header"
 		}
 		var body []byte
-		if torn == "" && zeroHeader(hdr[:]) {
-			torn = "zero-filled record header"
-		}
 		if torn == "" {
 			size := binary.BigEndian.Uint32(hdr[:])
 			if size > maxRecordBody {
@@ -291,33 +278,14 @@ func (j *journal) replayFile(n uint64, last bool, adds *[]record) (int, error) {
 			}
 		}
 		if torn != "" {
-			end, err := dataEnd(f, fileSize)
-			if err != nil {
-				return 0, fmt.Errorf("bookie: read journal %s: %w", path, err)
-			}
-			if end <= off {
-				// Nothing but zeros from here: preallocated space, in
-				// any file (a crash can come before a rolled file is cut
-				// back to its records).
-				if err := applyBatch(); err != nil {
-					return 0, err
-				}
-				if fileSize > off {
-					if err := truncateFile(j.fs, path, off); err != nil {
-						return 0, err
-					}
-				}
-				return count, nil
-			}
 			if !last {
 				return 0, fmt.Errorf("%w: %s at offset %d of %s, which is not the last file", ErrJournalCorrupt, torn, off, path)
 			}
 			// A crash can cut only the last write, which is one batch. More
-			// than a batch of data after the damage means synced,
-			// acknowledged records follow it: that is corruption, not a
-			// torn tail, and truncating would drop acknowledged entries.
-			// Zeros after the data are preallocated space and do not count.
-			if after := end - off; after > j.maxTornTail() {
+			// than a batch after the damage means synced, acknowledged
+			// records follow it: that is corruption, not a torn tail, and
+			// truncating would drop acknowledged entries.
+			if after := fileSize - off; after > j.maxTornTail() {
 				return 0, fmt.Errorf("%w: %s at offset %d of %s with %d bytes after it, more than one write can leave unsynced",
 					ErrJournalCorrupt, torn, off, path, after)
 			}
@@ -451,7 +419,6 @@ func (j *journal) enqueue(ctx context.Context, o *op) error {
 func (j *journal) run(ctx context.Context) {
 	defer func() {
 		j.drain(fmt.Errorf("%w: the bookie is stopping", bkproto.ErrInternal))
-		_ = j.finishFill(true) // the filler writes to j.file
 		if j.file != nil {
 			j.file.Close()
 		}
@@ -516,14 +483,8 @@ func (j *journal) commit(batch []*op) bool {
 		j.buf = appendRecord(j.buf, &o.rec)
 		o.rec.loc = entryLoc{file: j.fileNum, off: j.size + int64(start), size: uint32(len(j.buf) - start)}
 	}
-	if s := j.filling; s != nil && j.size+int64(len(j.buf)) > s.from {
-		// Never write where zeros are still being written.
-		if err := j.finishFill(true); err != nil {
-			return j.fatal(batch, err)
-		}
-	}
 	start := j.clock.Now()
-	if _, err := j.file.WriteAt(j.buf, j.size); err != nil {
+	if _, err := j.file.Write(j.buf); err != nil {
 		if errors.Is(err, syscall.ENOSPC) {
 			return j.diskFull(batch, err)
 		}
@@ -543,10 +504,6 @@ func (j *journal) commit(batch []*op) bool {
 	j.applyq <- applyItem{ops: batch}
 	if j.size >= j.fileSize {
 		return j.roll()
-	}
-	if err := j.prepare(); err != nil {
-		j.onFatal(err)
-		return false
 	}
 	return true
 }
@@ -600,10 +557,6 @@ func (j *journal) applyLoop() {
 // durable, so that replay never meets a torn record followed by good ones),
 // the batch is refused, and the bookie turns read-only.
 func (j *journal) diskFull(batch []*op, werr error) bool {
-	if err := j.finishFill(true); err != nil {
-		return j.fatal(batch, err)
-	}
-	j.filled = j.size // the truncate below drops what was prepared
 	if err := j.file.Truncate(j.size); err != nil {
 		return j.fatal(batch, fmt.Errorf("%w: truncate after %w: %w", ErrJournalSync, werr, err))
 	}
@@ -628,16 +581,6 @@ func (j *journal) fatal(batch []*op, err error) bool {
 // old ones. ENOSPC keeps the current file and turns the bookie read-only.
 func (j *journal) roll() bool {
 	next := j.fileNum + 1
-	if err := j.finishFill(true); err != nil {
-		j.onFatal(err)
-		return false
-	}
-	// Cut the old file back to its records. Its records are synced; if
-	// the cut is lost in a crash, replay skips the zeros.
-	if err := j.file.Truncate(j.size); err != nil {
-		j.log.Warn("cannot cut the preallocated tail of a journal file", "file", journalFileName(j.fileNum), "err", err)
-	}
-	j.filled = j.size
 	if err := j.openFile(next); err != nil {
 		if errors.Is(err, syscall.ENOSPC) {
 			if !j.readOnly.Load() {

@@ -44,7 +44,6 @@ func testConfig(t testing.TB, dir string, store meta.Store) Config {
 	cfg.GCInterval = 0         // tests call CollectGarbage themselves
 	cfg.CompactionInterval = 0 // and compact themselves
 	cfg.JournalFileSize = 1 << 20
-	cfg.JournalPreallocSize = 256 << 10 // fills 64 KiB steps, so that tests exercise it
 	cfg.IndexCacheSize = 8 << 20
 	cfg.Logger = testLogger(t)
 	return cfg

@@ -263,9 +263,7 @@ func TestProcessKillAndRestart(t *testing.T) {
 func TestProcessDiskFullAndCorruption(t *testing.T) {
 	ctx := testCtx(t)
 	e, store := startEtcd(t)
-	// The journal's zero-fill writes count too: 16 of them prepare the
-	// first 16 MiB, so at least 24 adds go through before the disk fills.
-	p := startProc(t, e, t.TempDir(), "journal-write=enospc@40;entry-corrupt=3:1")
+	p := startProc(t, e, t.TempDir(), "journal-write=enospc@10;entry-corrupt=3:1")
 	c := dial(t, p.addr)
 	var acked int64
 	var err error

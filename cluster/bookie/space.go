@@ -237,21 +237,6 @@ func (j *journal) forEachRecord(n uint64, fn func(r record) error) error {
 		} else if err != nil {
 			return fmt.Errorf("%w: %s: cut in a record header at offset %d", ErrJournalCorrupt, path, off)
 		}
-		if zeroHeader(hdr[:]) {
-			// The end of the records if only preallocated zeros follow.
-			size, err := f.Seek(0, io.SeekEnd)
-			if err != nil {
-				return fmt.Errorf("bookie: size of journal %s: %w", path, err)
-			}
-			end, err := dataEnd(f, size)
-			if err != nil {
-				return fmt.Errorf("bookie: read journal %s: %w", path, err)
-			}
-			if end <= off {
-				return nil
-			}
-			return fmt.Errorf("%w: %s: zero-filled record header at offset %d before data at %d", ErrJournalCorrupt, path, off, end)
-		}
 		size := binary.BigEndian.Uint32(hdr[:])
 		if size > maxRecordBody {
 			return fmt.Errorf("%w: %s: record length %d at offset %d", ErrJournalCorrupt, path, size, off)
