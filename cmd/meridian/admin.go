@@ -101,17 +101,13 @@ func (a *adminCLI) client() (pulsaradmin.Client, error) {
 		Token:                      a.token,
 		TokenFile:                  a.tokenFile,
 	}
-	if (a.certFile == "") != (a.keyFile == "") {
-		return nil, errors.New("--tls-cert-file and --tls-key-file go together: give both or neither")
-	}
-	methods := 0
-	for _, set := range []bool{a.token != "", a.tokenFile != "", a.authPlugin != "" || a.authParams != "", a.certFile != ""} {
-		if set {
-			methods++
-		}
-	}
-	if methods > 1 {
-		return nil, errors.New("give one way to authenticate: --token, --token-file, --auth-plugin with --auth-params, or --tls-cert-file with --tls-key-file")
+	if err := checkCredentials(a.certFile, a.keyFile, []authMethod{
+		{"--token", a.token != ""},
+		{"--token-file", a.tokenFile != ""},
+		{"--auth-plugin with --auth-params", a.authPlugin != "" || a.authParams != ""},
+		{"--tls-cert-file with --tls-key-file", a.certFile != ""},
+	}); err != nil {
+		return nil, err
 	}
 	switch a.authPlugin {
 	case "":

@@ -112,17 +112,13 @@ func (p *perfCLI) validate(args []string) error {
 		return fmt.Errorf("--operation-timeout %v: want a positive duration", p.opTimeout)
 	case p.maxConns < 1:
 		return fmt.Errorf("--max-connections %d: want 1 or more", p.maxConns)
-	case (p.certFile == "") != (p.keyFile == ""):
-		return errors.New("--tls-cert-file and --tls-key-file go together: give both or neither")
 	}
-	methods := 0
-	for _, set := range []bool{p.token != "", p.tokenFile != "", p.certFile != ""} {
-		if set {
-			methods++
-		}
-	}
-	if methods > 1 {
-		return errors.New("give one way to authenticate: --token, --token-file, or --tls-cert-file with --tls-key-file")
+	if err := checkCredentials(p.certFile, p.keyFile, []authMethod{
+		{"--token", p.token != ""},
+		{"--token-file", p.tokenFile != ""},
+		{"--tls-cert-file with --tls-key-file", p.certFile != ""},
+	}); err != nil {
+		return err
 	}
 	if !strings.HasPrefix(p.serviceURL, "pulsar://") && !strings.HasPrefix(p.serviceURL, "pulsar+ssl://") {
 		return fmt.Errorf("--service-url %q: want pulsar://host:port or pulsar+ssl://host:port", p.serviceURL)
