@@ -2,11 +2,8 @@ package broker_test
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
-	"math/bits"
 	"runtime"
 	"strings"
 	"testing"
@@ -250,45 +247,4 @@ func (c *rawClient) sendMessage(producerID uint64, producerName string, seq uint
 	if err := c.w.Flush(); err != nil {
 		c.t.Fatal(err)
 	}
-}
-
-// keySharedHash is Pulsar's Key_Shared hash of key: Murmur3_32(key) &
-// MaxInt32, modulo 65536 (written out here so that tests need no unsafe
-// code under -race).
-func keySharedHash(key []byte) uint32 {
-	const c1, c2 = 0xcc9e2d51, 0x1b873593
-	var h uint32
-	n := len(key) / 4
-	for i := range n {
-		k := binary.LittleEndian.Uint32(key[4*i:])
-		k *= c1
-		k = bits.RotateLeft32(k, 15)
-		k *= c2
-		h ^= k
-		h = bits.RotateLeft32(h, 13)
-		h = h*5 + 0xe6546b64
-	}
-	var k uint32
-	tail := key[4*n:]
-	switch len(tail) {
-	case 3:
-		k ^= uint32(tail[2]) << 16
-		fallthrough
-	case 2:
-		k ^= uint32(tail[1]) << 8
-		fallthrough
-	case 1:
-		k ^= uint32(tail[0])
-		k *= c1
-		k = bits.RotateLeft32(k, 15)
-		k *= c2
-		h ^= k
-	}
-	h ^= uint32(len(key))
-	h ^= h >> 16
-	h *= 0x85ebca6b
-	h ^= h >> 13
-	h *= 0xc2b2ae35
-	h ^= h >> 16
-	return (h & math.MaxInt32) % 65536
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/meridian-mq/meridian/cluster/broker"
 	"github.com/meridian-mq/meridian/cluster/wire/pb"
 )
 
@@ -249,7 +250,7 @@ func testKeySharedJoinOwnsNext(t *testing.T, c pulsar.Client) {
 	var low, high string // keys of the lower and upper half of the hash space
 	for i := 0; low == "" || high == ""; i++ {
 		k := fmt.Sprint("k", i)
-		if h := keySharedHash([]byte(k)); h < 32768 {
+		if h := broker.KeyHash([]byte(k)); h < broker.HashSpace/2 {
 			low = cmp.Or(low, k)
 		} else {
 			high = cmp.Or(high, k)
