@@ -30,15 +30,10 @@ import (
 // the CLI sends exactly what a Go program using that package sends, which
 // is what the admin API is tested against.
 type adminCLI struct {
+	credentials
 	url        string
 	authPlugin string
 	authParams string
-	token      string
-	tokenFile  string
-	trustCert  string
-	insecure   bool
-	certFile   string
-	keyFile    string
 	output     string
 }
 
@@ -72,12 +67,7 @@ JSON. Authenticate with --token / --token-file, with --auth-plugin and
 	pf.StringVar(&a.url, "admin-url", "http://localhost:8080", "the admin REST API's URL (a broker's web service URL; https:// for TLS)")
 	pf.StringVar(&a.authPlugin, "auth-plugin", "", "authentication plugin: token or tls (or their org.apache.pulsar.client.impl.auth class names)")
 	pf.StringVar(&a.authParams, "auth-params", "", `the plugin's parameters: for token "token:<jwt>", "file:<path>" or {"token":...}; for tls "tlsCertFile:<path>,tlsKeyFile:<path>"`)
-	pf.StringVar(&a.token, "token", "", "authenticate with this JWT token")
-	pf.StringVar(&a.tokenFile, "token-file", "", "authenticate with the JWT token in this file")
-	pf.StringVar(&a.trustCert, "tls-trust-cert-path", "", "PEM file of the CA certificates that sign the broker's certificate")
-	pf.BoolVar(&a.insecure, "tls-allow-insecure", false, "accept any broker certificate (no verification: for tests only)")
-	pf.StringVar(&a.certFile, "tls-cert-file", "", "client certificate (PEM) for TLS authentication; with --tls-key-file")
-	pf.StringVar(&a.keyFile, "tls-key-file", "", "client private key (PEM) for TLS authentication; with --tls-cert-file")
+	a.register(cmd)
 	pf.StringVarP(&a.output, "output", "o", "table", "output format: table (text, as pulsar-admin prints) or json")
 	cmd.AddCommand(a.tenantsCommand(), a.namespacesCommand(), a.topicsCommand(),
 		a.clustersCommand(), a.brokersCommand())
@@ -101,12 +91,7 @@ func (a *adminCLI) client() (pulsaradmin.Client, error) {
 		Token:                      a.token,
 		TokenFile:                  a.tokenFile,
 	}
-	if err := checkCredentials(a.certFile, a.keyFile, []authMethod{
-		{"--token", a.token != ""},
-		{"--token-file", a.tokenFile != ""},
-		{"--auth-plugin with --auth-params", a.authPlugin != "" || a.authParams != ""},
-		{"--tls-cert-file with --tls-key-file", a.certFile != ""},
-	}); err != nil {
+	if err := a.check(authMethod{"--auth-plugin with --auth-params", a.authPlugin != "" || a.authParams != ""}); err != nil {
 		return nil, err
 	}
 	switch a.authPlugin {

@@ -35,13 +35,8 @@ import (
 // into an HdrHistogram (1 µs to 10 min, 3 significant digits), whose
 // percentiles are exact to within 0.1%.
 type perfCLI struct {
+	credentials
 	serviceURL string
-	token      string
-	tokenFile  string
-	trustCert  string
-	insecure   bool
-	certFile   string
-	keyFile    string
 	maxConns   int
 	opTimeout  time.Duration
 	interval   time.Duration
@@ -78,14 +73,9 @@ as other names of --tls-trust-cert-path, --tls-cert-file and --tls-key-file.`,
 	}
 	pf := cmd.PersistentFlags()
 	pf.StringVarP(&p.serviceURL, "service-url", "u", "pulsar://localhost:6650", "the broker's service URL (pulsar+ssl:// for TLS)")
-	pf.StringVar(&p.token, "token", "", "authenticate with this JWT token")
-	pf.StringVar(&p.tokenFile, "token-file", "", "authenticate with the JWT token in this file")
-	pf.StringVar(&p.trustCert, "tls-trust-cert-path", "", "PEM file of the CA certificates that sign the broker's certificate")
+	p.register(cmd)
 	pf.StringVar(&p.trustCert, "trust-cert-file", "", "pulsar-perf-go's name for --tls-trust-cert-path")
-	pf.BoolVar(&p.insecure, "tls-allow-insecure", false, "accept any broker certificate (no verification: for tests only)")
-	pf.StringVar(&p.certFile, "tls-cert-file", "", "client certificate (PEM) for TLS authentication; with --tls-key-file")
 	pf.StringVar(&p.certFile, "cert-file", "", "pulsar-perf-go's name for --tls-cert-file")
-	pf.StringVar(&p.keyFile, "tls-key-file", "", "client private key (PEM) for TLS authentication; with --tls-cert-file")
 	pf.StringVar(&p.keyFile, "key-file", "", "pulsar-perf-go's name for --tls-key-file")
 	pf.IntVarP(&p.maxConns, "max-connections", "c", 1, "connections to open to each broker")
 	pf.DurationVar(&p.opTimeout, "operation-timeout", 30*time.Second, "how long creating a producer or consumer may take (the client's operation timeout)")
@@ -113,11 +103,7 @@ func (p *perfCLI) validate(args []string) error {
 	case p.maxConns < 1:
 		return fmt.Errorf("--max-connections %d: want 1 or more", p.maxConns)
 	}
-	if err := checkCredentials(p.certFile, p.keyFile, []authMethod{
-		{"--token", p.token != ""},
-		{"--token-file", p.tokenFile != ""},
-		{"--tls-cert-file with --tls-key-file", p.certFile != ""},
-	}); err != nil {
+	if err := p.check(); err != nil {
 		return err
 	}
 	if !strings.HasPrefix(p.serviceURL, "pulsar://") && !strings.HasPrefix(p.serviceURL, "pulsar+ssl://") {
