@@ -377,22 +377,30 @@ func backlogQuotaType(r *http.Request) global.BacklogQuotaType {
 	return global.DestinationStorage
 }
 
-// setSchemaStrategy takes the strategy as a JSON string (pulsaradmin's) or
-// as bare text.
-func (h *handler) setSchemaStrategy(w http.ResponseWriter, r *http.Request) error {
+// readSchemaStrategy reads a schema compatibility strategy from the body: a
+// JSON string (pulsaradmin's) or bare text.
+func (h *handler) readSchemaStrategy(r *http.Request) (global.SchemaCompatibilityStrategy, error) {
 	b, err := h.readBody(r)
 	if err != nil {
-		return err
+		return "", err
 	}
 	var s string
 	if json.Unmarshal(b, &s) != nil {
 		s = strings.TrimSpace(string(b))
 	}
 	if s == "" {
-		return fmt.Errorf("%w: a schema compatibility strategy is required", ErrBadRequest)
+		return "", fmt.Errorf("%w: a schema compatibility strategy is required", ErrBadRequest)
+	}
+	return global.SchemaCompatibilityStrategy(s), nil
+}
+
+func (h *handler) setSchemaStrategy(w http.ResponseWriter, r *http.Request) error {
+	s, err := h.readSchemaStrategy(r)
+	if err != nil {
+		return err
 	}
 	return h.updateNamespace(w, r, r.PathValue("tenant"), r.PathValue("namespace"), func(p *global.Policies) error {
-		p.SchemaCompatibilityStrategy = global.SchemaCompatibilityStrategy(s)
+		p.SchemaCompatibilityStrategy = s
 		return nil
 	})
 }

@@ -1,12 +1,10 @@
 package admin
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 
 	"github.com/meridian-mq/meridian/global"
 	"github.com/meridian-mq/meridian/topology"
@@ -125,18 +123,11 @@ func (h *handler) routeTopicPolicies() {
 		return tp.SchemaCompatibilityStrategy
 	}))
 	h.handleTopic("PUT", p, "/schemaCompatibilityStrategy", opTenantAdmin, h.setTopicPolicy(func(r *http.Request, tp *global.TopicPolicies) error {
-		b, err := h.readBody(r)
+		s, err := h.readSchemaStrategy(r)
 		if err != nil {
 			return err
 		}
-		var s string
-		if json.Unmarshal(b, &s) != nil {
-			s = strings.TrimSpace(string(b))
-		}
-		if s == "" {
-			return fmt.Errorf("%w: a schema compatibility strategy is required", ErrBadRequest)
-		}
-		tp.SchemaCompatibilityStrategy = global.SchemaCompatibilityStrategy(s)
+		tp.SchemaCompatibilityStrategy = s
 		return nil
 	}))
 	h.handleTopic("DELETE", p, "/schemaCompatibilityStrategy", opTenantAdmin, h.clearTopicPolicy(func(tp *global.TopicPolicies) { tp.SchemaCompatibilityStrategy = "" }))
