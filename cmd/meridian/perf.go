@@ -349,6 +349,13 @@ func (p *pacer) wait(ctx context.Context) bool {
 	if lag := now.Sub(p.next); lag > time.Second {
 		p.next = now.Add(-time.Second)
 	}
+	// A send due at or after the run's deadline is not made, even if the
+	// deadline's timer has not fired yet (it can fire late on a busy
+	// machine, while the schedule catches up): --duration at --rate sends
+	// at most duration × rate messages.
+	if dl, ok := ctx.Deadline(); ok && !p.next.Before(dl) {
+		return false
+	}
 	if d := p.next.Sub(now); d > 0 {
 		t := time.NewTimer(d)
 		select {
