@@ -42,7 +42,7 @@ type process struct {
 
 // startProcess starts `meridian args...` and returns at once; waitReady
 // waits for its ready line.
-func startProcess(t *testing.T, name, logPath string, args ...string) *process {
+func startProcess(t testing.TB, name, logPath string, args ...string) *process {
 	t.Helper()
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
@@ -92,7 +92,7 @@ func startProcess(t *testing.T, name, logPath string, args ...string) *process {
 
 // waitReady returns the ready line, or fails the test if the process exits
 // or ctx ends first.
-func (p *process) waitReady(ctx context.Context, t *testing.T) string {
+func (p *process) waitReady(ctx context.Context, t testing.TB) string {
 	t.Helper()
 	select {
 	case line := <-p.ready:
@@ -106,7 +106,7 @@ func (p *process) waitReady(ctx context.Context, t *testing.T) string {
 }
 
 // kill sends SIGKILL to the process by PID and waits for it to exit.
-func (p *process) kill(t *testing.T) {
+func (p *process) kill(t testing.TB) {
 	t.Helper()
 	select {
 	case <-p.exited:
@@ -121,7 +121,7 @@ func (p *process) kill(t *testing.T) {
 
 // stop sends SIGTERM and waits up to timeout for the process to exit; it
 // returns the exit error (nil for status 0).
-func (p *process) stop(t *testing.T, timeout time.Duration) error {
+func (p *process) stop(t testing.TB, timeout time.Duration) error {
 	t.Helper()
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		return err

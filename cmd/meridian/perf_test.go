@@ -62,7 +62,7 @@ func (w *lineWriter) String() string {
 	return w.all.String()
 }
 
-func readSummary(t *testing.T, path string) perfSummary {
+func readSummary(t testing.TB, path string) perfSummary {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -97,7 +97,7 @@ func checkSummary(t *testing.T, name string, s perfSummary) {
 }
 
 // startRegion starts a standalone region in-process on port 0.
-func startRegion(ctx context.Context, t *testing.T) *standalone.Standalone {
+func startRegion(ctx context.Context, t testing.TB) *standalone.Standalone {
 	t.Helper()
 	cfg := standalone.DefaultConfig(t.TempDir())
 	cfg.BrokerAddr, cfg.WebAddr, cfg.AdvertisedHost = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1"

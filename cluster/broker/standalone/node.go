@@ -95,6 +95,11 @@ type NodeConfig struct {
 	// BookieWait bounds the wait for EnsembleSize bookies to register.
 	// Default 30s.
 	BookieWait time.Duration
+	// Bookies is how the ledger client reaches the registered bookies. Nil,
+	// the default: bkproto connections. Benchmarks set in-memory bookies
+	// (ledgertest) here to measure the broker and its clients without
+	// storage; the caller owns them.
+	Bookies ledger.Bookies
 	// Registry receives the node's metrics and is served on WebAddr at
 	// /metrics. Nil: a new registry with the Go and process collectors.
 	Registry *prometheus.Registry
@@ -221,11 +226,15 @@ func StartNode(ctx context.Context, cfg NodeConfig) (_ *Node, err error) {
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 
-	bookies, err := ledger.NewBKProto(cfg.Store, cfg.Region, bkproto.DefaultConnConfig(nil))
-	if err != nil {
-		return nil, err
+	bookies := cfg.Bookies
+	if bookies == nil {
+		bk, err := ledger.NewBKProto(cfg.Store, cfg.Region, bkproto.DefaultConnConfig(nil))
+		if err != nil {
+			return nil, err
+		}
+		n.closers = append(n.closers, func() { bk.Close() })
+		bookies = bk
 	}
-	n.closers = append(n.closers, func() { bookies.Close() })
 	lcfg := cfg.Ledger
 	lcfg.Region = cfg.Region
 	lc, err := ledger.New(lcfg, cfg.Store, bookies, log, rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())))
