@@ -6,3 +6,10 @@ var KeyHash = keyHash
 
 // HashSpace is the size of the Key_Shared hash range.
 const HashSpace = hashSpace
+
+// EntriesRead is how many entry reads the topic's managed ledger has served,
+// from its cache or from the bookies.
+func EntriesRead(t *Topic) int64 {
+	s := t.ml.Stats()
+	return s.CacheHits + s.CacheMisses
+}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -77,6 +78,10 @@ type subscription struct {
 		// whole batch is delivered again.
 		partial map[mledger.Position][]int64
 		delayed delayedQueue
+		// msgsPerEntry is the moving average of the messages in the
+		// entries dispatched (0 before the first), by which a round turns
+		// permits into entries to read.
+		msgsPerEntry float64
 	}
 }
 
@@ -458,7 +463,7 @@ func (s *subscription) round() (progressed bool, due time.Time) {
 	for _, d := range s.mu.delayed.popDue(now.UnixMilli()) {
 		s.addReplayLocked(d.pos, d.hash)
 	}
-	budget := min(s.permitsLocked(), int64(s.cfg.MaxReadEntries))
+	budget := s.readBudgetLocked()
 	var replay []mledger.Position
 	hashes := map[mledger.Position]uint32{}
 	if budget > 0 {
@@ -599,6 +604,18 @@ func (s *subscription) assign(entries []mledger.Entry, replayed int, now time.Ti
 		s.mu.pending[e.pos] = pe
 		out = append(out, delivery{c: c, e: e, redelivered: s.mu.redeliveries[e.pos], ackSet: slices.Clone(s.mu.partial[e.pos])})
 	}
+	if len(out) > 0 {
+		msgs := 0
+		for _, d := range out {
+			msgs += d.e.size
+		}
+		perEntry := float64(msgs) / float64(len(out))
+		if s.mu.msgsPerEntry == 0 {
+			s.mu.msgsPerEntry = perEntry
+		} else {
+			s.mu.msgsPerEntry = 0.9*s.mu.msgsPerEntry + 0.1*perEntry
+		}
+	}
 	return out
 }
 
@@ -635,6 +652,22 @@ func (s *subscription) pickLocked() *consumer {
 		}
 	}
 	return nil
+}
+
+// readBudgetLocked is how many entries a round reads: the consumers'
+// permits, which count messages, over the average messages per entry
+// dispatched so far (rounded up, so that the last entry a consumer can
+// start is read in the same round), and at most MaxReadEntries. Pulsar's
+// dispatchers estimate the same way. Reading an entry per permit would read
+// up to a batch's size times too many, and every entry the consumers cannot
+// take goes back to the replay set, to be read again.
+func (s *subscription) readBudgetLocked() int64 {
+	permits := s.permitsLocked()
+	if permits <= 0 {
+		return 0
+	}
+	entries := int64(math.Ceil(float64(permits) / max(s.mu.msgsPerEntry, 1)))
+	return min(entries, int64(s.cfg.MaxReadEntries))
 }
 
 // permitsLocked is how many messages the consumers can take now.

@@ -38,6 +38,7 @@ func TestSubscriptions(t *testing.T) {
 			t.Run(fmt.Sprintf("receiver queue %d %s batches", q, name), func(t *testing.T) { testSmallQueue(t, c, q, kind) })
 		}
 	}
+	t.Run("reads by batch size", func(t *testing.T) { testReadsByBatchSize(t, r, c) })
 	t.Run("individual and cumulative acks", func(t *testing.T) { testAcks(t, c) })
 	t.Run("batch index ack reconnect", func(t *testing.T) { testBatchIndexAck(t, c, false) })
 	t.Run("batch index ack nack", func(t *testing.T) { testBatchIndexAck(t, c, true) })
@@ -420,6 +421,40 @@ func testAcks(t *testing.T, c pulsar.Client) {
 	expectNothing(t, cons, 300*time.Millisecond)
 	if err := cons.AckIDList([]pulsar.MessageID{msgs[6].ID(), msgs[7].ID(), msgs[9].ID()}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// testReadsByBatchSize: a consumer whose receiver queue holds two batches of
+// ten drains 50 batches with about 50 entry reads. A round turns permits,
+// which count messages, into entries by the average batch size; reading an
+// entry per permit read up to ten times as many, since the entries the
+// consumer could not take were read again later.
+func testReadsByBatchSize(t *testing.T, r *region, c pulsar.Client) {
+	const batches, perBatch = 50, 10
+	topic := topicFor(t)
+	p := createProducer(t, c, pulsar.ProducerOptions{Topic: topic, BatchingMaxMessages: perBatch, BatchingMaxPublishDelay: time.Hour})
+	for i := range batches * perBatch {
+		p.SendAsync(context.Background(), &pulsar.ProducerMessage{Payload: fmt.Append(nil, "m", i)}, nil)
+	}
+	if err := p.FlushWithCtx(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	tp, err := r.Service().Topic(context.Background(), mustTopic(t, topic), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := broker.EntriesRead(tp)
+	cons := subscribe(t, c, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s",
+		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest, ReceiverQueueSize: 2 * perBatch})
+	for i := range batches * perBatch {
+		m := receive(t, cons)
+		if want := fmt.Sprint("m", i); string(m.Payload()) != want {
+			t.Fatalf("got %q, want %q", m.Payload(), want)
+		}
+		cons.Ack(m)
+	}
+	if reads := broker.EntriesRead(tp) - before; reads > 2*batches {
+		t.Errorf("draining %d batches read %d entries, want at most %d", batches, reads, 2*batches)
 	}
 }
 
