@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -93,7 +92,7 @@ func startMemoryRegion(ctx context.Context, t testing.TB) string {
 	const region, bookieID = "standalone", "memory-0"
 	bookies := ledgertest.NewCluster(bookieID)
 	if err := ledgertest.Register(ctx, store, region, bookieID, "", false); err != nil {
-		t.Fatal(fmt.Errorf("register the in-memory bookie: %w", err))
+		t.Fatalf("register the in-memory bookie: %v", err)
 	}
 	cfg := standalone.DefaultNodeConfig(region, "127.0.0.1")
 	cfg.Store, cfg.Global, cfg.Bootstrap = store, store, true
