@@ -417,13 +417,15 @@ type Policies struct {
 	// serves its own clients. It must be one of ReplicationClusters.
 	ActiveRegion string `json:"active_region,omitempty"`
 	// Extra holds the Pulsar policies Meridian stores and returns but does
-	// not enforce (max producers per topic, offload thresholds, …).
+	// not enforce (offload thresholds, rates, …), and the producer and
+	// consumer limits, which it does.
 	Extra Extra `json:"extra,omitempty"`
 }
 
 // Extra is a set of Pulsar policies that Meridian stores, versions and
-// returns through the admin API but whose effect the broker does not
-// implement: each key is the policy's Pulsar name and each value its JSON,
+// returns through the admin API, and whose effect the broker mostly does
+// not implement (the producer and consumer limits it does; see Resolve):
+// each key is the policy's Pulsar name and each value its JSON,
 // in the shape pulsaradmin's utils types give it. Keeping them here, in
 // the same record and under the same conditional update as the enforced
 // policies, means a tool that sets them reads back what it wrote and a
@@ -443,6 +445,27 @@ func (e Extra) validate() error {
 		}
 	}
 	return nil
+}
+
+// The Extra keys of the limits the broker enforces, by Pulsar's names: a
+// namespace's, and the topic policy that overrides it. 0 is no limit.
+const (
+	ExtraMaxProducersPerTopic             = "max_producers_per_topic"
+	ExtraMaxConsumersPerTopic             = "max_consumers_per_topic"
+	ExtraMaxConsumersPerSubscription      = "max_consumers_per_subscription"
+	ExtraTopicMaxProducers                = "maxProducerPerTopic"
+	ExtraTopicMaxConsumers                = "maxConsumerPerTopic"
+	ExtraTopicMaxConsumersPerSubscription = "maxConsumersPerSubscription"
+)
+
+// limit reads key as a count limit: ok is false when it is unset or not a
+// JSON integer of at least zero (the admin API stores no other).
+func (e Extra) limit(key string) (n int, ok bool) {
+	v, set := e[key]
+	if !set || json.Unmarshal(v, &n) != nil || n < 0 {
+		return 0, false
+	}
+	return n, true
 }
 
 // Clone returns a deep copy.

@@ -111,6 +111,12 @@ type Effective struct {
 	Partitions int
 	// Bundles are the namespace's bundles.
 	Bundles []topology.Bundle
+	// MaxProducersPerTopic, MaxConsumersPerTopic and
+	// MaxConsumersPerSubscription are Pulsar's limits: the topic's policy,
+	// else the namespace's, else 0, which is no limit.
+	MaxProducersPerTopic        int
+	MaxConsumersPerTopic        int
+	MaxConsumersPerSubscription int
 }
 
 // Resolve computes a topic's effective policies, field by field: the topic
@@ -169,12 +175,26 @@ func Resolve(d BrokerDefaults, tenant TenantInfo, ns Policies, topic *TopicPolic
 	if slices.Contains(e.ReplicationClusters, ns.ActiveRegion) {
 		e.ActiveRegion = ns.ActiveRegion
 	}
+	e.MaxProducersPerTopic = limitOf(tp.Extra, ExtraTopicMaxProducers, ns.Extra, ExtraMaxProducersPerTopic)
+	e.MaxConsumersPerTopic = limitOf(tp.Extra, ExtraTopicMaxConsumers, ns.Extra, ExtraMaxConsumersPerTopic)
+	e.MaxConsumersPerSubscription = limitOf(tp.Extra, ExtraTopicMaxConsumersPerSubscription, ns.Extra, ExtraMaxConsumersPerSubscription)
 	if ns.Bundles != nil {
 		// Validated on every write; a record that does not parse yields
 		// no bundles rather than invented ones.
 		e.Bundles, _ = ns.Bundles.Bundles()
 	}
 	return e
+}
+
+// limitOf resolves a count limit kept in Extra: the topic's, else the
+// namespace's, else 0 (none). A topic's 0 lifts the namespace's limit, as
+// in Pulsar.
+func limitOf(topic Extra, topicKey string, ns Extra, nsKey string) int {
+	if n, ok := topic.limit(topicKey); ok {
+		return n
+	}
+	n, _ := ns.limit(nsKey)
+	return n
 }
 
 // first returns the first non-nil pointer.

@@ -45,6 +45,18 @@ func TestResolve(t *testing.T) {
 		want   Effective
 	}{
 		{"broker defaults", tenant, nsBase(nil), nil, base},
+		{"namespace limits", tenant, nsBase(func(p *Policies) {
+			p.Extra = Extra{ExtraMaxProducersPerTopic: []byte("2"), ExtraMaxConsumersPerTopic: []byte("3"), ExtraMaxConsumersPerSubscription: []byte("1")}
+		}), nil, with(func(e *Effective) {
+			e.MaxProducersPerTopic, e.MaxConsumersPerTopic, e.MaxConsumersPerSubscription = 2, 3, 1
+		})},
+		{"topic limits over namespace, 0 lifts one", tenant, nsBase(func(p *Policies) {
+			p.Extra = Extra{ExtraMaxProducersPerTopic: []byte("2"), ExtraMaxConsumersPerTopic: []byte("3"), ExtraMaxConsumersPerSubscription: []byte("1")}
+		}), &TopicPolicies{Extra: Extra{ExtraTopicMaxProducers: []byte("5"), ExtraTopicMaxConsumers: []byte("0")}},
+			with(func(e *Effective) { e.MaxProducersPerTopic, e.MaxConsumersPerSubscription = 5, 1 })},
+		{"a limit that is not a count is unset", tenant, nsBase(func(p *Policies) {
+			p.Extra = Extra{ExtraMaxProducersPerTopic: []byte(`"2"`), ExtraMaxConsumersPerTopic: []byte("-1")}
+		}), nil, base},
 		{"namespace TTL", tenant, nsBase(func(p *Policies) { p.MessageTTLInSeconds = ptr(30) }), nil,
 			with(func(e *Effective) { e.MessageTTLInSeconds = 30 })},
 		{"topic TTL over namespace", tenant, nsBase(func(p *Policies) { p.MessageTTLInSeconds = ptr(30) }), &TopicPolicies{MessageTTLInSeconds: ptr(5)},

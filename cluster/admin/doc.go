@@ -31,14 +31,14 @@
 //
 // # Stored, not enforced
 //
-// Many of Pulsar's namespace and topic policies (max producers and
-// consumers, unacked-message limits, dispatch, publish and subscribe
-// rates, offload and compaction thresholds, persistence, delayed
-// delivery, max message size, schema validation, auto subscription
-// creation, subscription expiration, properties) are accepted, validated
-// for their JSON shape, stored in the global record's Extra map and
-// answered back, but the broker does not act on them. stored.go lists
-// them in one table; a policy moves out of it when the broker enforces it.
+// Many of Pulsar's namespace and topic policies (unacked-message limits,
+// dispatch, publish and subscribe rates, offload and compaction
+// thresholds, persistence, delayed delivery, max message size, schema
+// validation, auto subscription creation, subscription expiration,
+// properties) are accepted, validated for their JSON shape, stored in the
+// global record's Extra map and answered back, but the broker does not act
+// on them. stored.go lists them in one table. The producer and consumer
+// limits are stored the same way, and the broker enforces them.
 //
 // # Bad input changes nothing
 //

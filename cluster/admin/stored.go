@@ -13,20 +13,21 @@ import (
 
 // Stored policies: the Pulsar namespace and topic policies that Meridian
 // keeps in the Extra map of the namespace's or topic's global record and
-// answers back, but that the broker does not enforce. Setting one changes
-// what GET returns and nothing else:
+// answers back. The broker enforces the producer and consumer limits
+// (namespace maxProducersPerTopic, maxConsumersPerTopic and
+// maxConsumersPerSubscription; topic maxProducers, maxConsumers and
+// maxConsumersPerSubscription; global.Resolve reads them). Setting any other
+// changes what GET returns and nothing else:
 //
 //   - namespace: maxTopicsPerNamespace, subscriptionExpirationTime,
-//     maxProducersPerTopic, maxConsumersPerTopic, maxConsumersPerSubscription,
 //     compactionThreshold, offloadThreshold, offloadThresholdInSeconds,
 //     offloadDeletionLagMs, persistence, persistence/bookieAffinity,
 //     properties (namespace properties are metadata, so "not enforced" is
 //     their whole meaning);
-//   - topic: maxProducers, maxConsumers, maxUnackedMessagesOnConsumer,
-//     maxUnackedMessagesOnSubscription, persistence, delayedDelivery,
-//     dispatchRate, publishRate, subscribeRate, subscriptionDispatchRate,
-//     replicatorDispatchRate, offloadPolicies, maxMessageSize,
-//     maxSubscriptionsPerTopic, maxConsumersPerSubscription,
+//   - topic: maxUnackedMessagesOnConsumer, maxUnackedMessagesOnSubscription,
+//     persistence, delayedDelivery, dispatchRate, publishRate,
+//     subscribeRate, subscriptionDispatchRate, replicatorDispatchRate,
+//     offloadPolicies, maxMessageSize, maxSubscriptionsPerTopic,
 //     deduplicationSnapshotInterval, schemaValidationEnforced,
 //     autoSubscriptionCreation, and the topic's properties.
 //
@@ -63,9 +64,9 @@ var namespaceStored = []storedPolicy{
 		invalid: "maxTopicsPerNamespace must be 0 or more"},
 	{path: "subscriptionExpirationTime", key: "subscription_expiration_time_minutes", kind: kindNonNegInt,
 		invalid: "Invalid value for subscription expiration time"},
-	{path: "maxProducersPerTopic", key: "max_producers_per_topic", kind: kindNonNegInt},
-	{path: "maxConsumersPerTopic", key: "max_consumers_per_topic", kind: kindNonNegInt},
-	{path: "maxConsumersPerSubscription", key: "max_consumers_per_subscription", kind: kindNonNegInt},
+	{path: "maxProducersPerTopic", key: global.ExtraMaxProducersPerTopic, kind: kindNonNegInt},
+	{path: "maxConsumersPerTopic", key: global.ExtraMaxConsumersPerTopic, kind: kindNonNegInt},
+	{path: "maxConsumersPerSubscription", key: global.ExtraMaxConsumersPerSubscription, kind: kindNonNegInt},
 	{path: "compactionThreshold", key: "compaction_threshold", kind: kindNonNegInt},
 	{path: "offloadThreshold", key: "offload_threshold", kind: kindInt},
 	{path: "offloadThresholdInSeconds", key: "offload_threshold_in_seconds", kind: kindNonNegInt,
@@ -77,8 +78,8 @@ var namespaceStored = []storedPolicy{
 }
 
 var topicStored = []storedPolicy{
-	{path: "maxProducers", key: "maxProducerPerTopic", kind: kindNonNegInt, nsKey: "max_producers_per_topic"},
-	{path: "maxConsumers", key: "maxConsumerPerTopic", kind: kindNonNegInt, nsKey: "max_consumers_per_topic"},
+	{path: "maxProducers", key: global.ExtraTopicMaxProducers, kind: kindNonNegInt, nsKey: global.ExtraMaxProducersPerTopic},
+	{path: "maxConsumers", key: global.ExtraTopicMaxConsumers, kind: kindNonNegInt, nsKey: global.ExtraMaxConsumersPerTopic},
 	{path: "maxUnackedMessagesOnConsumer", key: "maxUnackedMessagesOnConsumer", kind: kindNonNegInt},
 	{path: "maxUnackedMessagesOnSubscription", key: "maxUnackedMessagesOnSubscription", kind: kindNonNegInt},
 	{path: "persistence", key: "persistence", kind: kindObject, nsKey: "persistence"},
@@ -91,7 +92,7 @@ var topicStored = []storedPolicy{
 	{path: "offloadPolicies", key: "offloadPolicies", kind: kindObject},
 	{path: "maxMessageSize", key: "maxMessageSize", kind: kindNonNegInt},
 	{path: "maxSubscriptionsPerTopic", key: "maxSubscriptionsPerTopic", kind: kindNonNegInt},
-	{path: "maxConsumersPerSubscription", key: "maxConsumersPerSubscription", kind: kindNonNegInt, nsKey: "max_consumers_per_subscription"},
+	{path: "maxConsumersPerSubscription", key: global.ExtraTopicMaxConsumersPerSubscription, kind: kindNonNegInt, nsKey: global.ExtraMaxConsumersPerSubscription},
 	{path: "deduplicationSnapshotInterval", key: "deduplicationSnapshotIntervalSeconds", kind: kindNonNegInt},
 	{path: "schemaValidationEnforced", key: "schemaValidationEnforced", kind: kindBool},
 	{path: "autoSubscriptionCreation", key: "autoSubscriptionCreation", kind: kindObject},

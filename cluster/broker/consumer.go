@@ -104,6 +104,10 @@ func (c *conn) handleSubscribe(req *pb.CommandSubscribe) {
 		c.sendError(reqID, err)
 		return
 	}
+	if err := topic.admitConsumer(eff.MaxConsumersPerTopic); err != nil {
+		c.sendError(reqID, err)
+		return
+	}
 	durable := !req.HasDurable() || req.GetDurable()
 	var start *pb.MessageIdData
 	if !durable {
@@ -126,7 +130,7 @@ func (c *conn) handleSubscribe(req *pb.CommandSubscribe) {
 		c.sendError(reqID, fmt.Errorf("%w: consumer %d is already present on the connection", wire.ErrServiceNotReady, cons.id))
 		return
 	}
-	if err := sub.addConsumer(cons, req.GetSubType(), req.GetKeySharedMeta()); err != nil {
+	if err := sub.addConsumer(cons, req.GetSubType(), req.GetKeySharedMeta(), eff.MaxConsumersPerSubscription); err != nil {
 		c.forgetConsumer(cons)
 		c.sendError(reqID, err)
 		return

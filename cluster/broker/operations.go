@@ -178,6 +178,25 @@ func (t *Topic) Subscriptions() []string {
 	return names
 }
 
+// admitConsumer refuses a new consumer when the topic's subscriptions
+// already have maxConsumers between them (0: no limit). It runs before the
+// subscription is looked up or created, as Pulsar's check does, and like it
+// is not atomic with the attach: consumers subscribing at the same moment
+// may all pass it.
+func (t *Topic) admitConsumer(maxConsumers int) error {
+	if maxConsumers <= 0 {
+		return nil
+	}
+	n := 0
+	for _, s := range t.subscriptions() {
+		n += s.consumerCount()
+	}
+	if n >= maxConsumers {
+		return fmt.Errorf("%w: topic %s reached max consumers limit (%d)", wire.ErrConsumerBusy, t.Name(), maxConsumers)
+	}
+	return nil
+}
+
 func (t *Topic) subscriptions() []*subscription {
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -340,7 +340,7 @@ func (c *conn) handleProducer(req *pb.CommandProducer) {
 	if req.HasTopicEpoch() {
 		epoch = ptr(req.GetTopicEpoch())
 	}
-	ready, err := topic.addProducer(p, req.GetProducerAccessMode(), epoch)
+	ready, err := topic.addProducer(p, req.GetProducerAccessMode(), epoch, eff.MaxProducersPerTopic)
 	if err != nil {
 		c.forgetProducer(p)
 		c.sendError(reqID, err)

@@ -123,12 +123,16 @@ func (s *subscription) poke() {
 
 // ---- consumers ----
 
-// addConsumer attaches c, checking the subscription type's rules.
-func (s *subscription) addConsumer(c *consumer, kind pb.CommandSubscribe_SubType, ksm *pb.KeySharedMeta) error {
+// addConsumer attaches c, checking the subscription type's rules and its
+// limit of maxConsumers (0: none).
+func (s *subscription) addConsumer(c *consumer, kind pb.CommandSubscribe_SubType, ksm *pb.KeySharedMeta, maxConsumers int) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.mu.closed {
 		return fmt.Errorf("%w: subscription %s is closing", wire.ErrServiceNotReady, s.name)
+	}
+	if maxConsumers > 0 && len(s.mu.consumers) >= maxConsumers {
+		return fmt.Errorf("%w: subscription %s reached max consumers limit (%d)", wire.ErrConsumerBusy, s.name, maxConsumers)
 	}
 	if len(s.mu.consumers) > 0 && kind != s.kind {
 		return fmt.Errorf("%w: subscription %s is of type %v, not %v", wire.ErrConsumerBusy, s.name, s.kind, kind)

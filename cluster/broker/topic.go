@@ -127,17 +127,19 @@ func (t *Topic) idle() bool {
 }
 
 // addProducer registers a producer per its access mode, returning it ready
-// (ready false: WaitForExclusive, queued behind the current holder). The
-// producers an ExclusiveWithFencing producer displaces are disconnected.
-func (t *Topic) addProducer(p *producer, mode pb.ProducerAccessMode, epoch *uint64) (ready bool, err error) {
-	ready, fenced, err := t.admitProducer(p, mode, epoch)
+// (ready false: WaitForExclusive, queued behind the current holder), unless
+// the topic already has maxProducers producers (0: no limit; replication
+// producers neither count nor are refused, as in Pulsar). The producers an
+// ExclusiveWithFencing producer displaces are disconnected.
+func (t *Topic) addProducer(p *producer, mode pb.ProducerAccessMode, epoch *uint64, maxProducers int) (ready bool, err error) {
+	ready, fenced, err := t.admitProducer(p, mode, epoch, maxProducers)
 	for _, q := range fenced {
 		q.disconnect()
 	}
 	return ready, err
 }
 
-func (t *Topic) admitProducer(p *producer, mode pb.ProducerAccessMode, epoch *uint64) (ready bool, fenced []*producer, err error) {
+func (t *Topic) admitProducer(p *producer, mode pb.ProducerAccessMode, epoch *uint64, maxProducers int) (ready bool, fenced []*producer, err error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.mu.closing {
@@ -151,6 +153,17 @@ func (t *Topic) admitProducer(p *producer, mode pb.ProducerAccessMode, epoch *ui
 	}
 	if other, ok := t.mu.names[p.name]; ok && other != p {
 		return false, nil, fmt.Errorf("%w: producer with name '%s' is already connected to topic %s", wire.ErrProducerBusy, p.name, t.Name())
+	}
+	if maxProducers > 0 && !p.repl {
+		n := 0
+		for q := range t.mu.producers {
+			if !q.repl {
+				n++
+			}
+		}
+		if n >= maxProducers {
+			return false, nil, fmt.Errorf("%w: topic %s reached max producers limit (%d)", wire.ErrProducerBusy, t.Name(), maxProducers)
+		}
 	}
 	switch mode {
 	case pb.ProducerAccessMode_Shared:

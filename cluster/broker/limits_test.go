@@ -1,0 +1,83 @@
+package broker_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/meridian-mq/meridian/cluster/broker"
+	"github.com/meridian-mq/meridian/cluster/wire/pb"
+	"github.com/meridian-mq/meridian/global"
+)
+
+// TestProducerConsumerLimits: a namespace's max producers per topic, max
+// consumers per topic and max consumers per subscription refuse the one
+// producer or consumer too many with ProducerBusy or ConsumerBusy, a place
+// freed is taken again, and a topic's own limit overrides the namespace's.
+func TestProducerConsumerLimits(t *testing.T) {
+	r := startRegion(t, "")
+	c := newClient(t, r.ServiceURL())
+	ns := createNamespace(t, r, "limits", global.Policies{Extra: global.Extra{
+		global.ExtraMaxProducersPerTopic:        json.RawMessage("1"),
+		global.ExtraMaxConsumersPerTopic:        json.RawMessage("2"),
+		global.ExtraMaxConsumersPerSubscription: json.RawMessage("1"),
+	}})
+	refused := func(what string, err error, code string) {
+		t.Helper()
+		if err == nil || !strings.Contains(err.Error(), code) {
+			t.Fatalf("%s: %v, want %s", what, err, code)
+		}
+	}
+
+	topic := topicIn(t, ns)
+	first := createProducer(t, c, pulsar.ProducerOptions{Topic: topic})
+	_, err := c.CreateProducer(pulsar.ProducerOptions{Topic: topic})
+	refused("second producer", err, "ProducerBusy")
+	first.Close()
+	createProducer(t, c, pulsar.ProducerOptions{Topic: topic})
+	// A replication producer neither counts nor is refused, as in Pulsar:
+	// a region's replicator must not be locked out by local producers.
+	raw := dialRaw(t, strings.TrimPrefix(r.ServiceURL(), "pulsar://"))
+	raw.connect(int32(pb.ProtocolVersion_v20))
+	raw.send(pb.BaseCommand_builder{Type: pb.BaseCommand_PRODUCER.Enum(), Producer: pb.CommandProducer_builder{
+		Topic: proto.String(topic), ProducerId: proto.Uint64(1), RequestId: proto.Uint64(1),
+		ProducerName: proto.String(broker.ReplicationProducerPrefix + "us-east"),
+	}.Build()}.Build())
+	if reply, err := raw.next(); err != nil || reply.GetType() != pb.BaseCommand_PRODUCER_SUCCESS {
+		t.Fatalf("replication producer at the limit: %v, %v", reply, err)
+	}
+
+	shared := func(sub string) pulsar.ConsumerOptions {
+		return pulsar.ConsumerOptions{Topic: topic, SubscriptionName: sub, Type: pulsar.Shared}
+	}
+	a := subscribe(t, c, shared("a"))
+	_, err = c.Subscribe(shared("a"))
+	refused("second consumer of subscription a", err, "ConsumerBusy")
+	subscribe(t, c, shared("b"))
+	_, err = c.Subscribe(shared("c"))
+	refused("third consumer of the topic", err, "ConsumerBusy")
+	a.Close()
+	subscribe(t, c, shared("c"))
+
+	// The topic's own limit wins over the namespace's.
+	own := topicIn(t, ns, "own")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	receipt, err := r.Service().Global().CreateTopic(ctx, mustTopic(t, own),
+		global.TopicPolicies{Extra: global.Extra{global.ExtraTopicMaxProducers: json.RawMessage("2")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Service().Policies().Await(ctx, receipt); err != nil {
+		t.Fatal(err)
+	}
+	createProducer(t, c, pulsar.ProducerOptions{Topic: own})
+	createProducer(t, c, pulsar.ProducerOptions{Topic: own})
+	_, err = c.CreateProducer(pulsar.ProducerOptions{Topic: own})
+	refused("third producer under the topic's limit of 2", err, "ProducerBusy")
+}
