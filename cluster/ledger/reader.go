@@ -76,9 +76,17 @@ func (r *Reader) Closed() bool {
 	return r.md.State == StateClosed
 }
 
+// readsInFlight bounds the reads one Read has outstanding. BookKeeper's
+// client sends a whole range's reads at once; a bound keeps one call for
+// thousands of entries from flooding a bookie, and 64 already hides the
+// round trip behind the bookies' own work.
+const readsInFlight = 64
+
 // Read returns entries first..last inclusive. last must not exceed
 // LastAddConfirmed (ErrBeyondLAC). Each entry is read from one member of its
 // write quorum; on a checksum mismatch or an error the next member is asked.
+// The entries are read concurrently and returned in order; on an error, the
+// entries before the first that failed come back with it.
 func (r *Reader) Read(ctx context.Context, first, last int64) ([]Entry, error) {
 	r.mu.Lock()
 	md, lac := r.md, r.lac
@@ -89,23 +97,57 @@ func (r *Reader) Read(ctx context.Context, first, last int64) ([]Entry, error) {
 	if last > lac {
 		return nil, fmt.Errorf("%w: ledger %d entry %d, LAC %d", ErrBeyondLAC, r.id, last, lac)
 	}
-	out := make([]Entry, 0, last-first+1)
+	ids := make([]int64, 0, last-first+1)
 	for e := first; e <= last; e++ {
-		data, err := r.c.readEntry(ctx, md, e)
-		if err != nil && md.State != StateClosed && ctx.Err() == nil {
-			// The writer may have moved the entry's fragment to a new
-			// ensemble since this reader last read the metadata.
-			if fresh, merr := r.refreshMetadata(ctx); merr == nil && !slices.Equal(fresh.EnsembleFor(e), md.EnsembleFor(e)) {
-				md = fresh
-				data, err = r.c.readEntry(ctx, md, e)
+		ids = append(ids, e)
+	}
+	payloads, errs := r.c.readEntries(ctx, md, ids)
+	if md.State != StateClosed && ctx.Err() == nil && slices.ContainsFunc(errs, func(err error) bool { return err != nil }) {
+		// The writer may have moved a failed entry's fragment to a new
+		// ensemble since this reader last read the metadata: read those
+		// entries again where they are now.
+		if fresh, err := r.refreshMetadata(ctx); err == nil {
+			var moved []int // indexes into ids
+			for i, err := range errs {
+				if err != nil && !slices.Equal(fresh.EnsembleFor(ids[i]), md.EnsembleFor(ids[i])) {
+					moved = append(moved, i)
+				}
+			}
+			again := make([]int64, len(moved))
+			for j, i := range moved {
+				again[j] = ids[i]
+			}
+			p, e := r.c.readEntries(ctx, fresh, again)
+			for j, i := range moved {
+				payloads[i], errs[i] = p[j], e[j]
 			}
 		}
-		if err != nil {
-			return out, err
+	}
+	out := make([]Entry, 0, len(ids))
+	for i, id := range ids {
+		if errs[i] != nil {
+			return out, errs[i]
 		}
-		out = append(out, Entry{ID: e, Payload: data})
+		out = append(out, Entry{ID: id, Payload: payloads[i]})
 	}
 	return out, nil
+}
+
+// readEntries reads the entries ids of md concurrently, readsInFlight at a
+// time, and returns each one's payload or error, indexed like ids.
+func (c *Client) readEntries(ctx context.Context, md *Metadata, ids []int64) ([][]byte, []error) {
+	payloads, errs := make([][]byte, len(ids)), make([]error, len(ids))
+	sem := make(chan struct{}, readsInFlight)
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			payloads[i], errs[i] = c.readEntry(ctx, md, id)
+		})
+	}
+	wg.Wait()
+	return payloads, errs
 }
 
 // refreshMetadata re-reads the metadata and keeps it if it is newer.

@@ -217,6 +217,45 @@ func TestReadRetriesOtherReplicaOnChecksum(t *testing.T) {
 	})
 }
 
+// TestReadRangeConcurrently: Read has a range's reads in flight together,
+// as BookKeeper's client does. With 5 ms each way for every read, 100
+// entries (more than readsInFlight) take two round trips, not a hundred,
+// and come back in order.
+func TestReadRangeConcurrently(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, 21, "b1", "b2", "b3")
+		c := e.client("w", testConfig())
+		w := create(t, c, 3, 2, 2)
+		appendN(t, w, 0, 100)
+		if err := w.Close(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		e.bookies.SetDelay(func(_, _ string, op ledgertest.Op, _ int64, _ bool) time.Duration {
+			if op == ledgertest.OpRead {
+				return 5 * time.Millisecond
+			}
+			return 0
+		})
+		r, err := c.OpenForRead(t.Context(), w.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		got, err := r.Read(t.Context(), 0, 99)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(start); took > 20*time.Millisecond {
+			t.Errorf("reading 100 entries took %v at 10 ms a round trip: the reads were not in flight together", took)
+		}
+		for i, en := range got {
+			if en.ID != int64(i) || !bytes.Equal(en.Payload, payload(i)) {
+				t.Fatalf("entry %d: got entry %d, or its payload differs", i, en.ID)
+			}
+		}
+	})
+}
+
 func TestBackpressure(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, 4, "b1", "b2", "b3")
