@@ -448,7 +448,8 @@ func (e Extra) validate() error {
 }
 
 // The Extra keys of the limits the broker enforces, by Pulsar's names: a
-// namespace's, and the topic policy that overrides it. 0 is no limit.
+// namespace's, and the topic policy that overrides it, or a topic's alone.
+// 0 is no limit.
 const (
 	ExtraMaxProducersPerTopic             = "max_producers_per_topic"
 	ExtraMaxConsumersPerTopic             = "max_consumers_per_topic"
@@ -456,6 +457,9 @@ const (
 	ExtraTopicMaxProducers                = "maxProducerPerTopic"
 	ExtraTopicMaxConsumers                = "maxConsumerPerTopic"
 	ExtraTopicMaxConsumersPerSubscription = "maxConsumersPerSubscription"
+	// Topic policies only.
+	ExtraTopicMaxSubscriptions     = "maxSubscriptionsPerTopic"
+	ExtraTopicMaxUnackedOnConsumer = "maxUnackedMessagesOnConsumer"
 )
 
 // limit reads key as a count limit: ok is false when it is unset or not a

@@ -117,6 +117,12 @@ type Effective struct {
 	MaxProducersPerTopic        int
 	MaxConsumersPerTopic        int
 	MaxConsumersPerSubscription int
+	// MaxSubscriptionsPerTopic is the topic's limit; 0 is none.
+	MaxSubscriptionsPerTopic int
+	// MaxUnackedMessagesOnConsumer is the topic's limit on the messages a
+	// Shared or Key_Shared consumer holds unacked (0: none), or nil when the
+	// topic sets none and the broker's setting applies.
+	MaxUnackedMessagesOnConsumer *int
 }
 
 // Resolve computes a topic's effective policies, field by field: the topic
@@ -178,6 +184,10 @@ func Resolve(d BrokerDefaults, tenant TenantInfo, ns Policies, topic *TopicPolic
 	e.MaxProducersPerTopic = limitOf(tp.Extra, ExtraTopicMaxProducers, ns.Extra, ExtraMaxProducersPerTopic)
 	e.MaxConsumersPerTopic = limitOf(tp.Extra, ExtraTopicMaxConsumers, ns.Extra, ExtraMaxConsumersPerTopic)
 	e.MaxConsumersPerSubscription = limitOf(tp.Extra, ExtraTopicMaxConsumersPerSubscription, ns.Extra, ExtraMaxConsumersPerSubscription)
+	e.MaxSubscriptionsPerTopic, _ = tp.Extra.limit(ExtraTopicMaxSubscriptions)
+	if n, ok := tp.Extra.limit(ExtraTopicMaxUnackedOnConsumer); ok {
+		e.MaxUnackedMessagesOnConsumer = &n
+	}
 	if ns.Bundles != nil {
 		// Validated on every write; a record that does not parse yields
 		// no bundles rather than invented ones.

@@ -54,6 +54,9 @@ func TestResolve(t *testing.T) {
 			p.Extra = Extra{ExtraMaxProducersPerTopic: []byte("2"), ExtraMaxConsumersPerTopic: []byte("3"), ExtraMaxConsumersPerSubscription: []byte("1")}
 		}), &TopicPolicies{Extra: Extra{ExtraTopicMaxProducers: []byte("5"), ExtraTopicMaxConsumers: []byte("0")}},
 			with(func(e *Effective) { e.MaxProducersPerTopic, e.MaxConsumersPerSubscription = 5, 1 })},
+		{"topic-only limits", tenant, nsBase(nil),
+			&TopicPolicies{Extra: Extra{ExtraTopicMaxSubscriptions: []byte("4"), ExtraTopicMaxUnackedOnConsumer: []byte("0")}},
+			with(func(e *Effective) { e.MaxSubscriptionsPerTopic, e.MaxUnackedMessagesOnConsumer = 4, ptr(0) })},
 		{"a limit that is not a count is unset", tenant, nsBase(func(p *Policies) {
 			p.Extra = Extra{ExtraMaxProducersPerTopic: []byte(`"2"`), ExtraMaxConsumersPerTopic: []byte("-1")}
 		}), nil, base},

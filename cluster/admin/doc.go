@@ -31,14 +31,15 @@
 //
 // # Stored, not enforced
 //
-// Many of Pulsar's namespace and topic policies (unacked-message limits,
-// dispatch, publish and subscribe rates, offload and compaction
+// Many of Pulsar's namespace and topic policies (the subscription's
+// unacked-message limit, dispatch, publish and subscribe rates, offload and compaction
 // thresholds, persistence, delayed delivery, max message size, schema
 // validation, auto subscription creation, subscription expiration,
 // properties) are accepted, validated for their JSON shape, stored in the
 // global record's Extra map and answered back, but the broker does not act
-// on them. stored.go lists them in one table. The producer and consumer
-// limits are stored the same way, and the broker enforces them.
+// on them. stored.go lists them in one table. The producer, consumer and
+// subscription limits and a topic's unacked-message limit per consumer are
+// stored the same way, and the broker enforces them.
 //
 // # Bad input changes nothing
 //

@@ -13,23 +13,24 @@ import (
 
 // Stored policies: the Pulsar namespace and topic policies that Meridian
 // keeps in the Extra map of the namespace's or topic's global record and
-// answers back. The broker enforces the producer and consumer limits
-// (namespace maxProducersPerTopic, maxConsumersPerTopic and
-// maxConsumersPerSubscription; topic maxProducers, maxConsumers and
-// maxConsumersPerSubscription; global.Resolve reads them). Setting any other
-// changes what GET returns and nothing else:
+// answers back. The broker enforces the producer, consumer and subscription
+// limits (namespace maxProducersPerTopic, maxConsumersPerTopic and
+// maxConsumersPerSubscription; topic maxProducers, maxConsumers,
+// maxConsumersPerSubscription, maxSubscriptionsPerTopic and
+// maxUnackedMessagesOnConsumer; global.Resolve reads them). Setting any
+// other changes what GET returns and nothing else:
 //
 //   - namespace: maxTopicsPerNamespace, subscriptionExpirationTime,
 //     compactionThreshold, offloadThreshold, offloadThresholdInSeconds,
 //     offloadDeletionLagMs, persistence, persistence/bookieAffinity,
 //     properties (namespace properties are metadata, so "not enforced" is
 //     their whole meaning);
-//   - topic: maxUnackedMessagesOnConsumer, maxUnackedMessagesOnSubscription,
-//     persistence, delayedDelivery, dispatchRate, publishRate,
-//     subscribeRate, subscriptionDispatchRate, replicatorDispatchRate,
-//     offloadPolicies, maxMessageSize, maxSubscriptionsPerTopic,
-//     deduplicationSnapshotInterval, schemaValidationEnforced,
-//     autoSubscriptionCreation, and the topic's properties.
+//   - topic: maxUnackedMessagesOnSubscription, persistence,
+//     delayedDelivery, dispatchRate, publishRate, subscribeRate,
+//     subscriptionDispatchRate, replicatorDispatchRate, offloadPolicies,
+//     maxMessageSize, deduplicationSnapshotInterval,
+//     schemaValidationEnforced, autoSubscriptionCreation, and the topic's
+//     properties.
 //
 // One table describes them all, and one set of handlers serves the table:
 // a policy is its path, its key in Extra (Pulsar's JSON field name), the
@@ -80,7 +81,7 @@ var namespaceStored = []storedPolicy{
 var topicStored = []storedPolicy{
 	{path: "maxProducers", key: global.ExtraTopicMaxProducers, kind: kindNonNegInt, nsKey: global.ExtraMaxProducersPerTopic},
 	{path: "maxConsumers", key: global.ExtraTopicMaxConsumers, kind: kindNonNegInt, nsKey: global.ExtraMaxConsumersPerTopic},
-	{path: "maxUnackedMessagesOnConsumer", key: "maxUnackedMessagesOnConsumer", kind: kindNonNegInt},
+	{path: "maxUnackedMessagesOnConsumer", key: global.ExtraTopicMaxUnackedOnConsumer, kind: kindNonNegInt},
 	{path: "maxUnackedMessagesOnSubscription", key: "maxUnackedMessagesOnSubscription", kind: kindNonNegInt},
 	{path: "persistence", key: "persistence", kind: kindObject, nsKey: "persistence"},
 	{path: "delayedDelivery", key: "delayedDelivery", kind: kindObject},
@@ -91,7 +92,7 @@ var topicStored = []storedPolicy{
 	{path: "replicatorDispatchRate", key: "replicatorDispatchRate", kind: kindObject},
 	{path: "offloadPolicies", key: "offloadPolicies", kind: kindObject},
 	{path: "maxMessageSize", key: "maxMessageSize", kind: kindNonNegInt},
-	{path: "maxSubscriptionsPerTopic", key: "maxSubscriptionsPerTopic", kind: kindNonNegInt},
+	{path: "maxSubscriptionsPerTopic", key: global.ExtraTopicMaxSubscriptions, kind: kindNonNegInt},
 	{path: "maxConsumersPerSubscription", key: global.ExtraTopicMaxConsumersPerSubscription, kind: kindNonNegInt, nsKey: global.ExtraMaxConsumersPerSubscription},
 	{path: "deduplicationSnapshotInterval", key: "deduplicationSnapshotIntervalSeconds", kind: kindNonNegInt},
 	{path: "schemaValidationEnforced", key: "schemaValidationEnforced", kind: kindBool},

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync/atomic"
 	"time"
 
@@ -118,8 +119,15 @@ func (c *conn) handleSubscribe(req *pb.CommandSubscribe) {
 		c.sendError(reqID, err)
 		return
 	}
+	maxUnacked := topic.svc.cfg.Dispatch.MaxUnackedPerConsumer
+	if n := eff.MaxUnackedMessagesOnConsumer; n != nil {
+		maxUnacked = *n
+		if maxUnacked == 0 {
+			maxUnacked = math.MaxInt // Pulsar's 0: no limit
+		}
+	}
 	cons := &consumer{c: c, sub: sub, id: req.GetConsumerId(), name: req.GetConsumerName(), priority: req.GetPriorityLevel(),
-		maxUnacked: topic.svc.cfg.Dispatch.MaxUnackedPerConsumer, since: time.Now(), metadata: keyValues(req.GetMetadata())}
+		maxUnacked: maxUnacked, since: time.Now(), metadata: keyValues(req.GetMetadata())}
 	if !c.addConsumer(cons) {
 		// A client whose request timed out asks again with the same id:
 		// answer it as the first, as Pulsar does, once that one is attached.

@@ -81,3 +81,45 @@ func TestProducerConsumerLimits(t *testing.T) {
 	_, err = c.CreateProducer(pulsar.ProducerOptions{Topic: own})
 	refused("third producer under the topic's limit of 2", err, "ProducerBusy")
 }
+
+// TestTopicSubscriptionAndUnackedLimits: a topic's maxSubscriptionsPerTopic
+// refuses a new subscription with NotAllowed but lets a consumer join a
+// known one, and its maxUnackedMessagesOnConsumer holds back delivery to a
+// Shared consumer that has that many messages unacked until it acks one.
+func TestTopicSubscriptionAndUnackedLimits(t *testing.T) {
+	r := startRegion(t, "")
+	c := newClient(t, r.ServiceURL())
+	topic := topicFor(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	receipt, err := r.Service().Global().CreateTopic(ctx, mustTopic(t, topic), global.TopicPolicies{Extra: global.Extra{
+		global.ExtraTopicMaxSubscriptions:     json.RawMessage("1"),
+		global.ExtraTopicMaxUnackedOnConsumer: json.RawMessage("3"),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Service().Policies().Await(ctx, receipt); err != nil {
+		t.Fatal(err)
+	}
+
+	opts := pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Type: pulsar.Shared, ReceiverQueueSize: 10}
+	cons := subscribe(t, c, opts)
+	if _, err := c.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "other"}); err == nil ||
+		!strings.Contains(err.Error(), "NotAllowed") {
+		t.Fatalf("a second subscription under a limit of 1: %v, want NotAllowed", err)
+	}
+	subscribe(t, c, opts).Close() // a known subscription takes consumers
+
+	p := createProducer(t, c, pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	produce(t, p, "m", 5)
+	var held []pulsar.Message
+	for range 3 {
+		held = append(held, receive(t, cons))
+	}
+	expectNothing(t, cons, 300*time.Millisecond)
+	cons.Ack(held[0])
+	if m := receive(t, cons); string(m.Payload()) != "m3" {
+		t.Fatalf("after an ack got %q, want m3", m.Payload())
+	}
+}

@@ -340,7 +340,11 @@ func (s *subscription) ackCumulative(p mledger.Position) error {
 
 func (s *subscription) forgetLocked(p mledger.Position) {
 	if pe := s.mu.pending[p]; pe != nil {
+		held := pe.c.unacked >= pe.c.maxUnacked
 		pe.c.unacked -= pe.size
+		if held && pe.c.unacked < pe.c.maxUnacked {
+			s.poke() // the consumer takes entries again
+		}
 		delete(s.mu.pending, p)
 	}
 	s.dropReplayLocked(p)
