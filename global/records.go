@@ -417,14 +417,15 @@ type Policies struct {
 	// serves its own clients. It must be one of ReplicationClusters.
 	ActiveRegion string `json:"active_region,omitempty"`
 	// Extra holds the Pulsar policies Meridian stores and returns but does
-	// not enforce (offload thresholds, rates, …), and the producer and
-	// consumer limits, which it does.
+	// not enforce (offload thresholds, rates, …), and the limits on
+	// producers and consumers, which it does.
 	Extra Extra `json:"extra,omitempty"`
 }
 
 // Extra is a set of Pulsar policies that Meridian stores, versions and
 // returns through the admin API, and whose effect the broker mostly does
-// not implement (the producer and consumer limits it does; see Resolve):
+// not implement (the limits on producers, consumers, subscriptions and
+// unacked messages it does; see Resolve):
 // each key is the policy's Pulsar name and each value its JSON,
 // in the shape pulsaradmin's utils types give it. Keeping them here, in
 // the same record and under the same conditional update as the enforced
