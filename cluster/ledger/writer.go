@@ -88,20 +88,11 @@ type WriterStats struct {
 	Err error
 }
 
-// addOp is one add and where its outcome goes: fut (Add) or done
-// (AddFunc).
+// addOp is one add and where its outcome goes: the future's complete (Add)
+// or the caller's function (AddFunc).
 type addOp struct {
-	data []byte
-	fut  *AddFuture
-	done func(entry int64, err error)
-}
-
-func (op *addOp) complete(entry int64, err error) {
-	if op.done != nil {
-		op.done(entry, err)
-		return
-	}
-	op.fut.complete(entry, err)
+	data     []byte
+	complete func(entry int64, err error)
 }
 
 type pendingAdd struct {
@@ -189,30 +180,27 @@ func (w *Writer) ID() int64 { return w.id }
 // fenced, closing or stopped fails the future (or returns the error at once
 // once it has exited).
 func (w *Writer) Add(ctx context.Context, data []byte) (*AddFuture, error) {
-	op := &addOp{data: data, fut: &AddFuture{done: make(chan struct{}), entry: -1}}
-	if err := w.add(ctx, op); err != nil {
+	fut := &AddFuture{done: make(chan struct{}), entry: -1}
+	if err := w.AddFunc(ctx, data, fut.complete); err != nil {
 		return nil, err
 	}
-	return op.fut, nil
+	return fut, nil
 }
 
 // AddFunc adds data like Add, but reports the outcome by calling done
 // rather than through a future: exactly once, on the writer's goroutine.
 // Adds that were given an entry are reported in entry order, failed ones
 // included; an add refused on arrival (the writer is closing or failed)
-// is reported at once. done must not block or call the writer. It serves callers that publish confirmed entries in
-// order anyway (the managed ledger), sparing them a goroutine that waits
-// on each future.
+// is reported at once. done must not block or call the writer. It serves
+// callers that publish confirmed entries in order anyway (the managed
+// ledger), sparing them a goroutine that waits on each future; Add is
+// AddFunc with a future's completion as done.
 func (w *Writer) AddFunc(ctx context.Context, data []byte, done func(entry int64, err error)) error {
-	return w.add(ctx, &addOp{data: data, done: done})
-}
-
-func (w *Writer) add(ctx context.Context, op *addOp) error {
-	if int64(len(op.data)) > w.c.cfg.MaxInFlightBytes {
-		return fmt.Errorf("%w: %d bytes", ErrEntryTooLarge, len(op.data))
+	if int64(len(data)) > w.c.cfg.MaxInFlightBytes {
+		return fmt.Errorf("%w: %d bytes", ErrEntryTooLarge, len(data))
 	}
 	select {
-	case w.addCh <- op:
+	case w.addCh <- &addOp{data: data, complete: done}:
 		return nil
 	case <-w.done:
 		return ErrWriterClosed
