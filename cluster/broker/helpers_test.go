@@ -15,7 +15,6 @@ import (
 	"github.com/meridian-mq/meridian/cluster/wire"
 	"github.com/meridian-mq/meridian/cluster/wire/pb"
 	"github.com/meridian-mq/meridian/global"
-	"github.com/meridian-mq/meridian/topology"
 )
 
 // receiveWait bounds every Receive of a message the test expects.
@@ -150,15 +149,18 @@ func createNamespace(t testing.TB, r *region, name string, p global.Policies) st
 // createPartitioned creates topic with n partitions and waits for the cache.
 func createPartitioned(t testing.TB, r *region, topic string, n int) {
 	t.Helper()
+	createTopic(t, r, topic, global.TopicPolicies{Partitions: n})
+}
+
+// createTopic creates topic's global record with policies p and waits until
+// the broker's policy cache shows it.
+func createTopic(t testing.TB, r *region, topic string, p global.TopicPolicies) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	tn, err := topology.ParseTopicName(topic)
+	receipt, err := r.Service().Global().CreateTopic(ctx, mustTopic(t, topic), p)
 	if err != nil {
-		t.Fatal(err)
-	}
-	receipt, err := r.Service().Global().CreateTopic(ctx, tn, global.TopicPolicies{Partitions: n})
-	if err != nil {
-		t.Fatalf("create partitioned topic %s: %v", topic, err)
+		t.Fatalf("create topic %s: %v", topic, err)
 	}
 	if err := r.Service().Policies().Await(ctx, receipt); err != nil {
 		t.Fatal(err)

@@ -1,17 +1,13 @@
 package broker_test
 
 import (
-	"context"
 	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
-	"google.golang.org/protobuf/proto"
 
-	"github.com/meridian-mq/meridian/cluster/broker"
-	"github.com/meridian-mq/meridian/cluster/wire/pb"
 	"github.com/meridian-mq/meridian/global"
 )
 
@@ -42,15 +38,7 @@ func TestProducerConsumerLimits(t *testing.T) {
 	createProducer(t, c, pulsar.ProducerOptions{Topic: topic})
 	// A replication producer neither counts nor is refused, as in Pulsar:
 	// a region's replicator must not be locked out by local producers.
-	raw := dialRaw(t, strings.TrimPrefix(r.ServiceURL(), "pulsar://"))
-	raw.connect(int32(pb.ProtocolVersion_v20))
-	raw.send(pb.BaseCommand_builder{Type: pb.BaseCommand_PRODUCER.Enum(), Producer: pb.CommandProducer_builder{
-		Topic: proto.String(topic), ProducerId: proto.Uint64(1), RequestId: proto.Uint64(1),
-		ProducerName: proto.String(broker.ReplicationProducerPrefix + "us-east"),
-	}.Build()}.Build())
-	if reply, err := raw.next(); err != nil || reply.GetType() != pb.BaseCommand_PRODUCER_SUCCESS {
-		t.Fatalf("replication producer at the limit: %v, %v", reply, err)
-	}
+	openReplicationProducer(t, r.ServiceURL(), topic)
 
 	shared := func(sub string) pulsar.ConsumerOptions {
 		return pulsar.ConsumerOptions{Topic: topic, SubscriptionName: sub, Type: pulsar.Shared}
@@ -66,16 +54,7 @@ func TestProducerConsumerLimits(t *testing.T) {
 
 	// The topic's own limit wins over the namespace's.
 	own := topicIn(t, ns, "own")
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	receipt, err := r.Service().Global().CreateTopic(ctx, mustTopic(t, own),
-		global.TopicPolicies{Extra: global.Extra{global.ExtraTopicMaxProducers: json.RawMessage("2")}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Service().Policies().Await(ctx, receipt); err != nil {
-		t.Fatal(err)
-	}
+	createTopic(t, r, own, global.TopicPolicies{Extra: global.Extra{global.ExtraTopicMaxProducers: json.RawMessage("2")}})
 	createProducer(t, c, pulsar.ProducerOptions{Topic: own})
 	createProducer(t, c, pulsar.ProducerOptions{Topic: own})
 	_, err = c.CreateProducer(pulsar.ProducerOptions{Topic: own})
@@ -90,18 +69,10 @@ func TestTopicSubscriptionAndUnackedLimits(t *testing.T) {
 	r := startRegion(t, "")
 	c := newClient(t, r.ServiceURL())
 	topic := topicFor(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	receipt, err := r.Service().Global().CreateTopic(ctx, mustTopic(t, topic), global.TopicPolicies{Extra: global.Extra{
+	createTopic(t, r, topic, global.TopicPolicies{Extra: global.Extra{
 		global.ExtraTopicMaxSubscriptions:     json.RawMessage("1"),
 		global.ExtraTopicMaxUnackedOnConsumer: json.RawMessage("3"),
 	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Service().Policies().Await(ctx, receipt); err != nil {
-		t.Fatal(err)
-	}
 
 	opts := pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Type: pulsar.Shared, ReceiverQueueSize: 10}
 	cons := subscribe(t, c, opts)

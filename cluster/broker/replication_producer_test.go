@@ -39,6 +39,22 @@ func (c *rawClient) replicate(producerID uint64, sourceIndex uint64, md *pb.Mess
 	return reply.GetSendReceipt()
 }
 
+// openReplicationProducer connects to the broker at serviceURL and opens
+// producer 1 on topic as the replicator of region us-east does.
+func openReplicationProducer(t *testing.T, serviceURL, topic string) *rawClient {
+	t.Helper()
+	c := dialRaw(t, strings.TrimPrefix(serviceURL, "pulsar://"))
+	c.connect(int32(pb.ProtocolVersion_v20))
+	c.send(pb.BaseCommand_builder{Type: pb.BaseCommand_PRODUCER.Enum(), Producer: pb.CommandProducer_builder{
+		Topic: proto.String(topic), ProducerId: proto.Uint64(1), RequestId: proto.Uint64(1),
+		ProducerName: proto.String(broker.ReplicationProducerPrefix + "us-east"),
+	}.Build()}.Build())
+	if reply, err := c.next(); err != nil || reply.GetType() != pb.BaseCommand_PRODUCER_SUCCESS {
+		t.Fatalf("replication PRODUCER: %v, %v", reply, err)
+	}
+	return c
+}
+
 // TestReplicationProducer: entries of a replication producer keep their
 // metadata as sent (origin, producer name, publish time), and a resend
 // after a restart of the broker is recognised as a duplicate.
@@ -52,19 +68,7 @@ func TestReplicationProducer(t *testing.T) {
 			ReplicatedFrom: proto.String("us-east"),
 		}.Build()
 	}
-	open := func(r *region) *rawClient {
-		c := dialRaw(t, strings.TrimPrefix(r.ServiceURL(), "pulsar://"))
-		c.connect(int32(pb.ProtocolVersion_v20))
-		c.send(pb.BaseCommand_builder{Type: pb.BaseCommand_PRODUCER.Enum(), Producer: pb.CommandProducer_builder{
-			Topic: proto.String(topic), ProducerId: proto.Uint64(1), RequestId: proto.Uint64(1),
-			ProducerName: proto.String(broker.ReplicationProducerPrefix + "us-east"),
-		}.Build()}.Build())
-		if reply, err := c.next(); err != nil || reply.GetType() != pb.BaseCommand_PRODUCER_SUCCESS {
-			t.Fatalf("replication PRODUCER: %v, %v", reply, err)
-		}
-		return c
-	}
-	c := open(r)
+	c := openReplicationProducer(t, r.ServiceURL(), topic)
 	for i := range uint64(3) {
 		if rc := c.replicate(1, 100+i, mdOf(i), []byte{byte(i)}); int64(rc.GetMessageId().GetLedgerId()) < 0 {
 			t.Fatalf("entry %d taken for a duplicate", i)
@@ -74,7 +78,7 @@ func TestReplicationProducer(t *testing.T) {
 	r.Close()
 
 	r = startRegion(t, dir)
-	c = open(r)
+	c = openReplicationProducer(t, r.ServiceURL(), topic)
 	if rc := c.replicate(1, 102, mdOf(2), []byte{2}); int64(rc.GetMessageId().GetLedgerId()) != -1 || rc.GetSequenceId() != 102 {
 		t.Fatalf("a resent replicated entry after a restart was stored again: receipt %v", rc)
 	}
