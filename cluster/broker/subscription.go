@@ -612,19 +612,26 @@ func (s *subscription) assign(entries []mledger.Entry, replayed int, now time.Ti
 		s.mu.pending[e.pos] = pe
 		out = append(out, delivery{c: c, e: e, redelivered: s.mu.redeliveries[e.pos], ackSet: slices.Clone(s.mu.partial[e.pos])})
 	}
-	if len(out) > 0 {
-		msgs := 0
-		for _, d := range out {
-			msgs += d.e.size
-		}
-		perEntry := float64(msgs) / float64(len(out))
-		if s.mu.msgsPerEntry == 0 {
-			s.mu.msgsPerEntry = perEntry
-		} else {
-			s.mu.msgsPerEntry = 0.9*s.mu.msgsPerEntry + 0.1*perEntry
-		}
-	}
+	s.learnEntrySizeLocked(out)
 	return out
+}
+
+// learnEntrySizeLocked folds a round's deliveries into msgsPerEntry, which
+// readBudgetLocked divides permits by.
+func (s *subscription) learnEntrySizeLocked(out []delivery) {
+	if len(out) == 0 {
+		return
+	}
+	msgs := 0
+	for _, d := range out {
+		msgs += d.e.size
+	}
+	perEntry := float64(msgs) / float64(len(out))
+	if s.mu.msgsPerEntry == 0 {
+		s.mu.msgsPerEntry = perEntry
+	} else {
+		s.mu.msgsPerEntry = 0.9*s.mu.msgsPerEntry + 0.1*perEntry
+	}
 }
 
 // canTake applies permits, the unacked limit and the recently-joined rule
