@@ -109,6 +109,10 @@ func (c *conn) handleSubscribe(req *pb.CommandSubscribe) {
 		c.sendError(reqID, err)
 		return
 	}
+	if err := topic.admitSubscription(req.GetSubscription(), eff.MaxSubscriptionsPerTopic); err != nil {
+		c.sendError(reqID, err)
+		return
+	}
 	durable := !req.HasDurable() || req.GetDurable()
 	var start *pb.MessageIdData
 	if !durable {

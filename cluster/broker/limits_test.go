@@ -94,3 +94,33 @@ func TestTopicSubscriptionAndUnackedLimits(t *testing.T) {
 		t.Fatalf("after an ack got %q, want m3", m.Payload())
 	}
 }
+
+// TestSubscriptionLimitKeepsExisting: lowering a topic's
+// maxSubscriptionsPerTopic below the subscriptions it has refuses new ones
+// only. The topic still loads after a restart with all of its
+// subscriptions, and their consumers come back.
+func TestSubscriptionLimitKeepsExisting(t *testing.T) {
+	dir := t.TempDir()
+	r := startRegion(t, dir)
+	topic := topicFor(t)
+	c := newClient(t, r.ServiceURL())
+	for _, sub := range []string{"a", "b"} {
+		subscribe(t, c, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: sub}).Close()
+	}
+	createTopic(t, r, topic, global.TopicPolicies{Extra: global.Extra{global.ExtraTopicMaxSubscriptions: json.RawMessage("1")}})
+	c.Close()
+	r.Close()
+
+	r = startRegion(t, dir)
+	c = newClient(t, r.ServiceURL())
+	cons := subscribe(t, c, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "b"})
+	p := createProducer(t, c, pulsar.ProducerOptions{Topic: topic})
+	produce(t, p, "m", 1)
+	if m := receive(t, cons); string(m.Payload()) != "m0" {
+		t.Fatalf("got %q, want m0", m.Payload())
+	}
+	if _, err := c.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "c"}); err == nil ||
+		!strings.Contains(err.Error(), "NotAllowed") {
+		t.Fatalf("a third subscription under a limit of 1: %v, want NotAllowed", err)
+	}
+}

@@ -197,6 +197,25 @@ func (t *Topic) admitConsumer(maxConsumers int) error {
 	return nil
 }
 
+// admitSubscription refuses a new subscription name when the topic already
+// has maxSubscriptions (0: no limit). Only what clients and the admin API
+// create is checked: the subscriptions a topic restores from its cursors
+// when it loads always come back. Like Pulsar's, the check is not atomic
+// with the creation.
+func (t *Topic) admitSubscription(name string, maxSubscriptions int) error {
+	if maxSubscriptions <= 0 {
+		return nil
+	}
+	t.mu.Lock()
+	_, known := t.mu.subs[name]
+	n := len(t.mu.subs)
+	t.mu.Unlock()
+	if !known && n >= maxSubscriptions {
+		return fmt.Errorf("%w: topic %s reached max subscriptions limit (%d)", wire.ErrNotAllowed, t.Name(), maxSubscriptions)
+	}
+	return nil
+}
+
 func (t *Topic) subscriptions() []*subscription {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -221,6 +240,13 @@ func (t *Topic) existing(name string) (*subscription, error) {
 func (t *Topic) CreateSubscription(ctx context.Context, name string, start *mledger.Position) error {
 	if _, err := t.existing(name); err == nil {
 		return fmt.Errorf("%w: subscription %s already exists on %s", wire.ErrNotAllowed, name, t.Name())
+	}
+	eff, err := t.svc.resolve(t.name)
+	if err != nil {
+		return err
+	}
+	if err := t.admitSubscription(name, eff.MaxSubscriptionsPerTopic); err != nil {
+		return err
 	}
 	s, err := t.subscription(ctx, name, pb.CommandSubscribe_Exclusive, true, mledger.Latest, nil)
 	if err != nil {

@@ -330,7 +330,11 @@ func (c *conn) handleProducer(req *pb.CommandProducer) {
 	if name := req.GetInitialSubscriptionName(); name != "" {
 		// The producer asks for a subscription that keeps what it sends
 		// (a dead-letter producer's), created at the end if it is new.
-		if _, err := topic.subscription(ctx, name, pb.CommandSubscribe_Exclusive, true, mledger.Latest, nil); err != nil {
+		err := topic.admitSubscription(name, eff.MaxSubscriptionsPerTopic)
+		if err == nil {
+			_, err = topic.subscription(ctx, name, pb.CommandSubscribe_Exclusive, true, mledger.Latest, nil)
+		}
+		if err != nil {
 			c.forgetProducer(p)
 			c.sendError(reqID, err)
 			return

@@ -267,15 +267,7 @@ func (t *Topic) subscription(ctx context.Context, name string, kind pb.CommandSu
 		t.mu.Unlock()
 		return s, nil
 	}
-	subs := len(t.mu.subs)
 	t.mu.Unlock()
-	// The topic's limit counts the subscriptions there are now; like
-	// Pulsar's, it is not atomic with the creation.
-	if eff, err := t.svc.resolve(t.name); err != nil {
-		return nil, err
-	} else if eff.MaxSubscriptionsPerTopic > 0 && subs >= eff.MaxSubscriptionsPerTopic {
-		return nil, fmt.Errorf("%w: topic %s reached max subscriptions limit (%d)", wire.ErrNotAllowed, t.Name(), eff.MaxSubscriptionsPerTopic)
-	}
 
 	var cur *mledger.Cursor
 	var err error
