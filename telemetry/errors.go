@@ -1,0 +1,6 @@
+package telemetry
+
+import "errors"
+
+// ErrUnknownLogFormat is returned for a log format other than text or json.
+var ErrUnknownLogFormat = errors.New("telemetry: unknown log format")
