@@ -18,15 +18,17 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/meridian-mq/meridian/cluster/admin"
-	"github.com/meridian-mq/meridian/cluster/broker/standalone"
+	"github.com/meridian-mq/meridian/cluster/broker/brokertest"
 )
 
-// region is the standalone region the package's tests share (starting one
-// is the slowest thing they do); each test works in its own tenant or
-// namespace. web serves the admin API under test over the region's broker.
+// region is the broker the package's tests share (starting one is the
+// slowest thing they do), on storage; each test works in its own tenant or
+// namespace. web serves the admin API under test over region's topic
+// service, and region advertises web's URL as its web service.
 var (
-	region *standalone.Standalone
-	web    *httptest.Server
+	storage *brokertest.Storage
+	region  *brokertest.Broker
+	web     *httptest.Server
 )
 
 func testLogger() *slog.Logger {
@@ -57,28 +59,37 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	cfg := standalone.DefaultConfig(dir)
-	cfg.BrokerAddr, cfg.WebAddr, cfg.AdvertisedHost = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1"
-	cfg.Logger = testLogger()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	region, err = standalone.Start(ctx, cfg)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "start region:", err)
+	if storage, err = brokertest.NewStorage(ctx, dir); err != nil {
+		fmt.Fprintln(os.Stderr, "start storage:", err)
+		return 1
+	}
+	defer storage.Close()
+	// The web server's address comes first, so that the broker can
+	// advertise it; its handler comes once the broker runs.
+	var handler http.Handler
+	web = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handler.ServeHTTP(w, r) }))
+	cfg := brokertest.DefaultConfig()
+	cfg.WebURL = "http://" + web.Listener.Addr().String()
+	if region, err = brokertest.Start(ctx, storage, cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "start broker:", err)
 		return 1
 	}
 	defer region.Close()
-	h, err := admin.New(admin.DefaultConfig(), region.Service(), testLogger())
-	if err != nil {
+	if handler, err = admin.New(admin.DefaultConfig(), region.Service(), testLogger()); err != nil {
 		fmt.Fprintln(os.Stderr, "admin.New:", err)
 		return 1
 	}
-	web = httptest.NewServer(h)
+	web.Start()
 	defer web.Close()
 	defer web.CloseClientConnections()
 	defer http.DefaultClient.CloseIdleConnections()
 	return m.Run()
 }
+
+// webURL is the web service region advertises: web's.
+func webURL() string { return web.URL }
 
 // newAdmin returns a pulsaradmin client of the server at url.
 func newAdmin(t testing.TB, url string) pulsaradmin.Client {

@@ -21,7 +21,7 @@ func TestTenantsNamespacesClusters(t *testing.T) {
 		t.Fatalf("clusters %v, %v", clusters, err)
 	}
 	cd, err := adm.Clusters().Get(local)
-	if err != nil || cd.ServiceURL != region.WebURL() || cd.BrokerServiceURL != region.ServiceURL() {
+	if err != nil || cd.ServiceURL != webURL() || cd.BrokerServiceURL != region.ServiceURL() {
 		t.Fatalf("cluster %+v, %v", cd, err)
 	}
 	other := utils.ClusterData{Name: "ns-test-other-" + id, ServiceURL: "http://other:8080", BrokerServiceURL: "pulsar://other:6650"}
@@ -185,7 +185,7 @@ func TestTenantsNamespacesClusters(t *testing.T) {
 func TestBrokers(t *testing.T) {
 	adm := newAdmin(t, web.URL)
 	brokers, err := adm.Brokers().GetActiveBrokers(region.Service().Region())
-	want := strings.TrimPrefix(region.WebURL(), "http://")
+	want := strings.TrimPrefix(webURL(), "http://")
 	if err != nil || !slices.Equal(brokers, []string{want}) {
 		t.Fatalf("brokers %v, %v; want [%s]", brokers, err, want)
 	}
@@ -193,7 +193,7 @@ func TestBrokers(t *testing.T) {
 		t.Fatal(err)
 	}
 	leader, err := adm.Brokers().GetLeaderBroker()
-	if err != nil || leader.BrokerID != region.BrokerID() {
+	if err != nil || leader.BrokerID != region.ID() {
 		t.Fatalf("leader %+v, %v", leader, err)
 	}
 }

@@ -10,8 +10,7 @@ import (
 	"time"
 
 	"github.com/meridian-mq/meridian/cluster/admin"
-	"github.com/meridian-mq/meridian/cluster/broker/standalone"
-	"github.com/meridian-mq/meridian/cluster/meta"
+	"github.com/meridian-mq/meridian/cluster/broker/brokertest"
 )
 
 // TestRedirectToOwner starts a second broker in the shared region and asks
@@ -21,18 +20,7 @@ import (
 func TestRedirectToOwner(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	mcfg := meta.DefaultEtcdConfig()
-	mcfg.Logger = testLogger()
-	store, err := meta.Dial(ctx, region.EtcdEndpoints(), mcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	ncfg := standalone.DefaultNodeConfig(region.Service().Region(), "127.0.0.1")
-	ncfg.Store, ncfg.Global, ncfg.Logger = store, store, testLogger()
-	ncfg.BrokerAddr, ncfg.WebAddr = "127.0.0.1:0", "127.0.0.1:0"
-	ncfg.Ledgers.EnsembleSize, ncfg.Ledgers.WriteQuorum, ncfg.Ledgers.AckQuorum = 1, 1, 1
-	node, err := standalone.StartNode(ctx, ncfg)
+	node, err := brokertest.Start(ctx, storage, brokertest.DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +48,7 @@ func TestRedirectToOwner(t *testing.T) {
 		return resp
 	}
 	resp := get(path + "/stats?getPreciseBacklog=false")
-	want := region.WebURL() + path + "/stats?getPreciseBacklog=false"
+	want := webURL() + path + "/stats?getPreciseBacklog=false"
 	if resp.StatusCode != http.StatusTemporaryRedirect || resp.Header.Get("Location") != want {
 		t.Fatalf("stats on the other broker: %d Location %q; want 307 to %s", resp.StatusCode, resp.Header.Get("Location"), want)
 	}

@@ -189,7 +189,7 @@ func TestTopicLifecycle(t *testing.T) {
 
 	// Lookup, bundle, terminate, unload, delete.
 	ld, err := adm.Topics().Lookup(plain)
-	if err != nil || ld.BrokerURL != region.ServiceURL() || ld.HTTPURL != region.WebURL() {
+	if err != nil || ld.BrokerURL != region.ServiceURL() || ld.HTTPURL != webURL() {
 		t.Fatalf("lookup %+v, %v", ld, err)
 	}
 	b, err := adm.Topics().GetBundleRange(plain)

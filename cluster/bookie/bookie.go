@@ -64,7 +64,7 @@ func Start(ctx context.Context, cfg Config) (*Bookie, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	log = log.With("bookie", cfg.ID, "region", cfg.Region)
+	log = log.With("bookie", cfg.ID)
 	clock := cfg.Clock
 	if clock == nil {
 		clock = realClock{}

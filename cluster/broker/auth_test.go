@@ -9,7 +9,7 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 
 	"github.com/meridian-mq/meridian/cluster/broker/auth"
-	"github.com/meridian-mq/meridian/cluster/broker/standalone"
+	"github.com/meridian-mq/meridian/cluster/broker/brokertest"
 )
 
 // TestTokenAuthentication: a broker with token authentication admits a
@@ -26,7 +26,7 @@ func TestTokenAuthentication(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := startRegion(t, "", func(c *standalone.Config) { c.Broker.Auth = authn })
+	r := startBroker(t, nil, func(c *brokertest.Config) { c.Broker.Auth = authn })
 
 	good, err := auth.CreateToken(key, "HS256", "alice", time.Now().Add(time.Hour), nil)
 	if err != nil {

@@ -21,7 +21,7 @@ import (
 // keep working, and the broker's goroutines return to their count from
 // before the case.
 func TestBadInput(t *testing.T) {
-	r := startRegion(t, "")
+	r := startBroker(t, nil)
 	c := newClient(t, r.ServiceURL())
 	addr := brokerAddr(r)
 

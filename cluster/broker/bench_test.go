@@ -9,12 +9,12 @@ import (
 )
 
 // BenchmarkPublish publishes 1 KiB messages through pulsar-client-go with
-// batching (1 ms) to a standalone region in the same process, durably (the
-// bookie fsyncs): the profile of the broker's publish path. The end-to-end
+// batching (1 ms) to a broker in the same process, on in-memory bookies:
+// the profile of the broker's publish path without storage. The end-to-end
 // figures users compare come from pulsar-client-go's perf tool against
 // `meridian standalone` (docs/BENCHMARKS.md).
 func BenchmarkPublish(b *testing.B) {
-	r := startRegion(b, "")
+	r := startBroker(b, nil)
 	c := newClient(b, r.ServiceURL())
 	p, err := c.CreateProducer(pulsar.ProducerOptions{Topic: "bench-publish", BatchingMaxPublishDelay: time.Millisecond,
 		MaxPendingMessages: 10000})

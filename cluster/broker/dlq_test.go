@@ -13,7 +13,7 @@ import (
 // consumer of that subscription, even subscribing at the latest position,
 // finds the dead letter.
 func TestDeadLetterInitialSubscription(t *testing.T) {
-	r := startRegion(t, "")
+	r := startBroker(t, nil)
 	c := newClient(t, r.ServiceURL())
 	topic, dlq := "persistent://public/default/dlq-src", "persistent://public/default/dlq-dead"
 	cons := subscribe(t, c, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Type: pulsar.Shared,

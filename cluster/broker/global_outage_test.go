@@ -9,8 +9,7 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 
-	"github.com/meridian-mq/meridian/cluster/bookie"
-	"github.com/meridian-mq/meridian/cluster/broker/standalone"
+	"github.com/meridian-mq/meridian/cluster/broker/brokertest"
 	"github.com/meridian-mq/meridian/cluster/meta"
 	"github.com/meridian-mq/meridian/global"
 )
@@ -46,18 +45,6 @@ func startEtcd(t *testing.T, dir, clientURL string) *meta.Embed {
 	return e
 }
 
-func dialEtcd(t *testing.T, endpoints []string) meta.Store {
-	t.Helper()
-	cfg := meta.DefaultEtcdConfig()
-	cfg.Logger = testLogger()
-	s, err := meta.Dial(context.Background(), endpoints, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
-}
-
 // TestGlobalStoreDown: a region whose global configuration store is a
 // separate etcd keeps serving while that store is down. Existing producers
 // and consumers go on, new ones on a known namespace work, configuration
@@ -66,32 +53,14 @@ func dialEtcd(t *testing.T, endpoints []string) meta.Store {
 func TestGlobalStoreDown(t *testing.T) {
 	globalDir, globalURL := t.TempDir(), freeURL(t)
 	globalEtcd := startEtcd(t, globalDir, globalURL)
-	regionEtcd := startEtcd(t, t.TempDir(), "")
-	gstore := dialEtcd(t, []string{globalURL})
-	rstore := dialEtcd(t, regionEtcd.Endpoints())
-
-	bcfg := bookie.DefaultConfig()
-	bcfg.Region, bcfg.ID, bcfg.DataDir, bcfg.ListenAddr = "east", "bk0", t.TempDir(), "127.0.0.1:0"
-	bcfg.Meta, bcfg.Logger = rstore, testLogger()
-	bk, err := bookie.Start(context.Background(), bcfg)
+	gstore, err := brokertest.Dial(context.Background(), []string{globalURL})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { bk.Close() })
-
-	ncfg := standalone.DefaultNodeConfig("east", "127.0.0.1")
-	ncfg.Store, ncfg.Global, ncfg.Bootstrap = rstore, gstore, true
-	ncfg.BrokerAddr, ncfg.WebAddr, ncfg.Logger = "127.0.0.1:0", "127.0.0.1:0", testLogger()
-	ncfg.Ledgers.EnsembleSize, ncfg.Ledgers.WriteQuorum, ncfg.Ledgers.AckQuorum = 1, 1, 1
+	t.Cleanup(func() { gstore.Close() })
+	node := startBroker(t, nil, func(c *brokertest.Config) { c.Global = gstore })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	node, err := standalone.StartNode(ctx, ncfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Cleanups run last in, first out: the clients registered later close
-	// while the broker still answers.
-	t.Cleanup(func() { node.Close() })
 
 	c := newClient(t, node.ServiceURL())
 	before := "persistent://public/default/before-outage"
@@ -121,7 +90,7 @@ func TestGlobalStoreDown(t *testing.T) {
 
 	gs := node.Service().Global()
 	wctx, wcancel := context.WithTimeout(ctx, 3*time.Second)
-	_, err = gs.CreateTenant(wctx, "acme", global.TenantInfo{AllowedClusters: []string{"east"}})
+	_, err = gs.CreateTenant(wctx, "acme", global.TenantInfo{AllowedClusters: []string{brokertest.Region}})
 	wcancel()
 	if err == nil {
 		t.Fatal("a configuration write succeeded with the global store down")
@@ -135,7 +104,7 @@ func TestGlobalStoreDown(t *testing.T) {
 	poll(t, 30*time.Second, "a configuration write after the store is back", func() bool {
 		wctx, wcancel := context.WithTimeout(ctx, 2*time.Second)
 		defer wcancel()
-		r, err = gs.CreateTenant(wctx, "acme", global.TenantInfo{AllowedClusters: []string{"east"}})
+		r, err = gs.CreateTenant(wctx, "acme", global.TenantInfo{AllowedClusters: []string{brokertest.Region}})
 		return err == nil || errors.Is(err, global.ErrExists)
 	})
 	if err == nil {

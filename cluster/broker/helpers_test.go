@@ -12,6 +12,7 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/meridian-mq/meridian/cluster/broker/brokertest"
 	"github.com/meridian-mq/meridian/cluster/wire"
 	"github.com/meridian-mq/meridian/cluster/wire/pb"
 	"github.com/meridian-mq/meridian/global"
@@ -129,7 +130,7 @@ func cmpInt[T int64 | int32](a, b T) int {
 // createNamespace creates public/<name> in the region with policies p
 // and waits until the broker's policy cache shows it. It returns
 // "public/<name>".
-func createNamespace(t testing.TB, r *region, name string, p global.Policies) string {
+func createNamespace(t testing.TB, r *brokertest.Broker, name string, p global.Policies) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -147,14 +148,14 @@ func createNamespace(t testing.TB, r *region, name string, p global.Policies) st
 }
 
 // createPartitioned creates topic with n partitions and waits for the cache.
-func createPartitioned(t testing.TB, r *region, topic string, n int) {
+func createPartitioned(t testing.TB, r *brokertest.Broker, topic string, n int) {
 	t.Helper()
 	createTopic(t, r, topic, global.TopicPolicies{Partitions: n})
 }
 
 // createTopic creates topic's global record with policies p and waits until
 // the broker's policy cache shows it.
-func createTopic(t testing.TB, r *region, topic string, p global.TopicPolicies) {
+func createTopic(t testing.TB, r *brokertest.Broker, topic string, p global.TopicPolicies) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -213,7 +214,7 @@ func awaitGoroutines(t testing.TB, base int) {
 }
 
 // brokerAddr is the host:port of the region's Pulsar protocol listener.
-func brokerAddr(r *region) string { return strings.TrimPrefix(r.ServiceURL(), "pulsar://") }
+func brokerAddr(r *brokertest.Broker) string { return strings.TrimPrefix(r.ServiceURL(), "pulsar://") }
 
 // expect returns the next command, failing unless it has type want.
 func (c *rawClient) expect(want pb.BaseCommand_Type) *pb.BaseCommand {

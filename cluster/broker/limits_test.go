@@ -16,7 +16,7 @@ import (
 // producer or consumer too many with ProducerBusy or ConsumerBusy, a place
 // freed is taken again, and a topic's own limit overrides the namespace's.
 func TestProducerConsumerLimits(t *testing.T) {
-	r := startRegion(t, "")
+	r := startBroker(t, nil)
 	c := newClient(t, r.ServiceURL())
 	ns := createNamespace(t, r, "limits", global.Policies{Extra: global.Extra{
 		global.ExtraMaxProducersPerTopic:        json.RawMessage("1"),
@@ -66,7 +66,7 @@ func TestProducerConsumerLimits(t *testing.T) {
 // known one, and its maxUnackedMessagesOnConsumer holds back delivery to a
 // Shared consumer that has that many messages unacked until it acks one.
 func TestTopicSubscriptionAndUnackedLimits(t *testing.T) {
-	r := startRegion(t, "")
+	r := startBroker(t, nil)
 	c := newClient(t, r.ServiceURL())
 	topic := topicFor(t)
 	createTopic(t, r, topic, global.TopicPolicies{Extra: global.Extra{
@@ -100,8 +100,8 @@ func TestTopicSubscriptionAndUnackedLimits(t *testing.T) {
 // only. The topic still loads after a restart with all of its
 // subscriptions, and their consumers come back.
 func TestSubscriptionLimitKeepsExisting(t *testing.T) {
-	dir := t.TempDir()
-	r := startRegion(t, dir)
+	storage := newStorage(t)
+	r := startBroker(t, storage)
 	topic := topicFor(t)
 	c := newClient(t, r.ServiceURL())
 	for _, sub := range []string{"a", "b"} {
@@ -111,7 +111,7 @@ func TestSubscriptionLimitKeepsExisting(t *testing.T) {
 	c.Close()
 	r.Close()
 
-	r = startRegion(t, dir)
+	r = startBroker(t, storage)
 	c = newClient(t, r.ServiceURL())
 	cons := subscribe(t, c, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "b"})
 	p := createProducer(t, c, pulsar.ProducerOptions{Topic: topic})

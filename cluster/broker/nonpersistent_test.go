@@ -11,7 +11,7 @@ import (
 // consumers, and a consumer sees only what is published while it is
 // connected.
 func TestNonPersistentTopic(t *testing.T) {
-	r := startRegion(t, "")
+	r := startBroker(t, nil)
 	c := newClient(t, r.ServiceURL())
 	topic := "non-persistent://public/default/np"
 	p := createProducer(t, c, pulsar.ProducerOptions{Topic: topic, DisableBatching: true})

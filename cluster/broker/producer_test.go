@@ -14,6 +14,7 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/meridian-mq/meridian/cluster/broker/brokertest"
 	"github.com/meridian-mq/meridian/cluster/wire/pb"
 	"github.com/meridian-mq/meridian/global"
 )
@@ -21,7 +22,7 @@ import (
 // TestProducers runs pulsar-client-go producers against one standalone
 // region; each subtest has its own topic.
 func TestProducers(t *testing.T) {
-	r := startRegion(t, "")
+	r := startBroker(t, nil)
 	c := newClient(t, r.ServiceURL())
 
 	t.Run("receipts in order", func(t *testing.T) {
@@ -206,7 +207,7 @@ func testWaitForExclusive(t *testing.T, c pulsar.Client) {
 // goroutine, which then outlives the client (goleak). So both producers
 // are raw clients: the fenced one is told CLOSE_PRODUCER and, coming back
 // with its old topic epoch, is refused with ProducerFenced.
-func testExclusiveWithFencing(t *testing.T, r *region, c pulsar.Client) {
+func testExclusiveWithFencing(t *testing.T, r *brokertest.Broker, c pulsar.Client) {
 	topic := topicFor(t)
 	cons := subscribe(t, c, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s"})
 	producer := func(rc *rawClient, id, req uint64, name string, mode pb.ProducerAccessMode, epoch *uint64) {
@@ -253,7 +254,7 @@ func testExclusiveWithFencing(t *testing.T, r *region, c pulsar.Client) {
 // testDeduplication: with deduplicationEnabled, a producer of the same name
 // learns the last stored sequence id, and re-sent ids are dropped (but
 // still acknowledged).
-func testDeduplication(t *testing.T, r *region, c pulsar.Client) {
+func testDeduplication(t *testing.T, r *brokertest.Broker, c pulsar.Client) {
 	ns := createNamespace(t, r, "dedup", global.Policies{DeduplicationEnabled: new(true)})
 	topic := topicIn(t, ns)
 	send := func(p pulsar.Producer, seq int64, payload string) {

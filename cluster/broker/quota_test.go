@@ -7,7 +7,7 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 
-	"github.com/meridian-mq/meridian/cluster/broker/standalone"
+	"github.com/meridian-mq/meridian/cluster/broker/brokertest"
 	"github.com/meridian-mq/meridian/global"
 	"github.com/meridian-mq/meridian/topology"
 )
@@ -17,7 +17,7 @@ import (
 // the subscription catches up, and with consumer_backlog_eviction the
 // subscription is moved forward instead.
 func TestBacklogQuota(t *testing.T) {
-	r := startRegion(t, "", func(c *standalone.Config) { c.Service.BacklogQuotaCheckInterval = time.Second })
+	r := startBroker(t, nil, func(c *brokertest.Config) { c.Service.BacklogQuotaCheckInterval = time.Second })
 	c := newClient(t, r.ServiceURL())
 	quota := func(policy global.BacklogPolicy) map[global.BacklogQuotaType]global.BacklogQuota {
 		return map[global.BacklogQuotaType]global.BacklogQuota{

@@ -13,7 +13,7 @@ import (
 // read, and then reads what is published after (its subscription survives
 // the seek's disconnection).
 func TestReaderSeekByTime(t *testing.T) {
-	r := startRegion(t, "")
+	r := startBroker(t, nil)
 	c := newClient(t, r.ServiceURL())
 	topic := "persistent://public/default/reader-seek-time"
 	p := createProducer(t, c, pulsar.ProducerOptions{Topic: topic, DisableBatching: true})

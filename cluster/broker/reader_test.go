@@ -12,7 +12,7 @@ import (
 // TestReaders runs pulsar-client-go readers (non-durable subscriptions)
 // against one standalone region.
 func TestReaders(t *testing.T) {
-	r := startRegion(t, "")
+	r := startBroker(t, nil)
 	c := newClient(t, r.ServiceURL())
 
 	newReader := func(t *testing.T, topic string, start pulsar.MessageID, inclusive bool) pulsar.Reader {

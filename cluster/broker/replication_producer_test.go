@@ -59,8 +59,8 @@ func openReplicationProducer(t *testing.T, serviceURL, topic string) *rawClient 
 // metadata as sent (origin, producer name, publish time), and a resend
 // after a restart of the broker is recognised as a duplicate.
 func TestReplicationProducer(t *testing.T) {
-	dir := t.TempDir()
-	r := startRegion(t, dir)
+	storage := newStorage(t)
+	r := startBroker(t, storage)
 	topic := "persistent://public/default/replicated"
 	mdOf := func(seq uint64) *pb.MessageMetadata {
 		return pb.MessageMetadata_builder{
@@ -77,7 +77,7 @@ func TestReplicationProducer(t *testing.T) {
 	c.nc.Close()
 	r.Close()
 
-	r = startRegion(t, dir)
+	r = startBroker(t, storage)
 	c = openReplicationProducer(t, r.ServiceURL(), topic)
 	if rc := c.replicate(1, 102, mdOf(2), []byte{2}); int64(rc.GetMessageId().GetLedgerId()) != -1 || rc.GetSequenceId() != 102 {
 		t.Fatalf("a resent replicated entry after a restart was stored again: receipt %v", rc)

@@ -43,7 +43,7 @@ type userV2Value struct {
 // TestSchemas runs pulsar-client-go producers and consumers with AVRO and
 // JSON schemas; the broker's default compatibility strategy is FULL.
 func TestSchemas(t *testing.T) {
-	r := startRegion(t, "")
+	r := startBroker(t, nil)
 	c := newClient(t, r.ServiceURL())
 
 	for _, kind := range []struct {
@@ -104,7 +104,7 @@ func TestSchemas(t *testing.T) {
 // producer or consumer on a missing topic fails with TopicNotFound, and
 // one on a topic that exists works.
 func TestAutoTopicCreationOff(t *testing.T) {
-	r := startRegion(t, "")
+	r := startBroker(t, nil)
 	c := newClient(t, r.ServiceURL())
 	ns := createNamespace(t, r, "noauto", global.Policies{
 		AutoTopicCreationOverride: &global.AutoTopicCreation{Allow: false, Type: global.NonPartitioned},

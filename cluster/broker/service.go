@@ -160,7 +160,7 @@ func NewService(cfg ServiceConfig, store meta.Store, policies *global.Cache, gst
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	log = log.With("region", cfg.Region, "broker", cfg.BrokerID)
+	log = log.With("broker", cfg.BrokerID)
 	scfg := schema.DefaultConfig()
 	scfg.Logger = log
 	schemas, err := schema.New(store, cfg.Region, scfg)

@@ -15,13 +15,14 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meridian-mq/meridian/cluster/broker"
+	"github.com/meridian-mq/meridian/cluster/broker/brokertest"
 	"github.com/meridian-mq/meridian/cluster/wire/pb"
 )
 
 // TestSubscriptions runs pulsar-client-go consumers of every subscription
 // type against one standalone region; each subtest has its own topic.
 func TestSubscriptions(t *testing.T) {
-	r := startRegion(t, "")
+	r := startBroker(t, nil)
 	c := newClient(t, r.ServiceURL())
 
 	t.Run("exclusive", func(t *testing.T) { testExclusiveSubscription(t, c) })
@@ -429,7 +430,7 @@ func testAcks(t *testing.T, c pulsar.Client) {
 // which count messages, into entries by the average batch size; reading an
 // entry per permit read up to ten times as many, since the entries the
 // consumer could not take were read again later.
-func testReadsByBatchSize(t *testing.T, r *region, c pulsar.Client) {
+func testReadsByBatchSize(t *testing.T, r *brokertest.Broker, c pulsar.Client) {
 	const batches, perBatch = 50, 10
 	topic := topicFor(t)
 	p := createProducer(t, c, pulsar.ProducerOptions{Topic: topic, BatchingMaxMessages: perBatch, BatchingMaxPublishDelay: time.Hour})
@@ -550,7 +551,7 @@ func testNackDLQ(t *testing.T, c pulsar.Client) {
 // because pulsar-client-go v0.19.0 marks an unsubscribed consumer closed
 // without stopping its goroutines (Close then returns early), which goleak
 // reports. A refused one goes through pulsar-client-go.
-func testUnsubscribe(t *testing.T, r *region, c pulsar.Client) {
+func testUnsubscribe(t *testing.T, r *brokertest.Broker, c pulsar.Client) {
 	topic := topicFor(t)
 	p := createProducer(t, c, pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
 	produce(t, p, "m", 3)
@@ -745,7 +746,7 @@ func testTopicsPattern(t *testing.T, c pulsar.Client) {
 	expectNothing(t, cons, 300*time.Millisecond)
 }
 
-func testPartitioned(t *testing.T, r *region, c pulsar.Client) {
+func testPartitioned(t *testing.T, r *brokertest.Broker, c pulsar.Client) {
 	topic := topicFor(t)
 	createPartitioned(t, r, topic, 3)
 	parts, err := c.TopicPartitions(topic)

@@ -153,7 +153,7 @@ func New(cfg Config, store meta.Store, bookies Bookies, logger *slog.Logger, rnd
 		cfg:     cfg,
 		store:   store,
 		bookies: bookies,
-		log:     logger.With("region", cfg.Region),
+		log:     logger,
 		rnd:     rnd,
 		cancel:  cancel,
 	}

@@ -46,7 +46,7 @@ func NewFactory(cfg Config, client *ledger.Client, store meta.Store, logger *slo
 	if client == nil || store == nil || logger == nil || clock == nil {
 		return nil, fmt.Errorf("%w: client, store, logger and clock are required", ErrInvalidConfig)
 	}
-	return &Factory{cfg: cfg, client: client, store: store, log: logger.With("region", cfg.Region), clock: clock, open: map[string]*ManagedLedger{}}, nil
+	return &Factory{cfg: cfg, client: client, store: store, log: logger, clock: clock, open: map[string]*ManagedLedger{}}, nil
 }
 
 // Open opens topic's managed ledger for writing, creating it if it does not

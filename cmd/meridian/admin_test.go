@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/meridian-mq/meridian/cluster/admin"
-	"github.com/meridian-mq/meridian/cluster/broker/standalone"
 )
 
 // recorded is one request the fake admin API received.
@@ -607,16 +606,9 @@ func TestAdminAgainstRegion(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a region")
 	}
-	cfg := standalone.DefaultConfig(t.TempDir())
-	cfg.BrokerAddr, cfg.WebAddr, cfg.AdvertisedHost = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1"
-	cfg.Logger = discardLogger()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	region, err := standalone.Start(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer region.Close()
+	region := startRegion(ctx, t)
 	h, err := admin.New(admin.DefaultConfig(), region.Service(), discardLogger())
 	if err != nil {
 		t.Fatal(err)

@@ -1,37 +1,29 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-	"net"
-	"net/http"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
-	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
 	"github.com/meridian-mq/meridian/cluster/bookie"
-	"github.com/meridian-mq/meridian/cluster/meta"
+	"github.com/meridian-mq/meridian/cluster/node"
 )
 
-// newBookieCommand runs one bookie as its own process. Every flag sets one
-// bookie.Config field; the defaults are that struct's.
+// newBookieCommand runs one bookie as its own process: a node with one region
+// that has only a bookie, and /metrics on --metrics-listen. Every other flag
+// sets one bookie.Config field; the defaults are that struct's.
 func newBookieCommand() *cobra.Command {
 	cfg := bookie.DefaultConfig()
 	var (
-		etcd        string
+		region      string
+		etcd        []string
 		failpoints  string
 		metricsAddr string
-		logLevel    = slog.LevelInfo
 	)
+	var logs *logFlags
 	cmd := &cobra.Command{
 		Use:   "bookie",
 		Short: "Run one bookie (ledger storage) until SIGINT or SIGTERM",
@@ -48,7 +40,7 @@ read-only (it keeps serving reads). Fault injection for tests: --failpoints or
 ` + bookie.FailpointsEnv + `, e.g. "journal-fsync=error@100;entry-corrupt=3:7".`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: logLevel}))
+			log := logs.logger(cmd)
 			if failpoints == "" {
 				failpoints = os.Getenv(bookie.FailpointsEnv)
 			}
@@ -66,15 +58,27 @@ read-only (it keeps serving reads). Fault injection for tests: --failpoints or
 					return errors.New("--id is required when --listen has port 0 and there is no --advertise address")
 				}
 			}
-			if etcd == "" {
+			switch {
+			case region == "":
+				return errors.New("--region is required: the bookie registers under its region")
+			case len(etcd) == 0:
 				return errors.New("--etcd is required: the bookie registers in the region's metadata store")
+			case cfg.DataDir == "":
+				return errors.New("--data-dir is required: the bookie's journal and index live there")
 			}
-			return runBookie(cmd, cfg, strings.Split(etcd, ","), metricsAddr, log)
+			ncfg := node.Config{Etcd: etcd, Logger: log, Regions: []node.RegionConfig{
+				{Name: region, Bookies: []bookie.Config{cfg}, MetricsAddr: metricsAddr},
+			}}
+			// A bookie whose journal fsync failed stops, and so does the
+			// process, non-zero: acknowledged data may not be on disk.
+			return runNode(cmd, "bookie", ncfg, func(n *node.Node) (string, error) {
+				return fmt.Sprintf("bookie %s ready: %s", cfg.ID, n.Regions()[0].Bookies()[0].Addr()), nil
+			})
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&cfg.Region, "region", "", "region this bookie belongs to (required)")
-	f.StringVar(&etcd, "etcd", "", "comma-separated etcd client URLs of the region's metadata store (required)")
+	f.StringVar(&region, "region", "", "region this bookie belongs to (required)")
+	f.StringSliceVar(&etcd, "etcd", nil, "comma-separated etcd client URLs of the region's metadata store (required)")
 	f.StringVar(&cfg.DataDir, "data-dir", "", "directory for the journal and the entry index (required)")
 	f.StringVar(&cfg.ListenAddr, "listen", cfg.ListenAddr, "address to serve the bookie protocol on")
 	f.StringVar(&cfg.AdvertiseAddr, "advertise", "", "address to register, if clients must use another than --listen")
@@ -93,69 +97,6 @@ read-only (it keeps serving reads). Fault injection for tests: --failpoints or
 	f.DurationVar(&cfg.CompactionInterval, "compaction-interval", cfg.CompactionInterval, "how often to look for journal files to compact (0: never)")
 	f.StringVar(&failpoints, "failpoints", "", "fault injection for tests (default: $"+bookie.FailpointsEnv+")")
 	f.StringVar(&metricsAddr, "metrics-listen", "", "address to serve Prometheus /metrics on (default: off)")
-	f.TextVar(&logLevel, "log-level", logLevel, "lowest level of log records to print (debug, info, warn, error)")
+	logs = addLogFlags(f)
 	return cmd
-}
-
-// runBookie connects to etcd, starts the bookie, prints a ready line on
-// stdout, and runs until a signal or a fatal storage error; the latter is
-// returned, so the process exits non-zero.
-func runBookie(cmd *cobra.Command, cfg bookie.Config, endpoints []string, metricsAddr string, log *slog.Logger) error {
-	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-
-	ecfg := meta.DefaultEtcdConfig()
-	ecfg.Logger = log
-	store, err := meta.Dial(ctx, endpoints, ecfg)
-	if err != nil {
-		return fmt.Errorf("connect to etcd %v: %w", endpoints, err)
-	}
-	defer store.Close()
-
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	cfg.Meta, cfg.Registerer, cfg.Logger = store, reg, log
-
-	b, err := bookie.Start(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	var srv *http.Server
-	srvDone := make(chan struct{})
-	if metricsAddr != "" {
-		ln, err := net.Listen("tcp", metricsAddr)
-		if err != nil {
-			b.Close()
-			return fmt.Errorf("metrics listener: %w", err)
-		}
-		srv = &http.Server{Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: 10 * time.Second}
-		go func() {
-			defer close(srvDone)
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				log.Warn("metrics server failed", "err", err)
-			}
-		}()
-		log.Info("serving metrics", "address", ln.Addr().String())
-	} else {
-		close(srvDone)
-	}
-	if _, err := fmt.Fprintf(cmd.OutOrStdout(), "bookie %s ready: %s\n", cfg.ID, b.Addr()); err != nil {
-		log.Warn("cannot write the ready line", "err", err)
-	}
-
-	select {
-	case <-ctx.Done():
-		log.Info("shutting down bookie")
-	case <-b.Done():
-	}
-	if srv != nil {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		srv.Shutdown(sctx)
-		cancel()
-	}
-	<-srvDone
-	if err := b.Close(); err != nil {
-		return fmt.Errorf("bookie %s stopped: %w", cfg.ID, err)
-	}
-	return nil
 }

@@ -3,30 +3,25 @@ package main
 import (
 	"errors"
 	"fmt"
-	"log/slog"
-	"os"
-	"os/signal"
 	"strings"
-	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/meridian-mq/meridian/cluster/broker/standalone"
-	"github.com/meridian-mq/meridian/cluster/meta"
+	"github.com/meridian-mq/meridian/cluster/node"
 )
 
 // newBrokerCommand runs one broker as its own process against a region's
-// etcd and bookies that run elsewhere (standalone.StartNode). It starts
-// neither etcd nor bookies.
+// etcd and bookies that run elsewhere: a node with one region that has only
+// a broker. It starts neither etcd nor bookies.
 func newBrokerCommand() *cobra.Command {
-	cfg := standalone.DefaultNodeConfig("", "")
-	cfg.BrokerAddr, cfg.WebAddr = "0.0.0.0:6650", "0.0.0.0:8080"
+	b := node.DefaultBrokerConfig("")
+	b.BrokerAddr, b.WebAddr = "0.0.0.0:6650", "0.0.0.0:8080"
+	region := node.RegionConfig{Broker: &b}
 	var (
-		etcd, globalEtcd string
+		etcd, globalEtcd []string
 		configFile       string
-		logLevel         = slog.LevelInfo
 	)
+	var logs *logFlags
 	cmd := &cobra.Command{
 		Use:   "broker",
 		Short: "Run one broker (Pulsar protocol) until SIGINT or SIGTERM",
@@ -51,81 +46,42 @@ restarted broker revokes its previous run's ownership at once, instead of
 clients waiting --ownership-ttl for it to expire.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: logLevel}))
+			log := logs.logger(cmd)
 			if configFile != "" {
-				if err := applyConfigFile(cmd, configFile, &cfg, log); err != nil {
+				if err := applyConfigFile(cmd, configFile, &region, log); err != nil {
 					return err
 				}
 			}
 			switch {
-			case cfg.Region == "":
+			case region.Name == "":
 				return errors.New("--region is required (or clusterName in --config)")
-			case etcd == "":
+			case len(etcd) == 0:
 				return errors.New("--etcd is required: the broker keeps ownership, ledgers and cursors in the region's etcd")
-			case cfg.AdvertisedHost == "":
+			case b.AdvertisedHost == "":
 				return errors.New("--advertised-address is required: it is the host clients are sent to (or advertisedAddress in --config)")
 			}
-			if globalEtcd == "" {
-				globalEtcd = etcd
-			}
-			cfg.Logger = log
-			cfg.Ledgers.Region, cfg.Ledger.Region = cfg.Region, cfg.Region
-			return runBroker(cmd, cfg, strings.Split(etcd, ","), strings.Split(globalEtcd, ","), log)
+			cfg := node.Config{Etcd: etcd, GlobalEtcd: globalEtcd, Regions: []node.RegionConfig{region}, Logger: log}
+			return runNode(cmd, "broker", cfg, func(n *node.Node) (string, error) {
+				return fmt.Sprintf("broker %s ready: %s", n.Broker().BrokerID(), strings.Join(readyURLs(n.Broker()), " ")), nil
+			})
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&cfg.Region, "region", "", "region this broker serves (required)")
-	f.StringVar(&etcd, "etcd", "", "comma-separated client URLs of the region's etcd (required)")
-	f.StringVar(&globalEtcd, "global-etcd", "", "comma-separated client URLs of the global configuration store's etcd (default: --etcd)")
-	f.StringVar(&cfg.AdvertisedHost, "advertised-address", "", "host clients are told to connect to, with the listeners' ports (required)")
-	f.StringVar(&cfg.BrokerAddr, "broker-listen", cfg.BrokerAddr, "address to serve the Pulsar protocol on")
-	f.StringVar(&cfg.WebAddr, "web-listen", cfg.WebAddr, "address to serve HTTP (/metrics) on")
-	addTLSFlags(f, &cfg)
+	f.StringVar(&region.Name, "region", "", "region this broker serves (required)")
+	f.StringSliceVar(&etcd, "etcd", nil, "comma-separated client URLs of the region's etcd (required)")
+	f.StringSliceVar(&globalEtcd, "global-etcd", nil, "comma-separated client URLs of the global configuration store's etcd (default: --etcd)")
+	f.StringVar(&b.AdvertisedHost, "advertised-address", "", "host clients are told to connect to, with the listeners' ports (required)")
+	f.StringVar(&b.BrokerAddr, "broker-listen", b.BrokerAddr, "address to serve the Pulsar protocol on")
+	f.StringVar(&b.WebAddr, "web-listen", b.WebAddr, "address to serve HTTP (the admin API, /metrics) on")
+	addTLSFlags(f, &b)
 	f.StringVar(&configFile, "config", "", configFileHelp)
-	f.StringVar(&cfg.BrokerID, "broker-id", "", "broker id, stable across restarts (default: --advertised-address with the broker port)")
-	f.IntVar(&cfg.Ledgers.EnsembleSize, "ensemble-size", cfg.Ledgers.EnsembleSize, "bookies each new ledger is striped over (E)")
-	f.IntVar(&cfg.Ledgers.WriteQuorum, "write-quorum", cfg.Ledgers.WriteQuorum, "bookies each entry is written to (Qw <= E)")
-	f.IntVar(&cfg.Ledgers.AckQuorum, "ack-quorum", cfg.Ledgers.AckQuorum, "bookies that must confirm an entry before it is acknowledged (Qa <= Qw)")
-	f.DurationVar(&cfg.Service.OwnershipTTL, "ownership-ttl", cfg.Service.OwnershipTTL, "lease on the bundles this broker owns: how long its topics stay unavailable after it dies")
-	f.DurationVar(&cfg.Ledgers.CursorPersistInterval, "cursor-persist-interval", cfg.Ledgers.CursorPersistInterval, "shortest time between two writes of one subscription's position (acks of the last interval are redelivered after a crash)")
-	f.DurationVar(&cfg.BookieWait, "bookie-wait", cfg.BookieWait, "how long to wait at start for --ensemble-size bookies to register")
-	f.TextVar(&logLevel, "log-level", logLevel, "lowest level of log records to print (debug, info, warn, error)")
+	f.StringVar(&b.BrokerID, "broker-id", "", "broker id, stable across restarts (default: --advertised-address with the broker port)")
+	f.IntVar(&b.Ledgers.EnsembleSize, "ensemble-size", b.Ledgers.EnsembleSize, "bookies each new ledger is striped over (E)")
+	f.IntVar(&b.Ledgers.WriteQuorum, "write-quorum", b.Ledgers.WriteQuorum, "bookies each entry is written to (Qw <= E)")
+	f.IntVar(&b.Ledgers.AckQuorum, "ack-quorum", b.Ledgers.AckQuorum, "bookies that must confirm an entry before it is acknowledged (Qa <= Qw)")
+	f.DurationVar(&b.Service.OwnershipTTL, "ownership-ttl", b.Service.OwnershipTTL, "lease on the bundles this broker owns: how long its topics stay unavailable after it dies")
+	f.DurationVar(&b.Ledgers.CursorPersistInterval, "cursor-persist-interval", b.Ledgers.CursorPersistInterval, "shortest time between two writes of one subscription's position (acks of the last interval are redelivered after a crash)")
+	f.DurationVar(&b.BookieWait, "bookie-wait", b.BookieWait, "how long to wait at start for --ensemble-size bookies to register")
+	logs = addLogFlags(f)
 	return cmd
-}
-
-// runBroker connects to the metadata stores, starts the node, prints the
-// ready line and runs until a signal; then it closes its topics cleanly and
-// gives up its ownership, so that another broker takes over at once.
-func runBroker(cmd *cobra.Command, cfg standalone.NodeConfig, endpoints, globalEndpoints []string, log *slog.Logger) error {
-	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	ecfg := meta.DefaultEtcdConfig()
-	ecfg.Logger = log
-	store, err := meta.Dial(ctx, endpoints, ecfg)
-	if err != nil {
-		return fmt.Errorf("connect to the region's etcd %v: %w", endpoints, err)
-	}
-	defer store.Close()
-	cfg.Store, cfg.Global = store, store
-	if strings.Join(globalEndpoints, ",") != strings.Join(endpoints, ",") {
-		gstore, err := meta.Dial(ctx, globalEndpoints, ecfg)
-		if err != nil {
-			return fmt.Errorf("connect to the global etcd %v: %w", globalEndpoints, err)
-		}
-		defer gstore.Close()
-		cfg.Global = gstore
-	}
-	n, err := standalone.StartNode(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	if _, err := fmt.Fprintf(cmd.OutOrStdout(), "broker %s ready: %s\n", n.BrokerID(), strings.Join(readyURLs(n), " ")); err != nil {
-		log.Warn("cannot write the ready line", "err", err)
-	}
-	<-ctx.Done()
-	log.Info("shutting down broker")
-	began := time.Now()
-	n.Close()
-	log.Info("broker stopped", "took", time.Since(began).Round(time.Millisecond))
-	return nil
 }

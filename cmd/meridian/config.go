@@ -4,14 +4,18 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/signal"
 	"slices"
 	"strings"
+	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/meridian-mq/meridian/cluster/broker/auth"
-	"github.com/meridian-mq/meridian/cluster/broker/standalone"
+	"github.com/meridian-mq/meridian/cluster/node"
+	"github.com/meridian-mq/meridian/telemetry"
 )
 
 // configFileHelp is the --config flag's help, shared by the commands that
@@ -19,8 +23,8 @@ import (
 const configFileHelp = "Pulsar broker.conf or standalone.conf to read the supported settings from (flags given on the command line win; every other key is listed in a warning)"
 
 // addTLSFlags registers the TLS listener and certificate flags of a
-// broker node.
-func addTLSFlags(f *pflag.FlagSet, cfg *standalone.NodeConfig) {
+// broker.
+func addTLSFlags(f *pflag.FlagSet, cfg *node.BrokerConfig) {
 	f.StringVar(&cfg.BrokerTLSAddr, "broker-tls-listen", cfg.BrokerTLSAddr, "address to serve the Pulsar protocol over TLS on (pulsar+ssl://; Pulsar's brokerServicePortTls, 6651); empty: no TLS")
 	f.StringVar(&cfg.WebTLSAddr, "web-tls-listen", cfg.WebTLSAddr, "address to serve HTTPS on (Pulsar's webServicePortTls, 8443); empty: no TLS")
 	f.StringVar(&cfg.TLS.CertFile, "tls-cert-file", cfg.TLS.CertFile, "the broker's PEM certificate chain (tlsCertificateFilePath)")
@@ -32,7 +36,7 @@ func addTLSFlags(f *pflag.FlagSet, cfg *standalone.NodeConfig) {
 // then puts back the value of every flag the user set, so that flags
 // override the file. Each key the file sets that Meridian does not
 // support is logged once, as a warning.
-func applyConfigFile(cmd *cobra.Command, path string, cfg *standalone.NodeConfig, log *slog.Logger) error {
+func applyConfigFile(cmd *cobra.Command, path string, cfg *node.RegionConfig, log *slog.Logger) error {
 	type setFlag struct {
 		name  string
 		value string
@@ -52,14 +56,14 @@ func applyConfigFile(cmd *cobra.Command, path string, cfg *standalone.NodeConfig
 		return fmt.Errorf("--config: %w", err)
 	}
 	defer f.Close()
-	ignored, err := standalone.ApplyPulsarConf(f, path, cfg)
+	ignored, err := node.ApplyPulsarConf(f, path, cfg)
 	if err != nil {
 		return err
 	}
 	for _, k := range ignored {
 		log.Warn("configuration key ignored: Meridian does not support it", "key", k.Key, "file", path, "line", k.Line)
 	}
-	basicFromPulsarOpts(cfg, log)
+	basicFromPulsarOpts(cfg.Broker, log)
 	for _, s := range set {
 		fl := cmd.Flags().Lookup(s.name)
 		if s.isSl {
@@ -80,7 +84,7 @@ func applyConfigFile(cmd *cobra.Command, path string, cfg *standalone.NodeConfig
 // file names none: Pulsar's AuthenticationProviderBasic reads that Java
 // system property, and Pulsar's Docker images (pulsar-client-go's test
 // image among them) set it that way.
-func basicFromPulsarOpts(cfg *standalone.NodeConfig, log *slog.Logger) {
+func basicFromPulsarOpts(cfg *node.BrokerConfig, log *slog.Logger) {
 	if cfg.Auth.Basic.Conf != "" || !slices.ContainsFunc(cfg.Auth.Providers, isBasicProvider) {
 		return
 	}
@@ -96,4 +100,56 @@ func basicFromPulsarOpts(cfg *standalone.NodeConfig, log *slog.Logger) {
 func isBasicProvider(p string) bool {
 	p = strings.TrimSpace(p)
 	return p == auth.MethodBasic || p == "org.apache.pulsar.broker.authentication.AuthenticationProviderBasic"
+}
+
+// logFlags are the logging flags every long-running command takes.
+type logFlags struct {
+	level  slog.Level
+	format telemetry.LogFormat
+}
+
+func addLogFlags(f *pflag.FlagSet) *logFlags {
+	l := &logFlags{level: slog.LevelInfo, format: telemetry.LogText}
+	f.TextVar(&l.level, "log-level", l.level, "lowest level of log records to print (debug, info, warn, error)")
+	f.TextVar(&l.format, "log-format", l.format, "how log records are written on stderr: text (key=value) or json (one object per line)")
+	return l
+}
+
+// logger writes the command's log records to its stderr.
+func (l *logFlags) logger(cmd *cobra.Command) *slog.Logger {
+	return telemetry.NewLogger(cmd.ErrOrStderr(), l.format, l.level)
+}
+
+// runNode starts cfg, prints the ready line that ready returns, and runs
+// until SIGINT or SIGTERM, or until a part stops by itself (a bookie whose
+// journal failed: then the error is returned, so the process exits
+// non-zero). Either way it stops every part before it returns.
+func runNode(cmd *cobra.Command, what string, cfg node.Config, ready func(*node.Node) (string, error)) error {
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	log := cfg.Logger
+	n, err := node.Start(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	line, err := ready(n)
+	if err != nil {
+		n.Close()
+		return err
+	}
+	if _, err := fmt.Fprintln(cmd.OutOrStdout(), line); err != nil {
+		log.Warn("cannot write the ready line", "err", err)
+	}
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down " + what)
+	case <-n.Done():
+	}
+	began := time.Now()
+	closeErr := n.Close()
+	if err := n.Err(); err != nil {
+		return err
+	}
+	log.Info(what+" stopped", "took", time.Since(began).Round(time.Millisecond))
+	return closeErr
 }

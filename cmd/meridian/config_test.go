@@ -15,7 +15,7 @@ import (
 	plog "github.com/apache/pulsar-client-go/pulsar/log"
 	"github.com/spf13/cobra"
 
-	"github.com/meridian-mq/meridian/cluster/broker/standalone"
+	"github.com/meridian-mq/meridian/cluster/node"
 )
 
 // pulsarClientGoDir is pulsar-client-go's directory in the module cache,
@@ -223,10 +223,11 @@ unknownKey=1
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg := standalone.DefaultNodeConfig("", "")
+	cfg := node.DefaultBrokerConfig("")
+	region := node.RegionConfig{Broker: &cfg}
 	cmd := &cobra.Command{Use: "test"}
 	f := cmd.Flags()
-	f.StringVar(&cfg.Region, "region", "", "")
+	f.StringVar(&region.Name, "region", "", "")
 	f.StringVar(&cfg.BrokerAddr, "broker-listen", cfg.BrokerAddr, "")
 	f.StringVar(&cfg.WebAddr, "web-listen", cfg.WebAddr, "")
 	f.IntVar(&cfg.Ledgers.AckQuorum, "ack-quorum", cfg.Ledgers.AckQuorum, "")
@@ -238,11 +239,11 @@ unknownKey=1
 		t.Fatal(err)
 	}
 	var logs strings.Builder
-	if err := applyConfigFile(cmd, conf, &cfg, slog.New(slog.NewTextHandler(&logs, nil))); err != nil {
+	if err := applyConfigFile(cmd, conf, &region, slog.New(slog.NewTextHandler(&logs, nil))); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct{ name, got, want string }{
-		{"region (flag)", cfg.Region, "from-flag"},
+		{"region (flag)", region.Name, "from-flag"},
 		{"broker listen (flag)", cfg.BrokerAddr, "127.0.0.1:9000"},
 		{"broker TLS listen (flag, empty)", cfg.BrokerTLSAddr, ""},
 		{"E/Qw/Qa (file, flag)", fmt.Sprint(cfg.Ledgers.EnsembleSize, cfg.Ledgers.WriteQuorum, cfg.Ledgers.AckQuorum), "3 3 3"},

@@ -4,18 +4,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/meridian-mq/meridian/cluster/broker/standalone"
+	"github.com/meridian-mq/meridian/cluster/node"
 )
 
 // devReady is the --ready-file of `meridian dev` (DESIGN §7).
@@ -30,7 +26,7 @@ type devRegion struct {
 }
 
 // newDevCommand runs several regions in one process on one embedded etcd
-// (standalone.StartDev).
+// (node.Dev).
 func newDevCommand() *cobra.Command {
 	var (
 		regions     = []string{"us-east", "eu-west", "ap-south"}
@@ -39,8 +35,8 @@ func newDevCommand() *cobra.Command {
 		webPortBase = 8080
 		readyFile   string
 		advertised  = "localhost"
-		logLevel    = slog.LevelInfo
 	)
+	var logs *logFlags
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Run several regions in one process (one etcd; a bookie and a broker per region) until SIGINT or SIGTERM",
@@ -68,16 +64,21 @@ and ports continues where it stopped.`,
 			for i := range regions {
 				regions[i] = strings.TrimSpace(regions[i])
 			}
-			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: logLevel}))
-			cfg := standalone.DefaultDevConfig(dataDir, regions, portBase, webPortBase)
-			cfg.Logger = log
-			for i := range cfg.Regions {
-				cfg.Regions[i].AdvertisedHost, cfg.Regions[i].Logger = advertised, log.With("region", cfg.Regions[i].Region)
+			cfg := node.Dev(dataDir, regions, portBase, webPortBase)
+			cfg.Logger = logs.logger(cmd)
+			for _, r := range cfg.Regions {
+				// The listeners bind the advertised host: localhost by
+				// default.
+				b := r.Broker
+				_, p, _ := net.SplitHostPort(b.BrokerAddr)
+				_, w, _ := net.SplitHostPort(b.WebAddr)
+				b.AdvertisedHost = advertised
+				b.BrokerAddr, b.WebAddr = net.JoinHostPort(advertised, p), net.JoinHostPort(advertised, w)
 			}
 			if err := cfg.Validate(); err != nil {
 				return fmt.Errorf("--regions: %w", err)
 			}
-			return runDev(cmd, cfg, readyFile, log)
+			return runDev(cmd, cfg, readyFile)
 		},
 	}
 	f := cmd.Flags()
@@ -87,56 +88,36 @@ and ports continues where it stopped.`,
 	f.IntVar(&webPortBase, "web-port-base", webPortBase, "HTTP port of the first region; region i listens on base+100*i (0: free ports)")
 	f.StringVar(&readyFile, "ready-file", "", `file to write {"regions":[{"name","serviceUrl","webServiceUrl"}]} to once every region serves`)
 	f.StringVar(&advertised, "advertised-address", advertised, "host clients are told to connect to (and that the listeners bind)")
-	f.TextVar(&logLevel, "log-level", logLevel, "lowest level of log records to print (debug, info, warn, error)")
+	logs = addLogFlags(f)
 	return cmd
 }
 
-// runDev starts the regions, writes the ready file and line, and runs
-// until a signal; then it stops every part cleanly and returns nil.
-func runDev(cmd *cobra.Command, cfg standalone.DevConfig, readyFile string, log *slog.Logger) error {
-	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	for i := range cfg.Regions {
-		// The listeners bind the advertised host: localhost by default.
-		r := &cfg.Regions[i]
-		_, p, _ := net.SplitHostPort(r.BrokerAddr)
-		_, w, _ := net.SplitHostPort(r.WebAddr)
-		r.BrokerAddr, r.WebAddr = net.JoinHostPort(r.AdvertisedHost, p), net.JoinHostPort(r.AdvertisedHost, w)
-	}
+// runDev runs the regions, and once all serve writes the ready file (removed
+// again when it stops) and the ready line.
+func runDev(cmd *cobra.Command, cfg node.Config, readyFile string) error {
 	if readyFile != "" {
 		// A ready file left by an earlier run must not be taken for this
 		// one's.
 		if err := os.Remove(readyFile); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("--ready-file: %w", err)
 		}
-	}
-	s, err := standalone.StartDev(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	var ready devReady
-	fields := []string{}
-	for _, n := range s.Nodes() {
-		name := n.Service().Region()
-		ready.Regions = append(ready.Regions, devRegion{Name: name, ServiceURL: n.ServiceURL(), WebServiceURL: n.WebURL()})
-		fields = append(fields, fmt.Sprintf("%s=%s,%s", name, n.ServiceURL(), n.WebURL()))
-	}
-	if readyFile != "" {
-		if err := writeFileAtomic(readyFile, ready); err != nil {
-			return fmt.Errorf("--ready-file: %w", err)
-		}
 		defer os.Remove(readyFile)
 	}
-	if _, err := fmt.Fprintf(cmd.OutOrStdout(), "dev ready: %s etcd=%s\n", strings.Join(fields, " "), strings.Join(s.EtcdEndpoints(), ",")); err != nil {
-		log.Warn("cannot write the ready line", "err", err)
-	}
-	<-ctx.Done()
-	log.Info("shutting down dev regions")
-	began := time.Now()
-	s.Close()
-	log.Info("dev regions stopped", "took", time.Since(began).Round(time.Millisecond))
-	return nil
+	return runNode(cmd, "dev regions", cfg, func(n *node.Node) (string, error) {
+		var ready devReady
+		fields := []string{}
+		for _, r := range n.Regions() {
+			b := r.Broker()
+			ready.Regions = append(ready.Regions, devRegion{Name: r.Name(), ServiceURL: b.ServiceURL(), WebServiceURL: b.WebURL()})
+			fields = append(fields, fmt.Sprintf("%s=%s,%s", r.Name(), b.ServiceURL(), b.WebURL()))
+		}
+		if readyFile != "" {
+			if err := writeFileAtomic(readyFile, ready); err != nil {
+				return "", fmt.Errorf("--ready-file: %w", err)
+			}
+		}
+		return fmt.Sprintf("dev ready: %s etcd=%s", strings.Join(fields, " "), strings.Join(n.EtcdEndpoints(), ",")), nil
+	})
 }
 
 // writeFileAtomic writes v as JSON to path through a temporary file and a

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meridian-mq/meridian/cluster/broker/standalone"
 	"github.com/meridian-mq/meridian/cluster/ledger/ledgertest"
 	"github.com/meridian-mq/meridian/cluster/meta"
+	"github.com/meridian-mq/meridian/cluster/node"
 )
 
 // BenchmarkPerfProduce runs `meridian perf produce -r RATE -s 1024 -b 1
@@ -94,15 +94,15 @@ func startMemoryRegion(ctx context.Context, t testing.TB) string {
 	if err := ledgertest.Register(ctx, store, region, bookieID, "", false); err != nil {
 		t.Fatalf("register the in-memory bookie: %v", err)
 	}
-	cfg := standalone.DefaultNodeConfig(region, "127.0.0.1")
-	cfg.Store, cfg.Global, cfg.Bootstrap = store, store, true
-	cfg.BrokerAddr, cfg.WebAddr, cfg.Logger = "127.0.0.1:0", "127.0.0.1:0", discardLogger()
-	cfg.Ledgers.EnsembleSize, cfg.Ledgers.WriteQuorum, cfg.Ledgers.AckQuorum = 1, 1, 1
-	cfg.Bookies = bookies.Client("broker")
-	node, err := standalone.StartNode(ctx, cfg)
+	b := node.DefaultBrokerConfig("127.0.0.1")
+	b.BrokerAddr, b.WebAddr = "127.0.0.1:0", "127.0.0.1:0"
+	b.Ledgers.EnsembleSize, b.Ledgers.WriteQuorum, b.Ledgers.AckQuorum = 1, 1, 1
+	b.Bookies = bookies.Client("broker")
+	n, err := node.Start(ctx, node.Config{Etcd: etcd.Endpoints(), Bootstrap: true, Logger: discardLogger(),
+		Regions: []node.RegionConfig{{Name: region, Broker: &b}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { node.Close() })
-	return node.ServiceURL()
+	t.Cleanup(func() { n.Close() })
+	return n.Broker().ServiceURL()
 }

@@ -17,7 +17,7 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 
-	"github.com/meridian-mq/meridian/cluster/broker/standalone"
+	"github.com/meridian-mq/meridian/cluster/node"
 )
 
 // runPerf runs `meridian perf args...` through the root command, writing
@@ -96,18 +96,20 @@ func checkSummary(t *testing.T, name string, s perfSummary) {
 	}
 }
 
-// startRegion starts a standalone region in-process on port 0.
-func startRegion(ctx context.Context, t testing.TB) *standalone.Standalone {
+// startRegion starts a standalone region in-process on port 0 and returns
+// its broker.
+func startRegion(ctx context.Context, t testing.TB) *node.Broker {
 	t.Helper()
-	cfg := standalone.DefaultConfig(t.TempDir())
-	cfg.BrokerAddr, cfg.WebAddr, cfg.AdvertisedHost = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1"
+	cfg := node.Standalone(t.TempDir())
+	b := cfg.Regions[0].Broker
+	b.BrokerAddr, b.WebAddr, b.AdvertisedHost = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1"
 	cfg.Logger = discardLogger()
-	region, err := standalone.Start(ctx, cfg)
+	n, err := node.Start(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { region.Close() })
-	return region
+	t.Cleanup(func() { n.Close() })
+	return n.Broker()
 }
 
 // storedCount reads topic from the start and counts its messages.

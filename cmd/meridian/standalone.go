@@ -1,18 +1,12 @@
 package main
 
 import (
-	"fmt"
-	"log/slog"
-	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/meridian-mq/meridian/cluster/broker/standalone"
+	"github.com/meridian-mq/meridian/cluster/node"
 )
 
 // defaultStandaloneDir is where `meridian standalone` keeps its data when
@@ -21,13 +15,13 @@ import (
 var defaultStandaloneDir = filepath.Join("data", "standalone")
 
 // newStandaloneCommand runs a whole region in one process: an embedded
-// etcd, one bookie and one broker (standalone.Start).
+// etcd, one bookie and one broker (node.Standalone).
 func newStandaloneCommand() *cobra.Command {
-	cfg := standalone.DefaultConfig(defaultStandaloneDir)
-	var (
-		configFile string
-		logLevel   = slog.LevelInfo
-	)
+	cfg := node.Standalone(defaultStandaloneDir)
+	region := &cfg.Regions[0]
+	b := region.Broker
+	var configFile string
+	var logs *logFlags
 	cmd := &cobra.Command{
 		Use:   "standalone",
 		Short: "Run a whole region in one process (etcd, a bookie and a broker) until SIGINT or SIGTERM",
@@ -50,30 +44,32 @@ their acknowledged positions (acks of the last second before a crash may be
 delivered again).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: logLevel}))
+			log := logs.logger(cmd)
 			if configFile != "" {
-				if err := applyConfigFile(cmd, configFile, &cfg.NodeConfig, log); err != nil {
+				if err := applyConfigFile(cmd, configFile, region, log); err != nil {
 					return err
 				}
 			}
 			cfg.Logger = log
-			return runStandalone(cmd, cfg, log)
+			return runNode(cmd, "standalone", cfg, func(n *node.Node) (string, error) {
+				return "standalone ready: " + strings.Join(readyURLs(n.Broker(), "etcd="+strings.Join(n.EtcdEndpoints(), ",")), " "), nil
+			})
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory for etcd's and the bookie's data; reuse it to continue after a restart")
 	f.StringVar(&configFile, "config", "", configFileHelp)
-	f.StringVar(&cfg.BrokerAddr, "broker-listen", cfg.BrokerAddr, "address to serve the Pulsar protocol on")
-	f.StringVar(&cfg.WebAddr, "web-listen", cfg.WebAddr, "address to serve HTTP (/metrics) on")
-	addTLSFlags(f, &cfg.NodeConfig)
-	f.StringVar(&cfg.AdvertisedHost, "advertised-address", cfg.AdvertisedHost, "host clients are told to connect to (with the listeners' ports); with the broker port it is the broker's id")
-	f.TextVar(&logLevel, "log-level", logLevel, "lowest level of log records to print (debug, info, warn, error)")
+	f.StringVar(&b.BrokerAddr, "broker-listen", b.BrokerAddr, "address to serve the Pulsar protocol on")
+	f.StringVar(&b.WebAddr, "web-listen", b.WebAddr, "address to serve HTTP (the admin API, /metrics) on")
+	addTLSFlags(f, b)
+	f.StringVar(&b.AdvertisedHost, "advertised-address", b.AdvertisedHost, "host clients are told to connect to (with the listeners' ports); with the broker port it is the broker's id")
+	logs = addLogFlags(f)
 	return cmd
 }
 
 // readyURLs are the fields of a ready line: the node's plain URLs, then
 // extra, then its TLS URLs if it serves TLS.
-func readyURLs(n *standalone.Node, extra ...string) []string {
+func readyURLs(n *node.Broker, extra ...string) []string {
 	urls := append([]string{n.ServiceURL(), n.WebURL()}, extra...)
 	for _, u := range []string{n.ServiceURLTLS(), n.WebURLTLS()} {
 		if u != "" {
@@ -81,25 +77,4 @@ func readyURLs(n *standalone.Node, extra ...string) []string {
 		}
 	}
 	return urls
-}
-
-// runStandalone starts the region, prints the ready line and runs until a
-// signal; then it stops every part cleanly and returns nil (exit 0).
-func runStandalone(cmd *cobra.Command, cfg standalone.Config, log *slog.Logger) error {
-	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	s, err := standalone.Start(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	if _, err := fmt.Fprintf(cmd.OutOrStdout(), "standalone ready: %s\n", strings.Join(readyURLs(s.Node,
-		"etcd="+strings.Join(s.EtcdEndpoints(), ",")), " ")); err != nil {
-		log.Warn("cannot write the ready line", "err", err)
-	}
-	<-ctx.Done()
-	log.Info("shutting down standalone")
-	began := time.Now()
-	s.Close()
-	log.Info("standalone stopped", "took", time.Since(began).Round(time.Millisecond))
-	return nil
 }

@@ -3,58 +3,50 @@ package broker_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
 	plog "github.com/apache/pulsar-client-go/pulsar/log"
 
-	"github.com/meridian-mq/meridian/cluster/broker/standalone"
+	"github.com/meridian-mq/meridian/cluster/broker/brokertest"
 )
 
-// region is a standalone region for one test, on free ports.
-type region struct {
-	*standalone.Standalone
-	dir string
-}
+func testLogger() *slog.Logger { return brokertest.Logger() }
 
-func testLogger() *slog.Logger {
-	if os.Getenv("BROKER_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
-}
-
-func standaloneConfig(dir string) standalone.Config {
-	cfg := standalone.DefaultConfig(dir)
-	cfg.BrokerAddr, cfg.WebAddr, cfg.AdvertisedHost = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1"
-	cfg.Logger = testLogger()
-	return cfg
-}
-
-// startRegion starts a standalone region in a fresh directory (or dir, to
-// restart one), stopped at the end of the test.
-func startRegion(t testing.TB, dir string, mutate ...func(*standalone.Config)) *region {
+// newStorage starts an etcd and bookies for brokers, stopped at the end of
+// the test.
+func newStorage(t testing.TB) *brokertest.Storage {
 	t.Helper()
-	if dir == "" {
-		dir = t.TempDir()
+	s, err := brokertest.NewStorage(context.Background(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
 	}
-	cfg := standaloneConfig(dir)
+	t.Cleanup(s.Close)
+	return s
+}
+
+// startBroker starts a broker on storage (nil: a fresh one), stopped at the
+// end of the test. A test restarts a broker by closing it and starting
+// another on the same storage.
+func startBroker(t testing.TB, storage *brokertest.Storage, mutate ...func(*brokertest.Config)) *brokertest.Broker {
+	t.Helper()
+	if storage == nil {
+		storage = newStorage(t)
+	}
+	cfg := brokertest.DefaultConfig()
 	for _, m := range mutate {
 		m(&cfg)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	s, err := standalone.Start(ctx, cfg)
+	b, err := brokertest.Start(ctx, storage, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &region{Standalone: s, dir: dir}
-	t.Cleanup(func() { s.Close() })
-	return r
+	t.Cleanup(b.Close)
+	return b
 }
 
 func newClient(t testing.TB, url string) pulsar.Client {
@@ -73,7 +65,7 @@ func newClient(t testing.TB, url string) pulsar.Client {
 }
 
 func TestProduceConsume(t *testing.T) {
-	r := startRegion(t, "")
+	r := startBroker(t, nil)
 	c := newClient(t, r.ServiceURL())
 	ctx := context.Background()
 	topic := "persistent://public/default/basic"

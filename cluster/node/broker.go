@@ -1,11 +1,10 @@
-package standalone
+package node
 
 import (
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -13,38 +12,27 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/meridian-mq/meridian/cluster/admin"
 	"github.com/meridian-mq/meridian/cluster/bookie/bkproto"
 	"github.com/meridian-mq/meridian/cluster/broker"
 	"github.com/meridian-mq/meridian/cluster/broker/auth"
 	"github.com/meridian-mq/meridian/cluster/ledger"
-	"github.com/meridian-mq/meridian/cluster/meta"
 	"github.com/meridian-mq/meridian/cluster/mledger"
 	"github.com/meridian-mq/meridian/global"
+	"github.com/meridian-mq/meridian/telemetry"
 )
 
-// NodeConfig configures one broker node: the broker-side parts of a region
-// (ledger client, managed-ledger factory, global policy cache, topic
-// service, protocol server and web listener), on metadata stores and
-// bookies that run elsewhere. `meridian broker` runs exactly this;
-// `meridian standalone` runs it next to an embedded etcd and a local bookie.
-type NodeConfig struct {
-	// Region is the region (Pulsar cluster) the broker serves. Required.
-	Region string
-	// Store is the region's metadata store: bookie registrations, ledgers,
-	// managed ledgers, cursors and ownership live there. Required; the
-	// caller owns it (Close does not close it).
-	Store meta.Store
-	// Global is the global configuration store (clusters, tenants,
-	// namespaces, policies). It may be Store itself, as in standalone.
-	// Required; the caller owns it.
-	Global meta.Store
+// BrokerConfig configures a region's broker in this process: the ledger
+// client on the region's bookies, the managed-ledger factory, the global
+// policy cache, the topic service, the protocol server, and the web listener
+// with the admin REST API and /metrics. The region, the metadata stores, the
+// logger and the metrics registry are the region's (RegionConfig, Config),
+// set once there and handed to every part.
+type BrokerConfig struct {
 	// BrokerAddr is where the Pulsar protocol is served, WebAddr where HTTP
-	// (/metrics) is. Port 0 picks a free port (tests); then the broker id
-	// changes with every run unless BrokerID is set.
+	// (the admin API, /metrics) is. Port 0 picks a free port (tests); then
+	// the broker id changes with every run unless BrokerID is set.
 	BrokerAddr string
 	WebAddr    string
 	// BrokerTLSAddr and WebTLSAddr serve the same protocol and HTTP over
@@ -75,22 +63,17 @@ type NodeConfig struct {
 	// instead of waiting out their TTL (DESIGN §3). Default: the
 	// advertised host:port of the protocol listener.
 	BrokerID string
-	// Bootstrap makes the node ensure the standalone/dev bootstrap state
-	// (global.Store.Ensure: its cluster record, tenant public and namespace
-	// public/default). Without it the node only creates its region's
-	// cluster record if there is none (create-if-absent: an existing record
-	// is an operator's and is left alone), so that lookups and active-region
-	// redirects can name the region; tenants and namespaces are then the
-	// operator's to create.
-	Bootstrap bool
-	// Broker and Service tune the protocol server and the topic service;
-	// their URL, region and id fields are filled in from the fields above.
+	// Broker and Service tune the protocol server and the topic service.
+	// Their region, broker id and URL fields are not read: the node sets
+	// them from the region's name and the listeners.
 	Broker  broker.Config
 	Service broker.ServiceConfig
 	// Ledgers tunes the managed ledgers, including the E/Qw/Qa of new
-	// ledgers; the node waits for EnsembleSize bookies before serving.
+	// ledgers; the broker waits for EnsembleSize bookies before serving.
+	// Its Region is set by the node.
 	Ledgers mledger.Config
-	// Ledger tunes the ledger client.
+	// Ledger tunes the ledger client. Its Region and Registerer are set by
+	// the node.
 	Ledger ledger.Config
 	// BookieWait bounds the wait for EnsembleSize bookies to register.
 	// Default 30s.
@@ -100,10 +83,6 @@ type NodeConfig struct {
 	// (ledgertest) here to measure the broker and its clients without
 	// storage; the caller owns them.
 	Bookies ledger.Bookies
-	// Registry receives the node's metrics and is served on WebAddr at
-	// /metrics. Nil: a new registry with the Go and process collectors.
-	Registry *prometheus.Registry
-	Logger   *slog.Logger
 }
 
 // TLSConfig is the server side of TLS, as Pulsar's broker.conf gives it
@@ -135,49 +114,41 @@ type AuthorizationConfig struct {
 	SuperUserRoles []string
 }
 
-// DefaultNodeConfig returns the defaults for a broker of region that
-// advertises host. Store and Global are left for the caller to set.
-func DefaultNodeConfig(region, host string) NodeConfig {
-	return NodeConfig{
-		Region:         region,
+// DefaultBrokerConfig returns the defaults for a broker that advertises
+// host and listens on localhost:6650 and localhost:8080.
+func DefaultBrokerConfig(host string) BrokerConfig {
+	return BrokerConfig{
 		BrokerAddr:     "localhost:6650",
 		WebAddr:        "localhost:8080",
 		AdvertisedHost: host,
-		Broker:         broker.DefaultConfig("pulsar://localhost:6650"),
-		Service:        broker.DefaultServiceConfig(region, "localhost:6650", "pulsar://localhost:6650"),
-		Ledgers:        mledger.DefaultConfig(region),
-		Ledger:         ledger.DefaultConfig(region),
+		Broker:         broker.DefaultConfig(""),
+		Service:        broker.DefaultServiceConfig("", "", ""),
+		Ledgers:        mledger.DefaultConfig(""),
+		Ledger:         ledger.DefaultConfig(""),
 		BookieWait:     30 * time.Second,
 		Auth:           auth.DefaultConfig(),
-		Logger:         slog.Default(),
 
 		DefaultNamespaceBundles: global.DefaultConfig().DefaultBundles,
 	}
 }
 
-// Validate checks what StartNode needs before it starts anything; the
-// parts validate their own configs.
-func (c NodeConfig) Validate() error {
+// Validate checks what the broker needs before anything starts; the parts
+// validate their own configs.
+func (c BrokerConfig) Validate() error {
 	switch {
-	case c.Region == "":
-		return errors.New("standalone: NodeConfig.Region is required")
-	case c.Store == nil || c.Global == nil:
-		return errors.New("standalone: NodeConfig.Store and Global are required")
 	case c.AdvertisedHost == "":
-		return errors.New("standalone: NodeConfig.AdvertisedHost is required")
+		return errors.New("node: BrokerConfig.AdvertisedHost is required")
 	case c.BrokerAddr == "" || c.WebAddr == "":
-		return errors.New("standalone: NodeConfig.BrokerAddr and WebAddr are required")
-	case c.Logger == nil:
-		return errors.New("standalone: NodeConfig.Logger is required")
+		return errors.New("node: BrokerConfig.BrokerAddr and WebAddr are required")
 	case (c.BrokerTLSAddr != "" || c.WebTLSAddr != "") && (c.TLS.CertFile == "" || c.TLS.KeyFile == ""):
-		return errors.New("standalone: serving TLS (BrokerTLSAddr, WebTLSAddr) needs TLS.CertFile and TLS.KeyFile (tlsCertificateFilePath, tlsKeyFilePath)")
+		return errors.New("node: serving TLS (BrokerTLSAddr, WebTLSAddr) needs TLS.CertFile and TLS.KeyFile (tlsCertificateFilePath, tlsKeyFilePath)")
 	}
 	return c.Auth.Validate()
 }
 
-// Node is a running broker node. Close stops it.
-type Node struct {
-	cfg      NodeConfig
+// Broker is a running broker with its admin API. Its region closes it.
+type Broker struct {
+	cfg      BrokerConfig
 	closers  []func() // in order of start; run in reverse
 	service  *broker.Service
 	server   *broker.Server
@@ -192,43 +163,34 @@ type Node struct {
 	served      chan struct{} // closed when every listener has stopped serving
 }
 
-// StartNode starts the broker-side parts of a region and returns once the
-// broker serves: the policy cache is loaded, the broker has revoked its
-// previous run's leases and registered, and both listeners accept.
-func StartNode(ctx context.Context, cfg NodeConfig) (_ *Node, err error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	n := &Node{cfg: cfg, served: make(chan struct{})}
+// startBroker starts region r's broker and returns once it serves: the
+// policy cache is loaded, the broker has revoked its previous run's leases
+// and registered, and every listener accepts.
+func startBroker(ctx context.Context, r *regionParts, cfg BrokerConfig) (_ *Broker, err error) {
+	n := &Broker{cfg: cfg, served: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			n.stop()
 			close(n.served)
 		}
 	}()
-	log := cfg.Logger
+	log := r.log
 	var tlsCfg *tls.Config
 	if cfg.BrokerTLSAddr != "" || cfg.WebTLSAddr != "" {
 		t := cfg.TLS
 		if tlsCfg, err = auth.ServerTLSConfig(t.CertFile, t.KeyFile, t.TrustCertsFile, t.RequireTrustedClientCert, t.AllowInsecureConnection); err != nil {
-			return nil, fmt.Errorf("standalone: TLS: %w", err)
+			return nil, fmt.Errorf("node: TLS: %w", err)
 		}
 	}
 	n.authn = cfg.Broker.Auth
 	if n.authn == nil {
 		if n.authn, err = auth.New(cfg.Auth); err != nil {
-			return nil, fmt.Errorf("standalone: authentication: %w", err)
+			return nil, fmt.Errorf("node: authentication: %w", err)
 		}
 	}
-	reg := cfg.Registry
-	if reg == nil {
-		reg = prometheus.NewRegistry()
-		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	}
-
 	bookies := cfg.Bookies
 	if bookies == nil {
-		bk, err := ledger.NewBKProto(cfg.Store, cfg.Region, bkproto.DefaultConnConfig(nil))
+		bk, err := ledger.NewBKProto(r.store, r.name, bkproto.DefaultConnConfig(nil))
 		if err != nil {
 			return nil, err
 		}
@@ -236,8 +198,8 @@ func StartNode(ctx context.Context, cfg NodeConfig) (_ *Node, err error) {
 		bookies = bk
 	}
 	lcfg := cfg.Ledger
-	lcfg.Region = cfg.Region
-	lc, err := ledger.New(lcfg, cfg.Store, bookies, log, rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())))
+	lcfg.Region, lcfg.Registerer = r.name, r.registry
+	lc, err := ledger.New(lcfg, r.store, bookies, log, rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())))
 	if err != nil {
 		return nil, err
 	}
@@ -246,8 +208,8 @@ func StartNode(ctx context.Context, cfg NodeConfig) (_ *Node, err error) {
 		return nil, err
 	}
 	mlcfg := cfg.Ledgers
-	mlcfg.Region = cfg.Region
-	factory, err := mledger.NewFactory(mlcfg, lc, cfg.Store, log, mledger.SystemClock())
+	mlcfg.Region = r.name
+	factory, err := mledger.NewFactory(mlcfg, lc, r.store, log, mledger.SystemClock())
 	if err != nil {
 		return nil, err
 	}
@@ -262,22 +224,22 @@ func StartNode(ctx context.Context, cfg NodeConfig) (_ *Node, err error) {
 	if cfg.DefaultNamespaceBundles != 0 {
 		gscfg.DefaultBundles = cfg.DefaultNamespaceBundles
 	}
-	gstore, err := global.NewStore(cfg.Global, gscfg)
+	gstore, err := global.NewStore(r.global, gscfg)
 	if err != nil {
 		return nil, err
 	}
 	if n.brokerLn, err = net.Listen("tcp", cfg.BrokerAddr); err != nil {
-		return nil, fmt.Errorf("standalone: broker listener: %w", err)
+		return nil, fmt.Errorf("node: broker listener: %w", err)
 	}
 	n.closers = append(n.closers, func() { n.brokerLn.Close() })
 	if n.webLn, err = net.Listen("tcp", cfg.WebAddr); err != nil {
-		return nil, fmt.Errorf("standalone: web listener: %w", err)
+		return nil, fmt.Errorf("node: web listener: %w", err)
 	}
 	n.closers = append(n.closers, func() { n.webLn.Close() })
 	if cfg.BrokerTLSAddr != "" {
 		ln, err := net.Listen("tcp", cfg.BrokerTLSAddr)
 		if err != nil {
-			return nil, fmt.Errorf("standalone: broker TLS listener: %w", err)
+			return nil, fmt.Errorf("node: broker TLS listener: %w", err)
 		}
 		n.brokerTLSLn = tls.NewListener(ln, tlsCfg)
 		n.closers = append(n.closers, func() { n.brokerTLSLn.Close() })
@@ -285,7 +247,7 @@ func StartNode(ctx context.Context, cfg NodeConfig) (_ *Node, err error) {
 	if cfg.WebTLSAddr != "" {
 		ln, err := net.Listen("tcp", cfg.WebTLSAddr)
 		if err != nil {
-			return nil, fmt.Errorf("standalone: web TLS listener: %w", err)
+			return nil, fmt.Errorf("node: web TLS listener: %w", err)
 		}
 		n.webTLSLn = tls.NewListener(ln, tlsCfg)
 		n.closers = append(n.closers, func() { n.webTLSLn.Close() })
@@ -298,13 +260,13 @@ func StartNode(ctx context.Context, cfg NodeConfig) (_ *Node, err error) {
 	}
 
 	cluster := n.ClusterData()
-	if cfg.Bootstrap {
-		err = gstore.Ensure(ctx, global.Bootstrap{Clusters: map[string]global.ClusterData{cfg.Region: cluster}})
+	if r.bootstrap {
+		err = gstore.Ensure(ctx, global.Bootstrap{Clusters: map[string]global.ClusterData{r.name: cluster}})
 		if err != nil {
-			return nil, fmt.Errorf("standalone: bootstrap tenant public and namespace public/default: %w", err)
+			return nil, fmt.Errorf("node: bootstrap tenant public and namespace public/default: %w", err)
 		}
-	} else if _, err := gstore.CreateCluster(ctx, cfg.Region, cluster); err != nil && !errors.Is(err, global.ErrExists) {
-		return nil, fmt.Errorf("standalone: create the cluster record of region %s: %w", cfg.Region, err)
+	} else if _, err := gstore.CreateCluster(ctx, r.name, cluster); err != nil && !errors.Is(err, global.ErrExists) {
+		return nil, fmt.Errorf("node: create the cluster record of region %s: %w", r.name, err)
 	}
 	// The cache starts after the bootstrap, so that its first load, which
 	// Ready waits for, holds what the bootstrap wrote.
@@ -318,7 +280,7 @@ func StartNode(ctx context.Context, cfg NodeConfig) (_ *Node, err error) {
 	select {
 	case <-cache.Ready():
 	case <-ctx.Done():
-		return nil, fmt.Errorf("standalone: loading the global policy cache: %w", ctx.Err())
+		return nil, fmt.Errorf("node: loading the global policy cache: %w", ctx.Err())
 	}
 	n.authz = cfg.Broker.Authz
 	if n.authz == nil && cfg.Authorization.Enabled {
@@ -326,9 +288,9 @@ func StartNode(ctx context.Context, cfg NodeConfig) (_ *Node, err error) {
 	}
 
 	scfg := cfg.Service
-	scfg.Region, scfg.BrokerID, scfg.ServiceURL, scfg.WebURL = cfg.Region, n.id, serviceURL, webURL
+	scfg.Region, scfg.BrokerID, scfg.ServiceURL, scfg.WebURL = r.name, n.id, serviceURL, webURL
 	scfg.ServiceURLTLS = serviceURLTLS
-	n.service, err = broker.NewService(scfg, cfg.Store, cache, gstore, factory, log)
+	n.service, err = broker.NewService(scfg, r.store, cache, gstore, factory, log)
 	if err != nil {
 		return nil, err
 	}
@@ -350,9 +312,9 @@ func StartNode(ctx context.Context, cfg NodeConfig) (_ *Node, err error) {
 	n.closers = append(n.closers, func() { n.server.Close() })
 	adm, err := admin.New(admin.BrokerConfig(pcfg, n.service.Config()), n.service, log)
 	if err != nil {
-		return nil, fmt.Errorf("standalone: admin API: %w", err)
+		return nil, fmt.Errorf("node: admin API: %w", err)
 	}
-	web := &http.Server{Handler: webHandler(reg, adm), ReadHeaderTimeout: 10 * time.Second}
+	web := &http.Server{Handler: webHandler(r.registry, adm), ReadHeaderTimeout: 10 * time.Second}
 	n.closers = append(n.closers, func() { web.Close() })
 
 	// One goroutine per listener, all owned by Close through served.
@@ -383,7 +345,7 @@ func StartNode(ctx context.Context, cfg NodeConfig) (_ *Node, err error) {
 		serving.Wait()
 		close(n.served)
 	}()
-	log.Info("broker serving", "region", cfg.Region, "broker", n.id, "service_url", serviceURL, "web_url", webURL,
+	log.Info("broker serving", telemetry.KeyBroker, n.id, "service_url", serviceURL, "web_url", webURL,
 		"service_url_tls", serviceURLTLS, "web_url_tls", webURLTLS, "authentication", n.authn.Enabled(), "authorization", n.authz != nil)
 	return n, nil
 }
@@ -392,7 +354,7 @@ func StartNode(ctx context.Context, cfg NodeConfig) (_ *Node, err error) {
 // lookup surface of clients whose service URL is http://).
 func webHandler(reg *prometheus.Registry, adm http.Handler) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("GET /metrics", telemetry.MetricsHandler(reg))
 	mux.Handle("/admin/", adm)
 	mux.Handle("/lookup/", adm)
 	return mux
@@ -414,22 +376,22 @@ func waitForBookies(ctx context.Context, lc *ledger.Client, n int, wait time.Dur
 		select {
 		case <-lc.Directory().Changed():
 		case <-ctx.Done():
-			return fmt.Errorf("standalone: waiting for %d bookie(s) to register (start them, or lower the ensemble size): %w", n, ctx.Err())
+			return fmt.Errorf("node: waiting for %d bookie(s) to register (start them, or lower the ensemble size): %w", n, ctx.Err())
 		}
 	}
 	return nil
 }
 
 // ServiceURL is the pulsar:// URL clients use.
-func (n *Node) ServiceURL() string {
+func (n *Broker) ServiceURL() string {
 	return "pulsar://" + advertised(n.cfg.AdvertisedHost, n.brokerLn)
 }
 
 // WebURL is the http:// URL of the web service.
-func (n *Node) WebURL() string { return "http://" + advertised(n.cfg.AdvertisedHost, n.webLn) }
+func (n *Broker) WebURL() string { return "http://" + advertised(n.cfg.AdvertisedHost, n.webLn) }
 
 // ServiceURLTLS is the pulsar+ssl:// URL clients use, or "" without TLS.
-func (n *Node) ServiceURLTLS() string {
+func (n *Broker) ServiceURLTLS() string {
 	if n.brokerTLSLn == nil {
 		return ""
 	}
@@ -437,7 +399,7 @@ func (n *Node) ServiceURLTLS() string {
 }
 
 // WebURLTLS is the https:// URL of the web service, or "" without TLS.
-func (n *Node) WebURLTLS() string {
+func (n *Broker) WebURLTLS() string {
 	if n.webTLSLn == nil {
 		return ""
 	}
@@ -446,7 +408,7 @@ func (n *Node) WebURLTLS() string {
 
 // ClusterData is the region's cluster record as this node would write it:
 // its URLs.
-func (n *Node) ClusterData() global.ClusterData {
+func (n *Broker) ClusterData() global.ClusterData {
 	return global.ClusterData{
 		ServiceURL: n.WebURL(), ServiceURLTLS: n.WebURLTLS(),
 		BrokerServiceURL: n.ServiceURL(), BrokerServiceURLTLS: n.ServiceURLTLS(),
@@ -456,32 +418,32 @@ func (n *Node) ClusterData() global.ClusterData {
 // Authenticator is the one that authenticates the protocol's clients
 // (never nil; a disabled one gives every client the anonymous role). The
 // admin REST API must use the same one.
-func (n *Node) Authenticator() *auth.Authenticator { return n.authn }
+func (n *Broker) Authenticator() *auth.Authenticator { return n.authn }
 
 // Authorizer is the one that authorizes the protocol's lookups, producers
 // and consumers, or nil when authorization is off. The admin REST API must
 // use the same one.
-func (n *Node) Authorizer() *auth.Authorizer { return n.authz }
+func (n *Broker) Authorizer() *auth.Authorizer { return n.authz }
 
 // BrokerID is the broker's id in its region.
-func (n *Node) BrokerID() string { return n.id }
+func (n *Broker) BrokerID() string { return n.id }
 
 // Service is the broker's topic service.
-func (n *Node) Service() *broker.Service { return n.service }
+func (n *Broker) Service() *broker.Service { return n.service }
 
 // Server is the broker's protocol server.
-func (n *Node) Server() *broker.Server { return n.server }
+func (n *Broker) Server() *broker.Server { return n.server }
 
-// Close stops the node: the protocol server first, then the topic service
+// Close stops the broker: the protocol server first, then the topic service
 // (its topics are closed cleanly and its ownership released), then the
 // parts below it. The metadata stores are the caller's.
-func (n *Node) Close() error {
+func (n *Broker) Close() error {
 	n.stop()
 	<-n.served
 	return nil
 }
 
-func (n *Node) stop() {
+func (n *Broker) stop() {
 	for i := len(n.closers) - 1; i >= 0; i-- {
 		n.closers[i]()
 	}

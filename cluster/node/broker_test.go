@@ -1,4 +1,4 @@
-package standalone_test
+package node_test
 
 import (
 	"context"
@@ -25,8 +25,7 @@ import (
 	plog "github.com/apache/pulsar-client-go/pulsar/log"
 
 	"github.com/meridian-mq/meridian/cluster/broker/auth"
-	"github.com/meridian-mq/meridian/cluster/broker/standalone"
-	"github.com/meridian-mq/meridian/cluster/meta"
+	"github.com/meridian-mq/meridian/cluster/node"
 )
 
 func testLogger() *slog.Logger {
@@ -131,20 +130,23 @@ func (p *testPKI) client(t *testing.T, cn string) (certFile, keyFile string) {
 	return c, k
 }
 
-func startStandalone(t *testing.T, mutate func(*standalone.Config)) *standalone.Standalone {
+// startStandalone starts a standalone node on free ports, with its broker
+// changed by mutate, and returns it; the test's cleanup stops it.
+func startStandalone(t *testing.T, mutate func(*node.BrokerConfig)) *node.Node {
 	t.Helper()
-	cfg := standalone.DefaultConfig(t.TempDir())
-	cfg.BrokerAddr, cfg.WebAddr, cfg.AdvertisedHost = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1"
+	cfg := node.Standalone(t.TempDir())
+	b := cfg.Regions[0].Broker
+	b.BrokerAddr, b.WebAddr, b.AdvertisedHost = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1"
 	cfg.Logger = testLogger()
-	mutate(&cfg)
+	mutate(b)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	s, err := standalone.Start(ctx, cfg)
+	n, err := node.Start(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.Close() })
-	return s
+	t.Cleanup(func() { n.Close() })
+	return n
 }
 
 func newClient(t *testing.T, opts pulsar.ClientOptions) pulsar.Client {
@@ -203,13 +205,13 @@ func roundTrip(t *testing.T, c pulsar.Client, topic string, n int) {
 // certificate, or with a role that has no grant, is refused.
 func TestNodeTLSAndClientCertAuth(t *testing.T) {
 	pki := newTestPKI(t)
-	s := startStandalone(t, func(c *standalone.Config) {
+	s := startStandalone(t, func(c *node.BrokerConfig) {
 		c.BrokerTLSAddr, c.WebTLSAddr = "127.0.0.1:0", "127.0.0.1:0"
-		c.TLS = standalone.TLSConfig{CertFile: pki.Cert, KeyFile: pki.Key, TrustCertsFile: pki.CAFile}
+		c.TLS = node.TLSConfig{CertFile: pki.Cert, KeyFile: pki.Key, TrustCertsFile: pki.CAFile}
 		c.Auth.Enabled = true
 		c.Auth.Providers = []string{"org.apache.pulsar.broker.authentication.AuthenticationProviderTls"}
-		c.Authorization = standalone.AuthorizationConfig{Enabled: true, SuperUserRoles: []string{"admin-role"}}
-	})
+		c.Authorization = node.AuthorizationConfig{Enabled: true, SuperUserRoles: []string{"admin-role"}}
+	}).Broker()
 	if !strings.HasPrefix(s.ServiceURLTLS(), "pulsar+ssl://127.0.0.1:") || !strings.HasPrefix(s.WebURLTLS(), "https://127.0.0.1:") {
 		t.Fatalf("TLS URLs: %q %q", s.ServiceURLTLS(), s.WebURLTLS())
 	}
@@ -274,21 +276,15 @@ func TestNodeTLSAndClientCertAuth(t *testing.T) {
 // TestNodeTLSConfigErrors: TLS without a certificate, or a provider that
 // does not exist, fails before anything starts.
 func TestNodeTLSConfigErrors(t *testing.T) {
-	mem, err := meta.NewMemory(meta.DefaultMemoryConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mem.Close()
-	cfg := standalone.DefaultNodeConfig("r", "h")
+	cfg := node.DefaultBrokerConfig("h")
 	for _, tc := range []struct {
-		mutate func(*standalone.NodeConfig)
+		mutate func(*node.BrokerConfig)
 		want   string
 	}{
-		{func(c *standalone.NodeConfig) { c.BrokerTLSAddr = ":0" }, "TLS.CertFile"},
-		{func(c *standalone.NodeConfig) { c.Auth.Enabled, c.Auth.Providers = true, []string{"kerberos"} }, "unknown provider"},
+		{func(c *node.BrokerConfig) { c.BrokerTLSAddr = ":0" }, "TLS.CertFile"},
+		{func(c *node.BrokerConfig) { c.Auth.Enabled, c.Auth.Providers = true, []string{"kerberos"} }, "unknown provider"},
 	} {
 		c := cfg
-		c.Store, c.Global = mem, mem
 		tc.mutate(&c)
 		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Validate: %v, want an error containing %q", err, tc.want)

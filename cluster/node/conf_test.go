@@ -1,4 +1,4 @@
-package standalone_test
+package node_test
 
 import (
 	"errors"
@@ -11,19 +11,22 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meridian-mq/meridian/cluster/broker/standalone"
+	"github.com/meridian-mq/meridian/cluster/node"
 	"github.com/meridian-mq/meridian/global"
 )
 
-func applyConf(t *testing.T, text string) (standalone.NodeConfig, []standalone.ConfKey, error) {
+// applyConf applies text onto region "r"'s default broker and returns the
+// region's name and broker.
+func applyConf(t *testing.T, text string) (string, node.BrokerConfig, []node.ConfKey, error) {
 	t.Helper()
-	cfg := standalone.DefaultNodeConfig("r", "localhost")
-	ignored, err := standalone.ApplyPulsarConf(strings.NewReader(text), "test.conf", &cfg)
-	return cfg, ignored, err
+	b := node.DefaultBrokerConfig("localhost")
+	r := node.RegionConfig{Name: "r", Broker: &b}
+	ignored, err := node.ApplyPulsarConf(strings.NewReader(text), "test.conf", &r)
+	return r.Name, *r.Broker, ignored, err
 }
 
 func TestApplyPulsarConf(t *testing.T) {
-	cfg, ignored, err := applyConf(t, `
+	region, cfg, ignored, err := applyConf(t, `
 # a comment
 ! another comment
    brokerServicePort=7650   
@@ -74,15 +77,15 @@ brokerClientAuthenticationParameters={"tlsCertFile":"/a", \
 		{"WebAddr", cfg.WebAddr, "0.0.0.0:9080"},
 		{"BrokerTLSAddr", cfg.BrokerTLSAddr, "0.0.0.0:6651"}, // tlsEnabled, empty brokerServicePortTls
 		{"WebTLSAddr", cfg.WebTLSAddr, "0.0.0.0:8443"},
-		{"Region", cfg.Region, "east"},
+		{"Region", region, "east"},
 		{"AdvertisedHost", cfg.AdvertisedHost, "broker.example.com"},
-		{"TLS", cfg.TLS, standalone.TLSConfig{CertFile: "/c.pem", KeyFile: "/k.pem"}},
+		{"TLS", cfg.TLS, node.TLSConfig{CertFile: "/c.pem", KeyFile: "/k.pem"}},
 		{"Auth.Enabled", cfg.Auth.Enabled, true},
 		{"Auth.Providers", cfg.Auth.Providers, []string{"org.apache.pulsar.broker.authentication.AuthenticationProviderTls", "token"}},
 		{"Auth.Token.SecretKey", cfg.Auth.Token.SecretKey, "file:///secret.key"},
 		{"Auth.Token.RoleClaim", cfg.Auth.Token.RoleClaim, "sub"},
 		{"Auth.AnonymousRole", cfg.Auth.AnonymousRole, "anon"},
-		{"Authorization", cfg.Authorization, standalone.AuthorizationConfig{Enabled: true, SuperUserRoles: []string{"admin", "super"}}},
+		{"Authorization", cfg.Authorization, node.AuthorizationConfig{Enabled: true, SuperUserRoles: []string{"admin", "super"}}},
 		{"MaxMessageSize", cfg.Broker.MaxMessageSize, 1048576},
 		{"KeepAliveInterval", cfg.Broker.KeepAliveInterval, 7 * time.Second},
 		{"MaxUnackedPerConsumer", cfg.Service.Dispatch.MaxUnackedPerConsumer, 1<<31 - 1},
@@ -100,7 +103,7 @@ brokerClientAuthenticationParameters={"tlsCertFile":"/a", \
 			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
 		}
 	}
-	want := []standalone.ConfKey{{"zookeeperServers", 35}, {"loadBalancerEnabled", 36}, {"brokerClientAuthenticationParameters", 38}}
+	want := []node.ConfKey{{"zookeeperServers", 35}, {"loadBalancerEnabled", 36}, {"brokerClientAuthenticationParameters", 38}}
 	if !slices.Equal(ignored, want) {
 		t.Errorf("ignored %v, want %v (each key once, at its first line)", ignored, want)
 	}
@@ -119,11 +122,11 @@ func TestApplyPulsarConfErrors(t *testing.T) {
 		{"schemaCompatibilityStrategy=LOOSE", "schemaCompatibilityStrategy=LOOSE: want one of"},
 		{"just some words", `line 1: "just some words" is not key=value`},
 	} {
-		cfg, _, err := applyConf(t, tc.text)
-		if err == nil || !errors.Is(err, standalone.ErrConf) || !strings.Contains(err.Error(), tc.want) {
+		region, cfg, _, err := applyConf(t, tc.text)
+		if err == nil || !errors.Is(err, node.ErrConf) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: %v, want ErrConf containing %q", tc.text, err, tc.want)
 		}
-		if cfg.Region != "r" {
+		if region != "r" || !reflect.DeepEqual(cfg, node.DefaultBrokerConfig("localhost")) {
 			t.Errorf("%q: the config changed despite the error", tc.text)
 		}
 	}
@@ -150,7 +153,7 @@ func pulsarClientGoDir(t *testing.T) string {
 		}
 	}
 	dir := filepath.Join(gomodcache, "github.com", "apache", "pulsar-client-go@"+version)
-	if _, err := os.Stat(filepath.Join(dir, "integration-tests", "conf", "standalone.conf")); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, "integration-tests", "conf", "node.conf")); err != nil {
 		t.Skipf("pulsar-client-go's integration-tests are not in the module cache: %v", err)
 	}
 	return dir
@@ -160,22 +163,23 @@ func pulsarClientGoDir(t *testing.T) string {
 // pulsar-client-go's own integration tests run Pulsar with.
 func TestApplyPulsarClientGoStandaloneConf(t *testing.T) {
 	dir := pulsarClientGoDir(t)
-	f, err := os.Open(filepath.Join(dir, "integration-tests", "conf", "standalone.conf"))
+	f, err := os.Open(filepath.Join(dir, "integration-tests", "conf", "node.conf"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	cfg := standalone.DefaultConfig(t.TempDir())
-	ignored, err := standalone.ApplyPulsarConf(f, "standalone.conf", &cfg.NodeConfig)
+	r := node.Standalone(t.TempDir()).Regions[0]
+	ignored, err := node.ApplyPulsarConf(f, "node.conf", &r)
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg := r.Broker
 	if cfg.BrokerTLSAddr != "0.0.0.0:6651" || cfg.WebTLSAddr != "0.0.0.0:8443" || cfg.BrokerAddr != "0.0.0.0:6650" ||
 		cfg.TLS.CertFile != "/pulsar/certs/broker-cert.pem" || !cfg.Auth.Enabled || len(cfg.Auth.Providers) != 3 ||
 		!cfg.Authorization.Enabled || cfg.Auth.AnonymousRole != "anonymous" || cfg.Broker.MaxMessageSize != 1048576 {
-		t.Errorf("unexpected mapping: %+v", cfg.NodeConfig)
+		t.Errorf("unexpected mapping: %+v", cfg)
 	}
-	if len(ignored) < 50 || !slices.ContainsFunc(ignored, func(k standalone.ConfKey) bool { return k.Key == "zookeeperServers" }) {
+	if len(ignored) < 50 || !slices.ContainsFunc(ignored, func(k node.ConfKey) bool { return k.Key == "zookeeperServers" }) {
 		t.Errorf("ignored keys: %v", ignored)
 	}
 }

@@ -1,0 +1,353 @@
+package node
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/meridian-mq/meridian/cluster/broker/auth"
+	"github.com/meridian-mq/meridian/global"
+)
+
+// A Pulsar configuration file (broker.conf, standalone.conf) is a Java
+// properties file of key=value lines. ApplyPulsarConf reads one onto a
+// RegionConfig (its Name and its Broker, which must be set) through pulsarConfKeys, the one table that says which
+// Pulsar settings Meridian honours and which field each one sets; flags
+// map onto the same fields, so the file and the flags cannot disagree
+// about what a setting means.
+//
+// As in Pulsar, a key given an empty value keeps its default, and a key
+// given twice takes its last value. Unlike Pulsar, a value that does not
+// parse is an error naming the file, line and key, not a silent default.
+
+// ConfKey is one line of a configuration file that Meridian did not apply.
+type ConfKey struct {
+	Key  string
+	Line int // of the key's first occurrence
+}
+
+// confSetter parses a non-empty value onto cfg.
+type confSetter func(cfg *RegionConfig, v string) error
+
+// confMapping is one supported Pulsar setting.
+type confMapping struct {
+	key string
+	set confSetter
+}
+
+// pulsarConfKeys maps Pulsar's setting names onto RegionConfig, applied in
+// this order whatever the file's order (bindAddress after the ports, so
+// that it sets the host of every listener the ports enabled; tlsEnabled
+// after the TLS ports, so that explicit ports win).
+var pulsarConfKeys = []confMapping{
+	{"clusterName", str(func(c *RegionConfig) *string { return &c.Name })},
+	{"advertisedAddress", str(func(c *RegionConfig) *string { return &c.Broker.AdvertisedHost })},
+	{"brokerServicePort", port(func(c *RegionConfig) *string { return &c.Broker.BrokerAddr })},
+	{"webServicePort", port(func(c *RegionConfig) *string { return &c.Broker.WebAddr })},
+	{"brokerServicePortTls", port(func(c *RegionConfig) *string { return &c.Broker.BrokerTLSAddr })},
+	{"webServicePortTls", port(func(c *RegionConfig) *string { return &c.Broker.WebTLSAddr })},
+	{"tlsEnabled", func(c *RegionConfig, v string) error {
+		// Pulsar's deprecated switch: TLS on its default ports unless
+		// brokerServicePortTls / webServicePortTls say otherwise.
+		on, err := parseBool(v)
+		if err != nil || !on {
+			return err
+		}
+		if c.Broker.BrokerTLSAddr == "" {
+			c.Broker.BrokerTLSAddr = withPort(c.Broker.BrokerAddr, "6651")
+		}
+		if c.Broker.WebTLSAddr == "" {
+			c.Broker.WebTLSAddr = withPort(c.Broker.WebAddr, "8443")
+		}
+		return nil
+	}},
+	{"bindAddress", func(c *RegionConfig, v string) error {
+		for _, a := range []*string{&c.Broker.BrokerAddr, &c.Broker.WebAddr, &c.Broker.BrokerTLSAddr, &c.Broker.WebTLSAddr} {
+			if *a != "" {
+				_, p, _ := net.SplitHostPort(*a)
+				*a = net.JoinHostPort(v, p)
+			}
+		}
+		return nil
+	}},
+
+	{"tlsCertificateFilePath", str(func(c *RegionConfig) *string { return &c.Broker.TLS.CertFile })},
+	{"tlsKeyFilePath", str(func(c *RegionConfig) *string { return &c.Broker.TLS.KeyFile })},
+	{"tlsTrustCertsFilePath", str(func(c *RegionConfig) *string { return &c.Broker.TLS.TrustCertsFile })},
+	{"tlsAllowInsecureConnection", boolean(func(c *RegionConfig) *bool { return &c.Broker.TLS.AllowInsecureConnection })},
+	{"tlsRequireTrustedClientCertOnConnect", boolean(func(c *RegionConfig) *bool { return &c.Broker.TLS.RequireTrustedClientCert })},
+
+	{"authenticationEnabled", boolean(func(c *RegionConfig) *bool { return &c.Broker.Auth.Enabled })},
+	{"authenticationProviders", func(c *RegionConfig, v string) error {
+		ps := list(v)
+		if err := (auth.Config{Providers: ps}).Validate(); err != nil {
+			return err
+		}
+		c.Broker.Auth.Providers = ps
+		return nil
+	}},
+	{"anonymousUserRole", str(func(c *RegionConfig) *string { return &c.Broker.Auth.AnonymousRole })},
+	{"tokenSecretKey", str(func(c *RegionConfig) *string { return &c.Broker.Auth.Token.SecretKey })},
+	{"tokenPublicKey", str(func(c *RegionConfig) *string { return &c.Broker.Auth.Token.PublicKey })},
+	{"tokenPublicAlg", str(func(c *RegionConfig) *string { return &c.Broker.Auth.Token.PublicAlg })},
+	{"tokenAuthClaim", str(func(c *RegionConfig) *string { return &c.Broker.Auth.Token.RoleClaim })},
+	{"tokenAudienceClaim", str(func(c *RegionConfig) *string { return &c.Broker.Auth.Token.AudienceClaim })},
+	{"tokenAudience", str(func(c *RegionConfig) *string { return &c.Broker.Auth.Token.Audience })},
+	{"basicAuthConf", str(func(c *RegionConfig) *string { return &c.Broker.Auth.Basic.Conf })},
+	{"authorizationEnabled", boolean(func(c *RegionConfig) *bool { return &c.Broker.Authorization.Enabled })},
+	{"superUserRoles", func(c *RegionConfig, v string) error { c.Broker.Authorization.SuperUserRoles = list(v); return nil }},
+
+	{"maxMessageSize", integer(1, 100<<20, func(c *RegionConfig) *int { return &c.Broker.Broker.MaxMessageSize })},
+	{"keepAliveIntervalSeconds", seconds(1, 3600, func(c *RegionConfig) *time.Duration { return &c.Broker.Broker.KeepAliveInterval })},
+	{"maxUnackedMessagesPerConsumer", func(c *RegionConfig, v string) error {
+		// Pulsar's 0 means "no limit".
+		n, err := parseInt(v, 0, 1<<31-1)
+		if n == 0 {
+			n = 1<<31 - 1
+		}
+		c.Broker.Service.Dispatch.MaxUnackedPerConsumer = int(n)
+		return err
+	}},
+	{"dispatcherMaxReadBatchSize", integer(1, 10000, func(c *RegionConfig) *int { return &c.Broker.Service.Dispatch.MaxReadEntries })},
+	{"brokerDeduplicationEntriesInterval", integer(1, 1<<30, func(c *RegionConfig) *int { return &c.Broker.Service.DedupSnapshotInterval })},
+	{"topicLoadTimeoutSeconds", seconds(1, 3600, func(c *RegionConfig) *time.Duration { return &c.Broker.Service.TopicLoadTimeout })},
+	{"backlogQuotaCheckIntervalInSeconds", seconds(1, 86400, func(c *RegionConfig) *time.Duration { return &c.Broker.Service.BacklogQuotaCheckInterval })},
+	{"defaultNumberOfNamespaceBundles", integer(1, 1024, func(c *RegionConfig) *int { return &c.Broker.DefaultNamespaceBundles })},
+
+	{"brokerDeduplicationEnabled", boolean(func(c *RegionConfig) *bool { return &c.Broker.Service.Policies.DeduplicationEnabled })},
+	{"allowAutoTopicCreation", boolean(func(c *RegionConfig) *bool { return &c.Broker.Service.Policies.AllowAutoTopicCreation })},
+	{"allowAutoTopicCreationType", func(c *RegionConfig, v string) error {
+		switch t := global.TopicType(v); t {
+		case global.Partitioned, global.NonPartitioned:
+			c.Broker.Service.Policies.AutoTopicCreationType = t
+			return nil
+		}
+		return fmt.Errorf("want %s or %s", global.Partitioned, global.NonPartitioned)
+	}},
+	{"defaultNumPartitions", integer(1, 1<<16, func(c *RegionConfig) *int { return &c.Broker.Service.Policies.DefaultNumPartitions })},
+	{"defaultRetentionTimeInMinutes", integer(-1, 1<<31-1, func(c *RegionConfig) *int { return &c.Broker.Service.Policies.RetentionTimeInMinutes })},
+	{"defaultRetentionSizeInMB", int64Field(-1, 1<<40, func(c *RegionConfig) *int64 { return &c.Broker.Service.Policies.RetentionSizeInMB })},
+	{"ttlDurationDefaultInSeconds", integer(0, 1<<31-1, func(c *RegionConfig) *int { return &c.Broker.Service.Policies.MessageTTLInSeconds })},
+	{"backlogQuotaDefaultLimitBytes", int64Field(-1, 1<<62, func(c *RegionConfig) *int64 { return &c.Broker.Service.Policies.BacklogQuotaLimitBytes })},
+	{"backlogQuotaDefaultLimitSecond", int64Field(-1, 1<<40, func(c *RegionConfig) *int64 { return &c.Broker.Service.Policies.BacklogQuotaLimitSeconds })},
+	{"backlogQuotaDefaultLimitGB", func(c *RegionConfig, v string) error {
+		// Deprecated in Pulsar, and taken over the bytes setting when
+		// positive, as Pulsar does.
+		gb, err := strconv.ParseFloat(v, 64)
+		if err != nil || gb > 1<<30 {
+			return fmt.Errorf("want a number of GiB")
+		}
+		if gb > 0 {
+			c.Broker.Service.Policies.BacklogQuotaLimitBytes = int64(gb * (1 << 30))
+		}
+		return nil
+	}},
+	{"schemaCompatibilityStrategy", func(c *RegionConfig, v string) error {
+		s := global.SchemaCompatibilityStrategy(strings.ToUpper(v))
+		d := c.Broker.Service.Policies
+		d.SchemaCompatibilityStrategy = s
+		if s == global.SchemaUndefined || d.Validate() != nil {
+			return fmt.Errorf("want one of ALWAYS_INCOMPATIBLE, ALWAYS_COMPATIBLE, BACKWARD, FORWARD, FULL, BACKWARD_TRANSITIVE, FORWARD_TRANSITIVE, FULL_TRANSITIVE")
+		}
+		c.Broker.Service.Policies.SchemaCompatibilityStrategy = s
+		return nil
+	}},
+
+	{"managedLedgerDefaultEnsembleSize", integer(1, 64, func(c *RegionConfig) *int { return &c.Broker.Ledgers.EnsembleSize })},
+	{"managedLedgerDefaultWriteQuorum", integer(1, 64, func(c *RegionConfig) *int { return &c.Broker.Ledgers.WriteQuorum })},
+	{"managedLedgerDefaultAckQuorum", integer(1, 64, func(c *RegionConfig) *int { return &c.Broker.Ledgers.AckQuorum })},
+	{"managedLedgerMaxEntriesPerLedger", int64Field(1, 1<<30, func(c *RegionConfig) *int64 { return &c.Broker.Ledgers.MaxEntriesPerLedger })},
+	{"managedLedgerMaxSizePerLedgerMbytes", func(c *RegionConfig, v string) error {
+		n, err := parseInt(v, 1, 1<<20)
+		c.Broker.Ledgers.MaxSizePerLedger = n << 20
+		return err
+	}},
+	{"managedLedgerMinLedgerRolloverTimeMinutes", minutes(0, 1<<20, func(c *RegionConfig) *time.Duration { return &c.Broker.Ledgers.MinLedgerRolloverTime })},
+	{"managedLedgerMaxLedgerRolloverTimeMinutes", minutes(1, 1<<20, func(c *RegionConfig) *time.Duration { return &c.Broker.Ledgers.MaxLedgerRolloverTime })},
+}
+
+// PulsarConfKeys are the Pulsar settings ApplyPulsarConf applies, in the
+// order it applies them.
+func PulsarConfKeys() []string {
+	keys := make([]string, len(pulsarConfKeys))
+	for i, k := range pulsarConfKeys {
+		keys[i] = k.key
+	}
+	return keys
+}
+
+// ApplyPulsarConf reads a Pulsar configuration file from r (name is for
+// errors) and applies the settings Meridian supports to cfg. It returns
+// the keys it did not apply, each once, in the order of the file: the
+// caller says so (they may matter to the user). A malformed line or value
+// is an error that names the file, line and key; cfg is then unchanged.
+func ApplyPulsarConf(r io.Reader, name string, cfg *RegionConfig) (ignored []ConfKey, err error) {
+	type entry struct {
+		value string
+		line  int
+	}
+	values := map[string]entry{}
+	seen := map[string]bool{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	lineNo, start := 0, 0
+	var pending string // a logical line continued with a trailing backslash
+	for sc.Scan() {
+		lineNo++
+		text := strings.TrimLeft(sc.Text(), " \t\f")
+		if pending == "" {
+			start = lineNo
+			if text == "" || text[0] == '#' || text[0] == '!' {
+				continue
+			}
+		}
+		if strings.HasSuffix(text, `\`) && (len(text)-len(strings.TrimRight(text, `\`)))%2 == 1 {
+			pending += text[:len(text)-1]
+			continue
+		}
+		text, pending = pending+text, ""
+		i := strings.IndexAny(text, "=:")
+		if i < 0 {
+			return nil, fmt.Errorf("%w: %s line %d: %q is not key=value", ErrConf, name, start, text)
+		}
+		key, value := strings.TrimSpace(text[:i]), strings.TrimSpace(text[i+1:])
+		if key == "" {
+			return nil, fmt.Errorf("%w: %s line %d: empty key", ErrConf, name, start)
+		}
+		values[key] = entry{value, start}
+		if !seen[key] {
+			seen[key] = true
+			if !slices.ContainsFunc(pulsarConfKeys, func(k confMapping) bool { return k.key == key }) {
+				ignored = append(ignored, ConfKey{Key: key, Line: start})
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%w: reading %s: %v", ErrConf, name, err)
+	}
+	if cfg.Broker == nil {
+		return nil, fmt.Errorf("%w: %s: no broker to configure", ErrConf, name)
+	}
+	next, b := *cfg, *cfg.Broker
+	next.Broker = &b
+	// Slices in next still share arrays with cfg; setters replace them
+	// whole, never write into them.
+	for _, k := range pulsarConfKeys {
+		e, ok := values[k.key]
+		if !ok || e.value == "" {
+			continue
+		}
+		if err := k.set(&next, e.value); err != nil {
+			return nil, fmt.Errorf("%w: %s line %d: %s=%s: %v", ErrConf, name, e.line, k.key, e.value, err)
+		}
+	}
+	// The caller's broker is written in place: flags point into it.
+	*cfg.Broker = b
+	next.Broker = cfg.Broker
+	*cfg = next
+	return ignored, nil
+}
+
+func str(field func(*RegionConfig) *string) confSetter {
+	return func(c *RegionConfig, v string) error { *field(c) = v; return nil }
+}
+
+func boolean(field func(*RegionConfig) *bool) confSetter {
+	return func(c *RegionConfig, v string) error {
+		b, err := parseBool(v)
+		*field(c) = b
+		return err
+	}
+}
+
+func parseBool(v string) (bool, error) {
+	switch strings.ToLower(v) {
+	case "true":
+		return true, nil
+	case "false":
+		return false, nil
+	}
+	return false, fmt.Errorf("want true or false")
+}
+
+func parseInt(v string, lo, hi int64) (int64, error) {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < lo || n > hi {
+		return 0, fmt.Errorf("want an integer from %d to %d", lo, hi)
+	}
+	return n, nil
+}
+
+func integer(lo, hi int64, field func(*RegionConfig) *int) confSetter {
+	return func(c *RegionConfig, v string) error {
+		n, err := parseInt(v, lo, hi)
+		*field(c) = int(n)
+		return err
+	}
+}
+
+func int64Field(lo, hi int64, field func(*RegionConfig) *int64) confSetter {
+	return func(c *RegionConfig, v string) error {
+		n, err := parseInt(v, lo, hi)
+		*field(c) = n
+		return err
+	}
+}
+
+func seconds(lo, hi int64, field func(*RegionConfig) *time.Duration) confSetter {
+	return func(c *RegionConfig, v string) error {
+		n, err := parseInt(v, lo, hi)
+		*field(c) = time.Duration(n) * time.Second
+		return err
+	}
+}
+
+func minutes(lo, hi int64, field func(*RegionConfig) *time.Duration) confSetter {
+	return func(c *RegionConfig, v string) error {
+		n, err := parseInt(v, lo, hi)
+		*field(c) = time.Duration(n) * time.Minute
+		return err
+	}
+}
+
+// port sets the port of a listen address, keeping its host (an address
+// not set yet takes the host of the protocol listener).
+func port(field func(*RegionConfig) *string) confSetter {
+	return func(c *RegionConfig, v string) error {
+		if _, err := parseInt(v, 0, 65535); err != nil {
+			return fmt.Errorf("want a port number from 0 to 65535")
+		}
+		a := field(c)
+		base := *a
+		if base == "" {
+			base = c.Broker.BrokerAddr
+		}
+		*a = withPort(base, v)
+		return nil
+	}
+}
+
+// withPort is addr with its port replaced by p.
+func withPort(addr, p string) string {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
+	}
+	return net.JoinHostPort(host, p)
+}
+
+// list splits a comma-separated value, dropping empty items.
+func list(v string) []string {
+	var out []string
+	for s := range strings.SplitSeq(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}

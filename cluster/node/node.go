@@ -1,0 +1,455 @@
+// Package node assembles what one meridian process runs: its metadata
+// stores (an embedded etcd, or clients of etcd clusters that run elsewhere),
+// and for each region it serves, that region's bookies, its broker with the
+// admin REST API, and its telemetry (one Prometheus registry and /metrics
+// endpoint per region, one logger). It sits above everything it assembles;
+// only cmd and e2e import it.
+//
+// Every command of the binary is one configuration of the same Config:
+//
+//	meridian standalone   embedded etcd; one region with a bookie and a broker (Standalone)
+//	meridian dev          embedded etcd; several regions, each with a bookie and a broker (Dev)
+//	meridian broker       etcd elsewhere; one region with a broker
+//	meridian bookie       etcd elsewhere; one region with a bookie and a /metrics listener
+//
+// so there is one way to wire a part, and a region's name, stores, logger and
+// registry are set once, in the region, and handed to each part. Pulsar's
+// broker.conf is read onto a RegionConfig by ApplyPulsarConf, the one table
+// of the settings Meridian honours.
+//
+// Everything a node with an embedded etcd and local bookies keeps lives
+// under its data directories, so a restart on the same directories continues
+// where the last run stopped, after a clean stop or a SIGKILL alike: etcd
+// replays its WAL, each bookie its journal, brokers and bookies revoke their
+// previous run's leases before registering (DESIGN §3; this needs a stable
+// broker id, the advertised host:port, so restart on the same ports), and
+// every topic is fenced and recovered as in a takeover when it is first
+// used again.
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/meridian-mq/meridian/cluster/bookie"
+	"github.com/meridian-mq/meridian/cluster/meta"
+	"github.com/meridian-mq/meridian/global"
+	"github.com/meridian-mq/meridian/telemetry"
+)
+
+// Config is what one process runs.
+type Config struct {
+	// EmbedEtcd runs an embedded etcd member in DataDir/etcd, serving
+	// clients on EtcdClientURL; every region's metadata and the global
+	// configuration live in it. Otherwise Etcd names the etcd that holds
+	// the regions' metadata.
+	EmbedEtcd bool
+	// DataDir holds the embedded etcd's data. Required with EmbedEtcd.
+	DataDir string
+	// EtcdClientURL is where the embedded etcd serves clients. Default
+	// http://127.0.0.1:0, a free port (EtcdEndpoints reports it): nothing
+	// but this process needs it, except tools that edit policies directly.
+	EtcdClientURL string
+	// Etcd are the client URLs of the regions' etcd, without EmbedEtcd.
+	Etcd []string
+	// GlobalEtcd are the client URLs of the global configuration store's
+	// etcd (DESIGN §3: it may be another cluster). Empty: the regions'
+	// store holds the global configuration too.
+	GlobalEtcd []string
+	// Regions are the regions this process serves parts of: one for every
+	// command but dev. Their names are distinct.
+	Regions []RegionConfig
+	// Bootstrap ensures the standalone/dev starting state once every
+	// region serves: each region's cluster record, tenant public and
+	// namespace public/default replicating to every region of Regions
+	// (global.Store.Ensure). Without it a broker only creates its region's
+	// cluster record if there is none (an existing record is an
+	// operator's), and tenants and namespaces are the operator's to create.
+	Bootstrap bool
+	// Logger receives every part's logs; each region's carry its name.
+	// Required.
+	Logger *slog.Logger
+}
+
+// RegionConfig is one region's parts in this process.
+type RegionConfig struct {
+	// Name is the region (Pulsar's cluster name). Required.
+	Name string
+	// Bookies are the bookies to run, each with its own DataDir, listener
+	// and id. Their Region, Meta, Registerer and Logger are set by the
+	// node. An empty DataDir is the default under Config.DataDir:
+	// <DataDir>/bookie when the node runs one region (standalone), else
+	// <DataDir>/<region>/bookie (dev); at most one bookie of a region may
+	// use it.
+	Bookies []bookie.Config
+	// Broker, when set, runs a broker; it serves the region's /metrics on
+	// its web port.
+	Broker *BrokerConfig
+	// MetricsAddr, when set, serves the region's /metrics on a listener of
+	// its own: for processes without a broker (a bookie, a replicator).
+	MetricsAddr string
+}
+
+// Validate checks the configuration before anything starts.
+func (c Config) Validate() error {
+	switch {
+	case c.Logger == nil:
+		return errors.New("node: Config.Logger is required")
+	case len(c.Regions) == 0:
+		return errors.New("node: Config.Regions: at least one region is required")
+	case c.EmbedEtcd && c.DataDir == "":
+		return errors.New("node: Config.DataDir is required with an embedded etcd")
+	case !c.EmbedEtcd && len(c.Etcd) == 0:
+		return errors.New("node: Config.Etcd is required: the client URLs of the region's etcd")
+	}
+	seen := map[string]bool{}
+	for _, r := range c.Regions {
+		if r.Name == "" || seen[r.Name] {
+			return fmt.Errorf("node: region names must be non-empty and distinct, got %q twice or empty", r.Name)
+		}
+		seen[r.Name] = true
+		defaultDirs := 0
+		for _, b := range r.Bookies {
+			if b.DataDir == "" {
+				defaultDirs++
+			}
+		}
+		if defaultDirs > 0 && (c.DataDir == "" || defaultDirs > 1) {
+			return fmt.Errorf("node: region %s: a bookie without a DataDir takes the default under Config.DataDir, which needs Config.DataDir and serves one bookie only", r.Name)
+		}
+		if r.Broker == nil && len(r.Bookies) == 0 {
+			return fmt.Errorf("node: region %s runs nothing: give it a broker or bookies", r.Name)
+		}
+		if r.Broker != nil {
+			if err := r.Broker.Validate(); err != nil {
+				return fmt.Errorf("region %s: %w", r.Name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// Standalone is `meridian standalone`: one region named "standalone" (as
+// Pulsar's standalone calls it) in dataDir, on an embedded etcd, with one
+// bookie (E=Qw=Qa=1) and a broker on localhost:6650 and localhost:8080.
+func Standalone(dataDir string) Config {
+	return Dev(dataDir, []string{"standalone"}, 6650, 8080)
+}
+
+// Dev is `meridian dev`: several regions in one process on one embedded
+// etcd in dataDir, each with its own bookie (in the default bookie
+// directory: see RegionConfig.Bookies) and broker. Region i serves the
+// Pulsar protocol on localhost:portBase+100*i and HTTP on
+// localhost:webPortBase+100*i (a base of 0 picks free ports), with E=Qw=Qa=1
+// on its one bookie. Namespace public/default replicates to every region.
+func Dev(dataDir string, regions []string, portBase, webPortBase int) Config {
+	cfg := Config{EmbedEtcd: true, DataDir: dataDir, EtcdClientURL: "http://127.0.0.1:0", Bootstrap: true, Logger: slog.Default()}
+	port := func(base, i int) int {
+		if base == 0 {
+			return 0
+		}
+		return base + 100*i
+	}
+	for i, r := range regions {
+		b := DefaultBrokerConfig("localhost")
+		b.Ledgers.EnsembleSize, b.Ledgers.WriteQuorum, b.Ledgers.AckQuorum = 1, 1, 1
+		b.BrokerAddr = fmt.Sprintf("localhost:%d", port(portBase, i))
+		b.WebAddr = fmt.Sprintf("localhost:%d", port(webPortBase, i))
+		bk := bookie.DefaultConfig()
+		bk.ID, bk.ListenAddr = "bookie-0", "127.0.0.1:0"
+		cfg.Regions = append(cfg.Regions, RegionConfig{Name: r, Bookies: []bookie.Config{bk}, Broker: &b})
+	}
+	return cfg
+}
+
+// Node is a running process's parts. Close stops it.
+type Node struct {
+	cfg     Config
+	etcd    *meta.Embed // nil without EmbedEtcd
+	regions []*Region
+	closers []func() // the stores', in order of start; run in reverse
+
+	watchers sync.WaitGroup // the watchBookie goroutines; they end with their bookies
+	done     chan struct{}  // closed when a part stops by itself
+	doneOnce sync.Once
+	err      error // why; set before done closes
+}
+
+// Region is one region's running parts.
+type Region struct {
+	parts   regionParts
+	bookies []*bookie.Bookie
+	broker  *Broker // nil without one
+	metrics *http.Server
+	// metricsLn is nil without MetricsAddr.
+	metricsLn net.Listener
+	served    chan struct{} // closed once the metrics server has stopped
+}
+
+// regionParts is what a region hands each of its parts: set once, here.
+type regionParts struct {
+	name      string
+	store     meta.Store // the region's metadata
+	global    meta.Store // the global configuration; may be store
+	registry  *prometheus.Registry
+	log       *slog.Logger
+	bootstrap bool
+}
+
+// Start starts every part and returns once all of them serve.
+func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	n := &Node{cfg: cfg, done: make(chan struct{})}
+	defer func() {
+		if err != nil {
+			n.Close()
+		}
+	}()
+	log := cfg.Logger
+	endpoints := cfg.Etcd
+	if cfg.EmbedEtcd {
+		ecfg := meta.DefaultEmbedConfig()
+		ecfg.DataDir = filepath.Join(cfg.DataDir, "etcd")
+		if cfg.EtcdClientURL != "" {
+			ecfg.ListenClientURLs = []string{cfg.EtcdClientURL}
+		}
+		ecfg.Logger = log
+		if n.etcd, err = meta.StartEmbed(ctx, ecfg); err != nil {
+			return nil, fmt.Errorf("node: start etcd: %w", err)
+		}
+		n.closers = append(n.closers, func() { n.etcd.Close() })
+		endpoints = n.etcd.Endpoints()
+	}
+	store, err := n.dial(ctx, endpoints)
+	if err != nil {
+		return nil, fmt.Errorf("node: connect to the region's etcd %v: %w", endpoints, err)
+	}
+	global := store
+	if len(cfg.GlobalEtcd) > 0 && !slices.Equal(cfg.GlobalEtcd, endpoints) {
+		if global, err = n.dial(ctx, cfg.GlobalEtcd); err != nil {
+			return nil, fmt.Errorf("node: connect to the global etcd %v: %w", cfg.GlobalEtcd, err)
+		}
+	}
+	for _, rc := range cfg.Regions {
+		parts := regionParts{
+			name: rc.Name, store: store, global: global, registry: telemetry.NewRegistry(),
+			log: log.With(telemetry.KeyRegion, rc.Name), bootstrap: cfg.Bootstrap,
+		}
+		r, err := n.startRegion(ctx, parts, rc)
+		if r != nil {
+			n.regions = append(n.regions, r)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Bootstrap {
+		if err := n.bootstrap(ctx, global); err != nil {
+			return nil, err
+		}
+	}
+	return n, nil
+}
+
+func (n *Node) dial(ctx context.Context, endpoints []string) (meta.Store, error) {
+	ecfg := meta.DefaultEtcdConfig()
+	ecfg.Logger = n.cfg.Logger
+	s, err := meta.Dial(ctx, endpoints, ecfg)
+	if err != nil {
+		return nil, err
+	}
+	n.closers = append(n.closers, func() { s.Close() })
+	return s, nil
+}
+
+// startRegion starts a region's bookies, then its broker (which waits for
+// them), then its metrics listener. On an error it returns what it started,
+// for Close to stop.
+func (n *Node) startRegion(ctx context.Context, p regionParts, rc RegionConfig) (*Region, error) {
+	r := &Region{parts: p, served: make(chan struct{})}
+	for _, bc := range rc.Bookies {
+		bc.Region, bc.Meta, bc.Registerer, bc.Logger = p.name, p.store, p.registry, p.log
+		if bc.DataDir == "" {
+			bc.DataDir = filepath.Join(n.cfg.DataDir, p.name, "bookie")
+			if len(n.cfg.Regions) == 1 {
+				bc.DataDir = filepath.Join(n.cfg.DataDir, "bookie")
+			}
+		}
+		b, err := bookie.Start(ctx, bc)
+		if err != nil {
+			close(r.served)
+			return r, fmt.Errorf("node: start bookie %s of region %s: %w", bc.ID, p.name, err)
+		}
+		r.bookies = append(r.bookies, b)
+		n.watchers.Go(func() { n.watchBookie(b, bc.ID) })
+	}
+	if rc.Broker != nil {
+		b, err := startBroker(ctx, &r.parts, *rc.Broker)
+		if err != nil {
+			close(r.served)
+			return r, fmt.Errorf("node: start the broker of region %s: %w", p.name, err)
+		}
+		r.broker = b
+	}
+	if rc.MetricsAddr == "" {
+		close(r.served)
+		return r, nil
+	}
+	ln, err := net.Listen("tcp", rc.MetricsAddr)
+	if err != nil {
+		close(r.served)
+		return r, fmt.Errorf("node: metrics listener of region %s: %w", p.name, err)
+	}
+	r.metricsLn = ln
+	r.metrics = &http.Server{Handler: telemetry.MetricsHandler(p.registry), ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		defer close(r.served)
+		if err := r.metrics.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			p.log.Warn("metrics server stopped", "listener", ln.Addr().String(), "err", err)
+		}
+	}()
+	p.log.Info("serving metrics", "address", ln.Addr().String())
+	return r, nil
+}
+
+// watchBookie ends the node when b stops by itself: a failed journal fsync
+// is fatal (DESIGN §4), and the process must exit rather than serve from
+// doubtful disk state. A Close of the node also ends b, and then nothing is
+// reported.
+func (n *Node) watchBookie(b *bookie.Bookie, id string) {
+	<-b.Done()
+	if err := b.Err(); err != nil {
+		n.fail(fmt.Errorf("bookie %s stopped: %w", id, err))
+	}
+}
+
+func (n *Node) fail(err error) {
+	n.doneOnce.Do(func() {
+		n.err = err
+		close(n.done)
+	})
+}
+
+// bootstrap ensures the starting state of standalone and dev: every
+// region's cluster record, tenant public and namespace public/default
+// replicating to every region.
+func (n *Node) bootstrap(ctx context.Context, gs meta.Store) error {
+	clusters := map[string]global.ClusterData{}
+	for _, r := range n.regions {
+		if r.broker != nil {
+			clusters[r.parts.name] = r.broker.ClusterData()
+		}
+	}
+	if len(clusters) == 0 {
+		return nil
+	}
+	gcfg := global.DefaultConfig()
+	gcfg.Logger = n.cfg.Logger
+	gstore, err := global.NewStore(gs, gcfg)
+	if err == nil {
+		err = gstore.Ensure(ctx, global.Bootstrap{Clusters: clusters})
+	}
+	if err != nil {
+		return fmt.Errorf("node: bootstrap public/default replicating to %v: %w", slices.Sorted(maps.Keys(clusters)), err)
+	}
+	return nil
+}
+
+// Regions are the regions' running parts, in the order configured.
+func (n *Node) Regions() []*Region { return slices.Clone(n.regions) }
+
+// Broker is the first region's broker (the only one but in dev), or nil.
+func (n *Node) Broker() *Broker { return n.regions[0].broker }
+
+// EtcdEndpoints are the client URLs of the embedded etcd, which holds both
+// the regions' metadata and the global configuration; nil without one.
+func (n *Node) EtcdEndpoints() []string {
+	if n.etcd == nil {
+		return nil
+	}
+	return n.etcd.Endpoints()
+}
+
+// Done is closed when a part stopped by itself (a bookie whose journal
+// failed); Err says why. The process should then close the node and exit
+// non-zero.
+func (n *Node) Done() <-chan struct{} { return n.done }
+
+// Err is why Done closed, or nil.
+func (n *Node) Err() error {
+	select {
+	case <-n.done:
+		return n.err
+	default:
+		return nil
+	}
+}
+
+// Close stops every part: each region's broker first (its topics are closed
+// cleanly and its ownership released), then its bookies, then the metadata
+// stores, etcd last.
+func (n *Node) Close() error {
+	var errs []error
+	for i := len(n.regions) - 1; i >= 0; i-- {
+		errs = append(errs, n.regions[i].close())
+	}
+	n.regions = nil
+	n.watchers.Wait()
+	for i := len(n.closers) - 1; i >= 0; i-- {
+		n.closers[i]()
+	}
+	n.closers = nil
+	return errors.Join(errs...)
+}
+
+func (r *Region) close() error {
+	if r.metrics != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		r.metrics.Shutdown(ctx)
+		cancel()
+	}
+	<-r.served
+	if r.broker != nil {
+		r.broker.Close()
+	}
+	var errs []error
+	for i := len(r.bookies) - 1; i >= 0; i-- {
+		errs = append(errs, r.bookies[i].Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Name is the region's name.
+func (r *Region) Name() string { return r.parts.name }
+
+// Broker is the region's broker, or nil.
+func (r *Region) Broker() *Broker { return r.broker }
+
+// Bookies are the region's bookies in this process.
+func (r *Region) Bookies() []*bookie.Bookie { return slices.Clone(r.bookies) }
+
+// Registry holds the region's metrics, which every part registers into.
+func (r *Region) Registry() *prometheus.Registry { return r.parts.registry }
+
+// MetricsURL is the URL of the region's /metrics listener of its own
+// (RegionConfig.MetricsAddr), or "" without one; a broker also serves
+// /metrics on its web URL.
+func (r *Region) MetricsURL() string {
+	if r.metricsLn == nil {
+		return ""
+	}
+	return "http://" + r.metricsLn.Addr().String() + "/metrics"
+}
