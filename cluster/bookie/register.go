@@ -24,6 +24,14 @@ const leaseFile = "LEASE"
 // lease is lost, rewrites the value when the bookie turns read-only, and
 // revokes the lease on the way out so that writers stop choosing this bookie
 // at once.
+//
+// The lease is granted with ctx, so its keep-alive ends when the bookie
+// stops, and Lease.Done may close before the loop has seen ctx.Done (at
+// once, on a loaded machine, when the loop was not yet waiting). Whichever
+// of the two the loop sees first, a stop is a stop: the loop revokes the
+// lease whenever it ends with ctx done. The lease then still lives on the
+// server, unrenewed, for its TTL; without the revoke the key would stay that
+// long and writers would keep choosing a stopped bookie.
 func (b *Bookie) registerLoop(ctx context.Context) {
 	key := bkproto.BookieKey(b.cfg.Region, b.cfg.ID)
 	backoff := b.cfg.LeaseTTL / 4
@@ -37,30 +45,44 @@ func (b *Bookie) registerLoop(ctx context.Context) {
 			continue
 		}
 		b.log.Info("bookie registered", "key", key, "lease", fmt.Sprintf("%x", lease.ID()), "read_only", b.readOnly.Load())
-	live:
-		for {
-			select {
-			case <-ctx.Done():
-				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-				if err := lease.Revoke(rctx); err != nil {
-					b.log.Warn("cannot revoke registration lease", "err", err)
-				}
-				cancel()
-				return
-			case <-lease.Done():
+		b.holdRegistration(ctx, key, lease, modRev)
+		if ctx.Err() != nil {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+			if err := lease.Revoke(rctx); err != nil {
+				b.log.Warn("cannot revoke registration lease", "err", err)
+			}
+			cancel()
+			return
+		}
+	}
+}
+
+// holdRegistration returns when ctx is done or when the registration under
+// lease must be made again: the lease was lost, or the value could not be
+// rewritten (the lease is then revoked here).
+func (b *Bookie) holdRegistration(ctx context.Context, key string, lease meta.Lease, modRev int64) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-lease.Done():
+			if ctx.Err() == nil {
 				b.log.Warn("registration lease lost; registering again", "key", key)
-				break live
-			case <-b.readOnlyC:
-				modRev, err = b.cfg.Meta.Update(ctx, key, b.registration(), modRev)
-				if err != nil {
+			}
+			return
+		case <-b.readOnlyC:
+			var err error
+			modRev, err = b.cfg.Meta.Update(ctx, key, b.registration(), modRev)
+			if err != nil {
+				if ctx.Err() == nil {
 					b.log.Warn("cannot update registration; registering again", "err", err)
 					rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 					lease.Revoke(rctx)
 					cancel()
-					break live
 				}
-				b.log.Info("registration updated", "read_only", b.readOnly.Load())
+				return
 			}
+			b.log.Info("registration updated", "read_only", b.readOnly.Load())
 		}
 	}
 }

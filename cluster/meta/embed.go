@@ -195,6 +195,9 @@ type Embed struct {
 	peerURLs  []string
 	// removeDir is the temporary data directory Close removes, if any.
 	removeDir string
+	// noise lowers etcd's records that report no fault; its stopping flag is
+	// set when the member is being closed, by Close or by a failed start.
+	noise memberNoise
 
 	stop      context.CancelFunc
 	wg        sync.WaitGroup
@@ -226,7 +229,7 @@ func StartEmbed(ctx context.Context, cfg EmbedConfig) (*Embed, error) {
 	var err error
 	for attempt := 1; ; attempt++ {
 		var picked bool
-		e.etcd, picked, err = startEtcd(cfg)
+		e.etcd, picked, err = startEtcd(cfg, &e.noise)
 		if err == nil || !picked || attempt == 3 || !errors.Is(err, syscall.EADDRINUSE) {
 			break
 		}
@@ -250,6 +253,7 @@ func StartEmbed(ctx context.Context, cfg EmbedConfig) (*Embed, error) {
 		err = ctx.Err()
 	}
 	if err != nil {
+		e.noise.stopping.Store(true)
 		e.etcd.Close()
 		e.removeTemp()
 		return nil, err
@@ -270,7 +274,8 @@ func StartEmbed(ctx context.Context, cfg EmbedConfig) (*Embed, error) {
 
 // startEtcd resolves port-0 URLs and starts the server. picked reports
 // whether any port was chosen here (so that a bind failure may be retried).
-func startEtcd(cfg EmbedConfig) (_ *embed.Etcd, picked bool, _ error) {
+// etcd's log records go through noise (see memberNoise).
+func startEtcd(cfg EmbedConfig, noise *memberNoise) (_ *embed.Etcd, picked bool, _ error) {
 	lcurls, p1, err := resolveURLs(cfg.ListenClientURLs)
 	if err != nil {
 		return nil, false, err
@@ -308,7 +313,7 @@ func startEtcd(cfg EmbedConfig) (_ *embed.Etcd, picked bool, _ error) {
 	ec.TickMs = uint(cfg.HeartbeatInterval / time.Millisecond)
 	ec.ElectionMs = uint(cfg.ElectionTimeout / time.Millisecond)
 	ec.Logger = "zap"
-	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zapToSlog(cfg.Logger, cfg.LogLevel))
+	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(quietMember(zapToSlog(cfg.Logger, cfg.LogLevel), noise))
 	e, err := embed.StartEtcd(ec)
 	return e, picked, err
 }
@@ -401,8 +406,12 @@ func (e *Embed) defragLoop(ctx context.Context) {
 // keep-alives) finish for up to 5s + 2×ElectionTimeout before cutting them,
 // and a leader first hands leadership to another member. Those streams never
 // end by themselves, so close the Stores of this process before the member.
+//
+// A clean Close logs no ERROR: etcd's reports that its listeners were closed
+// go out at Debug (see memberNoise); any other error keeps its level.
 func (e *Embed) Close() error {
 	e.closeOnce.Do(func() {
+		e.noise.stopping.Store(true)
 		e.stop()
 		e.wg.Wait()
 		e.etcd.Close()

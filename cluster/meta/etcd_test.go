@@ -141,6 +141,44 @@ func TestEmbedLogsToSlog(t *testing.T) {
 	}
 }
 
+// A clean stop of a member, with a client connected and gone, logs no ERROR,
+// with etcd logging at every level. The reports that the listeners closed are
+// still there, at Debug: the fix demotes them and hides nothing else.
+func TestEmbedCleanStopLogsNoError(t *testing.T) {
+	var rec recorder
+	cfg := fastEmbedConfig()
+	cfg.Logger = slog.New(&rec)
+	cfg.LogLevel = slog.LevelDebug
+	e, err := StartEmbed(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := dialT(t, e.Endpoints())
+	if _, err := s.Create(ctxT(t), "/test/cleanstop", []byte("v"), NoLease); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Close returns after etcd's serving goroutines have logged (embed.Etcd
+	// waits for them), so every record of the stop is in rec now.
+	if errs := rec.atLeast(slog.LevelError); len(errs) > 0 {
+		t.Errorf("a clean stop logged at ERROR:\n%s", strings.Join(errs, "\n"))
+	}
+	demoted := 0
+	for _, line := range rec.atLeast(slog.LevelDebug) {
+		if strings.HasPrefix(line, "DEBUG setting up serving from embedded etcd failed.") {
+			demoted++
+		}
+	}
+	if demoted == 0 {
+		t.Errorf("no demoted serving record: etcd no longer reports its closed listeners, or they were dropped")
+	}
+}
+
 // A member restarted on its own data renews its leases to a full TTL; the
 // restarted process removes its previous run's lease with RevokeStale
 // (DESIGN §3, "Leases after a crash").
