@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/meridian-mq/meridian/cluster/mledger"
+	"github.com/meridian-mq/meridian/cluster/wire"
 	"github.com/meridian-mq/meridian/cluster/wire/pb"
 )
 
@@ -96,21 +97,33 @@ func entrySequence(e mledger.Entry) (string, int64, bool) {
 	if err != nil || md.GetProducerName() == "" {
 		return "", 0, false
 	}
-	name, _, highest, ok := dedupIdentity(md)
-	return name, highest, ok
+	name, _, highest, ok, err := dedupIdentity(md)
+	return name, highest, ok && err == nil
 }
 
 // dedupIdentity is the deduplication identity of a message from its
-// metadata: its producer name and sequence ids, scoped by origin region
-// for a replicated message (Pulsar's rule for replicated messages), and
-// nothing for a chunk before the last.
-func dedupIdentity(md *pb.MessageMetadata) (name string, seq, highest int64, track bool) {
-	name = md.GetProducerName()
+// metadata, and whether it counts (a chunk before the last does not: every
+// chunk of a message carries its sequence id).
+//
+// A replicated entry (replicated_from set) is identified by where it came
+// from (DESIGN §6): its origin region and source topic incarnation, with its
+// source offsets as the sequence ids, which the replicator stores with the
+// entry (wire.PropReplicationSource) so that a replay reads them back. Never
+// by the original producer's name and sequence ids: those restart at 0 when
+// a producer with a fixed name restarts without deduplication, and the
+// destination would drop its new messages as duplicates. Each replicated
+// entry, a chunk too, has offsets of its own, so every one counts. One
+// without a source is an error.
+func dedupIdentity(md *pb.MessageMetadata) (name string, seq, highest int64, track bool, err error) {
 	if from := md.GetReplicatedFrom(); from != "" {
-		name = ReplicationProducerPrefix + from + "/" + name
+		src, ok, err := wire.ReplicationSourceOf(md)
+		if err == nil && !ok {
+			err = fmt.Errorf("replicated entry from %s without its %s property", from, wire.PropReplicationSource)
+		}
+		return ReplicationProducerPrefix + from + "/" + strconv.FormatInt(src.Incarnation, 10), src.First, src.Last, true, err
 	}
 	seq = int64(md.GetSequenceId())
-	return name, seq, max(seq, int64(md.GetHighestSequenceId())), isLastChunk(md)
+	return md.GetProducerName(), seq, max(seq, int64(md.GetHighestSequenceId())), isLastChunk(md), nil
 }
 
 // isLastChunk is true for an unchunked message and for the last chunk of a

@@ -98,11 +98,12 @@ func (p *producer) start() {
 //   - a chunk other than the last is not checked or recorded: every chunk
 //     of a message carries its sequence id, and the second would be taken
 //     for a duplicate of the first;
-//   - a replicated entry (replication producer) is identified as Pulsar
-//     does, by its origin region, original producer name and sequence ids
-//     from its metadata (dedupIdentity), which a reload can read back from
-//     the stored entry; the SEND's ids (the source topic's offsets) are
-//     only echoed in the receipt.
+//   - a replicated entry (replication producer) is identified by its
+//     origin region, source topic incarnation and source offsets, from the
+//     property the replicator stores with it (dedupIdentity), which a
+//     reload reads back from the stored entry; the SEND's ids (the same
+//     source offsets) are echoed in the receipt. An entry without that
+//     property is refused (NotAllowed), never stored without its identity.
 func (p *producer) publish(send *pb.CommandSend, f *wire.Frame) {
 	seq := int64(send.GetSequenceId())
 	r := receipt{seq: seq, highest: max(seq, int64(send.GetHighestSequenceId())), track: true, bytes: len(f.Message)}
@@ -120,7 +121,12 @@ func (p *producer) publish(send *pb.CommandSend, f *wire.Frame) {
 			return
 		}
 		if p.repl {
-			r.name, r.dedupSeq, r.dedupHighest, r.track = dedupIdentity(md)
+			r.name, r.dedupSeq, r.dedupHighest, r.track, err = dedupIdentity(md)
+			if err != nil {
+				r.err = fmt.Errorf("%w: %v", wire.ErrNotAllowed, err)
+				p.queue(r)
+				return
+			}
 		} else {
 			r.track = isLastChunk(md)
 		}

@@ -15,16 +15,38 @@ import (
 )
 
 // replicate sends one message as the replicator does: through a producer
-// named meridian.repl.<origin>, with the origin's metadata kept, and the
+// named meridian.repl.<origin>, with the origin's metadata kept, its source
+// (incarnation 1, offset sourceIndex) in wire.PropReplicationSource, and the
 // source offset as the SEND's sequence ids. It returns the receipt.
 func (c *rawClient) replicate(producerID uint64, sourceIndex uint64, md *pb.MessageMetadata, payload []byte) *pb.CommandSendReceipt {
 	c.t.Helper()
+	return c.replicateFrom(producerID, wire.ReplicationSource{Incarnation: 1, First: int64(sourceIndex), Last: int64(sourceIndex)}, md, payload)
+}
+
+// replicateFrom is replicate with the source given whole. A zero source
+// sends none.
+func (c *rawClient) replicateFrom(producerID uint64, src wire.ReplicationSource, md *pb.MessageMetadata, payload []byte) *pb.CommandSendReceipt {
+	c.t.Helper()
+	reply := c.sendReplicated(producerID, src, md, payload)
+	if reply.GetType() != pb.BaseCommand_SEND_RECEIPT {
+		c.t.Fatalf("after a replicated SEND: %v", reply)
+	}
+	return reply.GetSendReceipt()
+}
+
+func (c *rawClient) sendReplicated(producerID uint64, src wire.ReplicationSource, md *pb.MessageMetadata, payload []byte) *pb.BaseCommand {
+	c.t.Helper()
+	if src != (wire.ReplicationSource{}) {
+		md = proto.CloneOf(md)
+		md.SetProperties(append(md.GetProperties(), pb.KeyValue_builder{
+			Key: proto.String(wire.PropReplicationSource), Value: proto.String(src.String())}.Build()))
+	}
 	msg, err := wire.AppendMessage(nil, md, payload)
 	if err != nil {
 		c.t.Fatal(err)
 	}
 	cmd := pb.BaseCommand_builder{Type: pb.BaseCommand_SEND.Enum(), Send: pb.CommandSend_builder{
-		ProducerId: proto.Uint64(producerID), SequenceId: proto.Uint64(sourceIndex), HighestSequenceId: proto.Uint64(sourceIndex),
+		ProducerId: proto.Uint64(producerID), SequenceId: proto.Uint64(uint64(src.First)), HighestSequenceId: proto.Uint64(uint64(src.Last)),
 	}.Build()}.Build()
 	if err := c.w.WritePayloadCommand(cmd, nil, msg); err != nil {
 		c.t.Fatal(err)
@@ -33,10 +55,10 @@ func (c *rawClient) replicate(producerID uint64, sourceIndex uint64, md *pb.Mess
 		c.t.Fatal(err)
 	}
 	reply, err := c.next()
-	if err != nil || reply.GetType() != pb.BaseCommand_SEND_RECEIPT {
-		c.t.Fatalf("after a replicated SEND: %v, %v", reply, err)
+	if err != nil {
+		c.t.Fatalf("after a replicated SEND: %v", err)
 	}
-	return reply.GetSendReceipt()
+	return reply
 }
 
 // openReplicationProducer connects to the broker at serviceURL and opens
@@ -109,5 +131,44 @@ func TestReplicationProducer(t *testing.T) {
 	defer cancel()
 	if m, err := rd.Next(ctx); err == nil {
 		t.Fatalf("a duplicate was stored: %v", m.ID())
+	}
+}
+
+// TestReplicationDedupBySource: the destination deduplicates replicated
+// entries by their source (origin region, source topic incarnation, source
+// offsets), never by the original producer's sequence ids. A producer with a
+// fixed name that restarted without deduplication (its ids start at 0
+// again) has every message stored; an entry resent at a source offset
+// already stored is a duplicate; a new incarnation of the source topic,
+// whose offsets start at 0 again, is stored; and a replicated entry without
+// its source is refused.
+func TestReplicationDedupBySource(t *testing.T) {
+	r := startBroker(t, nil)
+	topic := "persistent://public/default/dedup-by-source"
+	c := openReplicationProducer(t, r.ServiceURL(), topic)
+	md := func(seq uint64) *pb.MessageMetadata {
+		return pb.MessageMetadata_builder{ProducerName: proto.String("fixed-name"), SequenceId: proto.Uint64(seq),
+			PublishTime: proto.Uint64(1_700_000_000_000), ReplicatedFrom: proto.String("us-east")}.Build()
+	}
+	stored := func(rc *pb.CommandSendReceipt) bool { return int64(rc.GetMessageId().GetLedgerId()) >= 0 }
+	src := func(inc, off int64) wire.ReplicationSource {
+		return wire.ReplicationSource{Incarnation: inc, First: off, Last: off}
+	}
+	// The origin producer sent ids 0, 1, then restarted and sent 0, 1 again:
+	// source offsets 0..3.
+	for off, seq := range []uint64{0, 1, 0, 1} {
+		if rc := c.replicateFrom(1, src(7, int64(off)), md(seq), []byte{byte(off)}); !stored(rc) {
+			t.Fatalf("source offset %d (producer id %d) was taken for a duplicate", off, seq)
+		}
+	}
+	if rc := c.replicateFrom(1, src(7, 2), md(0), []byte{2}); stored(rc) || rc.GetSequenceId() != 2 {
+		t.Fatalf("a resend of source offset 2 was stored again: receipt %v", rc)
+	}
+	if rc := c.replicateFrom(1, src(8, 0), md(0), []byte{9}); !stored(rc) {
+		t.Fatal("offset 0 of a new incarnation of the source topic was taken for a duplicate")
+	}
+	if reply := c.sendReplicated(1, wire.ReplicationSource{}, md(5), []byte{5}); reply.GetType() != pb.BaseCommand_SEND_ERROR ||
+		reply.GetSendError().GetError() != pb.ServerError_NotAllowedError {
+		t.Fatalf("a replicated entry without its source: %v, want SEND_ERROR NotAllowed", reply)
 	}
 }
