@@ -44,12 +44,13 @@ func BenchmarkAddAtHalfRate(b *testing.B) {
 }
 
 // BenchmarkAddInMemory measures the client alone, on in-memory bookies
-// with no latency.
+// with no latency, with the production ExplicitLACInterval.
 func BenchmarkAddInMemory(b *testing.B) {
 	e := newEnv(b, 1, "b1", "b2", "b3")
 	cfg := testConfig()
 	cfg.MaxInFlightEntries = 1024
 	cfg.AddTimeout = 10 * time.Second
+	cfg.ExplicitLACInterval = ledger.DefaultConfig(region).ExplicitLACInterval
 	w, err := e.client("bench", cfg).Create(b.Context(), 3, 3, 2, nil)
 	if err != nil {
 		b.Fatal(err)

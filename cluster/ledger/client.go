@@ -38,9 +38,18 @@ type Config struct {
 	// may overshoot it by its own size. A single entry larger than this is
 	// refused. 1KiB..4GiB.
 	MaxInFlightBytes int64
-	// ExplicitLACInterval is how long after its last add an idle writer
-	// sends its LAC explicitly, so that tailing readers see the last
-	// entries. Costs one small RPC per bookie per idle period. 1ms..1m.
+	// ExplicitLACInterval decides when a writer sends its LAC explicitly,
+	// so that tailing readers see entries that no later add carries. Adds
+	// coming closer together than this are a load: a newly confirmed LAC
+	// waits until this long after the last send for the next add to carry
+	// it, and only then goes out explicitly. An add that came later than
+	// this after the one before is taken as the writer going idle: its LAC
+	// goes out as soon as it is confirmed. So below about one add per
+	// interval each add costs an explicit LAC, one small RPC per ensemble
+	// member (a journal write on a real bookie), and above it none do but
+	// at the end of a burst. Longer means fewer explicit LACs at moderate
+	// rates, but a reader can lag the last entry of a burst by this much.
+	// 1ms..1m.
 	ExplicitLACInterval time.Duration
 	// RetryInterval is the pause before a writer retries bookies it saw
 	// fail (when no spare could replace them) and re-checks whether its
@@ -65,7 +74,7 @@ func DefaultConfig(region string) Config {
 		MetaTimeout:         10 * time.Second,
 		MaxInFlightEntries:  10000,
 		MaxInFlightBytes:    64 << 20,
-		ExplicitLACInterval: 100 * time.Millisecond,
+		ExplicitLACInterval: time.Millisecond,
 		RetryInterval:       time.Second,
 		LACPollWait:         10 * time.Second,
 	}

@@ -8,9 +8,11 @@
 // A ledger has an ensemble of E bookies, a write quorum Qw and an ack quorum
 // Qa. Entry e goes to members (e+k) mod E, k = 0..Qw-1, and is confirmed once
 // Qa of them acked it and every lower entry is confirmed. Every add carries
-// the writer's LAC; an idle writer sends it explicitly, so tailing readers
-// never wait forever. Readers read only up to the LAC (or the closed ledger's
-// lastEntry).
+// the writer's LAC; when no add is expected to carry a newly confirmed LAC
+// soon, the writer sends it explicitly, so a tailing reader sees an entry
+// within about ExplicitLACInterval of its confirmation (at once when the
+// writer is idle between adds). Readers read only up to the LAC (or the
+// closed ledger's lastEntry).
 //
 // Metadata lives in the metadata store (cluster/meta) at
 // /meridian/regions/<region>/ledgers/<id>, versioned JSON, and every change is

@@ -15,6 +15,7 @@ type metrics struct {
 	addLatency      prometheus.Histogram
 	ensembleChanges *prometheus.CounterVec
 	missingCopies   prometheus.Counter
+	explicitLACs    prometheus.Counter
 	recoveries      *prometheus.CounterVec
 	checksumErrors  prometheus.Counter
 	readRetries     prometheus.Counter
@@ -39,6 +40,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "meridian_ledger_under_replicated_copies_total",
 			Help: "Copies of confirmed entries known never to have been stored (under-replicated until auto-recovery).",
 		}),
+		explicitLACs: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "meridian_ledger_explicit_lacs_total",
+			Help: "LACs ledger writers sent explicitly because no add carried them (each is one small RPC per ensemble member).",
+		}),
 		recoveries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "meridian_ledger_recoveries_total",
 			Help: "Ledger recoveries, by outcome (closed: this client closed it; lost_race: another recoverer did).",
@@ -55,7 +60,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.adds, m.addLatency, m.ensembleChanges, m.missingCopies, m.recoveries, m.checksumErrors, m.readRetries} {
+	for _, c := range []prometheus.Collector{m.adds, m.addLatency, m.ensembleChanges, m.missingCopies, m.explicitLACs, m.recoveries, m.checksumErrors, m.readRetries} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if errors.As(err, &are) {

@@ -12,7 +12,7 @@ import (
 
 // metricValue returns the counter (or histogram sample count) of the series
 // of name that carries labelValue ("" for an unlabelled metric).
-func metricValue(t *testing.T, reg *prometheus.Registry, name, labelValue string) float64 {
+func metricValue(t testing.TB, reg *prometheus.Registry, name, labelValue string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {

@@ -60,9 +60,16 @@ type Writer struct {
 	closers       []chan error
 	missingCopies int64
 	changes       int
-	lastSend      time.Time
 	retryArmed    bool
-	lacArmed      bool
+	// The explicit LAC (see explicitLACDue): when the writer last sent an
+	// add and an explicit LAC, when the last add arrived, whether it came
+	// soon after the one before (so another is expected to carry the LAC),
+	// and the deadline lacTimer is armed for (zero: disarmed).
+	lastSend        time.Time
+	lastExplicitLAC time.Time
+	lastAdd         time.Time
+	expectAdd       bool
+	lacTimerDue     time.Time
 }
 
 // WriterStats is a snapshot of a writer's state.
@@ -292,9 +299,16 @@ func (w *Writer) run() {
 			retry.Reset(w.c.cfg.RetryInterval)
 			w.retryArmed = true
 		}
-		if w.terminal == nil && w.lac > w.lacSent && !w.lacArmed {
-			lacTimer.Reset(w.c.cfg.ExplicitLACInterval)
-			w.lacArmed = true
+		if w.terminal == nil && w.lac > w.lacSent {
+			now := time.Now()
+			due := w.explicitLACDue()
+			switch {
+			case !due.After(now):
+				w.sendExplicitLAC(now)
+			case w.lacTimerDue.IsZero() || due.Before(w.lacTimerDue):
+				lacTimer.Reset(due.Sub(now))
+				w.lacTimerDue = due
+			}
 		}
 		select {
 		case op := <-addCh:
@@ -311,8 +325,8 @@ func (w *Writer) run() {
 			w.retryArmed = false
 			w.handleRetry()
 		case <-lacTimer.C:
-			w.lacArmed = false
-			w.sendExplicitLAC()
+			// The loop's top sends the LAC if it is still due.
+			w.lacTimerDue = time.Time{}
 		case <-w.runCtx.Done():
 			return
 		}
@@ -333,10 +347,13 @@ func (w *Writer) handleAdd(op *addOp) {
 		op.complete(-1, ErrWriterClosed)
 		return
 	}
+	now := time.Now()
+	w.expectAdd = now.Sub(w.lastAdd) < w.c.cfg.ExplicitLACInterval
+	w.lastAdd = now
 	p := &pendingAdd{
 		addOp:    *op,
 		entry:    w.next,
-		added:    time.Now(),
+		added:    now,
 		acked:    make([]string, w.q.Write),
 		inflight: make([]string, w.q.Write),
 	}
@@ -642,16 +659,46 @@ func (w *Writer) handleRetry() {
 	w.progress()
 }
 
-func (w *Writer) sendExplicitLAC() {
-	if w.terminal != nil || w.lac <= w.lacSent {
-		return
+// explicitLACDue returns when the writer must send its LAC explicitly,
+// given that no add has carried it yet (lac > lacSent).
+//
+// Every add carries the LAC, so under load the next add brings a tailing
+// reader each newly confirmed entry at no cost; but when no add follows,
+// nothing else will, and a reader waits on its long-poll until the LAC comes
+// another way. The writer cannot know whether an add is coming, so it
+// judges by the last one. If it came later than ExplicitLACInterval after
+// the one before, and its confirmation leaves nothing pending, the writer is
+// idle between adds (one add a second, say): no add is expected, and the LAC
+// goes out at once rather than an interval later. That costs at most one
+// explicit LAC per such add, and such adds are at least an interval apart.
+// Otherwise the adds are dense and the next is likely to come as soon: the
+// LAC waits until ExplicitLACInterval after the last send (at 10k adds/s an
+// add carries it within 100µs, and no explicit LAC is sent), and after the
+// last explicit LAC, so that confirmations trickling in after the adds
+// stopped (the tail of a burst on slow bookies) send one per interval, not
+// one each.
+//
+// Neither path can advertise more than is confirmed: lac only moves in
+// confirm.
+func (w *Writer) explicitLACDue() time.Time {
+	if len(w.pending) == 0 && !w.expectAdd {
+		return time.Time{} // now
 	}
-	if time.Since(w.lastSend) < w.c.cfg.ExplicitLACInterval {
-		// Adds are still carrying the LAC; look again later.
-		return
+	last := w.lastSend
+	if w.lastExplicitLAC.After(last) {
+		last = w.lastExplicitLAC
 	}
+	return last.Add(w.c.cfg.ExplicitLACInterval)
+}
+
+// sendExplicitLAC sends the LAC to every member of the last ensemble not
+// known failed: readers long-poll those. A fenced bookie's refusal is
+// reported like an add's, so that an idle writer learns of recovery.
+func (w *Writer) sendExplicitLAC(now time.Time) {
 	lac := w.lac
 	w.lacSent = lac
+	w.lastExplicitLAC = now
+	w.c.m.explicitLACs.Inc()
 	for _, b := range w.v.md.LastEnsemble() {
 		if w.failed[b] {
 			continue
@@ -716,6 +763,12 @@ func (w *Writer) failAll(err error) {
 func (w *Writer) finishClose() {
 	err := w.terminal
 	if err == nil {
+		if w.lac > w.lacSent {
+			// The last entries' LAC would otherwise reach a tailing
+			// reader only with the closed metadata, which it reads after
+			// its long-poll (LACPollWait) ends.
+			w.sendExplicitLAC(time.Now())
+		}
 		md := w.v.md.clone()
 		md.State = StateClosed
 		md.LastEntry = w.lac
