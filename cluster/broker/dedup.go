@@ -93,7 +93,7 @@ func entrySequence(e mledger.Entry) (string, int64, bool) {
 	if err != nil {
 		return "", 0, false
 	}
-	md, err := decodeMetadata(msg)
+	md, err := wire.DecodeMessageMetadata(msg)
 	if err != nil || md.GetProducerName() == "" {
 		return "", 0, false
 	}

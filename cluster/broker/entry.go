@@ -1,26 +1,10 @@
 package broker
 
 import (
-	"google.golang.org/protobuf/proto"
-
 	"github.com/meridian-mq/meridian/cluster/mledger"
 	"github.com/meridian-mq/meridian/cluster/wire"
 	"github.com/meridian-mq/meridian/cluster/wire/pb"
 )
-
-// decodeMetadata decodes the MessageMetadata of a message as stored (from
-// its 0x0e01 magic on), verifying its checksum.
-func decodeMetadata(msg []byte) (*pb.MessageMetadata, error) {
-	b, _, err := wire.SplitMessage(msg)
-	if err != nil {
-		return nil, err
-	}
-	md := &pb.MessageMetadata{}
-	if err := proto.Unmarshal(b, md); err != nil {
-		return nil, err
-	}
-	return md, nil
-}
 
 // dispatchEntry is a stored entry as dispatch sees it: its bytes, split
 // into the BrokerEntryMetadata prefix and the message, and what its
@@ -38,7 +22,7 @@ func newDispatchEntry(e mledger.Entry) (*dispatchEntry, error) {
 	if err != nil {
 		return nil, err
 	}
-	md, err := decodeMetadata(msg)
+	md, err := wire.DecodeMessageMetadata(msg)
 	if err != nil {
 		return nil, err
 	}

@@ -136,6 +136,17 @@ func SplitMessage(msg []byte) (metadata, payload []byte, err error) {
 	return rest[:size:size], rest[size:], nil
 }
 
+// DecodeMessageMetadata verifies a stored message (SplitMessage) and
+// unmarshals its MessageMetadata.
+func DecodeMessageMetadata(msg []byte) (*pb.MessageMetadata, error) {
+	b, _, err := SplitMessage(msg)
+	if err != nil {
+		return nil, err
+	}
+	f := Frame{Metadata: b}
+	return f.DecodeMetadata()
+}
+
 // readSize reads a u32 size field and checks that that many bytes follow.
 func readSize(b []byte, what string) (size uint32, rest []byte, err error) {
 	if len(b) < 4 {
