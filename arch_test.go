@@ -40,7 +40,7 @@ var allowedImports = map[string][]string{
 	// The region assembly wires a broker with its admin API, as cmd does;
 	// nothing but cmd and tests imports it.
 	"cluster/broker/standalone": {"cluster/admin", "cluster/broker", "topology", "telemetry", "cluster/wire",
-		"cluster/meta", "cluster/bookie/bkproto", "cluster/bookie", "cluster/ledger", "cluster/mledger", "global"},
+		"cluster/meta", "cluster/bookie/bkproto", "cluster/bookie", "cluster/ledger", "cluster/mledger", "global", "replicator"},
 	"replicator": {"cluster/wire", "cluster/ledger", "cluster/mledger", "cluster/meta", "global", "topology", "telemetry"},
 	"cmd":        {"*"},
 	"e2e":        {"*"},
