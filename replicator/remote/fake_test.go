@@ -30,7 +30,7 @@ import (
 // open and send to. Its behaviour is set before the producer opens; it
 // records every command it gets, with the message bytes of each SEND.
 type fakeBroker struct {
-	t   *testing.T
+	t   testing.TB
 	ln  net.Listener
 	url string
 	wg  sync.WaitGroup
@@ -63,7 +63,7 @@ type sentEntry struct {
 	msg  []byte // from the 0x0e01 magic on, checksum verified by the reader
 }
 
-func startFakeBroker(t *testing.T, tlsCfg *tls.Config, setup func(*fakeBroker)) *fakeBroker {
+func startFakeBroker(t testing.TB, tlsCfg *tls.Config, setup func(*fakeBroker)) *fakeBroker {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -288,7 +288,7 @@ func (b *fakeBroker) handle(f *wire.Frame, write func(...*pb.BaseCommand)) (repl
 }
 
 // storedEntry builds an entry as the managed ledger stores it.
-func storedEntry(t *testing.T, index, brokerTimestamp uint64, md *pb.MessageMetadata, payload []byte) []byte {
+func storedEntry(t testing.TB, index, brokerTimestamp uint64, md *pb.MessageMetadata, payload []byte) []byte {
 	t.Helper()
 	msg, err := wire.AppendMessage(nil, md, payload)
 	if err != nil {
@@ -306,7 +306,7 @@ func storedEntry(t *testing.T, index, brokerTimestamp uint64, md *pb.MessageMeta
 // batchEntry is a zlib-compressed batch of three keyed messages with
 // properties and event times, as pulsar-client-go writes one, stored with
 // index (its last message's offset).
-func batchEntry(t *testing.T, index uint64) (entry []byte, md *pb.MessageMetadata, payload []byte) {
+func batchEntry(t testing.TB, index uint64) (entry []byte, md *pb.MessageMetadata, payload []byte) {
 	t.Helper()
 	var batch []byte
 	for i := range 3 {
@@ -340,7 +340,7 @@ func batchEntry(t *testing.T, index uint64) (entry []byte, md *pb.MessageMetadat
 }
 
 // simpleEntry is an unbatched message stored at index.
-func simpleEntry(t *testing.T, index uint64) []byte {
+func simpleEntry(t testing.TB, index uint64) []byte {
 	t.Helper()
 	md := pb.MessageMetadata_builder{ProducerName: proto.String("p"), SequenceId: proto.Uint64(index), PublishTime: proto.Uint64(1)}.Build()
 	return storedEntry(t, index, 2, md, []byte(fmt.Sprint(index)))

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/meridian-mq/meridian/cluster/broker/standalone"
 	"github.com/meridian-mq/meridian/cluster/mledger"
@@ -15,8 +16,6 @@ import (
 	"github.com/meridian-mq/meridian/cluster/wire/pb"
 	"github.com/meridian-mq/meridian/replicator/remote"
 	"github.com/meridian-mq/meridian/topology"
-
-	"google.golang.org/protobuf/proto"
 )
 
 // TestRemoteProducerReplicatesAStoredBatch: a batch that pulsar-client-go
