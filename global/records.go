@@ -37,19 +37,42 @@ func validName(kind, name string) error {
 }
 
 // ClusterData is a region's entry in the cluster registry
-// (/meridian/global/clusters/<region>): where its brokers answer. It matches
-// pulsaradmin's utils.ClusterData.
+// (/meridian/global/clusters/<region>): where its brokers answer, and how
+// the other regions' replicators connect to them. It matches pulsaradmin's
+// utils.ClusterData, plus Pulsar's tlsAllowInsecureConnection, which
+// pulsaradmin does not carry.
 type ClusterData struct {
 	ServiceURL          string `json:"serviceUrl"`
 	ServiceURLTLS       string `json:"serviceUrlTls"`
 	BrokerServiceURL    string `json:"brokerServiceUrl"`
 	BrokerServiceURLTLS string `json:"brokerServiceUrlTls"`
+
+	// AuthenticationPlugin is the client authentication a replicator uses
+	// towards this region, by Pulsar's class name
+	// ("org.apache.pulsar.client.impl.auth.AuthenticationToken") or short
+	// name ("token"); empty for none.
+	AuthenticationPlugin string `json:"authenticationPlugin,omitempty"`
+	// AuthenticationParameters are the plugin's parameters as Pulsar writes
+	// them: for a token, "token:<jwt>" or {"token":"<jwt>"}. They are a
+	// credential.
+	AuthenticationParameters string `json:"authenticationParameters,omitempty"`
+	// BrokerClientTLSEnabled makes replicators connect to
+	// BrokerServiceURLTLS (pulsar+ssl) rather than BrokerServiceURL.
+	BrokerClientTLSEnabled bool `json:"brokerClientTlsEnabled,omitempty"`
+	// BrokerClientTrustCertsFilePath is a PEM file of the CAs a replicator
+	// trusts for this region's TLS certificates; empty for the system's.
+	BrokerClientTrustCertsFilePath string `json:"brokerClientTrustCertsFilePath,omitempty"`
+	// TLSAllowInsecureConnection makes replicators accept any certificate
+	// from this region: for tests only.
+	TLSAllowInsecureConnection bool `json:"tlsAllowInsecureConnection,omitempty"`
 }
 
 // Validate checks that at least one URL is set and that each set URL has its
 // scheme: http for serviceUrl, https for serviceUrlTls, pulsar for
 // brokerServiceUrl, pulsar+ssl for brokerServiceUrlTls. A service URL may
-// list several hosts ("pulsar://a:6650,b:6650"), as Pulsar's do.
+// list several hosts ("pulsar://a:6650,b:6650"), as Pulsar's do. It also
+// refuses authentication parameters without a plugin, and TLS for
+// replicators without the pulsar+ssl URL they would connect to.
 func (c ClusterData) Validate() error {
 	if c.ServiceURL == "" && c.ServiceURLTLS == "" && c.BrokerServiceURL == "" && c.BrokerServiceURLTLS == "" {
 		return fmt.Errorf("%w: set at least one of serviceUrl, serviceUrlTls, brokerServiceUrl, brokerServiceUrlTls", ErrInvalidCluster)
@@ -67,6 +90,12 @@ func (c ClusterData) Validate() error {
 		if err != nil || u.Scheme != f.scheme || u.Host == "" {
 			return fmt.Errorf("%w: %s %q is not %s://host:port", ErrInvalidCluster, f.field, f.value, f.scheme)
 		}
+	}
+	if c.AuthenticationParameters != "" && c.AuthenticationPlugin == "" {
+		return fmt.Errorf("%w: authenticationParameters are set but authenticationPlugin is not: name the plugin they are for", ErrInvalidCluster)
+	}
+	if c.BrokerClientTLSEnabled && c.BrokerServiceURLTLS == "" {
+		return fmt.Errorf("%w: brokerClientTlsEnabled needs brokerServiceUrlTls (pulsar+ssl://host:port)", ErrInvalidCluster)
 	}
 	return nil
 }

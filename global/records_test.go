@@ -5,6 +5,7 @@ import (
 	"errors"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -152,7 +153,9 @@ func TestTenantAndClusterJSONCompatible(t *testing.T) {
 		t.Fatal(err)
 	}
 	if theirC.ServiceURL != cd.ServiceURL || theirC.ServiceURLTls != cd.ServiceURLTLS ||
-		theirC.BrokerServiceURL != cd.BrokerServiceURL || theirC.BrokerServiceURLTls != cd.BrokerServiceURLTLS {
+		theirC.BrokerServiceURL != cd.BrokerServiceURL || theirC.BrokerServiceURLTls != cd.BrokerServiceURLTLS ||
+		theirC.AuthenticationPlugin != cd.AuthenticationPlugin || theirC.AuthenticationParameters != cd.AuthenticationParameters ||
+		theirC.BrokerClientTLSEnabled != cd.BrokerClientTLSEnabled || theirC.BrokerClientTrustCertsFilePath != cd.BrokerClientTrustCertsFilePath {
 		t.Fatalf("ClusterData = %+v", theirC)
 	}
 	var backC ClusterData
@@ -161,6 +164,12 @@ func TestTenantAndClusterJSONCompatible(t *testing.T) {
 	}
 	if backC != cd {
 		t.Fatalf("round trip through pulsaradmin = %+v, want %+v", backC, cd)
+	}
+	// pulsaradmin lacks Pulsar's tlsAllowInsecureConnection; it is spelled as
+	// Pulsar's ClusterData spells it.
+	insecure := ClusterData{BrokerServiceURLTLS: "pulsar+ssl://x:6651", TLSAllowInsecureConnection: true}
+	if got, want := string(must(json.Marshal(insecure)).ok(t)), `"tlsAllowInsecureConnection":true`; !strings.Contains(got, want) {
+		t.Fatalf("ClusterData JSON %s lacks %s", got, want)
 	}
 
 	var meta1 utils.PartitionedTopicMetadata

@@ -69,7 +69,9 @@ func TestEtcdSuite(t *testing.T) {
 var (
 	east = ClusterData{ServiceURL: "http://east:8080", BrokerServiceURL: "pulsar://east:6650"}
 	west = ClusterData{ServiceURL: "http://west:8080", BrokerServiceURL: "pulsar://west:6650,west2:6650",
-		ServiceURLTLS: "https://west:8443", BrokerServiceURLTLS: "pulsar+ssl://west:6651"}
+		ServiceURLTLS: "https://west:8443", BrokerServiceURLTLS: "pulsar+ssl://west:6651",
+		AuthenticationPlugin: "org.apache.pulsar.client.impl.auth.AuthenticationToken", AuthenticationParameters: "token:abc",
+		BrokerClientTLSEnabled: true, BrokerClientTrustCertsFilePath: "/etc/pulsar/ca.pem"}
 )
 
 func topic(t *testing.T, name string) topology.TopicName {
@@ -113,6 +115,10 @@ func testClusterCRUD(t *testing.T, e env) {
 	wantErr(t, "no URL", err, ErrInvalidCluster)
 	_, err = e.a.CreateCluster(ctx, "eu", ClusterData{BrokerServiceURL: "http://eu:6650"})
 	wantErr(t, "wrong scheme", err, ErrInvalidCluster)
+	_, err = e.a.CreateCluster(ctx, "eu", ClusterData{BrokerServiceURL: "pulsar://eu:6650", AuthenticationParameters: "token:abc"})
+	wantErr(t, "auth parameters without a plugin", err, ErrInvalidCluster)
+	_, err = e.a.CreateCluster(ctx, "eu", ClusterData{BrokerServiceURL: "pulsar://eu:6650", BrokerClientTLSEnabled: true})
+	wantErr(t, "replicator TLS without a TLS URL", err, ErrInvalidCluster)
 	unchanged(t, e, before, "refused cluster creates")
 
 	must(e.b.CreateCluster(ctx, "eu-west", west)).ok(t)
