@@ -53,8 +53,9 @@
 //
 // Cursors whose names match ForeignCursorPrefixes (the replicator's
 // meridian.repl.<remote>) are written by another process through
-// ExternalCursor; the topic's owner reads them through a watch, for
-// retention only, and never writes them.
+// ExternalCursor, each write guarded by the worker's task key (WithGuard),
+// and deleted with DeleteExternalCursor; the topic's owner reads them
+// through a watch, for retention only, and never writes them.
 //
 // # Reading from outside the owner
 //
