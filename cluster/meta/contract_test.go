@@ -42,6 +42,7 @@ func runContract(t *testing.T, h harness) {
 		{"GetListOrder", testGetListOrder},
 		{"CreateIfAbsent", testCreateIfAbsent},
 		{"CASConflicts", testCASConflicts},
+		{"UpdateGuarded", testUpdateGuarded},
 		{"PrefixIsolation", testPrefixIsolation},
 		{"WatchFromRevision", testWatchFromRevision},
 		{"WatchCompacted", testWatchCompacted},
@@ -249,6 +250,76 @@ func testCASConflicts(t *testing.T, _ harness, s Store, p string) {
 	wantErr(t, "second Delete", s.Delete(ctx, p+"k", rev2), ErrConflict)
 	_, err = s.Update(ctx, p+"k", []byte("c"), rev2)
 	wantErr(t, "Update after Delete", err, ErrConflict)
+}
+
+// testUpdateGuarded: a write guarded by another key's revision lands only
+// while both keys are where the writer read them, as a task holder's
+// cursor write must (the guard is the task key).
+func testUpdateGuarded(t *testing.T, _ harness, s Store, p string) {
+	ctx := ctxT(t)
+	k, g := p+"cursor", p+"task"
+	rev := mustCreate(t, s, k, "a", NoLease)
+	grev := mustCreate(t, s, g, "worker-1", NoLease)
+	unchanged := func(what, val string, modRev int64) {
+		t.Helper()
+		if kv := mustGet(t, s, k); string(kv.Value) != val || kv.ModRevision != modRev {
+			t.Fatalf("%s: the key is %q at %d, want %q at %d", what, kv.Value, kv.ModRevision, val, modRev)
+		}
+	}
+
+	rev2, err := s.UpdateGuarded(ctx, k, []byte("b"), rev, g, grev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rev2 <= rev {
+		t.Fatalf("UpdateGuarded revision %d not after %d", rev2, rev)
+	}
+	unchanged("after UpdateGuarded", "b", rev2)
+	if kv := mustGet(t, s, g); kv.ModRevision != grev {
+		t.Fatalf("UpdateGuarded moved the guard to %d", kv.ModRevision)
+	}
+
+	_, err = s.UpdateGuarded(ctx, k, []byte("stale"), rev, g, grev)
+	wantErr(t, "UpdateGuarded at a stale key revision", err, ErrConflict)
+	unchanged("stale key revision", "b", rev2)
+
+	// The holder was frozen; its task key was deleted and created again by
+	// another holder. The old holder's write is refused, the new one's
+	// lands.
+	if err := s.Delete(ctx, g, grev); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.UpdateGuarded(ctx, k, []byte("gone"), rev2, g, grev)
+	wantErr(t, "UpdateGuarded with its guard deleted", err, ErrConflict)
+	grev2 := mustCreate(t, s, g, "worker-2", NoLease)
+	_, err = s.UpdateGuarded(ctx, k, []byte("old holder"), rev2, g, grev)
+	wantErr(t, "UpdateGuarded with its guard re-created", err, ErrConflict)
+	unchanged("old holder's write", "b", rev2)
+	rev3, err := s.UpdateGuarded(ctx, k, []byte("new holder"), rev2, g, grev2)
+	if err != nil {
+		t.Fatalf("new holder's write: %v", err)
+	}
+	unchanged("new holder's write", "new holder", rev3)
+
+	// An update of the guard itself also ends the old revision.
+	grev3, err := s.Update(ctx, g, []byte("worker-2 again"), grev2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.UpdateGuarded(ctx, k, []byte("x"), rev3, g, grev2)
+	wantErr(t, "UpdateGuarded with its guard updated", err, ErrConflict)
+	unchanged("guard updated", "new holder", rev3)
+
+	// Revision 0 never matches: no blind create of the key, no guard by an
+	// absent key.
+	_, err = s.UpdateGuarded(ctx, p+"absent", []byte("x"), 0, g, grev3)
+	wantErr(t, "UpdateGuarded of an absent key", err, ErrConflict)
+	if _, err := s.Get(ctx, p+"absent"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("UpdateGuarded at revision 0 created the key: %v", err)
+	}
+	_, err = s.UpdateGuarded(ctx, k, []byte("x"), rev3, p+"no-guard", 0)
+	wantErr(t, "UpdateGuarded by an absent guard", err, ErrConflict)
+	unchanged("absent guard", "new holder", rev3)
 }
 
 func testPrefixIsolation(t *testing.T, _ harness, s Store, p string) {
@@ -640,6 +711,10 @@ func testAfterClose(t *testing.T, _ harness, s Store, p string) {
 		"List":   func() error { _, _, err := s.List(ctx, p); return err }(),
 		"Create": func() error { _, err := s.Create(ctx, p+"n", nil, NoLease); return err }(),
 		"Update": func() error { _, err := s.Update(ctx, p+"k", nil, rev); return err }(),
+		"UpdateGuarded": func() error {
+			_, err := s.UpdateGuarded(ctx, p+"k", nil, rev, p+"k", rev)
+			return err
+		}(),
 		"Delete": s.Delete(ctx, p+"k", rev),
 		"Grant":  func() error { _, err := s.Grant(ctx, time.Second); return err }(),
 		"Revoke": s.Revoke(ctx, l.ID()),

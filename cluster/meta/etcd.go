@@ -253,22 +253,38 @@ func (s *Etcd) Create(ctx context.Context, key string, value []byte, lease Lease
 
 // Update implements Store.
 func (s *Etcd) Update(ctx context.Context, key string, value []byte, modRev int64) (int64, error) {
+	return s.updateIf(ctx, key, value, revisionAt{key, modRev})
+}
+
+// UpdateGuarded implements Store: one Txn with both compares.
+func (s *Etcd) UpdateGuarded(ctx context.Context, key string, value []byte, modRev int64, guardKey string, guardRev int64) (int64, error) {
+	return s.updateIf(ctx, key, value, revisionAt{key, modRev}, revisionAt{guardKey, guardRev})
+}
+
+// updateIf puts value at key, keeping its lease, if every key of conds is
+// at its ModRevision; conds[0] is key itself.
+func (s *Etcd) updateIf(ctx context.Context, key string, value []byte, conds ...revisionAt) (int64, error) {
 	if s.closed() {
 		return 0, ErrClosed
 	}
-	if modRev <= 0 {
-		// ModRevision 0 would match an absent key and create it: a blind put.
-		return 0, fmt.Errorf("%w: %s at revision %d", ErrConflict, key, modRev)
+	cmps := make([]clientv3.Cmp, len(conds))
+	for i, c := range conds {
+		if c.rev <= 0 {
+			// ModRevision 0 would match an absent key (and, for the key
+			// written, create it: a blind put).
+			return 0, conflict(conds)
+		}
+		cmps[i] = clientv3.Compare(clientv3.ModRevision(c.key), "=", c.rev)
 	}
 	resp, err := s.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.ModRevision(key), "=", modRev)).
+		If(cmps...).
 		Then(clientv3.OpPut(key, string(value), clientv3.WithIgnoreLease())).
 		Commit()
 	if err != nil {
 		return 0, s.fail("update", key, err)
 	}
 	if !resp.Succeeded {
-		return 0, fmt.Errorf("%w: %s at revision %d", ErrConflict, key, modRev)
+		return 0, conflict(conds)
 	}
 	return resp.Header.Revision, nil
 }

@@ -170,14 +170,27 @@ func (m *Memory) Create(ctx context.Context, key string, value []byte, lease Lea
 
 // Update implements Store.
 func (m *Memory) Update(ctx context.Context, key string, value []byte, modRev int64) (int64, error) {
+	return m.updateIf(ctx, key, value, revisionAt{key, modRev})
+}
+
+// UpdateGuarded implements Store.
+func (m *Memory) UpdateGuarded(ctx context.Context, key string, value []byte, modRev int64, guardKey string, guardRev int64) (int64, error) {
+	return m.updateIf(ctx, key, value, revisionAt{key, modRev}, revisionAt{guardKey, guardRev})
+}
+
+// updateIf replaces key's value if every key of conds exists at its
+// ModRevision; conds[0] is key itself.
+func (m *Memory) updateIf(ctx context.Context, key string, value []byte, conds ...revisionAt) (int64, error) {
 	if err := m.lockOpen(ctx); err != nil {
 		return 0, err
 	}
 	defer m.mu.Unlock()
-	kv, ok := m.mu.kvs[key]
-	if !ok || kv.ModRevision != modRev {
-		return 0, fmt.Errorf("%w: %s at revision %d", ErrConflict, key, modRev)
+	for _, c := range conds {
+		if kv, ok := m.mu.kvs[c.key]; !ok || kv.ModRevision != c.rev {
+			return 0, conflict(conds)
+		}
 	}
+	kv := m.mu.kvs[key]
 	rev := m.mu.rev + 1
 	kv.Value = cloneBytes(value)
 	kv.ModRevision = rev

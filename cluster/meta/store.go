@@ -1,5 +1,6 @@
 // Package meta is Meridian's metadata store: a small, etcd-shaped interface
-// (get, range, create-if-absent, compare-and-swap on ModRevision, prefix watch,
+// (get, range, create-if-absent, compare-and-swap on ModRevision (alone, or
+// guarded by a second key's ModRevision in the same transaction), prefix watch,
 // leases and elections) with two implementations: one over etcd
 // (go.etcd.io/etcd/client/v3) and one in memory for unit tests.
 //
@@ -24,6 +25,8 @@ package meta
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"time"
 )
 
@@ -89,6 +92,14 @@ type Store interface {
 	// keeping its lease. It returns the new ModRevision, or ErrConflict when
 	// the key changed or is gone.
 	Update(ctx context.Context, key string, value []byte, modRev int64) (int64, error)
+	// UpdateGuarded is Update(key, value, modRev) that also requires
+	// guardKey to still be at ModRevision guardRev, in one transaction;
+	// either condition failing is ErrConflict and writes nothing. It is how
+	// a holder of a task key (a lease-backed claim) writes state that only
+	// the holder may write: once the claim was lost and the key re-created
+	// by another holder, its ModRevision differs, and the old holder's
+	// write is refused even if the state key itself did not change.
+	UpdateGuarded(ctx context.Context, key string, value []byte, modRev int64, guardKey string, guardRev int64) (int64, error)
 	// Delete removes key only if its ModRevision is still modRev, or returns
 	// ErrConflict.
 	Delete(ctx context.Context, key string, modRev int64) error
@@ -138,4 +149,21 @@ type Leadership interface {
 	Done() <-chan struct{}
 	// Resign gives up leadership; the next candidate takes over.
 	Resign(ctx context.Context) error
+}
+
+// revisionAt is one condition of a conditional write: key must exist at
+// ModRevision rev.
+type revisionAt struct {
+	key string
+	rev int64
+}
+
+// conflict is the ErrConflict of a conditional write whose conditions
+// were conds (the store does not say which one failed).
+func conflict(conds []revisionAt) error {
+	parts := make([]string, len(conds))
+	for i, c := range conds {
+		parts[i] = fmt.Sprintf("%s at revision %d", c.key, c.rev)
+	}
+	return fmt.Errorf("%w: %s", ErrConflict, strings.Join(parts, ", guarded by "))
 }

@@ -53,8 +53,18 @@
 //
 // Cursors whose names match ForeignCursorPrefixes (the replicator's
 // meridian.repl.<remote>) are written by another process through
-// ExternalCursor; the topic's owner reads them through a watch, for
-// retention only, and never writes them.
+// ExternalCursor, each write guarded by the worker's task key (WithGuard),
+// and deleted with DeleteExternalCursor; the topic's owner reads them
+// through a watch, for retention only, and never writes them.
+//
+// # Reading from outside the owner
+//
+// A Tailer reads a topic from another process (the replicator's worker):
+// the ledger list from the record, which it watches, and the entries
+// straight from the bookies up to each ledger's LAC, long-polling the LAC
+// when caught up and moving to the next ledger once the current one is
+// closed and read. It writes nothing. A ledger it still needs that
+// retention deleted is ErrLedgerGone, never a skip.
 //
 // # What survives a crash (the redelivery window)
 //

@@ -46,4 +46,14 @@ var (
 	ErrBadMetadata = errors.New("mledger: bad metadata")
 	// ErrNoMessages: an append declared fewer than one message.
 	ErrNoMessages = errors.New("mledger: an entry holds at least one message")
+	// ErrLedgerGone: a Tailer needs a ledger (it holds entries after the
+	// tailer's position) that the topic's record no longer names or whose
+	// metadata is gone: retention deleted entries that were never read.
+	// The tailer stops; the entries are lost to it, and it never skips
+	// them silently.
+	ErrLedgerGone = errors.New("mledger: ledger needed by the tailer is gone")
+	// ErrTopicDeleted: the topic's record was deleted, or deleted and
+	// created again (a new incarnation, see Tailer.Incarnation), while a
+	// Tailer was reading it. Open a new Tailer for the new incarnation.
+	ErrTopicDeleted = errors.New("mledger: topic deleted")
 )

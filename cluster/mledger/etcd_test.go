@@ -44,4 +44,5 @@ func TestOnEtcd(t *testing.T) {
 	t.Run("CursorOwnershipLost", func(t *testing.T) { testCursorOwnershipLost(t, newEtcdEnv) })
 	t.Run("Terminate", func(t *testing.T) { testTerminate(t, newEtcdEnv) })
 	t.Run("DeleteTopic", func(t *testing.T) { testDeleteTopic(t, newEtcdEnv) })
+	t.Run("TailerAcrossRollovers", func(t *testing.T) { testTailerAcrossRollovers(t, newEtcdEnv) })
 }

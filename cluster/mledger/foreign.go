@@ -121,48 +121,102 @@ func (ml *ManagedLedger) ForeignCursors() map[string]Position {
 // mark-delete position; every MarkDelete is one CAS write, and a failed CAS
 // means another worker took the task (ErrOwnershipLost). The topic's owner
 // sees it through its watch.
+//
+// Guarded. A worker holds its task through a key under its lease
+// (/meridian/regions/<r>/replicators/<task>). Opened WithGuard on that key
+// and the revision the worker created it at, every write is also
+// conditional on the key being unchanged (meta.Store.UpdateGuarded). A
+// worker frozen past its lease, whose task key was deleted and created
+// again by the next holder, therefore has its late write refused with
+// ErrOwnershipLost, even if the cursor itself has not moved since, and the
+// new holder keeps writing.
+//
+// An ExternalCursor is used by one goroutine at a time.
 type ExternalCursor struct {
 	store  meta.Store
 	key    string
 	name   string
+	guard  *cursorGuard
 	modRev int64
 	val    cursorValue
 	lost   bool
 }
 
+// cursorGuard is the key (and its revision) an ExternalCursor's writes
+// are conditional on.
+type cursorGuard struct {
+	key string
+	rev int64
+}
+
+// ExternalCursorOption changes how OpenExternalCursor opens a cursor.
+type ExternalCursorOption func(*ExternalCursor)
+
+// WithGuard makes every write of the cursor conditional on key still being
+// at ModRevision rev: the worker's task key, as it created it.
+func WithGuard(key string, rev int64) ExternalCursorOption {
+	return func(c *ExternalCursor) { c.guard = &cursorGuard{key: key, rev: rev} }
+}
+
 // OpenExternalCursor opens (or creates, at start) the cursor name of topic
-// for writing from outside the topic's owner.
-func OpenExternalCursor(ctx context.Context, store meta.Store, region, topic, name string, start Position) (*ExternalCursor, error) {
+// for writing from outside the topic's owner. With WithGuard it first
+// checks that the guard still holds (ErrOwnershipLost otherwise). Creating
+// the cursor is not itself guarded (the store has no guarded create), but
+// it happens only when the cursor does not exist, so a stale worker can at
+// most create it at its start position, exactly as the new holder would;
+// a holder that finds it created meanwhile reads it instead.
+func OpenExternalCursor(ctx context.Context, store meta.Store, region, topic, name string, start Position, opts ...ExternalCursorOption) (*ExternalCursor, error) {
 	c := &ExternalCursor{store: store, key: CursorKey(region, topic, name), name: name}
-	kv, err := store.Get(ctx, c.key)
-	switch {
-	case errors.Is(err, meta.ErrNotFound):
-		c.val = cursorValue{MarkDelete: start}
-		b, err := encodeCursor(c.val)
-		if err != nil {
-			return nil, err
-		}
-		if c.modRev, err = store.Create(ctx, c.key, b, meta.NoLease); err != nil {
-			return nil, fmt.Errorf("create cursor %s: %w", name, err)
-		}
-	case err == nil:
-		if c.val, err = decodeCursor(kv.Value); err != nil {
-			return nil, err
-		}
-		c.modRev = kv.ModRevision
-	default:
-		return nil, fmt.Errorf("open cursor %s: %w", name, err)
+	for _, o := range opts {
+		o(c)
 	}
-	return c, nil
+	if g := c.guard; g != nil {
+		kv, err := store.Get(ctx, g.key)
+		switch {
+		case errors.Is(err, meta.ErrNotFound) || (err == nil && kv.ModRevision != g.rev):
+			return nil, fmt.Errorf("%w: cursor %s: guard %s is no longer at revision %d", ErrOwnershipLost, name, g.key, g.rev)
+		case err != nil:
+			return nil, fmt.Errorf("open cursor %s: read guard: %w", name, err)
+		}
+	}
+	for created := false; ; {
+		kv, err := store.Get(ctx, c.key)
+		switch {
+		case errors.Is(err, meta.ErrNotFound) && !created:
+			c.val = cursorValue{MarkDelete: start}
+			b, err := encodeCursor(c.val)
+			if err != nil {
+				return nil, err
+			}
+			c.modRev, err = store.Create(ctx, c.key, b, meta.NoLease)
+			if errors.Is(err, meta.ErrExists) {
+				created = true // by someone else: read theirs
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("create cursor %s: %w", name, err)
+			}
+		case err == nil:
+			if c.val, err = decodeCursor(kv.Value); err != nil {
+				return nil, err
+			}
+			c.modRev = kv.ModRevision
+		default:
+			return nil, fmt.Errorf("open cursor %s: %w", name, err)
+		}
+		return c, nil
+	}
 }
 
 // MarkDeletePosition returns the last position written.
 func (c *ExternalCursor) MarkDeletePosition() Position { return c.val.MarkDelete }
 
-// MarkDelete records p as consumed. It refuses to move backwards.
+// MarkDelete records p as consumed. It refuses to move backwards. A
+// conflict (the cursor written by another, or the guard changed) is
+// ErrOwnershipLost, for good: the cursor writes nothing more.
 func (c *ExternalCursor) MarkDelete(ctx context.Context, p Position) error {
 	if c.lost {
-		return ErrOwnershipLost
+		return fmt.Errorf("%w: cursor %s", ErrOwnershipLost, c.name)
 	}
 	if p.Less(c.val.MarkDelete) {
 		return fmt.Errorf("%w: %v is before the mark-delete position %v", ErrInvalidPosition, p, c.val.MarkDelete)
@@ -172,7 +226,12 @@ func (c *ExternalCursor) MarkDelete(ctx context.Context, p Position) error {
 	if err != nil {
 		return err
 	}
-	rev, err := c.store.Update(ctx, c.key, b, c.modRev)
+	var rev int64
+	if g := c.guard; g != nil {
+		rev, err = c.store.UpdateGuarded(ctx, c.key, b, c.modRev, g.key, g.rev)
+	} else {
+		rev, err = c.store.Update(ctx, c.key, b, c.modRev)
+	}
 	if errors.Is(err, meta.ErrConflict) {
 		c.lost = true
 		return fmt.Errorf("%w: cursor %s: %w", ErrOwnershipLost, c.name, err)
@@ -181,5 +240,27 @@ func (c *ExternalCursor) MarkDelete(ctx context.Context, p Position) error {
 		return err
 	}
 	c.modRev, c.val = rev, next
+	return nil
+}
+
+// DeleteExternalCursor deletes the cursor name of topic, written from
+// outside the topic's owner: a region removed from a topic's replication
+// frees what its meridian.repl.<remote> cursor held. The owner's watch
+// sees the deletion and stops pinning retention for it. A cursor that does
+// not exist is not an error. The deletion is a CAS on the revision read
+// just before: a cursor written in between (its task's worker has not
+// stopped yet) is ErrConflict, and the caller stops that worker first.
+func DeleteExternalCursor(ctx context.Context, store meta.Store, region, topic, name string) error {
+	key := CursorKey(region, topic, name)
+	kv, err := store.Get(ctx, key)
+	if errors.Is(err, meta.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("delete cursor %s: %w", name, err)
+	}
+	if err := store.Delete(ctx, key, kv.ModRevision); err != nil {
+		return fmt.Errorf("delete cursor %s: %w", name, err)
+	}
 	return nil
 }
