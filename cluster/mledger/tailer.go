@@ -59,7 +59,8 @@ const tailReadChunk = 64
 // What it follows. The ledger list comes from the topic's record
 // (ListKey), which it watches. Entries are read from one ledger at a time,
 // up to that ledger's LAC; when caught up on a ledger still being written,
-// Next long-polls the LAC (ledger.Reader.WaitLAC). Once the ledger is closed
+// Next long-polls the LAC (ledger.Reader.WaitLAC) and watches the record
+// meanwhile. Once the ledger is closed
 // and read to its end, the tailer moves to the next ledger the record
 // names, waiting on the watch if the owner has not appended it yet. The
 // owner closes a ledger before it creates the next (the package doc), so
@@ -231,8 +232,8 @@ func (t *Tailer) next(ctx context.Context, max int) ([]Entry, error) {
 			t.cur, t.curDropped = nil, false
 			continue
 		}
-		if _, err := t.cur.WaitLAC(ctx, t.pos.Entry); err != nil && !errors.Is(err, ledger.ErrLedgerClosed) {
-			return nil, t.readError(ctx, fmt.Sprintf("wait for entries after %v", t.pos), err)
+		if err := t.waitLAC(ctx); err != nil {
+			return nil, err
 		}
 	}
 }
@@ -359,10 +360,10 @@ func (t *Tailer) restartWatch(ctx context.Context) error {
 // block it first waits, bounded by ctx, for at least one watch response.
 // A watch that ended (compaction, a lost leader) is started again.
 func (t *Tailer) syncRecord(ctx context.Context, block bool) error {
-	if t.err != nil {
-		return t.err
-	}
 	for {
+		if t.err != nil {
+			return t.err
+		}
 		if t.watch == nil {
 			if err := t.restartWatch(ctx); err != nil {
 				return err
@@ -389,31 +390,73 @@ func (t *Tailer) syncRecord(ctx context.Context, block bool) error {
 				return nil
 			}
 		}
-		if !ok || wr.Err != nil {
-			if t.life.Err() != nil {
-				return ErrClosed
-			}
-			t.watchCancel()
-			t.watch, t.watchCancel = nil, nil
-			continue
+		if err := t.applyWatch(wr, ok); err != nil {
+			return err
 		}
-		for _, ev := range wr.Events {
-			if ev.KV.Key != t.key {
-				continue // a topic whose name starts with ours
-			}
-			var err error
-			if ev.Type == meta.EventDelete {
-				if t.haveRecord {
-					err = fmt.Errorf("tail %s: %w", t.topic, ErrTopicDeleted)
-				}
-			} else {
-				err = t.applyRecord(ev.KV)
-			}
-			if err != nil {
-				t.err = err
-				return err
-			}
+	}
+}
+
+// applyWatch applies one receive from the watch (ok false: the channel
+// was closed). A watch that ended is dropped, for syncRecord to start
+// again.
+func (t *Tailer) applyWatch(wr meta.WatchResponse, ok bool) error {
+	if !ok || wr.Err != nil {
+		if t.life.Err() != nil {
+			return ErrClosed
 		}
+		t.watchCancel()
+		t.watch, t.watchCancel = nil, nil
+		return nil
+	}
+	for _, ev := range wr.Events {
+		if ev.KV.Key != t.key {
+			continue // a topic whose name starts with ours
+		}
+		var err error
+		if ev.Type == meta.EventDelete {
+			if t.haveRecord {
+				err = fmt.Errorf("tail %s: %w", t.topic, ErrTopicDeleted)
+			}
+		} else {
+			err = t.applyRecord(ev.KV)
+		}
+		if err != nil {
+			t.err = err
+			return err
+		}
+	}
+	return nil
+}
+
+// waitLAC long-polls the current ledger's LAC past pos, and also returns
+// when the record changes: a new owner that recovered and closed the
+// ledger shows there first (the reader re-reads the ledger's metadata only
+// between polls), and so does a deleted topic. The poll runs on its own
+// goroutine, which waitLAC stops and waits for before it returns.
+func (t *Tailer) waitLAC(ctx context.Context) error {
+	if t.watch == nil {
+		if _, err := t.cur.WaitLAC(ctx, t.pos.Entry); err != nil && !errors.Is(err, ledger.ErrLedgerClosed) {
+			return t.readError(ctx, fmt.Sprintf("wait for entries after %v", t.pos), err)
+		}
+		return nil
+	}
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	polled := make(chan error, 1)
+	go func() {
+		_, err := t.cur.WaitLAC(pctx, t.pos.Entry)
+		polled <- err
+	}()
+	select {
+	case err := <-polled:
+		if err != nil && !errors.Is(err, ledger.ErrLedgerClosed) {
+			return t.readError(ctx, fmt.Sprintf("wait for entries after %v", t.pos), err)
+		}
+		return nil
+	case wr, ok := <-t.watch:
+		cancel()
+		<-polled
+		return t.applyWatch(wr, ok)
 	}
 }
 

@@ -3,6 +3,7 @@ package mledger
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
@@ -362,5 +363,58 @@ func TestTailerLedgerMetadataGone(t *testing.T) {
 	checkTailed(t, tailN(t, tl, 5), ps[:5], 0)
 	if es, err := tl.Next(t.Context(), 10); !errors.Is(err, ErrLedgerGone) {
 		t.Fatalf("Next into a ledger whose metadata is gone: %d entries, %v; want ErrLedgerGone", len(es), err)
+	}
+}
+
+// TestTailerOwnerFailover: the owner dies while the tailer waits on its
+// open ledger; the next owner recovers (closes) that ledger and writes a
+// new one. The tailer learns of it from the record, not from its LAC
+// long-poll, which is held for a minute here: every entry comes once and
+// in order, well within the test's 20 s.
+func TestTailerOwnerFailover(t *testing.T) {
+	e := newEnv(t)
+	first := e.open(e.factory("a", testConfig()), "fo")
+	ps := appendSeqs(t, first, 0, 3)
+	lcfg := ledgerTestConfig()
+	lcfg.LACPollWait = time.Minute
+	client, err := ledger.New(lcfg, e.store, e.bookies.Client("tailer"), testLogger(t), rand.New(rand.NewPCG(7, 7)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	tl, err := OpenTailer(t.Context(), DefaultTailerConfig(region), client, e.store, "fo", Position{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tl.Close()
+	checkTailed(t, tailN(t, tl, 3), ps, 0)
+	done := nextAsync(t, tl)
+	first.crash()
+	second := e.open(e.factory("b", testConfig()), "fo")
+	more := appendSeqs(t, second, 3, 5)
+	got := awaitNext(t, done, "the next owner's entries")
+	if len(got) < 2 {
+		got = append(got, tailN(t, tl, 2-len(got))...)
+	}
+	checkTailed(t, got, more, 3)
+	nothingMore(t, tl)
+}
+
+func TestTailerTerminatedTopic(t *testing.T) {
+	e := newEnv(t)
+	cfg := testConfig()
+	cfg.MaxEntriesPerLedger = 4
+	ml := e.open(e.factory("owner", cfg), "term")
+	ps := appendSeqs(t, ml, 0, 10)
+	tl := e.tailer("term", Position{})
+	checkTailed(t, tailN(t, tl, 5), ps[:5], 0)
+	if _, err := ml.Terminate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	checkTailed(t, tailN(t, tl, 5), ps[5:], 5)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	if es, err := tl.Next(ctx, 10); !errors.Is(err, ErrEndOfTopic) {
+		t.Fatalf("Next at the end of a terminated topic: %d entries, %v; want ErrEndOfTopic", len(es), err)
 	}
 }
