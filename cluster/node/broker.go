@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"sync"
@@ -14,7 +13,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/meridian-mq/meridian/cluster/admin"
-	"github.com/meridian-mq/meridian/cluster/bookie/bkproto"
 	"github.com/meridian-mq/meridian/cluster/broker"
 	"github.com/meridian-mq/meridian/cluster/broker/auth"
 	"github.com/meridian-mq/meridian/cluster/ledger"
@@ -72,17 +70,9 @@ type BrokerConfig struct {
 	// ledgers; the broker waits for EnsembleSize bookies before serving.
 	// Its Region is set by the node.
 	Ledgers mledger.Config
-	// Ledger tunes the ledger client. Its Region and Registerer are set by
-	// the node.
-	Ledger ledger.Config
 	// BookieWait bounds the wait for EnsembleSize bookies to register.
 	// Default 30s.
 	BookieWait time.Duration
-	// Bookies is how the ledger client reaches the registered bookies. Nil,
-	// the default: bkproto connections. Benchmarks set in-memory bookies
-	// (ledgertest) here to measure the broker and its clients without
-	// storage; the caller owns them.
-	Bookies ledger.Bookies
 }
 
 // TLSConfig is the server side of TLS, as Pulsar's broker.conf gives it
@@ -124,7 +114,6 @@ func DefaultBrokerConfig(host string) BrokerConfig {
 		Broker:         broker.DefaultConfig(""),
 		Service:        broker.DefaultServiceConfig("", "", ""),
 		Ledgers:        mledger.DefaultConfig(""),
-		Ledger:         ledger.DefaultConfig(""),
 		BookieWait:     30 * time.Second,
 		Auth:           auth.DefaultConfig(),
 
@@ -163,7 +152,8 @@ type Broker struct {
 	served      chan struct{} // closed when every listener has stopped serving
 }
 
-// startBroker starts region r's broker and returns once it serves: the
+// startBroker starts region r's broker, on the region's ledger client and
+// policy cache, and returns once it serves: the
 // policy cache is loaded, the broker has revoked its previous run's leases
 // and registered, and every listener accepts.
 func startBroker(ctx context.Context, r *regionParts, cfg BrokerConfig) (_ *Broker, err error) {
@@ -188,22 +178,10 @@ func startBroker(ctx context.Context, r *regionParts, cfg BrokerConfig) (_ *Brok
 			return nil, fmt.Errorf("node: authentication: %w", err)
 		}
 	}
-	bookies := cfg.Bookies
-	if bookies == nil {
-		bk, err := ledger.NewBKProto(r.store, r.name, bkproto.DefaultConnConfig(nil))
-		if err != nil {
-			return nil, err
-		}
-		n.closers = append(n.closers, func() { bk.Close() })
-		bookies = bk
-	}
-	lcfg := cfg.Ledger
-	lcfg.Region, lcfg.Registerer = r.name, r.registry
-	lc, err := ledger.New(lcfg, r.store, bookies, log, rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())))
+	lc, err := r.ledgerClient()
 	if err != nil {
 		return nil, err
 	}
-	n.closers = append(n.closers, func() { lc.Close() })
 	if err := waitForBookies(ctx, lc, cfg.Ledgers.EnsembleSize, cfg.BookieWait); err != nil {
 		return nil, err
 	}
@@ -270,17 +248,9 @@ func startBroker(ctx context.Context, r *regionParts, cfg BrokerConfig) (_ *Brok
 	}
 	// The cache starts after the bootstrap, so that its first load, which
 	// Ready waits for, holds what the bootstrap wrote.
-	gcfg := global.DefaultCacheConfig()
-	gcfg.Logger = log
-	cache, err := global.StartCache(gstore, gcfg)
+	cache, err := r.policyCache(ctx)
 	if err != nil {
 		return nil, err
-	}
-	n.closers = append(n.closers, func() { cache.Close() })
-	select {
-	case <-cache.Ready():
-	case <-ctx.Done():
-		return nil, fmt.Errorf("node: loading the global policy cache: %w", ctx.Err())
 	}
 	n.authz = cfg.Broker.Authz
 	if n.authz == nil && cfg.Authorization.Enabled {

@@ -1,16 +1,17 @@
 // Package node assembles what one meridian process runs: its metadata
 // stores (an embedded etcd, or clients of etcd clusters that run elsewhere),
 // and for each region it serves, that region's bookies, its broker with the
-// admin REST API, and its telemetry (one Prometheus registry and /metrics
+// admin REST API, its replication worker, and its telemetry (one Prometheus registry and /metrics
 // endpoint per region, one logger). It sits above everything it assembles;
 // only cmd and e2e import it.
 //
 // Every command of the binary is one configuration of the same Config:
 //
-//	meridian standalone   embedded etcd; one region with a bookie and a broker (Standalone)
-//	meridian dev          embedded etcd; several regions, each with a bookie and a broker (Dev)
+//	meridian standalone   embedded etcd; one region with a bookie, a broker and a replicator (Standalone)
+//	meridian dev          embedded etcd; several regions, each with a bookie, a broker and a replicator (Dev)
 //	meridian broker       etcd elsewhere; one region with a broker
 //	meridian bookie       etcd elsewhere; one region with a bookie and a /metrics listener
+//	meridian replicator   etcd elsewhere; one region with a replicator and a /metrics listener
 //
 // so there is one way to wire a part, and a region's name, stores, logger and
 // registry are set once, in the region, and handed to each part. Pulsar's
@@ -33,6 +34,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -43,8 +45,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/meridian-mq/meridian/cluster/bookie"
+	"github.com/meridian-mq/meridian/cluster/bookie/bkproto"
+	"github.com/meridian-mq/meridian/cluster/ledger"
 	"github.com/meridian-mq/meridian/cluster/meta"
 	"github.com/meridian-mq/meridian/global"
+	"github.com/meridian-mq/meridian/replicator"
 	"github.com/meridian-mq/meridian/telemetry"
 )
 
@@ -96,9 +101,22 @@ type RegionConfig struct {
 	// Broker, when set, runs a broker; it serves the region's /metrics on
 	// its web port.
 	Broker *BrokerConfig
+	// Replicator, when set, runs a replication worker (DESIGN §6) that
+	// copies the region's topics to the other regions of their replication
+	// clusters; its Region is the region's name.
+	Replicator *replicator.Config
 	// MetricsAddr, when set, serves the region's /metrics on a listener of
 	// its own: for processes without a broker (a bookie, a replicator).
 	MetricsAddr string
+	// Ledger tunes the region's ledger client, which its broker and its
+	// replicator share; the zero value is ledger.DefaultConfig. Its Region
+	// and Registerer are set by the node.
+	Ledger ledger.Config
+	// BookieTransport is how the ledger client reaches the registered
+	// bookies. Nil, the default: bkproto connections. Benchmarks set
+	// in-memory bookies (ledgertest) here to measure the broker and its
+	// clients without storage; the caller owns them.
+	BookieTransport ledger.Bookies
 }
 
 // Validate checks the configuration before anything starts.
@@ -128,8 +146,8 @@ func (c Config) Validate() error {
 		if defaultDirs > 0 && (c.DataDir == "" || defaultDirs > 1) {
 			return fmt.Errorf("node: region %s: a bookie without a DataDir takes the default under Config.DataDir, which needs Config.DataDir and serves one bookie only", r.Name)
 		}
-		if r.Broker == nil && len(r.Bookies) == 0 {
-			return fmt.Errorf("node: region %s runs nothing: give it a broker or bookies", r.Name)
+		if r.Broker == nil && r.Replicator == nil && len(r.Bookies) == 0 {
+			return fmt.Errorf("node: region %s runs nothing: give it a broker, a replicator or bookies", r.Name)
 		}
 		if r.Broker != nil {
 			if err := r.Broker.Validate(); err != nil {
@@ -142,14 +160,16 @@ func (c Config) Validate() error {
 
 // Standalone is `meridian standalone`: one region named "standalone" (as
 // Pulsar's standalone calls it) in dataDir, on an embedded etcd, with one
-// bookie (E=Qw=Qa=1) and a broker on localhost:6650 and localhost:8080.
+// bookie (E=Qw=Qa=1), a broker on localhost:6650 and localhost:8080, and a
+// replication worker (for namespaces an operator replicates to regions
+// added later).
 func Standalone(dataDir string) Config {
 	return Dev(dataDir, []string{"standalone"}, 6650, 8080)
 }
 
 // Dev is `meridian dev`: several regions in one process on one embedded
 // etcd in dataDir, each with its own bookie (in the default bookie
-// directory: see RegionConfig.Bookies) and broker. Region i serves the
+// directory: see RegionConfig.Bookies), broker and replication worker. Region i serves the
 // Pulsar protocol on localhost:portBase+100*i and HTTP on
 // localhost:webPortBase+100*i (a base of 0 picks free ports), with E=Qw=Qa=1
 // on its one bookie. Namespace public/default replicates to every region.
@@ -168,7 +188,8 @@ func Dev(dataDir string, regions []string, portBase, webPortBase int) Config {
 		b.WebAddr = fmt.Sprintf("localhost:%d", port(webPortBase, i))
 		bk := bookie.DefaultConfig()
 		bk.ID, bk.ListenAddr = "bookie-0", "127.0.0.1:0"
-		cfg.Regions = append(cfg.Regions, RegionConfig{Name: r, Bookies: []bookie.Config{bk}, Broker: &b})
+		rep := replicator.DefaultConfig(r)
+		cfg.Regions = append(cfg.Regions, RegionConfig{Name: r, Bookies: []bookie.Config{bk}, Broker: &b, Replicator: &rep})
 	}
 	return cfg
 }
@@ -188,23 +209,87 @@ type Node struct {
 
 // Region is one region's running parts.
 type Region struct {
-	parts   regionParts
-	bookies []*bookie.Bookie
-	broker  *Broker // nil without one
-	metrics *http.Server
+	parts      regionParts
+	bookies    []*bookie.Bookie
+	broker     *Broker            // nil without one
+	replicator *replicator.Worker // nil without one
+	metrics    *http.Server
 	// metricsLn is nil without MetricsAddr.
 	metricsLn net.Listener
 	served    chan struct{} // closed once the metrics server has stopped
 }
 
 // regionParts is what a region hands each of its parts: set once, here.
+// The ledger client and the policy cache are made on first use and shared
+// by the region's broker and replicator (one client per registry: its
+// metrics register once).
 type regionParts struct {
-	name      string
-	store     meta.Store // the region's metadata
-	global    meta.Store // the global configuration; may be store
-	registry  *prometheus.Registry
-	log       *slog.Logger
-	bootstrap bool
+	name            string
+	store           meta.Store // the region's metadata
+	global          meta.Store // the global configuration; may be store
+	registry        *prometheus.Registry
+	log             *slog.Logger
+	bootstrap       bool
+	ledgerCfg       ledger.Config
+	bookieTransport ledger.Bookies
+
+	ledgers  *ledger.Client
+	policies *global.Cache
+	closers  []func() // of the shared parts, in order of start; run in reverse
+}
+
+// ledgerClient is the region's ledger client.
+func (p *regionParts) ledgerClient() (*ledger.Client, error) {
+	if p.ledgers != nil {
+		return p.ledgers, nil
+	}
+	bookies := p.bookieTransport
+	if bookies == nil {
+		bk, err := ledger.NewBKProto(p.store, p.name, bkproto.DefaultConnConfig(nil))
+		if err != nil {
+			return nil, err
+		}
+		p.closers = append(p.closers, func() { bk.Close() })
+		bookies = bk
+	}
+	cfg := p.ledgerCfg
+	cfg.Region, cfg.Registerer = p.name, p.registry
+	lc, err := ledger.New(cfg, p.store, bookies, p.log, rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())))
+	if err != nil {
+		return nil, err
+	}
+	p.closers = append(p.closers, func() { lc.Close() })
+	p.ledgers = lc
+	return lc, nil
+}
+
+// policyCache is the region's watched view of the global configuration,
+// loaded: a broker asks for it after its bootstrap, so that the first load
+// holds what the bootstrap wrote.
+func (p *regionParts) policyCache(ctx context.Context) (*global.Cache, error) {
+	if p.policies != nil {
+		return p.policies, nil
+	}
+	scfg := global.DefaultConfig()
+	scfg.Logger = p.log
+	gstore, err := global.NewStore(p.global, scfg)
+	if err != nil {
+		return nil, err
+	}
+	ccfg := global.DefaultCacheConfig()
+	ccfg.Logger = p.log
+	cache, err := global.StartCache(gstore, ccfg)
+	if err != nil {
+		return nil, err
+	}
+	p.closers = append(p.closers, func() { cache.Close() })
+	select {
+	case <-cache.Ready():
+	case <-ctx.Done():
+		return nil, fmt.Errorf("node: loading the global policy cache: %w", ctx.Err())
+	}
+	p.policies = cache
+	return cache, nil
 }
 
 // Start starts every part and returns once all of them serve.
@@ -247,6 +332,10 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		parts := regionParts{
 			name: rc.Name, store: store, global: global, registry: telemetry.NewRegistry(),
 			log: log.With(telemetry.KeyRegion, rc.Name), bootstrap: cfg.Bootstrap,
+			ledgerCfg: rc.Ledger, bookieTransport: rc.BookieTransport,
+		}
+		if parts.ledgerCfg == (ledger.Config{}) {
+			parts.ledgerCfg = ledger.DefaultConfig(rc.Name)
 		}
 		r, err := n.startRegion(ctx, parts, rc)
 		if r != nil {
@@ -304,6 +393,12 @@ func (n *Node) startRegion(ctx context.Context, p regionParts, rc RegionConfig) 
 		}
 		r.broker = b
 	}
+	if rc.Replicator != nil {
+		if err := r.startReplicator(ctx, *rc.Replicator); err != nil {
+			close(r.served)
+			return r, fmt.Errorf("node: start the replicator of region %s: %w", p.name, err)
+		}
+	}
 	if rc.MetricsAddr == "" {
 		close(r.served)
 		return r, nil
@@ -323,6 +418,22 @@ func (n *Node) startRegion(ctx context.Context, p regionParts, rc RegionConfig) 
 	}()
 	p.log.Info("serving metrics", "address", ln.Addr().String())
 	return r, nil
+}
+
+// startReplicator starts the region's replication worker on its ledger
+// client and policy cache.
+func (r *Region) startReplicator(ctx context.Context, cfg replicator.Config) error {
+	lc, err := r.parts.ledgerClient()
+	if err != nil {
+		return err
+	}
+	cache, err := r.parts.policyCache(ctx)
+	if err != nil {
+		return err
+	}
+	cfg.Region = r.parts.name
+	r.replicator, err = replicator.Start(ctx, cfg, r.parts.store, lc, cache, r.parts.log)
+	return err
 }
 
 // watchBookie ends the node when b stops by itself: a failed journal fsync
@@ -422,9 +533,16 @@ func (r *Region) close() error {
 		cancel()
 	}
 	<-r.served
+	if r.replicator != nil {
+		r.replicator.Close()
+	}
 	if r.broker != nil {
 		r.broker.Close()
 	}
+	for i := len(r.parts.closers) - 1; i >= 0; i-- {
+		r.parts.closers[i]()
+	}
+	r.parts.closers = nil
 	var errs []error
 	for i := len(r.bookies) - 1; i >= 0; i-- {
 		errs = append(errs, r.bookies[i].Close())
@@ -437,6 +555,9 @@ func (r *Region) Name() string { return r.parts.name }
 
 // Broker is the region's broker, or nil.
 func (r *Region) Broker() *Broker { return r.broker }
+
+// Replicator is the region's replication worker, or nil.
+func (r *Region) Replicator() *replicator.Worker { return r.replicator }
 
 // Bookies are the region's bookies in this process.
 func (r *Region) Bookies() []*bookie.Bookie { return slices.Clone(r.bookies) }

@@ -10,8 +10,8 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/meridian-mq/meridian/cluster/node"
 	"github.com/meridian-mq/meridian/cluster/mledger"
+	"github.com/meridian-mq/meridian/cluster/node"
 	"github.com/meridian-mq/meridian/cluster/wire"
 	"github.com/meridian-mq/meridian/cluster/wire/pb"
 	"github.com/meridian-mq/meridian/replicator/remote"
@@ -24,7 +24,7 @@ func startRegionNamed(t *testing.T, name string) *node.Broker {
 	t.Helper()
 	cfg := node.Standalone(t.TempDir())
 	freePorts(&cfg)
-	cfg.Regions[0].Name = name
+	cfg.Regions[0].Name, cfg.Regions[0].Replicator = name, nil
 	cfg.Logger = testLogger()
 	return startNode(t, cfg).Broker()
 }

@@ -39,7 +39,7 @@ func newDevCommand() *cobra.Command {
 	var logs *logFlags
 	cmd := &cobra.Command{
 		Use:   "dev",
-		Short: "Run several regions in one process (one etcd; a bookie and a broker per region) until SIGINT or SIGTERM",
+		Short: "Run several regions in one process (one etcd; a bookie, a broker and a replicator per region) until SIGINT or SIGTERM",
 		Long: `Run several regions in one process, for development: one embedded etcd holds
 the global configuration and every region's metadata, and each region has its
 own bookie and broker. Region i serves the Pulsar protocol on --port-base+100*i
@@ -48,10 +48,10 @@ and HTTP on --web-port-base+100*i:
                                      eu-west  pulsar://localhost:6750 http://localhost:8180
                                      ap-south pulsar://localhost:6850 http://localhost:8280
 Tenant "public" and namespace "public/default" exist from the start, and
-public/default lists every region as a replication cluster.
-Replication: not yet. Geo-replication (DESIGN §6) is not built, so each
-region keeps its own messages; a message produced in one region is not
-delivered in another.
+public/default replicates to every region: each region runs a replication
+worker that reads its topics from its bookie and publishes them to the other
+regions' brokers, so a message produced in one region is delivered in every
+other (effectively once, in order per topic, never back to its origin).
 Once every region serves, it writes --ready-file (if given), JSON:
   {"regions":[{"name":"us-east","serviceUrl":"pulsar://localhost:6650","webServiceUrl":"http://localhost:8080"}, ...]}
 and prints one line on stdout:

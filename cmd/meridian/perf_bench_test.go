@@ -97,9 +97,8 @@ func startMemoryRegion(ctx context.Context, t testing.TB) string {
 	b := node.DefaultBrokerConfig("127.0.0.1")
 	b.BrokerAddr, b.WebAddr = "127.0.0.1:0", "127.0.0.1:0"
 	b.Ledgers.EnsembleSize, b.Ledgers.WriteQuorum, b.Ledgers.AckQuorum = 1, 1, 1
-	b.Bookies = bookies.Client("broker")
 	n, err := node.Start(ctx, node.Config{Etcd: etcd.Endpoints(), Bootstrap: true, Logger: discardLogger(),
-		Regions: []node.RegionConfig{{Name: region, Broker: &b}}})
+		Regions: []node.RegionConfig{{Name: region, Broker: &b, BookieTransport: bookies.Client("broker")}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,6 +23,7 @@ func newRootCommand() *cobra.Command {
 	root.AddCommand(newEtcdCommand())
 	root.AddCommand(newBookieCommand())
 	root.AddCommand(newBrokerCommand())
+	root.AddCommand(newReplicatorCommand())
 	root.AddCommand(newStandaloneCommand())
 	root.AddCommand(newDevCommand())
 	root.AddCommand(newTokenCommand())

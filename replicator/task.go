@@ -1,0 +1,218 @@
+package replicator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/meridian-mq/meridian/cluster/mledger"
+	"github.com/meridian-mq/meridian/cluster/wire"
+	"github.com/meridian-mq/meridian/replicator/remote"
+	"github.com/meridian-mq/meridian/telemetry"
+)
+
+// task replicates one source topic to one remote region while its worker
+// holds the task's key. One goroutine (run) owns it and is the only writer
+// of the topic's meridian.repl.<remote> cursor; every write also requires
+// the task key to be at the revision the worker claimed it at, so a worker
+// that froze and resumed after another took the task over writes nothing
+// (DESIGN §6).
+type task struct {
+	id     taskID
+	w      *Worker
+	rev    int64 // the task key's revision when claimed: the guard of every cursor write
+	log    *slog.Logger
+	cancel context.CancelFunc
+	done   chan struct{} // closed when run returns
+}
+
+// run replicates until ctx ends or another worker takes the task, retrying
+// every failure (the remote unreachable or refusing, a read error) with
+// capped exponential backoff with jitter. Nothing is lost on a failure: the
+// cursor has moved only past entries the remote acknowledged, and the next
+// attempt starts from it.
+func (t *task) run(ctx context.Context) {
+	defer close(t.done)
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = t.w.cfg.RetryInitial, t.w.cfg.RetryMax, 0
+	for {
+		progressed, err := t.replicate(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case errors.Is(err, mledger.ErrOwnershipLost):
+			t.log.Warn("replication task taken over by another worker; stopping it here", "err", err)
+			t.w.lostTask(t)
+			return
+		}
+		if progressed {
+			b.Reset()
+		}
+		wait := b.NextBackOff()
+		t.log.Warn("replication task failed; retrying", "err", err, "retry_in", wait.Round(time.Millisecond))
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// pending is an entry read and either sent to the remote (receipt set) or
+// not to be sent (it came by replication, or its replicate_to leaves this
+// remote out), in source order.
+type pending struct {
+	pos     mledger.Position
+	receipt *remote.Receipt // nil: nothing to wait for
+}
+
+// replicate is one attempt: open the cursor, the tailer and the remote
+// producer, then send entries in order while a second goroutine waits for
+// their receipts in the same order and moves the cursor past them. It
+// returns when either fails, or ctx ends; progressed says whether the
+// cursor moved.
+func (t *task) replicate(ctx context.Context) (progressed bool, err error) {
+	w := t.w
+	// A new cursor starts before the topic's first entry (the zero
+	// Position): a new topic replicates from its first message.
+	cursor, err := mledger.OpenExternalCursor(ctx, w.store, w.cfg.Region, t.id.Topic, CursorPrefix+t.id.Remote,
+		mledger.Position{}, mledger.WithGuard(t.id.key(w.cfg.Region), t.rev))
+	if err != nil {
+		return false, err
+	}
+	tail, err := mledger.OpenTailer(ctx, w.cfg.Tailer, w.ledgers, w.store, t.id.Topic, cursor.MarkDeletePosition())
+	if err != nil {
+		return false, fmt.Errorf("read %s from the bookies: %w", t.id.Topic, err)
+	}
+	defer tail.Close()
+	cluster, ok := w.policies.Cluster(t.id.Remote)
+	if !ok {
+		return false, fmt.Errorf("%w: %s", ErrNoCluster, t.id.Remote)
+	}
+	pcfg := w.cfg.Remote
+	pcfg.SourceRegion, pcfg.Topic, pcfg.Cluster, pcfg.Incarnation = w.cfg.Region, t.id.Topic, cluster, tail.Incarnation()
+	pcfg.Logger = t.log
+	prod, err := remote.Open(ctx, pcfg)
+	if err != nil {
+		return false, fmt.Errorf("connect to %s: %w", t.id.Remote, err)
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.Remote.OperationTimeout)
+		defer cancel()
+		prod.Close(cctx)
+	}()
+	t.log.Info("replicating", "from", cursor.MarkDeletePosition().String())
+
+	queue := make(chan pending, w.cfg.Remote.MaxInFlightEntries)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		defer close(queue)
+		return t.send(gctx, tail, prod, queue)
+	})
+	g.Go(func() error {
+		moved, err := t.acknowledge(gctx, cursor, queue)
+		progressed = moved
+		return err
+	})
+	return progressed, g.Wait()
+}
+
+// send reads entries in order and hands each to the remote producer (or
+// marks it to skip), queueing it for acknowledge.
+func (t *task) send(ctx context.Context, tail *mledger.Tailer, prod *remote.Producer, queue chan<- pending) error {
+	for {
+		entries, err := tail.Next(ctx, t.w.cfg.ReadBatch)
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			p := pending{pos: e.Position}
+			_, msg, err := e.Split()
+			if err != nil {
+				return fmt.Errorf("entry %v of %s: %w", e.Position, t.id.Topic, err)
+			}
+			md, err := wire.DecodeMessageMetadata(msg)
+			if err != nil {
+				return fmt.Errorf("entry %v of %s: %w", e.Position, t.id.Topic, err)
+			}
+			if forwardTo(md, t.id.Remote) {
+				if p.receipt, err = prod.Send(ctx, e.Data); err != nil {
+					return err
+				}
+			}
+			select {
+			case queue <- p:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}
+}
+
+// acknowledge waits for the receipts in order and moves the cursor past
+// each entry the remote stored (or that was not to be sent). It writes the
+// cursor at most once per CursorPersistInterval, so an etcd write covers
+// every entry acknowledged meanwhile, and once more before it returns: after
+// a crash at most that interval's entries are sent again, and the remote
+// drops them as duplicates.
+func (t *task) acknowledge(ctx context.Context, cursor *mledger.ExternalCursor, queue <-chan pending) (progressed bool, err error) {
+	var last mledger.Position
+	dirty := false
+	persist := func(ctx context.Context) error {
+		if !dirty {
+			return nil
+		}
+		if err := cursor.MarkDelete(ctx, last); err != nil {
+			return err
+		}
+		dirty, progressed = false, true
+		return nil
+	}
+	defer func() {
+		// What was acknowledged is kept even when the attempt fails.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.w.cfg.Remote.OperationTimeout)
+		defer cancel()
+		if perr := persist(cctx); perr != nil && err == nil {
+			err = perr
+		}
+	}()
+	timer := time.NewTimer(0)
+	<-timer.C
+	armed := false
+	for {
+		select {
+		case p, ok := <-queue:
+			if !ok {
+				return progressed, ctx.Err()
+			}
+			if p.receipt != nil {
+				if _, err := p.receipt.Wait(ctx); err != nil {
+					return progressed, err
+				}
+			}
+			last, dirty = p.pos, true
+			if !armed {
+				timer.Reset(t.w.cfg.CursorPersistInterval)
+				armed = true
+			}
+		case <-timer.C:
+			armed = false
+			if err := persist(ctx); err != nil {
+				return progressed, err
+			}
+		case <-ctx.Done():
+			return progressed, ctx.Err()
+		}
+	}
+}
+
+// taskLogger is the task's logger: its topic and remote under the stable
+// task key.
+func taskLogger(log *slog.Logger, id taskID) *slog.Logger {
+	return log.With(telemetry.KeyTask, id.String(), telemetry.KeyTopic, id.Topic)
+}
