@@ -128,7 +128,8 @@ func clientRegion(t *testing.T) (context.Context, string) {
 
 // TestProduceConsume produces three messages with a key and properties and
 // consumes them from Earliest; acknowledged messages are not received
-// again on the same subscription; every spelling of the service URL works.
+// again on the same subscription; -n, -dr and --replication-clusters
+// produce what they say; every spelling of the service URL works.
 func TestProduceConsume(t *testing.T) {
 	ctx, url := clientRegion(t)
 	topic := "persistent://public/default/cli"
@@ -169,11 +170,18 @@ func TestProduceConsume(t *testing.T) {
 		t.Errorf("sub-1 consumed %+v after its acknowledgements, want %+v\n%s", got, want, out)
 	}
 
-	out, err = runClient(ctx, "consume", "--url", url, "-s", "sub-2", "-t", "Key_Shared", "-p", "earliest", "-n", "5", topic)
+	// --replication-clusters naming the region itself: stored here.
+	out, err = runClient(ctx, "produce", "-u", url, "-m", "narrowed", "--replication-clusters", "standalone", topic)
+	if err != nil {
+		t.Fatalf("produce --replication-clusters: %v\n%s", err, out)
+	}
+	checkProduced(t, out, 1)
+
+	out, err = runClient(ctx, "consume", "--url", url, "-s", "sub-2", "-t", "Key_Shared", "-p", "earliest", "-n", "6", topic)
 	if err != nil {
 		t.Fatalf("consume Key_Shared: %v\n%s", err, out)
 	}
-	if got := parseConsumed(t, out); len(got) != 5 || got[0].content != "one" || got[4].content != "again" {
+	if got := parseConsumed(t, out); len(got) != 6 || got[0].content != "one" || got[5].content != "narrowed" {
 		t.Errorf("a Key_Shared subscription from Earliest consumed %+v\n%s", got, out)
 	}
 }
