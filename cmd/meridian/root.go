@@ -29,6 +29,8 @@ func newRootCommand() *cobra.Command {
 	root.AddCommand(newTokenCommand())
 	root.AddCommand(newAdminCommand())
 	root.AddCommand(newPerfCommand())
+	root.AddCommand(newProduceCommand())
+	root.AddCommand(newConsumeCommand())
 	return root
 }
 
