@@ -509,10 +509,18 @@ func (n *Node) Err() error {
 	}
 }
 
-// Close stops every part: each region's broker first (its topics are closed
-// cleanly and its ownership released), then its bookies, then the metadata
-// stores, etcd last.
+// Close stops every part: every region's replicator first, then each
+// region's broker (its topics are closed cleanly and its ownership
+// released), then its bookies, then the metadata stores, etcd last.
 func (n *Node) Close() error {
+	// Replication stops first in every region, so that no worker sees a
+	// remote region's broker go away during a clean stop.
+	for _, r := range n.regions {
+		if r.replicator != nil {
+			r.replicator.Close()
+			r.replicator = nil
+		}
+	}
 	var errs []error
 	for i := len(n.regions) - 1; i >= 0; i-- {
 		errs = append(errs, n.regions[i].close())

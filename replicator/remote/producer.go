@@ -118,11 +118,12 @@ func Open(ctx context.Context, cfg Config) (*Producer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	// The caller's logger names the region and topic (the replicator's
+	// task logger does).
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	log = log.With("region", cfg.SourceRegion, "topic", cfg.Topic)
 	auth, _ := newAuth(cfg.Cluster.AuthenticationPlugin, cfg.Cluster.AuthenticationParameters)
 	ctx, cancel := context.WithTimeout(ctx, cfg.OperationTimeout)
 	defer cancel()
