@@ -153,7 +153,7 @@ func pulsarClientGoDir(t *testing.T) string {
 		}
 	}
 	dir := filepath.Join(gomodcache, "github.com", "apache", "pulsar-client-go@"+version)
-	if _, err := os.Stat(filepath.Join(dir, "integration-tests", "conf", "node.conf")); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, "integration-tests", "conf", "standalone.conf")); err != nil {
 		t.Skipf("pulsar-client-go's integration-tests are not in the module cache: %v", err)
 	}
 	return dir
@@ -163,13 +163,13 @@ func pulsarClientGoDir(t *testing.T) string {
 // pulsar-client-go's own integration tests run Pulsar with.
 func TestApplyPulsarClientGoStandaloneConf(t *testing.T) {
 	dir := pulsarClientGoDir(t)
-	f, err := os.Open(filepath.Join(dir, "integration-tests", "conf", "node.conf"))
+	f, err := os.Open(filepath.Join(dir, "integration-tests", "conf", "standalone.conf"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
 	r := node.Standalone(t.TempDir()).Regions[0]
-	ignored, err := node.ApplyPulsarConf(f, "node.conf", &r)
+	ignored, err := node.ApplyPulsarConf(f, "standalone.conf", &r)
 	if err != nil {
 		t.Fatal(err)
 	}
