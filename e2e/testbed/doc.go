@@ -1,0 +1,20 @@
+// Package testbed is Meridian's multi-region end-to-end test bed: it runs
+// regions of real `meridian` processes (etcd, bookies, brokers) on loopback
+// ports, puts a shaped TCP proxy (a Link) on every path between regions,
+// drives pulsar-client-go workloads that record everything the clients saw,
+// and checks that history for lost, duplicated, reordered and misplaced
+// messages.
+//
+// One file per concern:
+//
+//   - link.go: the TCP proxy (latency, jitter, bandwidth cap, cut and
+//     restore, byte counts), changeable while it runs;
+//   - checker.go: the recorded history and the properties checked over it;
+//   - launcher.go: processes, regions and the bed that owns them
+//     (build tag e2e);
+//   - workload.go: producers, consumers and read-back that record the
+//     history (build tag e2e).
+//
+// The link and the checker are pure Go with no processes, so their unit
+// tests run in the default suite; the rest needs `-tags e2e`.
+package testbed
