@@ -16,8 +16,9 @@ import (
 
 // TestTestbedThreeRegions starts three regions (an etcd, two bookies and a
 // broker each) and a global etcd, and runs a workload across a proxied
-// 20 ms link: a producer in r1's client network sends to r2's broker
-// through the link in front of it, and a consumer in r2 acks everything.
+// 20 ms link: a producer in r1's client network sends keyed messages to
+// r2's broker through the link in front of it, and in r2 an exclusive
+// subscription and a Key_Shared one of two consumers ack everything.
 // Halfway, the link is cut for a moment and restored. It shows that:
 //   - the bed starts all 13 processes in under a minute (the figure is
 //     logged; the test fails only past twice that, so that a loaded
@@ -27,8 +28,9 @@ import (
 //   - every send waited at least a round trip of the link (40 ms);
 //   - the link counted at least the payload bytes sent through it, and
 //     each region's brokers reached the global etcd through their link;
-//   - the checker passes: nothing lost, duplicated or reordered across the
-//     cut, and nothing in a region the topic does not belong in;
+//   - the checker passes: nothing lost, duplicated or reordered (each
+//     key's order) across the cut, and nothing in a region the topic does
+//     not belong in;
 //   - a SIGSTOPped broker answers nothing (its /metrics, through its web
 //     link) until SIGCONT.
 //
@@ -82,14 +84,24 @@ func TestTestbedThreeRegions(t *testing.T) {
 	before := wan.Bytes()
 
 	rec := bed.Recorder()
-	cons, err := testbed.StartConsumer(ctx, inR2, rec, testbed.ConsumerConfig{Region: "r2", Topic: topic,
-		Subscription: "s", Type: testbed.Exclusive, Name: "r2-consumer"})
-	if err != nil {
-		t.Fatal(err)
+	// An exclusive subscription holds the producer's order; a Key_Shared
+	// one with two consumers each key's.
+	var consumers []*testbed.Consumer
+	for _, cc := range []testbed.ConsumerConfig{
+		{Subscription: "exclusive", Type: testbed.Exclusive, Name: "r2-exclusive"},
+		{Subscription: "by-key", Type: testbed.KeyShared, Name: "r2-by-key-0"},
+		{Subscription: "by-key", Type: testbed.KeyShared, Name: "r2-by-key-1"},
+	} {
+		cc.Region, cc.Topic = "r2", topic
+		c, err := testbed.StartConsumer(ctx, inR2, rec, cc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		consumers = append(consumers, c)
 	}
 	began := time.Now()
 	prod, err := testbed.StartProducer(ctx, fromR1, rec, testbed.ProducerConfig{Region: "r2", Topic: topic,
-		Name: "r1-producer", PayloadSize: payloadSize})
+		Name: "r1-producer", PayloadSize: payloadSize, Keys: 8})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +125,9 @@ func TestTestbedThreeRegions(t *testing.T) {
 	}
 	workload := time.Since(began)
 	rec.WaitAllAcked(ctx, t)
-	cons.Stop()
+	for _, c := range consumers {
+		c.Stop()
+	}
 	if err := testbed.ReadTopic(ctx, inR2, rec, "r2", topic); err != nil {
 		t.Fatal(err)
 	}

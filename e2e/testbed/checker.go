@@ -25,7 +25,9 @@ type SubscriptionType string
 
 // The subscription types. Exclusive and Failover deliver each producer's
 // messages in order; Key_Shared each key's (per producer); Shared
-// promises no order.
+// promises no order. Messages with a key are only ever held to their
+// key's order, because a producer batching by key (as Key_Shared needs)
+// stores its batches of different keys in any order.
 const (
 	Exclusive SubscriptionType = "Exclusive"
 	Failover  SubscriptionType = "Failover"
@@ -200,7 +202,8 @@ type topicMessage struct {
 //     ack of a message, the subscription does not get it again, except
 //     once per disruption for acks around it (see Rules);
 //   - order: each producer's messages are stored, and first delivered, in
-//     the order sent (per key under Key_Shared; Shared promises none);
+//     the order sent (per key for messages with keys; Shared promises
+//     none);
 //   - no message in a region it does not belong in;
 //   - nothing stored or delivered that was never sent.
 func Check(h History, rules Rules) Report {
@@ -249,7 +252,7 @@ func (c *checker) belongs(region, topic string) bool {
 // how often it holds each message.
 func (c *checker) checkReadBack(rb ReadBack) map[Message]int {
 	count := map[Message]int{}
-	highest := map[string]int64{}
+	highest := map[string]int64{} // per stream (see stream)
 	belongs := c.belongs(rb.Region, rb.Topic)
 	c.report.Stored += len(rb.Messages)
 	for _, s := range rb.Messages {
@@ -261,11 +264,12 @@ func (c *checker) checkReadBack(rb ReadBack) map[Message]int {
 		if count[m] == 2 {
 			c.fail(DuplicateStored, rb.Region, rb.Topic, m, "stored more than once")
 		}
-		if h, ok := highest[m.Producer]; ok && m.N <= h && count[m] == 1 {
+		k := stream(m.Producer, s.Key)
+		if h, ok := highest[k]; ok && m.N <= h && count[m] == 1 {
 			c.fail(Order, rb.Region, rb.Topic, m, "stored after %s:%d", m.Producer, h)
 		}
-		if h, ok := highest[m.Producer]; !ok || m.N > h {
-			highest[m.Producer] = m.N
+		if h, ok := highest[k]; !ok || m.N > h {
+			highest[k] = m.N
 		}
 		if !c.sent[topicMessage{rb.Topic, m}] {
 			c.fail(NeverSent, rb.Region, rb.Topic, m, "stored, but no producer sent it")
@@ -309,17 +313,23 @@ func subscriptions(ds []Delivery) []*subscription {
 	return out
 }
 
-// orderKey is what a subscription type keeps in order: a producer's
-// stream, or one key of it; ok is false for Shared.
-func orderKey(typ SubscriptionType, d Delivery) (key string, ok bool) {
-	switch typ {
-	case Shared:
-		return "", false
-	case KeyShared:
-		return d.Producer + "\x00" + d.Key, true
-	default:
-		return d.Producer, true
+// stream is the sequence a message is held in order in: its producer's
+// messages with its key, or without a key, all of its producer's
+// messages without one.
+func stream(producer, key string) string {
+	if key == "" {
+		return producer
 	}
+	return producer + "\x00" + key
+}
+
+// orderKey is the stream a subscription keeps d in order in; ok is false
+// for Shared, which keeps none.
+func orderKey(typ SubscriptionType, d Delivery) (key string, ok bool) {
+	if typ == Shared {
+		return "", false
+	}
+	return stream(d.Producer, d.Key), true
 }
 
 // checkSubscription checks one subscription's deliveries against the

@@ -22,7 +22,7 @@ func at(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) 
 func sends(ms ...Message) []Send {
 	var out []Send
 	for i, m := range ms {
-		out = append(out, Send{Message: m, Region: "r1", Topic: "t", Key: keyOf(m), SentAt: at(i), ReceiptAt: at(10 + i)})
+		out = append(out, Send{Message: m, Region: "r1", Topic: "t", SentAt: at(i), ReceiptAt: at(10 + i)})
 	}
 	return out
 }
@@ -41,20 +41,36 @@ func keyOf(m Message) string {
 func stored(region string, ms ...Message) ReadBack {
 	rb := ReadBack{Region: region, Topic: "t"}
 	for _, m := range ms {
-		rb.Messages = append(rb.Messages, Stored{Message: m, Key: keyOf(m)})
+		rb.Messages = append(rb.Messages, Stored{Message: m})
 	}
 	return rb
 }
 
 // acked is a delivery to s at ms whose ack was confirmed 1ms later.
 func acked(m Message, ms int) Delivery {
-	return Delivery{Message: m, Region: "r1", Topic: "t", Subscription: "s", Type: Exclusive, Key: keyOf(m), At: at(ms), Acked: true, AckAt: at(ms + 1)}
+	return Delivery{Message: m, Region: "r1", Topic: "t", Subscription: "s", Type: Exclusive, At: at(ms), Acked: true, AckAt: at(ms + 1)}
 }
 
 func unacked(m Message, ms int) Delivery {
 	d := acked(m, ms)
 	d.Acked, d.AckAt = false, time.Time{}
 	return d
+}
+
+// keyed gives every message of h its key (keyOf).
+func keyed(h History) History {
+	for i := range h.Sends {
+		h.Sends[i].Key = keyOf(h.Sends[i].Message)
+	}
+	for i := range h.Deliveries {
+		h.Deliveries[i].Key = keyOf(h.Deliveries[i].Message)
+	}
+	for _, rb := range h.ReadBacks {
+		for i := range rb.Messages {
+			rb.Messages[i].Key = keyOf(rb.Messages[i].Message)
+		}
+	}
+	return h
 }
 
 func typed(typ SubscriptionType, ds ...Delivery) []Delivery {
@@ -175,12 +191,19 @@ func TestCheck(t *testing.T) {
 			rules:    Rules{Regions: map[string][]string{"t": {"r1", "r2"}}},
 			wantKind: Lost, wantDetail: "a:0 in t of r2"},
 		{name: "Key_Shared may interleave keys",
-			h: History{Sends: sends(a0, a1, a2), ReadBacks: []ReadBack{stored("r1", a0, a1, a2)},
-				Deliveries: typed(KeyShared, acked(a1, 20), acked(a0, 21), acked(a2, 22))}},
+			h: keyed(History{Sends: sends(a0, a1, a2), ReadBacks: []ReadBack{stored("r1", a0, a1, a2)},
+				Deliveries: typed(KeyShared, acked(a1, 20), acked(a0, 21), acked(a2, 22))})},
 		{name: "Key_Shared breaks a key's order",
-			h: History{Sends: sends(a0, a1, a2), ReadBacks: []ReadBack{stored("r1", a0, a1, a2)},
-				Deliveries: typed(KeyShared, acked(a2, 20), acked(a1, 21), acked(a0, 22))},
+			h: keyed(History{Sends: sends(a0, a1, a2), ReadBacks: []ReadBack{stored("r1", a0, a1, a2)},
+				Deliveries: typed(KeyShared, acked(a2, 20), acked(a1, 21), acked(a0, 22))}),
 			wantKind: Order, wantDetail: "a:0 in t of r1: first delivered to s after a:2"},
+		{name: "keyed batches may be stored out of the producer's order",
+			h: keyed(History{Sends: sends(a0, a1, a2), ReadBacks: []ReadBack{stored("r1", a0, a2, a1)},
+				Deliveries: []Delivery{acked(a0, 20), acked(a2, 21), acked(a1, 22)}})},
+		{name: "a key stored out of order",
+			h: keyed(History{Sends: sends(a0, a1, a2), ReadBacks: []ReadBack{stored("r1", a2, a1, a0)},
+				Deliveries: []Delivery{acked(a2, 20), acked(a1, 21), acked(a0, 22)}}),
+			wantKind: Order, wantDetail: "a:0 in t of r1: stored after a:2"},
 		{name: "Shared promises no order",
 			h: History{Sends: sends(a0, a1, a2), ReadBacks: []ReadBack{stored("r1", a0, a1, a2)},
 				Deliveries: typed(Shared, acked(a2, 20), acked(a1, 21), acked(a0, 22))}},

@@ -152,6 +152,11 @@ type ProducerConfig struct {
 	// Interval is the time between two sends. Default 5ms.
 	Interval time.Duration
 	// Keys gives message n the key "k<n mod Keys>"; 0 sends no keys.
+	// With keys, batches are built per key (Pulsar's key-based batching):
+	// the broker routes a batch to a Key_Shared consumer by one key, so a
+	// batch of mixed keys would break the other keys' order. Batches of
+	// different keys may then be stored out of the producer's order, so
+	// the checker holds keyed messages to their key's order.
 	Keys int
 	// PayloadSize pads each payload to this many bytes.
 	PayloadSize int
@@ -177,7 +182,11 @@ func StartProducer(ctx context.Context, client pulsar.Client, rec *Recorder, cfg
 	if cfg.SendTimeout == 0 {
 		cfg.SendTimeout = time.Minute
 	}
-	p, err := client.CreateProducer(pulsar.ProducerOptions{Topic: cfg.Topic, Name: cfg.Name, SendTimeout: cfg.SendTimeout})
+	opts := pulsar.ProducerOptions{Topic: cfg.Topic, Name: cfg.Name, SendTimeout: cfg.SendTimeout}
+	if cfg.Keys > 0 {
+		opts.BatcherBuilderType = pulsar.KeyBasedBatchBuilder
+	}
+	p, err := client.CreateProducer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("testbed: producer %s on %s: %w", cfg.Name, cfg.Topic, err)
 	}
