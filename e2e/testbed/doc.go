@@ -8,12 +8,17 @@
 // One file per concern:
 //
 //   - link.go: the TCP proxy (latency, jitter, bandwidth cap, cut and
-//     restore, byte counts), changeable while it runs;
+//     restore, partition and heal, byte counts), changeable while it runs;
 //   - checker.go: the recorded history and the properties checked over it;
 //   - launcher.go: processes, regions and the bed that owns them
 //     (build tag e2e);
 //   - workload.go: producers, consumers and read-back that record the
 //     history (build tag e2e).
+//
+// Every broker advertises the address of a Link in front of it, so that
+// lookups, redirects and the cluster records name proxied addresses (see
+// advertisedHost in launcher.go); each region reaches the global etcd
+// through a Link of its own.
 //
 // The link and the checker are pure Go with no processes, so their unit
 // tests run in the default suite; the rest needs `-tags e2e`.

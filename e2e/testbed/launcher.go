@@ -38,6 +38,13 @@ const SeedEnv = "MERIDIAN_E2E_SEED"
 // broker's own port is reachable directly, for what must bypass the link.
 // Linux routes all of 127.0.0.0/8 to the loopback device, so the address
 // needs no setup.
+//
+// One address per broker means one path into it: clients of the broker's
+// own region follow the same lookups and also pass through its link, so a
+// link's shape is the broker's network as every client sees it. Giving
+// each region's clients a path of their own needs Pulsar's
+// advertisedListeners (a lookup answering per listenerName), which the
+// broker does not implement yet.
 const advertisedHost = "127.0.0.2"
 
 // Build builds the meridian binary into dir and returns its path. A test
@@ -255,7 +262,7 @@ func Start(tb testing.TB, cfg Config) *Bed {
 	tb.Logf("test bed in %s, seed %d", b.Dir, b.Seed)
 
 	began := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), cfg.StartTimeout)
+	ctx, cancel := context.WithTimeout(tb.Context(), cfg.StartTimeout)
 	defer cancel()
 	b.startEtcd()
 	b.waitReady(ctx, b.procs)

@@ -77,7 +77,8 @@ type Bytes struct{ Up, Down int64 }
 // Link is a TCP proxy standing for one network path: every connection
 // accepted on its address is forwarded to its upstream, with the link's
 // Shape applied, and counted. Cut breaks every connection and refuses new
-// ones (they are accepted and closed at once) until Restore.
+// ones (they are accepted and closed at once) until Restore; Partition
+// holds every byte, closing nothing, until Heal.
 //
 // Goroutines: one accepts; each connection has one per direction reading
 // and one per direction writing. Close stops and waits for all of them.
@@ -93,8 +94,10 @@ type Link struct {
 
 	mu struct {
 		sync.Mutex
-		shape  Shape
-		cut    bool
+		shape Shape
+		cut   bool
+		// healed is nil unless the link is partitioned; Heal closes it.
+		healed chan struct{}
 		rng    *rand.Rand
 		conns  map[*linkConn]struct{}
 		closed bool
@@ -178,6 +181,38 @@ func (l *Link) Cut() {
 	for _, c := range conns {
 		c.teardown()
 	}
+}
+
+// Partition holds every byte in the link, both ways, without closing any
+// connection, like a network that drops every packet: the ends notice
+// only by their own timeouts and keepalives. New connections are accepted
+// and dialled, but carry nothing. Heal delivers what was held (as TCP
+// would retransmit it), within the queue's bound; beyond it the senders
+// are held back.
+func (l *Link) Partition() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.mu.healed == nil {
+		l.mu.healed = make(chan struct{})
+	}
+}
+
+// Heal ends a Partition.
+func (l *Link) Heal() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.mu.healed != nil {
+		close(l.mu.healed)
+		l.mu.healed = nil
+	}
+}
+
+// partitioned returns the channel Heal closes, or nil if the link is not
+// partitioned.
+func (l *Link) partitioned() chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.mu.healed
 }
 
 // Restore lets connections through again after Cut.
@@ -325,6 +360,13 @@ func (l *Link) pipe(c *linkConn, src, dst net.Conn, dir *direction) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for ch := range queue {
+		for healed := l.partitioned(); healed != nil; healed = l.partitioned() {
+			select {
+			case <-healed:
+			case <-c.done:
+				return
+			}
+		}
 		if wait := time.Until(ch.due); wait > 0 {
 			timer.Reset(wait)
 			select {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -184,6 +185,32 @@ func TestLinkCutAndRestore(t *testing.T) {
 	l.Restore()
 	after := dialLink(t, l)
 	roundTrip(t, after, []byte("after"))
+}
+
+func TestLinkPartitionAndHeal(t *testing.T) {
+	l := startLink(t, Shape{})
+	c := dialLink(t, l)
+	roundTrip(t, c, []byte("before"))
+
+	l.Partition()
+	l.Partition() // twice is once
+	if _, err := c.Write([]byte("held")); err != nil {
+		t.Fatal(err)
+	}
+	// Nothing comes back while partitioned, and the connection stays open.
+	_ = c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	if n, err := c.Read(make([]byte, 4)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("read through a partitioned link: %d bytes, %v; want the deadline to pass", n, err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+
+	l.Heal()
+	got := make([]byte, 4)
+	if _, err := io.ReadFull(c, got); err != nil || string(got) != "held" {
+		t.Fatalf("after Heal: %q, %v; want the held bytes", got, err)
+	}
+	roundTrip(t, c, []byte("after"))
+	l.Heal() // healing a whole link does nothing
 }
 
 func TestLinkClose(t *testing.T) {
