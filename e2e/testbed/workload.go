@@ -164,6 +164,17 @@ type ProducerConfig struct {
 	SendTimeout time.Duration
 }
 
+// Validate reports a missing name or topic, or a negative field.
+func (c ProducerConfig) Validate() error {
+	switch {
+	case c.Name == "" || c.Topic == "" || c.Region == "":
+		return fmt.Errorf("%w: ProducerConfig needs Region, Topic and Name, got %+v", ErrBadConfig, c)
+	case c.Interval < 0 || c.Keys < 0 || c.PayloadSize < 0 || c.SendTimeout < 0:
+		return fmt.Errorf("%w: producer %s: negative Interval, Keys, PayloadSize or SendTimeout", ErrBadConfig, c.Name)
+	}
+	return nil
+}
+
 // Producer sends numbered messages at a steady rate, recording each send
 // and its receipt, until Stop. Its sequence ids are its message numbers,
 // so the client resends pending messages with their ids after a
@@ -176,6 +187,9 @@ type Producer struct {
 
 // StartProducer creates the producer and starts its sending goroutine.
 func StartProducer(ctx context.Context, client pulsar.Client, rec *Recorder, cfg ProducerConfig) (*Producer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	if cfg.Interval == 0 {
 		cfg.Interval = 5 * time.Millisecond
 	}
@@ -205,8 +219,8 @@ func StartProducer(ctx context.Context, client pulsar.Client, rec *Recorder, cfg
 				return
 			case <-tick.C:
 			}
-			m := Message{Producer: cfg.Name, N: n}
-			msg := &pulsar.ProducerMessage{Payload: payload(m, cfg.PayloadSize), SequenceID: &n}
+			m, seq := Message{Producer: cfg.Name, N: n}, n
+			msg := &pulsar.ProducerMessage{Payload: payload(m, cfg.PayloadSize), SequenceID: &seq}
 			if cfg.Keys > 0 {
 				msg.Key = fmt.Sprintf("k%d", n%int64(cfg.Keys))
 			}
@@ -249,6 +263,17 @@ type ConsumerConfig struct {
 	Name string
 }
 
+// Validate reports a missing field or an unknown subscription type.
+func (c ConsumerConfig) Validate() error {
+	if c.Region == "" || c.Topic == "" || c.Subscription == "" {
+		return fmt.Errorf("%w: ConsumerConfig needs Region, Topic and Subscription, got %+v", ErrBadConfig, c)
+	}
+	if _, ok := subscriptionTypes[c.Type]; !ok {
+		return fmt.Errorf("%w: subscription %s: type %q is none of Exclusive, Failover, Shared, Key_Shared", ErrBadConfig, c.Subscription, c.Type)
+	}
+	return nil
+}
+
 var subscriptionTypes = map[SubscriptionType]pulsar.SubscriptionType{
 	Exclusive: pulsar.Exclusive, Failover: pulsar.Failover, Shared: pulsar.Shared, KeyShared: pulsar.KeyShared,
 }
@@ -275,12 +300,11 @@ type Consumer struct {
 
 // StartConsumer subscribes and starts the receiving goroutine.
 func StartConsumer(ctx context.Context, client pulsar.Client, rec *Recorder, cfg ConsumerConfig) (*Consumer, error) {
-	typ, ok := subscriptionTypes[cfg.Type]
-	if !ok {
-		return nil, fmt.Errorf("%w: subscription type %q", ErrBadConfig, cfg.Type)
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	c, err := client.Subscribe(pulsar.ConsumerOptions{Topic: cfg.Topic, SubscriptionName: cfg.Subscription, Name: cfg.Name,
-		Type: typ, SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest,
+		Type: subscriptionTypes[cfg.Type], SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest,
 		AckWithResponse: true, EnableBatchIndexAcknowledgment: true, MessageChannel: make(chan pulsar.ConsumerMessage)})
 	if err != nil {
 		return nil, fmt.Errorf("testbed: subscribe %s to %s: %w", cfg.Subscription, cfg.Topic, err)
