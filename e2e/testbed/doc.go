@@ -20,6 +20,9 @@
 // advertisedHost in launcher.go); each region reaches the global etcd
 // through a Link of its own.
 //
+// The launcher is for Linux: it uses the loopback address 127.0.0.2, /proc
+// and the parent-death signal.
+//
 // The link and the checker are pure Go with no processes, so their unit
 // tests run in the default suite; the rest needs `-tags e2e`.
 package testbed

@@ -547,6 +547,12 @@ func (p *Process) Start() {
 	}
 	cmd := exec.Command(p.bin, p.args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	// If the test process dies without its cleanups (SIGKILL, a timeout's
+	// panic), the kernel SIGKILLs its children, instead of leaving a
+	// region running. The signal follows the thread that started the
+	// child; Go ends threads only when a goroutine locked to one exits,
+	// which nothing here does.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		p.tb.Fatalf("start %s: %v", p.Name, err)
