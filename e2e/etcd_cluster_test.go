@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/meridian-mq/meridian/cluster/meta"
-	"github.com/meridian-mq/meridian/e2e/testbed"
 )
 
 // TestEtcdCluster runs three `meridian etcd` processes as one cluster, writes
@@ -19,8 +18,8 @@ import (
 // writes. The killed member then restarts on its data and catches up, and
 // SIGTERM stops every member cleanly.
 func TestEtcdCluster(t *testing.T) {
-	bed := testbed.Start(t, testbed.Config{Binary: meridianBin,
-		Regions: []testbed.RegionConfig{{Name: "r1", EtcdMembers: 3}}})
+	bed := StartBed(t, BedConfig{Binary: meridianBin,
+		Regions: []RegionConfig{{Name: "r1", EtcdMembers: 3}}})
 	members := bed.Region("r1").Etcd
 	t.Logf("three members ready in %v", bed.StartedIn.Round(time.Millisecond))
 
@@ -43,8 +42,8 @@ func TestEtcdCluster(t *testing.T) {
 
 	// Kill the leader: the hardest single failure, since the survivors must
 	// elect a new one before they can serve writes again.
-	var killed *testbed.Process
-	var survivors []*testbed.Process
+	var killed *Process
+	var survivors []*Process
 	for _, m := range members {
 		st, err := s1.Client().Status(ctx, m.ClientURL)
 		if err != nil {

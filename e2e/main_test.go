@@ -7,8 +7,6 @@ import (
 	"os"
 	"testing"
 	"time"
-
-	"github.com/meridian-mq/meridian/e2e/testbed"
 )
 
 // meridianBin is the meridian binary, built once for the whole run by
@@ -28,7 +26,7 @@ func run(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	began := time.Now()
-	meridianBin, err = testbed.Build(dir)
+	meridianBin, err = BuildMeridian(dir)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -12,7 +12,6 @@ import (
 
 	"github.com/meridian-mq/meridian/cluster/ledger"
 	"github.com/meridian-mq/meridian/cluster/meta"
-	"github.com/meridian-mq/meridian/e2e/testbed"
 	"github.com/meridian-mq/meridian/global"
 )
 
@@ -35,7 +34,7 @@ func maxGap(ts []time.Time, from, to time.Time) time.Duration {
 // deduplication on: two producers with fixed names and a consumer that
 // acks every message. The fault schedule SIGKILLs a bookie of the topic's
 // current ensemble (which one is drawn from the bed's seed), then later
-// SIGKILLs the broker and restarts it. The checker (testbed.Check) then
+// SIGKILLs the broker and restarts it. The checker (Check) then
 // proves over the recorded history that no acknowledged message was lost,
 // none stored twice, none delivered again after a confirmed ack (except
 // once per crash for acks within the redelivery window before it: the
@@ -53,7 +52,7 @@ func TestRegionFaults(t *testing.T) {
 		perPhase         = 600 // receipts between faults
 		redeliveryWindow = 3 * time.Second
 	)
-	bed := testbed.Start(t, testbed.Config{Binary: meridianBin, Regions: []testbed.RegionConfig{
+	bed := StartBed(t, BedConfig{Binary: meridianBin, Regions: []RegionConfig{
 		{Name: "r1", EtcdMembers: 3, Bookies: 4, Brokers: 1, EnsembleSize: 3, WriteQuorum: 3, AckQuorum: 2}}})
 	region := bed.Region("r1")
 	brk := region.Brokers[0]
@@ -77,19 +76,19 @@ func TestRegionFaults(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	pc, cc := testbed.NewClient(t, region.ServiceURL()), testbed.NewClient(t, region.ServiceURL())
-	testbed.WaitDeduplication(ctx, t, pc, topic+"-probe")
+	pc, cc := NewClient(t, region.ServiceURL()), NewClient(t, region.ServiceURL())
+	WaitDeduplication(ctx, t, pc, topic+"-probe")
 
 	rec := bed.Recorder()
-	cons, err := testbed.StartConsumer(ctx, cc, rec, testbed.ConsumerConfig{Region: region.Name, Topic: topic,
-		Subscription: sub, Type: testbed.Exclusive, Name: "c0"})
+	cons, err := StartConsumer(ctx, cc, rec, ConsumerConfig{Region: region.Name, Topic: topic,
+		Subscription: sub, Type: Exclusive, Name: "c0"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Producers: fixed names, a steady 200 msg/s each.
-	var producers []*testbed.Producer
+	var producers []*Producer
 	for _, name := range []string{"e2e-p0", "e2e-p1"} {
-		p, err := testbed.StartProducer(ctx, pc, rec, testbed.ProducerConfig{Region: region.Name, Topic: topic, Name: name})
+		p, err := StartProducer(ctx, pc, rec, ProducerConfig{Region: region.Name, Topic: topic, Name: name})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -100,7 +99,7 @@ func TestRegionFaults(t *testing.T) {
 	rec.WaitAcknowledged(ctx, t, perPhase, "before the bookie fault")
 	ensemble := currentEnsemble(ctx, t, store, region.Name, topic)
 	victimID := ensemble[bed.Rand.IntN(len(ensemble))]
-	i := slices.IndexFunc(region.Bookies, func(p *testbed.Process) bool { return p.Name == victimID })
+	i := slices.IndexFunc(region.Bookies, func(p *Process) bool { return p.Name == victimID })
 	if i < 0 {
 		t.Fatalf("ensemble %v names no bookie of ours", ensemble)
 	}
@@ -133,12 +132,12 @@ func TestRegionFaults(t *testing.T) {
 	// Wait until the consumer has acked every message that has a receipt.
 	rec.WaitAllAcked(ctx, t)
 	cons.Stop()
-	if err := testbed.ReadTopic(ctx, cc, rec, region.Name, topic); err != nil {
+	if err := ReadTopic(ctx, cc, rec, region.Name, topic); err != nil {
 		t.Fatal(err)
 	}
 
 	h := rec.History()
-	bed.Verify(h, testbed.Rules{Disruptions: []testbed.Disruption{{Start: brokerFault, End: brokerFault.Add(restarted)}},
+	bed.Verify(h, Rules{Disruptions: []Disruption{{Start: brokerFault, End: brokerFault.Add(restarted)}},
 		RedeliveryWindow: redeliveryWindow})
 	var receiptTimes, deliveryTimes []time.Time
 	for _, s := range h.Sends {

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meridian-mq/meridian/e2e/testbed"
 	"github.com/meridian-mq/meridian/global"
 )
 
@@ -44,11 +43,11 @@ func TestTestbedThreeRegions(t *testing.T) {
 		payloadSize = 1024
 		latency     = 20 * time.Millisecond
 	)
-	var regions []testbed.RegionConfig
+	var regions []RegionConfig
 	for _, name := range []string{"r1", "r2", "r3"} {
-		regions = append(regions, testbed.RegionConfig{Name: name, EtcdMembers: 1, Bookies: 2, Brokers: 1})
+		regions = append(regions, RegionConfig{Name: name, EtcdMembers: 1, Bookies: 2, Brokers: 1})
 	}
-	bed := testbed.Start(t, testbed.Config{Binary: meridianBin, Regions: regions, GlobalEtcd: true})
+	bed := StartBed(t, BedConfig{Binary: meridianBin, Regions: regions, GlobalEtcd: true})
 	t.Logf("3 regions (3 region etcds, 1 global etcd, 6 bookies, 3 brokers) ready in %v", bed.StartedIn.Round(time.Millisecond))
 	if bed.StartedIn > 2*time.Minute {
 		t.Errorf("the bed took %v to start three regions, want under 60s", bed.StartedIn)
@@ -73,34 +72,34 @@ func TestTestbedThreeRegions(t *testing.T) {
 
 	r2 := bed.Region("r2")
 	wan := r2.Brokers[0].Link
-	if err := wan.SetShape(testbed.Shape{Latency: latency}); err != nil {
+	if err := wan.SetShape(Shape{Latency: latency}); err != nil {
 		t.Fatal(err)
 	}
 	// r1's clients reach r2 by r2's service URL, which is its broker's
 	// link; r2's consumer is redirected there too, by the lookup.
-	fromR1 := testbed.NewClient(t, r2.ServiceURL())
-	inR2 := testbed.NewClient(t, r2.ServiceURL())
-	testbed.WaitDeduplication(ctx, t, fromR1, topic+"-probe")
+	fromR1 := NewClient(t, r2.ServiceURL())
+	inR2 := NewClient(t, r2.ServiceURL())
+	WaitDeduplication(ctx, t, fromR1, topic+"-probe")
 	before := wan.Bytes()
 
 	rec := bed.Recorder()
 	// An exclusive subscription holds the producer's order; a Key_Shared
 	// one with two consumers each key's.
-	var consumers []*testbed.Consumer
-	for _, cc := range []testbed.ConsumerConfig{
-		{Subscription: "exclusive", Type: testbed.Exclusive, Name: "r2-exclusive"},
-		{Subscription: "by-key", Type: testbed.KeyShared, Name: "r2-by-key-0"},
-		{Subscription: "by-key", Type: testbed.KeyShared, Name: "r2-by-key-1"},
+	var consumers []*Consumer
+	for _, cc := range []ConsumerConfig{
+		{Subscription: "exclusive", Type: Exclusive, Name: "r2-exclusive"},
+		{Subscription: "by-key", Type: KeyShared, Name: "r2-by-key-0"},
+		{Subscription: "by-key", Type: KeyShared, Name: "r2-by-key-1"},
 	} {
 		cc.Region, cc.Topic = "r2", topic
-		c, err := testbed.StartConsumer(ctx, inR2, rec, cc)
+		c, err := StartConsumer(ctx, inR2, rec, cc)
 		if err != nil {
 			t.Fatal(err)
 		}
 		consumers = append(consumers, c)
 	}
 	began := time.Now()
-	prod, err := testbed.StartProducer(ctx, fromR1, rec, testbed.ProducerConfig{Region: "r2", Topic: topic,
+	prod, err := StartProducer(ctx, fromR1, rec, ProducerConfig{Region: "r2", Topic: topic,
 		Name: "r1-producer", PayloadSize: payloadSize, Keys: 8})
 	if err != nil {
 		t.Fatal(err)
@@ -128,7 +127,7 @@ func TestTestbedThreeRegions(t *testing.T) {
 	for _, c := range consumers {
 		c.Stop()
 	}
-	if err := testbed.ReadTopic(ctx, inR2, rec, "r2", topic); err != nil {
+	if err := ReadTopic(ctx, inR2, rec, "r2", topic); err != nil {
 		t.Fatal(err)
 	}
 
@@ -137,8 +136,8 @@ func TestTestbedThreeRegions(t *testing.T) {
 	// the consumer takes a while to reconnect (the client backs off,
 	// doubling from 100ms), and what it acks meanwhile over its old
 	// connection's messages may have been dispatched again on the new one.
-	bed.Verify(h, testbed.Rules{Regions: map[string][]string{topic: {"r2"}},
-		Disruptions:     []testbed.Disruption{{Region: "r2", Start: cutAt, End: restoredAt}},
+	bed.Verify(h, Rules{Regions: map[string][]string{topic: {"r2"}},
+		Disruptions:     []Disruption{{Region: "r2", Start: cutAt, End: restoredAt}},
 		ReconnectWindow: 5 * time.Second})
 	fastest, acked := time.Duration(1<<62), 0
 	for _, s := range h.Sends {

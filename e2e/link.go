@@ -1,4 +1,4 @@
-package testbed
+package e2e
 
 import (
 	"errors"
@@ -124,7 +124,7 @@ func StartLink(cfg LinkConfig) (*Link, error) {
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
-		return nil, fmt.Errorf("testbed: link %s: %w", cfg.Name, err)
+		return nil, fmt.Errorf("e2e: link %s: %w", cfg.Name, err)
 	}
 	l := &Link{cfg: cfg, ln: ln}
 	l.mu.shape = cfg.Shape

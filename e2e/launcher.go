@@ -1,6 +1,6 @@
 //go:build e2e
 
-package testbed
+package e2e
 
 import (
 	"context"
@@ -47,9 +47,9 @@ const SeedEnv = "MERIDIAN_E2E_SEED"
 // broker does not implement yet.
 const advertisedHost = "127.0.0.2"
 
-// Build builds the meridian binary into dir and returns its path. A test
+// BuildMeridian builds the meridian binary into dir and returns its path. A test
 // run builds it once (in TestMain) and passes it to every bed.
-func Build(dir string) (string, error) {
+func BuildMeridian(dir string) (string, error) {
 	// go test puts its own toolchain first on PATH.
 	goBin, err := exec.LookPath("go")
 	if err != nil {
@@ -63,9 +63,9 @@ func Build(dir string) (string, error) {
 	return bin, nil
 }
 
-// Config describes a bed.
-type Config struct {
-	// Binary is the meridian binary (see Build). Required.
+// BedConfig describes a bed.
+type BedConfig struct {
+	// Binary is the meridian binary (see BuildMeridian). Required.
 	Binary string
 	// Regions are the regions to run; at least one, with distinct names.
 	Regions []RegionConfig
@@ -120,19 +120,19 @@ func (r RegionConfig) withDefaults() RegionConfig {
 }
 
 // Validate reports a config the bed cannot run.
-func (c Config) Validate() error {
+func (c BedConfig) Validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s", ErrBadConfig, fmt.Sprintf(format, args...))
 	}
 	switch {
 	case c.Binary == "":
-		return bad("Config.Binary is required (testbed.Build)")
+		return bad("BedConfig.Binary is required (BuildMeridian)")
 	case len(c.Regions) == 0:
-		return bad("Config.Regions is empty")
+		return bad("BedConfig.Regions is empty")
 	case len(c.Regions) > 1 && !c.GlobalEtcd:
-		return bad("%d regions need Config.GlobalEtcd: one region's etcd cannot be every region's global store", len(c.Regions))
+		return bad("%d regions need BedConfig.GlobalEtcd: one region's etcd cannot be every region's global store", len(c.Regions))
 	case c.StartTimeout < 0:
-		return bad("Config.StartTimeout must not be negative")
+		return bad("BedConfig.StartTimeout must not be negative")
 	}
 	names := map[string]bool{}
 	for _, r := range c.Regions {
@@ -169,15 +169,15 @@ type Bed struct {
 	// that the seed replays it.
 	Seed uint64
 	Rand *rand.Rand
-	// Global is the global etcd member, nil without Config.GlobalEtcd.
+	// Global is the global etcd member, nil without BedConfig.GlobalEtcd.
 	Global *Process
-	// Regions are the regions in Config order.
+	// Regions are the regions in BedConfig order.
 	Regions []*Region
 	// StartedIn is how long Start took to have every process ready.
 	StartedIn time.Duration
 
 	tb       testing.TB
-	cfg      Config
+	cfg      BedConfig
 	procs    []*Process
 	links    []*Link
 	recorder *Recorder
@@ -225,10 +225,10 @@ func (r *Region) EtcdEndpoints() []string {
 // region must have a broker.
 func (r *Region) ServiceURL() string { return r.Brokers[0].ServiceURL() }
 
-// Start runs the bed's processes and waits until each is ready: all etcd
+// StartBed runs the bed's processes and waits until each is ready: all etcd
 // members at once, then all bookies, then all brokers. It fails the test
 // if any does not come up.
-func Start(tb testing.TB, cfg Config) *Bed {
+func StartBed(tb testing.TB, cfg BedConfig) *Bed {
 	tb.Helper()
 	if err := cfg.Validate(); err != nil {
 		tb.Fatal(err)

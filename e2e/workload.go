@@ -1,6 +1,6 @@
 //go:build e2e
 
-package testbed
+package e2e
 
 import (
 	"context"
@@ -131,11 +131,11 @@ func parsePayload(b []byte) (Message, error) {
 	s, _, _ := strings.Cut(string(b), "|")
 	p, n, ok := strings.Cut(s, ":")
 	if !ok {
-		return Message{}, fmt.Errorf("testbed: payload %.40q is not producer:n", b)
+		return Message{}, fmt.Errorf("e2e: payload %.40q is not producer:n", b)
 	}
 	i, err := strconv.ParseInt(n, 10, 64)
 	if err != nil {
-		return Message{}, fmt.Errorf("testbed: payload %.40q: %w", b, err)
+		return Message{}, fmt.Errorf("e2e: payload %.40q: %w", b, err)
 	}
 	return Message{Producer: p, N: i}, nil
 }
@@ -202,7 +202,7 @@ func StartProducer(ctx context.Context, client pulsar.Client, rec *Recorder, cfg
 	}
 	p, err := client.CreateProducer(opts)
 	if err != nil {
-		return nil, fmt.Errorf("testbed: producer %s on %s: %w", cfg.Name, cfg.Topic, err)
+		return nil, fmt.Errorf("e2e: producer %s on %s: %w", cfg.Name, cfg.Topic, err)
 	}
 	// Stop ends the loop; the sends take the caller's ctx, so that the
 	// last ones are not cancelled by Stop but flushed.
@@ -307,7 +307,7 @@ func StartConsumer(ctx context.Context, client pulsar.Client, rec *Recorder, cfg
 		Type: subscriptionTypes[cfg.Type], SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest,
 		AckWithResponse: true, EnableBatchIndexAcknowledgment: true, MessageChannel: make(chan pulsar.ConsumerMessage)})
 	if err != nil {
-		return nil, fmt.Errorf("testbed: subscribe %s to %s: %w", cfg.Subscription, cfg.Topic, err)
+		return nil, fmt.Errorf("e2e: subscribe %s to %s: %w", cfg.Subscription, cfg.Topic, err)
 	}
 	ctx, stop := context.WithCancel(ctx)
 	wc := &Consumer{c: c, stop: stop}
@@ -369,14 +369,14 @@ func (c *Consumer) Stop() {
 func ReadTopic(ctx context.Context, client pulsar.Client, rec *Recorder, region, topic string) error {
 	reader, err := client.CreateReader(pulsar.ReaderOptions{Topic: topic, StartMessageID: pulsar.EarliestMessageID()})
 	if err != nil {
-		return fmt.Errorf("testbed: reader of %s in %s: %w", topic, region, err)
+		return fmt.Errorf("e2e: reader of %s in %s: %w", topic, region, err)
 	}
 	defer reader.Close()
 	rb := ReadBack{Region: region, Topic: topic, Messages: []Stored{}}
 	for reader.HasNext() {
 		msg, err := reader.Next(ctx)
 		if err != nil {
-			return fmt.Errorf("testbed: reading %s in %s: %w", topic, region, err)
+			return fmt.Errorf("e2e: reading %s in %s: %w", topic, region, err)
 		}
 		m, err := parsePayload(msg.Payload())
 		if err != nil {
