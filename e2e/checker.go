@@ -82,8 +82,10 @@ type ReadBack struct {
 	Messages []Stored
 }
 
-// History is everything a workload's clients saw, in the order they saw
-// it (deliveries of one subscription in the order they arrived).
+// History is everything a workload's clients saw. Sends and deliveries
+// may be in any order (a consumer records a delivery once its ack is
+// settled, which may take a reconnect); the checker orders each
+// subscription's deliveries by the time they arrived.
 type History struct {
 	Sends      []Send
 	Deliveries []Delivery
@@ -292,7 +294,8 @@ type subscription struct {
 	deliveries          []Delivery
 }
 
-// subscriptions groups deliveries by subscription, keeping their order,
+// subscriptions groups deliveries by subscription, each in the order they
+// arrived (At; the history's order among equal times), the subscriptions
 // sorted so that reports come out the same every run.
 func subscriptions(ds []Delivery) []*subscription {
 	byKey := map[[3]string]*subscription{}
@@ -306,6 +309,9 @@ func subscriptions(ds []Delivery) []*subscription {
 			out = append(out, s)
 		}
 		s.deliveries = append(s.deliveries, d)
+	}
+	for _, s := range out {
+		slices.SortStableFunc(s.deliveries, func(a, b Delivery) int { return a.At.Compare(b.At) })
 	}
 	slices.SortFunc(out, func(a, b *subscription) int {
 		return cmp.Or(strings.Compare(a.region, b.region), strings.Compare(a.topic, b.topic), strings.Compare(a.name, b.name))

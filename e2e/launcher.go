@@ -94,6 +94,11 @@ type RegionConfig struct {
 	// Brokers is how many brokers to run; they need at least EnsembleSize
 	// bookies.
 	Brokers int
+	// Replicators is how many replication workers to run (`meridian
+	// replicator`). They read the region's topics from its bookies and
+	// publish to the other regions' brokers at their cluster records'
+	// (proxied) addresses.
+	Replicators int
 	// EnsembleSize, WriteQuorum and AckQuorum are the brokers' ledger
 	// settings (E >= Qw >= Qa >= 1). Zero takes E = min(Bookies, 3),
 	// Qw = E, and Qa = Qw, or 2 when Qw is 3.
@@ -144,7 +149,7 @@ func (c BedConfig) Validate() error {
 			return bad("region %s is listed twice", r.Name)
 		case r.EtcdMembers != 1 && r.EtcdMembers != 3:
 			return bad("region %s: EtcdMembers must be 1 or 3, got %d", r.Name, r.EtcdMembers)
-		case r.Bookies < 0 || r.Brokers < 0:
+		case r.Bookies < 0 || r.Brokers < 0 || r.Replicators < 0:
 			return bad("region %s: negative process count", r.Name)
 		case r.Brokers > 0 && !(r.EnsembleSize >= r.WriteQuorum && r.WriteQuorum >= r.AckQuorum && r.AckQuorum >= 1):
 			return bad("region %s: need E >= Qw >= Qa >= 1, got %d/%d/%d", r.Name, r.EnsembleSize, r.WriteQuorum, r.AckQuorum)
@@ -189,6 +194,8 @@ type Region struct {
 	Etcd    []*Process
 	Bookies []*Process
 	Brokers []*Broker
+	// Replicators are the region's replication workers.
+	Replicators []*Process
 	// GlobalLink is the region's path to the global etcd; nil without one.
 	GlobalLink *Link
 	// Config is the region's configuration, defaults filled in.
@@ -226,8 +233,9 @@ func (r *Region) EtcdEndpoints() []string {
 func (r *Region) ServiceURL() string { return r.Brokers[0].ServiceURL() }
 
 // StartBed runs the bed's processes and waits until each is ready: all etcd
-// members at once, then all bookies, then all brokers. It fails the test
-// if any does not come up.
+// members at once, then all bookies, then all brokers, then all
+// replicators (they find the other regions through the cluster records
+// the brokers create). It fails the test if any does not come up.
 func StartBed(tb testing.TB, cfg BedConfig) *Bed {
 	tb.Helper()
 	if err := cfg.Validate(); err != nil {
@@ -281,6 +289,13 @@ func StartBed(tb testing.TB, cfg BedConfig) *Bed {
 		}
 	}
 	b.waitReady(ctx, brokers)
+	var replicators []*Process
+	for _, r := range b.Regions {
+		for i := range r.Config.Replicators {
+			replicators = append(replicators, b.startReplicator(r, i))
+		}
+	}
+	b.waitReady(ctx, replicators)
 	b.StartedIn = time.Since(began)
 	return b
 }
@@ -374,6 +389,18 @@ func (b *Bed) startBroker(r *Region, i int) *Broker {
 	brk.Start()
 	r.Brokers = append(r.Brokers, brk)
 	return brk
+}
+
+func (b *Bed) startReplicator(r *Region, i int) *Process {
+	name := fmt.Sprintf("%s-replicator-%d", r.Name, i)
+	args := []string{"--region", r.Name, "--etcd", strings.Join(r.EtcdEndpoints(), ","), "--worker-id", name}
+	if r.GlobalLink != nil {
+		args = append(args, "--global-etcd", "http://"+r.GlobalLink.Addr())
+	}
+	p := b.newProcess(name, "replicator", args...)
+	p.Start()
+	r.Replicators = append(r.Replicators, p)
+	return p
 }
 
 // freePorts reserves n distinct free loopback ports. They are released just
