@@ -1,5 +1,36 @@
-// Package e2e holds Meridian's multi-process end-to-end tests: they build the
-// meridian binary, run its commands as separate processes on loopback ports,
-// inject faults by killing processes by PID, and check what clients see.
-// They run only with `-tags e2e`, because they are slow.
+// Package e2e is Meridian's multi-region end-to-end test bed and the tests
+// that run on it. The bed runs regions of real `meridian` processes (etcd,
+// bookies, brokers) on loopback ports, puts a shaped TCP proxy (a Link) on
+// every path between regions, drives pulsar-client-go workloads that
+// record everything the clients saw, and checks that history for lost,
+// duplicated, reordered and misplaced messages. Faults are injected by PID
+// (SIGKILL, SIGSTOP and SIGCONT, restarts) and on links (cut, partition,
+// latency, bandwidth).
+//
+// One file per concern:
+//
+//   - link.go: the TCP proxy (latency, jitter, bandwidth cap, cut and
+//     restore, partition and heal, byte counts), changeable while it runs;
+//   - checker.go: the recorded history and the properties checked over it;
+//   - launcher.go: processes, regions and the bed that owns them
+//     (build tag e2e);
+//   - workload.go: producers, consumers and read-back that record the
+//     history (build tag e2e);
+//   - main_test.go builds the meridian binary once per run; the other
+//     _test.go files with the e2e tag are the end-to-end tests.
+//
+// Every broker advertises the address of a Link in front of it, so that
+// lookups, redirects and the cluster records name proxied addresses (see
+// advertisedHost in launcher.go); each region reaches the global etcd
+// through a Link of its own.
+//
+// The launcher is for Linux: it uses the loopback address 127.0.0.2, /proc
+// and the parent-death signal. The link and the checker are pure Go with
+// no processes, so their unit tests run in the default suite; the rest is
+// slow and needs `-tags e2e`:
+//
+//	go test -tags e2e -race -run 'TestTestbed|TestRegionFaults' -v ./e2e/
+//
+// Everything lives in this one package because nothing may import e2e
+// (arch_test.go), not even another package under it.
 package e2e

@@ -1,0 +1,784 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/meridian-mq/meridian/cluster/meta"
+	"github.com/meridian-mq/meridian/global"
+)
+
+// SeedEnv names the environment variable that replays a run: a failing run
+// prints its seed, and MERIDIAN_E2E_SEED=<seed> gives the next run the same
+// fault schedule and link jitter.
+const SeedEnv = "MERIDIAN_E2E_SEED"
+
+// How remote users reach a broker. A broker listens on 127.0.0.1:P and
+// advertises the host advertisedHost with the same port P. Its Link
+// listens on advertisedHost:P and forwards to 127.0.0.1:P. Lookups,
+// redirects and the region's cluster record (brokerServiceUrl, serviceUrl)
+// therefore all name the proxied address, and every client or future
+// replicator that follows them passes through the broker's links. The
+// broker's own port is reachable directly, for what must bypass the link.
+// Linux routes all of 127.0.0.0/8 to the loopback device, so the address
+// needs no setup.
+//
+// One address per broker means one path into it: clients of the broker's
+// own region follow the same lookups and also pass through its link, so a
+// link's shape is the broker's network as every client sees it. Giving
+// each region's clients a path of their own needs Pulsar's
+// advertisedListeners (a lookup answering per listenerName), which the
+// broker does not implement yet.
+const advertisedHost = "127.0.0.2"
+
+// BuildMeridian builds the meridian binary into dir and returns its path. A test
+// run builds it once (in TestMain) and passes it to every bed.
+func BuildMeridian(dir string) (string, error) {
+	// go test puts its own toolchain first on PATH.
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		return "", fmt.Errorf("no go toolchain on PATH: %w", err)
+	}
+	bin := filepath.Join(dir, "meridian")
+	cmd := exec.Command(goBin, "build", "-o", bin, "github.com/meridian-mq/meridian/cmd/meridian")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build: %w\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// BedConfig describes a bed.
+type BedConfig struct {
+	// Binary is the meridian binary (see BuildMeridian). Required.
+	Binary string
+	// Regions are the regions to run; at least one, with distinct names.
+	Regions []RegionConfig
+	// GlobalEtcd runs one more etcd member for the global configuration
+	// store, which each region's brokers reach through the region's
+	// GlobalLink. Without it the global configuration lives in the
+	// region's own etcd, which is only allowed for a single region.
+	GlobalEtcd bool
+	// Seed drives the run's random choices (Bed.Rand, link jitter). Zero
+	// takes $MERIDIAN_E2E_SEED, or the clock when that is unset.
+	Seed uint64
+	// LogLevel is every process's --log-level. Default "warn".
+	LogLevel string
+	// StartTimeout bounds Start. Default 3 minutes.
+	StartTimeout time.Duration
+}
+
+// RegionConfig describes one region.
+type RegionConfig struct {
+	// Name is the region (cluster) name.
+	Name string
+	// EtcdMembers is the size of the region's etcd cluster: 1 or 3.
+	EtcdMembers int
+	// Bookies is how many bookies to run.
+	Bookies int
+	// Brokers is how many brokers to run; they need at least EnsembleSize
+	// bookies.
+	Brokers int
+	// Replicators is how many replication workers to run (`meridian
+	// replicator`). They read the region's topics from its bookies and
+	// publish to the other regions' brokers at their cluster records'
+	// (proxied) addresses.
+	Replicators int
+	// EnsembleSize, WriteQuorum and AckQuorum are the brokers' ledger
+	// settings (E >= Qw >= Qa >= 1). Zero takes E = min(Bookies, 3),
+	// Qw = E, and Qa = Qw, or 2 when Qw is 3.
+	EnsembleSize, WriteQuorum, AckQuorum int
+	// BrokerArgs are further flags for every broker of the region.
+	BrokerArgs []string
+}
+
+// withDefaults fills the ledger settings left zero.
+func (r RegionConfig) withDefaults() RegionConfig {
+	if r.EnsembleSize == 0 {
+		r.EnsembleSize = min(r.Bookies, 3)
+	}
+	if r.WriteQuorum == 0 {
+		r.WriteQuorum = r.EnsembleSize
+	}
+	if r.AckQuorum == 0 {
+		r.AckQuorum = r.WriteQuorum
+		if r.WriteQuorum == 3 {
+			r.AckQuorum = 2
+		}
+	}
+	return r
+}
+
+// Validate reports a config the bed cannot run.
+func (c BedConfig) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrBadConfig, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case c.Binary == "":
+		return bad("BedConfig.Binary is required (BuildMeridian)")
+	case len(c.Regions) == 0:
+		return bad("BedConfig.Regions is empty")
+	case len(c.Regions) > 1 && !c.GlobalEtcd:
+		return bad("%d regions need BedConfig.GlobalEtcd: one region's etcd cannot be every region's global store", len(c.Regions))
+	case c.StartTimeout < 0:
+		return bad("BedConfig.StartTimeout must not be negative")
+	}
+	names := map[string]bool{}
+	for _, r := range c.Regions {
+		r = r.withDefaults()
+		switch {
+		case r.Name == "" || r.Name == "global" || strings.ContainsAny(r.Name, "/ "):
+			return bad("region name %q must be non-empty, not \"global\" (the global etcd's name), without '/' or spaces", r.Name)
+		case names[r.Name]:
+			return bad("region %s is listed twice", r.Name)
+		case r.EtcdMembers != 1 && r.EtcdMembers != 3:
+			return bad("region %s: EtcdMembers must be 1 or 3, got %d", r.Name, r.EtcdMembers)
+		case r.Bookies < 0 || r.Brokers < 0 || r.Replicators < 0:
+			return bad("region %s: negative process count", r.Name)
+		case r.Brokers > 0 && !(r.EnsembleSize >= r.WriteQuorum && r.WriteQuorum >= r.AckQuorum && r.AckQuorum >= 1):
+			return bad("region %s: need E >= Qw >= Qa >= 1, got %d/%d/%d", r.Name, r.EnsembleSize, r.WriteQuorum, r.AckQuorum)
+		case r.Brokers > 0 && r.EnsembleSize > r.Bookies:
+			return bad("region %s: ensemble size %d with only %d bookies", r.Name, r.EnsembleSize, r.Bookies)
+		}
+		names[r.Name] = true
+	}
+	return nil
+}
+
+// Bed is a running set of regions. It owns every process and link it
+// starts: when the test ends it SIGKILLs the processes and closes the
+// links. Its folder (Dir) holds one log per process, the processes' data
+// and any saved history; it is removed after a passing test and kept,
+// with its path and the seed printed, after a failing one.
+type Bed struct {
+	// Dir is the run's folder.
+	Dir string
+	// Seed is the run's seed; Rand is drawn from it. Use Rand (from the
+	// test's goroutine) for every random choice of a fault schedule, so
+	// that the seed replays it.
+	Seed uint64
+	Rand *rand.Rand
+	// Global is the global etcd member, nil without BedConfig.GlobalEtcd.
+	Global *Process
+	// Regions are the regions in BedConfig order.
+	Regions []*Region
+	// StartedIn is how long Start took to have every process ready.
+	StartedIn time.Duration
+
+	tb       testing.TB
+	cfg      BedConfig
+	procs    []*Process
+	links    []*Link
+	recorder *Recorder
+}
+
+// Region is one region's processes and links.
+type Region struct {
+	Name    string
+	Etcd    []*Process
+	Bookies []*Process
+	Brokers []*Broker
+	// Replicators are the region's replication workers.
+	Replicators []*Process
+	// GlobalLink is the region's path to the global etcd; nil without one.
+	GlobalLink *Link
+	// Config is the region's configuration, defaults filled in.
+	Config RegionConfig
+}
+
+// Broker is a broker process with the links in front of its ports.
+type Broker struct {
+	*Process
+	// Link carries the Pulsar protocol; its address is the one the broker
+	// advertises. WebLink carries HTTP (admin and /metrics).
+	Link, WebLink *Link
+	// DirectAddr is the broker's own Pulsar listener, bypassing Link.
+	DirectAddr string
+}
+
+// ServiceURL is the broker's advertised (proxied) Pulsar URL.
+func (b *Broker) ServiceURL() string { return "pulsar://" + b.Link.Addr() }
+
+// WebURL is the broker's advertised (proxied) HTTP URL.
+func (b *Broker) WebURL() string { return "http://" + b.WebLink.Addr() }
+
+// EtcdEndpoints are the client URLs of the region's etcd members.
+func (r *Region) EtcdEndpoints() []string {
+	var out []string
+	for _, m := range r.Etcd {
+		out = append(out, m.ClientURL)
+	}
+	return out
+}
+
+// ServiceURL is the region's Pulsar service URL: its first broker's
+// advertised address (every broker redirects lookups to the owner). The
+// region must have a broker.
+func (r *Region) ServiceURL() string { return r.Brokers[0].ServiceURL() }
+
+// StartBed runs the bed's processes and waits until each is ready: all etcd
+// members at once, then all bookies, then all brokers, then all
+// replicators (they find the other regions through the cluster records
+// the brokers create). It fails the test if any does not come up.
+func StartBed(tb testing.TB, cfg BedConfig) *Bed {
+	tb.Helper()
+	if err := cfg.Validate(); err != nil {
+		tb.Fatal(err)
+	}
+	if cfg.LogLevel == "" {
+		cfg.LogLevel = "warn"
+	}
+	if cfg.StartTimeout == 0 {
+		cfg.StartTimeout = 3 * time.Minute
+	}
+	b := &Bed{tb: tb, cfg: cfg, Seed: cfg.Seed, recorder: &Recorder{}}
+	if b.Seed == 0 {
+		if env := os.Getenv(SeedEnv); env != "" {
+			s, err := strconv.ParseUint(env, 10, 64)
+			if err != nil {
+				tb.Fatalf("$%s=%q is not a seed: %v", SeedEnv, env, err)
+			}
+			b.Seed = s
+		} else {
+			b.Seed = uint64(time.Now().UnixNano())
+		}
+	}
+	b.Rand = rand.New(rand.NewPCG(b.Seed, 0x626564))
+	name := strings.NewReplacer("/", "-", " ", "-").Replace(tb.Name())
+	dir, err := os.MkdirTemp("", "meridian-e2e-"+name+"-")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	b.Dir = dir
+	tb.Cleanup(b.cleanup)
+	tb.Logf("test bed in %s, seed %d", b.Dir, b.Seed)
+
+	began := time.Now()
+	ctx, cancel := context.WithTimeout(tb.Context(), cfg.StartTimeout)
+	defer cancel()
+	b.startEtcd()
+	b.waitReady(ctx, b.procs)
+	b.startLinks()
+	var bookies []*Process
+	for _, r := range b.Regions {
+		for i := range r.Config.Bookies {
+			bookies = append(bookies, b.startBookie(r, i))
+		}
+	}
+	b.waitReady(ctx, bookies)
+	var brokers []*Process
+	for _, r := range b.Regions {
+		for i := range r.Config.Brokers {
+			brokers = append(brokers, b.startBroker(r, i).Process)
+		}
+	}
+	b.waitReady(ctx, brokers)
+	var replicators []*Process
+	for _, r := range b.Regions {
+		for i := range r.Config.Replicators {
+			replicators = append(replicators, b.startReplicator(r, i))
+		}
+	}
+	b.waitReady(ctx, replicators)
+	b.StartedIn = time.Since(began)
+	return b
+}
+
+// startEtcd starts the global member and every region's members.
+func (b *Bed) startEtcd() {
+	if b.cfg.GlobalEtcd {
+		b.Global = b.startEtcdCluster("global", 1)[0]
+	}
+	for _, rc := range b.cfg.Regions {
+		rc = rc.withDefaults()
+		b.Regions = append(b.Regions, &Region{Name: rc.Name, Config: rc, Etcd: b.startEtcdCluster(rc.Name, rc.EtcdMembers)})
+	}
+}
+
+// startEtcdCluster starts n members named <prefix>-etcd-<i>, bootstrapping
+// one cluster.
+func (b *Bed) startEtcdCluster(prefix string, n int) []*Process {
+	ports := b.freePorts(2 * n)
+	var initial []string
+	for i := range n {
+		initial = append(initial, fmt.Sprintf("%s-etcd-%d=http://127.0.0.1:%d", prefix, i, ports[2*i+1]))
+	}
+	var members []*Process
+	for i := range n {
+		name := fmt.Sprintf("%s-etcd-%d", prefix, i)
+		client := fmt.Sprintf("http://127.0.0.1:%d", ports[2*i])
+		peer := fmt.Sprintf("http://127.0.0.1:%d", ports[2*i+1])
+		p := b.newProcess(name, "etcd", "--name", name, "--data-dir", filepath.Join(b.Dir, name),
+			"--listen-client-urls", client, "--advertise-client-urls", client,
+			"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+			"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-state", "new",
+			"--initial-cluster-token", prefix)
+		p.ClientURL = client
+		p.Start()
+		members = append(members, p)
+	}
+	return members
+}
+
+// startLinks starts each region's link to the global etcd.
+func (b *Bed) startLinks() {
+	if b.Global == nil {
+		return
+	}
+	for _, r := range b.Regions {
+		upstream := strings.TrimPrefix(b.Global.ClientURL, "http://")
+		r.GlobalLink = b.startLink(r.Name+"->global-etcd", "127.0.0.1:0", upstream)
+	}
+}
+
+func (b *Bed) startLink(name, listen, upstream string) *Link {
+	cfg := DefaultLinkConfig(name, listen, upstream)
+	cfg.Seed = b.Rand.Uint64()
+	l, err := StartLink(cfg)
+	if err != nil {
+		b.tb.Fatal(err)
+	}
+	b.links = append(b.links, l)
+	return l
+}
+
+func (b *Bed) startBookie(r *Region, i int) *Process {
+	name := fmt.Sprintf("%s-bookie-%d", r.Name, i)
+	p := b.newProcess(name, "bookie", "--region", r.Name, "--etcd", strings.Join(r.EtcdEndpoints(), ","),
+		"--id", name, "--data-dir", filepath.Join(b.Dir, name),
+		"--listen", fmt.Sprintf("127.0.0.1:%d", b.freePorts(1)[0]))
+	p.Start()
+	r.Bookies = append(r.Bookies, p)
+	return p
+}
+
+func (b *Bed) startBroker(r *Region, i int) *Broker {
+	name := fmt.Sprintf("%s-broker-%d", r.Name, i)
+	ports := b.freePorts(2)
+	direct := fmt.Sprintf("127.0.0.1:%d", ports[0])
+	web := fmt.Sprintf("127.0.0.1:%d", ports[1])
+	brk := &Broker{
+		DirectAddr: direct,
+		Link:       b.startLink(name, fmt.Sprintf("%s:%d", advertisedHost, ports[0]), direct),
+		WebLink:    b.startLink(name+"/web", fmt.Sprintf("%s:%d", advertisedHost, ports[1]), web),
+	}
+	args := []string{"--region", r.Name, "--etcd", strings.Join(r.EtcdEndpoints(), ","),
+		"--advertised-address", advertisedHost, "--broker-listen", direct, "--web-listen", web,
+		"--ensemble-size", strconv.Itoa(r.Config.EnsembleSize), "--write-quorum", strconv.Itoa(r.Config.WriteQuorum),
+		"--ack-quorum", strconv.Itoa(r.Config.AckQuorum)}
+	if r.GlobalLink != nil {
+		args = append(args, "--global-etcd", "http://"+r.GlobalLink.Addr())
+	}
+	brk.Process = b.newProcess(name, "broker", append(args, r.Config.BrokerArgs...)...)
+	brk.Start()
+	r.Brokers = append(r.Brokers, brk)
+	return brk
+}
+
+func (b *Bed) startReplicator(r *Region, i int) *Process {
+	name := fmt.Sprintf("%s-replicator-%d", r.Name, i)
+	args := []string{"--region", r.Name, "--etcd", strings.Join(r.EtcdEndpoints(), ","), "--worker-id", name}
+	if r.GlobalLink != nil {
+		args = append(args, "--global-etcd", "http://"+r.GlobalLink.Addr())
+	}
+	p := b.newProcess(name, "replicator", args...)
+	p.Start()
+	r.Replicators = append(r.Replicators, p)
+	return p
+}
+
+// freePorts reserves n distinct free loopback ports. They are released just
+// before use, so another process could take one in between; the process
+// then fails to start and the test says so.
+func (b *Bed) freePorts(n int) []int {
+	var ports []int
+	var ls []net.Listener
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			b.tb.Fatal(err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	for _, l := range ls {
+		l.Close()
+	}
+	return ports
+}
+
+func (b *Bed) newProcess(name, command string, args ...string) *Process {
+	p := &Process{Name: name, tb: b.tb, bin: b.cfg.Binary,
+		args:    append([]string{command}, append(args, "--log-level", b.cfg.LogLevel)...),
+		logPath: filepath.Join(b.Dir, name+".log")}
+	b.procs = append(b.procs, p)
+	return p
+}
+
+// waitReady waits for every process's ready line.
+func (b *Bed) waitReady(ctx context.Context, ps []*Process) {
+	b.tb.Helper()
+	for _, p := range ps {
+		p.WaitLog(ctx, 0, readyLine)
+	}
+}
+
+// Region returns the region called name, failing the test if there is none.
+func (b *Bed) Region(name string) *Region {
+	i := slices.IndexFunc(b.Regions, func(r *Region) bool { return r.Name == name })
+	if i < 0 {
+		b.tb.Fatalf("the bed has no region %s", name)
+	}
+	return b.Regions[i]
+}
+
+// Dial connects to an etcd cluster by its client URLs, directly (not
+// through a link), and closes the connection when the test ends.
+func (b *Bed) Dial(ctx context.Context, endpoints []string) *meta.Etcd {
+	b.tb.Helper()
+	cfg := meta.DefaultEtcdConfig()
+	cfg.Logger = nil
+	cfg.DialTimeout = 2 * time.Second
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		s, err := meta.Dial(ctx, endpoints, cfg)
+		if err == nil {
+			b.tb.Cleanup(func() { s.Close() })
+			return s
+		}
+		select {
+		case <-ctx.Done():
+			b.tb.Fatalf("etcd %v never served a quorum read: %v", endpoints, err)
+		case <-tick.C:
+		}
+	}
+}
+
+// GlobalStore is the global configuration store (the global etcd, or
+// the single region's), for the operator's part: tenants and namespaces.
+func (b *Bed) GlobalStore(ctx context.Context) *global.Store {
+	b.tb.Helper()
+	endpoints := b.Regions[0].EtcdEndpoints()
+	if b.Global != nil {
+		endpoints = []string{b.Global.ClientURL}
+	}
+	gs, err := global.NewStore(b.Dial(ctx, endpoints), global.DefaultConfig())
+	if err != nil {
+		b.tb.Fatal(err)
+	}
+	return gs
+}
+
+// Recorder is the bed's Recorder, for the test's workload. If the test
+// fails, the bed saves what it recorded (see SaveHistory), whatever the
+// failure.
+func (b *Bed) Recorder() *Recorder { return b.recorder }
+
+// SaveHistory writes h to history.json in the bed's folder, which a
+// failing test keeps.
+func (b *Bed) SaveHistory(h History) {
+	b.tb.Helper()
+	out, err := json.MarshalIndent(h, "", " ")
+	if err != nil {
+		b.tb.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(b.Dir, historyFile), out, 0o644); err != nil {
+		b.tb.Fatal(err)
+	}
+}
+
+// cleanup kills every process and closes every link; it keeps the folder
+// of a failed test and says where it is.
+func (b *Bed) cleanup() {
+	for _, p := range b.procs {
+		p.Kill()
+	}
+	for _, l := range b.links {
+		l.Close()
+	}
+	if !b.tb.Failed() {
+		if err := os.RemoveAll(b.Dir); err != nil {
+			b.tb.Logf("removing %s: %v", b.Dir, err)
+		}
+		return
+	}
+	for _, p := range b.procs {
+		b.tb.Logf("--- %s (log tail) ---\n%s", p.Name, p.LogTail(3000))
+	}
+	if _, err := os.Stat(filepath.Join(b.Dir, historyFile)); err != nil {
+		b.SaveHistory(b.recorder.History())
+	}
+	b.tb.Logf("FAILED with seed %d (rerun: %s=%d); logs, data and history kept in %s", b.Seed, SeedEnv, b.Seed, b.Dir)
+}
+
+// historyFile is where a failed run's history is saved, in the bed's
+// folder.
+const historyFile = "history.json"
+
+// readyLine is what every meridian command prints once it serves.
+const readyLine = " ready: "
+
+// Process is one meridian process, started and signalled by PID. It can
+// be killed and started again on the same arguments and data; its log
+// (stdout and stderr, every run appended) is Name.log in the bed's folder.
+type Process struct {
+	// Name is unique in the bed.
+	Name string
+	// ClientURL is an etcd member's client URL; "" for other processes.
+	ClientURL string
+
+	tb      testing.TB
+	bin     string
+	args    []string
+	logPath string
+
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	exited  chan struct{} // closed when the current run ends
+	exitErr error         // the current run's exit status, once exited
+}
+
+// Start runs the process, appending its output to its log. It fails the
+// test if the process is running already.
+func (p *Process) Start() {
+	p.tb.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.exited != nil {
+		select {
+		case <-p.exited:
+		default:
+			p.tb.Fatalf("%s is already running (pid %d)", p.Name, p.cmd.Process.Pid)
+		}
+	}
+	logf, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		p.tb.Fatal(err)
+	}
+	cmd := exec.Command(p.bin, p.args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// If the test process dies without its cleanups (SIGKILL, a timeout's
+	// panic), the kernel SIGKILLs its children, instead of leaving a
+	// region running. The signal follows the thread that started the
+	// child; Go ends threads only when a goroutine locked to one exits,
+	// which nothing here does.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		p.tb.Fatalf("start %s: %v", p.Name, err)
+	}
+	exited := make(chan struct{})
+	p.cmd, p.exited = cmd, exited
+	// The run's waiter: it ends when the process does, and every owner
+	// of a Process kills it at the end of the test.
+	go func() {
+		err := cmd.Wait()
+		logf.Close()
+		p.mu.Lock()
+		p.exitErr = err
+		p.mu.Unlock()
+		close(exited)
+	}()
+}
+
+// PID is the current run's process id (0 before the first Start).
+func (p *Process) PID() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
+// Exited is closed when the current run ends.
+func (p *Process) Exited() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.exited
+}
+
+// ExitErr is the current run's exit status once Exited is closed: nil for
+// status 0.
+func (p *Process) ExitErr() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.exitErr
+}
+
+func (p *Process) running() bool {
+	ch := p.Exited()
+	if ch == nil {
+		return false
+	}
+	select {
+	case <-ch:
+		return false
+	default:
+		return true
+	}
+}
+
+// signal sends sig to the current run, if it is running.
+func (p *Process) signal(sig syscall.Signal) {
+	p.tb.Helper()
+	if !p.running() {
+		return
+	}
+	pid := p.PID()
+	if err := syscall.Kill(pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+		p.tb.Errorf("%v to %s (pid %d): %v", sig, p.Name, pid, err)
+	}
+}
+
+// Kill SIGKILLs the process and waits until it is gone. Killing a process
+// that is not running does nothing.
+func (p *Process) Kill() {
+	p.tb.Helper()
+	if !p.running() {
+		return
+	}
+	p.signal(syscall.SIGKILL)
+	<-p.Exited()
+}
+
+// Pause SIGSTOPs the process and waits until every thread of it has
+// stopped (a signal is delivered asynchronously): it holds its sockets
+// and leases but does nothing until Resume, like a process stuck in a
+// long GC pause.
+func (p *Process) Pause() {
+	p.tb.Helper()
+	p.signal(syscall.SIGSTOP)
+	p.waitStopped(true)
+}
+
+// Resume SIGCONTs a paused process and waits until it runs again.
+func (p *Process) Resume() {
+	p.tb.Helper()
+	p.signal(syscall.SIGCONT)
+	p.waitStopped(false)
+}
+
+// waitStopped polls /proc until every thread of the process is stopped
+// (state T), or none is.
+func (p *Process) waitStopped(want bool) {
+	p.tb.Helper()
+	pid := p.PID()
+	deadline := time.Now().Add(10 * time.Second)
+	for p.running() {
+		stat, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+		if err != nil || len(stat) == 0 {
+			return // gone
+		}
+		stopped := 0
+		for _, f := range stat {
+			b, err := os.ReadFile(f)
+			// The state follows the command name, which is in parentheses.
+			if i := strings.LastIndexByte(string(b), ')'); err == nil && i >= 0 && strings.HasPrefix(string(b[i+1:]), " T") {
+				stopped++
+			}
+		}
+		if (want && stopped == len(stat)) || (!want && stopped == 0) {
+			return
+		}
+		if time.Now().After(deadline) {
+			p.tb.Fatalf("%s (pid %d): %d of %d threads stopped after 10s, want %v", p.Name, pid, stopped, len(stat), want)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// Terminate SIGTERMs the process: a clean stop. Wait tells how it ended.
+func (p *Process) Terminate() { p.tb.Helper(); p.signal(syscall.SIGTERM) }
+
+// Wait waits, until ctx ends, for the current run to exit, and returns its
+// exit status (nil for 0).
+func (p *Process) Wait(ctx context.Context) error {
+	select {
+	case <-p.Exited():
+		return p.ExitErr()
+	case <-ctx.Done():
+		return fmt.Errorf("%s (pid %d) is still running: %w", p.Name, p.PID(), ctx.Err())
+	}
+}
+
+// Restart SIGKILLs the process, starts it again on the same arguments and
+// data, and waits until the new run is ready.
+func (p *Process) Restart(ctx context.Context) {
+	p.tb.Helper()
+	p.Kill()
+	from := p.LogSize()
+	p.Start()
+	p.WaitLog(ctx, from, readyLine)
+}
+
+// LogSize is the log's current length: pass it to WaitLog to look only at
+// what a later run prints.
+func (p *Process) LogSize() int64 {
+	fi, err := os.Stat(p.logPath)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
+// LogTail is the last n bytes of the log.
+func (p *Process) LogTail(n int) string {
+	out, _ := os.ReadFile(p.logPath)
+	if len(out) > n {
+		out = out[len(out)-n:]
+	}
+	return string(out)
+}
+
+// WaitLog waits until the log holds a line containing want after byte
+// offset from, and returns that line. The log is all a process tells the
+// bed, so this polls it. It fails the test if the process exits first or
+// ctx ends.
+func (p *Process) WaitLog(ctx context.Context, from int64, want string) string {
+	p.tb.Helper()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	exited := p.Exited()
+	for {
+		b, _ := os.ReadFile(p.logPath)
+		if int64(len(b)) > from {
+			for line := range strings.SplitSeq(string(b[from:]), "\n") {
+				if strings.Contains(line, want) {
+					return line
+				}
+			}
+		}
+		select {
+		case <-exited:
+			p.tb.Fatalf("%s exited (%v) before logging %q", p.Name, p.ExitErr(), want)
+		case <-ctx.Done():
+			p.tb.Fatalf("%s never logged %q: %v", p.Name, want, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// WaitReady waits for the ready line of a run started after log offset
+// from.
+func (p *Process) WaitReady(ctx context.Context, from int64) string {
+	p.tb.Helper()
+	return p.WaitLog(ctx, from, readyLine)
+}

@@ -1,0 +1,258 @@
+package e2e
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"testing"
+	"time"
+)
+
+// startEcho serves an echo on a free loopback port until the test ends.
+func startEcho(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conns []net.Conn
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, _ = io.Copy(c, c)
+				c.Close()
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	return ln.Addr().String()
+}
+
+func startLink(t *testing.T, shape Shape) *Link {
+	t.Helper()
+	cfg := DefaultLinkConfig(t.Name(), "127.0.0.1:0", startEcho(t))
+	cfg.Shape, cfg.Seed = shape, 1
+	l, err := StartLink(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+func dialLink(t *testing.T, l *Link) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", l.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	return c
+}
+
+// roundTrip sends msg and reads its echo, returning how long that took.
+func roundTrip(t *testing.T, c net.Conn, msg []byte) time.Duration {
+	t.Helper()
+	began := time.Now()
+	if _, err := c.Write(msg); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, len(msg))
+	if _, err := io.ReadFull(c, got); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, msg) {
+		t.Fatalf("echo through the link changed the bytes")
+	}
+	return time.Since(began)
+}
+
+// waitBytes waits until the link has counted want, with a deadline: the
+// count is added just after a write, so the echo can be read first.
+func waitBytes(t *testing.T, l *Link, want Bytes) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for l.Bytes() != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("link counted %+v, want %+v", l.Bytes(), want)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestLinkForwardsAndCounts(t *testing.T) {
+	l := startLink(t, Shape{})
+	c := dialLink(t, l)
+	msg := bytes.Repeat([]byte("meridian"), 40_000) // 320 kB: several reads
+	roundTrip(t, c, msg)
+	waitBytes(t, l, Bytes{Up: int64(len(msg)), Down: int64(len(msg))})
+}
+
+func TestLinkLatencyChangesWhileRunning(t *testing.T) {
+	l := startLink(t, Shape{Latency: 40 * time.Millisecond})
+	c := dialLink(t, l)
+	// Delays are lower bounds whatever the load: a round trip crosses the
+	// link twice.
+	if rtt := roundTrip(t, c, []byte("x")); rtt < 80*time.Millisecond {
+		t.Errorf("round trip %v through a 40ms link, want at least 80ms", rtt)
+	}
+	if err := l.SetShape(Shape{Latency: 150 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	if rtt := roundTrip(t, c, []byte("y")); rtt < 300*time.Millisecond {
+		t.Errorf("round trip %v on the same connection after raising the latency to 150ms, want at least 300ms", rtt)
+	}
+	if err := l.SetShape(Shape{Latency: -time.Millisecond}); !errors.Is(err, ErrBadConfig) {
+		t.Errorf("negative latency: %v, want ErrBadConfig", err)
+	}
+}
+
+func TestLinkJitterKeepsOrder(t *testing.T) {
+	l := startLink(t, Shape{Latency: time.Millisecond, Jitter: 20 * time.Millisecond})
+	c := dialLink(t, l)
+	var want bytes.Buffer
+	for i := range 300 {
+		msg := fmt.Appendf(nil, "%d,", i)
+		want.Write(msg)
+		if _, err := c.Write(msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := make([]byte, want.Len())
+	if _, err := io.ReadFull(c, got); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want.Bytes()) {
+		t.Fatalf("jitter reordered bytes:\n got %.80s…\nwant %.80s…", got, want.Bytes())
+	}
+}
+
+func TestLinkBandwidthCap(t *testing.T) {
+	const rate = 400 << 10
+	l := startLink(t, Shape{BytesPerSecond: rate})
+	c := dialLink(t, l)
+	msg := bytes.Repeat([]byte{7}, 200<<10)
+	// Half a second of the line's capacity each way; the two directions
+	// overlap, so the whole takes at least half a second.
+	if took := roundTrip(t, c, msg); took < 500*time.Millisecond {
+		t.Errorf("%d kB through a %d kB/s link took %v, want at least 500ms", len(msg)>>10, rate>>10, took)
+	}
+}
+
+func TestLinkCutAndRestore(t *testing.T) {
+	l := startLink(t, Shape{})
+	c := dialLink(t, l)
+	roundTrip(t, c, []byte("before"))
+
+	l.Cut()
+	if !l.IsCut() {
+		t.Fatal("IsCut is false after Cut")
+	}
+	if _, err := io.ReadFull(c, make([]byte, 1)); err == nil {
+		t.Fatal("a connection through the link survived the cut")
+	}
+	refused := dialLink(t, l)
+	if n, err := refused.Read(make([]byte, 1)); err == nil {
+		t.Fatalf("a connection made while the link is cut read %d bytes", n)
+	}
+
+	l.Restore()
+	after := dialLink(t, l)
+	roundTrip(t, after, []byte("after"))
+}
+
+func TestLinkPartitionAndHeal(t *testing.T) {
+	l := startLink(t, Shape{})
+	c := dialLink(t, l)
+	roundTrip(t, c, []byte("before"))
+
+	l.Partition()
+	l.Partition() // twice is once
+	if _, err := c.Write([]byte("held")); err != nil {
+		t.Fatal(err)
+	}
+	// Nothing comes back while partitioned, and the connection stays open.
+	_ = c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	if n, err := c.Read(make([]byte, 4)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("read through a partitioned link: %d bytes, %v; want the deadline to pass", n, err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+
+	l.Heal()
+	got := make([]byte, 4)
+	if _, err := io.ReadFull(c, got); err != nil || string(got) != "held" {
+		t.Fatalf("after Heal: %q, %v; want the held bytes", got, err)
+	}
+	roundTrip(t, c, []byte("after"))
+	l.Heal() // healing a whole link does nothing
+}
+
+func TestLinkClose(t *testing.T) {
+	l := startLink(t, Shape{Latency: time.Hour})
+	c := dialLink(t, l)
+	if _, err := c.Write([]byte("held for an hour")); err != nil {
+		t.Fatal(err)
+	}
+	// Close ends the connection whose bytes wait on the latency, and
+	// waits for its goroutines.
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Read(make([]byte, 1)); err == nil {
+		t.Fatal("connection still open after Close")
+	}
+	if err := l.SetShape(Shape{}); !errors.Is(err, ErrLinkClosed) {
+		t.Errorf("SetShape after Close: %v, want ErrLinkClosed", err)
+	}
+	if _, err := net.DialTimeout("tcp", l.Addr(), time.Second); err == nil {
+		t.Error("a closed link still accepts connections")
+	}
+}
+
+func TestLinkConfigValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(*LinkConfig)
+	}{
+		{"no upstream", func(c *LinkConfig) { c.Upstream = "" }},
+		{"no listen address", func(c *LinkConfig) { c.Listen = "" }},
+		{"tiny dial timeout", func(c *LinkConfig) { c.DialTimeout = time.Millisecond }},
+		{"negative jitter", func(c *LinkConfig) { c.Shape.Jitter = -1 }},
+		{"negative cap", func(c *LinkConfig) { c.Shape.BytesPerSecond = -1 }},
+	} {
+		cfg := DefaultLinkConfig("l", "127.0.0.1:0", "127.0.0.1:1")
+		if err := cfg.Validate(); err != nil {
+			t.Fatalf("default config: %v", err)
+		}
+		tc.edit(&cfg)
+		if _, err := StartLink(cfg); !errors.Is(err, ErrBadConfig) {
+			t.Errorf("%s: %v, want ErrBadConfig", tc.name, err)
+		}
+	}
+}
