@@ -21,12 +21,12 @@ import (
 	"github.com/meridian-mq/meridian/telemetry"
 )
 
-// BrokerConfig configures a region's broker in this process: the ledger
-// client on the region's bookies, the managed-ledger factory, the global
-// policy cache, the topic service, the protocol server, and the web listener
-// with the admin REST API and /metrics. The region, the metadata stores, the
-// logger and the metrics registry are the region's (RegionConfig, Config),
-// set once there and handed to every part.
+// BrokerConfig configures a region's broker in this process: the
+// managed-ledger factory, the topic service, the protocol server, and the
+// web listener with the admin REST API and /metrics, on the region's ledger
+// client and policy cache. The region, the metadata stores, the logger and
+// the metrics registry are the region's (RegionConfig, Config), set once
+// there and handed to every part.
 type BrokerConfig struct {
 	// BrokerAddr is where the Pulsar protocol is served, WebAddr where HTTP
 	// (the admin API, /metrics) is. Port 0 picks a free port (tests); then
