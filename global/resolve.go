@@ -123,6 +123,12 @@ type Effective struct {
 	// Shared or Key_Shared consumer holds unacked (0: none), or nil when the
 	// topic sets none and the broker's setting applies.
 	MaxUnackedMessagesOnConsumer *int
+	// ReplicatorDispatchRate is the topic's replicatorDispatchRate, which
+	// overrides the namespace's for every source region, or nil;
+	// NamespaceReplicatorDispatchRates are the namespace's, by source
+	// region, or nil. ReplicatorDispatchRateFrom resolves them.
+	ReplicatorDispatchRate           *DispatchRate
+	NamespaceReplicatorDispatchRates map[string]DispatchRate
 }
 
 // Resolve computes a topic's effective policies, field by field: the topic
@@ -188,6 +194,8 @@ func Resolve(d BrokerDefaults, tenant TenantInfo, ns Policies, topic *TopicPolic
 	if n, ok := tp.Extra.limit(ExtraTopicMaxUnackedOnConsumer); ok {
 		e.MaxUnackedMessagesOnConsumer = &n
 	}
+	e.ReplicatorDispatchRate = topicReplicatorDispatchRate(tp.Extra)
+	e.NamespaceReplicatorDispatchRates = NamespaceReplicatorDispatchRates(ns.Extra)
 	if ns.Bundles != nil {
 		// Validated on every write; a record that does not parse yields
 		// no bundles rather than invented ones.

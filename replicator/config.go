@@ -24,8 +24,9 @@ type Config struct {
 	LeaseTTL time.Duration
 	// ScanInterval is how often the worker compares the tasks the region's
 	// topics and policies need with those held, and claims the ones
-	// without a holder; a policy change also wakes it. Default 1s;
-	// 10ms..1m.
+	// without a holder; a policy change also wakes it. It is also how
+	// often a task reads its replicator dispatch rate again, so a change
+	// of rate applies within it. Default 1s; 10ms..1m.
 	ScanInterval time.Duration
 	// ClaimGrace is how long a task stays without a holder before a
 	// worker other than its preferred one (rendezvous hashing over the

@@ -123,8 +123,10 @@ func (t *task) replicate(ctx context.Context) (progressed bool, err error) {
 }
 
 // send reads entries in order and hands each to the remote producer (or
-// marks it to skip), queueing it for acknowledge.
+// marks it to skip), queueing it for acknowledge. It keeps to the topic's
+// replicator dispatch rate (dispatchLimiter).
 func (t *task) send(ctx context.Context, tail *mledger.Tailer, prod *remote.Producer, queue chan<- pending) error {
+	limit := t.dispatchLimiter()
 	for {
 		entries, err := tail.Next(ctx, t.w.cfg.ReadBatch)
 		if err != nil {
@@ -141,6 +143,9 @@ func (t *task) send(ctx context.Context, tail *mledger.Tailer, prod *remote.Prod
 				return fmt.Errorf("entry %v of %s: %w", e.Position, t.id.Topic, err)
 			}
 			if forwardTo(md, t.id.Remote) {
+				if err := limit.wait(ctx, messagesIn(md.GetNumMessagesInBatch()), len(e.Data)); err != nil {
+					return err
+				}
 				if p.receipt, err = prod.Send(ctx, e.Data); err != nil {
 					return err
 				}

@@ -17,7 +17,8 @@ import (
 // limits (namespace maxProducersPerTopic, maxConsumersPerTopic and
 // maxConsumersPerSubscription; topic maxProducers, maxConsumers,
 // maxConsumersPerSubscription, maxSubscriptionsPerTopic and
-// maxUnackedMessagesOnConsumer; global.Resolve reads them). Setting any
+// maxUnackedMessagesOnConsumer; global.Resolve reads them), and the
+// replicator the topic's replicatorDispatchRate (dispatchrate.go). Setting any
 // other changes what GET returns and nothing else:
 //
 //   - namespace: maxTopicsPerNamespace, subscriptionExpirationTime,
@@ -27,7 +28,7 @@ import (
 //     their whole meaning);
 //   - topic: maxUnackedMessagesOnSubscription, persistence,
 //     delayedDelivery, dispatchRate, publishRate, subscribeRate,
-//     subscriptionDispatchRate, replicatorDispatchRate, offloadPolicies,
+//     subscriptionDispatchRate, offloadPolicies,
 //     maxMessageSize, deduplicationSnapshotInterval,
 //     schemaValidationEnforced, autoSubscriptionCreation, and the topic's
 //     properties.
@@ -40,11 +41,12 @@ import (
 type valueKind int
 
 const (
-	kindInt       valueKind = iota // an integer
-	kindNonNegInt                  // an integer >= 0
-	kindBool                       // true or false
-	kindObject                     // a JSON object (Pulsar's *Data types)
-	kindStringMap                  // an object of strings, merged on set (properties)
+	kindInt          valueKind = iota // an integer
+	kindNonNegInt                     // an integer >= 0
+	kindBool                          // true or false
+	kindObject                        // a JSON object (Pulsar's *Data types)
+	kindStringMap                     // an object of strings, merged on set (properties)
+	kindDispatchRate                  // a global.DispatchRate (replicatorDispatchRate)
 )
 
 // storedPolicy is one row of the table.
@@ -89,7 +91,7 @@ var topicStored = []storedPolicy{
 	{path: "publishRate", key: "publishRate", kind: kindObject},
 	{path: "subscribeRate", key: "subscribeRate", kind: kindObject},
 	{path: "subscriptionDispatchRate", key: "subscriptionDispatchRate", kind: kindObject},
-	{path: "replicatorDispatchRate", key: "replicatorDispatchRate", kind: kindObject},
+	{path: "replicatorDispatchRate", key: global.ExtraReplicatorDispatchRate, kind: kindDispatchRate},
 	{path: "offloadPolicies", key: "offloadPolicies", kind: kindObject},
 	{path: "maxMessageSize", key: "maxMessageSize", kind: kindNonNegInt},
 	{path: "maxSubscriptionsPerTopic", key: global.ExtraTopicMaxSubscriptions, kind: kindNonNegInt},
@@ -133,6 +135,14 @@ func (sp storedPolicy) check(body []byte) (json.RawMessage, error) {
 		if json.Unmarshal(body, &m) != nil || m == nil {
 			return nil, bad("a JSON object of strings")
 		}
+	case kindDispatchRate:
+		// Stored as parsed, with Pulsar's defaults filled in, so that
+		// the replicator reads the rate the API accepted.
+		rate, err := parseDispatchRate(body)
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(rate)
 	}
 	var out bytes.Buffer
 	if err = json.Compact(&out, body); err != nil {

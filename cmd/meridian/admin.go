@@ -78,6 +78,19 @@ JSON. Authenticate with --token / --token-file, with --auth-plugin and
 // credentials are an error rather than a silent choice: pulsaradmin would
 // otherwise pick one of them by its own precedence.
 func (a *adminCLI) client() (pulsaradmin.Client, error) {
+	cfg, err := a.config()
+	if err != nil {
+		return nil, err
+	}
+	c, err := pulsaradmin.NewClient(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("admin client: %w", err)
+	}
+	return c, nil
+}
+
+// config is the pulsaradmin configuration the flags describe.
+func (a *adminCLI) config() (*pulsaradmin.Config, error) {
 	u, err := url.Parse(a.url)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("--admin-url %q: want http://host:port or https://host:port", a.url)
@@ -107,11 +120,7 @@ func (a *adminCLI) client() (pulsaradmin.Client, error) {
 	default:
 		return nil, fmt.Errorf("--auth-plugin %q is not supported: use token or tls (or --token, --token-file)", a.authPlugin)
 	}
-	c, err := pulsaradmin.NewClient(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("admin client: %w", err)
-	}
-	return c, nil
+	return cfg, nil
 }
 
 // explain turns a pulsaradmin error into one that says what went wrong and
@@ -476,7 +485,8 @@ func (a *adminCLI) namespacesCommand() *cobra.Command {
 		a.grantCommand(), a.revokeCommand(), a.permissionsCommand(),
 		a.setClustersCommand(), a.getClustersCommand(),
 		a.setBacklogQuotaCommand(), a.getBacklogQuotaCommand(), a.removeBacklogQuotaCommand(),
-		a.setAutoTopicCreationCommand(), a.getAutoTopicCreationCommand(), a.removeAutoTopicCreationCommand())
+		a.setAutoTopicCreationCommand(), a.getAutoTopicCreationCommand(), a.removeAutoTopicCreationCommand(),
+		a.setNamespaceDispatchRateCommand(), a.getNamespaceDispatchRateCommand(), a.removeNamespaceDispatchRateCommand())
 }
 
 func (a *adminCLI) retentionCommands() [2]*cobra.Command {
@@ -926,7 +936,9 @@ func (a *adminCLI) topicsCommand() *cobra.Command {
 	return group("topics", "Manage topics and their subscriptions", list, create, createPart, updatePart, del, delPart,
 		stats, pstats, internal, subs, a.createSubCommand(), a.unsubscribeCommand(), a.skipCommand(),
 		a.clearBacklogCommand(), a.resetCursorCommand(), a.expireCommand(), a.peekCommand(),
-		terminate, unload, lookup, last)
+		terminate, unload, lookup, last,
+		a.setTopicDispatchRateCommand(), a.getTopicDispatchRateCommand(), a.removeTopicDispatchRateCommand(),
+		a.setTopicClustersCommand(), a.getTopicClustersCommand(), a.removeTopicClustersCommand())
 }
 
 // shortID prints a message id as pulsar-admin does: ledger:entry, with the

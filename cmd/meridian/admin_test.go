@@ -15,9 +15,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
-
-	"github.com/meridian-mq/meridian/cluster/admin"
 )
 
 // recorded is one request the fake admin API received.
@@ -603,27 +600,7 @@ func TestParseSizeAndSeconds(t *testing.T) {
 // scripts/pulsar-test-service-start.sh, and a topic's life, against a real
 // standalone region serving the real admin API.
 func TestAdminAgainstRegion(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a region")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	region := startRegion(ctx, t)
-	h, err := admin.New(admin.DefaultConfig(), region.Service(), discardLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	web := httptest.NewServer(h)
-	defer web.Close()
-
-	run := func(args ...string) string {
-		t.Helper()
-		out, err := runAdmin(t, web.URL, args...)
-		if err != nil {
-			t.Fatalf("meridian admin %s: %v", strings.Join(args, " "), err)
-		}
-		return out
-	}
+	webURL, run := startAdminRegion(t)
 	run("tenants", "update", "public", "-r", "anonymous")
 	run("namespaces", "grant-permission", "public/default", "--actions", "produce,consume", "--role", "anonymous")
 	run("tenants", "create", "private")
@@ -671,7 +648,7 @@ func TestAdminAgainstRegion(t *testing.T) {
 	}
 
 	// A refused write says why and changes nothing.
-	_, err = runAdmin(t, web.URL, "tenants", "create", "bad", "-c", "no-such-cluster")
+	_, err := runAdmin(t, webURL, "tenants", "create", "bad", "-c", "no-such-cluster")
 	if err == nil || !strings.Contains(err.Error(), "HTTP 4") {
 		t.Errorf("tenant with an unknown cluster: %v", err)
 	}

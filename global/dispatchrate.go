@@ -1,0 +1,89 @@
+package global
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// ExtraReplicatorDispatchRate is the Extra key, Pulsar's JSON field name, of
+// the replicator dispatch rate: in a namespace's record a map from source
+// region to DispatchRate (Pulsar's Policies.replicatorDispatchRate, keyed by
+// the cluster whose admin API set it), in a topic's record one DispatchRate
+// that applies to the topic's replication out of every region (Pulsar's
+// TopicPolicies.replicatorDispatchRate).
+const ExtraReplicatorDispatchRate = "replicatorDispatchRate"
+
+// DispatchRate is Pulsar's DispatchRate (pulsaradmin's utils.DispatchRate
+// and DispatchRateData): at most DispatchThrottlingRateInMsg messages and
+// DispatchThrottlingRateInByte bytes per RatePeriodInSecond seconds. A
+// dimension of 0 or less is not limited, as in Pulsar (its default is -1).
+type DispatchRate struct {
+	DispatchThrottlingRateInMsg  int64 `json:"dispatchThrottlingRateInMsg"`
+	DispatchThrottlingRateInByte int64 `json:"dispatchThrottlingRateInByte"`
+	// RelativeToPublishRate (Pulsar's PIP-52) scales the rate by the
+	// topic's publish rate. Meridian refuses it: the replicator runs apart
+	// from the broker that measures the publish rate.
+	RelativeToPublishRate bool `json:"relativeToPublishRate"`
+	// RatePeriodInSecond is the period the two rates count over: 1 or more.
+	RatePeriodInSecond int `json:"ratePeriodInSecond"`
+}
+
+// Limited reports whether r limits anything.
+func (r DispatchRate) Limited() bool {
+	return r.DispatchThrottlingRateInMsg > 0 || r.DispatchThrottlingRateInByte > 0
+}
+
+// Validate reports a rate that cannot be applied.
+func (r DispatchRate) Validate() error {
+	if r.RatePeriodInSecond < 1 {
+		return fmt.Errorf("%w: ratePeriodInSecond must be 1 or more, got %d", ErrInvalidPolicies, r.RatePeriodInSecond)
+	}
+	if r.RelativeToPublishRate {
+		return fmt.Errorf("%w: relativeToPublishRate is not supported for the replicator dispatch rate: give absolute rates", ErrInvalidPolicies)
+	}
+	return nil
+}
+
+// ReplicatorDispatchRateFrom is the rate that limits the topic's
+// replication out of region, and whether there is one: the topic's policy,
+// else the namespace's for region, as Pulsar resolves it. A rate that limits
+// nothing counts as none.
+func (e Effective) ReplicatorDispatchRateFrom(region string) (DispatchRate, bool) {
+	r, ok := DispatchRate{}, false
+	if e.ReplicatorDispatchRate != nil {
+		r, ok = *e.ReplicatorDispatchRate, true
+	} else {
+		r, ok = e.NamespaceReplicatorDispatchRates[region]
+	}
+	if !ok || !r.Limited() {
+		return DispatchRate{}, false
+	}
+	return r, true
+}
+
+// topicReplicatorDispatchRate reads a topic's rate from its Extra: nil when
+// unset or not a valid rate (the admin API stores no other).
+func topicReplicatorDispatchRate(e Extra) *DispatchRate {
+	v, set := e[ExtraReplicatorDispatchRate]
+	var r DispatchRate
+	if !set || json.Unmarshal(v, &r) != nil || r.Validate() != nil {
+		return nil
+	}
+	return &r
+}
+
+// NamespaceReplicatorDispatchRates reads a namespace's rates per source
+// region from its Extra, leaving out any that is not valid: nil when unset.
+func NamespaceReplicatorDispatchRates(e Extra) map[string]DispatchRate {
+	v, set := e[ExtraReplicatorDispatchRate]
+	var m map[string]DispatchRate
+	if !set || json.Unmarshal(v, &m) != nil {
+		return nil
+	}
+	for region, r := range m {
+		if r.Validate() != nil {
+			delete(m, region)
+		}
+	}
+	return m
+}
