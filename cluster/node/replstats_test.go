@@ -196,3 +196,81 @@ func freeAddr(t *testing.T) string {
 	defer ln.Close()
 	return ln.Addr().String()
 }
+
+// TestReplicationRemoteDown: regions east and west run as separate nodes on
+// east's etcd. While west is stopped, east's stats show the link
+// disconnected and the backlog growing, with its delay; when west starts
+// again on the same addresses, the backlog drains with no operator action,
+// and west's subscriber gets every message once, in order.
+func TestReplicationRemoteDown(t *testing.T) {
+	tune := func(cfg *node.Config) {
+		for _, r := range cfg.Regions {
+			r.Replicator.ScanInterval = 50 * time.Millisecond
+			r.Replicator.CursorPersistInterval = 10 * time.Millisecond
+			r.Replicator.StatsInterval = 100 * time.Millisecond
+			r.Replicator.RetryInitial, r.Replicator.RetryMax = 100*time.Millisecond, 500*time.Millisecond
+		}
+	}
+	eastCfg := node.Dev(t.TempDir(), []string{"east"}, 0, 0)
+	freePorts(&eastCfg)
+	tune(&eastCfg)
+	eastCfg.Logger = testLogger()
+	eastNode := startNode(t, eastCfg)
+	east := eastNode.Broker()
+
+	// West: its own node on east's etcd, at fixed addresses so that it
+	// comes back where the cluster record points.
+	westCfg := node.Dev(t.TempDir(), []string{"west"}, 0, 0)
+	westCfg.EmbedEtcd, westCfg.EtcdClientURL, westCfg.Etcd = false, "", eastNode.EtcdEndpoints()
+	tune(&westCfg)
+	wb := westCfg.Regions[0].Broker
+	wb.BrokerAddr, wb.WebAddr, wb.AdvertisedHost = freeAddr(t), freeAddr(t), "127.0.0.1"
+	westCfg.Logger = testLogger()
+	westNode := startNode(t, westCfg)
+
+	const topic = "persistent://public/default/outage"
+	subscribe := func() pulsar.Consumer {
+		c := newClient(t, pulsar.ClientOptions{URL: westNode.Broker().ServiceURL()})
+		cons, err := c.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s",
+			SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cons
+	}
+	cons := subscribe()
+	producer := newClient(t, pulsar.ClientOptions{URL: east.ServiceURL()})
+	produceN(t, producer, topic, "before", 20)
+	checkPayloads(t, receiveAll(t, cons, 20, 200*time.Millisecond), "before", 20)
+	up := waitReplication(t, east.WebURL(), topic, "stats", "west", "connected and drained",
+		func(s replStat) bool { return s.Connected && s.ReplicationBacklog == 0 })
+	if up.OutboundConnection == "" || up.LastError != "" {
+		t.Errorf("a healthy link's stats: %+v", up)
+	}
+	// West counts east's replication producer as its inbound side.
+	waitReplication(t, westNode.Broker().WebURL(), topic, "stats", "east", "showing the inbound connection",
+		func(s replStat) bool { return s.InboundConnection != "" })
+
+	cons.Close()
+	if err := westNode.Close(); err != nil {
+		t.Fatal(err)
+	}
+	produceN(t, producer, topic, "during", 30)
+	down := waitReplication(t, east.WebURL(), topic, "stats", "west", "disconnected with the backlog",
+		func(s replStat) bool { return !s.Connected && s.ReplicationBacklog == 30 && s.LastError != "" })
+	t.Logf("west down: %+v", down)
+	produceN(t, producer, topic, "later", 20)
+	// The backlog grows, and its oldest message ages.
+	waitReplication(t, east.WebURL(), topic, "stats", "west", "growing and aging",
+		func(s replStat) bool { return !s.Connected && s.ReplicationBacklog == 50 && s.ReplicationDelayInSeconds >= 1 })
+
+	westNode = startNode(t, westCfg)
+	cons = subscribe()
+	defer cons.Close()
+	got := receiveAll(t, cons, 50, 500*time.Millisecond)
+	checkPayloads(t, got[:30], "during", 30)
+	checkPayloads(t, got[30:], "later", 20)
+	drained := waitReplication(t, east.WebURL(), topic, "stats", "west", "reconnected and drained",
+		func(s replStat) bool { return s.Connected && s.ReplicationBacklog == 0 && s.ReplicationDelayInSeconds == 0 })
+	t.Logf("west back: %+v", drained)
+}
