@@ -262,7 +262,9 @@ func TestReplicationRemoteDown(t *testing.T) {
 	produceN(t, producer, topic, "later", 20)
 	// The backlog grows, and its oldest message ages.
 	waitReplication(t, east.WebURL(), topic, "stats", "west", "growing and aging",
-		func(s replStat) bool { return !s.Connected && s.ReplicationBacklog == 50 && s.ReplicationDelayInSeconds >= 1 })
+		func(s replStat) bool {
+			return !s.Connected && s.ReplicationBacklog == 50 && s.ReplicationDelayInSeconds >= 1
+		})
 
 	westNode = startNode(t, westCfg)
 	cons = subscribe()
@@ -271,6 +273,8 @@ func TestReplicationRemoteDown(t *testing.T) {
 	checkPayloads(t, got[:30], "during", 30)
 	checkPayloads(t, got[30:], "later", 20)
 	drained := waitReplication(t, east.WebURL(), topic, "stats", "west", "reconnected and drained",
-		func(s replStat) bool { return s.Connected && s.ReplicationBacklog == 0 && s.ReplicationDelayInSeconds == 0 })
+		func(s replStat) bool {
+			return s.Connected && s.ReplicationBacklog == 0 && s.ReplicationDelayInSeconds == 0
+		})
 	t.Logf("west back: %+v", drained)
 }
