@@ -278,3 +278,39 @@ func TestReplicationRemoteDown(t *testing.T) {
 		})
 	t.Logf("west back: %+v", drained)
 }
+
+// TestReplicationPartitionedStats: a partitioned topic's stats carry the
+// replication map per partition and summed over them.
+func TestReplicationPartitionedStats(t *testing.T) {
+	n, urls := startDev(t, "east", "west")
+	east := n.Regions()[0].Broker()
+	const topic, partitions, count = "persistent://public/default/parts", 2, 40
+	req, err := http.NewRequest(http.MethodPut, east.WebURL()+"/admin/v2/persistent/public/default/parts/partitions",
+		strings.NewReader(fmt.Sprint(partitions)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		t.Fatalf("create %s: %s", topic, resp.Status)
+	}
+	cons := subscribeIn(t, map[string]string{"west": urls["west"]}, topic)["west"]
+	produceN(t, newClient(t, pulsar.ClientOptions{URL: urls["east"]}), topic, "m", count)
+	receiveAll(t, cons, count, 200*time.Millisecond)
+	st := waitReplication(t, east.WebURL(), topic, "partitioned-stats", "west", "connected and drained",
+		func(s replStat) bool { return s.Connected && s.ReplicationBacklog == 0 && s.OutboundConnection != "" })
+	if st.LastError != "" {
+		t.Errorf("a healthy link shows lastError %q", st.LastError)
+	}
+	for i := range partitions {
+		p := fmt.Sprintf("%s-partition-%d", topic, i)
+		if ps, ok := replicationOf(t, east.WebURL(), p, "stats")["west"]; !ok || !ps.Connected {
+			t.Errorf("%s: replication to west %+v (listed %v)", p, ps, ok)
+		}
+	}
+}
