@@ -17,6 +17,7 @@ import (
 	"github.com/meridian-mq/meridian/cluster/broker/auth"
 	"github.com/meridian-mq/meridian/cluster/node"
 	"github.com/meridian-mq/meridian/global"
+	"github.com/meridian-mq/meridian/replicator"
 )
 
 // replStat is one region's entry of a topic's replication stats, as the
@@ -313,4 +314,37 @@ func TestReplicationPartitionedStats(t *testing.T) {
 			t.Errorf("%s: replication to west %+v (listed %v)", p, ps, ok)
 		}
 	}
+}
+
+// TestReplicationStatsFromAnotherProcess: east's replication worker runs in
+// a node of its own (as `meridian replicator` does), apart from east's
+// broker. East's broker answers the stats from the worker's record: the
+// link connected while the worker runs, and not once it stopped.
+func TestReplicationStatsFromAnotherProcess(t *testing.T) {
+	cfg := node.Dev(t.TempDir(), []string{"east", "west"}, 0, 0)
+	freePorts(&cfg)
+	cfg.Regions[0].Replicator = nil
+	cfg.Logger = testLogger()
+	brokers := startNode(t, cfg)
+	east, west := brokers.Regions()[0].Broker(), brokers.Regions()[1].Broker()
+
+	rep := replicator.DefaultConfig("east")
+	rep.ScanInterval, rep.CursorPersistInterval, rep.StatsInterval = 50*time.Millisecond, 10*time.Millisecond, 100*time.Millisecond
+	workers := startNode(t, node.Config{Etcd: brokers.EtcdEndpoints(), Logger: testLogger(),
+		Regions: []node.RegionConfig{{Name: "east", Replicator: &rep}}})
+
+	const topic, count = "persistent://public/default/apart", 30
+	cons := subscribeIn(t, map[string]string{"west": west.ServiceURL()}, topic)["west"]
+	produceN(t, newClient(t, pulsar.ClientOptions{URL: east.ServiceURL()}), topic, "m", count)
+	checkPayloads(t, receiveAll(t, cons, count, 200*time.Millisecond), "m", count)
+	st := waitReplication(t, east.WebURL(), topic, "stats", "west", "connected and drained",
+		func(s replStat) bool { return s.Connected && s.ReplicationBacklog == 0 })
+	if st.OutboundConnection != west.ServiceURL() || st.OutboundConnectedSince == "" {
+		t.Errorf("outbound connection %q since %q, want %s", st.OutboundConnection, st.OutboundConnectedSince, west.ServiceURL())
+	}
+	if err := workers.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitReplication(t, east.WebURL(), topic, "stats", "west", "disconnected once the worker stopped",
+		func(s replStat) bool { return !s.Connected && s.OutboundConnection == "" })
 }
