@@ -44,6 +44,11 @@ type Config struct {
 	// attempts (the remote unreachable or refusing): exponential with
 	// jitter, capped. Defaults 100ms and 30s; RetryInitial <= RetryMax.
 	RetryInitial, RetryMax time.Duration
+	// StatsInterval is how often the worker publishes its tasks' state
+	// (connection, counters, cursor, last error) into its one record,
+	// mledger.ReplicationStateKey, which the brokers read for topic stats;
+	// it writes only when the state changed. Default 1s; 10ms..1m.
+	StatsInterval time.Duration
 	// Tailer tunes the reading of a topic's ledgers; its Region is set
 	// from Region.
 	Tailer mledger.TailerConfig
@@ -64,6 +69,7 @@ func DefaultConfig(region string) Config {
 		CursorPersistInterval: 100 * time.Millisecond,
 		RetryInitial:          100 * time.Millisecond,
 		RetryMax:              30 * time.Second,
+		StatsInterval:         time.Second,
 		Tailer:                mledger.DefaultTailerConfig(region),
 		Remote:                remote.DefaultConfig("", "", global.ClusterData{}),
 	}
@@ -85,6 +91,7 @@ func (c Config) Validate() error {
 		{"CursorPersistInterval", c.CursorPersistInterval, time.Millisecond, time.Minute},
 		{"RetryInitial", c.RetryInitial, time.Millisecond, c.RetryMax},
 		{"RetryMax", c.RetryMax, c.RetryInitial, time.Hour},
+		{"StatsInterval", c.StatsInterval, 10 * time.Millisecond, time.Minute},
 	} {
 		if d.v < d.min || d.v > d.max {
 			return fmt.Errorf("replicator: Config.%s = %v, want %v..%v", d.name, d.v, d.min, d.max)

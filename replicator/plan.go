@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/meridian-mq/meridian/cluster/meta"
+	"github.com/meridian-mq/meridian/cluster/mledger"
 	"github.com/meridian-mq/meridian/cluster/wire/pb"
 )
 
@@ -13,7 +14,7 @@ import (
 // meridian.repl.<remote> is how far the region's copy has reached remote
 // (DESIGN §6). The task that holds the lease is its only writer; the topic's
 // owner only reads it, to hold retention.
-const CursorPrefix = "meridian.repl."
+const CursorPrefix = mledger.ReplicationCursorPrefix
 
 // localOnly is the replicate_to value that keeps a message in its region
 // (pulsar-client-go's DisableReplication).

@@ -29,6 +29,7 @@ type task struct {
 	log    *slog.Logger
 	cancel context.CancelFunc
 	done   chan struct{} // closed when run returns
+	stats  *taskStats    // what the worker publishes of the task
 }
 
 // run replicates until ctx ends or another worker takes the task, retrying
@@ -38,6 +39,7 @@ type task struct {
 // attempt starts from it.
 func (t *task) run(ctx context.Context) {
 	defer close(t.done)
+	defer t.w.states.remove(t.stats)
 	b := backoff.NewExponentialBackOff()
 	b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = t.w.cfg.RetryInitial, t.w.cfg.RetryMax, 0
 	for {
@@ -53,6 +55,7 @@ func (t *task) run(ctx context.Context) {
 		if progressed {
 			b.Reset()
 		}
+		t.stats.failed(err, time.Now())
 		wait := b.NextBackOff()
 		t.log.Warn("replication task failed; retrying", "err", err, "retry_in", wait.Round(time.Millisecond))
 		select {
@@ -67,8 +70,9 @@ func (t *task) run(ctx context.Context) {
 // not to be sent (it came by replication, or its replicate_to leaves this
 // remote out), in source order.
 type pending struct {
-	pos     mledger.Position
-	receipt *remote.Receipt // nil: nothing to wait for
+	pos         mledger.Position
+	receipt     *remote.Receipt // nil: nothing to wait for
+	msgs, bytes int             // of the entry sent, for the stats
 }
 
 // replicate is one attempt: open the cursor, the tailer and the remote
@@ -85,6 +89,7 @@ func (t *task) replicate(ctx context.Context) (progressed bool, err error) {
 	if err != nil {
 		return false, err
 	}
+	t.stats.markDeleted(cursor.MarkDeletePosition())
 	tail, err := mledger.OpenTailer(ctx, w.cfg.Tailer, w.ledgers, w.store, t.id.Topic, cursor.MarkDeletePosition())
 	if err != nil {
 		return false, fmt.Errorf("read %s from the bookies: %w", t.id.Topic, err)
@@ -106,6 +111,8 @@ func (t *task) replicate(ctx context.Context) (progressed bool, err error) {
 		defer cancel()
 		prod.Close(cctx)
 	}()
+	t.stats.connected(prod.Broker(), time.Now())
+	defer t.stats.disconnected()
 	t.log.Info("replicating", "from", cursor.MarkDeletePosition().String())
 
 	queue := make(chan pending, w.cfg.Remote.MaxInFlightEntries)
@@ -149,6 +156,7 @@ func (t *task) send(ctx context.Context, tail *mledger.Tailer, prod *remote.Prod
 				if p.receipt, err = prod.Send(ctx, e.Data); err != nil {
 					return err
 				}
+				p.msgs, p.bytes = int(max(md.GetNumMessagesInBatch(), 1)), len(e.Data)
 			}
 			select {
 			case queue <- p:
@@ -175,6 +183,7 @@ func (t *task) acknowledge(ctx context.Context, cursor *mledger.ExternalCursor, 
 		if err := cursor.MarkDelete(ctx, last); err != nil {
 			return err
 		}
+		t.stats.markDeleted(last)
 		dirty, progressed = false, true
 		return nil
 	}
@@ -199,6 +208,7 @@ func (t *task) acknowledge(ctx context.Context, cursor *mledger.ExternalCursor, 
 				if _, err := p.receipt.Wait(ctx); err != nil {
 					return progressed, err
 				}
+				t.stats.acknowledged(p.msgs, p.bytes)
 			}
 			last, dirty = p.pos, true
 			if !armed {

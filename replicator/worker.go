@@ -41,6 +41,9 @@ type Worker struct {
 	cancel context.CancelFunc
 	done   chan struct{} // closed when loop returns
 
+	states     *stateBoard   // the tasks' state, published by its own goroutine
+	statesDone chan struct{} // closed when that goroutine returns
+
 	// Owned by loop.
 	tasks    map[taskID]*task
 	orphaned map[taskID]time.Time // since when a needed task has had no holder
@@ -64,7 +67,8 @@ func Start(ctx context.Context, cfg Config, store meta.Store, ledgers *ledger.Cl
 	}
 	w := &Worker{cfg: cfg, store: store, ledgers: ledgers, policies: policies,
 		log: log.With("worker", cfg.WorkerID), done: make(chan struct{}),
-		tasks: map[taskID]*task{}, orphaned: map[taskID]time.Time{}}
+		tasks: map[taskID]*task{}, orphaned: map[taskID]time.Time{}, statesDone: make(chan struct{})}
+	w.states = newStateBoard(cfg.Region, cfg.WorkerID, store, cfg.StatsInterval, w.log)
 	// The lease lives as long as the worker, not as long as ctx.
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	lease, err := w.register(w.ctx)
@@ -73,6 +77,10 @@ func Start(ctx context.Context, cfg Config, store meta.Store, ledgers *ledger.Cl
 		return nil, err
 	}
 	go w.loop(lease)
+	go func() {
+		defer close(w.statesDone)
+		w.states.run(w.ctx)
+	}()
 	w.log.Info("replicator worker started")
 	return w, nil
 }
@@ -98,6 +106,7 @@ func (w *Worker) register(ctx context.Context) (meta.Lease, error) {
 		}
 		return nil, fmt.Errorf("replicator: register worker: %w", err)
 	}
+	w.states.setLease(lease.ID())
 	return lease, nil
 }
 
@@ -256,7 +265,9 @@ func (w *Worker) names(ctx context.Context, prefix string) ([]string, error) {
 
 func (w *Worker) startTask(id taskID, rev int64) {
 	ctx, cancel := context.WithCancel(w.ctx)
-	t := &task{id: id, w: w, rev: rev, log: taskLogger(w.log, id), cancel: cancel, done: make(chan struct{})}
+	t := &task{id: id, w: w, rev: rev, log: taskLogger(w.log, id), cancel: cancel, done: make(chan struct{}),
+		stats: newTaskStats(id)}
+	w.states.add(t.stats)
 	w.tasks[id] = t
 	t.log.Info("replication task claimed")
 	go t.run(ctx)
@@ -332,5 +343,6 @@ func (w *Worker) Tasks(ctx context.Context) ([]string, error) {
 func (w *Worker) Close() error {
 	w.cancel()
 	<-w.done
+	<-w.statesDone
 	return nil
 }

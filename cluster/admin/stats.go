@@ -77,8 +77,9 @@ type (
 		ClientVersion    string            `json:"clientVersion"`
 		Metadata         map[string]string `json:"metadata"`
 	}
-	// replicatorStats is pulsaradmin's ReplicatorStats. The map is empty
-	// until the broker reports its replication tasks.
+	// replicatorStats is pulsaradmin's ReplicatorStats, plus LastError
+	// (ours): the last failure of the replication task, empty when none.
+	// See replication.go.
 	replicatorStats struct {
 		Connected                 bool    `json:"connected"`
 		MsgRateIn                 float64 `json:"msgRateIn"`
@@ -92,6 +93,7 @@ type (
 		InboundConnectedSince     string  `json:"inboundConnectedSince"`
 		OutboundConnection        string  `json:"outboundConnection"`
 		OutboundConnectedSince    string  `json:"outboundConnectedSince"`
+		LastError                 string  `json:"lastError"`
 	}
 	partitionedTopicStats struct {
 		topicStats
@@ -244,6 +246,7 @@ func (s *topicStats) add(p topicStats) {
 	s.BacklogSize += p.BacklogSize
 	s.AverageMsgSize = average(s.BytesInCounter, s.MsgInCounter)
 	s.Publishers = append(s.Publishers, p.Publishers...)
+	s.addReplication(p.Replication)
 	if s.DeduplicationStatus == "" {
 		s.DeduplicationStatus = p.DeduplicationStatus
 	}

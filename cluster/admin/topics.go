@@ -473,6 +473,7 @@ func (h *handler) stats(w http.ResponseWriter, r *http.Request, t topology.Topic
 		return err
 	}
 	out := h.renderStats(t.String(), tp.Stats(), h.dedup(t))
+	h.renderReplication(r.Context(), tp, &out)
 	f.apply(&out)
 	return ok(w, out)
 }
@@ -510,7 +511,9 @@ func (h *handler) partitionedStats(w http.ResponseWriter, r *http.Request, t top
 		if err != nil {
 			return nil, err
 		}
-		return json.Marshal(h.renderStats(p.String(), tp.Stats(), dedup))
+		ps := h.renderStats(p.String(), tp.Stats(), dedup)
+		h.renderReplication(r.Context(), tp, &ps)
+		return json.Marshal(ps)
 	}, func(p topology.TopicName, b []byte) error {
 		var ps topicStats
 		if err := json.Unmarshal(b, &ps); err != nil {

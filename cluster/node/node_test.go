@@ -19,22 +19,28 @@ import (
 	"github.com/meridian-mq/meridian/cluster/node"
 )
 
-// errorRecorder is a slog handler that keeps every record at ERROR and
-// passes all records on to next.
+// errorRecorder is a slog handler that keeps the records keep selects
+// (newErrorRecorder: every record at ERROR), as their message and
+// attributes, and passes all records on to next.
 type errorRecorder struct {
 	next slog.Handler
+	keep func(slog.Record) bool
 	mu   *sync.Mutex
 	errs *[]string
 }
 
 func newErrorRecorder(next slog.Handler) *errorRecorder {
-	return &errorRecorder{next: next, mu: new(sync.Mutex), errs: new([]string)}
+	return newRecorder(next, func(r slog.Record) bool { return r.Level >= slog.LevelError })
+}
+
+func newRecorder(next slog.Handler, keep func(slog.Record) bool) *errorRecorder {
+	return &errorRecorder{next: next, keep: keep, mu: new(sync.Mutex), errs: new([]string)}
 }
 
 func (h *errorRecorder) Enabled(context.Context, slog.Level) bool { return true }
 
 func (h *errorRecorder) Handle(ctx context.Context, r slog.Record) error {
-	if r.Level >= slog.LevelError {
+	if h.keep(r) {
 		var b strings.Builder
 		b.WriteString(r.Message)
 		r.Attrs(func(a slog.Attr) bool { fmt.Fprintf(&b, " %s=%v", a.Key, a.Value); return true })
@@ -49,11 +55,11 @@ func (h *errorRecorder) Handle(ctx context.Context, r slog.Record) error {
 }
 
 func (h *errorRecorder) WithAttrs(as []slog.Attr) slog.Handler {
-	return &errorRecorder{next: h.next.WithAttrs(as), mu: h.mu, errs: h.errs}
+	return &errorRecorder{next: h.next.WithAttrs(as), keep: h.keep, mu: h.mu, errs: h.errs}
 }
 
 func (h *errorRecorder) WithGroup(name string) slog.Handler {
-	return &errorRecorder{next: h.next.WithGroup(name), mu: h.mu, errs: h.errs}
+	return &errorRecorder{next: h.next.WithGroup(name), keep: h.keep, mu: h.mu, errs: h.errs}
 }
 
 func (h *errorRecorder) errors() []string {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/hex"
 	"encoding/json"
@@ -8,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"slices"
 	"sort"
@@ -17,6 +19,7 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsaradmin"
+	padmin "github.com/apache/pulsar-client-go/pulsaradmin/pkg/admin"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/admin/auth"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/rest"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
@@ -121,6 +124,49 @@ func (a *adminCLI) config() (*pulsaradmin.Config, error) {
 		return nil, fmt.Errorf("--auth-plugin %q is not supported: use token or tls (or --token, --token-file)", a.authPlugin)
 	}
 	return cfg, nil
+}
+
+// restClient is a REST client with the flags' URL and credentials, as
+// pulsaradmin builds it, for the requests pulsaradmin has no call for or
+// whose answers its types would cut short.
+func (a *adminCLI) restClient() (*rest.Client, error) {
+	cfg, err := a.config()
+	if err != nil {
+		return nil, err
+	}
+	provider, err := auth.GetAuthProvider(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("admin client: %w", err)
+	}
+	return &rest.Client{ServiceURL: cfg.WebServiceURL, VersionInfo: padmin.ReleaseVersion,
+		HTTPClient: &http.Client{Timeout: padmin.DefaultHTTPTimeOutDuration, Transport: provider}}, nil
+}
+
+// rawGet GETs path (below the admin URL) and returns the body as the server
+// sent it. Statistics print this way, so that every field the server
+// reports shows, also those pulsaradmin's types do not know (lastError in
+// the replication stats). Failures are rest.Error, as through pulsaradmin.
+func (a *adminCLI) rawGet(ctx context.Context, path string, params map[string]string) ([]byte, error) {
+	c, err := a.restClient()
+	if err != nil {
+		return nil, err
+	}
+	return c.GetWithQueryParamsWithContext(ctx, path, nil, params, false)
+}
+
+// topicPath is the admin API path of t's resource below it ("stats").
+func topicPath(t utils.TopicName, resource string) string {
+	return "/admin/v2/" + t.GetRestPath() + "/" + resource
+}
+
+// raw prints a JSON body as the server sent it, indented.
+func (p *printer) raw(body []byte) error {
+	var b bytes.Buffer
+	if err := json.Indent(&b, body, "", "  "); err != nil {
+		return fmt.Errorf("the server's answer is not JSON: %w", err)
+	}
+	_, err := fmt.Fprintf(p.w, "%s\n", b.Bytes())
+	return err
 }
 
 // explain turns a pulsaradmin error into one that says what went wrong and
@@ -877,20 +923,20 @@ func (a *adminCLI) topicsCommand() *cobra.Command {
 	})
 	delPart.Flags().BoolVarP(&forcePart, "force", "f", false, "delete even with connected producers or consumers")
 
-	stats := a.topicVerb("stats TOPIC", "Show a topic's statistics", func(ctx context.Context, c pulsaradmin.Client, p *printer, t utils.TopicName) error {
-		s, err := c.Topics().GetStatsWithContext(ctx, t)
+	stats := a.topicVerb("stats TOPIC", "Show a topic's statistics (the server's JSON, as it sent it)", func(ctx context.Context, _ pulsaradmin.Client, p *printer, t utils.TopicName) error {
+		body, err := a.rawGet(ctx, topicPath(t, "stats"), nil)
 		if err != nil {
 			return err
 		}
-		return p.object(s)
+		return p.raw(body)
 	})
 	var perPartition bool
 	pstats := a.topicVerb("partitioned-stats TOPIC", "Show a partitioned topic's statistics, summed over its partitions", func(ctx context.Context, c pulsaradmin.Client, p *printer, t utils.TopicName) error {
-		s, err := c.Topics().GetPartitionedStatsWithContext(ctx, t, perPartition)
+		body, err := a.rawGet(ctx, topicPath(t, "partitioned-stats"), map[string]string{"perPartition": strconv.FormatBool(perPartition)})
 		if err != nil {
 			return err
 		}
-		return p.object(s)
+		return p.raw(body)
 	})
 	pstats.Flags().BoolVar(&perPartition, "per-partition", false, "also show each partition's statistics")
 	internal := a.topicVerb("stats-internal TOPIC", "Show a topic's internal statistics (ledgers and cursors)", func(ctx context.Context, c pulsaradmin.Client, p *printer, t utils.TopicName) error {

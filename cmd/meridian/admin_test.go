@@ -470,6 +470,34 @@ func TestAdminStatsJSON(t *testing.T) {
 	}
 }
 
+// TestAdminStatsRaw checks that topic stats print every field the server
+// sent, also those pulsaradmin's types do not have (the replication
+// stats' lastError), and that partitioned stats pass perPartition.
+func TestAdminStatsRaw(t *testing.T) {
+	body := `{"replication":{"eu-west":{"connected":false,"lastError":"remote refused: not authorized"}}}`
+	f := newFakeAdmin(t, map[string]cannedResponse{
+		"GET /admin/v2/persistent/public/default/t1/stats":             {200, body},
+		"GET /admin/v2/persistent/public/default/p1/partitioned-stats": {200, body},
+	})
+	for _, args := range [][]string{{"topics", "stats", "t1"}, {"topics", "partitioned-stats", "p1", "--per-partition"}} {
+		out, err := runAdmin(t, f.URL, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v map[string]map[string]map[string]any
+		if err := json.Unmarshal([]byte(out), &v); err != nil {
+			t.Fatalf("%v: output is not JSON: %v\n%s", args, err, out)
+		}
+		if got := v["replication"]["eu-west"]["lastError"]; got != "remote refused: not authorized" {
+			t.Errorf("%v: lastError = %v; output:\n%s", args, got, out)
+		}
+	}
+	reqs := f.requests()
+	if last := reqs[len(reqs)-1]; last.Query != "perPartition=true" {
+		t.Errorf("partitioned-stats query = %q, want perPartition=true", last.Query)
+	}
+}
+
 // TestAdminErrors checks that failures say what the server said, or that
 // nothing answered, and that bad flags are refused before any request.
 func TestAdminErrors(t *testing.T) {

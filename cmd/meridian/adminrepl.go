@@ -3,12 +3,8 @@ package main
 import (
 	"context"
 	"errors"
-	"net/http"
 
 	"github.com/apache/pulsar-client-go/pulsaradmin"
-	padmin "github.com/apache/pulsar-client-go/pulsaradmin/pkg/admin"
-	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/admin/auth"
-	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/rest"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 	"github.com/spf13/cobra"
 )
@@ -91,16 +87,10 @@ func (a *adminCLI) removeNamespaceDispatchRateCommand() *cobra.Command {
 // restDelete sends DELETE path with the flags' URL and credentials, as
 // pulsaradmin would.
 func (a *adminCLI) restDelete(ctx context.Context, path string) error {
-	cfg, err := a.config()
+	c, err := a.restClient()
 	if err != nil {
 		return err
 	}
-	provider, err := auth.GetAuthProvider(cfg)
-	if err != nil {
-		return err
-	}
-	c := &rest.Client{ServiceURL: cfg.WebServiceURL, VersionInfo: padmin.ReleaseVersion,
-		HTTPClient: &http.Client{Timeout: padmin.DefaultHTTPTimeOutDuration, Transport: provider}}
 	return c.DeleteWithContext(ctx, path)
 }
 

@@ -249,6 +249,9 @@ func start(cfg Config, log *slog.Logger, auth authMethod, s *session, success *p
 // producer name when it was created: -1 when it has none.
 func (p *Producer) LastSequenceID() int64 { return p.lastSequenceID }
 
+// Broker is the address of the remote broker the producer is connected to.
+func (p *Producer) Broker() string { return p.s.ep.String() }
+
 // Done is closed once the Producer has stopped: Err says why. Every entry
 // then in flight has failed; open a new Producer and resend them.
 func (p *Producer) Done() <-chan struct{} { return p.failed }
