@@ -14,6 +14,7 @@ import (
 
 	"github.com/meridian-mq/meridian/cluster/admin"
 	"github.com/meridian-mq/meridian/cluster/broker/auth"
+	"github.com/meridian-mq/meridian/global"
 	"github.com/meridian-mq/meridian/topology"
 )
 
@@ -86,6 +87,17 @@ func TestAuthentication(t *testing.T) {
 		return resp.StatusCode
 	}
 	const policies = "/admin/v2/namespaces/public/default"
+	secured := "secured-" + uniq()
+	rc, err := region.Service().Global().CreateCluster(context.Background(), secured, global.ClusterData{
+		BrokerServiceURL: "pulsar://far.example:6650", AuthenticationPlugin: "org.apache.pulsar.client.impl.auth.AuthenticationToken",
+		AuthenticationParameters: "token:secret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := region.Service().Policies().Await(context.Background(), rc); err != nil {
+		t.Fatal(err)
+	}
+	defer region.Service().Global().DeleteCluster(context.Background(), secured)
 	before := snapshot(t, []string{policies})
 	for _, tc := range []struct {
 		name, method, path, body, authz string
@@ -104,6 +116,9 @@ func TestAuthentication(t *testing.T) {
 		{"forbidden role writes", "POST", policies + "/messageTTL", "99", token(key, "mallory", time.Time{}), 403},
 		{"consumer looks up", "GET", "/lookup/v2/topic/persistent/public/default/auth-t", "", token(key, "reader", time.Time{}), 200},
 		{"consumer reads no stats", "GET", "/admin/v2/persistent/public/default/auth-t/stats", "", token(key, "reader", time.Time{}), 403},
+		{"a cluster record without credentials is open", "GET", "/admin/v2/clusters/standalone", "", basic("alice", "alice-pw"), 200},
+		{"a cluster record with credentials is not", "GET", "/admin/v2/clusters/" + secured, "", basic("alice", "alice-pw"), 403},
+		{"a superuser reads it", "GET", "/admin/v2/clusters/" + secured, "", token(key, "root", time.Now().Add(time.Hour)), 200},
 	} {
 		if got := do(tc.method, tc.path, tc.body, tc.authz); got != tc.status {
 			t.Errorf("%s: %s %s: status %d, want %d", tc.name, tc.method, tc.path, got, tc.status)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/meridian-mq/meridian/cluster/broker"
 	"github.com/meridian-mq/meridian/global"
+	"github.com/meridian-mq/meridian/topology"
 )
 
 func (h *handler) routeTenants() {
@@ -100,6 +101,13 @@ func (h *handler) getCluster(w http.ResponseWriter, r *http.Request) error {
 	c, found := h.svc.Policies().Cluster(name)
 	if !found {
 		return fmt.Errorf("%w: cluster %s does not exist", ErrNotFound, name)
+	}
+	// A record that carries the replicator's credentials is a superuser's
+	// to read, as in Pulsar: it holds another region's secret.
+	if c.AuthenticationParameters != "" {
+		if err := h.authorize(r, opSuperUser, "", topology.TopicName{}); err != nil {
+			return err
+		}
 	}
 	return ok(w, c)
 }
