@@ -77,25 +77,28 @@ func TestReplicationDispatchRate(t *testing.T) {
 	west := map[string]string{"west": urls["west"]}
 	freeCons, limitedCons := subscribeIn(t, west, free)["west"], subscribeIn(t, west, limited)["west"]
 
-	if d := replicationTime(t, urls["east"], freeCons, free, count); d >= 2*time.Second {
-		t.Errorf("%d messages of a topic without a rate took %v to replicate; want well under the 3s a rate of 50/s takes", count, d)
+	// Only the lower bound is a wall-clock assertion: a loaded machine can
+	// make anything slower, never a rate-limited task faster. How much
+	// faster the free topic is, is logged; the limiter's own timing is
+	// tested on a fake clock (replicator/ratelimit_test.go).
+	freeTook := replicationTime(t, urls["east"], freeCons, free, count)
+	limitedTook := replicationTime(t, urls["east"], limitedCons, limited, count)
+	if limitedTook < 3*time.Second {
+		t.Errorf("%d messages at a replicator dispatch rate of 50/s replicated in %v; want at least 3s", count, limitedTook)
 	}
-	if d := replicationTime(t, urls["east"], limitedCons, limited, count); d < 3*time.Second {
-		t.Errorf("%d messages at a replicator dispatch rate of 50/s replicated in %v; want at least 3s", count, d)
-	} else {
-		t.Logf("%d messages at 50 msg/s replicated in %v", count, d)
-	}
+	t.Logf("%d messages replicated in %v without a rate, %v at 50 msg/s", count, freeTook, limitedTook)
 
 	// Removed, the rate stops holding the task that is running.
 	if err := adm.Topics().RemoveReplicatorDispatchRate(*tn); err != nil {
 		t.Fatal(err)
 	}
 	// The task reads the rate again within its ScanInterval (50ms here);
-	// a batch sent meanwhile may still be held, so look again until none is.
+	// a batch sent meanwhile may still be held, so look again until one
+	// run takes less than half the limited one.
 	deadline := time.Now().Add(time.Minute)
 	for {
 		d := replicationTime(t, urls["east"], limitedCons, limited, count)
-		if d < 2*time.Second {
+		if d < limitedTook/2 {
 			break
 		}
 		if time.Now().After(deadline) {
