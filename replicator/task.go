@@ -78,10 +78,8 @@ type pending struct {
 // cursor moved.
 func (t *task) replicate(ctx context.Context) (progressed bool, err error) {
 	w := t.w
-	// A new cursor starts before the topic's first entry (the zero
-	// Position): a new topic replicates from its first message.
-	cursor, err := mledger.OpenExternalCursor(ctx, w.store, w.cfg.Region, t.id.Topic, CursorPrefix+t.id.Remote,
-		mledger.Position{}, mledger.WithGuard(t.id.key(w.cfg.Region), t.rev))
+	// The topic's owner creates the cursor, where replication must start.
+	cursor, err := t.openCursor(ctx)
 	if err != nil {
 		return false, err
 	}

@@ -39,6 +39,10 @@ type Topic struct {
 	eff  global.Effective // policies as of load
 	dd   *dedup
 	in   counters // stored messages and bytes
+	// repl are the remote regions whose meridian.repl.<remote> cursors
+	// this topic was last synced to, sorted (see syncReplicationCursors).
+	// Set by the load, then only by the Service's replicationLoop.
+	repl []string
 
 	closed    chan struct{}
 	closeOnce sync.Once

@@ -1,0 +1,211 @@
+package node_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+
+	"github.com/meridian-mq/meridian/cluster/broker"
+	"github.com/meridian-mq/meridian/cluster/meta"
+	"github.com/meridian-mq/meridian/cluster/mledger"
+	"github.com/meridian-mq/meridian/cluster/node"
+	"github.com/meridian-mq/meridian/global"
+	"github.com/meridian-mq/meridian/replicator"
+)
+
+// TestReplicationCursorPrefixesAgree: the broker creates and deletes the
+// cursors the replicator writes, under a prefix each package declares
+// (the broker may not import the replicator).
+func TestReplicationCursorPrefixesAgree(t *testing.T) {
+	if broker.ReplicationCursorPrefix != replicator.CursorPrefix {
+		t.Fatalf("broker.ReplicationCursorPrefix %q != replicator.CursorPrefix %q", broker.ReplicationCursorPrefix, replicator.CursorPrefix)
+	}
+}
+
+// region returns the running region named name.
+func region(t *testing.T, n *node.Node, name string) *node.Region {
+	t.Helper()
+	for _, r := range n.Regions() {
+		if r.Name() == name {
+			return r
+		}
+	}
+	t.Fatalf("no region %s", name)
+	return nil
+}
+
+// waitFor polls cond until it holds, failing after a minute.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// replCursor reads topic's meridian.repl.<remote> cursor in r: its
+// mark-delete position and whether it exists.
+func replCursor(t *testing.T, r *node.Region, topic, remote string) (mledger.Position, bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	kv, err := r.Store().Get(ctx, mledger.CursorKey(r.Name(), topic, replicator.CursorPrefix+remote))
+	if errors.Is(err, meta.ErrNotFound) {
+		return mledger.Position{}, false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v struct {
+		MarkDelete mledger.Position `json:"markDelete"`
+	}
+	if err := json.Unmarshal(kv.Value, &v); err != nil {
+		t.Fatalf("cursor record %s: %v", kv.Value, err)
+	}
+	return v.MarkDelete, true
+}
+
+// setClusters sets public/default's replication clusters and waits until
+// every region's brokers see them.
+func setClusters(t *testing.T, n *node.Node, clusters ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	gs := n.Broker().Service().Global()
+	_, rcpt, err := gs.UpdateNamespace(ctx, "public", "default", func(p *global.Policies) error {
+		p.ReplicationClusters = clusters
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range n.Regions() {
+		if err := r.Broker().Service().Policies().Await(ctx, rcpt); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// publish sends the messages prefix-0 .. prefix-(n-1) to topic in order,
+// one entry each, and waits for each receipt.
+func publish(t *testing.T, p pulsar.Producer, prefix string, n int) {
+	t.Helper()
+	for i := range n {
+		if _, err := p.Send(context.Background(), &pulsar.ProducerMessage{Payload: fmt.Appendf(nil, "%s-%d", prefix, i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// checkPayloads fails unless got are the payloads want, in order.
+func checkPayloads(t *testing.T, got []received, want []string) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("received %d messages, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if got[i].payload != want[i] {
+			t.Fatalf("message %d is %q, want %q", i, got[i].payload, want[i])
+		}
+	}
+}
+
+func payloads(prefix string, from, to int) []string {
+	var out []string
+	for i := from; i < to; i++ {
+		out = append(out, fmt.Sprintf("%s-%d", prefix, i))
+	}
+	return out
+}
+
+// TestReplicationOfANewTopicStartsAtItsFirstEntry: a producer publishes
+// the moment its topic is created, its ledgers roll every two entries and
+// retention deletes every consumed ledger at once (nothing else holds
+// them), and the region's
+// replication task starts only after all of it. The other region still
+// gets every message from the first: the topic's owner created the
+// replication cursor with the topic, and it held retention.
+func TestReplicationOfANewTopicStartsAtItsFirstEntry(t *testing.T) {
+	n, urls := startDevWith(t, func(r *node.RegionConfig) {
+		if r.Name != "east" {
+			return
+		}
+		l := &r.Broker.Ledgers
+		l.MaxEntriesPerLedger, l.MinLedgerRolloverTime = 2, 0
+		l.RetentionTime, l.RetentionSize, l.HousekeepingInterval = 0, 0, 10*time.Millisecond
+		// The deduplication cursor follows every entry, so it holds nothing.
+		r.Broker.Service.DedupSnapshotInterval = 1
+		// The worker looks for new topics only once a minute, or on a
+		// change of the global configuration: its task starts late.
+		r.Replicator.ScanInterval = time.Minute
+	}, "east", "west")
+	east := region(t, n, "east")
+	const topic, count = "persistent://public/default/born-replicated", 20
+	p, err := newClient(t, pulsar.ClientOptions{URL: urls["east"]}).CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	publish(t, p, "m", count)
+	if at, ok := replCursor(t, east, topic, "west"); !ok || at != (mledger.Position{}) {
+		t.Fatalf("east's cursor for west: %v (exists %v), want it at the start", at, ok)
+	}
+	tasks, err := east.Replicator().Tasks(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tasks) != 0 {
+		t.Fatalf("east's worker already runs %v: the test needs it to start late", tasks)
+	}
+	// Any change of the global configuration makes the worker scan.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := n.Broker().Service().Global().CreateTenant(ctx, "nudge", global.TenantInfo{AllowedClusters: []string{"east"}}); err != nil {
+		t.Fatal(err)
+	}
+	cons := subscribeIn(t, map[string]string{"west": urls["west"]}, topic)["west"]
+	checkPayloads(t, receiveAll(t, cons, count, 500*time.Millisecond), payloads("m", 0, count))
+}
+
+// TestReplicationToAnAddedRegion: a region added to public/default's
+// clusters while a topic holds 100 old messages gets only the new ones
+// (Pulsar's replicationStartAt=latest, the default), or all of them with
+// replicationStartAt=earliest.
+func TestReplicationToAnAddedRegion(t *testing.T) {
+	for _, tc := range []struct {
+		startAt broker.ReplicationStart
+		want    []string
+	}{
+		{broker.ReplicationStartLatest, payloads("new", 0, 10)},
+		{broker.ReplicationStartEarliest, append(payloads("old", 0, 100), payloads("new", 0, 10)...)},
+	} {
+		t.Run(string(tc.startAt), func(t *testing.T) {
+			n, urls := startDevWith(t, func(r *node.RegionConfig) { r.Broker.Service.ReplicationStartAt = tc.startAt }, "east", "west")
+			east := region(t, n, "east")
+			setClusters(t, n, "east")
+			const topic = "persistent://public/default/grown"
+			p, err := newClient(t, pulsar.ClientOptions{URL: urls["east"]}).CreateProducer(pulsar.ProducerOptions{Topic: topic})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			publish(t, p, "old", 100)
+			if _, ok := replCursor(t, east, topic, "west"); ok {
+				t.Fatal("a cursor for west before west is a cluster of the namespace")
+			}
+			setClusters(t, n, "east", "west")
+			waitFor(t, "east's cursor for west", func() bool { _, ok := replCursor(t, east, topic, "west"); return ok })
+			cons := subscribeIn(t, map[string]string{"west": urls["west"]}, topic)["west"]
+			publish(t, p, "new", 10)
+			checkPayloads(t, receiveAll(t, cons, len(tc.want), 500*time.Millisecond), tc.want)
+		})
+	}
+}
