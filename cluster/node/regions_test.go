@@ -16,6 +16,7 @@ import (
 	"github.com/meridian-mq/meridian/cluster/node"
 	"github.com/meridian-mq/meridian/global"
 	"github.com/meridian-mq/meridian/replicator"
+	"github.com/meridian-mq/meridian/topology"
 )
 
 // TestReplicationCursorPrefixesAgree: the broker creates and deletes the
@@ -207,5 +208,101 @@ func TestReplicationToAnAddedRegion(t *testing.T) {
 			publish(t, p, "new", 10)
 			checkPayloads(t, receiveAll(t, cons, len(tc.want), 500*time.Millisecond), tc.want)
 		})
+	}
+}
+
+// TestReplicationToARemovedRegion: a region removed from public/default's
+// clusters stops receiving, and what it received stays there; the source
+// topic's cursor for it is deleted (so it no longer holds retention),
+// whether a worker was running the task or not.
+func TestReplicationToARemovedRegion(t *testing.T) {
+	n, urls := startDev(t, "east", "west")
+	east := region(t, n, "east")
+	eastClient := newClient(t, pulsar.ClientOptions{URL: urls["east"]})
+	const topic = "persistent://public/default/leaving"
+	cons := subscribeIn(t, map[string]string{"west": urls["west"]}, topic)["west"]
+	p, err := eastClient.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	publish(t, p, "before", 5)
+	checkPayloads(t, receiveAll(t, cons, 5, 100*time.Millisecond), payloads("before", 0, 5))
+
+	setClusters(t, n, "east")
+	waitFor(t, "east's cursor for west deleted", func() bool { _, ok := replCursor(t, east, topic, "west"); return !ok })
+	waitFor(t, "east's worker to drop the task", func() bool {
+		tasks, err := east.Replicator().Tasks(context.Background())
+		return err == nil && len(tasks) == 0
+	})
+	publish(t, p, "after", 5)
+	receiveAll(t, cons, 0, time.Second)
+	if _, ok := replCursor(t, east, topic, "west"); ok {
+		t.Fatal("east's cursor for west came back")
+	}
+	// What west received stays there.
+	again := newClient(t, pulsar.ClientOptions{URL: urls["west"]})
+	old, err := again.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "late",
+		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	checkPayloads(t, receiveAll(t, old, 5, 500*time.Millisecond), payloads("before", 0, 5))
+
+	// Added back, west gets what is published from then on (latest).
+	setClusters(t, n, "east", "west")
+	waitFor(t, "east's cursor for west again", func() bool { _, ok := replCursor(t, east, topic, "west"); return ok })
+	publish(t, p, "back", 5)
+	checkPayloads(t, receiveAll(t, cons, 5, 500*time.Millisecond), payloads("back", 0, 5))
+}
+
+// TestReplicationCursorOfARemovedRegionWithoutAWorker: with no worker
+// running the tasks, the topic's owner still deletes the cursor of a
+// removed region: at once for a loaded topic, and at its next load for a
+// topic that was not loaded.
+func TestReplicationCursorOfARemovedRegionWithoutAWorker(t *testing.T) {
+	n, urls := startDev(t, "east", "west")
+	east := region(t, n, "east")
+	if err := east.Replicator().Close(); err != nil {
+		t.Fatal(err)
+	}
+	c := newClient(t, pulsar.ClientOptions{URL: urls["east"]})
+	const loaded, unloaded = "persistent://public/default/kept-loaded", "persistent://public/default/unloaded"
+	for _, topic := range []string{loaded, unloaded} {
+		p, err := c.CreateProducer(pulsar.ProducerOptions{Topic: topic})
+		if err != nil {
+			t.Fatal(err)
+		}
+		publish(t, p, "m", 3)
+		if topic == loaded {
+			defer p.Close()
+			continue
+		}
+		p.Close()
+		tn, err := topology.ParseTopicName(topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		east.Broker().Service().Unload(tn)
+	}
+	for _, topic := range []string{loaded, unloaded} {
+		if _, ok := replCursor(t, east, topic, "west"); !ok {
+			t.Fatalf("%s: no cursor for west", topic)
+		}
+	}
+	setClusters(t, n, "east")
+	waitFor(t, "the loaded topic's cursor for west deleted", func() bool { _, ok := replCursor(t, east, loaded, "west"); return !ok })
+	if _, ok := replCursor(t, east, unloaded, "west"); !ok {
+		t.Fatal("the unloaded topic's cursor is gone before its load: who deleted it?")
+	}
+	p, err := c.CreateProducer(pulsar.ProducerOptions{Topic: unloaded})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	// The load that serves the producer has synced the cursors.
+	if _, ok := replCursor(t, east, unloaded, "west"); ok {
+		t.Fatal("the reloaded topic still has its cursor for west")
 	}
 }
