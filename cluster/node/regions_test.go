@@ -400,3 +400,79 @@ func firstDifference(a, b []string) int {
 func storedID(m pulsar.Message) [3]int64 {
 	return [3]int64{m.ID().LedgerID(), m.ID().EntryID(), int64(m.ID().BatchIdx())}
 }
+
+// TestReplicationOfAPartitionedTopic: partition i replicates to partition
+// i. The partitioned-topic metadata is global, so both regions see three
+// partitions.
+func TestReplicationOfAPartitionedTopic(t *testing.T) {
+	n, urls := startDev(t, "east", "west")
+	const topic, partitions, count = "persistent://public/default/parted", 3, 60
+	tn, err := topology.ParseTopicName(topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rcpt, err := n.Broker().Service().Global().CreateTopic(ctx, tn, global.TopicPolicies{Partitions: partitions})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range n.Regions() {
+		if err := r.Broker().Service().Policies().Await(ctx, rcpt); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := r.Broker().Service().Partitions(ctx, tn); err != nil || got != partitions {
+			t.Fatalf("%s sees %d partitions (%v), want %d", r.Name(), got, err, partitions)
+		}
+	}
+	cons := subscribeIn(t, map[string]string{"west": urls["west"]}, topic)["west"]
+	p, err := newClient(t, pulsar.ClientOptions{URL: urls["east"]}).CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	partitionOf := map[string]int32{}
+	for i := range count {
+		payload := fmt.Sprintf("m-%d", i)
+		id, err := p.Send(context.Background(), &pulsar.ProducerMessage{Key: fmt.Sprintf("k%d", i), Payload: []byte(payload)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		partitionOf[payload] = id.PartitionIdx()
+	}
+	used := map[int32]bool{}
+	for _, pi := range partitionOf {
+		used[pi] = true
+	}
+	if len(used) != partitions {
+		t.Fatalf("the keys used %d partitions of %d; the test needs all", len(used), partitions)
+	}
+	last := map[int32]int{} // the last message number seen per partition, for order
+	for range count {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		m, err := cons.Receive(ctx)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cons.Ack(m)
+		payload := string(m.Payload())
+		want, ok := partitionOf[payload]
+		switch {
+		case !ok:
+			t.Fatalf("west received %q, never sent", payload)
+		case m.ID().PartitionIdx() != want || m.Topic() != fmt.Sprintf("%s-partition-%d", topic, want):
+			t.Fatalf("%q was stored in east's partition %d, and arrived in west's %d (%s)", payload, want, m.ID().PartitionIdx(), m.Topic())
+		}
+		var num int
+		if _, err := fmt.Sscanf(payload, "m-%d", &num); err != nil {
+			t.Fatal(err)
+		}
+		if prev, seen := last[want]; seen && num <= prev {
+			t.Fatalf("partition %d: %q after m-%d", want, payload, prev)
+		}
+		last[want] = num
+		delete(partitionOf, payload)
+	}
+	receiveAll(t, cons, 0, time.Second)
+}
