@@ -104,7 +104,7 @@ func (t *Topic) close(ctx context.Context) {
 		for _, s := range t.subscriptions() {
 			s.close(ctx, true)
 		}
-		t.dd.snapshot(t.ml.LastConfirmed())
+		t.dd.snapshotRecorded()
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		if err := t.ml.Close(cctx); err != nil {
