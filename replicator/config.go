@@ -1,6 +1,7 @@
 package replicator
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -56,6 +57,19 @@ type Config struct {
 	// in-flight window, timeouts); their source region, topic and cluster
 	// are set per task.
 	Remote remote.Config
+	// Schemas reads the region's schema registry, so that a topic's
+	// schemas reach the remote region and a replicated message's
+	// schema_version means the same schema there. Nil sends schema_version
+	// as stored, which is right only while the regions' registries agree.
+	// The assembly sets it (the registry lives with the broker code, which
+	// this package does not import).
+	Schemas SchemaSource
+}
+
+// SchemaSource lists a source topic's schemas, oldest first, with the
+// versions its messages carry; partitions share their topic's.
+type SchemaSource interface {
+	Schemas(ctx context.Context, topic string) ([]remote.SourceSchema, error)
 }
 
 // DefaultConfig returns the defaults for a worker of region.

@@ -82,10 +82,8 @@ type pending struct {
 // cursor moved.
 func (t *task) replicate(ctx context.Context) (progressed bool, err error) {
 	w := t.w
-	// A new cursor starts before the topic's first entry (the zero
-	// Position): a new topic replicates from its first message.
-	cursor, err := mledger.OpenExternalCursor(ctx, w.store, w.cfg.Region, t.id.Topic, CursorPrefix+t.id.Remote,
-		mledger.Position{}, mledger.WithGuard(t.id.key(w.cfg.Region), t.rev))
+	// The topic's owner creates the cursor, where replication must start.
+	cursor, err := t.openCursor(ctx)
 	if err != nil {
 		return false, err
 	}
@@ -102,6 +100,16 @@ func (t *task) replicate(ctx context.Context) (progressed bool, err error) {
 	pcfg := w.cfg.Remote
 	pcfg.SourceRegion, pcfg.Topic, pcfg.Cluster, pcfg.Incarnation = w.cfg.Region, t.id.Topic, cluster, tail.Incarnation()
 	pcfg.Logger = t.log
+	if w.cfg.Schemas != nil {
+		// Read at each attempt: a schema added since the last one fails
+		// that attempt's Send (remote.ErrSchema), and the next registers it.
+		if pcfg.Schemas, err = w.cfg.Schemas.Schemas(ctx, t.id.Topic); err != nil {
+			return false, fmt.Errorf("read the schemas of %s: %w", t.id.Topic, err)
+		}
+		if pcfg.Schemas == nil {
+			pcfg.Schemas = []remote.SourceSchema{}
+		}
+	}
 	prod, err := remote.Open(ctx, pcfg)
 	if err != nil {
 		return false, fmt.Errorf("connect to %s: %w", t.id.Remote, err)

@@ -185,6 +185,7 @@ func (w *Worker) reconcile(lease meta.Lease) {
 		w.log.Warn("replicator: listing the task keys failed", "err", err)
 		return
 	}
+	held = w.dropStaleClaims(ctx, lease, held)
 	holders := make(map[string]meta.KV, len(held))
 	for _, kv := range held {
 		holders[kv.Key] = kv
@@ -298,6 +299,30 @@ func (w *Worker) release(ctx context.Context, t *task) {
 	if err := w.store.Delete(ctx, t.id.key(w.cfg.Region), t.rev); err != nil && !errors.Is(err, meta.ErrNotFound) {
 		w.log.Warn("replicator: deleting a task key failed", "task", t.id.String(), "err", err)
 	}
+}
+
+// dropStaleClaims deletes the task keys held under this worker's lease
+// for tasks it does not run, and returns the others. Such a key is left
+// when a task stopped on ErrOwnershipLost without another worker taking it:
+// its cursor was deleted under it (its region removed, by the topic's
+// owner). Left in place it would keep every worker, this one included,
+// from claiming the task again if the region comes back.
+func (w *Worker) dropStaleClaims(ctx context.Context, lease meta.Lease, held []meta.KV) []meta.KV {
+	running := make(map[string]bool, len(w.tasks))
+	for id := range w.tasks {
+		running[id.key(w.cfg.Region)] = true
+	}
+	kept := held[:0:0]
+	for _, kv := range held {
+		if kv.Lease == lease.ID() && !running[kv.Key] {
+			if err := w.store.Delete(ctx, kv.Key, kv.ModRevision); err != nil && !errors.Is(err, meta.ErrNotFound) {
+				w.log.Warn("replicator: deleting a stale task key failed", "key", kv.Key, "err", err)
+			}
+			continue
+		}
+		kept = append(kept, kv)
+	}
+	return kept
 }
 
 // lostTask is how a task tells its worker that another worker holds it

@@ -45,6 +45,10 @@ type dedup struct {
 	persisted map[string]int64
 	changed   map[string]struct{} // persisted entries not yet in a snapshot
 	since     int                 // entries stored since the last snapshot
+	// recorded is the highest position whose entry stored has recorded
+	// (valid when hasRecorded): what a snapshot at close may cover.
+	recorded    mledger.Position
+	hasRecorded bool
 }
 
 // openDedup opens the snapshot cursor and rebuilds the state.
@@ -166,6 +170,9 @@ func (d *dedup) stored(name string, highest int64, p mledger.Position) {
 		d.persisted[name] = highest
 		d.changed[name] = struct{}{}
 	}
+	if !d.hasRecorded || d.recorded.Less(p) {
+		d.recorded, d.hasRecorded = p, true
+	}
 	d.since++
 	if d.since >= d.interval {
 		d.snapshotLocked(p)
@@ -184,10 +191,20 @@ func (d *dedup) failed(name string) {
 	}
 }
 
-// snapshot writes the state as of p, the last stored entry.
-func (d *dedup) snapshot(p mledger.Position) {
+// snapshotRecorded writes the state as of the last entry it has
+// recorded, which is what a closing topic may cover: not its last
+// confirmed entry. An entry confirmed whose producer went away before its
+// receipt (its connection closed: the topic closing disconnects every
+// producer first) was never recorded, so a snapshot past it would make
+// the next load skip it in the replay, not know its sequence id, and
+// store the producer's resend of it a second time.
+func (d *dedup) snapshotRecorded() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	p := mledger.Position{Entry: -1} // nothing recorded: properties only
+	if d.hasRecorded {
+		p = d.recorded
+	}
 	d.snapshotLocked(p)
 }
 

@@ -56,6 +56,13 @@ type ServiceConfig struct {
 	// against their backlog quota (Pulsar's
 	// backlogQuotaCheckIntervalInSeconds, 60s). At least 1s.
 	BacklogQuotaCheckInterval time.Duration
+	// ReplicationStartAt is where the replication cursor of a region added
+	// to the clusters of a topic that already exists starts (Pulsar's
+	// replicationStartAt, PIP-356): ReplicationStartLatest (the default)
+	// replicates only what is published from then on, ReplicationStartEarliest
+	// everything the topic still stores. A topic created by its load always
+	// replicates from its first entry, whatever this says.
+	ReplicationStartAt ReplicationStart
 }
 
 // DispatchConfig bounds what a subscription reads and holds.
@@ -86,6 +93,7 @@ func DefaultServiceConfig(region, brokerID, serviceURL string) ServiceConfig {
 		TopicLoadTimeout:      30 * time.Second,
 
 		BacklogQuotaCheckInterval: time.Minute,
+		ReplicationStartAt:        ReplicationStartLatest,
 	}
 }
 
@@ -108,6 +116,8 @@ func (c ServiceConfig) Validate() error {
 		return fmt.Errorf("%w: BacklogQuotaCheckInterval %v, want at least 1s", ErrInvalidConfig, c.BacklogQuotaCheckInterval)
 	case c.TopicLoadTimeout < time.Second:
 		return fmt.Errorf("%w: TopicLoadTimeout %v, want at least 1s", ErrInvalidConfig, c.TopicLoadTimeout)
+	case c.ReplicationStartAt != ReplicationStartLatest && c.ReplicationStartAt != ReplicationStartEarliest:
+		return fmt.Errorf("%w: ReplicationStartAt %q, want %s or %s", ErrInvalidConfig, c.ReplicationStartAt, ReplicationStartLatest, ReplicationStartEarliest)
 	}
 	return c.Policies.Validate()
 }
@@ -182,8 +192,9 @@ func (s *Service) Start(ctx context.Context) error {
 	if err := s.own.start(ctx); err != nil {
 		return err
 	}
-	s.wg.Add(1)
+	s.wg.Add(2)
 	go s.quotaLoop(s.cfg.BacklogQuotaCheckInterval)
+	go s.replicationLoop()
 	return nil
 }
 
@@ -462,15 +473,28 @@ func (s *Service) loadTopic(ctx context.Context, t topology.TopicName, create cr
 	if !exists && !partition && !allowed {
 		return nil, fmt.Errorf("%w: topic %s does not exist", wire.ErrTopicNotFound, t)
 	}
+	var repl []string
+	if !exists {
+		// Before the topic has a record, and so before any entry: it
+		// replicates from its first entry, and a failure here leaves it
+		// new for the next load.
+		if repl, err = s.syncReplicationCursors(ctx, t, eff, nil, func() mledger.Position { return mledger.Position{} }); err != nil {
+			return nil, fmt.Errorf("%w: load %s: %v", wire.ErrServiceNotReady, t, err)
+		}
+	}
 	ml, err := s.ledgers.Open(ctx, t.String())
 	if err != nil {
 		return nil, fmt.Errorf("%w: open %s: %v", wire.ErrServiceNotReady, t, err)
 	}
 	topic, err := newTopic(ctx, s, t, ml, eff)
+	if err == nil && exists {
+		repl, err = s.syncReplicationCursors(ctx, t, eff, nil, topic.replicationStart)
+	}
 	if err != nil {
 		_ = ml.Close(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("%w: load %s: %v", wire.ErrServiceNotReady, t, err)
 	}
+	topic.repl = repl
 	s.log.Info("topic loaded", "topic", t.String())
 	return topic, nil
 }

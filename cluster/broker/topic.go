@@ -39,6 +39,10 @@ type Topic struct {
 	eff  global.Effective // policies as of load
 	dd   *dedup
 	in   counters // stored messages and bytes
+	// repl are the remote regions whose meridian.repl.<remote> cursors
+	// this topic was last synced to, sorted (see syncReplicationCursors).
+	// Set by the load, then only by the Service's replicationLoop.
+	repl []string
 
 	closed    chan struct{}
 	closeOnce sync.Once
@@ -100,7 +104,7 @@ func (t *Topic) close(ctx context.Context) {
 		for _, s := range t.subscriptions() {
 			s.close(ctx, true)
 		}
-		t.dd.snapshot(t.ml.LastConfirmed())
+		t.dd.snapshotRecorded()
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		if err := t.ml.Close(cctx); err != nil {

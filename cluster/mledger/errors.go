@@ -56,4 +56,7 @@ var (
 	// created again (a new incarnation, see Tailer.Incarnation), while a
 	// Tailer was reading it. Open a new Tailer for the new incarnation.
 	ErrTopicDeleted = errors.New("mledger: topic deleted")
+	// ErrNoCursor: an external cursor opened WithoutCreate does not exist
+	// (yet): its creator, the topic's owner, has not made it.
+	ErrNoCursor = errors.New("mledger: cursor does not exist")
 )

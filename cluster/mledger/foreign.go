@@ -140,6 +140,8 @@ type ExternalCursor struct {
 	modRev int64
 	val    cursorValue
 	lost   bool
+	// noCreate: open only a cursor that exists (WithoutCreate).
+	noCreate bool
 }
 
 // cursorGuard is the key (and its revision) an ExternalCursor's writes
@@ -182,6 +184,8 @@ func OpenExternalCursor(ctx context.Context, store meta.Store, region, topic, na
 	for created := false; ; {
 		kv, err := store.Get(ctx, c.key)
 		switch {
+		case errors.Is(err, meta.ErrNotFound) && c.noCreate:
+			return nil, fmt.Errorf("%w: %s of %s", ErrNoCursor, name, topic)
 		case errors.Is(err, meta.ErrNotFound) && !created:
 			c.val = cursorValue{MarkDelete: start}
 			b, err := encodeCursor(c.val)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/meridian-mq/meridian/cluster/broker"
 	"github.com/meridian-mq/meridian/cluster/broker/auth"
 	"github.com/meridian-mq/meridian/global"
 )
@@ -117,6 +118,14 @@ var pulsarConfKeys = []confMapping{
 	{"brokerDeduplicationEntriesInterval", integer(1, 1<<30, func(c *RegionConfig) *int { return &c.Broker.Service.DedupSnapshotInterval })},
 	{"topicLoadTimeoutSeconds", seconds(1, 3600, func(c *RegionConfig) *time.Duration { return &c.Broker.Service.TopicLoadTimeout })},
 	{"backlogQuotaCheckIntervalInSeconds", seconds(1, 86400, func(c *RegionConfig) *time.Duration { return &c.Broker.Service.BacklogQuotaCheckInterval })},
+	{"replicationStartAt", func(c *RegionConfig, v string) error {
+		switch at := broker.ReplicationStart(strings.ToLower(v)); at {
+		case broker.ReplicationStartLatest, broker.ReplicationStartEarliest:
+			c.Broker.Service.ReplicationStartAt = at
+			return nil
+		}
+		return fmt.Errorf("want %s or %s", broker.ReplicationStartLatest, broker.ReplicationStartEarliest)
+	}},
 	{"defaultNumberOfNamespaceBundles", integer(1, 1024, func(c *RegionConfig) *int { return &c.Broker.DefaultNamespaceBundles })},
 
 	{"brokerDeduplicationEnabled", boolean(func(c *RegionConfig) *bool { return &c.Broker.Service.Policies.DeduplicationEnabled })},

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meridian-mq/meridian/cluster/broker"
 	"github.com/meridian-mq/meridian/cluster/node"
 	"github.com/meridian-mq/meridian/global"
 )
@@ -65,6 +66,7 @@ loadBalancerEnabled=false
 loadBalancerEnabled=true
 brokerClientAuthenticationParameters={"tlsCertFile":"/a", \
   "tlsKeyFile":"/b"}
+replicationStartAt=Earliest
 `)
 	if err != nil {
 		t.Fatal(err)
@@ -98,6 +100,7 @@ brokerClientAuthenticationParameters={"tlsCertFile":"/a", \
 		{"MaxEntriesPerLedger", cfg.Ledgers.MaxEntriesPerLedger, int64(50000)},
 		{"Rollover", [2]time.Duration{cfg.Ledgers.MinLedgerRolloverTime, cfg.Ledgers.MaxLedgerRolloverTime}, [2]time.Duration{10 * time.Minute, 240 * time.Minute}},
 		{"DefaultNamespaceBundles", cfg.DefaultNamespaceBundles, 1},
+		{"ReplicationStartAt", cfg.Service.ReplicationStartAt, broker.ReplicationStartEarliest},
 	} {
 		if !reflect.DeepEqual(c.got, c.want) {
 			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
@@ -120,6 +123,7 @@ func TestApplyPulsarConfErrors(t *testing.T) {
 		{"maxMessageSize=-1", "maxMessageSize=-1: want an integer from 1"},
 		{"allowAutoTopicCreationType=some", "want partitioned or non-partitioned"},
 		{"schemaCompatibilityStrategy=LOOSE", "schemaCompatibilityStrategy=LOOSE: want one of"},
+		{"replicationStartAt=middle", "replicationStartAt=middle: want latest or earliest"},
 		{"just some words", `line 1: "just some words" is not key=value`},
 	} {
 		region, cfg, _, err := applyConf(t, tc.text)

@@ -432,6 +432,11 @@ func (r *Region) startReplicator(ctx context.Context, cfg replicator.Config) err
 		return err
 	}
 	cfg.Region = r.parts.name
+	if cfg.Schemas == nil {
+		if cfg.Schemas, err = newRegistrySchemas(r.parts.store, r.parts.name, r.parts.log); err != nil {
+			return err
+		}
+	}
 	r.replicator, err = replicator.Start(ctx, cfg, r.parts.store, lc, cache, r.parts.log)
 	return err
 }

@@ -17,11 +17,22 @@ import (
 // region.
 func startDev(t *testing.T, regions ...string) (*node.Node, map[string]string) {
 	t.Helper()
+	return startDevWith(t, nil, regions...)
+}
+
+// startDevWith is startDev with mutate applied to each region's
+// configuration before the start (nil: none).
+func startDevWith(t *testing.T, mutate func(*node.RegionConfig), regions ...string) (*node.Node, map[string]string) {
+	t.Helper()
 	cfg := node.Dev(t.TempDir(), regions, 0, 0)
 	freePorts(&cfg)
-	for _, r := range cfg.Regions {
+	for i := range cfg.Regions {
+		r := &cfg.Regions[i]
 		r.Replicator.ScanInterval = 50 * time.Millisecond
 		r.Replicator.CursorPersistInterval = 10 * time.Millisecond
+		if mutate != nil {
+			mutate(r)
+		}
 	}
 	cfg.Logger = testLogger()
 	n := startNode(t, cfg)

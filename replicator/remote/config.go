@@ -39,6 +39,12 @@ type Config struct {
 	// BrokerClientTLSEnabled), the authentication plugin and parameters,
 	// and the TLS trust settings. Required.
 	Cluster global.ClusterData
+	// Schemas are the source topic's schemas, oldest first. Open registers
+	// each on the remote topic, and every entry's schema_version is
+	// rewritten to the remote's version of the same schema; an entry with
+	// a version not among them fails Send with ErrSchema. Nil sends
+	// schema_version unchanged.
+	Schemas []SourceSchema
 
 	// MaxInFlightEntries bounds the entries sent and not yet acknowledged
 	// by the remote broker; Send waits for room. It must cover a WAN round

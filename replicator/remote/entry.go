@@ -38,7 +38,10 @@ type outgoing struct {
 // destination: replicated_from set to sourceRegion, the reserved properties
 // set, everything else kept, the checksum recomputed. The source message's own checksum is verified first:
 // a corrupt entry is an error, never forwarded.
-func prepare(entry []byte, sourceRegion string, incarnation int64) (outgoing, error) {
+//
+// With schemas (not nil), schema_version becomes the remote's version of
+// the same schema.
+func prepare(entry []byte, sourceRegion string, incarnation int64, schemas schemaMap) (outgoing, error) {
 	bemBytes, msg, err := mledger.SplitEntry(entry)
 	if err != nil {
 		return outgoing{}, fmt.Errorf("%w: %w", ErrBadEntry, err)
@@ -71,6 +74,13 @@ func prepare(entry []byte, sourceRegion string, incarnation int64) (outgoing, er
 		return outgoing{}, fmt.Errorf("%w: index %d cannot end a batch of %d messages", ErrBadEntry, last, n)
 	}
 
+	if schemas != nil && md.HasSchemaVersion() {
+		v, err := schemas.remoteVersion(md.GetSchemaVersion())
+		if err != nil {
+			return outgoing{}, err
+		}
+		md.SetSchemaVersion(v)
+	}
 	md.SetReplicatedFrom(sourceRegion)
 	props := make([]*pb.KeyValue, 0, len(md.GetProperties())+2)
 	for _, kv := range md.GetProperties() {

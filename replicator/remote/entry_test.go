@@ -21,7 +21,7 @@ func FuzzPrepare(f *testing.F) {
 	f.Add(simpleEntry(f, 0))
 	f.Add([]byte{0x0e, 0x02, 0, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, entry []byte) {
-		out, err := prepare(entry, "us-east", testIncarnation)
+		out, err := prepare(entry, "us-east", testIncarnation, nil)
 		if err != nil {
 			if !errors.Is(err, ErrBadEntry) && !errors.Is(err, ErrAlreadyReplicated) {
 				t.Fatalf("prepare failed with an unclassified error: %v", err)

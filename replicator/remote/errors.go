@@ -34,6 +34,11 @@ var (
 	// ErrProtocol: the remote broker broke the protocol (a receipt out of
 	// order, a reply without its required fields, too many redirects).
 	ErrProtocol = errors.New("remote: protocol violation")
+	// ErrSchema: a source schema could not be registered on the remote
+	// topic (refused as incompatible there, for one), or an entry carries
+	// a schema version the Producer did not register when it opened (a
+	// schema added since): open a new Producer, which registers it.
+	ErrSchema = errors.New("remote: schema not replicated")
 	// ErrClosed: the Producer was closed by its owner.
 	ErrClosed = errors.New("remote: producer closed")
 )

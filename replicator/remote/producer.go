@@ -36,6 +36,7 @@ type Producer struct {
 	auth           authMethod
 	s              *session // rd is the reader goroutine's alone
 	lastSequenceID int64
+	schemas        schemaMap    // source to remote schema versions; set by Open
 	lastHeard      atomic.Int64 // Unix ns of the last frame received
 
 	wmu sync.Mutex // serialises writes on s.w
@@ -129,9 +130,9 @@ func Open(ctx context.Context, cfg Config) (*Producer, error) {
 	defer cancel()
 	pause := 50 * time.Millisecond
 	for {
-		s, success, err := openOnce(ctx, cfg, auth)
+		s, success, schemas, err := openOnce(ctx, cfg, auth)
 		if err == nil {
-			return start(cfg, log, auth, s, success), nil
+			return start(cfg, log, auth, s, success, schemas), nil
 		}
 		if !retriable(err) {
 			return nil, err
@@ -155,18 +156,26 @@ func retriable(err error) bool {
 		errors.Is(err, wire.ErrTooManyRequests)
 }
 
-// openOnce is one lookup and producer creation.
-func openOnce(ctx context.Context, cfg Config, auth authMethod) (*session, *pb.CommandProducerSuccess, error) {
+// openOnce is one lookup, the registration of the source's schemas, and
+// the producer's creation.
+func openOnce(ctx context.Context, cfg Config, auth authMethod) (*session, *pb.CommandProducerSuccess, schemaMap, error) {
 	s, err := lookup(ctx, cfg, auth)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
+	}
+	var schemas schemaMap
+	if cfg.Schemas != nil {
+		if schemas, err = s.registerSchemas(ctx, cfg.Topic, cfg.Schemas); err != nil {
+			s.conn.Close()
+			return nil, nil, nil, err
+		}
 	}
 	success, err := s.createProducer(ctx, cfg.Topic, ProducerNamePrefix+cfg.SourceRegion, producerID)
 	if err != nil {
 		s.conn.Close()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return s, success, nil
+	return s, success, schemas, nil
 }
 
 // lookup finds the broker that owns cfg.Topic and returns a session to it.
@@ -227,8 +236,8 @@ func lookup(ctx context.Context, cfg Config, auth authMethod) (*session, error) 
 	}
 }
 
-func start(cfg Config, log *slog.Logger, auth authMethod, s *session, success *pb.CommandProducerSuccess) *Producer {
-	p := &Producer{cfg: cfg, log: log, auth: auth, s: s, lastSequenceID: success.GetLastSequenceId(), failed: make(chan struct{})}
+func start(cfg Config, log *slog.Logger, auth authMethod, s *session, success *pb.CommandProducerSuccess, schemas schemaMap) *Producer {
+	p := &Producer{cfg: cfg, log: log, auth: auth, s: s, lastSequenceID: success.GetLastSequenceId(), schemas: schemas, failed: make(chan struct{})}
 	p.mu.room = make(chan struct{})
 	p.lastHeard.Store(time.Now().UnixNano())
 	p.wg.Add(2)
@@ -268,9 +277,11 @@ func (p *Producer) Err() error {
 // is full, until ctx ends. It fails at once, without sending, for an entry
 // that is not a valid stored entry (ErrBadEntry), one that came by
 // replication (ErrAlreadyReplicated), one larger than the remote accepts,
-// and once the Producer has stopped.
+// one whose schema version was not registered at Open (ErrSchema: a schema
+// added since; a new Producer registers it), and once the Producer has
+// stopped.
 func (p *Producer) Send(ctx context.Context, entry []byte) (*Receipt, error) {
-	out, err := prepare(entry, p.cfg.SourceRegion, p.cfg.Incarnation)
+	out, err := prepare(entry, p.cfg.SourceRegion, p.cfg.Incarnation, p.schemas)
 	if err != nil {
 		return nil, err
 	}
