@@ -95,20 +95,6 @@ func produceN(t *testing.T, c pulsar.Client, topic, prefix string, n int) {
 	}
 }
 
-// checkPayloads checks that got is exactly prefix-0 .. prefix-(n-1), in
-// order: nothing lost, nothing twice.
-func checkPayloads(t *testing.T, got []received, prefix string, n int) {
-	t.Helper()
-	if len(got) != n {
-		t.Fatalf("got %d messages, want %d", len(got), n)
-	}
-	for i, m := range got {
-		if want := fmt.Sprintf("%s-%d", prefix, i); m.payload != want {
-			t.Fatalf("message %d is %q, want %q", i, m.payload, want)
-		}
-	}
-}
-
 // TestReplicationRejectedByRemote: the remote region takes only token
 // clients and its cluster record carries no token. The source topic's stats
 // show the refusal as lastError, not connected, and the backlog; the logs
@@ -178,7 +164,7 @@ func TestReplicationRejectedByRemote(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	checkPayloads(t, receiveAll(t, cons, count, 500*time.Millisecond), "m", count)
+	checkPayloads(t, receiveAll(t, cons, count, 500*time.Millisecond), payloads("m", 0, count))
 	st := waitReplication(t, east.WebURL(), topic, "stats", "west", "connected and drained",
 		func(s replStat) bool { return s.Connected && s.ReplicationBacklog == 0 })
 	t.Logf("resumed: %+v", st)
@@ -243,7 +229,7 @@ func TestReplicationRemoteDown(t *testing.T) {
 	cons := subscribe()
 	producer := newClient(t, pulsar.ClientOptions{URL: east.ServiceURL()})
 	produceN(t, producer, topic, "before", 20)
-	checkPayloads(t, receiveAll(t, cons, 20, 200*time.Millisecond), "before", 20)
+	checkPayloads(t, receiveAll(t, cons, 20, 200*time.Millisecond), payloads("before", 0, 20))
 	up := waitReplication(t, east.WebURL(), topic, "stats", "west", "connected and drained",
 		func(s replStat) bool { return s.Connected && s.ReplicationBacklog == 0 })
 	if up.OutboundConnection == "" || up.LastError != "" {
@@ -272,8 +258,8 @@ func TestReplicationRemoteDown(t *testing.T) {
 	cons = subscribe()
 	defer cons.Close()
 	got := receiveAll(t, cons, 50, 500*time.Millisecond)
-	checkPayloads(t, got[:30], "during", 30)
-	checkPayloads(t, got[30:], "later", 20)
+	checkPayloads(t, got[:30], payloads("during", 0, 30))
+	checkPayloads(t, got[30:], payloads("later", 0, 20))
 	drained := waitReplication(t, east.WebURL(), topic, "stats", "west", "reconnected and drained",
 		func(s replStat) bool {
 			return s.Connected && s.ReplicationBacklog == 0 && s.ReplicationDelayInSeconds == 0
@@ -337,7 +323,7 @@ func TestReplicationStatsFromAnotherProcess(t *testing.T) {
 	const topic, count = "persistent://public/default/apart", 30
 	cons := subscribeIn(t, map[string]string{"west": west.ServiceURL()}, topic)["west"]
 	produceN(t, newClient(t, pulsar.ClientOptions{URL: east.ServiceURL()}), topic, "m", count)
-	checkPayloads(t, receiveAll(t, cons, count, 200*time.Millisecond), "m", count)
+	checkPayloads(t, receiveAll(t, cons, count, 200*time.Millisecond), payloads("m", 0, count))
 	st := waitReplication(t, east.WebURL(), topic, "stats", "west", "connected and drained",
 		func(s replStat) bool { return s.Connected && s.ReplicationBacklog == 0 })
 	if st.OutboundConnection != west.ServiceURL() || st.OutboundConnectedSince == "" {
