@@ -81,6 +81,13 @@ type BedConfig struct {
 	LogLevel string
 	// StartTimeout bounds Start. Default 3 minutes.
 	StartTimeout time.Duration
+	// LocalClients makes the test's own clients (sockets of the test
+	// process, see OwnPeer) bypass the brokers' links: a client is then in
+	// the region whose broker it talks to, on that region's network, and
+	// each broker's Link carries, is shaped and cut for, only what comes
+	// from the bed's processes, the other regions' replicators. Without
+	// it every client passes through the links.
+	LocalClients bool
 }
 
 // RegionConfig describes one region.
@@ -105,6 +112,9 @@ type RegionConfig struct {
 	EnsembleSize, WriteQuorum, AckQuorum int
 	// BrokerArgs are further flags for every broker of the region.
 	BrokerArgs []string
+	// BookieArgs are further flags for every bookie of the region (e.g.
+	// "--storage", "memory").
+	BookieArgs []string
 }
 
 // withDefaults fills the ledger settings left zero.
@@ -343,13 +353,14 @@ func (b *Bed) startLinks() {
 	}
 	for _, r := range b.Regions {
 		upstream := strings.TrimPrefix(b.Global.ClientURL, "http://")
-		r.GlobalLink = b.startLink(r.Name+"->global-etcd", "127.0.0.1:0", upstream)
+		r.GlobalLink = b.startLink(r.Name+"->global-etcd", "127.0.0.1:0", upstream, nil)
 	}
 }
 
-func (b *Bed) startLink(name, listen, upstream string) *Link {
+// startLink starts a link; local, if not nil, is its LinkConfig.Local.
+func (b *Bed) startLink(name, listen, upstream string, local func(net.Addr) bool) *Link {
 	cfg := DefaultLinkConfig(name, listen, upstream)
-	cfg.Seed = b.Rand.Uint64()
+	cfg.Seed, cfg.Local = b.Rand.Uint64(), local
 	l, err := StartLink(cfg)
 	if err != nil {
 		b.tb.Fatal(err)
@@ -360,9 +371,10 @@ func (b *Bed) startLink(name, listen, upstream string) *Link {
 
 func (b *Bed) startBookie(r *Region, i int) *Process {
 	name := fmt.Sprintf("%s-bookie-%d", r.Name, i)
-	p := b.newProcess(name, "bookie", "--region", r.Name, "--etcd", strings.Join(r.EtcdEndpoints(), ","),
+	args := []string{"--region", r.Name, "--etcd", strings.Join(r.EtcdEndpoints(), ","),
 		"--id", name, "--data-dir", filepath.Join(b.Dir, name),
-		"--listen", fmt.Sprintf("127.0.0.1:%d", b.freePorts(1)[0]))
+		"--listen", fmt.Sprintf("127.0.0.1:%d", b.freePorts(1)[0])}
+	p := b.newProcess(name, "bookie", append(args, r.Config.BookieArgs...)...)
 	p.Start()
 	r.Bookies = append(r.Bookies, p)
 	return p
@@ -373,10 +385,14 @@ func (b *Bed) startBroker(r *Region, i int) *Broker {
 	ports := b.freePorts(2)
 	direct := fmt.Sprintf("127.0.0.1:%d", ports[0])
 	web := fmt.Sprintf("127.0.0.1:%d", ports[1])
+	var local func(net.Addr) bool
+	if b.cfg.LocalClients {
+		local = OwnPeer
+	}
 	brk := &Broker{
 		DirectAddr: direct,
-		Link:       b.startLink(name, fmt.Sprintf("%s:%d", advertisedHost, ports[0]), direct),
-		WebLink:    b.startLink(name+"/web", fmt.Sprintf("%s:%d", advertisedHost, ports[1]), web),
+		Link:       b.startLink(name, fmt.Sprintf("%s:%d", advertisedHost, ports[0]), direct, local),
+		WebLink:    b.startLink(name+"/web", fmt.Sprintf("%s:%d", advertisedHost, ports[1]), web, local),
 	}
 	args := []string{"--region", r.Name, "--etcd", strings.Join(r.EtcdEndpoints(), ","),
 		"--advertised-address", advertisedHost, "--broker-listen", direct, "--web-listen", web,

@@ -51,6 +51,13 @@ type LinkConfig struct {
 	Shape Shape
 	// Seed seeds the jitter's random source, so that a run can be repeated.
 	Seed uint64
+	// Local, if set, is asked about each accepted connection's peer: a
+	// connection it calls local is not on the path the link stands for
+	// (a region's own clients, on the region's network, reaching a
+	// broker whose link is the way in from the other regions). Such a
+	// connection is forwarded as it is: no shape, no byte count, and Cut
+	// and Partition leave it alone; only Close ends it.
+	Local func(peer net.Addr) bool
 }
 
 // DefaultLinkConfig returns a link from listen to upstream that adds
@@ -100,6 +107,7 @@ type Link struct {
 		healed chan struct{}
 		rng    *rand.Rand
 		conns  map[*linkConn]struct{}
+		local  map[*linkConn]struct{} // see LinkConfig.Local
 		closed bool
 	}
 }
@@ -130,6 +138,7 @@ func StartLink(cfg LinkConfig) (*Link, error) {
 	l.mu.shape = cfg.Shape
 	l.mu.rng = rand.New(rand.NewPCG(cfg.Seed, 0x6c696e6b))
 	l.mu.conns = map[*linkConn]struct{}{}
+	l.mu.local = map[*linkConn]struct{}{}
 	l.wg.Add(1)
 	go l.accept()
 	return l, nil
@@ -238,9 +247,16 @@ func (l *Link) Close() error {
 		return nil
 	}
 	l.mu.closed = true
+	local := make([]*linkConn, 0, len(l.mu.local))
+	for c := range l.mu.local {
+		local = append(local, c)
+	}
 	l.mu.Unlock()
 	err := l.ln.Close()
 	l.Cut()
+	for _, c := range local {
+		c.teardown()
+	}
 	l.wg.Wait()
 	return err
 }
@@ -256,10 +272,15 @@ func (l *Link) accept() {
 			return
 		}
 		c := &linkConn{client: client, done: make(chan struct{})}
+		c.local = l.cfg.Local != nil && l.cfg.Local(client.RemoteAddr())
 		l.mu.Lock()
-		refuse := l.mu.cut || l.mu.closed
+		conns := l.mu.conns
+		if c.local {
+			conns = l.mu.local
+		}
+		refuse := l.mu.closed || (l.mu.cut && !c.local)
 		if !refuse {
-			l.mu.conns[c] = struct{}{}
+			conns[c] = struct{}{}
 			l.wg.Add(1)
 		}
 		l.mu.Unlock()
@@ -275,6 +296,7 @@ func (l *Link) accept() {
 // and the dialled server side.
 type linkConn struct {
 	client, server net.Conn
+	local          bool // see LinkConfig.Local
 	done           chan struct{}
 	once           sync.Once
 	mu             sync.Mutex // guards server while it is dialled
@@ -299,6 +321,7 @@ func (l *Link) serve(c *linkConn) {
 		c.teardown()
 		l.mu.Lock()
 		delete(l.mu.conns, c)
+		delete(l.mu.local, c)
 		l.mu.Unlock()
 	}()
 	server, err := net.DialTimeout("tcp", l.cfg.Upstream, l.cfg.DialTimeout)
@@ -341,7 +364,9 @@ func (l *Link) pipe(c *linkConn, src, dst net.Conn, dir *direction) {
 			buf := make([]byte, readSize)
 			n, err := src.Read(buf)
 			if n > 0 {
-				last = l.due(dir, n, last)
+				if !c.local {
+					last = l.due(dir, n, last)
+				}
 				select {
 				case queue <- chunk{data: buf[:n], due: last}:
 				case <-c.done:
@@ -360,7 +385,7 @@ func (l *Link) pipe(c *linkConn, src, dst net.Conn, dir *direction) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for ch := range queue {
-		for healed := l.partitioned(); healed != nil; healed = l.partitioned() {
+		for healed := l.partitioned(); healed != nil && !c.local; healed = l.partitioned() {
 			select {
 			case <-healed:
 			case <-c.done:
@@ -376,7 +401,9 @@ func (l *Link) pipe(c *linkConn, src, dst net.Conn, dir *direction) {
 			}
 		}
 		n, err := dst.Write(ch.data)
-		dir.bytes.Add(int64(n))
+		if !c.local {
+			dir.bytes.Add(int64(n))
+		}
 		if err != nil {
 			c.teardown()
 			return

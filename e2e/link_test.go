@@ -256,3 +256,82 @@ func TestLinkConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestLinkLocalConnections shows that a connection LinkConfig.Local picks
+// bypasses the link: an hour of latency does not hold it, it is not
+// counted, and it survives a cut and a partition, while the others are
+// cut.
+func TestLinkLocalConnections(t *testing.T) {
+	const localIP = "127.0.0.3"
+	cfg := DefaultLinkConfig(t.Name(), "127.0.0.1:0", startEcho(t))
+	cfg.Shape = Shape{Latency: time.Hour}
+	cfg.Local = func(peer net.Addr) bool { return peer.(*net.TCPAddr).IP.String() == localIP }
+	l, err := StartLink(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(localIP)}}
+	local, err := d.Dial("tcp", l.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { local.Close() })
+	_ = local.SetDeadline(time.Now().Add(30 * time.Second))
+	remote := dialLink(t, l)
+
+	roundTrip(t, local, []byte("local"))
+	l.Partition()
+	roundTrip(t, local, []byte("partitioned"))
+	l.Heal()
+	l.Cut()
+	roundTrip(t, local, []byte("cut"))
+	if _, err := io.ReadFull(remote, make([]byte, 1)); err == nil {
+		t.Fatal("a connection Local did not pick survived the cut")
+	}
+	late, err := d.Dial("tcp", l.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer late.Close()
+	_ = late.SetDeadline(time.Now().Add(30 * time.Second))
+	roundTrip(t, late, []byte("dialled while cut"))
+	if b := l.Bytes(); b != (Bytes{}) {
+		t.Errorf("the link counted %+v of local connections, want nothing", b)
+	}
+}
+
+// TestOwnPeer tells this process's sockets from an address no socket of
+// it has.
+func TestOwnPeer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			accepted <- c
+		}
+		close(accepted)
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	server, ok := <-accepted
+	if !ok {
+		t.Fatal("accept failed")
+	}
+	defer server.Close()
+	if !OwnPeer(server.RemoteAddr()) {
+		t.Errorf("OwnPeer(%v) = false for this process's own client socket", server.RemoteAddr())
+	}
+	// Nothing of this process is bound to 127.0.0.9.
+	if other := (&net.TCPAddr{IP: net.ParseIP("127.0.0.9"), Port: 1}); OwnPeer(other) {
+		t.Errorf("OwnPeer(%v) = true for an address no socket has", other)
+	}
+}

@@ -77,6 +77,10 @@ func Start(ctx context.Context, cfg Config) (*Bookie, error) {
 	if fs == nil {
 		fs = OSFS{}
 	}
+	if cfg.NoSync {
+		fs = noSyncFS{fs}
+		log.Warn("journal fsync is off (--storage memory): acknowledged entries are not durable, a machine crash loses them; for benchmarks only")
+	}
 	if cfg.Failpoints.fsActive() {
 		ffs := NewFaultFS(fs)
 		cfg.Failpoints.arm(ffs)

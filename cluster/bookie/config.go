@@ -95,6 +95,13 @@ type Config struct {
 	// 0 or >= 1s.
 	CompactionInterval time.Duration
 
+	// NoSync skips every fdatasync of the journal, its checkpoint and its
+	// directory (`meridian bookie --storage memory`): an add is
+	// acknowledged once written to the page cache, so a machine crash or
+	// power loss loses acknowledged entries (a crash of the bookie process
+	// alone does not). For benchmarks only; the bookie warns at start.
+	// Everything else, replay included, is the same code path.
+	NoSync bool
 	// FS is the journal's filesystem; nil is the real one.
 	FS FS
 	// Failpoints are injected faults (see Failpoints); zero value: none.

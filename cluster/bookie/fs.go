@@ -90,6 +90,27 @@ func (OSFS) SyncDir(name string) error {
 	return d.Sync()
 }
 
+// noSyncFS is an FS whose syncs do nothing (Config.NoSync): files and
+// directories are written as usual and reach the disk whenever the kernel
+// writes them back.
+type noSyncFS struct{ FS }
+
+func (fs noSyncFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
+	f, err := fs.FS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return noSyncFile{f}, nil
+}
+
+// SyncDir does nothing: see noSyncFS.
+func (noSyncFS) SyncDir(string) error { return nil }
+
+type noSyncFile struct{ File }
+
+// Sync does nothing: see noSyncFS.
+func (noSyncFile) Sync() error { return nil }
+
 // FaultFS wraps an FS and injects errors into writes and syncs of its files.
 // A fault armed with after = n lets n more calls succeed and then fails every
 // later call with err, until it is cleared. It is what tests and the

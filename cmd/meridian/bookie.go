@@ -22,6 +22,7 @@ func newBookieCommand() *cobra.Command {
 		etcd        []string
 		failpoints  string
 		metricsAddr string
+		storage     string
 	)
 	var logs *logFlags
 	cmd := &cobra.Command{
@@ -36,7 +37,9 @@ itself under /meridian/regions/<region>/bookies/<id> in etcd.
 
 The bookie exits non-zero if its journal fsync fails: acknowledged data may
 not be on disk, so check the disk before restarting it. A full disk makes it
-read-only (it keeps serving reads). Fault injection for tests: --failpoints or
+read-only (it keeps serving reads). --storage memory turns every journal fsync
+off, for benchmarks only: acknowledged entries then live in the page cache and
+a machine crash loses them (the bookie warns at start). Fault injection for tests: --failpoints or
 ` + bookie.FailpointsEnv + `, e.g. "journal-fsync=error@100;entry-corrupt=3:7".`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -49,6 +52,9 @@ read-only (it keeps serving reads). Fault injection for tests: --failpoints or
 				return err
 			}
 			cfg.Failpoints = fp
+			if cfg.NoSync, err = parseStorage(storage); err != nil {
+				return err
+			}
 			if cfg.ID == "" {
 				cfg.ID = cfg.AdvertiseAddr
 				if cfg.ID == "" && !strings.HasSuffix(cfg.ListenAddr, ":0") {
@@ -95,8 +101,26 @@ read-only (it keeps serving reads). Fault injection for tests: --failpoints or
 	f.Int64Var(&cfg.IndexCacheSize, "index-cache-size", cfg.IndexCacheSize, "index (pebble) block cache, in bytes")
 	f.Float64Var(&cfg.CompactionThreshold, "compaction-threshold", cfg.CompactionThreshold, "compact a journal file when its live entries fall below this fraction of it (0: never)")
 	f.DurationVar(&cfg.CompactionInterval, "compaction-interval", cfg.CompactionInterval, "how often to look for journal files to compact (0: never)")
+	f.StringVar(&storage, "storage", storageDisk, "disk (every journal write fsynced) or memory (no fsync: not durable, for benchmarks only)")
 	f.StringVar(&failpoints, "failpoints", "", "fault injection for tests (default: $"+bookie.FailpointsEnv+")")
 	f.StringVar(&metricsAddr, "metrics-listen", "", "address to serve Prometheus /metrics on (default: off)")
 	logs = addLogFlags(f)
 	return cmd
+}
+
+// The bookie's --storage values.
+const (
+	storageDisk   = "disk"
+	storageMemory = "memory"
+)
+
+// parseStorage maps --storage onto bookie.Config.NoSync.
+func parseStorage(s string) (noSync bool, err error) {
+	switch s {
+	case storageDisk:
+		return false, nil
+	case storageMemory:
+		return true, nil
+	}
+	return false, fmt.Errorf("--storage %q: want %s or %s", s, storageDisk, storageMemory)
 }
