@@ -78,3 +78,52 @@ func mustTopic(t testing.TB, name string) topology.TopicName {
 	}
 	return tn
 }
+
+// TestBacklogQuotaCountsReplication: a replication cursor holds a topic's
+// backlog as a subscription does, so a remote region that receives nothing
+// (no replicator runs here) puts the topic over its quota and producers are
+// refused.
+func TestBacklogQuotaCountsReplication(t *testing.T) {
+	r := startBroker(t, nil, func(c *brokertest.Config) { c.Service.BacklogQuotaCheckInterval = time.Second })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	gs := r.Service().Global()
+	if _, err := gs.CreateCluster(ctx, "far", global.ClusterData{BrokerServiceURL: "pulsar://far.invalid:6650"}); err != nil {
+		t.Fatal(err)
+	}
+	_, rc, err := gs.UpdateTenant(ctx, "public", func(ti *global.TenantInfo) error {
+		ti.AllowedClusters = append(ti.AllowedClusters, "far")
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Service().Policies().Await(ctx, rc); err != nil {
+		t.Fatal(err)
+	}
+	quota := map[global.BacklogQuotaType]global.BacklogQuota{
+		global.DestinationStorage: {LimitSize: 10 << 10, LimitTime: -1, Policy: global.ProducerRequestHold},
+	}
+	ns := createNamespace(t, r, "quota-repl", global.Policies{BacklogQuotaMap: quota,
+		ReplicationClusters: []string{"standalone", "far"}})
+	topic := "persistent://" + ns + "/t"
+	c := newClient(t, r.ServiceURL())
+	p := createProducer(t, c, pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	for range 20 {
+		if _, err := p.Send(context.Background(), &pulsar.ProducerMessage{Payload: make([]byte, 1024)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	short, err := pulsar.NewClient(pulsar.ClientOptions{URL: r.ServiceURL(), OperationTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer short.Close()
+	poll(t, 10*time.Second, "a producer refused on a topic whose replication backlog is over the quota", func() bool {
+		p, err := short.CreateProducer(pulsar.ProducerOptions{Topic: topic})
+		if err == nil {
+			p.Close()
+		}
+		return err != nil
+	})
+}

@@ -136,6 +136,21 @@ type ReplicationBacklog struct {
 	Oldest time.Time
 }
 
+// EntriesAfter counts the stored entries after position p up to the last
+// confirmed one, from the ledger list alone (no read): the backlog of a
+// cursor at p, in entries.
+func (ml *ManagedLedger) EntriesAfter(p Position) int64 {
+	v := ml.snapshot()
+	last := v.last()
+	if !p.Less(last) {
+		return 0
+	}
+	if p.Less(v.origin()) {
+		p = v.origin()
+	}
+	return v.count(p, last)
+}
+
 // BacklogAfter returns the backlog of a cursor at markDelete: the entries
 // after it up to the last confirmed one. It reads at most two entries (the
 // first after the cursor and the last), usually from the cache: messages
