@@ -23,8 +23,8 @@ type taskStats struct {
 		sync.Mutex
 		st mledger.ReplicationTaskState
 		// The counters at the previous snapshot, for the rates.
-		prevAt              time.Time
-		prevMsgs, prevBytes int64
+		prevAt                       time.Time
+		prevMsgs, prevBytes, prevExp int64
 	}
 }
 
@@ -64,6 +64,13 @@ func (s *taskStats) acknowledged(msgs, n int) {
 	s.mu.st.BytesOutCounter += int64(n)
 }
 
+// expired counts msgs messages skipped because their TTL had passed.
+func (s *taskStats) expired(msgs int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mu.st.MsgExpiredCounter += int64(msgs)
+}
+
 // markDeleted records the cursor's position once written.
 func (s *taskStats) markDeleted(p mledger.Position) {
 	s.mu.Lock()
@@ -80,8 +87,9 @@ func (s *taskStats) snapshot(now time.Time) mledger.ReplicationTaskState {
 	if dt := now.Sub(s.mu.prevAt).Seconds(); !s.mu.prevAt.IsZero() && dt > 0 {
 		st.MsgRateOut = float64(st.MsgOutCounter-s.mu.prevMsgs) / dt
 		st.MsgThroughputOut = float64(st.BytesOutCounter-s.mu.prevBytes) / dt
+		st.MsgRateExpired = float64(st.MsgExpiredCounter-s.mu.prevExp) / dt
 	}
-	s.mu.prevAt, s.mu.prevMsgs, s.mu.prevBytes = now, st.MsgOutCounter, st.BytesOutCounter
+	s.mu.prevAt, s.mu.prevMsgs, s.mu.prevBytes, s.mu.prevExp = now, st.MsgOutCounter, st.BytesOutCounter, st.MsgExpiredCounter
 	return st
 }
 

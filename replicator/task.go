@@ -139,9 +139,12 @@ func (t *task) replicate(ctx context.Context) (progressed bool, err error) {
 
 // send reads entries in order and hands each to the remote producer (or
 // marks it to skip), queueing it for acknowledge. It keeps to the topic's
-// replicator dispatch rate (dispatchLimiter).
+// replicator dispatch rate (dispatchLimiter), and skips the messages whose
+// message TTL has passed (ttlPolicy), as Pulsar expires them on a
+// replicator's cursor.
 func (t *task) send(ctx context.Context, tail *mledger.Tailer, prod *remote.Producer, queue chan<- pending) error {
 	limit := t.dispatchLimiter()
+	ttl := t.messageTTL()
 	for {
 		entries, err := tail.Next(ctx, t.w.cfg.ReadBatch)
 		if err != nil {
@@ -157,14 +160,19 @@ func (t *task) send(ctx context.Context, tail *mledger.Tailer, prod *remote.Prod
 			if err != nil {
 				return fmt.Errorf("entry %v of %s: %w", e.Position, t.id.Topic, err)
 			}
-			if forwardTo(md, t.id.Remote) {
+			msgs := int(max(md.GetNumMessagesInBatch(), 1))
+			switch {
+			case !forwardTo(md, t.id.Remote): // not for this remote: passed over
+			case ttl.expired(e, time.Now()):
+				t.stats.expired(msgs)
+			default:
 				if err := limit.wait(ctx, messagesIn(md.GetNumMessagesInBatch()), len(e.Data)); err != nil {
 					return err
 				}
 				if p.receipt, err = prod.Send(ctx, e.Data); err != nil {
 					return err
 				}
-				p.msgs, p.bytes = int(max(md.GetNumMessagesInBatch(), 1)), len(e.Data)
+				p.msgs, p.bytes = msgs, len(e.Data)
 			}
 			select {
 			case queue <- p:

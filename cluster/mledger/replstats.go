@@ -55,9 +55,11 @@ type ReplicationTaskState struct {
 	BytesOutCounter  int64   `json:"bytesOutCounter"`
 	MsgRateOut       float64 `json:"msgRateOut"`
 	MsgThroughputOut float64 `json:"msgThroughputOut"`
-	// MsgRateExpired is the rate of messages the task skipped because
-	// their message TTL passed.
-	MsgRateExpired float64 `json:"msgRateExpired"`
+	// MsgExpiredCounter counts the messages the task skipped because
+	// their message TTL had passed when it read them, and MsgRateExpired
+	// is its rate per second over the last publish interval.
+	MsgExpiredCounter int64   `json:"msgExpiredCounter"`
+	MsgRateExpired    float64 `json:"msgRateExpired"`
 	// MarkDelete is the cursor's position as the task last wrote it.
 	MarkDelete Position `json:"markDelete"`
 	// LastError is the last failure of the task (empty when none since

@@ -549,3 +549,42 @@ func receiveOne(t *testing.T, cons pulsar.Consumer) pulsar.Message {
 	cons.Ack(m)
 	return m
 }
+
+// TestReplicationExpiresByMessageTTL: the namespace's message TTL applies to
+// the replication cursor as Pulsar applies it to a replicator's: messages
+// older than the TTL when the task reads them are not sent, and are counted
+// as expired; newer ones are.
+func TestReplicationExpiresByMessageTTL(t *testing.T) {
+	n, urls := startDevWith(t, func(r *node.RegionConfig) { r.Broker.Service.ReplicationStartAt = broker.ReplicationStartEarliest }, "east", "west")
+	east := region(t, n, "east")
+	setClusters(t, n, "east")
+	const topic = "persistent://public/default/expiring"
+	p, err := newClient(t, pulsar.ClientOptions{URL: urls["east"]}).CreateProducer(pulsar.ProducerOptions{Topic: topic})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	publish(t, p, "old", 10)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, rcpt, err := n.Broker().Service().Global().UpdateNamespace(ctx, "public", "default", func(pol *global.Policies) error {
+		ttl := 1
+		pol.MessageTTLInSeconds = &ttl
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := east.Broker().Service().Policies().Await(ctx, rcpt); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond) // lets the old messages' TTL pass: a span, not a state
+	setClusters(t, n, "east", "west")
+	cons := subscribeIn(t, map[string]string{"west": urls["west"]}, topic)["west"]
+	publish(t, p, "new", 5)
+	checkPayloads(t, receiveAll(t, cons, 5, 500*time.Millisecond), payloads("new", 0, 5))
+	waitFor(t, "the 10 old messages counted as expired", func() bool {
+		tasks, err := mledger.ReplicationTasks(ctx, east.Store(), "east", topic)
+		return err == nil && tasks["west"].MsgExpiredCounter == 10
+	})
+}
