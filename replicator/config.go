@@ -43,7 +43,9 @@ type Config struct {
 	CursorPersistInterval time.Duration
 	// RetryInitial and RetryMax bound the backoff between a task's failed
 	// attempts (the remote unreachable or refusing): exponential with
-	// jitter, capped. Defaults 100ms and 30s; RetryInitial <= RetryMax.
+	// jitter, capped. The cap is also how long a remote that comes back
+	// may wait for the next attempt. Defaults 100ms and 5s; RetryInitial
+	// <= RetryMax.
 	RetryInitial, RetryMax time.Duration
 	// StatsInterval is how often the worker publishes its tasks' state
 	// (connection, counters, cursor, last error) into its one record,
@@ -82,7 +84,7 @@ func DefaultConfig(region string) Config {
 		ReadBatch:             256,
 		CursorPersistInterval: 100 * time.Millisecond,
 		RetryInitial:          100 * time.Millisecond,
-		RetryMax:              30 * time.Second,
+		RetryMax:              5 * time.Second,
 		StatsInterval:         time.Second,
 		Tailer:                mledger.DefaultTailerConfig(region),
 		Remote:                remote.DefaultConfig("", "", global.ClusterData{}),
