@@ -130,7 +130,10 @@ func (t *task) replicate(ctx context.Context) (progressed bool, err error) {
 		return t.send(gctx, tail, prod, queue)
 	})
 	g.Go(func() error {
-		moved, err := t.acknowledge(gctx, cursor, queue)
+		// On the task's ctx, not the group's: when the sender stops (a
+		// read error, say), the receipts already queued are still waited
+		// for and the cursor moves past them; the queue's close ends it.
+		moved, err := t.acknowledge(ctx, cursor, queue)
 		progressed = moved
 		return err
 	})
