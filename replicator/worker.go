@@ -198,10 +198,14 @@ func (w *Worker) reconcile(lease meta.Lease) {
 		eff, err := w.policies.Resolve(tn, global.DefaultBrokerDefaults())
 		return eff.ReplicationClusters, err == nil
 	})
+	isNeeded := make(map[taskID]bool, len(needed))
+	for _, id := range needed {
+		isNeeded[id] = true
+	}
 	for id, t := range w.tasks {
 		kv, ok := holders[id.key(w.cfg.Region)]
 		switch {
-		case !slices.Contains(needed, id):
+		case !isNeeded[id]:
 			w.log.Info("replication task no longer needed; stopping it", "task", id.String())
 			w.stop(t)
 			w.release(ctx, t)
@@ -238,7 +242,7 @@ func (w *Worker) reconcile(lease meta.Lease) {
 		w.startTask(id, rev)
 	}
 	for id := range w.orphaned {
-		if !slices.Contains(needed, id) {
+		if !isNeeded[id] {
 			delete(w.orphaned, id)
 		}
 	}
