@@ -3,10 +3,12 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -372,7 +374,18 @@ func ReadTopic(ctx context.Context, client pulsar.Client, rec *Recorder, region,
 		return fmt.Errorf("e2e: reader of %s in %s: %w", topic, region, err)
 	}
 	defer reader.Close()
-	rb := ReadBack{Region: region, Topic: topic, Messages: []Stored{}}
+	// What the reader delivers is put in message-id order, which is the
+	// topic's storage order, and a message id delivered twice is kept
+	// once: pulsar-client-go's reader may hand out a message from before a
+	// reconnect after ones it reads again from the broker (its channel
+	// keeps a few stale messages across a reconnect), and that is the
+	// client's delivery, not what the region stored.
+	type read struct {
+		id pulsar.MessageID
+		m  Stored
+	}
+	var reads []read
+	seen := map[string]bool{}
 	for reader.HasNext() {
 		msg, err := reader.Next(ctx)
 		if err != nil {
@@ -382,7 +395,20 @@ func ReadTopic(ctx context.Context, client pulsar.Client, rec *Recorder, region,
 		if err != nil {
 			return err
 		}
-		rb.Messages = append(rb.Messages, Stored{Message: m, Key: msg.Key(), MessageID: msg.ID().String()})
+		id := msg.ID()
+		if seen[id.String()] {
+			continue
+		}
+		seen[id.String()] = true
+		reads = append(reads, read{id, Stored{Message: m, Key: msg.Key(), MessageID: id.String()}})
+	}
+	slices.SortStableFunc(reads, func(a, b read) int {
+		return cmp.Or(cmp.Compare(a.id.LedgerID(), b.id.LedgerID()), cmp.Compare(a.id.EntryID(), b.id.EntryID()),
+			cmp.Compare(a.id.BatchIdx(), b.id.BatchIdx()))
+	})
+	rb := ReadBack{Region: region, Topic: topic, Messages: []Stored{}}
+	for _, r := range reads {
+		rb.Messages = append(rb.Messages, r.m)
 	}
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
