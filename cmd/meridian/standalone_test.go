@@ -134,7 +134,18 @@ func (h *history) consume(ctx context.Context, t *testing.T, cons pulsar.Consume
 		h.mu.Lock()
 		received[seq]++
 		h.mu.Unlock()
-		if err := cons.Ack(m); err != nil {
+		// pulsar-client-go's acknowledgement with response waits, with no
+		// deadline, for the consumer's event loop, which is busy
+		// reconnecting while the broker is dead: the wait ends with ctx,
+		// and the ack's own goroutine with the client's Close.
+		acked := make(chan error, 1)
+		go func() { acked <- cons.Ack(m) }()
+		select {
+		case err = <-acked:
+		case <-ctx.Done():
+			return
+		}
+		if err != nil {
 			if ctx.Err() == nil {
 				t.Logf("ack %d: %v", seq, err) // the broker died: it will come again
 			}
