@@ -156,6 +156,10 @@ func (s *Service) replicationLoop() {
 				if s.ctx.Err() == nil {
 					s.log.Warn("syncing replication cursors failed; retrying", "topic", t.Name(), "err", err)
 				}
+				// What the failed sync left is unknown: the next pass
+				// syncs in full, even if the clusters are back to what
+				// the last success saw.
+				t.repl = nil
 				continue
 			}
 			t.repl = repl

@@ -264,6 +264,13 @@ func DeleteExternalCursor(ctx context.Context, store meta.Store, region, topic, 
 		return fmt.Errorf("delete cursor %s: %w", name, err)
 	}
 	if err := store.Delete(ctx, key, kv.ModRevision); err != nil {
+		if errors.Is(err, meta.ErrConflict) {
+			// Deleted meanwhile (the topic's owner and the worker both
+			// delete a removed region's cursor) is what was asked.
+			if _, gerr := store.Get(ctx, key); errors.Is(gerr, meta.ErrNotFound) {
+				return nil
+			}
+		}
 		return fmt.Errorf("delete cursor %s: %w", name, err)
 	}
 	return nil

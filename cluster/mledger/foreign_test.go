@@ -157,3 +157,36 @@ func TestDeleteExternalCursorFreesRetention(t *testing.T) {
 		t.Fatalf("write to a deleted cursor: %v, want ErrOwnershipLost", err)
 	}
 }
+
+// racingDeleter deletes the key itself just before the caller's Delete, as
+// a second process deleting the same cursor does.
+type racingDeleter struct{ meta.Store }
+
+func (s racingDeleter) Delete(ctx context.Context, key string, modRev int64) error {
+	if err := s.Store.Delete(ctx, key, modRev); err != nil {
+		return err
+	}
+	return s.Store.Delete(ctx, key, modRev) // the caller's, now a conflict
+}
+
+// TestDeleteExternalCursorRacingDelete: when the topic's owner and a worker
+// delete a removed region's cursor at once, the one that loses the race
+// succeeds too: the cursor is gone, as asked. (The owner took the loss for
+// a failure and then never created the cursor again when the region came
+// back.)
+func TestDeleteExternalCursorRacingDelete(t *testing.T) {
+	mem, err := meta.NewMemory(meta.DefaultMemoryConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	if _, err := OpenExternalCursor(t.Context(), mem, region, "raced", "meridian.repl.west", Position{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := DeleteExternalCursor(t.Context(), racingDeleter{mem}, region, "raced", "meridian.repl.west"); err != nil {
+		t.Fatalf("a delete that lost the race to another delete: %v", err)
+	}
+	if _, err := mem.Get(t.Context(), CursorKey(region, "raced", "meridian.repl.west")); !errors.Is(err, meta.ErrNotFound) {
+		t.Fatalf("the cursor is still there: %v", err)
+	}
+}
