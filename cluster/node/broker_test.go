@@ -139,14 +139,7 @@ func startStandalone(t *testing.T, mutate func(*node.BrokerConfig)) *node.Node {
 	b.BrokerAddr, b.WebAddr, b.AdvertisedHost = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1"
 	cfg.Logger = testLogger()
 	mutate(b)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	n, err := node.Start(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.Close() })
-	return n
+	return startNode(t, cfg)
 }
 
 func newClient(t *testing.T, opts pulsar.ClientOptions) pulsar.Client {

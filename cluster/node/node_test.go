@@ -89,6 +89,18 @@ func startNode(t *testing.T, cfg node.Config) *node.Node {
 	return n
 }
 
+// stopCleanly closes n and fails the test if that logged anything at
+// ERROR (rec records n's logs).
+func stopCleanly(t *testing.T, n *node.Node, rec *errorRecorder) {
+	t.Helper()
+	if err := n.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	if errs := rec.errors(); len(errs) > 0 {
+		t.Errorf("a clean stop logged %d record(s) at ERROR:\n%s", len(errs), strings.Join(errs, "\n"))
+	}
+}
+
 // scrape reads the metric families served at url.
 func scrape(t *testing.T, url string) map[string]*dto.MetricFamily {
 	t.Helper()
@@ -157,12 +169,7 @@ func TestStandaloneMetricsAndCleanStop(t *testing.T) {
 		t.Error("/metrics lacks the Go runtime and process collectors")
 	}
 	c.Close()
-	if err := n.Close(); err != nil {
-		t.Fatalf("close: %v", err)
-	}
-	if errs := rec.errors(); len(errs) > 0 {
-		t.Errorf("a clean stop logged %d record(s) at ERROR:\n%s", len(errs), strings.Join(errs, "\n"))
-	}
+	stopCleanly(t, n, rec)
 }
 
 // TestDevRegionsHaveTheirOwnRegistries: in dev each region serves its own
@@ -192,12 +199,7 @@ func TestDevRegionsHaveTheirOwnRegistries(t *testing.T) {
 		t.Errorf("bookie adds: east %v, west %v; want east > 0 and west 0 (one registry per region)", east, west)
 	}
 	c.Close()
-	if err := n.Close(); err != nil {
-		t.Fatalf("close: %v", err)
-	}
-	if errs := rec.errors(); len(errs) > 0 {
-		t.Errorf("a clean stop logged %d record(s) at ERROR:\n%s", len(errs), strings.Join(errs, "\n"))
-	}
+	stopCleanly(t, n, rec)
 }
 
 // TestBookieOnlyNode: `meridian bookie` is a node whose one region has only
