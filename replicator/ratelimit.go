@@ -8,7 +8,6 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/meridian-mq/meridian/global"
-	"github.com/meridian-mq/meridian/topology"
 )
 
 // dispatchLimiter holds one task's sends to its topic's replicator dispatch
@@ -43,12 +42,8 @@ type dispatchLimiter struct {
 func (t *task) dispatchLimiter() *dispatchLimiter {
 	w := t.w
 	return newDispatchLimiter(w.cfg.ScanInterval, func() (global.DispatchRate, bool) {
-		tn, err := topology.ParseTopicName(t.id.Topic)
-		if err != nil {
-			return global.DispatchRate{}, false
-		}
-		eff, err := w.policies.Resolve(tn, global.DefaultBrokerDefaults())
-		if err != nil {
+		eff, ok := w.effective(t.id.Topic)
+		if !ok {
 			// The namespace is gone: the worker stops the task soon.
 			return global.DispatchRate{}, false
 		}

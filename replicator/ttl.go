@@ -4,8 +4,6 @@ import (
 	"time"
 
 	"github.com/meridian-mq/meridian/cluster/mledger"
-	"github.com/meridian-mq/meridian/global"
-	"github.com/meridian-mq/meridian/topology"
 )
 
 // ttlPolicy applies a topic's message TTL (Pulsar's messageTTLInSeconds) to
@@ -27,14 +25,7 @@ type ttlPolicy struct {
 func (t *task) messageTTL() *ttlPolicy {
 	w := t.w
 	return &ttlPolicy{refresh: w.cfg.ScanInterval, read: func() time.Duration {
-		tn, err := topology.ParseTopicName(t.id.Topic)
-		if err != nil {
-			return 0
-		}
-		eff, err := w.policies.Resolve(tn, global.DefaultBrokerDefaults())
-		if err != nil {
-			return 0
-		}
+		eff, _ := w.effective(t.id.Topic) // unresolved: no TTL
 		return time.Duration(eff.MessageTTLInSeconds) * time.Second
 	}}
 }

@@ -191,12 +191,8 @@ func (w *Worker) reconcile(lease meta.Lease) {
 		holders[kv.Key] = kv
 	}
 	needed := plan(w.cfg.Region, topics, func(topic string) ([]string, bool) {
-		tn, err := topology.ParseTopicName(topic)
-		if err != nil {
-			return nil, false
-		}
-		eff, err := w.policies.Resolve(tn, global.DefaultBrokerDefaults())
-		return eff.ReplicationClusters, err == nil
+		eff, ok := w.effective(topic)
+		return eff.ReplicationClusters, ok
 	})
 	isNeeded := make(map[taskID]bool, len(needed))
 	for _, id := range needed {
@@ -246,6 +242,18 @@ func (w *Worker) reconcile(lease meta.Lease) {
 			delete(w.orphaned, id)
 		}
 	}
+}
+
+// effective is topic's effective policy from the watched global
+// configuration; false when it cannot be resolved (a bad name, or its
+// namespace is gone: then the topic needs no replication).
+func (w *Worker) effective(topic string) (global.Effective, bool) {
+	tn, err := topology.ParseTopicName(topic)
+	if err != nil {
+		return global.Effective{}, false
+	}
+	eff, err := w.policies.Resolve(tn, global.DefaultBrokerDefaults())
+	return eff, err == nil
 }
 
 // topics are the region's topics: those with a managed-ledger record.

@@ -89,6 +89,16 @@ func startNode(t *testing.T, cfg node.Config) *node.Node {
 	return n
 }
 
+// startRecorded starts cfg on free ports with its logs recorded, for a
+// test that stops it with stopCleanly.
+func startRecorded(t *testing.T, cfg node.Config) (*node.Node, *errorRecorder) {
+	t.Helper()
+	rec := newErrorRecorder(testLogger().Handler())
+	freePorts(&cfg)
+	cfg.Logger = slog.New(rec)
+	return startNode(t, cfg), rec
+}
+
 // stopCleanly closes n and fails the test if that logged anything at
 // ERROR (rec records n's logs).
 func stopCleanly(t *testing.T, n *node.Node, rec *errorRecorder) {
@@ -140,16 +150,7 @@ func total(f *dto.MetricFamily) float64 {
 // ledger client's and the bookie's series are there and counted; and a clean
 // stop logs nothing at ERROR.
 func TestStandaloneMetricsAndCleanStop(t *testing.T) {
-	rec := newErrorRecorder(testLogger().Handler())
-	cfg := node.Standalone(t.TempDir())
-	freePorts(&cfg)
-	cfg.Logger = slog.New(rec)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	n, err := node.Start(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	n, rec := startRecorded(t, node.Standalone(t.TempDir()))
 	b := n.Broker()
 	c := newClient(t, pulsar.ClientOptions{URL: b.ServiceURL()})
 	roundTrip(t, c, "persistent://public/default/metrics", 10)
@@ -176,16 +177,7 @@ func TestStandaloneMetricsAndCleanStop(t *testing.T) {
 // series: traffic in one region counts on its endpoint only. A clean stop
 // logs nothing at ERROR.
 func TestDevRegionsHaveTheirOwnRegistries(t *testing.T) {
-	rec := newErrorRecorder(testLogger().Handler())
-	cfg := node.Dev(t.TempDir(), []string{"east", "west"}, 0, 0)
-	freePorts(&cfg)
-	cfg.Logger = slog.New(rec)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	n, err := node.Start(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	n, rec := startRecorded(t, node.Dev(t.TempDir(), []string{"east", "west"}, 0, 0))
 	regions := n.Regions()
 	if len(regions) != 2 || regions[0].Name() != "east" || regions[1].Name() != "west" {
 		t.Fatalf("regions %v", regions)
