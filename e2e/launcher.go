@@ -480,28 +480,24 @@ func (b *Bed) regionOf(peer net.Addr) string {
 // own clients when they bypass the links (BedConfig.LocalClients). The
 // path to the global etcd is left alone too. RestoreRegion undoes it.
 func (b *Bed) CutRegion(name string) {
-	for _, r := range b.Regions {
-		for _, brk := range r.Brokers {
-			for _, l := range []*Link{brk.Link, brk.WebLink} {
-				if r.Name == name {
-					l.Cut()
-				} else {
-					l.CutFrom(name)
-				}
-			}
-		}
-	}
+	b.eachBrokerLink(name, (*Link).Cut, func(l *Link) { l.CutFrom(name) })
 }
 
 // RestoreRegion ends CutRegion(name).
 func (b *Bed) RestoreRegion(name string) {
+	b.eachBrokerLink(name, (*Link).Restore, func(l *Link) { l.RestoreFrom(name) })
+}
+
+// eachBrokerLink calls in on every broker link (Pulsar and web) of the
+// region called name, and out on every other region's.
+func (b *Bed) eachBrokerLink(name string, in, out func(*Link)) {
 	for _, r := range b.Regions {
 		for _, brk := range r.Brokers {
 			for _, l := range []*Link{brk.Link, brk.WebLink} {
 				if r.Name == name {
-					l.Restore()
+					in(l)
 				} else {
-					l.RestoreFrom(name)
+					out(l)
 				}
 			}
 		}
