@@ -48,7 +48,7 @@ func (t *task) startReplicateTrace(ctx context.Context, pos mledger.Position, md
 		return ctx, nil
 	}
 	parent, ok := telemetry.ParseTraceParent(value)
-	if !ok {
+	if !ok || tracing.Drops(parent) {
 		return ctx, nil
 	}
 	publish := telemetry.ChildOf(parent, telemetry.PublishSpanID(parent, t.id.Topic, md.GetProducerName(), md.GetSequenceId(), md.GetChunkId()))

@@ -57,6 +57,10 @@ const (
 // span it never saw as its parent: see PublishSpanID.
 type Tracing struct {
 	provider *sdktrace.TracerProvider
+	// followsParent is set when the sampler is known to be parent-based:
+	// then a message whose traceparent is not sampled is known to make no
+	// span, and the broker skips it before doing any work (Drops).
+	followsParent bool
 }
 
 // NewTracing returns a Tracing over an SDK provider with opts (an exporter
@@ -67,6 +71,23 @@ type Tracing struct {
 func NewTracing(opts ...sdktrace.TracerProviderOption) *Tracing {
 	opts = append(opts, sdktrace.WithIDGenerator(derivedIDs{}))
 	return &Tracing{provider: sdktrace.NewTracerProvider(opts...)}
+}
+
+// NewParentBasedTracing is NewTracing with the sampler
+// sdktrace.ParentBased(root): a message's own sampling decision (its
+// traceparent's flag) is followed, root samples the rest.
+func NewParentBasedTracing(root sdktrace.Sampler, opts ...sdktrace.TracerProviderOption) *Tracing {
+	t := NewTracing(append(opts, sdktrace.WithSampler(sdktrace.ParentBased(root)))...)
+	t.followsParent = true
+	return t
+}
+
+// Drops reports whether a span whose remote parent is parent is known to
+// be dropped by the sampler: parent is not sampled and the sampler follows
+// the parent. A caller may then skip the span, and the work of describing
+// it, altogether.
+func (t *Tracing) Drops(parent trace.SpanContext) bool {
+	return t.followsParent && !parent.IsSampled()
 }
 
 // Tracer returns the tracer of one component (broker, replicator).
@@ -88,6 +109,7 @@ const (
 	envTracesEndpoint = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
 	envProtocol       = "OTEL_EXPORTER_OTLP_PROTOCOL"
 	envTracesProtocol = "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
+	envTracesSampler  = "OTEL_TRACES_SAMPLER"
 )
 
 // DefaultServiceName names the process in its resource unless
@@ -144,7 +166,12 @@ func TracingFromEnv(ctx context.Context, getenv func(string) string) (*Tracing, 
 	if err != nil {
 		return nil, err
 	}
-	return NewTracing(sdktrace.WithBatcher(exporter), sdktrace.WithResource(res)), nil
+	t := NewTracing(sdktrace.WithBatcher(exporter), sdktrace.WithResource(res))
+	// The SDK reads the sampler from OTEL_TRACES_SAMPLER too, through the
+	// process's environment; unset, it is parentbased_always_on.
+	sampler := getenv(envTracesSampler)
+	t.followsParent = sampler == "" || strings.HasPrefix(sampler, "parentbased_")
+	return t, nil
 }
 
 // tracingResource is DefaultServiceName and the SDK's attributes, under
@@ -260,7 +287,10 @@ func PublishSpanID(parent trace.SpanContext, topic, producer string, sequenceID 
 // all-zero trace or parent id. A version above 00 may carry more fields
 // after a dash, which are ignored (the specification's rule). It does not
 // allocate.
-func ParseTraceParent(v string) (sc trace.SpanContext, ok bool) {
+//
+// It takes the value as a string or as the bytes of a message's metadata,
+// so that a broker reads it without copying.
+func ParseTraceParent[T string | []byte](v T) (sc trace.SpanContext, ok bool) {
 	const size = 55 // 00-<32 hex>-<16 hex>-<2 hex>
 	if len(v) < size || v[2] != '-' || v[35] != '-' || v[52] != '-' {
 		return trace.SpanContext{}, false
@@ -280,7 +310,7 @@ func ParseTraceParent(v string) (sc trace.SpanContext, ok bool) {
 }
 
 // unhex decodes lowercase hex s into dst, which is len(s)/2 bytes.
-func unhex(dst []byte, s string) bool {
+func unhex[T string | []byte](dst []byte, s T) bool {
 	for i := range dst {
 		hi, ok1 := nibble(s[2*i])
 		lo, ok2 := nibble(s[2*i+1])

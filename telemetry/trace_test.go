@@ -139,6 +139,9 @@ func TestTracingFromEnv(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tr, err := TracingFromEnv(context.Background(), func(k string) string { return tc.env[k] })
+			if tr != nil && !tr.followsParent {
+				t.Errorf("the default sampler, parentbased_always_on, is not known to follow the parent")
+			}
 			if !errors.Is(err, tc.err) || (err == nil) != (tc.err == nil) {
 				t.Fatalf("err = %v, want %v", err, tc.err)
 			}
@@ -202,5 +205,44 @@ func TestLoggerCarriesTraceIDs(t *testing.T) {
 	}
 	if KeyTraceID != "trace_id" || KeySpanID != "span_id" {
 		t.Errorf("the keys are a contract with log pipelines: %q, %q", KeyTraceID, KeySpanID)
+	}
+}
+
+// Drops is true only for an unsampled parent under a sampler known to
+// follow it: parentbased_* (or unset) from the environment, or
+// NewParentBasedTracing; never for NewTracing, whose sampler is unknown.
+func TestTracingDrops(t *testing.T) {
+	sampled, _ := ParseTraceParent("00-" + testTraceID + "-" + testSpanID + "-01")
+	unsampled, _ := ParseTraceParent("00-" + testTraceID + "-" + testSpanID + "-00")
+	env := func(sampler string) *Tracing {
+		tr, err := TracingFromEnv(context.Background(), func(k string) string {
+			return map[string]string{envTracesExporter: "otlp", envTracesSampler: sampler}[k]
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { tr.Shutdown(context.Background()) })
+		return tr
+	}
+	plain := NewTracing()
+	parentBased := NewParentBasedTracing(sdktrace.TraceIDRatioBased(0.01))
+	for _, tc := range []struct {
+		name string
+		tr   *Tracing
+		want bool
+	}{
+		{"env default", env(""), true},
+		{"env parentbased_traceidratio", env("parentbased_traceidratio"), true},
+		{"env always_on", env("always_on"), false},
+		{"env traceidratio", env("traceidratio"), false},
+		{"NewTracing", plain, false},
+		{"NewParentBasedTracing", parentBased, true},
+	} {
+		if got := tc.tr.Drops(unsampled); got != tc.want {
+			t.Errorf("%s: Drops(unsampled) = %v, want %v", tc.name, got, tc.want)
+		}
+		if tc.tr.Drops(sampled) {
+			t.Errorf("%s: drops a sampled parent", tc.name)
+		}
 	}
 }

@@ -27,22 +27,37 @@ import (
 // the topic over name it as a parent without the entry being rewritten.
 //
 // Cost: with tracing off (no Tracing) nothing here runs. With it on, an
-// entry without a traceparent costs one bytes.Index over its metadata and
-// no allocation: the metadata is decoded only when the bytes hold the
-// property's name.
+// entry without a traceparent costs one bytes.Contains over its metadata,
+// and one whose traceparent is not sampled (under a parent-based sampler)
+// a walk of its encoded properties: neither allocates. Only a sampled
+// entry's metadata is decoded.
 
 // traceHooks makes the broker's spans; nil when the broker does not trace.
 type traceHooks struct {
-	tracer trace.Tracer
-	region string
-	log    *slog.Logger
+	tracing *telemetry.Tracing
+	tracer  trace.Tracer
+	region  string
+	log     *slog.Logger
 }
 
 func newTraceHooks(t *telemetry.Tracing, region string, log *slog.Logger) *traceHooks {
 	if t == nil {
 		return nil
 	}
-	return &traceHooks{tracer: t.Tracer("broker"), region: region, log: log}
+	return &traceHooks{tracing: t, tracer: t.Tracer("broker"), region: region, log: log}
+}
+
+// parent is the sampled trace context an entry continues, read from its
+// encoded metadata without decoding it; ok is false for an entry that is
+// not traced, or whose trace the sampler is known to drop (an unsampled
+// traceparent under a parent-based sampler: what most messages of a
+// producer sampling at 1% carry). Neither case allocates.
+func (h *traceHooks) parent(metadata []byte) (trace.SpanContext, bool) {
+	if !bytes.Contains(metadata, traceParentKey) {
+		return trace.SpanContext{}, false
+	}
+	parent, ok := telemetry.ParseTraceParent(wire.TraceParentInMetadata(metadata))
+	return parent, ok && !h.tracing.Drops(parent)
 }
 
 var traceParentKey = []byte(telemetry.PropTraceParent)
@@ -51,6 +66,7 @@ var traceParentKey = []byte(telemetry.PropTraceParent)
 type publishTrace struct {
 	hooks   *traceHooks
 	ctx     context.Context // holds the publish span
+	topic   string
 	publish trace.Span
 	add     trace.Span
 }
@@ -59,15 +75,15 @@ type publishTrace struct {
 // in f when its metadata carries a traceparent; nil otherwise.
 func (t *Topic) startPublishTrace(f *wire.Frame) *publishTrace {
 	h := t.svc.traces
-	if h == nil || !bytes.Contains(f.Metadata, traceParentKey) {
+	if h == nil {
+		return nil
+	}
+	parent, ok := h.parent(f.Metadata)
+	if !ok {
 		return nil
 	}
 	md, err := f.DecodeMetadata()
 	if err != nil {
-		return nil
-	}
-	parent, ok := telemetry.ParseTraceParent(wire.TraceParentOf(md))
-	if !ok {
 		return nil
 	}
 	topic := t.Name()
@@ -82,9 +98,12 @@ func (t *Topic) startPublishTrace(f *wire.Frame) *publishTrace {
 		attrs = append(attrs, telemetry.AttrReplicatedFrom.String(from))
 	}
 	ctx, publish := h.tracer.Start(ctx, telemetry.SpanPublish, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
+	if !publish.IsRecording() {
+		return nil // sampled out: nothing to end
+	}
 	// The add's id is random: nothing names it as a parent.
 	_, add := h.tracer.Start(context.WithoutCancel(ctx), telemetry.SpanBookieAdd, trace.WithSpanKind(trace.SpanKindClient))
-	return &publishTrace{hooks: h, ctx: ctx, publish: publish, add: add}
+	return &publishTrace{hooks: h, ctx: ctx, topic: topic, publish: publish, add: add}
 }
 
 // finish ends the spans of a SEND stored at pos, or failed with err. It
@@ -97,7 +116,7 @@ func (p *publishTrace) finish(pos mledger.Position, err error) {
 		p.add.RecordError(err)
 		p.add.SetStatus(codes.Error, "append failed")
 		p.publish.SetStatus(codes.Error, err.Error())
-		p.hooks.log.WarnContext(p.ctx, "traced message not stored", "err", err)
+		p.hooks.log.WarnContext(p.ctx, "traced message not stored", telemetry.KeyTopic, p.topic, "err", err)
 	} else {
 		p.publish.SetAttributes(telemetry.AttrMessageID.String(strconv.FormatInt(pos.Ledger, 10) + ":" + strconv.FormatInt(pos.Entry, 10)))
 	}
@@ -114,7 +133,7 @@ func (s *subscription) traceDeliver(d delivery) {
 		return
 	}
 	parent, ok := telemetry.ParseTraceParent(wire.TraceParentOf(d.e.md))
-	if !ok {
+	if !ok || h.tracing.Drops(parent) {
 		return
 	}
 	topic := s.topic.Name()
