@@ -90,6 +90,22 @@ func (t *Tracing) Drops(parent trace.SpanContext) bool {
 	return t.followsParent && !parent.IsSampled()
 }
 
+// FollowsParent reports whether the sampler is known to follow a remote
+// parent's decision (see Drops).
+func (t *Tracing) FollowsParent() bool { return t.followsParent }
+
+// TraceParentSampled reads only the sampled flag of a traceparent value,
+// without validating the rest: the cheap first look of a caller that skips
+// unsampled messages (FollowsParent) before parsing the few that are.
+func TraceParentSampled[T string | []byte](v T) bool {
+	const flags = 53 // 00-<32 hex>-<16 hex>-<flags>
+	if len(v) < flags+2 {
+		return false
+	}
+	lo, ok := nibble(v[flags+1])
+	return ok && lo&byte(trace.FlagsSampled) != 0
+}
+
 // Tracer returns the tracer of one component (broker, replicator).
 func (t *Tracing) Tracer(component string) trace.Tracer {
 	return t.provider.Tracer("github.com/meridian-mq/meridian/" + component)

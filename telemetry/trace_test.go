@@ -246,3 +246,22 @@ func TestTracingDrops(t *testing.T) {
 		}
 	}
 }
+
+func TestTraceParentSampled(t *testing.T) {
+	for v, want := range map[string]bool{
+		"00-" + testTraceID + "-" + testSpanID + "-01": true,
+		"00-" + testTraceID + "-" + testSpanID + "-03": true,
+		"00-" + testTraceID + "-" + testSpanID + "-00": false,
+		"00-" + testTraceID + "-" + testSpanID + "-02": false,
+		"00-" + testTraceID + "-" + testSpanID + "-0":  false,
+		"00-" + testTraceID + "-" + testSpanID + "-0x": false,
+		"": false,
+	} {
+		if got := TraceParentSampled(v); got != want {
+			t.Errorf("TraceParentSampled(%q) = %v, want %v", v, got, want)
+		}
+		if got := TraceParentSampled([]byte(v)); got != want {
+			t.Errorf("TraceParentSampled(bytes %q) = %v, want %v", v, got, want)
+		}
+	}
+}

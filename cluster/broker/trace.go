@@ -56,7 +56,11 @@ func (h *traceHooks) parent(metadata []byte) (trace.SpanContext, bool) {
 	if !bytes.Contains(metadata, traceParentKey) {
 		return trace.SpanContext{}, false
 	}
-	parent, ok := telemetry.ParseTraceParent(wire.TraceParentInMetadata(metadata))
+	value := wire.TraceParentInMetadata(metadata)
+	if h.tracing.FollowsParent() && !telemetry.TraceParentSampled(value) {
+		return trace.SpanContext{}, false
+	}
+	parent, ok := telemetry.ParseTraceParent(value)
 	return parent, ok && !h.tracing.Drops(parent)
 }
 
