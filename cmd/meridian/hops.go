@@ -25,8 +25,8 @@ func trailOf(msg pulsar.Message, received time.Time) (trail telemetry.Trail, mis
 	origin := msg.GetReplicatedFrom()
 	var originTime time.Time
 	if origin != "" {
-		v, ok := msg.Properties()[wire.PropReplicationOriginTime]
-		if originTime, ok = telemetry.ParseMillis(v); !ok {
+		var ok bool
+		if originTime, ok = telemetry.ParseMillis(msg.Properties()[wire.PropReplicationOriginTime]); !ok {
 			missing = " (the time " + origin + " stored it is not in a batched message's properties: " +
 				"get-message-by-id shows it in X-Meridian-Hop-Trail)"
 		}
