@@ -9,6 +9,7 @@ import (
 	"github.com/meridian-mq/meridian/cluster/mledger"
 	"github.com/meridian-mq/meridian/global"
 	"github.com/meridian-mq/meridian/replicator/remote"
+	"github.com/meridian-mq/meridian/telemetry"
 )
 
 // Config configures one replicator worker of a region.
@@ -66,6 +67,10 @@ type Config struct {
 	// The assembly sets it (the registry lives with the broker code, which
 	// this package does not import).
 	Schemas SchemaSource
+	// Tracing, when set, traces the replication of every entry whose
+	// metadata carries a W3C traceparent (see trace.go); nil traces
+	// nothing and costs nothing. The assembly sets it.
+	Tracing *telemetry.Tracing
 }
 
 // SchemaSource lists a source topic's schemas, oldest first, with the

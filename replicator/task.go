@@ -73,6 +73,7 @@ type pending struct {
 	pos         mledger.Position
 	receipt     *remote.Receipt // nil: nothing to wait for
 	msgs, bytes int             // of the entry sent, for the stats
+	trace       *replicateTrace // nil: not traced
 }
 
 // replicate is one attempt: open the cursor, the tailer and the remote
@@ -172,9 +173,12 @@ func (t *task) send(ctx context.Context, tail *mledger.Tailer, prod *remote.Prod
 				if err := limit.wait(ctx, messagesIn(md.GetNumMessagesInBatch()), len(e.Data)); err != nil {
 					return err
 				}
-				if p.receipt, err = prod.Send(ctx, e.Data); err != nil {
+				sendCtx, rt := t.startReplicateTrace(ctx, e.Position, md)
+				if p.receipt, err = prod.Send(sendCtx, e.Data); err != nil {
+					rt.finish(err)
 					return err
 				}
+				p.trace = rt
 				p.msgs, p.bytes = msgs, len(e.Data)
 			}
 			select {
@@ -224,7 +228,9 @@ func (t *task) acknowledge(ctx context.Context, cursor *mledger.ExternalCursor, 
 				return progressed, ctx.Err()
 			}
 			if p.receipt != nil {
-				if _, err := p.receipt.Wait(ctx); err != nil {
+				_, err := p.receipt.Wait(ctx)
+				p.trace.finish(err)
+				if err != nil {
 					return progressed, err
 				}
 				t.stats.acknowledged(p.msgs, p.bytes)

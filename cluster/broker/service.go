@@ -16,6 +16,7 @@ import (
 	"github.com/meridian-mq/meridian/cluster/mledger"
 	"github.com/meridian-mq/meridian/cluster/wire"
 	"github.com/meridian-mq/meridian/global"
+	"github.com/meridian-mq/meridian/telemetry"
 	"github.com/meridian-mq/meridian/topology"
 )
 
@@ -63,6 +64,9 @@ type ServiceConfig struct {
 	// everything the topic still stores. A topic created by its load always
 	// replicates from its first entry, whatever this says.
 	ReplicationStartAt ReplicationStart
+	// Tracing, when set, traces every entry whose metadata carries a W3C
+	// traceparent (see trace.go); nil traces nothing and costs nothing.
+	Tracing *telemetry.Tracing
 }
 
 // DispatchConfig bounds what a subscription reads and holds.
@@ -139,6 +143,7 @@ type Service struct {
 	schemas  *schema.Registry
 	log      *slog.Logger
 	own      *ownership
+	traces   *traceHooks // nil: not tracing
 
 	bootID string       // makes generated producer names unique across runs
 	names  atomic.Int64 // generated producer names so far
@@ -178,6 +183,7 @@ func NewService(cfg ServiceConfig, store meta.Store, policies *global.Cache, gst
 		return nil, err
 	}
 	s := &Service{cfg: cfg, store: store, policies: policies, gstore: gstore, ledgers: ledgers, schemas: schemas, log: log}
+	s.traces = newTraceHooks(cfg.Tracing, cfg.Region, log)
 	s.bootID = fmt.Sprintf("%x", rand.Uint32())
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.mu.topics = make(map[string]*topicLoad)

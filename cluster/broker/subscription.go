@@ -525,6 +525,7 @@ func (s *subscription) round() (progressed bool, due time.Time) {
 
 	out := s.assign(entries, replayed, now)
 	for _, d := range out {
+		s.traceDeliver(d)
 		d.c.c.sendMessage(d.c.id, d.e, d.redelivered, d.ackSet)
 		d.c.out.add(d.e.size, len(d.e.msg))
 		s.out.add(d.e.size, len(d.e.msg))

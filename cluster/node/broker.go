@@ -260,6 +260,9 @@ func startBroker(ctx context.Context, r *regionParts, cfg BrokerConfig) (_ *Brok
 	scfg := cfg.Service
 	scfg.Region, scfg.BrokerID, scfg.ServiceURL, scfg.WebURL = r.name, n.id, serviceURL, webURL
 	scfg.ServiceURLTLS = serviceURLTLS
+	if scfg.Tracing == nil {
+		scfg.Tracing = r.tracing
+	}
 	n.service, err = broker.NewService(scfg, r.store, cache, gstore, factory, log)
 	if err != nil {
 		return nil, err

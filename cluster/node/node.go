@@ -85,6 +85,13 @@ type Config struct {
 	// Logger receives every part's logs; each region's carry its name.
 	// Required.
 	Logger *slog.Logger
+	// Tracing traces the messages that carry a W3C traceparent through
+	// every region's broker and replicator. Nil, the default: the
+	// process's tracing from the OTEL_* environment
+	// (telemetry.TracingFromEnv), which is none unless an exporter or an
+	// OTLP endpoint is set; the node then shuts it down on Close. A
+	// Tracing given here is the caller's to shut down.
+	Tracing *telemetry.Tracing
 }
 
 // RegionConfig is one region's parts in this process.
@@ -228,6 +235,7 @@ type regionParts struct {
 	store           meta.Store // the region's metadata
 	global          meta.Store // the global configuration; may be store
 	registry        *prometheus.Registry
+	tracing         *telemetry.Tracing // nil: not tracing
 	log             *slog.Logger
 	bootstrap       bool
 	ledgerCfg       ledger.Config
@@ -328,9 +336,13 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 			return nil, fmt.Errorf("node: connect to the global etcd %v: %w", cfg.GlobalEtcd, err)
 		}
 	}
+	tracing, err := n.tracing(ctx)
+	if err != nil {
+		return nil, err
+	}
 	for _, rc := range cfg.Regions {
 		parts := regionParts{
-			name: rc.Name, store: store, global: global, registry: telemetry.NewRegistry(),
+			name: rc.Name, store: store, global: global, registry: telemetry.NewRegistry(), tracing: tracing,
 			log: log.With(telemetry.KeyRegion, rc.Name), bootstrap: cfg.Bootstrap,
 			ledgerCfg: rc.Ledger, bookieTransport: rc.BookieTransport,
 		}
@@ -432,6 +444,9 @@ func (r *Region) startReplicator(ctx context.Context, cfg replicator.Config) err
 		return err
 	}
 	cfg.Region = r.parts.name
+	if cfg.Tracing == nil {
+		cfg.Tracing = r.parts.tracing
+	}
 	if cfg.Schemas == nil {
 		if cfg.Schemas, err = newRegistrySchemas(r.parts.store, r.parts.name, r.parts.log); err != nil {
 			return err

@@ -270,6 +270,7 @@ type consumeFlags struct {
 	subType      string
 	position     string
 	numMessages  int
+	hops         bool
 }
 
 func newConsumeCommand() *cobra.Command {
@@ -285,7 +286,12 @@ from, its publish time and its broker publish time, when they are set:
   ----- got message -----
   key:[k1], properties:[a=1, b=2], replicated from:[us-east], publish time:[2026-01-02T15:04:05.123Z], broker publish time:[2026-01-02T15:04:05.125Z], content:hello
 For example, everything from the first message on, until interrupted:
-  meridian consume persistent://public/default/t -s my-sub -p Earliest -n 0`,
+  meridian consume persistent://public/default/t -s my-sub -p Earliest -n 0
+--hops adds a line after each message with the path it took and each hop's
+latency: the producer's publish time, the time the origin region stored it
+(for a replicated message), the time this region ("local") stored it, and
+the receipt:
+  hops: producer 2026-01-02T15:04:05.100Z -> us-east 2026-01-02T15:04:05.102Z (+2ms) -> local 2026-01-02T15:04:05.131Z (+29ms) -> consumer 2026-01-02T15:04:05.133Z (+2ms)`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			topic, err := oneTopic(args)
 			if err != nil {
@@ -304,6 +310,7 @@ For example, everything from the first message on, until interrupted:
 	f.StringVarP(&a.subType, "subscription-type", "t", "Exclusive", "Exclusive, Shared, Failover or Key_Shared")
 	f.StringVarP(&a.position, "subscription-position", "p", "Latest", "where a new subscription starts: Latest or Earliest")
 	f.IntVarP(&a.numMessages, "num-messages", "n", 1, "how many messages to consume (0: until SIGINT or SIGTERM)")
+	f.BoolVar(&a.hops, "hops", false, "after each message, print its path (producer, origin region, this region, consumer) with each hop's time and latency")
 	_ = cmd.MarkFlagRequired("subscription-name")
 	return cmd
 }
@@ -353,7 +360,11 @@ func (a *consumeFlags) run(cmd *cobra.Command, opts pulsar.ConsumerOptions) erro
 			}
 			return fmt.Errorf("receive from %s failed after %d messages: %w", opts.Topic, consumed, err)
 		}
+		received := time.Now()
 		writeMessage(out, msg)
+		if a.hops {
+			writeHops(out, msg, received)
+		}
 		if err := consumer.Ack(msg); err != nil {
 			return fmt.Errorf("acknowledge message %s failed after %d messages: %w", msg.ID(), consumed, err)
 		}
