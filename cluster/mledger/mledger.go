@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jonboulle/clockwork"
+
 	"github.com/meridian-mq/meridian/cluster/ledger"
 	"github.com/meridian-mq/meridian/cluster/meta"
 )
@@ -70,6 +72,7 @@ type ManagedLedger struct {
 	stopping     chan struct{}
 	writeStopped bool
 	ctrlCh       chan ctrlOp
+	tick         clockwork.Ticker // housekeeping; owned by run
 
 	runCtx    context.Context
 	kill      context.CancelFunc
@@ -262,6 +265,9 @@ func open(ctx context.Context, f *Factory, topic string) (*ManagedLedger, error)
 		}
 	}
 	ml.runCtx, ml.kill = context.WithCancel(context.Background())
+	// The ticker is set before Open returns, so that a test moving a fake
+	// clock from then on finds it.
+	ml.tick = f.clock.NewTicker(cfg.HousekeepingInterval)
 	ml.wg.Add(3)
 	go ml.run()
 	go ml.watchForeign()
@@ -483,8 +489,7 @@ func (ml *ManagedLedger) run() {
 		ml.unlockWrite()
 		close(ml.stopping)
 	}()
-	tick := ml.f.clock.NewTicker(ml.cfg.HousekeepingInterval)
-	defer tick.Stop()
+	defer ml.tick.Stop()
 	for {
 		select {
 		case op := <-ml.ctrlCh:
@@ -499,7 +504,7 @@ func (ml *ManagedLedger) run() {
 			if stop {
 				return
 			}
-		case <-tick.Chan():
+		case <-ml.tick.Chan():
 			ml.housekeeping()
 		case <-ml.trimCh:
 			ml.trim()

@@ -815,7 +815,14 @@ func testCursorOwnershipLost(t *testing.T, newEnv func(testing.TB) *env) {
 	if err := c.Ack(p); err != nil {
 		t.Fatal(err)
 	}
-	e.clock.Advance(testConfig().CursorPersistInterval) // the write is due
+	// The write comes due once the persistence timer, the clock's second
+	// waiter after the housekeeping ticker, is set.
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := e.clock.BlockUntilContext(ctx, 2); err != nil {
+		t.Fatalf("the persistence timer was never set: %v", err)
+	}
+	e.clock.Advance(testConfig().CursorPersistInterval)
 	select {
 	case <-ml.Lost():
 	case <-time.After(10 * time.Second):
@@ -1009,6 +1016,8 @@ func crashRecovery(t *testing.T, e *env, seed uint64) {
 				}
 			}
 		}
+		// The cursors' writes come due as the run goes on.
+		e.clock.Advance(cfg.CursorPersistInterval)
 	}
 	// Crash: appends are still in flight and cursor writes pending.
 	atCrash := map[string]Position{}
