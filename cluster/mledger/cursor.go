@@ -44,7 +44,9 @@ type Cursor struct {
 	dirty  bool
 	closed bool
 
-	// Owned by persistLoop (and by Close once persistLoop has stopped).
+	// Owned by persistLoop (and by Close once persistLoop has stopped);
+	// OpenCursor sets them first, before anything can wake the loop.
+	// lastWrite is on the factory's clock.
 	modRev    int64
 	lastWrite time.Time
 	persisted cursorValue
