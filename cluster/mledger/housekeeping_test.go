@@ -217,3 +217,28 @@ func TestHousekeepingOnTheClock(t *testing.T) {
 	e.clock.Advance(time.Minute)
 	waitFor(t, 10*time.Second, "the aged ledger to roll over", func() bool { return len(ml.Ledgers()) == 2 })
 }
+
+// TestLedgerIDsIncreaseAlongTheList: the ledger made ahead and the one a
+// rollover makes itself never overlap, so the list's ids increase (readers
+// look ledgers up by id, in order). With a rollover every 4 entries, the
+// owner's request for the next ledger (at the 3rd) races the rollover (at
+// the 4th) a hundred times.
+func TestLedgerIDsIncreaseAlongTheList(t *testing.T) {
+	e := newEnv(t)
+	cfg := testConfig()
+	cfg.MaxEntriesPerLedger = 4
+	ml := e.open(e.factory("a", cfg), "ids")
+	const total = 400
+	if err := <-appendInBackground(t.Context(), t, ml, total, 0); err != nil {
+		t.Fatal(err)
+	}
+	ids := ml.Ledgers()
+	for i := 1; i < len(ids); i++ {
+		if ids[i] <= ids[i-1] {
+			t.Fatalf("ledger %d follows ledger %d in the list %v", ids[i], ids[i-1], ids)
+		}
+	}
+	if got := len(readAll(t, ml)); got != total {
+		t.Fatalf("read %d entries, want %d", got, total)
+	}
+}

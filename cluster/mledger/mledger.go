@@ -676,6 +676,12 @@ func (ml *ManagedLedger) rollover() {
 		return
 	}
 	ml.precreateAsked = false
+	// A request for the closed ledger's successor still pending is
+	// answered by take; the new ledger asks for its own when nearly full.
+	select {
+	case <-ml.precreateCh:
+	default:
+	}
 	w, err := ml.next.take(ml.runCtx, ml.createLedger)
 	if err != nil {
 		// No bookies, say: record the closed ledger; appends retry

@@ -46,30 +46,48 @@ func (n *nextLedger) create(ctx context.Context, mk func(context.Context) (*ledg
 }
 
 // take returns the ledger made ahead; or waits for the one being made and
-// returns it, or its create's error; or else makes one with mk. So it waits
-// for one create at most.
+// returns it, or its create's error; or else makes one with mk, holding
+// the create slot meanwhile.
+//
+// Creates never overlap, so ledger ids increase along the list: ids come
+// from one counter, and a ledger made ahead while the rollover made its
+// own could get the lower id and be appended after it (readers find
+// ledgers by id, in order). take waits for one create at most: the owner
+// starts one only on a request, and requests are made under the write
+// lock, which the rollover holds, after it dropped the pending one.
 func (n *nextLedger) take(ctx context.Context, mk func(context.Context) (*ledger.Writer, error)) (*ledger.Writer, error) {
 	n.mu.Lock()
-	creating := n.creating
-	n.mu.Unlock()
-	if creating != nil {
+	waited := false
+	for n.creating != nil {
+		creating := n.creating
+		n.mu.Unlock()
 		select {
 		case <-creating:
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
+		waited = true
+		n.mu.Lock()
 	}
-	n.mu.Lock()
-	w, err := n.w, n.err
-	n.w, n.err = nil, nil
-	n.mu.Unlock()
-	switch {
-	case w != nil:
+	if w := n.w; w != nil {
+		n.w, n.err = nil, nil
+		n.mu.Unlock()
 		return w, nil
-	case creating != nil && err != nil:
+	}
+	if err := n.err; waited && err != nil {
+		n.err = nil
+		n.mu.Unlock()
 		return nil, err
 	}
-	return mk(ctx)
+	done := make(chan struct{})
+	n.creating, n.err = done, nil
+	n.mu.Unlock()
+	w, err := mk(ctx)
+	n.mu.Lock()
+	n.creating = nil
+	n.mu.Unlock()
+	close(done)
+	return w, err
 }
 
 // release hands over the ledger made ahead, if any; the caller must know
