@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/meridian-mq/meridian/cluster/admin"
@@ -187,7 +188,7 @@ func startBroker(ctx context.Context, r *regionParts, cfg BrokerConfig) (_ *Brok
 	}
 	mlcfg := cfg.Ledgers
 	mlcfg.Region = r.name
-	factory, err := mledger.NewFactory(mlcfg, lc, r.store, log, mledger.SystemClock())
+	factory, err := mledger.NewFactory(mlcfg, lc, r.store, log, clockwork.NewRealClock())
 	if err != nil {
 		return nil, err
 	}
