@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/meridian-mq/meridian/cluster/mledger"
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/meridian-mq/meridian/global"
 	"github.com/meridian-mq/meridian/replicator/remote"
 )
@@ -66,6 +68,11 @@ type Config struct {
 	// The assembly sets it (the registry lives with the broker code, which
 	// this package does not import).
 	Schemas SchemaSource
+	// Registerer receives the worker's meridian_replicator_* metrics; nil
+	// registers them nowhere.
+	Registerer prometheus.Registerer
+	// DisableMetrics skips recording them (telemetry.MetricsConfig.Disabled).
+	DisableMetrics bool
 }
 
 // SchemaSource lists a source topic's schemas, oldest first, with the

@@ -11,11 +11,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/meridian-mq/meridian/cluster/broker/schema"
 	"github.com/meridian-mq/meridian/cluster/meta"
 	"github.com/meridian-mq/meridian/cluster/mledger"
 	"github.com/meridian-mq/meridian/cluster/wire"
 	"github.com/meridian-mq/meridian/global"
+	"github.com/meridian-mq/meridian/telemetry"
 	"github.com/meridian-mq/meridian/topology"
 )
 
@@ -63,6 +66,13 @@ type ServiceConfig struct {
 	// everything the topic still stores. A topic created by its load always
 	// replicates from its first entry, whatever this says.
 	ReplicationStartAt ReplicationStart
+	// Metrics says whether the broker records its metrics and how it
+	// exposes its topics' (see PulsarCollector).
+	Metrics telemetry.MetricsConfig
+	// Registerer receives the broker's meridian_* metrics; nil registers
+	// them nowhere. The Pulsar series are served by NewPulsarCollector,
+	// which the caller registers.
+	Registerer prometheus.Registerer
 }
 
 // DispatchConfig bounds what a subscription reads and holds.
@@ -119,6 +129,9 @@ func (c ServiceConfig) Validate() error {
 	case c.ReplicationStartAt != ReplicationStartLatest && c.ReplicationStartAt != ReplicationStartEarliest:
 		return fmt.Errorf("%w: ReplicationStartAt %q, want %s or %s", ErrInvalidConfig, c.ReplicationStartAt, ReplicationStartLatest, ReplicationStartEarliest)
 	}
+	if err := c.Metrics.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
 	return c.Policies.Validate()
 }
 
@@ -139,6 +152,9 @@ type Service struct {
 	schemas  *schema.Registry
 	log      *slog.Logger
 	own      *ownership
+	metrics  *brokerMetrics // nil when metrics are disabled
+
+	metricsState topicMetricsState
 
 	bootID string       // makes generated producer names unique across runs
 	names  atomic.Int64 // generated producer names so far
@@ -177,12 +193,17 @@ func NewService(cfg ServiceConfig, store meta.Store, policies *global.Cache, gst
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{cfg: cfg, store: store, policies: policies, gstore: gstore, ledgers: ledgers, schemas: schemas, log: log}
+	metrics, err := newBrokerMetrics(cfg)
+	if err != nil {
+		return nil, err
+	}
+	s := &Service{cfg: cfg, store: store, policies: policies, gstore: gstore, ledgers: ledgers, schemas: schemas, log: log, metrics: metrics}
 	s.bootID = fmt.Sprintf("%x", rand.Uint32())
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.mu.topics = make(map[string]*topicLoad)
 	self := Owner{BrokerID: cfg.BrokerID, ServiceURL: cfg.ServiceURL, ServiceURLTLS: cfg.ServiceURLTLS, WebURL: cfg.WebURL}
 	s.own = newOwnership(store, cfg.Region, self, cfg.OwnershipTTL, log, s.unloadAll)
+	s.own.metrics = metrics
 	return s, nil
 }
 
@@ -252,6 +273,7 @@ func bundleOf(t topology.TopicName, eff global.Effective) (topology.Bundle, erro
 // this broker when nobody holds it. A namespace whose active region is
 // elsewhere (DESIGN §6) redirects to that region.
 func (s *Service) Lookup(ctx context.Context, t topology.TopicName) (Location, error) {
+	defer s.metrics.lookedUp(time.Now())
 	eff, err := s.resolve(t)
 	if err != nil {
 		return Location{}, err

@@ -48,6 +48,9 @@ type ManagedLedger struct {
 	cfg   *Config
 	log   *slog.Logger
 	key   string
+	// writes records add latency and entry sizes; nil when metrics are
+	// disabled.
+	writes *writeStats
 
 	// writeSem is the write lock: a one-slot semaphore rather than a
 	// mutex, so that an appender waiting for it can give up on its context
@@ -163,6 +166,7 @@ func open(ctx context.Context, f *Factory, topic string) (*ManagedLedger, error)
 	cfg := &f.cfg
 	ml := &ManagedLedger{
 		f: f, topic: topic, cfg: cfg, log: f.log.With("topic", topic), key: ListKey(cfg.Region, topic),
+		writes:    newWriteStats(cfg),
 		writeSem:  make(chan struct{}, 1),
 		stopping:  make(chan struct{}),
 		ctrlCh:    make(chan ctrlOp),
@@ -541,11 +545,17 @@ func (ml *ManagedLedger) handleAppend(msg []byte, n int, fut *AppendFuture) {
 		}
 	}
 	idx := ml.lastIndex + int64(n)
-	ts := max(ml.f.clock.Now().UnixMilli(), ml.lastTS)
+	now := ml.f.clock.Now()
+	ts := max(now.UnixMilli(), ml.lastTS)
 	data := encodeEntry(ts, idx, msg)
 	fut.index = idx
 	id := ml.writer.ID()
-	err := ml.writer.AddFunc(ml.runCtx, data, func(entry int64, aerr error) { ml.confirmed(id, data, fut, entry, aerr) })
+	err := ml.writer.AddFunc(ml.runCtx, data, func(entry int64, aerr error) {
+		if aerr == nil {
+			ml.writes.confirmed(ml.f.clock.Now().Sub(now), len(data))
+		}
+		ml.confirmed(id, data, fut, entry, aerr)
+	})
 	if errors.Is(err, ledger.ErrEntryTooLarge) {
 		fut.complete(Position{}, err)
 		return

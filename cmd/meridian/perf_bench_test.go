@@ -11,6 +11,7 @@ import (
 	"github.com/meridian-mq/meridian/cluster/ledger/ledgertest"
 	"github.com/meridian-mq/meridian/cluster/meta"
 	"github.com/meridian-mq/meridian/cluster/node"
+	"github.com/meridian-mq/meridian/telemetry"
 )
 
 // BenchmarkPerfProduce runs `meridian perf produce -r RATE -s 1024 -b 1
@@ -74,6 +75,13 @@ func BenchmarkPerfProduce(b *testing.B) {
 // broker's service URL.
 func startMemoryRegion(ctx context.Context, t testing.TB) string {
 	t.Helper()
+	return startMemoryRegionWith(ctx, t, telemetry.MetricsConfig{}).Broker().ServiceURL()
+}
+
+// startMemoryRegionWith is startMemoryRegion with the region's metrics
+// configured by mc; it returns the node, which the test's cleanup stops.
+func startMemoryRegionWith(ctx context.Context, t testing.TB, mc telemetry.MetricsConfig) *node.Node {
+	t.Helper()
 	ecfg := meta.DefaultEmbedConfig()
 	ecfg.DataDir, ecfg.Logger = t.TempDir(), discardLogger()
 	etcd, err := meta.StartEmbed(ctx, ecfg)
@@ -98,10 +106,10 @@ func startMemoryRegion(ctx context.Context, t testing.TB) string {
 	b.BrokerAddr, b.WebAddr = "127.0.0.1:0", "127.0.0.1:0"
 	b.Ledgers.EnsembleSize, b.Ledgers.WriteQuorum, b.Ledgers.AckQuorum = 1, 1, 1
 	n, err := node.Start(ctx, node.Config{Etcd: etcd.Endpoints(), Bootstrap: true, Logger: discardLogger(),
-		Regions: []node.RegionConfig{{Name: region, Broker: &b, BookieTransport: bookies.Client("broker")}}})
+		Regions: []node.RegionConfig{{Name: region, Broker: &b, BookieTransport: bookies.Client("broker"), Metrics: mc}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { n.Close() })
-	return n.Broker().ServiceURL()
+	return n
 }
