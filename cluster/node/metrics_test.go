@@ -375,3 +375,32 @@ func TestMetricsDisabled(t *testing.T) {
 		t.Error("the bookie's own series went too")
 	}
 }
+
+// TestMetricsPulsarConf: broker.conf's exposeTopicLevelMetricsInPrometheus
+// and statsUpdateFrequencyInSecs set the region's metrics; Pulsar's
+// default (topic level) is the zero value.
+func TestMetricsPulsarConf(t *testing.T) {
+	for _, tc := range []struct {
+		text string
+		want telemetry.MetricsConfig
+	}{
+		{"", telemetry.MetricsConfig{}},
+		{"exposeTopicLevelMetricsInPrometheus=true\n", telemetry.MetricsConfig{}},
+		{"exposeTopicLevelMetricsInPrometheus=false\nstatsUpdateFrequencyInSecs=15\n",
+			telemetry.MetricsConfig{NamespaceLevel: true, StatsPeriod: 15 * time.Second}},
+	} {
+		b := node.DefaultBrokerConfig("localhost")
+		r := node.RegionConfig{Name: "r", Broker: &b}
+		if _, err := node.ApplyPulsarConf(strings.NewReader(tc.text), "broker.conf", &r); err != nil {
+			t.Fatalf("%q: %v", tc.text, err)
+		}
+		if r.Metrics != tc.want {
+			t.Errorf("%q: metrics %+v, want %+v", tc.text, r.Metrics, tc.want)
+		}
+	}
+	b := node.DefaultBrokerConfig("localhost")
+	r := node.RegionConfig{Name: "r", Broker: &b}
+	if _, err := node.ApplyPulsarConf(strings.NewReader("statsUpdateFrequencyInSecs=0\n"), "broker.conf", &r); err == nil {
+		t.Error("statsUpdateFrequencyInSecs=0 accepted")
+	}
+}

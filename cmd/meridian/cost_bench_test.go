@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"syscall"
@@ -23,7 +24,9 @@ import (
 // (telemetry.MetricsConfig.Disabled), in 9 alternating runs of each; it
 // reports both medians and their difference. In-memory bookies keep the
 // disk's noise out. Outside the default suite: set MERIDIAN_COST=1
-// (MERIDIAN_COST_MESSAGES per run, default 300000).
+// (MERIDIAN_COST_MESSAGES per run, default 300000;
+// MERIDIAN_COST_PROFILE=FILE writes the CPU profile of the first run with
+// metrics on, to read the share recording takes).
 func TestMetricsCost(t *testing.T) {
 	if os.Getenv("MERIDIAN_COST") == "" {
 		t.Skip("set MERIDIAN_COST=1 to measure the cost of metrics (several minutes)")
@@ -40,7 +43,11 @@ func TestMetricsCost(t *testing.T) {
 	for i := range 2 * runs {
 		on := i%2 == 0
 		t.Run(fmt.Sprintf("run%d-metrics=%v", i/2, on), func(t *testing.T) {
-			cpu := costRun(t, on, messages)
+			profile := ""
+			if i == 0 {
+				profile = os.Getenv("MERIDIAN_COST_PROFILE")
+			}
+			cpu := costRun(t, on, messages, profile)
 			perMillion[on] = append(perMillion[on], cpu/float64(messages)*1e6)
 			t.Logf("metrics=%v: %.2f CPU s per million messages", on, cpu/float64(messages)*1e6)
 		})
@@ -52,12 +59,23 @@ func TestMetricsCost(t *testing.T) {
 
 // costRun starts a region, publishes messages through a perf process and
 // returns the region's CPU seconds over the publishing.
-func costRun(t *testing.T, metrics bool, messages int) float64 {
+func costRun(t *testing.T, metrics bool, messages int, profile string) float64 {
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
 	n := startMemoryRegionWith(ctx, t, telemetry.MetricsConfig{Disabled: !metrics, StatsPeriod: time.Second})
 	dir := t.TempDir()
 	scrapes := 0
+	if profile != "" {
+		f, err := os.Create(profile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			t.Fatal(err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	start := cpuSeconds(t)
 	p := startProcess(t, "perf produce", filepath.Join(dir, "perf.log"), "perf", "produce", "-u", n.Broker().ServiceURL(),
 		"-r", "0", "-s", "1024", "-b", "1", "--num-messages", strconv.Itoa(messages),
