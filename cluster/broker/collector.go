@@ -36,18 +36,18 @@ var topicFamilies = func() []pulsarFamily {
 		{"pulsar_storage_size", "Bytes the topic stores in its ledgers.", func(t *TopicMetrics) float64 { return float64(t.StorageSize) }},
 		{"pulsar_msg_backlog", "Messages not yet acknowledged, summed over the subscriptions.", func(t *TopicMetrics) float64 { return float64(t.MsgBacklog) }},
 	}
-	buckets := func(names []string, unit string, counts func(*TopicMetrics) telemetry.BucketCounts) {
+	buckets := func(names []string, what, sumUnit string, counts func(*TopicMetrics) telemetry.BucketCounts) {
 		for i, name := range names {
-			f = append(f, pulsarFamily{name, "Appends of the last stats period in this " + unit + " bucket (not cumulative).",
+			f = append(f, pulsarFamily{name, "Appends of the last stats period whose " + what + " falls in this bucket (bounds as named; not cumulative).",
 				func(t *TopicMetrics) float64 { return float64(counts(t).Counts[i]) }})
 		}
 		base := strings.TrimSuffix(strings.TrimSuffix(names[len(names)-1], "_le_overflow"), "_overflow")
 		f = append(f,
 			pulsarFamily{base + "_count", "Appends of the last stats period.", func(t *TopicMetrics) float64 { return float64(counts(t).Count) }},
-			pulsarFamily{base + "_sum", "Sum of the " + unit + " of the last stats period's appends.", func(t *TopicMetrics) float64 { return float64(counts(t).Sum) }})
+			pulsarFamily{base + "_sum", "Sum of the " + what + "s of the last stats period's appends, in " + sumUnit + ".", func(t *TopicMetrics) float64 { return float64(counts(t).Sum) }})
 	}
-	buckets(telemetry.WriteLatencyBucketNames, "latency (microseconds)", func(t *TopicMetrics) telemetry.BucketCounts { return t.WriteLatency })
-	buckets(telemetry.EntrySizeBucketNames, "entry size (bytes)", func(t *TopicMetrics) telemetry.BucketCounts { return t.EntrySize })
+	buckets(telemetry.WriteLatencyBucketNames, "storage write latency", "microseconds", func(t *TopicMetrics) telemetry.BucketCounts { return t.WriteLatency })
+	buckets(telemetry.EntrySizeBucketNames, "entry size", "bytes", func(t *TopicMetrics) telemetry.BucketCounts { return t.EntrySize })
 	return f
 }()
 

@@ -158,8 +158,9 @@ const (
 	windowReplPrefix = "r\x00"
 )
 
-// advance moves the window to now when a period has passed, and returns
-// the rates and write counts of the last completed period.
+// advance closes the current period at now once it is at least period
+// long: rates and lastWrite become that period's, and a new one starts
+// from cur. The first call only starts a period.
 func (w *topicWindow) advance(now time.Time, period time.Duration, cur map[string][2]int64, write mledger.WriteStats) {
 	if w.at.IsZero() {
 		w.at, w.base, w.baseWrite = now, cur, write

@@ -64,7 +64,7 @@ type instrumented struct {
 	errors  [opRevoke + 1]prometheus.Counter
 }
 
-// The indexes of instrumentedOps.
+// The indexes of instrumentedOps, in its order.
 const (
 	opGet = iota
 	opList
