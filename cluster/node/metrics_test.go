@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/apache/pulsar-client-go/pulsaradmin"
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 
@@ -300,38 +302,44 @@ func TestPulsarMetrics(t *testing.T) {
 }
 
 // TestBrokerStatsEndpoints: /admin/v2/broker-stats/metrics and /topics
-// answer as pulsaradmin reads them: a metric set per namespace with the
-// broker's dimensions, and the loaded topics' stats by namespace, bundle
-// and domain.
+// answer as pulsaradmin's BrokerStats reads them: a metric set per
+// namespace with the broker's dimensions, and the loaded topics' stats by
+// namespace, bundle and domain.
 func TestBrokerStatsEndpoints(t *testing.T) {
 	n, _ := startRecorded(t, node.Standalone(t.TempDir()))
 	b := n.Broker()
 	c := newClient(t, pulsar.ClientOptions{URL: b.ServiceURL()})
 	topic := "persistent://public/default/broker-stats"
 	roundTrip(t, c, topic, 5)
-
-	var sets []struct {
-		Metrics    map[string]float64 `json:"metrics"`
-		Dimensions map[string]string  `json:"dimensions"`
+	adm, err := pulsaradmin.NewClient(&pulsaradmin.Config{WebServiceURL: b.WebURL()})
+	if err != nil {
+		t.Fatal(err)
 	}
-	getJSON(t, b.WebURL()+"/admin/v2/broker-stats/metrics", &sets)
-	i := slices.IndexFunc(sets, func(s struct {
-		Metrics    map[string]float64 `json:"metrics"`
-		Dimensions map[string]string  `json:"dimensions"`
-	}) bool {
-		return s.Dimensions["namespace"] == "public/default"
-	})
+
+	sets, err := adm.BrokerStats().GetMetrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(sets, func(s utils.Metrics) bool { return s.Dimensions["namespace"] == "public/default" })
 	if i < 0 {
 		t.Fatalf("broker-stats/metrics has no set for public/default: %+v", sets)
 	}
-	if got := sets[i]; got.Dimensions["cluster"] != "standalone" || got.Metrics["brk_no_of_subscriptions"] != 1 || got.Metrics["brk_storage_size"] <= 0 {
+	got := sets[i]
+	if got.Dimensions["cluster"] != "standalone" || got.Dimensions["broker"] != b.BrokerID() ||
+		got.Metrics["brk_no_of_subscriptions"] != 1.0 || got.Metrics["brk_storage_size"].(float64) <= 0 {
 		t.Errorf("public/default's set: %+v", got)
 	}
 
+	text, err := adm.BrokerStats().GetTopics()
+	if err != nil {
+		t.Fatal(err)
+	}
 	var topics map[string]map[string]map[string]map[string]struct {
 		MsgInCounter int64 `json:"msgInCounter"`
 	}
-	getJSON(t, b.WebURL()+"/admin/v2/broker-stats/topics", &topics)
+	if err := json.Unmarshal([]byte(text), &topics); err != nil {
+		t.Fatalf("broker-stats/topics: %v\n%s", err, text)
+	}
 	found := false
 	for _, domains := range topics["public/default"] {
 		if st, ok := domains["persistent"][topic]; ok {
@@ -342,7 +350,7 @@ func TestBrokerStatsEndpoints(t *testing.T) {
 		}
 	}
 	if !found {
-		t.Errorf("broker-stats/topics lacks %s: %v", topic, topics)
+		t.Errorf("broker-stats/topics lacks %s: %s", topic, text)
 	}
 }
 
