@@ -412,3 +412,53 @@ func TestMetricsPulsarConf(t *testing.T) {
 		t.Error("statsUpdateFrequencyInSecs=0 accepted")
 	}
 }
+
+// TestPulsarMetricsNamespaceLevel: with exposeTopicLevelMetricsInPrometheus
+// off, a running broker serves one series per namespace with labels
+// cluster and namespace (pulsar_msg_backlog with remote_cluster="local"),
+// pulsar_topics_count, and no subscription series, as Pulsar does.
+func TestPulsarMetricsNamespaceLevel(t *testing.T) {
+	cfg := node.Standalone(t.TempDir())
+	cfg.Regions[0].Metrics.NamespaceLevel = true
+	n, _ := startRecorded(t, cfg)
+	b := n.Broker()
+	adm, err := pulsaradmin.NewClient(&pulsaradmin.Config{WebServiceURL: b.WebURL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := adm.Namespaces().CreateNamespace("public/other"); err != nil {
+		t.Fatal(err)
+	}
+	c := newClient(t, pulsar.ClientOptions{URL: b.ServiceURL()})
+	for _, topic := range []string{"public/default/a", "public/default/b", "public/other/c"} {
+		roundTrip(t, c, "persistent://"+topic, 3)
+	}
+	families := scrape(t, b.WebURL()+"/metrics")
+	for name, f := range families {
+		if strings.HasPrefix(name, "pulsar_subscription_") {
+			t.Errorf("%s served at namespace level", name)
+		}
+		if !strings.HasPrefix(name, "pulsar_") || strings.HasPrefix(name, "pulsar_replication_") {
+			continue
+		}
+		want := []string{"cluster", "namespace"}
+		if name == "pulsar_msg_backlog" {
+			want = append(want, "remote_cluster")
+		}
+		checkGolden(t, families, []goldenSeries{{name, f.GetType(), want}})
+		if len(f.GetMetric()) != 2 {
+			t.Errorf("%s: %d series, want one per namespace (2)", name, len(f.GetMetric()))
+		}
+	}
+	for ns, want := range map[string]float64{"public/default": 2, "public/other": 1} {
+		if got, _ := value(families, "pulsar_topics_count", map[string]string{"namespace": ns}); got != want {
+			t.Errorf("pulsar_topics_count{namespace=%q} = %v, want %v", ns, got, want)
+		}
+		if got, _ := value(families, "pulsar_in_messages_total", map[string]string{"namespace": ns}); got != 3*want {
+			t.Errorf("pulsar_in_messages_total{namespace=%q} = %v, want %v", ns, got, 3*want)
+		}
+	}
+	if _, ok := value(families, "pulsar_msg_backlog", map[string]string{"namespace": "public/default", "remote_cluster": "local"}); !ok {
+		t.Error(`pulsar_msg_backlog has no remote_cluster="local" series`)
+	}
+}
