@@ -551,7 +551,7 @@ func (ml *ManagedLedger) handleAppend(msg []byte, n int, fut *AppendFuture) {
 	fut.index = idx
 	id := ml.writer.ID()
 	err := ml.writer.AddFunc(ml.runCtx, data, func(entry int64, aerr error) {
-		if aerr == nil {
+		if aerr == nil && ml.writes != nil {
 			ml.writes.confirmed(ml.f.clock.Now().Sub(now), len(data))
 		}
 		ml.confirmed(id, data, fut, entry, aerr)
