@@ -31,8 +31,8 @@ var topicFamilies = func() []pulsarFamily {
 		{"pulsar_throughput_out", "Bytes per second dispatched, over the last stats period.", func(t *TopicMetrics) float64 { return t.ThroughputOut }},
 		{"pulsar_in_messages_total", "Messages published since the topic was loaded.", func(t *TopicMetrics) float64 { return float64(t.MsgInCounter) }},
 		{"pulsar_in_bytes_total", "Bytes published since the topic was loaded.", func(t *TopicMetrics) float64 { return float64(t.BytesInCounter) }},
-		{"pulsar_out_messages_total", "Messages dispatched since the topic was loaded.", func(t *TopicMetrics) float64 { return float64(t.MsgOutCounter) }},
-		{"pulsar_out_bytes_total", "Bytes dispatched since the topic was loaded.", func(t *TopicMetrics) float64 { return float64(t.BytesOutCounter) }},
+		{"pulsar_out_messages_total", "Messages dispatched since the topics were loaded.", func(t *TopicMetrics) float64 { return float64(t.MsgOutCounter) }},
+		{"pulsar_out_bytes_total", "Bytes dispatched since the topics were loaded.", func(t *TopicMetrics) float64 { return float64(t.BytesOutCounter) }},
 		{"pulsar_storage_size", "Bytes the topic stores in its ledgers.", func(t *TopicMetrics) float64 { return float64(t.StorageSize) }},
 		{"pulsar_msg_backlog", "Messages not yet acknowledged, summed over the subscriptions.", func(t *TopicMetrics) float64 { return float64(t.MsgBacklog) }},
 	}
@@ -51,6 +51,20 @@ var topicFamilies = func() []pulsarFamily {
 	return f
 }()
 
+// namespaceOnly are the topic families Pulsar serves at namespace level
+// only: at topic level the same names are per subscription
+// (subscriptionFamilies), and one family has one set of labels.
+var namespaceOnly = map[string]bool{"pulsar_out_messages_total": true, "pulsar_out_bytes_total": true}
+
+// kindOf is a family's type by Pulsar's rule: counters end in _total,
+// every other family is a gauge.
+func kindOf(name string) prometheus.ValueType {
+	if strings.HasSuffix(name, "_total") {
+		return prometheus.CounterValue
+	}
+	return prometheus.GaugeValue
+}
+
 // subscriptionFamily is one of Pulsar's subscription metrics.
 type subscriptionFamily struct {
 	name, help string
@@ -64,6 +78,8 @@ var subscriptionFamilies = []subscriptionFamily{
 	{"pulsar_subscription_msg_rate_out", "Messages per second dispatched, over the last stats period.", func(s *SubscriptionMetrics) float64 { return s.RateOut }},
 	{"pulsar_subscription_msg_throughput_out", "Bytes per second dispatched, over the last stats period.", func(s *SubscriptionMetrics) float64 { return s.ThroughputOut }},
 	{"pulsar_subscription_consumers_count", "Consumers connected to the subscription.", func(s *SubscriptionMetrics) float64 { return float64(s.Consumers) }},
+	{"pulsar_out_messages_total", "Messages dispatched to the subscription since the topic was loaded.", func(s *SubscriptionMetrics) float64 { return float64(s.MsgOutCounter) }},
+	{"pulsar_out_bytes_total", "Bytes dispatched to the subscription since the topic was loaded.", func(s *SubscriptionMetrics) float64 { return float64(s.BytesOutCounter) }},
 }
 
 // replicationFamily is one of Pulsar's replication metrics.
@@ -84,8 +100,10 @@ var replicationFamilies = []replicationFamily{
 	{"pulsar_replication_delay_in_seconds", "Age of the oldest message not yet replicated to the remote cluster.", func(r *ReplicationMetrics) float64 { return float64(r.DelaySeconds) }},
 }
 
-// PulsarCollector serves the broker's topics as Pulsar's Prometheus series,
-// sampled at scrape time (Service.TopicMetrics): with labels cluster,
+// PulsarCollector serves the broker's topics as Pulsar's Prometheus series
+// (the families and labels of Pulsar's TopicStats and
+// NamespaceStatsAggregator), sampled at scrape time (Service.TopicMetrics):
+// with labels cluster,
 // namespace and topic, plus subscription or remote_cluster where Pulsar
 // has them; or, with MetricsConfig.NamespaceLevel, one series per
 // namespace, as Pulsar's exposeTopicLevelMetricsInPrometheus=false (with
@@ -97,6 +115,8 @@ type PulsarCollector struct {
 	sample         func(context.Context) []TopicMetrics
 	timeout        time.Duration
 
+	// topic holds one Desc per topicFamilies entry; nil for a family not
+	// served at this level (namespaceOnly).
 	topic, sub, repl []*prometheus.Desc
 	topicsCount      *prometheus.Desc
 	// nsBacklogIndex is pulsar_msg_backlog's index in topicFamilies at
@@ -119,6 +139,10 @@ func newPulsarCollector(region string, namespaceLevel bool, sample func(context.
 		base = append(base, telemetry.LabelTopic)
 	}
 	for i, f := range topicFamilies {
+		if !namespaceLevel && namespaceOnly[f.name] {
+			c.topic = append(c.topic, nil)
+			continue
+		}
 		labels := base
 		if namespaceLevel && f.name == "pulsar_msg_backlog" {
 			labels = append(labels[:len(labels):len(labels)], telemetry.LabelRemoteCluster)
@@ -139,7 +163,9 @@ func newPulsarCollector(region string, namespaceLevel bool, sample func(context.
 // Describe sends every family's description.
 func (c *PulsarCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range c.topic {
-		ch <- d
+		if d != nil {
+			ch <- d
+		}
 	}
 	if !c.namespaceLevel {
 		for _, d := range c.sub {
@@ -177,7 +203,7 @@ func (c *PulsarCollector) collect(ch chan<- prometheus.Metric, topics []TopicMet
 		c.collectTopic(ch, t, cluster, t.Namespace, t.Topic)
 		for name, s := range t.Subs {
 			for j, f := range subscriptionFamilies {
-				ch <- prometheus.MustNewConstMetric(c.sub[j], prometheus.GaugeValue, f.value(&s), cluster, t.Namespace, t.Topic, name)
+				ch <- prometheus.MustNewConstMetric(c.sub[j], kindOf(f.name), f.value(&s), cluster, t.Namespace, t.Topic, name)
 			}
 		}
 	}
@@ -187,15 +213,14 @@ func (c *PulsarCollector) collect(ch chan<- prometheus.Metric, topics []TopicMet
 // replication series, under labels.
 func (c *PulsarCollector) collectTopic(ch chan<- prometheus.Metric, t *TopicMetrics, labels ...string) {
 	for i, f := range topicFamilies {
-		kind := prometheus.GaugeValue
-		if strings.HasSuffix(f.name, "_total") {
-			kind = prometheus.CounterValue
+		if c.topic[i] == nil {
+			continue
 		}
 		values := labels
 		if i == c.nsBacklogIndex {
 			values = append(labels[:len(labels):len(labels)], "local")
 		}
-		ch <- prometheus.MustNewConstMetric(c.topic[i], kind, f.value(t), values...)
+		ch <- prometheus.MustNewConstMetric(c.topic[i], kindOf(f.name), f.value(t), values...)
 	}
 	for remote, r := range t.Replication {
 		for i, f := range replicationFamilies {

@@ -53,8 +53,12 @@ var golden = func() []goldenSeries {
 	for _, n := range append(slices.Clone(telemetry.WriteLatencyBucketNames), telemetry.EntrySizeBucketNames...) {
 		g = append(g, goldenSeries{n, gauge, topicLabels})
 	}
-	for _, n := range []string{"pulsar_in_messages_total", "pulsar_in_bytes_total", "pulsar_out_messages_total", "pulsar_out_bytes_total"} {
+	for _, n := range []string{"pulsar_in_messages_total", "pulsar_in_bytes_total"} {
 		g = append(g, goldenSeries{n, counter, topicLabels})
+	}
+	// At topic level Pulsar counts what goes out per subscription.
+	for _, n := range []string{"pulsar_out_messages_total", "pulsar_out_bytes_total"} {
+		g = append(g, goldenSeries{n, counter, subLabels})
 	}
 	for _, n := range []string{"pulsar_subscription_back_log", "pulsar_subscription_msg_rate_out", "pulsar_subscription_unacked_messages",
 		"pulsar_subscription_delayed", "pulsar_subscription_msg_throughput_out", "pulsar_subscription_consumers_count"} {
@@ -265,7 +269,8 @@ func TestPulsarMetrics(t *testing.T) {
 		}{
 			{"pulsar_in_messages_total", onTopic, path(st, "msgInCounter")},
 			{"pulsar_in_bytes_total", onTopic, path(st, "bytesInCounter")},
-			{"pulsar_out_messages_total", onTopic, path(st, "msgOutCounter")},
+			{"pulsar_out_messages_total", s, path(st, "subscriptions", "s", "msgOutCounter")},
+			{"pulsar_out_bytes_total", s, path(st, "subscriptions", "s", "bytesOutCounter")},
 			{"pulsar_storage_size", onTopic, path(st, "storageSize")},
 			{"pulsar_producers_count", onTopic, path(st, "publishers")},
 			{"pulsar_subscriptions_count", onTopic, float64(len(st["subscriptions"].(map[string]any)))},
