@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/meridian-mq/meridian/cluster/mledger"
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/meridian-mq/meridian/global"
 	"github.com/meridian-mq/meridian/replicator/remote"
 	"github.com/meridian-mq/meridian/telemetry"
@@ -71,6 +73,11 @@ type Config struct {
 	// metadata carries a W3C traceparent (see trace.go); nil traces
 	// nothing and costs nothing. The assembly sets it.
 	Tracing *telemetry.Tracing
+	// Registerer receives the worker's meridian_replicator_* metrics; nil
+	// registers them nowhere.
+	Registerer prometheus.Registerer
+	// DisableMetrics skips recording them (telemetry.MetricsConfig.Disabled).
+	DisableMetrics bool
 }
 
 // SchemaSource lists a source topic's schemas, oldest first, with the

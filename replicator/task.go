@@ -74,6 +74,7 @@ type pending struct {
 	receipt     *remote.Receipt // nil: nothing to wait for
 	msgs, bytes int             // of the entry sent, for the stats
 	trace       *replicateTrace // nil: not traced
+	read        time.Time       // when its batch was read, for the read-to-receipt latency
 }
 
 // replicate is one attempt: open the cursor, the tailer and the remote
@@ -154,8 +155,9 @@ func (t *task) send(ctx context.Context, tail *mledger.Tailer, prod *remote.Prod
 		if err != nil {
 			return err
 		}
+		read := time.Now()
 		for _, e := range entries {
-			p := pending{pos: e.Position}
+			p := pending{pos: e.Position, read: read}
 			_, msg, err := e.Split()
 			if err != nil {
 				return fmt.Errorf("entry %v of %s: %w", e.Position, t.id.Topic, err)
@@ -218,6 +220,7 @@ func (t *task) acknowledge(ctx context.Context, cursor *mledger.ExternalCursor, 
 			err = perr
 		}
 	}()
+	received := t.w.metrics.receiptObserver(t.id.Remote)
 	timer := time.NewTimer(0)
 	<-timer.C
 	armed := false
@@ -234,6 +237,9 @@ func (t *task) acknowledge(ctx context.Context, cursor *mledger.ExternalCursor, 
 					return progressed, err
 				}
 				t.stats.acknowledged(p.msgs, p.bytes)
+				if received != nil {
+					received.Observe(time.Since(p.read).Seconds())
+				}
 			}
 			last, dirty = p.pos, true
 			if !armed {

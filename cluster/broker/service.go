@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/meridian-mq/meridian/cluster/broker/schema"
 	"github.com/meridian-mq/meridian/cluster/meta"
 	"github.com/meridian-mq/meridian/cluster/mledger"
@@ -67,6 +69,13 @@ type ServiceConfig struct {
 	// Tracing, when set, traces every entry whose metadata carries a W3C
 	// traceparent (see trace.go); nil traces nothing and costs nothing.
 	Tracing *telemetry.Tracing
+	// Metrics says whether the broker records its metrics and how it
+	// exposes its topics' (see PulsarCollector).
+	Metrics telemetry.MetricsConfig
+	// Registerer receives the broker's meridian_* metrics; nil registers
+	// them nowhere. The Pulsar series are served by NewPulsarCollector,
+	// which the caller registers.
+	Registerer prometheus.Registerer
 }
 
 // DispatchConfig bounds what a subscription reads and holds.
@@ -123,6 +132,9 @@ func (c ServiceConfig) Validate() error {
 	case c.ReplicationStartAt != ReplicationStartLatest && c.ReplicationStartAt != ReplicationStartEarliest:
 		return fmt.Errorf("%w: ReplicationStartAt %q, want %s or %s", ErrInvalidConfig, c.ReplicationStartAt, ReplicationStartLatest, ReplicationStartEarliest)
 	}
+	if err := c.Metrics.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
 	return c.Policies.Validate()
 }
 
@@ -143,7 +155,10 @@ type Service struct {
 	schemas  *schema.Registry
 	log      *slog.Logger
 	own      *ownership
-	traces   *traceHooks // nil: not tracing
+	traces   *traceHooks    // nil: not tracing
+	metrics  *brokerMetrics // nil when metrics are disabled
+
+	metricsState topicMetricsState
 
 	bootID string       // makes generated producer names unique across runs
 	names  atomic.Int64 // generated producer names so far
@@ -182,13 +197,18 @@ func NewService(cfg ServiceConfig, store meta.Store, policies *global.Cache, gst
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{cfg: cfg, store: store, policies: policies, gstore: gstore, ledgers: ledgers, schemas: schemas, log: log}
+	metrics, err := newBrokerMetrics(cfg)
+	if err != nil {
+		return nil, err
+	}
+	s := &Service{cfg: cfg, store: store, policies: policies, gstore: gstore, ledgers: ledgers, schemas: schemas, log: log, metrics: metrics}
 	s.traces = newTraceHooks(cfg.Tracing, cfg.Region, log)
 	s.bootID = fmt.Sprintf("%x", rand.Uint32())
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.mu.topics = make(map[string]*topicLoad)
 	self := Owner{BrokerID: cfg.BrokerID, ServiceURL: cfg.ServiceURL, ServiceURLTLS: cfg.ServiceURLTLS, WebURL: cfg.WebURL}
 	s.own = newOwnership(store, cfg.Region, self, cfg.OwnershipTTL, log, s.unloadAll)
+	s.own.metrics = metrics
 	return s, nil
 }
 
@@ -258,6 +278,7 @@ func bundleOf(t topology.TopicName, eff global.Effective) (topology.Bundle, erro
 // this broker when nobody holds it. A namespace whose active region is
 // elsewhere (DESIGN §6) redirects to that region.
 func (s *Service) Lookup(ctx context.Context, t topology.TopicName) (Location, error) {
+	defer s.metrics.lookedUp(time.Now())
 	eff, err := s.resolve(t)
 	if err != nil {
 		return Location{}, err

@@ -519,6 +519,7 @@ func (s *subscription) round() (progressed bool, due time.Time) {
 		fresh = len(es)
 		entries = append(entries, es...)
 	}
+	s.topic.svc.metrics.dispatchRead(len(entries))
 	if len(entries) == 0 {
 		return false, due
 	}

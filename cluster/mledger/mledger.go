@@ -60,6 +60,9 @@ type ManagedLedger struct {
 	cfg   *Config
 	log   *slog.Logger
 	key   string
+	// writes records add latency and entry sizes; nil when metrics are
+	// disabled.
+	writes *writeStats
 
 	// writeSem is the write lock: a one-slot semaphore rather than a
 	// mutex, so that an appender waiting for it can give up on its context
@@ -194,6 +197,7 @@ func open(ctx context.Context, f *Factory, topic string) (*ManagedLedger, error)
 	cfg := &f.cfg
 	ml := &ManagedLedger{
 		f: f, topic: topic, cfg: cfg, log: f.log.With("topic", topic), key: ListKey(cfg.Region, topic),
+		writes:      newWriteStats(cfg),
 		writeSem:    make(chan struct{}, 1),
 		stopping:    make(chan struct{}),
 		ctrlCh:      make(chan ctrlOp),
@@ -573,7 +577,12 @@ func (ml *ManagedLedger) handleAppend(msg []byte, n int, fut *AppendFuture) {
 	data := encodeEntry(ts, idx, msg)
 	fut.index = idx
 	id := ml.writer.ID()
-	err := ml.writer.AddFunc(ml.runCtx, data, func(entry int64, aerr error) { ml.confirmed(id, data, fut, entry, aerr) })
+	err := ml.writer.AddFunc(ml.runCtx, data, func(entry int64, aerr error) {
+		if aerr == nil && ml.writes != nil {
+			ml.writes.confirmed(ml.f.clock.Now().Sub(now), len(data))
+		}
+		ml.confirmed(id, data, fut, entry, aerr)
+	})
 	if errors.Is(err, ledger.ErrEntryTooLarge) {
 		fut.complete(Position{}, err)
 		return

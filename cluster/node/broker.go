@@ -187,7 +187,7 @@ func startBroker(ctx context.Context, r *regionParts, cfg BrokerConfig) (_ *Brok
 		return nil, err
 	}
 	mlcfg := cfg.Ledgers
-	mlcfg.Region = r.name
+	mlcfg.Region, mlcfg.DisableMetrics = r.name, r.metrics.Disabled
 	factory, err := mledger.NewFactory(mlcfg, lc, r.store, log, clockwork.NewRealClock())
 	if err != nil {
 		return nil, err
@@ -264,9 +264,17 @@ func startBroker(ctx context.Context, r *regionParts, cfg BrokerConfig) (_ *Brok
 	if scfg.Tracing == nil {
 		scfg.Tracing = r.tracing
 	}
+	scfg.Metrics, scfg.Registerer = r.metrics, r.registry
 	n.service, err = broker.NewService(scfg, r.store, cache, gstore, factory, log)
 	if err != nil {
 		return nil, err
+	}
+	if !r.metrics.Disabled {
+		pulsar := broker.NewPulsarCollector(n.service, scrapeTimeout)
+		if err := r.registry.Register(pulsar); err != nil {
+			return nil, fmt.Errorf("node: register the broker's Pulsar metrics: %w", err)
+		}
+		n.closers = append(n.closers, func() { r.registry.Unregister(pulsar) })
 	}
 	if err := n.service.Start(ctx); err != nil {
 		return nil, err
@@ -323,6 +331,11 @@ func startBroker(ctx context.Context, r *regionParts, cfg BrokerConfig) (_ *Brok
 		"service_url_tls", serviceURLTLS, "web_url_tls", webURLTLS, "authentication", n.authn.Enabled(), "authorization", n.authz != nil)
 	return n, nil
 }
+
+// scrapeTimeout bounds the reads one scrape of the broker's Pulsar series
+// makes (the replication backlogs), so that a slow bookie delays a scrape
+// by at most this long.
+const scrapeTimeout = 5 * time.Second
 
 // webHandler serves the metrics and the admin REST API (with the HTTP
 // lookup surface of clients whose service URL is http://).

@@ -119,6 +119,12 @@ type RegionConfig struct {
 	// replicator share; the zero value is ledger.DefaultConfig. Its Region
 	// and Registerer are set by the node.
 	Ledger ledger.Config
+	// Metrics is whether the region's parts record their metrics, and how
+	// the broker exposes its topics' Pulsar series; the zero value is
+	// Pulsar's default (topic-level series, a 60s stats period). Pulsar's
+	// exposeTopicLevelMetricsInPrometheus and statsUpdateFrequencyInSecs
+	// set it.
+	Metrics telemetry.MetricsConfig
 	// BookieTransport is how the ledger client reaches the registered
 	// bookies. Nil, the default: bkproto connections. Benchmarks set
 	// in-memory bookies (ledgertest) here to measure the broker and its
@@ -155,6 +161,9 @@ func (c Config) Validate() error {
 		}
 		if r.Broker == nil && r.Replicator == nil && len(r.Bookies) == 0 {
 			return fmt.Errorf("node: region %s runs nothing: give it a broker, a replicator or bookies", r.Name)
+		}
+		if err := r.Metrics.Validate(); err != nil {
+			return fmt.Errorf("node: region %s: %w", r.Name, err)
 		}
 		if r.Broker != nil {
 			if err := r.Broker.Validate(); err != nil {
@@ -236,6 +245,7 @@ type regionParts struct {
 	global          meta.Store // the global configuration; may be store
 	registry        *prometheus.Registry
 	tracing         *telemetry.Tracing // nil: not tracing
+	metrics         telemetry.MetricsConfig
 	log             *slog.Logger
 	bootstrap       bool
 	ledgerCfg       ledger.Config
@@ -244,6 +254,27 @@ type regionParts struct {
 	ledgers  *ledger.Client
 	policies *global.Cache
 	closers  []func() // of the shared parts, in order of start; run in reverse
+}
+
+// instrumentStores times the region's metadata operations into its
+// registry (meridian_etcd_operation_seconds), labelled by store: region,
+// and global when the global configuration has a store of its own.
+func (p *regionParts) instrumentStores() error {
+	if p.metrics.Disabled {
+		return nil
+	}
+	sm, err := meta.NewStoreMetrics(p.registry)
+	if err != nil {
+		return fmt.Errorf("node: region %s: metadata store metrics: %w", p.name, err)
+	}
+	sameStore := p.global == p.store
+	p.store = meta.Instrument(p.store, sm, "region")
+	if sameStore {
+		p.global = p.store
+	} else {
+		p.global = meta.Instrument(p.global, sm, "global")
+	}
+	return nil
 }
 
 // ledgerClient is the region's ledger client.
@@ -342,9 +373,13 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	for _, rc := range cfg.Regions {
 		parts := regionParts{
-			name: rc.Name, store: store, global: global, registry: telemetry.NewRegistry(), tracing: tracing,
+			name: rc.Name, store: store, global: global, registry: telemetry.NewRegistry(),
+			tracing: tracing, metrics: rc.Metrics,
 			log: log.With(telemetry.KeyRegion, rc.Name), bootstrap: cfg.Bootstrap,
 			ledgerCfg: rc.Ledger, bookieTransport: rc.BookieTransport,
+		}
+		if err := parts.instrumentStores(); err != nil {
+			return nil, err
 		}
 		if parts.ledgerCfg == (ledger.Config{}) {
 			parts.ledgerCfg = ledger.DefaultConfig(rc.Name)
@@ -447,6 +482,7 @@ func (r *Region) startReplicator(ctx context.Context, cfg replicator.Config) err
 	if cfg.Tracing == nil {
 		cfg.Tracing = r.parts.tracing
 	}
+	cfg.Registerer, cfg.DisableMetrics = r.parts.registry, r.parts.metrics.Disabled
 	if cfg.Schemas == nil {
 		if cfg.Schemas, err = newRegistrySchemas(r.parts.store, r.parts.name, r.parts.log); err != nil {
 			return err

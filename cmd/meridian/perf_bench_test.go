@@ -75,6 +75,13 @@ func BenchmarkPerfProduce(b *testing.B) {
 // tracing (nil: not tracing). It returns the broker's service URL.
 func startMemoryRegion(ctx context.Context, t testing.TB, tracing *telemetry.Tracing) string {
 	t.Helper()
+	return startMemoryRegionWith(ctx, t, tracing, telemetry.MetricsConfig{}).Broker().ServiceURL()
+}
+
+// startMemoryRegionWith is startMemoryRegion with the region's metrics
+// configured by mc; it returns the node, which the test's cleanup stops.
+func startMemoryRegionWith(ctx context.Context, t testing.TB, tracing *telemetry.Tracing, mc telemetry.MetricsConfig) *node.Node {
+	t.Helper()
 	ecfg := meta.DefaultEmbedConfig()
 	ecfg.DataDir, ecfg.Logger = t.TempDir(), discardLogger()
 	etcd, err := meta.StartEmbed(ctx, ecfg)
@@ -99,10 +106,10 @@ func startMemoryRegion(ctx context.Context, t testing.TB, tracing *telemetry.Tra
 	b.BrokerAddr, b.WebAddr = "127.0.0.1:0", "127.0.0.1:0"
 	b.Ledgers.EnsembleSize, b.Ledgers.WriteQuorum, b.Ledgers.AckQuorum = 1, 1, 1
 	n, err := node.Start(ctx, node.Config{Etcd: etcd.Endpoints(), Bootstrap: true, Logger: discardLogger(), Tracing: tracing,
-		Regions: []node.RegionConfig{{Name: region, Broker: &b, BookieTransport: bookies.Client("broker")}}})
+		Regions: []node.RegionConfig{{Name: region, Broker: &b, BookieTransport: bookies.Client("broker"), Metrics: mc}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { n.Close() })
-	return n.Broker().ServiceURL()
+	return n
 }
