@@ -270,6 +270,7 @@ type consumeFlags struct {
 	subType      string
 	position     string
 	numMessages  int
+	queueSize    int
 }
 
 func newConsumeCommand() *cobra.Command {
@@ -304,6 +305,7 @@ For example, everything from the first message on, until interrupted:
 	f.StringVarP(&a.subType, "subscription-type", "t", "Exclusive", "Exclusive, Shared, Failover or Key_Shared")
 	f.StringVarP(&a.position, "subscription-position", "p", "Latest", "where a new subscription starts: Latest or Earliest")
 	f.IntVarP(&a.numMessages, "num-messages", "n", 1, "how many messages to consume (0: until SIGINT or SIGTERM)")
+	f.IntVarP(&a.queueSize, "queue-size", "q", 1000, "the consumer's receiver queue: messages the client prefetches")
 	_ = cmd.MarkFlagRequired("subscription-name")
 	return cmd
 }
@@ -329,6 +331,10 @@ func (a *consumeFlags) options(topic string) (pulsar.ConsumerOptions, error) {
 	if a.numMessages < 0 {
 		return opts, fmt.Errorf("-n/--num-messages %d: want 0 (until interrupted) or more", a.numMessages)
 	}
+	if a.queueSize < 1 {
+		return opts, fmt.Errorf("-q/--queue-size %d: want 1 or more", a.queueSize)
+	}
+	opts.ReceiverQueueSize = a.queueSize
 	return opts, nil
 }
 
