@@ -224,11 +224,13 @@ func testFrozenConsumer(t *testing.T, kind pulsar.SubscriptionType, kindName str
 	defer p.Close()
 	published := make(chan error, 1)
 	go func() {
-		tick := time.NewTicker(time.Second / rate)
-		defer tick.Stop()
+		pace := newPacer(rate)
+		defer pace.stop()
 		errs := make(chan error, messages)
 		for i := range messages {
-			<-tick.C
+			if !pace.wait(ctx) {
+				break
+			}
 			payload := make([]byte, size)
 			copy(payload, strconv.Itoa(i)+"|")
 			p.SendAsync(ctx, &pulsar.ProducerMessage{Payload: payload, Key: fmt.Sprint("k", i%keys)},
@@ -345,6 +347,37 @@ func testFrozenConsumer(t *testing.T, kind pulsar.SubscriptionType, kindName str
 		t.Errorf("SIGTERM took %v to stop the broker, want under 20s", stop)
 	}
 }
+
+// pacer paces a producer at a fixed rate by the clock, not by ticks: after a
+// stall of the test process it sends what fell due at once, so that the
+// offered load over a window is the same whatever the machine did (a
+// ticker would drop the ticks it missed).
+type pacer struct {
+	start time.Time
+	every time.Duration
+	sent  int
+	tick  *time.Ticker
+}
+
+func newPacer(perSecond int) *pacer {
+	every := time.Second / time.Duration(perSecond)
+	return &pacer{start: time.Now(), every: every, tick: time.NewTicker(every)}
+}
+
+// wait returns once the next message falls due, or false when ctx ends.
+func (p *pacer) wait(ctx context.Context) bool {
+	for time.Since(p.start) < time.Duration(p.sent)*p.every {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-p.tick.C:
+		}
+	}
+	p.sent++
+	return ctx.Err() == nil
+}
+
+func (p *pacer) stop() { p.tick.Stop() }
 
 // rawConn is a hand-made protocol client on a socket with a small receive
 // buffer.
@@ -556,15 +589,10 @@ func TestSlowReader(t *testing.T) {
 	feedCtx, stopFeed := context.WithCancel(ctx)
 	defer stopFeed()
 	wg.Go(func() {
-		tick := time.NewTicker(time.Second / rate)
-		defer tick.Stop()
-		for {
-			select {
-			case <-feedCtx.Done():
-				return
-			case <-tick.C:
-				p.SendAsync(feedCtx, &pulsar.ProducerMessage{Payload: make([]byte, 1<<10)}, func(pulsar.MessageID, *pulsar.ProducerMessage, error) {})
-			}
+		pace := newPacer(rate)
+		defer pace.stop()
+		for pace.wait(feedCtx) {
+			p.SendAsync(feedCtx, &pulsar.ProducerMessage{Payload: make([]byte, 1<<10)}, func(pulsar.MessageID, *pulsar.ProducerMessage, error) {})
 		}
 	})
 	receipts := make([][]time.Time, bystanders)
