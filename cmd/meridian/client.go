@@ -271,6 +271,7 @@ type consumeFlags struct {
 	position     string
 	numMessages  int
 	hops         bool
+	queueSize    int
 }
 
 func newConsumeCommand() *cobra.Command {
@@ -311,6 +312,7 @@ the receipt:
 	f.StringVarP(&a.position, "subscription-position", "p", "Latest", "where a new subscription starts: Latest or Earliest")
 	f.IntVarP(&a.numMessages, "num-messages", "n", 1, "how many messages to consume (0: until SIGINT or SIGTERM)")
 	f.BoolVar(&a.hops, "hops", false, "after each message, print its path (producer, origin region, this region, consumer) with each hop's time and latency")
+	f.IntVarP(&a.queueSize, "queue-size", "q", 1000, "the consumer's receiver queue: messages the client prefetches")
 	_ = cmd.MarkFlagRequired("subscription-name")
 	return cmd
 }
@@ -336,6 +338,10 @@ func (a *consumeFlags) options(topic string) (pulsar.ConsumerOptions, error) {
 	if a.numMessages < 0 {
 		return opts, fmt.Errorf("-n/--num-messages %d: want 0 (until interrupted) or more", a.numMessages)
 	}
+	if a.queueSize < 1 {
+		return opts, fmt.Errorf("-q/--queue-size %d: want 1 or more", a.queueSize)
+	}
+	opts.ReceiverQueueSize = a.queueSize
 	return opts, nil
 }
 
