@@ -38,10 +38,12 @@ import (
 
 // refuseTimeout bounds how long the broker spends telling a refused
 // connection why; refusals in progress are bounded by maxRefusing, past
-// which a refused connection is closed without a word.
+// which a refused connection is closed without a word; refusals are
+// logged at most once per refusalLogEvery.
 const (
-	refuseTimeout = time.Second
-	maxRefusing   = 64
+	refuseTimeout   = time.Second
+	maxRefusing     = 64
+	refusalLogEvery = 10 * time.Second
 )
 
 // serverLimits is the Server's share of the bounds: what spans connections.
@@ -49,6 +51,7 @@ type serverLimits struct {
 	lookups atomic.Int64 // lookups being answered
 
 	connectionsRefused atomic.Int64
+	lastRefusalLog     atomic.Int64 // unix nanoseconds of the last warning about one
 	lookupsRefused     atomic.Int64
 	readPauses         atomic.Int64
 
@@ -123,9 +126,14 @@ func (s *Server) admitConnection(addr net.Addr) (release func(), err error) {
 // must first finish its handshake), within refuseTimeout; Close cuts it
 // short.
 func (s *Server) refuse(nc net.Conn, why error) {
-	s.limits.connectionsRefused.Add(1)
-	s.log.Warn("refusing connection", "remote", nc.RemoteAddr().String(), "err", why)
+	n := s.limits.connectionsRefused.Add(1)
 	l := &s.limits
+	// One warning per refusalLogEvery, not one per connection: a flood
+	// of connections must not become a flood of log lines.
+	if now := time.Now().UnixNano(); now-l.lastRefusalLog.Load() >= int64(refusalLogEvery) {
+		l.lastRefusalLog.Store(now)
+		s.log.Warn("refusing connections", "remote", nc.RemoteAddr().String(), "err", why, "refused_so_far", n)
+	}
 	l.mu.Lock()
 	if l.mu.refusing == nil {
 		l.mu.refusing = make(map[net.Conn]struct{})
