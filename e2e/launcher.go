@@ -191,9 +191,12 @@ type Bed struct {
 	// StartedIn is how long Start took to have every process ready.
 	StartedIn time.Duration
 
-	tb       testing.TB
-	cfg      BedConfig
-	procs    []*Process
+	tb    testing.TB
+	cfg   BedConfig
+	procs []*Process // appended by the test's goroutine only
+	// procsMu guards procs against regionOf, which links call from their
+	// own goroutines.
+	procsMu  sync.Mutex
 	links    []*Link
 	recorder *Recorder
 }
@@ -313,17 +316,17 @@ func StartBed(tb testing.TB, cfg BedConfig) *Bed {
 // startEtcd starts the global member and every region's members.
 func (b *Bed) startEtcd() {
 	if b.cfg.GlobalEtcd {
-		b.Global = b.startEtcdCluster("global", 1)[0]
+		b.Global = b.startEtcdCluster("", "global", 1)[0]
 	}
 	for _, rc := range b.cfg.Regions {
 		rc = rc.withDefaults()
-		b.Regions = append(b.Regions, &Region{Name: rc.Name, Config: rc, Etcd: b.startEtcdCluster(rc.Name, rc.EtcdMembers)})
+		b.Regions = append(b.Regions, &Region{Name: rc.Name, Config: rc, Etcd: b.startEtcdCluster(rc.Name, rc.Name, rc.EtcdMembers)})
 	}
 }
 
-// startEtcdCluster starts n members named <prefix>-etcd-<i>, bootstrapping
-// one cluster.
-func (b *Bed) startEtcdCluster(prefix string, n int) []*Process {
+// startEtcdCluster starts n members of region ("" for the global
+// store) named <prefix>-etcd-<i>, bootstrapping one cluster.
+func (b *Bed) startEtcdCluster(region, prefix string, n int) []*Process {
 	ports := b.freePorts(2 * n)
 	var initial []string
 	for i := range n {
@@ -334,7 +337,7 @@ func (b *Bed) startEtcdCluster(prefix string, n int) []*Process {
 		name := fmt.Sprintf("%s-etcd-%d", prefix, i)
 		client := fmt.Sprintf("http://127.0.0.1:%d", ports[2*i])
 		peer := fmt.Sprintf("http://127.0.0.1:%d", ports[2*i+1])
-		p := b.newProcess(name, "etcd", "--name", name, "--data-dir", filepath.Join(b.Dir, name),
+		p := b.newProcess(region, name, "etcd", "--name", name, "--data-dir", filepath.Join(b.Dir, name),
 			"--listen-client-urls", client, "--advertise-client-urls", client,
 			"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
 			"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-state", "new",
@@ -353,14 +356,15 @@ func (b *Bed) startLinks() {
 	}
 	for _, r := range b.Regions {
 		upstream := strings.TrimPrefix(b.Global.ClientURL, "http://")
-		r.GlobalLink = b.startLink(r.Name+"->global-etcd", "127.0.0.1:0", upstream, nil)
+		r.GlobalLink = b.startLink(r.Name+"->global-etcd", "127.0.0.1:0", upstream, nil, nil)
 	}
 }
 
-// startLink starts a link; local, if not nil, is its LinkConfig.Local.
-func (b *Bed) startLink(name, listen, upstream string, local func(net.Addr) bool) *Link {
+// startLink starts a link; local and source, if not nil, are its
+// LinkConfig.Local and Source.
+func (b *Bed) startLink(name, listen, upstream string, local func(net.Addr) bool, source func(net.Addr) string) *Link {
 	cfg := DefaultLinkConfig(name, listen, upstream)
-	cfg.Seed, cfg.Local = b.Rand.Uint64(), local
+	cfg.Seed, cfg.Local, cfg.Source = b.Rand.Uint64(), local, source
 	l, err := StartLink(cfg)
 	if err != nil {
 		b.tb.Fatal(err)
@@ -374,7 +378,7 @@ func (b *Bed) startBookie(r *Region, i int) *Process {
 	args := []string{"--region", r.Name, "--etcd", strings.Join(r.EtcdEndpoints(), ","),
 		"--id", name, "--data-dir", filepath.Join(b.Dir, name),
 		"--listen", fmt.Sprintf("127.0.0.1:%d", b.freePorts(1)[0])}
-	p := b.newProcess(name, "bookie", append(args, r.Config.BookieArgs...)...)
+	p := b.newProcess(r.Name, name, "bookie", append(args, r.Config.BookieArgs...)...)
 	p.Start()
 	r.Bookies = append(r.Bookies, p)
 	return p
@@ -391,8 +395,8 @@ func (b *Bed) startBroker(r *Region, i int) *Broker {
 	}
 	brk := &Broker{
 		DirectAddr: direct,
-		Link:       b.startLink(name, fmt.Sprintf("%s:%d", advertisedHost, ports[0]), direct, local),
-		WebLink:    b.startLink(name+"/web", fmt.Sprintf("%s:%d", advertisedHost, ports[1]), web, local),
+		Link:       b.startLink(name, fmt.Sprintf("%s:%d", advertisedHost, ports[0]), direct, local, b.regionOf),
+		WebLink:    b.startLink(name+"/web", fmt.Sprintf("%s:%d", advertisedHost, ports[1]), web, local, b.regionOf),
 	}
 	args := []string{"--region", r.Name, "--etcd", strings.Join(r.EtcdEndpoints(), ","),
 		"--advertised-address", advertisedHost, "--broker-listen", direct, "--web-listen", web,
@@ -401,7 +405,7 @@ func (b *Bed) startBroker(r *Region, i int) *Broker {
 	if r.GlobalLink != nil {
 		args = append(args, "--global-etcd", "http://"+r.GlobalLink.Addr())
 	}
-	brk.Process = b.newProcess(name, "broker", append(args, r.Config.BrokerArgs...)...)
+	brk.Process = b.newProcess(r.Name, name, "broker", append(args, r.Config.BrokerArgs...)...)
 	brk.Start()
 	r.Brokers = append(r.Brokers, brk)
 	return brk
@@ -413,7 +417,7 @@ func (b *Bed) startReplicator(r *Region, i int) *Process {
 	if r.GlobalLink != nil {
 		args = append(args, "--global-etcd", "http://"+r.GlobalLink.Addr())
 	}
-	p := b.newProcess(name, "replicator", args...)
+	p := b.newProcess(r.Name, name, "replicator", args...)
 	p.Start()
 	r.Replicators = append(r.Replicators, p)
 	return p
@@ -439,12 +443,65 @@ func (b *Bed) freePorts(n int) []int {
 	return ports
 }
 
-func (b *Bed) newProcess(name, command string, args ...string) *Process {
-	p := &Process{Name: name, tb: b.tb, bin: b.cfg.Binary,
+func (b *Bed) newProcess(region, name, command string, args ...string) *Process {
+	p := &Process{Name: name, region: region, tb: b.tb, bin: b.cfg.Binary,
 		args:    append([]string{command}, append(args, "--log-level", b.cfg.LogLevel)...),
 		logPath: filepath.Join(b.Dir, name+".log")}
+	b.procsMu.Lock()
 	b.procs = append(b.procs, p)
+	b.procsMu.Unlock()
 	return p
+}
+
+// regionOf names the region whose process holds the socket at peer (the
+// far end of a connection a link accepted); "" when none of the bed's
+// processes does (the test's own clients, say).
+func (b *Bed) regionOf(peer net.Addr) string {
+	inode, ok := socketInode(peer)
+	if !ok {
+		return ""
+	}
+	b.procsMu.Lock()
+	procs := slices.Clone(b.procs)
+	b.procsMu.Unlock()
+	for _, p := range procs {
+		if pid := p.PID(); pid != 0 && holdsSocket(strconv.Itoa(pid), inode) {
+			return p.region
+		}
+	}
+	return ""
+}
+
+// CutRegion cuts the region called name off from the others, both ways:
+// every connection through its brokers' links (Pulsar and web) is broken
+// and new ones refused, and so is every connection its own processes
+// (its replicators) make through the other regions' brokers' links. What
+// stays inside the region goes on: its etcd, its bookies, and the test's
+// own clients when they bypass the links (BedConfig.LocalClients). The
+// path to the global etcd is left alone too. RestoreRegion undoes it.
+func (b *Bed) CutRegion(name string) {
+	b.eachBrokerLink(name, (*Link).Cut, func(l *Link) { l.CutFrom(name) })
+}
+
+// RestoreRegion ends CutRegion(name).
+func (b *Bed) RestoreRegion(name string) {
+	b.eachBrokerLink(name, (*Link).Restore, func(l *Link) { l.RestoreFrom(name) })
+}
+
+// eachBrokerLink calls in on every broker link (Pulsar and web) of the
+// region called name, and out on every other region's.
+func (b *Bed) eachBrokerLink(name string, in, out func(*Link)) {
+	for _, r := range b.Regions {
+		for _, brk := range r.Brokers {
+			for _, l := range []*Link{brk.Link, brk.WebLink} {
+				if r.Name == name {
+					in(l)
+				} else {
+					out(l)
+				}
+			}
+		}
+	}
 }
 
 // waitReady waits for every process's ready line.
@@ -560,6 +617,7 @@ type Process struct {
 	// ClientURL is an etcd member's client URL; "" for other processes.
 	ClientURL string
 
+	region  string // the region it runs in; "" for the global etcd member
 	tb      testing.TB
 	bin     string
 	args    []string

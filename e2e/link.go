@@ -58,6 +58,11 @@ type LinkConfig struct {
 	// connection is forwarded as it is: no shape, no byte count, and Cut
 	// and Partition leave it alone; only Close ends it.
 	Local func(peer net.Addr) bool
+	// Source, if set, is asked once about each accepted connection's peer
+	// that is not local: it names where the connection comes from (the
+	// bed names the region of the process holding the peer's socket), so
+	// that CutFrom cuts the connections of one source only.
+	Source func(peer net.Addr) string
 }
 
 // DefaultLinkConfig returns a link from listen to upstream that adds
@@ -103,6 +108,8 @@ type Link struct {
 		sync.Mutex
 		shape Shape
 		cut   bool
+		// cutFrom holds the sources CutFrom cut, until RestoreFrom.
+		cutFrom map[string]bool
 		// healed is nil unless the link is partitioned; Heal closes it.
 		healed chan struct{}
 		rng    *rand.Rand
@@ -139,6 +146,7 @@ func StartLink(cfg LinkConfig) (*Link, error) {
 	l.mu.rng = rand.New(rand.NewPCG(cfg.Seed, 0x6c696e6b))
 	l.mu.conns = map[*linkConn]struct{}{}
 	l.mu.local = map[*linkConn]struct{}{}
+	l.mu.cutFrom = map[string]bool{}
 	l.wg.Add(1)
 	go l.accept()
 	return l, nil
@@ -182,9 +190,35 @@ func (l *Link) SetShape(s Shape) error {
 func (l *Link) Cut() {
 	l.mu.Lock()
 	l.mu.cut = true
-	conns := make([]*linkConn, 0, len(l.mu.conns))
+	l.mu.Unlock()
+	l.teardownWhere(func(*linkConn) bool { return true })
+}
+
+// CutFrom is Cut for the connections whose LinkConfig.Source is source:
+// they are broken, and new ones refused until RestoreFrom(source). The
+// others go on.
+func (l *Link) CutFrom(source string) {
+	l.mu.Lock()
+	l.mu.cutFrom[source] = true
+	l.mu.Unlock()
+	l.teardownWhere(func(c *linkConn) bool { return c.source == source })
+}
+
+// RestoreFrom lets the connections of source through again after CutFrom.
+func (l *Link) RestoreFrom(source string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.mu.cutFrom, source)
+}
+
+// teardownWhere breaks the link's (non-local) connections that match.
+func (l *Link) teardownWhere(match func(*linkConn) bool) {
+	l.mu.Lock()
+	var conns []*linkConn
 	for c := range l.mu.conns {
-		conns = append(conns, c)
+		if match(c) {
+			conns = append(conns, c)
+		}
 	}
 	l.mu.Unlock()
 	for _, c := range conns {
@@ -273,12 +307,15 @@ func (l *Link) accept() {
 		}
 		c := &linkConn{client: client, done: make(chan struct{})}
 		c.local = l.cfg.Local != nil && l.cfg.Local(client.RemoteAddr())
+		if !c.local && l.cfg.Source != nil {
+			c.source = l.cfg.Source(client.RemoteAddr())
+		}
 		l.mu.Lock()
 		conns := l.mu.conns
 		if c.local {
 			conns = l.mu.local
 		}
-		refuse := l.mu.closed || (l.mu.cut && !c.local)
+		refuse := l.mu.closed || (!c.local && (l.mu.cut || l.mu.cutFrom[c.source]))
 		if !refuse {
 			conns[c] = struct{}{}
 			l.wg.Add(1)
@@ -296,7 +333,8 @@ func (l *Link) accept() {
 // and the dialled server side.
 type linkConn struct {
 	client, server net.Conn
-	local          bool // see LinkConfig.Local
+	local          bool   // see LinkConfig.Local
+	source         string // see LinkConfig.Source; "" when local or unnamed
 	done           chan struct{}
 	once           sync.Once
 	mu             sync.Mutex // guards server while it is dialled

@@ -301,6 +301,46 @@ func TestLinkLocalConnections(t *testing.T) {
 	}
 }
 
+// TestLinkCutFrom cuts the connections of one source (told by their
+// local address here) and leaves the others alone.
+func TestLinkCutFrom(t *testing.T) {
+	sources := map[string]string{"127.0.0.4": "r2", "127.0.0.5": "r3"}
+	cfg := DefaultLinkConfig(t.Name(), "127.0.0.1:0", startEcho(t))
+	cfg.Source = func(peer net.Addr) string { return sources[peer.(*net.TCPAddr).IP.String()] }
+	l, err := StartLink(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	dialFrom := func(ip string) net.Conn {
+		t.Helper()
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+		c, err := d.Dial("tcp", l.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+		return c
+	}
+	r2, r3 := dialFrom("127.0.0.4"), dialFrom("127.0.0.5")
+	roundTrip(t, r2, []byte("r2 before"))
+	roundTrip(t, r3, []byte("r3 before"))
+
+	l.CutFrom("r2")
+	if _, err := io.ReadFull(r2, make([]byte, 1)); err == nil {
+		t.Fatal("a connection from the cut source survived CutFrom")
+	}
+	if n, err := dialFrom("127.0.0.4").Read(make([]byte, 1)); err == nil {
+		t.Fatalf("a connection from the cut source made after CutFrom read %d bytes", n)
+	}
+	roundTrip(t, r3, []byte("r3 during"))
+	roundTrip(t, dialFrom("127.0.0.5"), []byte("r3 dialled during"))
+
+	l.RestoreFrom("r2")
+	roundTrip(t, dialFrom("127.0.0.4"), []byte("r2 after"))
+}
+
 // TestOwnPeer tells this process's sockets from an address no socket of
 // it has.
 func TestOwnPeer(t *testing.T) {

@@ -11,14 +11,20 @@ import (
 
 // OwnPeer reports whether peer, the remote end of a TCP connection over
 // IPv4 loopback, is a socket of this very process: the test's own clients,
-// as opposed to the bed's processes. It finds the socket's inode in
-// /proc/net/tcp by its address and looks for that inode among this
-// process's open files (Linux only, like the bed). Any failure to read
-// /proc answers false.
+// as opposed to the bed's processes. Any failure to read /proc answers
+// false.
 func OwnPeer(peer net.Addr) bool {
-	tcp, ok := peer.(*net.TCPAddr)
+	inode, ok := socketInode(peer)
+	return ok && holdsSocket("self", inode)
+}
+
+// socketInode finds the inode of the IPv4 loopback socket bound to addr
+// (the far end of an accepted connection) in /proc/net/tcp (Linux only,
+// like the bed).
+func socketInode(addr net.Addr) (string, bool) {
+	tcp, ok := addr.(*net.TCPAddr)
 	if !ok || tcp.IP.To4() == nil {
-		return false
+		return "", false
 	}
 	ip := tcp.IP.To4()
 	// /proc/net/tcp prints an IPv4 address as its 4 bytes read as a
@@ -26,23 +32,24 @@ func OwnPeer(peer net.Addr) bool {
 	want := fmt.Sprintf("%02X%02X%02X%02X:%04X", ip[3], ip[2], ip[1], ip[0], tcp.Port)
 	f, err := os.Open("/proc/net/tcp")
 	if err != nil {
-		return false
+		return "", false
 	}
 	defer f.Close()
-	inode := ""
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		// sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
 		fields := strings.Fields(sc.Text())
 		if len(fields) > 9 && fields[1] == want {
-			inode = fields[9]
-			break
+			return fields[9], fields[9] != "0"
 		}
 	}
-	if inode == "" || inode == "0" {
-		return false
-	}
-	fds, err := filepath.Glob("/proc/self/fd/*")
+	return "", false
+}
+
+// holdsSocket reports whether process pid ("self", or a number) has the
+// socket with inode among its open files.
+func holdsSocket(pid, inode string) bool {
+	fds, err := filepath.Glob(filepath.Join("/proc", pid, "fd", "*"))
 	if err != nil {
 		return false
 	}

@@ -448,14 +448,14 @@ func runLag(t *testing.T, bookieArgs ...string) {
 	}
 }
 
-// TestReplicationRegionCut cuts every path into r2 (its broker's link)
-// for 20 s (60 s with $MERIDIAN_E2E_FULL=1) while every region produces
-// to one topic of all three. r2's own clients and its replicators'
-// connections to the others go on (the bed has one link per broker,
-// shared by every region that reaches it). It shows the backlog towards
-// r2 growing during the cut, in the messages still missing there and in
-// the r1 and r3 cursors meridian.repl.r2, which stand still, and then
-// draining after the link returns; then every region holds every
+// TestReplicationRegionCut cuts r2 off from the other regions, both ways
+// (Bed.CutRegion: every path into r2's broker, and every connection r2's
+// replicators make into the others'), for 20 s (60 s with
+// $MERIDIAN_E2E_FULL=1) while every region produces to one topic of all
+// three. r2's own clients go on, inside the region. It shows the backlog
+// growing both ways during the cut, in the messages still missing and in
+// the replication cursors towards and from r2, which stand still, and then
+// draining after the links return; then every region holds every
 // acknowledged message once.
 func TestReplicationRegionCut(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Minute)
@@ -476,55 +476,70 @@ func TestReplicationRegionCut(t *testing.T) {
 	for _, r := range g.Regions {
 		ps = append(ps, g.startRate(ctx, t, rec, r.Name, topic, r.Name+"-cut", rate)...)
 	}
-	stores := map[string]*meta.Etcd{"r1": g.store(ctx, "r1"), "r3": g.store(ctx, "r3")}
-	backlog := func() int {
-		toR2 := messages(ackedSends(rec, topic, "r1", "r3"))
-		return len(toR2) - dest["r2"].count(toR2)
+	// The replication cursors across the cut: r1's and r3's towards r2,
+	// and r2's towards each of them.
+	type crossing struct{ from, to string }
+	crossings := []crossing{{"r1", "r2"}, {"r3", "r2"}, {"r2", "r1"}, {"r2", "r3"}}
+	stores := map[string]*meta.Etcd{}
+	for _, r := range g.Regions {
+		stores[r.Name] = g.store(ctx, r.Name)
 	}
-	cursors := func() map[string]mledger.Position {
-		out := map[string]mledger.Position{}
-		for region, s := range stores {
-			out[region] = replicationCursor(ctx, t, s, region, topic, "r2")
+	// backlogs counts what the region's side of the cut acknowledged and
+	// the other side does not hold yet: towards r2, and from r2 (to r1 and
+	// r3 each).
+	backlogs := func() (toR2, fromR2 int) {
+		in := messages(ackedSends(rec, topic, "r1", "r3"))
+		out := messages(ackedSends(rec, topic, "r2"))
+		return len(in) - dest["r2"].count(in), 2*len(out) - dest["r1"].count(out) - dest["r3"].count(out)
+	}
+	cursors := func() map[crossing]mledger.Position {
+		out := map[crossing]mledger.Position{}
+		for _, c := range crossings {
+			out[c] = replicationCursor(ctx, t, stores[c.from], c.from, topic, c.to)
 		}
 		return out
 	}
 	sleep(ctx, t, 5*time.Second)
-	link := g.Region("r2").Brokers[0].Link
-	atCut := backlog()
-	link.Cut()
+	atCutTo, atCutFrom := backlogs()
+	g.CutRegion("r2")
 	cutAt := time.Now()
-	t.Logf("cut r2's link for %v with %d messages towards r2 not yet there; cursors meridian.repl.r2 %v", cut, atCut, cursors())
+	t.Logf("cut r2 off for %v with %d messages towards r2 and %d from r2 not yet there; replication cursors %v", cut, atCutTo, atCutFrom, cursors())
 	// Receipts in flight may still move the cursors just after the cut;
 	// after two seconds nothing can.
 	sleep(ctx, t, 2*time.Second)
 	still := cursors()
 	for time.Since(cutAt) < cut {
 		sleep(ctx, t, min(5*time.Second, cut-time.Since(cutAt)))
-		t.Logf("%v into the cut: backlog towards r2 %d messages; cursors meridian.repl.r2 %v", time.Since(cutAt).Round(time.Second), backlog(), cursors())
+		to, from := backlogs()
+		t.Logf("%v into the cut: backlog towards r2 %d messages, from r2 %d; replication cursors %v", time.Since(cutAt).Round(time.Second), to, from, cursors())
 	}
-	atHeal, atHealCursors := backlog(), cursors()
-	link.Restore()
+	atHealTo, atHealFrom := backlogs()
+	atHealCursors := cursors()
+	g.RestoreRegion("r2")
 	healAt := time.Now()
-	if atHeal <= atCut {
-		t.Errorf("the backlog towards r2 went from %d to %d messages during the cut, want it growing", atCut, atHeal)
+	if atHealTo <= atCutTo || atHealFrom <= atCutFrom {
+		t.Errorf("during the cut the backlog towards r2 went from %d to %d messages and from r2 from %d to %d, want both growing", atCutTo, atHealTo, atCutFrom, atHealFrom)
 	}
-	for region, p := range atHealCursors {
-		if p != still[region] {
-			t.Errorf("%s's cursor meridian.repl.r2 moved from %v to %v while r2 was cut off", region, still[region], p)
+	for c, p := range atHealCursors {
+		if p != still[c] {
+			t.Errorf("%s's cursor meridian.repl.%s moved from %v to %v while r2 was cut off", c.from, c.to, still[c], p)
 		}
 	}
-	// Drained: everything acknowledged before the heal is in r2.
-	toR2 := messages(ackedSends(rec, topic, "r1", "r3"))
+	// Drained: everything acknowledged before the heal is where it goes.
+	toR2, fromR2 := messages(ackedSends(rec, topic, "r1", "r3")), messages(ackedSends(rec, topic, "r2"))
 	waitArrived(ctx, t, dest["r2"], toR2, "after the heal")
+	for _, r := range []string{"r1", "r3"} {
+		waitArrived(ctx, t, dest[r], fromR2, "after the heal")
+	}
 	drained := time.Since(healAt)
 	// The tasks reconnect after their backoff, which grew during the cut.
 	resumed := dest["r2"].firstSince(toR2, healAt).Sub(healAt)
 	after := cursors()
-	t.Logf("after the heal: the first replicated message arrived in r2 %v later; the %d messages of the backlog were there %v after the heal (%.0f msg/s on top of the %d msg/s produced for r2, from the first arrival); cursors %v -> %v",
-		resumed.Round(time.Millisecond), atHeal, drained.Round(time.Millisecond), float64(atHeal)/(drained-resumed).Seconds(), 2*rate, atHealCursors, after)
-	for region, p := range after {
-		if !atHealCursors[region].Less(p) {
-			t.Errorf("%s's cursor meridian.repl.r2 did not move after the heal: %v", region, p)
+	t.Logf("after the heal: the first replicated message arrived in r2 %v later; the backlogs (%d messages towards r2, %d from it) were drained %v after the heal (%.0f msg/s on top of the %d msg/s produced in each region, from the first arrival); cursors %v -> %v",
+		resumed.Round(time.Millisecond), atHealTo, atHealFrom, drained.Round(time.Millisecond), float64(atHealTo+atHealFrom)/(drained-resumed).Seconds(), rate, atHealCursors, after)
+	for c, p := range after {
+		if !atHealCursors[c].Less(p) {
+			t.Errorf("%s's cursor meridian.repl.%s did not move after the heal: %v", c.from, c.to, p)
 		}
 	}
 	stopProducers(ctx, t, ps)

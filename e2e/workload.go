@@ -237,7 +237,7 @@ func StartProducer(ctx context.Context, client pulsar.Client, rec *Recorder, cfg
 					rec.h.Sends[i].Err = err.Error()
 					return
 				}
-				rec.h.Sends[i].ReceiptAt, rec.h.Sends[i].MessageID = time.Now(), id.String()
+				rec.h.Sends[i].ReceiptAt, rec.h.Sends[i].MessageID = time.Now(), idString(id)
 			})
 		}
 	}()
@@ -322,7 +322,7 @@ func StartConsumer(ctx context.Context, client pulsar.Client, rec *Recorder, cfg
 				return // ctx ended: Stop, or the test's deadline
 			}
 			d := Delivery{Region: cfg.Region, Topic: cfg.Topic, Subscription: cfg.Subscription, Type: cfg.Type,
-				Consumer: cfg.Name, Key: msg.Key(), MessageID: msg.ID().String(), At: time.Now()}
+				Consumer: cfg.Name, Key: msg.Key(), MessageID: idString(msg.ID()), At: time.Now()}
 			m, perr := parsePayload(msg.Payload())
 			d.Message = m
 			if perr != nil {
@@ -396,11 +396,11 @@ func ReadTopic(ctx context.Context, client pulsar.Client, rec *Recorder, region,
 			return err
 		}
 		id := msg.ID()
-		if seen[id.String()] {
+		if seen[idString(id)] {
 			continue
 		}
-		seen[id.String()] = true
-		reads = append(reads, read{id, Stored{Message: m, Key: msg.Key(), MessageID: id.String()}})
+		seen[idString(id)] = true
+		reads = append(reads, read{id, Stored{Message: m, Key: msg.Key(), MessageID: idString(id)}})
 	}
 	slices.SortStableFunc(reads, func(a, b read) int {
 		return cmp.Or(cmp.Compare(a.id.LedgerID(), b.id.LedgerID()), cmp.Compare(a.id.EntryID(), b.id.EntryID()),
@@ -414,6 +414,13 @@ func ReadTopic(ctx context.Context, client pulsar.Client, rec *Recorder, region,
 	defer rec.mu.Unlock()
 	rec.h.ReadBacks = append(rec.h.ReadBacks, rb)
 	return nil
+}
+
+// idString names a message by its ledger, entry and batch index:
+// pulsar-client-go's MessageID.String leaves the batch index out, so the
+// messages of one batch would share a name.
+func idString(id pulsar.MessageID) string {
+	return fmt.Sprintf("%d:%d:%d", id.LedgerID(), id.EntryID(), id.BatchIdx())
 }
 
 // WaitDeduplication waits until the brokers behind client apply

@@ -7,8 +7,11 @@ import (
 	"time"
 
 	"github.com/meridian-mq/meridian/cluster/mledger"
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/meridian-mq/meridian/global"
 	"github.com/meridian-mq/meridian/replicator/remote"
+	"github.com/meridian-mq/meridian/telemetry"
 )
 
 // Config configures one replicator worker of a region.
@@ -66,6 +69,15 @@ type Config struct {
 	// The assembly sets it (the registry lives with the broker code, which
 	// this package does not import).
 	Schemas SchemaSource
+	// Tracing, when set, traces the replication of every entry whose
+	// metadata carries a W3C traceparent (see trace.go); nil traces
+	// nothing and costs nothing. The assembly sets it.
+	Tracing *telemetry.Tracing
+	// Registerer receives the worker's meridian_replicator_* metrics; nil
+	// registers them nowhere.
+	Registerer prometheus.Registerer
+	// DisableMetrics skips recording them (telemetry.MetricsConfig.Disabled).
+	DisableMetrics bool
 }
 
 // SchemaSource lists a source topic's schemas, oldest first, with the

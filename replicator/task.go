@@ -73,6 +73,8 @@ type pending struct {
 	pos         mledger.Position
 	receipt     *remote.Receipt // nil: nothing to wait for
 	msgs, bytes int             // of the entry sent, for the stats
+	trace       *replicateTrace // nil: not traced
+	read        time.Time       // when its batch was read, for the read-to-receipt latency
 }
 
 // replicate is one attempt: open the cursor, the tailer and the remote
@@ -153,8 +155,9 @@ func (t *task) send(ctx context.Context, tail *mledger.Tailer, prod *remote.Prod
 		if err != nil {
 			return err
 		}
+		read := time.Now()
 		for _, e := range entries {
-			p := pending{pos: e.Position}
+			p := pending{pos: e.Position, read: read}
 			_, msg, err := e.Split()
 			if err != nil {
 				return fmt.Errorf("entry %v of %s: %w", e.Position, t.id.Topic, err)
@@ -172,9 +175,12 @@ func (t *task) send(ctx context.Context, tail *mledger.Tailer, prod *remote.Prod
 				if err := limit.wait(ctx, messagesIn(md.GetNumMessagesInBatch()), len(e.Data)); err != nil {
 					return err
 				}
-				if p.receipt, err = prod.Send(ctx, e.Data); err != nil {
+				sendCtx, rt := t.startReplicateTrace(ctx, e.Position, md)
+				if p.receipt, err = prod.Send(sendCtx, e.Data); err != nil {
+					rt.finish(err)
 					return err
 				}
+				p.trace = rt
 				p.msgs, p.bytes = msgs, len(e.Data)
 			}
 			select {
@@ -214,6 +220,7 @@ func (t *task) acknowledge(ctx context.Context, cursor *mledger.ExternalCursor, 
 			err = perr
 		}
 	}()
+	received := t.w.metrics.receiptObserver(t.id.Remote)
 	timer := time.NewTimer(0)
 	<-timer.C
 	armed := false
@@ -224,10 +231,15 @@ func (t *task) acknowledge(ctx context.Context, cursor *mledger.ExternalCursor, 
 				return progressed, ctx.Err()
 			}
 			if p.receipt != nil {
-				if _, err := p.receipt.Wait(ctx); err != nil {
+				_, err := p.receipt.Wait(ctx)
+				p.trace.finish(err)
+				if err != nil {
 					return progressed, err
 				}
 				t.stats.acknowledged(p.msgs, p.bytes)
+				if received != nil {
+					received.Observe(time.Since(p.read).Seconds())
+				}
 			}
 			last, dirty = p.pos, true
 			if !armed {

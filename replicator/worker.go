@@ -36,6 +36,7 @@ type Worker struct {
 	ledgers  *ledger.Client
 	policies *global.Cache
 	log      *slog.Logger
+	metrics  *workerMetrics // nil when disabled
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -65,7 +66,11 @@ func Start(ctx context.Context, cfg Config, store meta.Store, ledgers *ledger.Cl
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	w := &Worker{cfg: cfg, store: store, ledgers: ledgers, policies: policies,
+	metrics, err := newWorkerMetrics(cfg)
+	if err != nil {
+		return nil, err
+	}
+	w := &Worker{cfg: cfg, store: store, ledgers: ledgers, policies: policies, metrics: metrics,
 		log: log.With("worker", cfg.WorkerID), done: make(chan struct{}),
 		tasks: map[taskID]*task{}, orphaned: map[taskID]time.Time{}, statesDone: make(chan struct{})}
 	w.states = newStateBoard(cfg.Region, cfg.WorkerID, store, cfg.StatsInterval, w.log)

@@ -66,13 +66,14 @@ func (f *LogFormat) UnmarshalText(text []byte) error {
 }
 
 // NewLogger returns a logger writing records at level and above to w in
-// format. A format that is not LogText or LogJSON falls back to text, so a
+// format; a record whose context holds a span carries its trace and span
+// ids (KeyTraceID, KeySpanID). A format that is not LogText or LogJSON falls back to text, so a
 // logger always exists; flags reach here only through UnmarshalText, which
 // refuses any other spelling.
 func NewLogger(w io.Writer, format LogFormat, level slog.Level) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: level}
 	if format == LogJSON {
-		return slog.New(slog.NewJSONHandler(w, opts))
+		return slog.New(traceHandler{slog.NewJSONHandler(w, opts)})
 	}
-	return slog.New(slog.NewTextHandler(w, opts))
+	return slog.New(traceHandler{slog.NewTextHandler(w, opts)})
 }

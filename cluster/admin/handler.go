@@ -50,6 +50,7 @@ func New(cfg Config, svc *broker.Service, log *slog.Logger) (http.Handler, error
 	h.routeClusters()
 	h.routeBrokers()
 	h.routeBrokerConfig()
+	h.routeBrokerStats()
 	h.routeStoredPolicies()
 	h.routeReplicatorDispatchRate()
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

@@ -40,7 +40,7 @@ func (h *handler) peek(w http.ResponseWriter, r *http.Request, t topology.TopicN
 	if len(es) < n {
 		return fmt.Errorf("%w: the subscription has no message at position %d", ErrNotFound, n)
 	}
-	return writeEntry(w, es[n-1])
+	return writeEntry(w, es[n-1], h.svc.Region())
 }
 
 // messageByID answers the entry at ledger/entry.
@@ -58,7 +58,7 @@ func (h *handler) messageByID(w http.ResponseWriter, r *http.Request, t topology
 	if err != nil {
 		return err
 	}
-	return writeEntry(w, entry)
+	return writeEntry(w, entry, h.svc.Region())
 }
 
 // messageIDByTime answers the id of the first message published (broker
@@ -84,9 +84,11 @@ func (h *handler) messageIDByTime(w http.ResponseWriter, r *http.Request, t topo
 
 // writeEntry answers a stored entry as Pulsar's admin does: the payload
 // (uncompressed; a batch entry's payload is its batch, which pulsaradmin
-// splits) as the body, and the message metadata in X-Pulsar-* headers.
-func writeEntry(w http.ResponseWriter, e mledger.Entry) error {
-	_, msg, err := e.Split()
+// splits) as the body, and the message metadata in X-Pulsar-* headers,
+// with the BrokerEntryMetadata and the hop trail of the entry stored in
+// region (setTrailHeaders).
+func writeEntry(w http.ResponseWriter, e mledger.Entry, region string) error {
+	bem, msg, err := e.Split()
 	if err != nil {
 		return fmt.Errorf("%w: entry %v: %v", wire.ErrPersistence, e.Position, err)
 	}
@@ -131,6 +133,7 @@ func writeEntry(w http.ResponseWriter, e mledger.Entry) error {
 			hd.Set("X-Pulsar-Property", string(b))
 		}
 	}
+	setTrailHeaders(hd, region, bem, md)
 	hd.Set("Content-Length", strconv.Itoa(len(payload)))
 	w.WriteHeader(http.StatusOK)
 	_, err = w.Write(payload)

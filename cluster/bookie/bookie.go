@@ -106,6 +106,7 @@ func Start(ctx context.Context, cfg Config) (*Bookie, error) {
 		st.close()
 		return nil, err
 	}
+	m.journalQueue.Store(&b.journal.queue)
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.ListenAddr)
 	if err != nil {
 		b.journal.file.Close()

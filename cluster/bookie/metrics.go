@@ -1,6 +1,8 @@
 package bookie
 
 import (
+	"sync/atomic"
+
 	"github.com/meridian-mq/meridian/cluster/bookie/bkproto"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -21,6 +23,10 @@ type metrics struct {
 	logFilesDeleted prometheus.Counter
 	compactedFiles  prometheus.Counter
 	compactedBytes  prometheus.Counter
+	// journalQueue is the journal's queue once the journal exists, which
+	// meridian_bookie_journal_queue_depth reads at scrape time.
+	journalQueue atomic.Pointer[chan *op]
+	queueDepth   prometheus.GaugeFunc
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -81,6 +87,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Record bytes the compactor copied forward (the write amplification compaction costs).",
 		}),
 	}
+	m.queueDepth = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "meridian_bookie_journal_queue_depth",
+		Help: "Adds waiting in the journal's queue for a group commit.",
+	}, func() float64 {
+		if q := m.journalQueue.Load(); q != nil {
+			return float64(len(*q))
+		}
+		return 0
+	})
 	for s := bkproto.StatusOK; s <= bkproto.StatusInternal; s++ {
 		m.adds.WithLabelValues(s.String())
 		m.reads.WithLabelValues(s.String())
@@ -88,7 +103,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.journalSync, m.journalBatch, m.addLatency, m.adds, m.reads,
 			m.checksumErrors, m.readOnly, m.ledgers, m.gcDeleted, m.logFiles, m.logFilesDeleted, m.compactedFiles,
-			m.compactedBytes} {
+			m.compactedBytes, m.queueDepth} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}

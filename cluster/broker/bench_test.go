@@ -6,6 +6,11 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/meridian-mq/meridian/cluster/broker/brokertest"
+	"github.com/meridian-mq/meridian/telemetry"
 )
 
 // BenchmarkPublish publishes 1 KiB messages through pulsar-client-go with
@@ -14,7 +19,20 @@ import (
 // figures users compare come from pulsar-client-go's perf tool against
 // `meridian standalone` (docs/BENCHMARKS.md).
 func BenchmarkPublish(b *testing.B) {
-	r := startBroker(b, nil)
+	publishBench(b, startBroker(b, nil))
+}
+
+// BenchmarkPublishTracing is BenchmarkPublish on a broker that traces
+// (into an exporter that drops the spans), with messages that carry no
+// traceparent: what tracing turned on costs the untraced publish path,
+// allocations included (compare allocs/op with BenchmarkPublish's).
+func BenchmarkPublishTracing(b *testing.B) {
+	tracing := telemetry.NewTracing(sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+	b.Cleanup(func() { tracing.Shutdown(context.Background()) })
+	publishBench(b, startBroker(b, nil, func(c *brokertest.Config) { c.Service.Tracing = tracing }))
+}
+
+func publishBench(b *testing.B, r *brokertest.Broker) {
 	c := newClient(b, r.ServiceURL())
 	p, err := c.CreateProducer(pulsar.ProducerOptions{Topic: "bench-publish", BatchingMaxPublishDelay: time.Millisecond,
 		MaxPendingMessages: 10000})
@@ -25,6 +43,7 @@ func BenchmarkPublish(b *testing.B) {
 	payload := make([]byte, 1024)
 	ctx := context.Background()
 	b.SetBytes(int64(len(payload)))
+	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
 		p.SendAsync(ctx, &pulsar.ProducerMessage{Payload: payload}, func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {

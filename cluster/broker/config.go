@@ -30,6 +30,26 @@ type Config struct {
 	// A client that does not read fills it and is disconnected. Default
 	// 1024; at least 16.
 	WriteQueue int
+	// WriteTimeout bounds each flush to a connection: a peer that does not
+	// take its bytes within it is disconnected, and its consumers'
+	// unacknowledged messages go back to their subscriptions for the other
+	// consumers. Zero means KeepAliveInterval; at least 100ms and at most
+	// KeepAliveInterval, so that a stuck peer is found no later than the
+	// keep-alive would find a silent one.
+	WriteTimeout time.Duration
+	// MessageQueue and MessageQueueBytes bound the MESSAGE frames waiting
+	// to be written to one connection, by count and by the bytes of their
+	// messages. A consumer whose connection's queue is full is skipped by
+	// its dispatcher until the queue drains to half, so memory per
+	// connection stays bounded and no other consumer waits for it. An
+	// empty queue always takes one message, however large. Defaults 1000
+	// and 8 MiB; at least 1 and 1 KiB.
+	MessageQueue      int
+	MessageQueueBytes int
+	// CloseTimeout bounds closing one connection: detaching its producers
+	// and consumers, and closing a reader's subscription that ends with
+	// it. Default 10s; at least 100ms.
+	CloseTimeout time.Duration
 	// ServerVersion is announced in CONNECTED.
 	ServerVersion string
 	// OperationTimeout bounds how long a PRODUCER or SUBSCRIBE reply is
@@ -91,6 +111,9 @@ func DefaultConfig(serviceURL string) Config {
 		ConnectTimeout:    10 * time.Second,
 		MaxMessageSize:    wire.DefaultMaxMessageSize,
 		WriteQueue:        1024,
+		MessageQueue:      1000,
+		MessageQueueBytes: 8 << 20,
+		CloseTimeout:      10 * time.Second,
 		ServerVersion:     "Meridian",
 		OperationTimeout:  30 * time.Second,
 
@@ -126,8 +149,25 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: MaxPendingPublishBytes %d, want 0 (no bound) or more", ErrInvalidConfig, c.MaxPendingPublishBytes)
 	case c.MaxRequestsPerConnection < 1:
 		return fmt.Errorf("%w: MaxRequestsPerConnection %d, want at least 1", ErrInvalidConfig, c.MaxRequestsPerConnection)
+	case c.WriteTimeout != 0 && (c.WriteTimeout < 100*time.Millisecond || c.WriteTimeout > c.KeepAliveInterval):
+		return fmt.Errorf("%w: WriteTimeout %v, want 100ms to KeepAliveInterval (%v), or 0 for KeepAliveInterval",
+			ErrInvalidConfig, c.WriteTimeout, c.KeepAliveInterval)
+	case c.MessageQueue < 1:
+		return fmt.Errorf("%w: MessageQueue %d, want at least 1", ErrInvalidConfig, c.MessageQueue)
+	case c.MessageQueueBytes < 1<<10:
+		return fmt.Errorf("%w: MessageQueueBytes %d, want at least 1 KiB", ErrInvalidConfig, c.MessageQueueBytes)
+	case c.CloseTimeout < 100*time.Millisecond:
+		return fmt.Errorf("%w: CloseTimeout %v, want at least 100ms", ErrInvalidConfig, c.CloseTimeout)
 	}
 	return nil
+}
+
+// writeTimeout is the deadline of one flush (see WriteTimeout).
+func (c Config) writeTimeout() time.Duration {
+	if c.WriteTimeout == 0 {
+		return c.KeepAliveInterval
+	}
+	return c.WriteTimeout
 }
 
 // maxFrameSize leaves Pulsar's 10 KiB of room around a message of the

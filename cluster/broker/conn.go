@@ -35,11 +35,11 @@ type conn struct {
 	// out holds replies and other commands; bounded, and a client that
 	// lets it fill is disconnected (it is not reading).
 	out chan outbound
-	// msgs holds MESSAGE frames; dispatchers wait for room (permits bound
-	// what they send), so deliveries never count against out.
-	msgs chan outbound
+	// msgs holds MESSAGE frames, bounded by count and bytes; a dispatcher
+	// never waits for room in it, but skips the consumer (msgQueue).
+	msgs *msgQueue
 	once sync.Once
-	wg   sync.WaitGroup // the writer, request and receipt goroutines
+	wg   sync.WaitGroup // the writer, keep-alive, request and receipt goroutines
 
 	writerDone chan struct{} // closed when the writer exits
 
@@ -79,7 +79,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 		ctx:    ctx,
 		cancel: cancel,
 		out:    make(chan outbound, s.cfg.WriteQueue),
-		msgs:   make(chan outbound, 256),
+		msgs:   newMsgQueue(s.cfg.MessageQueue, s.cfg.MessageQueueBytes),
 
 		writerDone: make(chan struct{}),
 		limits:     newConnLimits(s.cfg),
@@ -92,8 +92,9 @@ func newConn(s *Server, nc net.Conn) *conn {
 
 // run serves the connection until it closes, then waits for its goroutines.
 func (c *conn) run() {
-	c.wg.Add(1)
+	c.wg.Add(2)
 	go c.writeLoop()
+	go c.keepAliveLoop()
 	err := c.readLoop()
 	if errors.As(err, new(errClosing)) {
 		select {
@@ -108,14 +109,16 @@ func (c *conn) run() {
 		c.log.Info("closing connection", "err", err)
 	}
 	c.close()
-	c.release()
+	ctx, cancel := context.WithTimeout(context.Background(), c.srv.cfg.CloseTimeout)
+	c.release(ctx)
+	cancel()
 	c.wg.Wait()
 }
 
 // release detaches the connection's producers and consumers from their
-// topics. It runs on the reader goroutine after the last frame, so no SEND
-// races it.
-func (c *conn) release() {
+// topics, by ctx's deadline. It runs on the reader goroutine after the
+// last frame, so no SEND races it.
+func (c *conn) release(ctx context.Context) {
 	c.mu.Lock()
 	producers := maps.Clone(c.mu.producers)
 	consumers := maps.Clone(c.mu.consumers)
@@ -128,7 +131,7 @@ func (c *conn) release() {
 		p.closed()
 	}
 	for _, cons := range consumers {
-		cons.detach()
+		cons.detach(ctx)
 	}
 }
 
@@ -248,58 +251,6 @@ func (c *conn) send(cmd *pb.BaseCommand) {
 	}
 }
 
-// writeLoop writes queued commands, coalescing all that are queued into one
-// flush, and runs the keep-alive.
-func (c *conn) writeLoop() {
-	defer c.wg.Done()
-	defer close(c.writerDone)
-	w := wire.NewWriter(c.nc)
-	interval := c.srv.cfg.KeepAliveInterval
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	ping := pb.BaseCommand_builder{Type: pb.BaseCommand_PING.Enum(), Ping: &pb.CommandPing{}}.Build()
-	for {
-		select {
-		case <-c.ctx.Done():
-			return
-		case o := <-c.out:
-			if !c.writeQueued(w, o) {
-				return
-			}
-		case o := <-c.msgs:
-			if !c.writeQueued(w, o) {
-				return
-			}
-		case now := <-tick.C:
-			if idle := now.Sub(time.Unix(0, c.lastReceived.Load())); idle > 2*interval {
-				c.log.Info("closing connection: peer silent", "idle", idle)
-				c.close()
-				return
-			}
-			if err := w.WriteCommand(ping); err != nil || w.Flush() != nil {
-				c.close()
-				return
-			}
-		}
-	}
-}
-
-// writeQueued writes o and whatever else is queued, then flushes. On a
-// failure (or a closeAfter marker) it closes the connection and reports
-// false: the writer stops.
-func (c *conn) writeQueued(w *wire.Writer, o outbound) bool {
-	err := c.drain(w, o)
-	if err == nil {
-		err = w.Flush()
-	}
-	if err != nil {
-		c.log.Debug("write failed", "err", err)
-		c.close()
-		return false
-	}
-	return true
-}
-
 // register adds v to m (a map of the connection's producers or consumers)
 // under id, unless the id is taken or the connection is closing.
 func register[T any](c *conn, m map[uint64]*T, id uint64, v *T) bool {
@@ -330,38 +281,6 @@ func registered[T any](c *conn, m map[uint64]*T, id uint64) (*T, bool) {
 	defer c.mu.Unlock()
 	v, ok := m[id]
 	return v, ok
-}
-
-// errFlushedClose stops the writer after a closeAfter marker.
-var errFlushedClose = errors.New("connection closed after flushing")
-
-// drain buffers o and everything else queued, up to a flush's worth.
-func (c *conn) drain(w *wire.Writer, o outbound) error {
-	const flushBytes = 256 << 10
-	err := write(w, o)
-	for err == nil && w.Buffered() < flushBytes {
-		select {
-		case o = <-c.out:
-		case o = <-c.msgs:
-		default:
-			return nil
-		}
-		err = write(w, o)
-	}
-	return err
-}
-
-func write(w *wire.Writer, o outbound) error {
-	if o.closeAfter {
-		if err := w.Flush(); err != nil {
-			return err
-		}
-		return errFlushedClose
-	}
-	if o.msg != nil {
-		return w.WritePayloadCommand(o.cmd, o.bem, o.msg)
-	}
-	return w.WriteCommand(o.cmd)
 }
 
 // handleConnect authenticates the client and answers CONNECTED. A client

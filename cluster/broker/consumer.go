@@ -37,24 +37,31 @@ type consumer struct {
 }
 
 // disconnect is the broker closing the consumer (topic unloaded, or a
-// seek): CLOSE_CONSUMER tells the client to subscribe again.
-func (c *consumer) disconnect() {
+// seek): CLOSE_CONSUMER tells the client to subscribe again. It only
+// queues that frame, so a peer that does not read holds up nothing.
+func (c *consumer) disconnect(ctx context.Context) {
 	if !c.c.forgetConsumer(c) {
 		return
 	}
-	c.detach()
+	c.detach(ctx)
 	c.c.send(pb.BaseCommand_builder{Type: pb.BaseCommand_CLOSE_CONSUMER.Enum(), CloseConsumer: pb.CommandCloseConsumer_builder{
 		ConsumerId: ptr(c.id), RequestId: ptr(uint64(0)),
 	}.Build()}.Build())
 }
 
 // detach removes the consumer from its subscription; a reader's
-// subscription ends with its last consumer.
-func (c *consumer) detach() {
+// subscription ends with its last consumer, closed by ctx's deadline.
+func (c *consumer) detach(ctx context.Context) {
 	if c.sub.removeConsumer(c) && !c.sub.cursor.Durable() && !c.sub.seeking.Load() {
 		c.sub.topic.forgetSubscription(c.sub)
-		c.sub.close(context.Background(), false)
+		c.sub.close(ctx, false)
 	}
+}
+
+// closeContext bounds a close that the connection starts (its
+// Config.CloseTimeout).
+func (c *conn) closeContext() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), c.srv.cfg.CloseTimeout)
 }
 
 // keyValues turns the wire's key-value list into a map.
@@ -150,7 +157,9 @@ func (c *conn) handleSubscribe(req *pb.CommandSubscribe) {
 	if held, _ := c.consumerFor(cons.id); held != cons {
 		// The connection closed meanwhile, and its release may have missed
 		// this consumer: detach it here.
-		cons.detach()
+		ctx, cancel := c.closeContext()
+		defer cancel()
+		cons.detach(ctx)
 		return
 	}
 	cons.attached.Store(true)
@@ -210,7 +219,9 @@ func (c *conn) handleRedeliver(req *pb.CommandRedeliverUnacknowledgedMessages) {
 
 func (c *conn) handleCloseConsumer(req *pb.CommandCloseConsumer) {
 	if cons, err := c.consumerFor(req.GetConsumerId()); err == nil && c.forgetConsumer(cons) {
-		cons.detach()
+		ctx, cancel := c.closeContext()
+		defer cancel()
+		cons.detach(ctx)
 	}
 	c.sendSuccess(req.GetRequestId())
 }
@@ -302,9 +313,10 @@ func (c *conn) handleGetTopicsOfNamespace(req *pb.CommandGetTopicsOfNamespace) {
 }
 
 // sendMessage queues one entry for a consumer, prefixed with its
-// BrokerEntryMetadata when the client announced support. It waits for room
-// in the message queue (permits bound what is sent, so this is brief).
-func (c *conn) sendMessage(consumerID uint64, e *dispatchEntry, redelivered uint32, ackSet []int64) {
+// BrokerEntryMetadata when the client announced support. It never waits:
+// it reports false when the connection's message queue is full, and the
+// dispatcher keeps the entry for later or for another consumer.
+func (c *conn) sendMessage(consumerID uint64, e *dispatchEntry, redelivered uint32, ackSet []int64) bool {
 	cmd := pb.BaseCommand_builder{Type: pb.BaseCommand_MESSAGE.Enum(), Message: pb.CommandMessage_builder{
 		ConsumerId:      ptr(consumerID),
 		MessageId:       pb.MessageIdData_builder{LedgerId: ptr(uint64(e.pos.Ledger)), EntryId: ptr(uint64(e.pos.Entry))}.Build(),
@@ -315,10 +327,7 @@ func (c *conn) sendMessage(consumerID uint64, e *dispatchEntry, redelivered uint
 	if c.brokerEntryMetadata {
 		m.bem = e.bem
 	}
-	select {
-	case c.msgs <- m:
-	case <-c.ctx.Done():
-	}
+	return c.msgs.push(m)
 }
 
 func (c *conn) sendSuccess(reqID uint64) {

@@ -269,7 +269,7 @@ func (t *Topic) DeleteSubscription(ctx context.Context, name string, force bool)
 		return fmt.Errorf("%w: subscription %s has active consumers", wire.ErrConsumerBusy, name)
 	}
 	for _, c := range s.consumerList() {
-		c.disconnect()
+		c.disconnect(ctx)
 	}
 	return s.unsubscribe(ctx, nil)
 }
@@ -460,7 +460,7 @@ func (s *Service) DeleteTopic(ctx context.Context, t topology.TopicName, force b
 }
 
 // Unload closes a topic on this broker (clients reconnect and it loads
-// again, here or elsewhere).
+// again, here or elsewhere), within CloseTimeout whatever its clients do.
 func (s *Service) Unload(t topology.TopicName) {
 	s.mu.Lock()
 	l := s.mu.topics[t.String()]

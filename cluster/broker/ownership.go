@@ -45,6 +45,9 @@ type ownership struct {
 	onLost func()         // unloads every topic; called before a new lease is taken
 	wg     sync.WaitGroup // the watch goroutine of each lease
 
+	// metrics counts ownership changes; nil records nothing.
+	metrics *brokerMetrics
+
 	mu struct {
 		sync.Mutex
 		lease meta.Lease // nil until the first claim, and after a loss
@@ -116,6 +119,7 @@ func (o *ownership) watch(l meta.Lease) {
 		return
 	}
 	o.log.Warn("ownership lease ended: unloading every topic", "lease", fmt.Sprintf("%x", int64(l.ID())))
+	o.metrics.ownershipChanged(ownershipLost)
 	o.onLost()
 }
 
@@ -143,6 +147,7 @@ func (o *ownership) acquire(ctx context.Context, tenant, ns string, b topology.B
 		_, err = o.store.Create(ctx, key, v, l.ID())
 		if err == nil {
 			o.log.Info("claimed bundle", "namespace", tenant+"/"+ns, "bundle", b.String())
+			o.metrics.ownershipChanged(ownershipAcquired)
 			return o.self, true, nil
 		}
 		if !errors.Is(err, meta.ErrExists) {
@@ -181,6 +186,7 @@ func (o *ownership) release(ctx context.Context) {
 	o.mu.lease = nil
 	o.mu.Unlock()
 	if l != nil {
+		o.metrics.ownershipChanged(ownershipReleased)
 		if err := l.Revoke(ctx); err != nil {
 			o.log.Warn("revoking ownership lease", "err", err)
 		}

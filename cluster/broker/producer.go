@@ -77,7 +77,8 @@ type receipt struct {
 	name                   string
 	dedupSeq, dedupHighest int64
 	track                  bool
-	messages, bytes        int // for the counters
+	messages, bytes        int           // for the counters
+	trace                  *publishTrace // nil: not traced
 }
 
 func newProducer(c *conn, t *Topic, id uint64, name string, dedup bool, requestID uint64) *producer {
@@ -144,6 +145,7 @@ func (p *producer) publish(send *pb.CommandSend, f *wire.Frame) {
 		p.queue(r) // duplicate: receipt only
 		return
 	}
+	r.trace = p.topic.startPublishTrace(f)
 	r.fut, r.err = p.topic.ml.AppendAsync(p.c.ctx, f.Message, n)
 	if r.err != nil && r.track {
 		p.topic.dd.failed(r.name)
@@ -191,6 +193,7 @@ func (p *producer) answer() {
 				p.topic.dd.failed(r.name)
 			}
 		}
+		r.trace.finish(pos, err)
 		if errors.Is(err, mledger.ErrTerminated) {
 			// No SEND_ERROR: pulsar-client-go forgets the producer on one
 			// and then ignores the CLOSE_PRODUCER. Disconnected, it

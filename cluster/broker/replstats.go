@@ -37,6 +37,13 @@ type ReplicationStats struct {
 // workers' records or the backlog it returns what it could learn, and the
 // error.
 func (t *Topic) ReplicationStats(ctx context.Context) (map[string]ReplicationStats, error) {
+	tasks, err := mledger.ReplicationTasks(ctx, t.svc.store, t.svc.Region(), t.name.String())
+	return t.replicationStats(ctx, tasks, err)
+}
+
+// replicationStats is ReplicationStats from the workers' reports of this
+// topic's tasks, already read (with the error of that read, if any).
+func (t *Topic) replicationStats(ctx context.Context, tasks map[string]mledger.ReplicationTaskState, tasksErr error) (map[string]ReplicationStats, error) {
 	region := t.svc.Region()
 	topic := t.name.String()
 	out := map[string]ReplicationStats{}
@@ -55,9 +62,8 @@ func (t *Topic) ReplicationStats(ctx context.Context) (map[string]ReplicationSta
 		}
 	}
 	var errs []error
-	tasks, err := mledger.ReplicationTasks(ctx, t.svc.store, region, topic)
-	if err != nil {
-		errs = append(errs, err)
+	if tasksErr != nil {
+		errs = append(errs, tasksErr)
 	}
 	for remote, task := range tasks {
 		st := out[remote]

@@ -11,11 +11,15 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jonboulle/clockwork"
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/meridian-mq/meridian/cluster/broker/schema"
 	"github.com/meridian-mq/meridian/cluster/meta"
 	"github.com/meridian-mq/meridian/cluster/mledger"
 	"github.com/meridian-mq/meridian/cluster/wire"
 	"github.com/meridian-mq/meridian/global"
+	"github.com/meridian-mq/meridian/telemetry"
 	"github.com/meridian-mq/meridian/topology"
 )
 
@@ -70,6 +74,27 @@ type ServiceConfig struct {
 	// everything the topic still stores. A topic created by its load always
 	// replicates from its first entry, whatever this says.
 	ReplicationStartAt ReplicationStart
+	// Tracing, when set, traces every entry whose metadata carries a W3C
+	// traceparent (see trace.go); nil traces nothing and costs nothing.
+	Tracing *telemetry.Tracing
+	// Metrics says whether the broker records its metrics and how it
+	// exposes its topics' (see PulsarCollector).
+	Metrics telemetry.MetricsConfig
+	// Registerer receives the broker's meridian_* metrics; nil registers
+	// them nowhere. The Pulsar series are served by NewPulsarCollector,
+	// which the caller registers.
+	Registerer prometheus.Registerer
+	// CloseTimeout bounds closing one topic (an admin unload, or the topic
+	// lost to another owner) and one reader's subscription, whatever its
+	// consumers do: its producers and consumers are told to go, its
+	// dispatchers stopped and its managed ledger closed within it. Loss of
+	// ownership closes every topic at once within one CloseTimeout; the
+	// broker's shutdown is bounded by the context given to Close. Default
+	// 5s; at least 100ms.
+	CloseTimeout time.Duration
+	// Clock is the time of the dispatchers: when delayed messages fall
+	// due. Nil is the wall clock; tests inject a fake one.
+	Clock clockwork.Clock
 }
 
 // DispatchConfig bounds what a subscription reads and holds.
@@ -103,6 +128,7 @@ func DefaultServiceConfig(region, brokerID, serviceURL string) ServiceConfig {
 
 		BacklogQuotaCheckInterval: time.Minute,
 		ReplicationStartAt:        ReplicationStartLatest,
+		CloseTimeout:              5 * time.Second,
 	}
 }
 
@@ -127,8 +153,13 @@ func (c ServiceConfig) Validate() error {
 		return fmt.Errorf("%w: TopicLoadTimeout %v, want at least 1s", ErrInvalidConfig, c.TopicLoadTimeout)
 	case c.MaxConcurrentTopicLoads < 1:
 		return fmt.Errorf("%w: MaxConcurrentTopicLoads %d, want at least 1", ErrInvalidConfig, c.MaxConcurrentTopicLoads)
+	case c.CloseTimeout < 100*time.Millisecond:
+		return fmt.Errorf("%w: CloseTimeout %v, want at least 100ms", ErrInvalidConfig, c.CloseTimeout)
 	case c.ReplicationStartAt != ReplicationStartLatest && c.ReplicationStartAt != ReplicationStartEarliest:
 		return fmt.Errorf("%w: ReplicationStartAt %q, want %s or %s", ErrInvalidConfig, c.ReplicationStartAt, ReplicationStartLatest, ReplicationStartEarliest)
+	}
+	if err := c.Metrics.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	return c.Policies.Validate()
 }
@@ -150,6 +181,11 @@ type Service struct {
 	schemas  *schema.Registry
 	log      *slog.Logger
 	own      *ownership
+	traces   *traceHooks     // nil: not tracing
+	metrics  *brokerMetrics  // nil when metrics are disabled
+	clock    clockwork.Clock // the dispatchers' (ServiceConfig.Clock)
+
+	metricsState topicMetricsState
 
 	bootID string       // makes generated producer names unique across runs
 	names  atomic.Int64 // generated producer names so far
@@ -190,13 +226,27 @@ func NewService(cfg ServiceConfig, store meta.Store, policies *global.Cache, gst
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{cfg: cfg, store: store, policies: policies, gstore: gstore, ledgers: ledgers, schemas: schemas, log: log}
+	metrics, err := newBrokerMetrics(cfg)
+	if err != nil {
+		return nil, err
+	}
+	s := &Service{cfg: cfg, store: store, policies: policies, gstore: gstore, ledgers: ledgers, schemas: schemas, log: log,
+		metrics: metrics, clock: cfg.Clock}
+	if s.clock == nil {
+		s.clock = clockwork.NewRealClock()
+	}
+	s.traces = newTraceHooks(cfg.Tracing, cfg.Region, log)
 	s.bootID = fmt.Sprintf("%x", rand.Uint32())
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.mu.topics = make(map[string]*topicLoad)
 	s.loads = newLoadSlots(cfg.MaxConcurrentTopicLoads)
 	self := Owner{BrokerID: cfg.BrokerID, ServiceURL: cfg.ServiceURL, ServiceURLTLS: cfg.ServiceURLTLS, WebURL: cfg.WebURL}
-	s.own = newOwnership(store, cfg.Region, self, cfg.OwnershipTTL, log, s.unloadAll)
+	s.own = newOwnership(store, cfg.Region, self, cfg.OwnershipTTL, log, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), cfg.CloseTimeout)
+		defer cancel()
+		s.unloadAll(ctx)
+	})
+	s.own.metrics = metrics
 	return s, nil
 }
 
@@ -213,12 +263,13 @@ func (s *Service) Start(ctx context.Context) error {
 }
 
 // Close unloads every topic (closing their producers and consumers, so
-// clients reconnect elsewhere), then gives up ownership.
+// clients reconnect elsewhere), then gives up ownership. The unloads end
+// by ctx's deadline whatever the clients do, each within CloseTimeout.
 func (s *Service) Close(ctx context.Context) error {
 	s.mu.Lock()
 	s.mu.closed = true
 	s.mu.Unlock()
-	s.unloadAll()
+	s.unloadAll(ctx)
 	s.cancel()
 	s.wg.Wait()
 	s.own.release(ctx)
@@ -266,6 +317,7 @@ func bundleOf(t topology.TopicName, eff global.Effective) (topology.Bundle, erro
 // this broker when nobody holds it. A namespace whose active region is
 // elsewhere (DESIGN §6) redirects to that region.
 func (s *Service) Lookup(ctx context.Context, t topology.TopicName) (Location, error) {
+	defer s.metrics.lookedUp(time.Now())
 	eff, err := s.resolve(t)
 	if err != nil {
 		return Location{}, err
@@ -518,18 +570,22 @@ func (s *Service) loadTopic(ctx context.Context, t topology.TopicName, create cr
 	return topic, nil
 }
 
-// unload closes one loaded topic, if it is still the one registered.
+// unload closes one loaded topic, if it is still the one registered,
+// within CloseTimeout.
 func (s *Service) unload(name string, l *topicLoad) {
 	s.mu.Lock()
 	if s.mu.topics[name] == l {
 		delete(s.mu.topics, name)
 	}
 	s.mu.Unlock()
-	l.topic.close(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.CloseTimeout)
+	defer cancel()
+	l.topic.close(ctx)
 }
 
-// unloadAll closes every loaded topic (ownership lost, or shutdown).
-func (s *Service) unloadAll() {
+// unloadAll closes every loaded topic (ownership lost, or shutdown), all at
+// once, each within CloseTimeout and all by ctx's deadline.
+func (s *Service) unloadAll(ctx context.Context) {
 	s.mu.Lock()
 	loads := s.mu.topics
 	s.mu.topics = make(map[string]*topicLoad)
@@ -537,9 +593,15 @@ func (s *Service) unloadAll() {
 	var wg sync.WaitGroup
 	for _, l := range loads {
 		wg.Go(func() {
-			<-l.done
+			select {
+			case <-l.done:
+			case <-ctx.Done():
+				return // a load still under way ends with the Service's ctx
+			}
 			if l.topic != nil {
-				l.topic.close(context.Background())
+				tctx, cancel := context.WithTimeout(ctx, s.cfg.CloseTimeout)
+				defer cancel()
+				l.topic.close(tctx)
 			}
 		})
 	}

@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jonboulle/clockwork"
+
 	"github.com/meridian-mq/meridian/cluster/mledger"
 	"github.com/meridian-mq/meridian/cluster/wire"
 	"github.com/meridian-mq/meridian/cluster/wire/pb"
@@ -39,15 +41,20 @@ import (
 // (replay), redelivery counts, and delayed entries (deliver_at_time, on
 // Shared and Key_Shared). The cursor holds what is acked.
 //
-// roundMu serialises dispatch rounds with seeks and closes: a round reads
-// and sends as a whole, so no message of before a seek is sent after its
-// SUCCESS.
+// roundMu serialises dispatch rounds with seeks: a round reads and sends
+// as a whole, so no message of before a seek is sent after its SUCCESS. A
+// round never waits on a consumer: a consumer whose connection's message
+// queue is full is skipped (its Key_Shared keys wait for it), and the
+// writer wakes the dispatcher when the queue drains (msgQueue).
+//
+// Time (when a delayed entry falls due) is the Service's injected clock.
 type subscription struct {
 	topic  *Topic
 	name   string
 	kind   pb.CommandSubscribe_SubType
 	cursor *mledger.Cursor
 	cfg    DispatchConfig
+	clock  clockwork.Clock
 
 	wake   chan struct{} // cap 1: "permits, consumers or replay changed"
 	ctx    context.Context
@@ -94,7 +101,7 @@ type pendingEntry struct {
 
 func newSubscription(t *Topic, name string, kind pb.CommandSubscribe_SubType, cur *mledger.Cursor) *subscription {
 	s := &subscription{topic: t, name: name, kind: kind, cursor: cur, cfg: t.svc.cfg.Dispatch,
-		wake: make(chan struct{}, 1), done: make(chan struct{})}
+		clock: t.svc.clock, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.mu.pending = make(map[mledger.Position]*pendingEntry)
 	s.mu.replay = make(map[mledger.Position]uint32)
@@ -165,7 +172,9 @@ func (s *subscription) addConsumer(c *consumer, kind pb.CommandSubscribe_SubType
 		s.mu.autoSplit = auto
 		if len(s.mu.consumers) > 0 {
 			// Recently joined: hold what is read after now until
-			// everything read so far is acked.
+			// everything read so far is acked. Read under mu (as the
+			// package doc's lock order allows), so that no
+			// round assigns between the reading and the joining.
 			rp := s.cursor.ReadPosition()
 			c.joinedAfter = &rp
 		}
@@ -427,11 +436,11 @@ func (s *subscription) run() {
 		if progressed {
 			continue
 		}
-		var timer *time.Timer
+		var timer clockwork.Timer
 		var fire <-chan time.Time
 		if !due.IsZero() {
-			timer = time.NewTimer(time.Until(due))
-			fire = timer.C
+			timer = s.clock.NewTimer(due.Sub(s.clock.Now()))
+			fire = timer.Chan()
 		}
 		select {
 		case <-changed:
@@ -451,6 +460,7 @@ func (s *subscription) run() {
 // delivery is one message frame to send.
 type delivery struct {
 	c           *consumer
+	pe          *pendingEntry // what assign recorded, undone if not sent
 	e           *dispatchEntry
 	redelivered uint32
 	ackSet      []int64
@@ -461,13 +471,17 @@ type delivery struct {
 func (s *subscription) round() (progressed bool, due time.Time) {
 	s.roundMu.Lock()
 	defer s.roundMu.Unlock()
-	now := time.Now()
+	now := s.clock.Now()
+	// Read before mu (the package doc's lock order); a stale value only holds a recently
+	// joined consumer a little longer.
+	markDeleted := s.cursor.MarkDeletePosition()
 
 	s.mu.Lock()
 	if s.mu.closed {
 		s.mu.Unlock()
 		return false, time.Time{}
 	}
+	s.releaseJoinedLocked(markDeleted)
 	for _, d := range s.mu.delayed.popDue(now.UnixMilli()) {
 		s.addReplayLocked(d.pos, d.hash)
 	}
@@ -519,20 +533,56 @@ func (s *subscription) round() (progressed bool, due time.Time) {
 		fresh = len(es)
 		entries = append(entries, es...)
 	}
+	s.topic.svc.metrics.dispatchRead(len(entries))
 	if len(entries) == 0 {
 		return false, due
 	}
 
-	out := s.assign(entries, replayed, now)
-	for _, d := range out {
-		d.c.c.sendMessage(d.c.id, d.e, d.redelivered, d.ackSet)
-		d.c.out.add(d.e.size, len(d.e.msg))
-		s.out.add(d.e.size, len(d.e.msg))
-	}
+	sent := s.send(s.assign(entries, replayed, now))
 	s.mu.Lock()
 	due = s.mu.delayed.next()
 	s.mu.Unlock()
-	return len(out) > 0 || fresh > 0, due
+	return sent > 0 || fresh > 0, due
+}
+
+// send queues a round's deliveries on their connections, never waiting. A
+// consumer whose connection refuses one is skipped for the rest of the
+// round, so that a key's entries keep their order, and what it was
+// assigned goes back to replay with its permits. It returns how many were
+// sent.
+func (s *subscription) send(out []delivery) (sent int) {
+	var refused []delivery
+	skipped := map[*consumer]bool{}
+	for _, d := range out {
+		if skipped[d.c] || !d.c.c.sendMessage(d.c.id, d.e, d.redelivered, d.ackSet) {
+			skipped[d.c] = true
+			refused = append(refused, d)
+			continue
+		}
+		sent++
+		s.traceDeliver(d)
+		d.c.out.add(d.e.size, len(d.e.msg))
+		s.out.add(d.e.size, len(d.e.msg))
+	}
+	if len(refused) > 0 {
+		s.mu.Lock()
+		for _, d := range refused {
+			s.unassignLocked(d)
+		}
+		s.mu.Unlock()
+	}
+	return sent
+}
+
+// unassignLocked undoes assign's record of a delivery that was not sent.
+func (s *subscription) unassignLocked(d delivery) {
+	if s.mu.pending[d.e.pos] != d.pe {
+		return // the consumer left meanwhile: its entries are in replay already
+	}
+	delete(s.mu.pending, d.e.pos)
+	d.c.permits += int64(d.e.size)
+	d.c.unacked -= d.e.size
+	s.addReplayLocked(d.e.pos, d.pe.hash)
 }
 
 // replayableLocked picks, in position order, up to n replay entries that
@@ -555,7 +605,7 @@ func (s *subscription) replayableLocked(n int) []mledger.Position {
 		if held[h] {
 			continue
 		}
-		if c := s.mu.keys.pick(h); c == nil || !s.canTake(c, p) {
+		if c := s.mu.keys.pick(h); c == nil || !s.canTakeLocked(c, p) {
 			held[h] = true
 			continue
 		}
@@ -594,7 +644,7 @@ func (s *subscription) assign(entries []mledger.Entry, replayed int, now time.Ti
 		if s.kind == pb.CommandSubscribe_Key_Shared {
 			if !held[h] && (i < replayed || s.mu.replayKeys[h] == 0) {
 				c = s.mu.keys.pick(h)
-				if c != nil && !s.canTake(c, e.pos) {
+				if c != nil && !s.canTakeLocked(c, e.pos) {
 					c = nil
 				}
 			}
@@ -610,7 +660,7 @@ func (s *subscription) assign(entries []mledger.Entry, replayed int, now time.Ti
 		c.unacked += e.size
 		pe := &pendingEntry{c: c, size: e.size, hash: h}
 		s.mu.pending[e.pos] = pe
-		out = append(out, delivery{c: c, e: e, redelivered: s.mu.redeliveries[e.pos], ackSet: slices.Clone(s.mu.partial[e.pos])})
+		out = append(out, delivery{c: c, pe: pe, e: e, redelivered: s.mu.redeliveries[e.pos], ackSet: slices.Clone(s.mu.partial[e.pos])})
 	}
 	s.learnEntrySizeLocked(out)
 	return out
@@ -634,26 +684,39 @@ func (s *subscription) learnEntrySizeLocked(out []delivery) {
 	}
 }
 
-// canTake applies permits, the unacked limit and the recently-joined rule
-// to a Key_Shared consumer.
-func (s *subscription) canTake(c *consumer, p mledger.Position) bool {
-	if c.permits <= 0 || c.unacked >= c.maxUnacked {
-		return false
-	}
-	if c.joinedAfter != nil {
-		if !s.cursor.MarkDeletePosition().Less(*c.joinedAfter) {
-			c.joinedAfter = nil // everything before its joining is acked
-		} else if c.joinedAfter.Less(p) {
-			return false // read after its joining: wait for what precedes
+// releaseJoinedLocked ends the recently-joined wait of the Key_Shared
+// consumers that joined at or before markDeleted: everything read before
+// their joining is acked.
+func (s *subscription) releaseJoinedLocked(markDeleted mledger.Position) {
+	for _, c := range s.mu.consumers {
+		if c.joinedAfter != nil && !markDeleted.Less(*c.joinedAfter) {
+			c.joinedAfter = nil
 		}
 	}
-	return true
+}
+
+// canTakeLocked applies permits, the unacked limit, room on the consumer's
+// connection and the recently-joined rule to a Key_Shared consumer and the
+// entry at p. It changes nothing.
+func (s *subscription) canTakeLocked(c *consumer, p mledger.Position) bool {
+	if !c.readyLocked() {
+		return false
+	}
+	// Read after its joining: wait for what precedes to be acked.
+	return c.joinedAfter == nil || !c.joinedAfter.Less(p)
+}
+
+// readyLocked reports whether the consumer can take a message now: it has
+// permits, is under its unacked limit, and its connection has room. A
+// connection without room wakes the dispatcher when it drains.
+func (c *consumer) readyLocked() bool {
+	return c.permits > 0 && c.unacked < c.maxUnacked && c.c.msgs.room()
 }
 
 // pickLocked chooses the consumer of the next entry for the non-key types.
 func (s *subscription) pickLocked() *consumer {
 	if !s.shared() {
-		if a := s.mu.active; a != nil && a.permits > 0 {
+		if a := s.mu.active; a != nil && a.permits > 0 && a.c.msgs.room() {
 			return a
 		}
 		return nil
@@ -661,7 +724,7 @@ func (s *subscription) pickLocked() *consumer {
 	n := len(s.mu.consumers)
 	for i := range n {
 		c := s.mu.consumers[(s.mu.rr+i)%n]
-		if c.permits > 0 && c.unacked < c.maxUnacked {
+		if c.readyLocked() {
 			s.mu.rr = (s.mu.rr + i + 1) % n
 			return c
 		}
@@ -685,18 +748,20 @@ func (s *subscription) readBudgetLocked() int64 {
 	return min(entries, int64(s.cfg.MaxReadEntries))
 }
 
-// permitsLocked is how many messages the consumers can take now.
+// permitsLocked is how many messages the consumers can take now; a
+// consumer whose connection has no room counts none, so that a round does
+// not read what nobody can take.
 func (s *subscription) permitsLocked() int64 {
 	if !s.shared() {
-		if a := s.mu.active; a != nil {
+		if a := s.mu.active; a != nil && a.c.msgs.room() {
 			return max(a.permits, 0)
 		}
 		return 0
 	}
 	var n int64
 	for _, c := range s.mu.consumers {
-		if c.unacked < c.maxUnacked {
-			n += max(c.permits, 0)
+		if c.readyLocked() {
+			n += c.permits
 		}
 	}
 	return n
@@ -717,7 +782,7 @@ func (s *subscription) seek(ctx context.Context, id *pb.MessageIdData, publishTi
 	s.roundMu.Lock()
 	defer s.roundMu.Unlock()
 	for _, c := range s.consumerList() {
-		c.disconnect()
+		c.disconnect(ctx)
 	}
 	s.mu.Lock()
 	clear(s.mu.pending)
@@ -760,7 +825,10 @@ func (s *subscription) unsubscribe(ctx context.Context, c *consumer) error {
 }
 
 // close stops the dispatcher and closes the cursor; with disconnect, the
-// consumers are told to reconnect (CLOSE_CONSUMER).
+// consumers are told to reconnect (CLOSE_CONSUMER). It returns by ctx's
+// deadline: a round never waits on a consumer, and telling one to go only
+// queues a frame. A dispatcher still in a storage read at the deadline
+// ends on its own (its context is cancelled), owned by the Service.
 func (s *subscription) close(ctx context.Context, disconnect bool) {
 	s.mu.Lock()
 	if s.mu.closed {
@@ -771,10 +839,15 @@ func (s *subscription) close(ctx context.Context, disconnect bool) {
 	consumers := slices.Clone(s.mu.consumers)
 	s.mu.Unlock()
 	s.cancel()
-	<-s.done
+	select {
+	case <-s.done:
+	case <-ctx.Done():
+		s.topic.svc.log.Warn("closing subscription: dispatcher still reading at the deadline",
+			"topic", s.topic.Name(), "subscription", s.name)
+	}
 	if disconnect {
 		for _, c := range consumers {
-			c.disconnect()
+			c.disconnect(ctx)
 		}
 	}
 	_ = s.cursor.Close(ctx)

@@ -696,8 +696,8 @@ func testDelayedDelivery(t *testing.T, c pulsar.Client) {
 	shared := subscribe(t, c, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "shared", Type: pulsar.Shared})
 	excl := subscribe(t, c, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "excl", Type: pulsar.Exclusive})
 	p := createProducer(t, c, pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
-	const delay = time.Second
-	sent := time.Now()
+	// Behaviour only: the bounds on the delay are TestDelayedDeliveryClock's.
+	const delay = 500 * time.Millisecond
 	if _, err := p.Send(context.Background(), &pulsar.ProducerMessage{Payload: []byte("later"), DeliverAfter: delay}); err != nil {
 		t.Fatal(err)
 	}
@@ -712,15 +712,8 @@ func testDelayedDelivery(t *testing.T, c pulsar.Client) {
 			t.Fatalf("exclusive got %q, want %q", m.Payload(), want)
 		}
 	}
-	if elapsed := time.Since(sent); elapsed < delay*7/10 {
-		expectNothing(t, shared, delay*7/10-elapsed)
-	}
-	m := receive(t, shared)
-	if string(m.Payload()) != "later" {
+	if m := receive(t, shared); string(m.Payload()) != "later" {
 		t.Fatalf("shared got %q, want later", m.Payload())
-	}
-	if elapsed := time.Since(sent); elapsed < delay-50*time.Millisecond {
-		t.Fatalf("delayed message delivered after %v, want at least %v", elapsed, delay)
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/meridian-mq/meridian/cluster/mledger"
 	"github.com/meridian-mq/meridian/cluster/wire"
@@ -29,9 +28,8 @@ const ReplicationProducerPrefix = "meridian.repl."
 //
 // Ownership: mu guards the producer and subscription sets and the producer
 // epoch. Appends go straight to the managed ledger, which orders them;
-// each subscription has its own dispatcher. Lock order: Topic.mu before
-// subscription.mu; neither is held while calling the managed ledger or
-// writing to a connection (sends only queue).
+// each subscription has its own dispatcher. The lock order is the
+// package doc's.
 type Topic struct {
 	svc  *Service
 	name topology.TopicName
@@ -89,7 +87,9 @@ func (t *Topic) Name() string { return t.name.String() }
 
 // close disconnects every producer and consumer (CLOSE_PRODUCER and
 // CLOSE_CONSUMER, so clients look the topic up again), stops the
-// dispatchers, snapshots deduplication and closes the managed ledger.
+// dispatchers, snapshots deduplication and closes the managed ledger, all
+// by ctx's deadline: telling clients to go only queues frames, and no
+// dispatcher waits on a consumer, so no peer can hold it up.
 func (t *Topic) close(ctx context.Context) {
 	t.closeOnce.Do(func() {
 		t.mu.Lock()
@@ -105,9 +105,7 @@ func (t *Topic) close(ctx context.Context) {
 			s.close(ctx, true)
 		}
 		t.dd.snapshotRecorded()
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		if err := t.ml.Close(cctx); err != nil {
+		if err := t.ml.Close(ctx); err != nil {
 			t.svc.log.Debug("closing managed ledger", "topic", t.Name(), "err", err)
 		}
 		close(t.closed)

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
+
 	"github.com/meridian-mq/meridian/cluster/ledger"
 	"github.com/meridian-mq/meridian/cluster/meta"
 	"github.com/meridian-mq/meridian/cluster/wire"
@@ -107,7 +109,7 @@ func BenchmarkAppend(b *testing.B) {
 				cfg := DefaultConfig(region)
 				cfg.EnsembleSize, cfg.WriteQuorum, cfg.AckQuorum = q[0], q[1], q[2]
 				cfg.HousekeepingInterval = time.Hour
-				f, err := NewFactory(cfg, w.client, w.store, testLogger(b), SystemClock())
+				f, err := NewFactory(cfg, w.client, w.store, testLogger(b), clockwork.NewRealClock())
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -152,8 +154,26 @@ func BenchmarkAppend(b *testing.B) {
 // back-to-back rounds of their ratio: a disk stall during one round skews
 // one pair, not the figure. b.N counts rounds of each.
 //
-//	go test -run '^$' -bench BenchmarkAppendInterleaved -benchtime 10x ./cluster/mledger/ [-tags realbookies]
-func BenchmarkAppendInterleaved(b *testing.B) {
+//	go test -run '^$' -bench 'BenchmarkAppendInterleaved$' -benchtime 10x ./cluster/mledger/ [-tags realbookies]
+func BenchmarkAppendInterleaved(b *testing.B) { benchAppendInterleaved(b, DefaultConfig(region)) }
+
+// BenchmarkAppendInterleavedRollover is BenchmarkAppendInterleaved with a
+// rollover every 1,000 entries (two per round), no minimum ledger age, and
+// Pulsar's default retention (0, and no cursor): each rollover also lets
+// the ledger before go, so the managed side pays for ledger creation, the
+// list writes and the deletions of retention as a busy topic does.
+//
+//	go test -run '^$' -bench BenchmarkAppendInterleavedRollover -benchtime 10x ./cluster/mledger/ [-tags realbookies]
+func BenchmarkAppendInterleavedRollover(b *testing.B) {
+	cfg := DefaultConfig(region)
+	cfg.MaxEntriesPerLedger = 1000
+	cfg.MinLedgerRolloverTime = 0
+	benchAppendInterleaved(b, cfg)
+}
+
+// benchAppendInterleaved runs BenchmarkAppendInterleaved's rounds with the
+// managed ledger configured by base (its quorum is set per sub-benchmark).
+func benchAppendInterleaved(b *testing.B, base Config) {
 	w := newBenchWorld(b)
 	const inFlight, round = 1000, 2000
 	for _, q := range [][3]int{{1, 1, 1}, {3, 3, 2}} {
@@ -166,10 +186,10 @@ func BenchmarkAppendInterleaved(b *testing.B) {
 					b.Fatal(err)
 				}
 				defer wr.Close(ctx)
-				cfg := DefaultConfig(region)
+				cfg := base
 				cfg.EnsembleSize, cfg.WriteQuorum, cfg.AckQuorum = q[0], q[1], q[2]
 				cfg.HousekeepingInterval = time.Hour
-				f, err := NewFactory(cfg, w.client, w.store, testLogger(b), SystemClock())
+				f, err := NewFactory(cfg, w.client, w.store, testLogger(b), clockwork.NewRealClock())
 				if err != nil {
 					b.Fatal(err)
 				}

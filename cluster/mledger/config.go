@@ -11,6 +11,11 @@ type Config struct {
 	// Region whose metadata keys the managed ledgers live under. Required.
 	Region string
 
+	// DisableMetrics skips recording each append's latency and entry size
+	// (WriteStats): telemetry.MetricsConfig.Disabled, for measuring what
+	// recording costs.
+	DisableMetrics bool
+
 	// EnsembleSize, WriteQuorum and AckQuorum are the E/Qw/Qa of every new
 	// ledger (E >= Qw >= Qa >= 1).
 	EnsembleSize, WriteQuorum, AckQuorum int

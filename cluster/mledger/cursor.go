@@ -44,7 +44,9 @@ type Cursor struct {
 	dirty  bool
 	closed bool
 
-	// Owned by persistLoop (and by Close once persistLoop has stopped).
+	// Owned by persistLoop (and by Close once persistLoop has stopped);
+	// OpenCursor sets them first, before anything can wake the loop.
+	// lastWrite is on the factory's clock.
 	modRev    int64
 	lastWrite time.Time
 	persisted cursorValue
@@ -90,7 +92,9 @@ func (ml *ManagedLedger) OpenCursor(ctx context.Context, name string, initial In
 			}
 			return nil, fmt.Errorf("open cursor %s: %w", name, err)
 		}
-		c.persisted = val
+		// Creating the record is a write: the next one waits its
+		// interval.
+		c.persisted, c.lastWrite = val, ml.f.clock.Now()
 	case err == nil:
 		val, err := decodeCursor(kv.Value)
 		if err != nil {
@@ -453,13 +457,13 @@ func (c *Cursor) HasMore() bool {
 	return c.st.hasMore(&v)
 }
 
-// persistLoop is a durable cursor's only writer.
+// persistLoop is a durable cursor's only writer. Its timer runs on the
+// factory's clock, and so does lastWrite: a fake clock decides exactly
+// when a coalesced write happens.
 func (c *Cursor) persistLoop() {
 	defer close(c.done)
 	ml := c.ml
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	defer timer.Stop()
+	clock := ml.f.clock
 	for {
 		select {
 		case <-c.wake:
@@ -469,10 +473,10 @@ func (c *Cursor) persistLoop() {
 			}
 			return
 		}
-		if wait := time.Until(c.lastWrite.Add(ml.cfg.CursorPersistInterval)); wait > 0 {
-			timer.Reset(wait)
+		if wait := clock.Until(c.lastWrite.Add(ml.cfg.CursorPersistInterval)); wait > 0 {
+			timer := clock.NewTimer(wait)
 			select {
-			case <-timer.C:
+			case <-timer.Chan():
 			case flush := <-c.quit:
 				timer.Stop()
 				if flush {
@@ -484,7 +488,7 @@ func (c *Cursor) persistLoop() {
 		if err := c.flush(ml.runCtx); err != nil && !errors.Is(err, ErrOwnershipLost) && ml.Err() == nil {
 			// A store hiccup: keep the change and try again after the
 			// interval.
-			c.lastWrite = time.Now()
+			c.lastWrite = clock.Now()
 			select {
 			case c.wake <- struct{}{}:
 			default:
@@ -509,7 +513,7 @@ func (c *Cursor) flush(ctx context.Context) error {
 	}
 	mctx, cancel := c.ml.f.metaCtx(ctx)
 	defer cancel()
-	c.lastWrite = time.Now()
+	c.lastWrite = c.ml.f.clock.Now()
 	rev, err := c.ml.f.store.Update(mctx, c.key, b, c.modRev)
 	if errors.Is(err, meta.ErrConflict) {
 		err = fmt.Errorf("%w: cursor %s of %s was written by another process", ErrOwnershipLost, c.name, c.ml.topic)

@@ -27,8 +27,15 @@
 // A ledger is rolled over by entry count, size or age, never before a
 // minimum age (Pulsar's rule and defaults). Rollover happens under the
 // write lock between two appends: the current ledger is closed, which waits
-// for its pending entries, and only then is the next one created, so every
-// entry of a ledger precedes every entry of the next.
+// for its pending entries, and only then does the next one start, so every
+// entry of a ledger precedes every entry of the next. The next ledger is
+// usually made already: the owner goroutine creates it, off the append
+// path, once the current one is three quarters full (entries, size or
+// age), and one left unused is closed and deleted on Close, Terminate and
+// Delete. The list is then written once, by CAS, with the closed ledger's
+// final counts and the new ledger. So the appends queued behind a rollover
+// wait for the close and that one write, plus at most one ledger create
+// when none was made ahead; never for retention.
 //
 // # Entries
 //
@@ -86,7 +93,23 @@
 // mark-delete position of every durable cursor, the ones owned elsewhere
 // included, and the retention policy (RetentionTime, RetentionSize) no
 // longer keeps it. The record is rewritten first, then the ledgers'
-// metadata is deleted.
+// metadata is deleted. Retention runs on the owner goroutine after each
+// rollover and every HousekeepingInterval; it holds the list's lock, not
+// the write lock, and hands the deletions to a goroutine of their own, so a
+// slow store delays deletions, never appends. While more than
+// maxPendingDeletes ledgers wait to be deleted, retention leaves the rest
+// in the list.
+//
+// # Time
+//
+// The times the package reads or waits on (broker timestamps, ledger ages,
+// retention times, the housekeeping ticker, the cursors' persistence
+// timers) come from the Factory's clockwork.Clock, so that tests move a
+// fake clock and get exact bounds. Two stay on real time: the deadlines of
+// store calls (MetaTimeout), and the foreign-cursor watch's pause before it
+// lists again after a failed list, which only spaces out retries against a
+// failing store (on a fake clock, the watch would stop until a test moved
+// time).
 //
 // # Entry cache
 //

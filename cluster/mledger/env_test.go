@@ -7,11 +7,11 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meridian-mq/meridian/cluster/ledger"
@@ -28,28 +28,6 @@ func testLogger(t testing.TB) *slog.Logger {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
-}
-
-// manualClock is a Clock tests move by hand.
-type manualClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newManualClock() *manualClock {
-	return &manualClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-}
-
-func (c *manualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *manualClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
 }
 
 // countingStore counts the writes (Create, Update) that reach a store and
@@ -77,7 +55,10 @@ type env struct {
 	t       testing.TB
 	store   meta.Store
 	bookies *ledgertest.Cluster
-	clock   *manualClock
+	// clock is the factories' clock: it moves only when a test advances
+	// it, and with it the housekeeping tickers and the cursors'
+	// persistence timers.
+	clock *clockwork.FakeClock
 }
 
 func newEnv(t testing.TB) *env {
@@ -91,7 +72,7 @@ func newEnv(t testing.TB) *env {
 }
 
 func newEnvOn(t testing.TB, store meta.Store, nBookies int) *env {
-	e := &env{t: t, store: store, bookies: ledgertest.NewCluster(), clock: newManualClock()}
+	e := &env{t: t, store: store, bookies: ledgertest.NewCluster(), clock: clockwork.NewFakeClockAt(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}
 	for i := range nBookies {
 		id := "bk" + string(rune('a'+i))
 		e.bookies.AddBookie(id)
@@ -236,6 +217,23 @@ func readAll(t testing.TB, ml *ManagedLedger) []Entry {
 		}
 		out = append(out, es...)
 	}
+}
+
+// appendInBackground appends total entries of one message each (with pad
+// bytes of padding), one at a time, on a goroutine of its own, and reports
+// the first error, or nil once all are confirmed.
+func appendInBackground(ctx context.Context, t testing.TB, ml *ManagedLedger, total, pad int) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		for i := range total {
+			if _, err := ml.Append(ctx, testMessage(t, 'A', uint64(i), 1, pad), 1); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	return done
 }
 
 // waitFor polls cond, yielding between polls, until it holds or d passes.

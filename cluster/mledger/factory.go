@@ -5,24 +5,12 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"time"
+
+	"github.com/jonboulle/clockwork"
 
 	"github.com/meridian-mq/meridian/cluster/ledger"
 	"github.com/meridian-mq/meridian/cluster/meta"
 )
-
-// Clock tells the time: broker timestamps, ledger ages for rollover and
-// retention. Tests inject a manual one.
-type Clock interface {
-	Now() time.Time
-}
-
-// SystemClock is the wall clock.
-func SystemClock() Clock { return systemClock{} }
-
-type systemClock struct{}
-
-func (systemClock) Now() time.Time { return time.Now() }
 
 // Factory opens managed ledgers on one ledger client and metadata store. It
 // tracks what it opened so that Close closes everything and a topic is open
@@ -32,14 +20,19 @@ type Factory struct {
 	client *ledger.Client
 	store  meta.Store
 	log    *slog.Logger
-	clock  Clock
+	// clock tells the time and runs the timers: broker timestamps, ledger
+	// ages for rollover and retention, the housekeeping ticker and the
+	// cursors' persistence timers. Tests inject a fake one
+	// (clockwork.NewFakeClock) and move it by hand.
+	clock clockwork.Clock
 
 	mu   sync.Mutex
 	open map[string]*ManagedLedger
 }
 
-// NewFactory checks cfg and returns a factory. Every argument is required.
-func NewFactory(cfg Config, client *ledger.Client, store meta.Store, logger *slog.Logger, clock Clock) (*Factory, error) {
+// NewFactory checks cfg and returns a factory. Every argument is required;
+// clock is clockwork.NewRealClock() outside tests.
+func NewFactory(cfg Config, client *ledger.Client, store meta.Store, logger *slog.Logger, clock clockwork.Clock) (*Factory, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jonboulle/clockwork"
+
 	"github.com/meridian-mq/meridian/cluster/ledger"
 	"github.com/meridian-mq/meridian/cluster/meta"
 )
@@ -19,11 +21,18 @@ import (
 //
 // Ownership:
 //   - The write lock (writeSem) guards the write side: the ledger writer,
-//     the ledger list and its ModRevision, the running index and the
-//     current ledger's counters. An append takes it on the caller's
-//     goroutine; the owner goroutine (run) takes it for rollover,
-//     retention, terminate and close. So appends, and changes to the list
-//     (each by CAS), happen one at a time.
+//     the running index and the current ledger's counters. An append takes
+//     it on the caller's goroutine, and so does the rollover an append
+//     triggers; the owner goroutine (run) takes it for time-based
+//     rollover, terminate and close. So appends happen one at a time.
+//   - listMu guards the ledger list and its ModRevision, and is held
+//     across each CAS of it, so that changes to the list happen one at a
+//     time. A rollover takes it under the write lock; retention (trim)
+//     takes it alone, so an append never waits for retention.
+//   - The owner goroutine also runs housekeeping that appends must not
+//     wait for: retention's list writes, and creating the next ledger
+//     ahead of a rollover (next). The deleter goroutine deletes the
+//     metadata of the ledgers retention dropped (deleter).
 //   - The ledger writer's goroutine reports each append's outcome, in
 //     entry order (confirmed): it moves view.lac, fills the cache, wakes
 //     tailing readers and completes the caller's future.
@@ -31,8 +40,11 @@ import (
 //     ledgers, the cursors' published positions, the terminal error.
 //   - Each durable cursor has its own persistence goroutine.
 //
-// Lock order: Cursor.mu before ManagedLedger.mu. Code holding ml.mu never
-// calls into a cursor.
+// Lock order: the write lock before listMu before ManagedLedger.mu, and
+// Cursor.mu before ManagedLedger.mu; nextLedger.mu and ledgerDeleter.mu
+// are leaves (nothing is taken under them). Code holding ml.mu never calls
+// into a cursor. The view's ledger ids equal the list's whenever listMu is
+// free: whoever writes the list publishes it under listMu.
 //
 // Invariants:
 //   - An entry is visible to readers only once the bookies confirmed it, and
@@ -48,6 +60,9 @@ type ManagedLedger struct {
 	cfg   *Config
 	log   *slog.Logger
 	key   string
+	// writes records add latency and entry sizes; nil when metrics are
+	// disabled.
+	writes *writeStats
 
 	// writeSem is the write lock: a one-slot semaphore rather than a
 	// mutex, so that an appender waiting for it can give up on its context
@@ -60,22 +75,39 @@ type ManagedLedger struct {
 	stopping     chan struct{}
 	writeStopped bool
 	ctrlCh       chan ctrlOp
+	tick         clockwork.Ticker // housekeeping; owned by run
 
 	runCtx    context.Context
 	kill      context.CancelFunc
 	ownerDone chan struct{}
-	wg        sync.WaitGroup // owner, foreign-cursor watch
+	wg        sync.WaitGroup // owner, foreign-cursor watch, deleter
 	lost      chan struct{}
+	// trimCh and precreateCh (cap 1) ask the owner for a trim and for the
+	// next ledger; a request made while one is pending is merged into it.
+	trimCh      chan struct{}
+	precreateCh chan struct{}
+	next        nextLedger
+	deleter     ledgerDeleter
+
+	// Guarded by listMu (see Ownership).
+	listMu  sync.Mutex
+	list    listValue
+	listRev int64
 
 	// Guarded by the write lock.
-	writer     *ledger.Writer
-	list       listValue
-	listRev    int64
-	lastIndex  int64
-	lastTS     int64
-	curEntries int64
-	curSize    int64
-	curCreated time.Time
+	writer *ledger.Writer
+	// closedLast is the ledger this instance closed whose final counts the
+	// list does not hold yet (its write failed or has not happened); the
+	// next write of the list records them.
+	closedLast *ledgerInfo
+	// precreateAsked says the next ledger was asked for since the last
+	// rollover.
+	precreateAsked bool
+	lastIndex      int64
+	lastTS         int64
+	curEntries     int64
+	curSize        int64
+	curCreated     time.Time
 
 	mu   sync.Mutex
 	v    view
@@ -111,8 +143,10 @@ type cursorMarks struct {
 }
 
 type ctrlOp struct {
-	f    func() (stop bool)
-	done chan struct{}
+	f func() (stop bool)
+	// write runs f under the write lock.
+	write bool
+	done  chan struct{}
 }
 
 // AppendFuture is the outcome of one append. It completes exactly once,
@@ -163,19 +197,23 @@ func open(ctx context.Context, f *Factory, topic string) (*ManagedLedger, error)
 	cfg := &f.cfg
 	ml := &ManagedLedger{
 		f: f, topic: topic, cfg: cfg, log: f.log.With("topic", topic), key: ListKey(cfg.Region, topic),
-		writeSem:  make(chan struct{}, 1),
-		stopping:  make(chan struct{}),
-		ctrlCh:    make(chan ctrlOp),
-		ownerDone: make(chan struct{}),
-		lost:      make(chan struct{}),
-		lastIndex: -1,
-		tail:      make(chan struct{}),
-		cache:     entryCache{max: cfg.CacheMaxBytes},
-		readers:   map[int64]*ledger.Reader{},
-		cursors:   map[string]*Cursor{},
-		marks:     map[*Cursor]cursorMarks{},
-		foreign:   map[string]Position{},
-		dormant:   map[string]Position{},
+		writes:      newWriteStats(cfg),
+		writeSem:    make(chan struct{}, 1),
+		stopping:    make(chan struct{}),
+		ctrlCh:      make(chan ctrlOp),
+		ownerDone:   make(chan struct{}),
+		lost:        make(chan struct{}),
+		trimCh:      make(chan struct{}, 1),
+		precreateCh: make(chan struct{}, 1),
+		deleter:     ledgerDeleter{wake: make(chan struct{}, 1)},
+		lastIndex:   -1,
+		tail:        make(chan struct{}),
+		cache:       entryCache{max: cfg.CacheMaxBytes},
+		readers:     map[int64]*ledger.Reader{},
+		cursors:     map[string]*Cursor{},
+		marks:       map[*Cursor]cursorMarks{},
+		foreign:     map[string]Position{},
+		dormant:     map[string]Position{},
 	}
 	mctx, cancel := f.metaCtx(ctx)
 	kv, err := f.store.Get(mctx, ml.key)
@@ -231,9 +269,13 @@ func open(ctx context.Context, f *Factory, topic string) (*ManagedLedger, error)
 		}
 	}
 	ml.runCtx, ml.kill = context.WithCancel(context.Background())
-	ml.wg.Add(2)
+	// The ticker is set before Open returns, so that a test moving a fake
+	// clock from then on finds it.
+	ml.tick = f.clock.NewTicker(cfg.HousekeepingInterval)
+	ml.wg.Add(3)
 	go ml.run()
 	go ml.watchForeign()
+	go ml.deleteLoop()
 	ml.log.Info("managed ledger open", "ledgers", len(ml.list.Ledgers), "lastIndex", ml.lastIndex, "terminated", ml.list.Terminated)
 	return ml, nil
 }
@@ -286,49 +328,19 @@ func (ml *ManagedLedger) recoverIndex(ctx context.Context) error {
 	return nil
 }
 
-// startLedger creates a ledger and makes it the list's last by CAS. Called
-// only by open and under the write lock. A failed CAS means another instance
-// has the topic: ErrFenced.
+// startLedger makes a ledger (the one created ahead, or a new one) the
+// list's last by CAS. Called only by open and under the write lock. A failed
+// CAS means another instance has the topic: ErrFenced.
 func (ml *ManagedLedger) startLedger(ctx context.Context) error {
-	f := ml.f
-	w, err := f.client.Create(ctx, ml.cfg.EnsembleSize, ml.cfg.WriteQuorum, ml.cfg.AckQuorum,
-		map[string]string{"topic": ml.topic, "application": "meridian-mledger"})
+	w, err := ml.next.take(ctx, ml.createLedger)
 	if err != nil {
-		return fmt.Errorf("create ledger: %w", err)
-	}
-	now := f.clock.Now()
-	next := listValue{Ledgers: append(slices.Clone(ml.list.Ledgers), ledgerInfo{ID: w.ID(), CTime: now.UnixMilli()})}
-	if err := ml.casList(ctx, next); err != nil {
-		if errors.Is(err, ErrFenced) {
-			// A definite conflict: the list does not name the new ledger.
-			// It holds nothing; close and delete it so that no OPEN ledger
-			// is left behind.
-			cctx, cancel := f.metaCtx(context.WithoutCancel(ctx))
-			if w.Close(cctx) == nil {
-				_ = f.client.Delete(cctx, w.ID())
-			}
-			cancel()
-		} else {
-			// The outcome is unknown (a timeout, a cancel): the list may
-			// name the ledger now, so it must stay for the next owner's
-			// recovery. Our next CAS will tell (it fails if the write
-			// went through, since our revision is then stale).
-			w.Stop()
-		}
 		return err
 	}
-	ml.writer, ml.curEntries, ml.curSize, ml.curCreated = w, 0, 0, now
-	ml.mu.Lock()
-	ml.v.ledgers = slices.Clone(ml.list.Ledgers)
-	ml.v.current = w.ID()
-	ml.v.lac = Position{w.ID(), -1}
-	ml.curSizeSeen = 0
-	ml.mu.Unlock()
-	ml.log.Debug("ledger started", "ledger", w.ID())
-	return nil
+	return ml.recordNext(ctx, w)
 }
 
-// casList writes next at the revision last written. ErrConflict is lost
+// casList writes next at the revision last written; the caller holds
+// listMu. ErrConflict is lost
 // ownership: the instance turns terminal with ErrFenced. Any other error
 // leaves the outcome unknown; ml.list keeps the old value, so if the write
 // did go through, the next CAS fails and the instance stops: it can lose
@@ -423,8 +435,10 @@ func (ml *ManagedLedger) Append(ctx context.Context, msg []byte, numMessages int
 // Appends are confirmed in the order AppendAsync returns. It blocks while
 // the ledger writer's budget (ledger.Config's MaxInFlightEntries and
 // MaxInFlightBytes) is spent, and while a rollover closes the current
-// ledger; ctx bounds only the wait for the write lock. msg is copied into
-// the stored entry before AppendAsync returns.
+// ledger and writes the list: at most one ledger create, none when the
+// next ledger was created ahead (see rollover), and never retention's
+// deletions. ctx bounds only the wait for the write lock. msg is copied
+// into the stored entry before AppendAsync returns.
 func (ml *ManagedLedger) AppendAsync(ctx context.Context, msg []byte, numMessages int) (*AppendFuture, error) {
 	if numMessages < 1 {
 		return nil, fmt.Errorf("%w: numMessages %d", ErrNoMessages, numMessages)
@@ -466,8 +480,8 @@ func (ml *ManagedLedger) errOr(def error) error {
 	return def
 }
 
-// run is the owner goroutine: control operations and housekeeping, each
-// under the write lock.
+// run is the owner goroutine: control operations (most under the write
+// lock) and housekeeping (which takes the locks it needs itself).
 func (ml *ManagedLedger) run() {
 	defer ml.wg.Done()
 	defer close(ml.ownerDone)
@@ -479,22 +493,27 @@ func (ml *ManagedLedger) run() {
 		ml.unlockWrite()
 		close(ml.stopping)
 	}()
-	tick := time.NewTicker(ml.cfg.HousekeepingInterval)
-	defer tick.Stop()
+	defer ml.tick.Stop()
 	for {
 		select {
 		case op := <-ml.ctrlCh:
-			ml.writeSem <- struct{}{}
+			if op.write {
+				ml.writeSem <- struct{}{}
+			}
 			stop := op.f()
-			ml.unlockWrite()
+			if op.write {
+				ml.unlockWrite()
+			}
 			close(op.done)
 			if stop {
 				return
 			}
-		case <-tick.C:
-			ml.writeSem <- struct{}{}
+		case <-ml.tick.Chan():
 			ml.housekeeping()
-			ml.unlockWrite()
+		case <-ml.trimCh:
+			ml.trim()
+		case <-ml.precreateCh:
+			ml.precreate()
 		case <-ml.runCtx.Done():
 			return
 		}
@@ -504,7 +523,16 @@ func (ml *ManagedLedger) run() {
 // do runs f on the owner goroutine, under the write lock, and waits for
 // it. f returns true to stop the owner.
 func (ml *ManagedLedger) do(ctx context.Context, f func() bool) error {
-	op := ctrlOp{f: f, done: make(chan struct{})}
+	return ml.send(ctx, ctrlOp{f: f, write: true, done: make(chan struct{})})
+}
+
+// onOwner runs f on the owner goroutine without the write lock, and waits
+// for it.
+func (ml *ManagedLedger) onOwner(ctx context.Context, f func()) error {
+	return ml.send(ctx, ctrlOp{f: func() bool { f(); return false }, done: make(chan struct{})})
+}
+
+func (ml *ManagedLedger) send(ctx context.Context, op ctrlOp) error {
 	select {
 	case ml.ctrlCh <- op:
 	case <-ml.ownerDone:
@@ -524,12 +552,15 @@ func (ml *ManagedLedger) do(ctx context.Context, f func() bool) error {
 // handleAppend stamps and stores one entry and completes fut with the
 // outcome. Called under the write lock.
 func (ml *ManagedLedger) handleAppend(msg []byte, n int, fut *AppendFuture) {
-	if err := ml.Err(); err != nil {
+	ml.mu.Lock()
+	stopped, terminated := ml.err, ml.v.terminated
+	ml.mu.Unlock()
+	if stopped != nil {
 		ml.stopWriter()
-		fut.complete(Position{}, err)
+		fut.complete(Position{}, stopped)
 		return
 	}
-	if ml.list.Terminated {
+	if terminated {
 		fut.complete(Position{}, fmt.Errorf("%w: %s", ErrTerminated, ml.topic))
 		return
 	}
@@ -541,11 +572,17 @@ func (ml *ManagedLedger) handleAppend(msg []byte, n int, fut *AppendFuture) {
 		}
 	}
 	idx := ml.lastIndex + int64(n)
-	ts := max(ml.f.clock.Now().UnixMilli(), ml.lastTS)
+	now := ml.f.clock.Now()
+	ts := max(now.UnixMilli(), ml.lastTS)
 	data := encodeEntry(ts, idx, msg)
 	fut.index = idx
 	id := ml.writer.ID()
-	err := ml.writer.AddFunc(ml.runCtx, data, func(entry int64, aerr error) { ml.confirmed(id, data, fut, entry, aerr) })
+	err := ml.writer.AddFunc(ml.runCtx, data, func(entry int64, aerr error) {
+		if aerr == nil && ml.writes != nil {
+			ml.writes.confirmed(ml.f.clock.Now().Sub(now), len(data))
+		}
+		ml.confirmed(id, data, fut, entry, aerr)
+	})
 	if errors.Is(err, ledger.ErrEntryTooLarge) {
 		fut.complete(Position{}, err)
 		return
@@ -559,8 +596,20 @@ func (ml *ManagedLedger) handleAppend(msg []byte, n int, fut *AppendFuture) {
 	ml.lastIndex, ml.lastTS = idx, ts
 	ml.curEntries++
 	ml.curSize += int64(len(data))
-	if ml.full() {
+	switch age := now.Sub(ml.curCreated); {
+	case ml.full(age):
 		ml.rollover()
+	case !ml.precreateAsked && ml.nearlyFull(age):
+		ml.precreateAsked = true
+		ml.ask(ml.precreateCh)
+	}
+}
+
+// ask sends a request to the owner; one already pending absorbs it.
+func (ml *ManagedLedger) ask(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
 	}
 }
 
@@ -584,74 +633,96 @@ func (ml *ManagedLedger) stopWriter() {
 
 // full is Pulsar's rule: the ledger is full once it reached its entry or
 // size limit or its maximum age, and is at least the minimum age. An empty
-// ledger never rolls over on age alone.
-func (ml *ManagedLedger) full() bool {
+// ledger never rolls over on age alone. age is the current ledger's.
+func (ml *ManagedLedger) full(age time.Duration) bool {
 	if ml.writer == nil {
 		return false
 	}
-	age := ml.f.clock.Now().Sub(ml.curCreated)
 	space := ml.curEntries >= ml.cfg.MaxEntriesPerLedger || ml.curSize >= ml.cfg.MaxSizePerLedger
 	aged := ml.curEntries > 0 && age >= ml.cfg.MaxLedgerRolloverTime
 	return (space || aged) && age >= ml.cfg.MinLedgerRolloverTime
 }
 
-// closeCurrent closes the ledger being written (waiting for its pending
-// entries) and records its final counts in list (not yet written).
-func (ml *ManagedLedger) closeCurrent() (listValue, error) {
-	next := listValue{Ledgers: slices.Clone(ml.list.Ledgers), Terminated: ml.list.Terminated}
+// nearlyFull says the current ledger has used three quarters of its entry
+// or size limit or of its maximum age: time to create the next one, so
+// that the rollover finds it made.
+func (ml *ManagedLedger) nearlyFull(age time.Duration) bool {
+	c := ml.cfg
 	if ml.writer == nil {
-		return next, nil
+		return false
 	}
-	w := ml.writer
-	if err := w.Close(ml.runCtx); err != nil {
+	space := ml.curEntries >= c.MaxEntriesPerLedger-c.MaxEntriesPerLedger/4 || ml.curSize >= c.MaxSizePerLedger-c.MaxSizePerLedger/4
+	aged := ml.curEntries > 0 && age >= c.MaxLedgerRolloverTime-c.MaxLedgerRolloverTime/4
+	return space || aged
+}
+
+// closeCurrent closes the ledger being written, waiting for its pending
+// entries, and keeps its final counts in closedLast for the next write of
+// the list.
+func (ml *ManagedLedger) closeCurrent() error {
+	if ml.writer == nil {
+		return nil
+	}
+	if err := ml.writer.Close(ml.runCtx); err != nil {
 		ml.fail(classify(err))
 		ml.stopWriter()
-		return next, ml.errOr(err)
+		return ml.errOr(err)
 	}
+	ml.closedLast = &ledgerInfo{ID: ml.writer.ID(), Entries: ml.curEntries, Size: ml.curSize}
 	ml.writer = nil
-	last := &next.Ledgers[len(next.Ledgers)-1]
-	last.Entries, last.Size = ml.curEntries, ml.curSize
-	return next, nil
+	return nil
 }
 
-// rollover closes the current ledger and starts the next. It runs under
-// the write lock, so appends wait meanwhile and none is lost or reordered:
-// every entry of the closed ledger precedes every entry of the new one.
+// rollover closes the current ledger and starts the next, with one write
+// of the list. It runs under the write lock, so appends wait meanwhile and
+// none is lost or reordered: every entry of the closed ledger precedes
+// every entry of the new one. What they wait for is the close (the pending
+// entries and the ledger's CLOSED record), the next ledger (nothing when
+// the owner created it ahead, else one create, or the end of the one the
+// owner is running) and the list's CAS. Retention is the owner's, after.
 func (ml *ManagedLedger) rollover() {
-	next, err := ml.closeCurrent()
+	if err := ml.closeCurrent(); err != nil {
+		return
+	}
+	ml.precreateAsked = false
+	// A request for the closed ledger's successor still pending is
+	// answered by take; the new ledger asks for its own when nearly full.
+	select {
+	case <-ml.precreateCh:
+	default:
+	}
+	w, err := ml.next.take(ml.runCtx, ml.createLedger)
 	if err != nil {
-		return
-	}
-	if err := ml.casList(ml.runCtx, next); err != nil {
-		return
-	}
-	ml.publishClosed()
-	if err := ml.startLedger(ml.runCtx); err != nil && !errors.Is(err, ErrFenced) {
-		// No bookies, say: appends retry creating a ledger.
+		// No bookies, say: record the closed ledger; appends retry
+		// creating one.
 		ml.log.Warn("rollover: cannot start a ledger", "err", err)
+		err = ml.recordClosed(false)
+	} else {
+		err = ml.recordNext(ml.runCtx, w)
 	}
-	ml.trim()
+	if err == nil {
+		ml.ask(ml.trimCh)
+	}
 }
 
-// publishClosed shows readers the list with the closed ledger's final
-// counts and no ledger being written.
-func (ml *ManagedLedger) publishClosed() {
-	ml.mu.Lock()
-	ml.v.ledgers = slices.Clone(ml.list.Ledgers)
-	ml.v.current = 0
-	ml.v.terminated = ml.list.Terminated
-	ml.curSizeSeen = 0
-	ml.wakeLocked()
-	ml.mu.Unlock()
-}
-
+// housekeeping runs on the owner: time-based rollover under the write lock,
+// then the next ledger if the current one is nearly full, then retention,
+// which takes only listMu.
 func (ml *ManagedLedger) housekeeping() {
 	if ml.Err() != nil {
 		return
 	}
-	if ml.full() {
+	ml.writeSem <- struct{}{}
+	age := ml.f.clock.Since(ml.curCreated)
+	rolled, nearly := ml.full(age), ml.nearlyFull(age)
+	if rolled {
 		ml.rollover()
-		return
+	} else if nearly {
+		ml.precreateAsked = true
+	}
+	ml.unlockWrite()
+	if !rolled && nearly {
+		ml.precreate()
 	}
 	ml.trim()
 }
@@ -731,18 +802,16 @@ func (ml *ManagedLedger) Terminate(ctx context.Context) (Position, error) {
 		if err = ml.Err(); err != nil {
 			return false
 		}
-		if ml.list.Terminated {
+		if ml.Terminated() {
 			return false
 		}
-		var next listValue
-		if next, err = ml.closeCurrent(); err != nil {
+		if err = ml.closeCurrent(); err != nil {
 			return false
 		}
-		next.Terminated = true
-		if err = ml.casList(ml.runCtx, next); err != nil {
+		if err = ml.recordClosed(true); err != nil {
 			return false
 		}
-		ml.publishClosed()
+		ml.discardNext()
 		return false
 	})
 	if derr != nil {
@@ -752,10 +821,23 @@ func (ml *ManagedLedger) Terminate(ctx context.Context) (Position, error) {
 }
 
 // Trim deletes the ledgers that every durable cursor has consumed and that
-// the retention policy no longer keeps. It also runs every
-// HousekeepingInterval and after each rollover.
+// the retention policy no longer keeps, and waits for their deletion. It
+// also runs every HousekeepingInterval and after each rollover, on the
+// owner goroutine, where nobody waits for it.
 func (ml *ManagedLedger) Trim(ctx context.Context) error {
-	return ml.do(ctx, func() bool { ml.trim(); return false })
+	var deleted <-chan struct{}
+	if err := ml.onOwner(ctx, func() { deleted = ml.trim() }); err != nil {
+		return err
+	}
+	if deleted == nil {
+		return nil
+	}
+	select {
+	case <-deleted:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // slowestLocked is the lowest mark-delete position among durable cursors,
@@ -782,11 +864,18 @@ func (ml *ManagedLedger) slowestLocked() Position {
 	return slowest
 }
 
-// trim runs under the write lock.
-func (ml *ManagedLedger) trim() {
-	if ml.Err() != nil {
-		return
+// trim drops from the list the ledgers that retention no longer keeps and
+// hands their deletion to the deleter, whose done channel it returns (nil
+// when it dropped nothing). It takes listMu, never the write lock: appends,
+// and a rollover's wait for listMu aside, go on meanwhile. While the
+// deleter is behind by maxPendingDeletes ledgers it drops nothing, so the
+// ledgers wait in the list, where nothing is lost.
+func (ml *ManagedLedger) trim() <-chan struct{} {
+	if ml.Err() != nil || ml.deleter.pending() >= maxPendingDeletes {
+		return nil
 	}
+	ml.listMu.Lock()
+	defer ml.listMu.Unlock()
 	ml.mu.Lock()
 	slowest := ml.slowestLocked()
 	v := ml.v
@@ -812,30 +901,24 @@ func (ml *ManagedLedger) trim() {
 		drop = i + 1
 	}
 	if drop == 0 {
-		return
+		return nil
 	}
 	gone := slices.Clone(ml.list.Ledgers[:drop])
 	next := listValue{Ledgers: slices.Clone(ml.list.Ledgers[drop:]), Terminated: ml.list.Terminated}
 	if err := ml.casList(ml.runCtx, next); err != nil {
-		return
+		return nil
 	}
+	ids := make([]int64, len(gone))
 	ml.mu.Lock()
 	ml.v.ledgers = slices.Clone(next.Ledgers)
-	for _, l := range gone {
+	for i, l := range gone {
 		delete(ml.readers, l.ID)
+		ids[i] = l.ID
 	}
 	ml.cache.dropLedgers(next.Ledgers[0].ID)
 	ml.mu.Unlock()
-	for _, l := range gone {
-		mctx, cancel := ml.f.metaCtx(ml.runCtx)
-		if err := ml.f.client.Delete(mctx, l.ID); err != nil && !errors.Is(err, ledger.ErrLedgerNotFound) {
-			// The list no longer names it: only its bookie space leaks
-			// until an operator or auto-recovery removes it.
-			ml.log.Warn("retention: ledger left out of the list but not deleted", "ledger", l.ID, "err", err)
-		}
-		cancel()
-	}
-	ml.log.Debug("retention deleted ledgers", "count", len(gone), "first", gone[0].ID, "last", gone[len(gone)-1].ID)
+	ml.log.Debug("retention dropped ledgers", "count", len(gone), "first", gone[0].ID, "last", gone[len(gone)-1].ID)
+	return ml.deleter.add(ids)
 }
 
 // Close closes every cursor (persisting its state), closes the ledger
@@ -859,14 +942,15 @@ func (ml *ManagedLedger) Close(ctx context.Context) error {
 		}
 	}
 	err := ml.do(ctx, func() bool {
+		ml.discardNext()
 		if ml.Err() != nil {
 			ml.stopWriter()
 			return true
 		}
-		if ml.writer != nil {
-			next, err := ml.closeCurrent()
+		if ml.writer != nil || ml.closedLast != nil {
+			err := ml.closeCurrent()
 			if err == nil {
-				err = ml.casList(ml.runCtx, next)
+				err = ml.recordClosed(false)
 			}
 			if err != nil && first == nil {
 				first = err
@@ -876,6 +960,11 @@ func (ml *ManagedLedger) Close(ctx context.Context) error {
 	})
 	if err != nil && !errors.Is(err, ErrClosed) && first == nil {
 		first = err
+	}
+	// The ledgers retention dropped are deleted before we go, or as many as
+	// ctx allows: the list no longer names them, so nobody else will.
+	if err := ml.deleter.wait(ctx); err != nil && first == nil {
+		first = fmt.Errorf("close %s: ledgers left to delete: %w", ml.topic, err)
 	}
 	ml.shutdown()
 	return first
@@ -887,6 +976,7 @@ func (ml *ManagedLedger) shutdown() {
 	ml.kill()
 	<-ml.ownerDone
 	ml.stopWriter() // after a kill mid-append or mid-rollover one may be left
+	ml.next.stop()  // left OPEN, as a crash leaves it, if Close did not discard it
 	ml.wg.Wait()
 	ml.fail(ErrClosed)
 	ml.f.forget(ml.topic, ml)
@@ -923,15 +1013,19 @@ func (ml *ManagedLedger) Delete(ctx context.Context) error {
 	}
 	var err error
 	derr := ml.do(ctx, func() bool {
+		ml.discardNext()
 		if err = ml.Err(); err != nil {
 			return true
 		}
-		if _, err = ml.closeCurrent(); err != nil {
+		if err = ml.closeCurrent(); err != nil {
 			return true
 		}
 		err = ml.deleteAll(ctx)
 		return true
 	})
+	if werr := ml.deleter.wait(ctx); werr != nil && err == nil {
+		err = fmt.Errorf("delete %s: ledgers left to delete: %w", ml.topic, werr)
+	}
 	ml.shutdown()
 	if derr != nil {
 		return derr
@@ -943,6 +1037,8 @@ func (ml *ManagedLedger) deleteAll(ctx context.Context) error {
 	st := ml.f.store
 	mctx, cancel := ml.f.metaCtx(ctx)
 	defer cancel()
+	ml.listMu.Lock()
+	defer ml.listMu.Unlock()
 	// The record goes first, by CAS: if someone else owns the topic we
 	// must not touch its ledgers or cursors.
 	if err := st.Delete(mctx, ml.key, ml.listRev); err != nil {

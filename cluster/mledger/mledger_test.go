@@ -233,7 +233,11 @@ func TestRolloverBySizeAndAge(t *testing.T) {
 	if _, err := ml.Append(t.Context(), testMessage(t, 'A', 11, 1, 10), 1); err != nil {
 		t.Fatal(err)
 	}
-	housekeep := func() { ml.do(t.Context(), func() bool { ml.housekeeping(); return false }) }
+	housekeep := func() {
+		if err := ml.onOwner(t.Context(), ml.housekeeping); err != nil {
+			t.Fatal(err)
+		}
+	}
 	housekeep()
 	if n := len(ml.Ledgers()); n != 2 {
 		t.Fatalf("%d ledgers before the maximum age, want 2", n)
@@ -571,16 +575,7 @@ func TestTailingReadAndCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	const total = 300
-	errc := make(chan error, 1)
-	go func() {
-		for i := range total {
-			if _, err := ml.Append(context.Background(), testMessage(t, 'A', uint64(i), 1, 200), 1); err != nil {
-				errc <- err
-				return
-			}
-		}
-		errc <- nil
-	}()
+	errc := appendInBackground(context.Background(), t, ml, total, 200)
 	for _, c := range []*Cursor{reader, sub} {
 		var seq uint64
 		for seq < total {
@@ -665,6 +660,12 @@ func TestFindByTime(t *testing.T) {
 	}
 }
 
+// TestCursorPersistence: a durable cursor writes its state at most once
+// per CursorPersistInterval, exactly when the interval since its last write
+// is over, with every change made before then; at most
+// MaxPersistedAckRanges ranges are written, and what was not written is
+// delivered again after a reopen. The clock is fake, so the bounds are
+// exact.
 func TestCursorPersistence(t *testing.T) {
 	mem, err := meta.NewMemory(meta.DefaultMemoryConfig())
 	if err != nil {
@@ -674,7 +675,7 @@ func TestCursorPersistence(t *testing.T) {
 	cs := &countingStore{Store: mem}
 	e := newEnvOn(t, cs, 3)
 	cfg := testConfig()
-	cfg.CursorPersistInterval = 50 * time.Millisecond
+	cfg.CursorPersistInterval = time.Second
 	cfg.MaxPersistedAckRanges = 3
 	f := e.factory("a", cfg)
 	ml := e.open(f, "persist")
@@ -682,6 +683,7 @@ func TestCursorPersistence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	created := e.clock.Now() // creating the record was the cursor's first write
 	var ps []Position
 	for i := range 40 {
 		p, err := ml.Append(t.Context(), testMessage(t, 'A', uint64(i), 1, 0), 1)
@@ -690,9 +692,34 @@ func TestCursorPersistence(t *testing.T) {
 		}
 		ps = append(ps, p)
 	}
-	// Rate limit: a burst of acks is coalesced into a few writes.
+	key := CursorKey(region, "persist", "sub")
+	stored := func() cursorValue {
+		t.Helper()
+		kv, err := e.store.Get(t.Context(), key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := decodeCursor(kv.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	// From here on only the cursor writes to the store: the appends are
+	// confirmed and no ledger is near its rollover.
 	w0 := cs.writes.Load()
-	start := time.Now()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	// waitTimer waits until the cursor's persistence timer is set: the
+	// managed ledger's housekeeping ticker and that timer are the clock's
+	// only waiters.
+	waitTimer := func() {
+		t.Helper()
+		if err := e.clock.BlockUntilContext(ctx, 2); err != nil {
+			t.Fatalf("the persistence timer was never set: %v", err)
+		}
+	}
+	// A burst of acks while the clock stands still.
 	for i := 0; i < 20; i += 2 {
 		if err := c.Ack(ps[i+1]); err != nil { // leave every even entry a hole
 			t.Fatal(err)
@@ -701,27 +728,37 @@ func TestCursorPersistence(t *testing.T) {
 	if err := c.Ack(ps[0]); err != nil { // mark-delete moves to ps[1]
 		t.Fatal(err)
 	}
-	key := CursorKey(region, "persist", "sub")
-	var stored cursorValue
-	waitFor(t, 5*time.Second, "the last state to be written", func() bool {
-		kv, err := e.store.Get(t.Context(), key)
-		if err != nil {
-			return false
-		}
-		stored, err = decodeCursor(kv.Value)
-		return err == nil && stored.MarkDelete == ps[1]
-	})
-	elapsed := time.Since(start)
-	if w, max := cs.writes.Load()-w0, int64(elapsed/cfg.CursorPersistInterval)+2; w > max {
-		t.Fatalf("%d writes in %v, rate limit allows %d", w, elapsed, max)
+	waitTimer()
+	e.clock.Advance(created.Add(cfg.CursorPersistInterval).Sub(e.clock.Now()) - time.Nanosecond)
+	if w := cs.writes.Load() - w0; w != 0 {
+		t.Fatalf("%d writes within the interval after the cursor was created", w)
+	}
+	e.clock.Advance(time.Nanosecond)
+	waitFor(t, 10*time.Second, "the write at the end of the interval", func() bool { return cs.writes.Load()-w0 == 1 })
+	// The one write holds all eleven acks.
+	first := stored()
+	if first.MarkDelete != ps[1] {
+		t.Fatalf("written at mark-delete %v, want %v", first.MarkDelete, ps[1])
 	}
 	// The cap: 9 holes after ps[1] leave 9 ranges; 3 are written, the
 	// lowest, and the value says it was truncated.
-	if len(stored.Acked) != 3 || !stored.Truncated || stored.Acked[0] != [3]int64{ps[3].Ledger, ps[3].Entry, ps[3].Entry} {
-		t.Fatalf("stored ranges %v truncated=%v", stored.Acked, stored.Truncated)
+	if len(first.Acked) != 3 || !first.Truncated || first.Acked[0] != [3]int64{ps[3].Ledger, ps[3].Entry, ps[3].Entry} {
+		t.Fatalf("stored ranges %v truncated=%v", first.Acked, first.Truncated)
 	}
+	firstWrite := e.clock.Now()
+	// The next change is written exactly one interval after that write.
 	if err := c.SetProperty("k", "v"); err != nil {
 		t.Fatal(err)
+	}
+	waitTimer()
+	e.clock.Advance(cfg.CursorPersistInterval - time.Nanosecond)
+	if w := cs.writes.Load() - w0; w != 1 {
+		t.Fatalf("%d writes, want still 1, %v after the first", w, e.clock.Since(firstWrite))
+	}
+	e.clock.Advance(time.Nanosecond)
+	waitFor(t, 10*time.Second, "the second write", func() bool { return cs.writes.Load()-w0 == 2 })
+	if second := stored(); second.Properties["k"] != "v" {
+		t.Fatalf("second write holds properties %v", second.Properties)
 	}
 	if err := ml.Close(t.Context()); err != nil {
 		t.Fatal(err)
@@ -778,6 +815,14 @@ func testCursorOwnershipLost(t *testing.T, newEnv func(testing.TB) *env) {
 	if err := c.Ack(p); err != nil {
 		t.Fatal(err)
 	}
+	// The write comes due once the persistence timer, the clock's second
+	// waiter after the housekeeping ticker, is set.
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := e.clock.BlockUntilContext(ctx, 2); err != nil {
+		t.Fatalf("the persistence timer was never set: %v", err)
+	}
+	e.clock.Advance(testConfig().CursorPersistInterval)
 	select {
 	case <-ml.Lost():
 	case <-time.After(10 * time.Second):
@@ -971,6 +1016,8 @@ func crashRecovery(t *testing.T, e *env, seed uint64) {
 				}
 			}
 		}
+		// The cursors' writes come due as the run goes on.
+		e.clock.Advance(cfg.CursorPersistInterval)
 	}
 	// Crash: appends are still in flight and cursor writes pending.
 	atCrash := map[string]Position{}

@@ -103,25 +103,40 @@ func DecodeReplicationState(b []byte) (ReplicationWorkerState, error) {
 // same task (it just moved), the newer record wins. Unreadable records are
 // skipped: they are one worker's, and must not hide the others'.
 func ReplicationTasks(ctx context.Context, store meta.Store, region, topic string) (map[string]ReplicationTaskState, error) {
-	kvs, _, err := store.List(ctx, ReplicationStatePrefix(region))
+	all, err := AllReplicationTasks(ctx, store, region)
 	if err != nil {
 		return nil, fmt.Errorf("replication state of %s: %w", topic, err)
 	}
-	out := map[string]ReplicationTaskState{}
-	at := map[string]time.Time{}
+	if out := all[topic]; out != nil {
+		return out, nil
+	}
+	return map[string]ReplicationTaskState{}, nil
+}
+
+// AllReplicationTasks is ReplicationTasks for every topic of region at
+// once, by topic and then remote region: one read of the workers' records,
+// for the metrics of every loaded topic.
+func AllReplicationTasks(ctx context.Context, store meta.Store, region string) (map[string]map[string]ReplicationTaskState, error) {
+	kvs, _, err := store.List(ctx, ReplicationStatePrefix(region))
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]map[string]ReplicationTaskState{}
+	at := map[[2]string]time.Time{}
 	for _, kv := range kvs {
 		s, err := DecodeReplicationState(kv.Value)
 		if err != nil {
 			continue
 		}
 		for _, t := range s.Tasks {
-			if t.Topic != topic {
+			key := [2]string{t.Topic, t.Remote}
+			if prev, seen := at[key]; seen && !s.At.After(prev) {
 				continue
 			}
-			if prev, seen := at[t.Remote]; seen && !s.At.After(prev) {
-				continue
+			if out[t.Topic] == nil {
+				out[t.Topic] = map[string]ReplicationTaskState{}
 			}
-			out[t.Remote], at[t.Remote] = t, s.At
+			out[t.Topic][t.Remote], at[key] = t, s.At
 		}
 	}
 	return out, nil

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/meridian-mq/meridian/cluster/admin"
@@ -186,8 +187,8 @@ func startBroker(ctx context.Context, r *regionParts, cfg BrokerConfig) (_ *Brok
 		return nil, err
 	}
 	mlcfg := cfg.Ledgers
-	mlcfg.Region = r.name
-	factory, err := mledger.NewFactory(mlcfg, lc, r.store, log, mledger.SystemClock())
+	mlcfg.Region, mlcfg.DisableMetrics = r.name, r.metrics.Disabled
+	factory, err := mledger.NewFactory(mlcfg, lc, r.store, log, clockwork.NewRealClock())
 	if err != nil {
 		return nil, err
 	}
@@ -260,9 +261,20 @@ func startBroker(ctx context.Context, r *regionParts, cfg BrokerConfig) (_ *Brok
 	scfg := cfg.Service
 	scfg.Region, scfg.BrokerID, scfg.ServiceURL, scfg.WebURL = r.name, n.id, serviceURL, webURL
 	scfg.ServiceURLTLS = serviceURLTLS
+	if scfg.Tracing == nil {
+		scfg.Tracing = r.tracing
+	}
+	scfg.Metrics, scfg.Registerer = r.metrics, r.registry
 	n.service, err = broker.NewService(scfg, r.store, cache, gstore, factory, log)
 	if err != nil {
 		return nil, err
+	}
+	if !r.metrics.Disabled {
+		pulsar := broker.NewPulsarCollector(n.service, scrapeTimeout)
+		if err := r.registry.Register(pulsar); err != nil {
+			return nil, fmt.Errorf("node: register the broker's Pulsar metrics: %w", err)
+		}
+		n.closers = append(n.closers, func() { r.registry.Unregister(pulsar) })
 	}
 	if err := n.service.Start(ctx); err != nil {
 		return nil, err
@@ -319,6 +331,11 @@ func startBroker(ctx context.Context, r *regionParts, cfg BrokerConfig) (_ *Brok
 		"service_url_tls", serviceURLTLS, "web_url_tls", webURLTLS, "authentication", n.authn.Enabled(), "authorization", n.authz != nil)
 	return n, nil
 }
+
+// scrapeTimeout bounds the reads one scrape of the broker's Pulsar series
+// makes (the replication backlogs), so that a slow bookie delays a scrape
+// by at most this long.
+const scrapeTimeout = 5 * time.Second
 
 // webHandler serves the metrics and the admin REST API (with the HTTP
 // lookup surface of clients whose service URL is http://).

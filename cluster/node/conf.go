@@ -119,6 +119,12 @@ var pulsarConfKeys = []confMapping{
 		c.Broker.Service.Dispatch.MaxUnackedPerConsumer = int(n)
 		return err
 	}},
+	{"exposeTopicLevelMetricsInPrometheus", func(c *RegionConfig, v string) error {
+		on, err := parseBool(v)
+		c.Metrics.NamespaceLevel = !on
+		return err
+	}},
+	{"statsUpdateFrequencyInSecs", seconds(1, 3600, func(c *RegionConfig) *time.Duration { return &c.Metrics.StatsPeriod })},
 	{"dispatcherMaxReadBatchSize", integer(1, 10000, func(c *RegionConfig) *int { return &c.Broker.Service.Dispatch.MaxReadEntries })},
 	{"brokerDeduplicationEntriesInterval", integer(1, 1<<30, func(c *RegionConfig) *int { return &c.Broker.Service.DedupSnapshotInterval })},
 	{"topicLoadTimeoutSeconds", seconds(1, 3600, func(c *RegionConfig) *time.Duration { return &c.Broker.Service.TopicLoadTimeout })},

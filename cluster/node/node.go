@@ -85,6 +85,13 @@ type Config struct {
 	// Logger receives every part's logs; each region's carry its name.
 	// Required.
 	Logger *slog.Logger
+	// Tracing traces the messages that carry a W3C traceparent through
+	// every region's broker and replicator. Nil, the default: the
+	// process's tracing from the OTEL_* environment
+	// (telemetry.TracingFromEnv), which is none unless an exporter or an
+	// OTLP endpoint is set; the node then shuts it down on Close. A
+	// Tracing given here is the caller's to shut down.
+	Tracing *telemetry.Tracing
 }
 
 // RegionConfig is one region's parts in this process.
@@ -112,6 +119,12 @@ type RegionConfig struct {
 	// replicator share; the zero value is ledger.DefaultConfig. Its Region
 	// and Registerer are set by the node.
 	Ledger ledger.Config
+	// Metrics is whether the region's parts record their metrics, and how
+	// the broker exposes its topics' Pulsar series; the zero value is
+	// Pulsar's default (topic-level series, a 60s stats period). Pulsar's
+	// exposeTopicLevelMetricsInPrometheus and statsUpdateFrequencyInSecs
+	// set it.
+	Metrics telemetry.MetricsConfig
 	// BookieTransport is how the ledger client reaches the registered
 	// bookies. Nil, the default: bkproto connections. Benchmarks set
 	// in-memory bookies (ledgertest) here to measure the broker and its
@@ -148,6 +161,9 @@ func (c Config) Validate() error {
 		}
 		if r.Broker == nil && r.Replicator == nil && len(r.Bookies) == 0 {
 			return fmt.Errorf("node: region %s runs nothing: give it a broker, a replicator or bookies", r.Name)
+		}
+		if err := r.Metrics.Validate(); err != nil {
+			return fmt.Errorf("node: region %s: %w", r.Name, err)
 		}
 		if r.Broker != nil {
 			if err := r.Broker.Validate(); err != nil {
@@ -228,6 +244,8 @@ type regionParts struct {
 	store           meta.Store // the region's metadata
 	global          meta.Store // the global configuration; may be store
 	registry        *prometheus.Registry
+	tracing         *telemetry.Tracing // nil: not tracing
+	metrics         telemetry.MetricsConfig
 	log             *slog.Logger
 	bootstrap       bool
 	ledgerCfg       ledger.Config
@@ -236,6 +254,27 @@ type regionParts struct {
 	ledgers  *ledger.Client
 	policies *global.Cache
 	closers  []func() // of the shared parts, in order of start; run in reverse
+}
+
+// instrumentStores times the region's metadata operations into its
+// registry (meridian_etcd_operation_seconds), labelled by store: region,
+// and global when the global configuration has a store of its own.
+func (p *regionParts) instrumentStores() error {
+	if p.metrics.Disabled {
+		return nil
+	}
+	sm, err := meta.NewStoreMetrics(p.registry)
+	if err != nil {
+		return fmt.Errorf("node: region %s: metadata store metrics: %w", p.name, err)
+	}
+	sameStore := p.global == p.store
+	p.store = meta.Instrument(p.store, sm, "region")
+	if sameStore {
+		p.global = p.store
+	} else {
+		p.global = meta.Instrument(p.global, sm, "global")
+	}
+	return nil
 }
 
 // ledgerClient is the region's ledger client.
@@ -328,11 +367,19 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 			return nil, fmt.Errorf("node: connect to the global etcd %v: %w", cfg.GlobalEtcd, err)
 		}
 	}
+	tracing, err := n.tracing(ctx)
+	if err != nil {
+		return nil, err
+	}
 	for _, rc := range cfg.Regions {
 		parts := regionParts{
 			name: rc.Name, store: store, global: global, registry: telemetry.NewRegistry(),
+			tracing: tracing, metrics: rc.Metrics,
 			log: log.With(telemetry.KeyRegion, rc.Name), bootstrap: cfg.Bootstrap,
 			ledgerCfg: rc.Ledger, bookieTransport: rc.BookieTransport,
+		}
+		if err := parts.instrumentStores(); err != nil {
+			return nil, err
 		}
 		if parts.ledgerCfg == (ledger.Config{}) {
 			parts.ledgerCfg = ledger.DefaultConfig(rc.Name)
@@ -432,6 +479,10 @@ func (r *Region) startReplicator(ctx context.Context, cfg replicator.Config) err
 		return err
 	}
 	cfg.Region = r.parts.name
+	if cfg.Tracing == nil {
+		cfg.Tracing = r.parts.tracing
+	}
+	cfg.Registerer, cfg.DisableMetrics = r.parts.registry, r.parts.metrics.Disabled
 	if cfg.Schemas == nil {
 		if cfg.Schemas, err = newRegistrySchemas(r.parts.store, r.parts.name, r.parts.log); err != nil {
 			return err

@@ -111,17 +111,26 @@ func stopCleanly(t *testing.T, n *node.Node, rec *errorRecorder) {
 	}
 }
 
-// scrape reads the metric families served at url.
-func scrape(t *testing.T, url string) map[string]*dto.MetricFamily {
+// get GETs url, failing the test unless it answers 200 OK; the caller
+// closes the body.
+func get(t *testing.T, url string) *http.Response {
 	t.Helper()
 	resp, err := http.Get(url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
 		t.Fatalf("GET %s: %s", url, resp.Status)
 	}
+	return resp
+}
+
+// scrape reads the metric families served at url.
+func scrape(t *testing.T, url string) map[string]*dto.MetricFamily {
+	t.Helper()
+	resp := get(t, url)
+	defer resp.Body.Close()
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := parser.TextToMetricFamilies(resp.Body)
 	if err != nil {

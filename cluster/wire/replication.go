@@ -21,6 +21,13 @@ const (
 	// (milliseconds since the epoch) of the entry: when it was stored in
 	// the region it was published in, the first hop of its trail.
 	PropReplicationOriginTime = "__MERIDIAN_REPL_ORIGIN_BROKER_TIMESTAMP"
+	// PropReplicationTraceParent is the W3C traceparent of the replicate
+	// span that sent the entry, set only when the entry carries a
+	// traceparent of its own (telemetry.PropTraceParent): the destination
+	// continues the trace from it, so that its publish is a child of the
+	// replicate, while the original traceparent stays as the producer
+	// wrote it.
+	PropReplicationTraceParent = "__MERIDIAN_REPL_TRACEPARENT"
 )
 
 // ReplicationSource is where a replicated entry came from in its origin

@@ -270,6 +270,8 @@ type consumeFlags struct {
 	subType      string
 	position     string
 	numMessages  int
+	hops         bool
+	queueSize    int
 }
 
 func newConsumeCommand() *cobra.Command {
@@ -285,7 +287,12 @@ from, its publish time and its broker publish time, when they are set:
   ----- got message -----
   key:[k1], properties:[a=1, b=2], replicated from:[us-east], publish time:[2026-01-02T15:04:05.123Z], broker publish time:[2026-01-02T15:04:05.125Z], content:hello
 For example, everything from the first message on, until interrupted:
-  meridian consume persistent://public/default/t -s my-sub -p Earliest -n 0`,
+  meridian consume persistent://public/default/t -s my-sub -p Earliest -n 0
+--hops adds a line after each message with the path it took and each hop's
+latency: the producer's publish time, the time the origin region stored it
+(for a replicated message), the time this region ("local") stored it, and
+the receipt:
+  hops: producer 2026-01-02T15:04:05.100Z -> us-east 2026-01-02T15:04:05.102Z (+2ms) -> local 2026-01-02T15:04:05.131Z (+29ms) -> consumer 2026-01-02T15:04:05.133Z (+2ms)`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			topic, err := oneTopic(args)
 			if err != nil {
@@ -304,6 +311,8 @@ For example, everything from the first message on, until interrupted:
 	f.StringVarP(&a.subType, "subscription-type", "t", "Exclusive", "Exclusive, Shared, Failover or Key_Shared")
 	f.StringVarP(&a.position, "subscription-position", "p", "Latest", "where a new subscription starts: Latest or Earliest")
 	f.IntVarP(&a.numMessages, "num-messages", "n", 1, "how many messages to consume (0: until SIGINT or SIGTERM)")
+	f.BoolVar(&a.hops, "hops", false, "after each message, print its path (producer, origin region, this region, consumer) with each hop's time and latency")
+	f.IntVarP(&a.queueSize, "queue-size", "q", 1000, "the consumer's receiver queue: messages the client prefetches")
 	_ = cmd.MarkFlagRequired("subscription-name")
 	return cmd
 }
@@ -329,6 +338,10 @@ func (a *consumeFlags) options(topic string) (pulsar.ConsumerOptions, error) {
 	if a.numMessages < 0 {
 		return opts, fmt.Errorf("-n/--num-messages %d: want 0 (until interrupted) or more", a.numMessages)
 	}
+	if a.queueSize < 1 {
+		return opts, fmt.Errorf("-q/--queue-size %d: want 1 or more", a.queueSize)
+	}
+	opts.ReceiverQueueSize = a.queueSize
 	return opts, nil
 }
 
@@ -353,7 +366,11 @@ func (a *consumeFlags) run(cmd *cobra.Command, opts pulsar.ConsumerOptions) erro
 			}
 			return fmt.Errorf("receive from %s failed after %d messages: %w", opts.Topic, consumed, err)
 		}
+		received := time.Now()
 		writeMessage(out, msg)
+		if a.hops {
+			writeHops(out, msg, received)
+		}
 		if err := consumer.Ack(msg); err != nil {
 			return fmt.Errorf("acknowledge message %s failed after %d messages: %w", msg.ID(), consumed, err)
 		}

@@ -242,6 +242,7 @@ func TestClientFlagErrors(t *testing.T) {
 		{[]string{"consume", "-s", "s", "-t", "Roundrobin", "t"}, `unknown subscription type`},
 		{[]string{"consume", "-s", "s", "-p", "middle", "t"}, "--subscription-position"},
 		{[]string{"consume", "-s", "s", "-n", "-1", "t"}, "--num-messages -1"},
+		{[]string{"consume", "-s", "s", "-q", "0", "t"}, "--queue-size 0"},
 		{[]string{"consume", "-s", "s", "-dr", "t"}, "unknown shorthand flag"},
 		{[]string{"consume", "-s", "s", "--tls-cert-file", "c", "t"}, "go together"},
 		{[]string{"consume", "-s", "s", "-u", nothing, "--operation-timeout", "1s", "t"}, "cannot create a consumer"},

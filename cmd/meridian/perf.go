@@ -180,6 +180,9 @@ type produceArgs struct {
 	queueSize    int
 	producers    int
 	numMessages  int64
+	// traceRatio, from 0 to 1, gives every message a traceparent (see
+	// traceProperties); below 0, none.
+	traceRatio float64
 }
 
 func (p *perfCLI) produceCommand() *cobra.Command {
@@ -212,6 +215,8 @@ spent waiting for the rate limiter. A failed send ends the run with an error.`,
 	f.IntVarP(&a.queueSize, "queue-size", "q", 1000, "most messages a producer has pending (sent, not yet acknowledged); a full queue blocks the sender")
 	f.IntVarP(&a.producers, "num-producers", "n", 1, "producers per topic")
 	f.Int64Var(&a.numMessages, "num-messages", 0, "stop after sending this many messages in all (0: no limit)")
+	f.Float64Var(&a.traceRatio, "traceparent-ratio", -1, "give every message a W3C traceparent of its own trace, sampled with this probability (0..1), "+
+		"as a producer instrumented with OpenTelemetry at that sampling rate sends them (-1: no traceparent)")
 	return cmd
 }
 
@@ -233,6 +238,8 @@ func (a *produceArgs) validate() error {
 		return fmt.Errorf("--num-producers %d: want 1 or more", a.producers)
 	case a.numMessages < 0:
 		return fmt.Errorf("--num-messages %d: want 0 (no limit) or more", a.numMessages)
+	case a.traceRatio > 1 || (a.traceRatio < 0 && a.traceRatio != -1):
+		return fmt.Errorf("--traceparent-ratio %v: want a probability from 0 to 1, or -1 for no traceparent", a.traceRatio)
 	}
 	return nil
 }
@@ -301,7 +308,7 @@ func (p *perfCLI) produce(cmd *cobra.Command, topics []string, a *produceArgs) e
 					start := time.Now()
 					// Not sendCtx: what is sent when the run ends is still
 					// awaited and counted.
-					pr.SendAsync(context.Background(), &pulsar.ProducerMessage{Payload: payload},
+					pr.SendAsync(context.Background(), &pulsar.ProducerMessage{Payload: payload, Properties: traceProperties(a.traceRatio)},
 						func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
 							defer inflight.Done()
 							if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/meridian-mq/meridian/cluster/ledger/ledgertest"
 	"github.com/meridian-mq/meridian/cluster/meta"
 	"github.com/meridian-mq/meridian/cluster/node"
+	"github.com/meridian-mq/meridian/telemetry"
 )
 
 // BenchmarkPerfProduce runs `meridian perf produce -r RATE -s 1024 -b 1
@@ -37,7 +38,7 @@ func BenchmarkPerfProduce(b *testing.B) {
 			defer cancel()
 			var url string
 			if storage == "memory" {
-				url = startMemoryRegion(ctx, b)
+				url = startMemoryRegion(ctx, b, nil)
 			} else {
 				url = startRegion(ctx, b).ServiceURL()
 			}
@@ -70,9 +71,16 @@ func BenchmarkPerfProduce(b *testing.B) {
 
 // startMemoryRegion starts a region whose one bookie is in memory: embedded
 // etcd and a broker node (E=Qw=Qa=1) whose ledger client reaches a
-// ledgertest bookie, registered as a real one would be. It returns the
-// broker's service URL.
-func startMemoryRegion(ctx context.Context, t testing.TB) string {
+// ledgertest bookie, registered as a real one would be, tracing with
+// tracing (nil: not tracing). It returns the broker's service URL.
+func startMemoryRegion(ctx context.Context, t testing.TB, tracing *telemetry.Tracing) string {
+	t.Helper()
+	return startMemoryRegionWith(ctx, t, tracing, telemetry.MetricsConfig{}).Broker().ServiceURL()
+}
+
+// startMemoryRegionWith is startMemoryRegion with the region's metrics
+// configured by mc; it returns the node, which the test's cleanup stops.
+func startMemoryRegionWith(ctx context.Context, t testing.TB, tracing *telemetry.Tracing, mc telemetry.MetricsConfig) *node.Node {
 	t.Helper()
 	ecfg := meta.DefaultEmbedConfig()
 	ecfg.DataDir, ecfg.Logger = t.TempDir(), discardLogger()
@@ -97,11 +105,11 @@ func startMemoryRegion(ctx context.Context, t testing.TB) string {
 	b := node.DefaultBrokerConfig("127.0.0.1")
 	b.BrokerAddr, b.WebAddr = "127.0.0.1:0", "127.0.0.1:0"
 	b.Ledgers.EnsembleSize, b.Ledgers.WriteQuorum, b.Ledgers.AckQuorum = 1, 1, 1
-	n, err := node.Start(ctx, node.Config{Etcd: etcd.Endpoints(), Bootstrap: true, Logger: discardLogger(),
-		Regions: []node.RegionConfig{{Name: region, Broker: &b, BookieTransport: bookies.Client("broker")}}})
+	n, err := node.Start(ctx, node.Config{Etcd: etcd.Endpoints(), Bootstrap: true, Logger: discardLogger(), Tracing: tracing,
+		Regions: []node.RegionConfig{{Name: region, Broker: &b, BookieTransport: bookies.Client("broker"), Metrics: mc}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { n.Close() })
-	return n.Broker().ServiceURL()
+	return n
 }

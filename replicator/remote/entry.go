@@ -15,7 +15,9 @@ import (
 // MessageMetadata of every entry it sends are wire.PropReplicationSource
 // (the entry's source incarnation and offsets, what the destination
 // deduplicates on) and wire.PropReplicationOriginTime (the source's
-// broker_timestamp, the first hop of the message's trail). They are stored
+// broker_timestamp, the first hop of the message's trail), and, for an
+// entry sent by a traced replicate span, wire.PropReplicationTraceParent
+// (that span's context, which the destination continues). They are stored
 // with the destination entry, so that a destination rebuilding its
 // deduplication state from its stored entries knows each one's source. Any
 // property of these names the original producer wrote is replaced.
@@ -42,6 +44,13 @@ type outgoing struct {
 // With schemas (not nil), schema_version becomes the remote's version of
 // the same schema.
 func prepare(entry []byte, sourceRegion string, incarnation int64, schemas schemaMap) (outgoing, error) {
+	return prepareTraced(entry, sourceRegion, incarnation, schemas, "")
+}
+
+// prepareTraced is prepare that, with a traceParent (the replicate span's,
+// not ""), also sets wire.PropReplicationTraceParent to it, so that the
+// destination's publish continues the trace as a child of the replicate.
+func prepareTraced(entry []byte, sourceRegion string, incarnation int64, schemas schemaMap, traceParent string) (outgoing, error) {
 	bemBytes, msg, err := mledger.SplitEntry(entry)
 	if err != nil {
 		return outgoing{}, fmt.Errorf("%w: %w", ErrBadEntry, err)
@@ -82,11 +91,14 @@ func prepare(entry []byte, sourceRegion string, incarnation int64, schemas schem
 		md.SetSchemaVersion(v)
 	}
 	md.SetReplicatedFrom(sourceRegion)
-	props := make([]*pb.KeyValue, 0, len(md.GetProperties())+2)
+	props := make([]*pb.KeyValue, 0, len(md.GetProperties())+3)
 	for _, kv := range md.GetProperties() {
-		if k := kv.GetKey(); k != wire.PropReplicationSource && k != wire.PropReplicationOriginTime {
+		if k := kv.GetKey(); k != wire.PropReplicationSource && k != wire.PropReplicationOriginTime && k != wire.PropReplicationTraceParent {
 			props = append(props, kv)
 		}
+	}
+	if traceParent != "" {
+		props = append(props, keyValue(wire.PropReplicationTraceParent, traceParent))
 	}
 	src := wire.ReplicationSource{Incarnation: incarnation, First: first, Last: last}
 	props = append(props, keyValue(wire.PropReplicationSource, src.String()))

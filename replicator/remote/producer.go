@@ -280,8 +280,12 @@ func (p *Producer) Err() error {
 // one whose schema version was not registered at Open (ErrSchema: a schema
 // added since; a new Producer registers it), and once the Producer has
 // stopped.
+//
+// When ctx holds a span (the replicator's replicate span of a traced
+// entry), the entry carries its context to the destination in
+// wire.PropReplicationTraceParent.
 func (p *Producer) Send(ctx context.Context, entry []byte) (*Receipt, error) {
-	out, err := prepare(entry, p.cfg.SourceRegion, p.cfg.Incarnation, p.schemas)
+	out, err := prepareTraced(entry, p.cfg.SourceRegion, p.cfg.Incarnation, p.schemas, traceParentOf(ctx))
 	if err != nil {
 		return nil, err
 	}

@@ -19,6 +19,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/jonboulle/clockwork"
+
 	"github.com/meridian-mq/meridian/cluster/broker"
 	"github.com/meridian-mq/meridian/cluster/ledger"
 	"github.com/meridian-mq/meridian/cluster/ledger/ledgertest"
@@ -150,7 +152,7 @@ func Start(ctx context.Context, s *Storage, cfg Config) (_ *Broker, err error) {
 	b.closers = append(b.closers, func() { lc.Close() })
 	mlcfg := cfg.Ledgers
 	mlcfg.Region = Region
-	factory, err := mledger.NewFactory(mlcfg, lc, s.Store, log, mledger.SystemClock())
+	factory, err := mledger.NewFactory(mlcfg, lc, s.Store, log, clockwork.NewRealClock())
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,363 @@
+package broker
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/meridian-mq/meridian/cluster/mledger"
+	"github.com/meridian-mq/meridian/telemetry"
+	"github.com/meridian-mq/meridian/topology"
+)
+
+// This file is the broker's metrics: the meridian_* families it records as
+// it works (lookup latency, ownership changes, dispatch read sizes), and
+// the Pulsar-named view of its topics (TopicMetrics), which the Prometheus
+// collector (PulsarCollector) and the admin API's broker-stats read at
+// scrape time from the counters the topics keep anyway for their stats.
+// Reading at scrape time keeps the publish path free of metric updates
+// but for the managed ledger's write buckets (mledger.WriteStats).
+
+// brokerMetrics are the meridian_* families of one broker. A nil
+// *brokerMetrics (metrics disabled) records nothing.
+type brokerMetrics struct {
+	lookup     prometheus.Histogram
+	ownership  *prometheus.CounterVec
+	dispatched prometheus.Histogram
+}
+
+// The values of meridian_broker_ownership_changes_total's change label.
+const (
+	ownershipAcquired = "acquired" // this broker claimed a bundle
+	ownershipReleased = "released" // it gave every bundle up on a clean stop
+	ownershipLost     = "lost"     // its lease ended: every topic was unloaded
+)
+
+func newBrokerMetrics(cfg ServiceConfig) (*brokerMetrics, error) {
+	if cfg.Metrics.Disabled {
+		return nil, nil
+	}
+	m := &brokerMetrics{
+		lookup: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "meridian_broker_lookup_seconds",
+			Help:    "Time to answer a topic lookup (policy resolution and the bundle's ownership, claimed when free).",
+			Buckets: prometheus.ExponentialBuckets(50e-6, 2, 16),
+		}),
+		ownership: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "meridian_broker_ownership_changes_total",
+			Help: "Changes of this broker's bundle ownership: acquired (a bundle claimed), released (all given up on a clean stop), lost (the lease ended).",
+		}, []string{"change"}),
+		dispatched: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "meridian_broker_dispatch_read_entries",
+			Help:    "Entries read by one dispatch round of a subscription (new and replayed; at most Dispatch.MaxReadEntries of new ones).",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 12),
+		}),
+	}
+	for _, c := range []string{ownershipAcquired, ownershipReleased, ownershipLost} {
+		m.ownership.WithLabelValues(c)
+	}
+	if cfg.Registerer != nil {
+		for _, c := range []prometheus.Collector{m.lookup, m.ownership, m.dispatched} {
+			if err := cfg.Registerer.Register(c); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return m, nil
+}
+
+// lookedUp records a lookup that started at start (deferred at its start).
+func (m *brokerMetrics) lookedUp(start time.Time) {
+	if m != nil {
+		m.lookup.Observe(time.Since(start).Seconds())
+	}
+}
+
+func (m *brokerMetrics) ownershipChanged(change string) {
+	if m != nil {
+		m.ownership.WithLabelValues(change).Inc()
+	}
+}
+
+func (m *brokerMetrics) dispatchRead(entries int) {
+	if m != nil && entries > 0 {
+		m.dispatched.Observe(float64(entries))
+	}
+}
+
+// TopicMetrics is one loaded topic as Pulsar's metrics show it. Counters
+// and gauges are as of the sample; rates and the write buckets cover the
+// last completed stats period (telemetry.MetricsConfig.StatsPeriod), zero
+// until the topic has been loaded for one.
+type TopicMetrics struct {
+	Topic, Namespace, Bundle string
+
+	Producers, Consumers, Subscriptions int
+
+	RateIn, ThroughputIn, RateOut, ThroughputOut float64
+	MsgInCounter, BytesInCounter                 int64
+	MsgOutCounter, BytesOutCounter               int64
+
+	StorageSize int64
+	// MsgBacklog is the sum of the subscriptions' backlogs, as Pulsar's
+	// topic msgBacklog.
+	MsgBacklog int64
+	// WriteLatency (microseconds) and EntrySize count the appends of the
+	// last period.
+	WriteLatency, EntrySize telemetry.BucketCounts
+
+	Subs        map[string]SubscriptionMetrics
+	Replication map[string]ReplicationMetrics
+}
+
+// SubscriptionMetrics is one subscription of a TopicMetrics.
+type SubscriptionMetrics struct {
+	Backlog, Unacked, Delayed      int64
+	Consumers                      int
+	RateOut, ThroughputOut         float64
+	MsgOutCounter, BytesOutCounter int64
+}
+
+// ReplicationMetrics is a topic's replication with one remote region:
+// outbound (this region's task to it) and inbound (its replication
+// producer here).
+type ReplicationMetrics struct {
+	// Connected and Disconnected count the outbound links (this region's
+	// tasks to the remote) whose producer there is open, and those whose
+	// is not: 1 and 0, or 0 and 1, for one topic; both 0 for a topic that
+	// only receives from the remote.
+	Connected, Disconnected                      int
+	RateIn, ThroughputIn, RateOut, ThroughputOut float64
+	RateExpired                                  float64
+	Backlog                                      int64
+	// DelaySeconds is the age of the oldest entry not yet replicated.
+	DelaySeconds int64
+}
+
+// topicWindow is what one topic's rates and bucket counts are computed
+// from: the counters at the start of the current period and the values of
+// the last completed one.
+type topicWindow struct {
+	at        time.Time
+	base      map[string][2]int64 // msgs and bytes by counter key
+	baseWrite mledger.WriteStats
+	rates     map[string][2]float64
+	lastWrite mledger.WriteStats
+}
+
+// The keys of a topic's windowed counters.
+const (
+	windowIn         = "in"
+	windowOut        = "out"
+	windowSubPrefix  = "s\x00"
+	windowReplPrefix = "r\x00"
+)
+
+// advance closes the current period at now once it is at least period
+// long: rates and lastWrite become that period's, and a new one starts
+// from cur. The first call only starts a period.
+func (w *topicWindow) advance(now time.Time, period time.Duration, cur map[string][2]int64, write mledger.WriteStats) {
+	if w.at.IsZero() {
+		w.at, w.base, w.baseWrite = now, cur, write
+		return
+	}
+	dt := now.Sub(w.at)
+	if dt < period {
+		return
+	}
+	w.rates = make(map[string][2]float64, len(cur))
+	for k, c := range cur {
+		b, ok := w.base[k]
+		if !ok || c[0] < b[0] || c[1] < b[1] {
+			continue // new, or reloaded: no rate yet
+		}
+		w.rates[k] = [2]float64{float64(c[0]-b[0]) / dt.Seconds(), float64(c[1]-b[1]) / dt.Seconds()}
+	}
+	w.lastWrite = mledger.WriteStats{Latency: write.Latency.Sub(w.baseWrite.Latency), EntrySize: write.EntrySize.Sub(w.baseWrite.EntrySize)}
+	w.at, w.base, w.baseWrite = now, cur, write
+}
+
+// topicMetricsState keeps the windows of the loaded topics. Its map holds
+// only topics seen by the last sample, so it is bounded by what is loaded.
+type topicMetricsState struct {
+	mu      sync.Mutex
+	windows map[string]*topicWindow
+}
+
+// TopicMetrics samples every topic loaded on this broker, sorted by
+// name. Replication backlogs are measured with reads bounded by ctx (a
+// failed one leaves that backlog at zero, and is logged).
+func (s *Service) TopicMetrics(ctx context.Context) []TopicMetrics {
+	topics := s.LoadedTopics()
+	var tasks map[string]map[string]mledger.ReplicationTaskState
+	var tasksErr error
+	if len(topics) > 0 {
+		tasks, tasksErr = mledger.AllReplicationTasks(ctx, s.store, s.cfg.Region)
+	}
+	now := time.Now()
+	out := make([]TopicMetrics, 0, len(topics))
+	counters := make([]map[string][2]int64, 0, len(topics))
+	writes := make([]mledger.WriteStats, 0, len(topics))
+	for _, t := range topics {
+		tm, cur := t.metrics(ctx, tasks[t.Name()], tasksErr, now)
+		out = append(out, tm)
+		counters = append(counters, cur)
+		writes = append(writes, t.ml.WriteStats())
+	}
+	period := s.cfg.Metrics.Period()
+	st := &s.metricsState
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	seen := make(map[string]*topicWindow, len(out))
+	for i := range out {
+		tm := &out[i]
+		w := st.windows[tm.Topic]
+		if w == nil {
+			w = &topicWindow{}
+		}
+		seen[tm.Topic] = w
+		w.advance(now, period, counters[i], writes[i])
+		rate := func(k string) (float64, float64) { r := w.rates[k]; return r[0], r[1] }
+		tm.RateIn, tm.ThroughputIn = rate(windowIn)
+		tm.RateOut, tm.ThroughputOut = rate(windowOut)
+		tm.WriteLatency, tm.EntrySize = w.lastWrite.Latency, w.lastWrite.EntrySize
+		for name, sm := range tm.Subs {
+			sm.RateOut, sm.ThroughputOut = rate(windowSubPrefix + name)
+			tm.Subs[name] = sm
+		}
+		for remote, rm := range tm.Replication {
+			rm.RateIn, rm.ThroughputIn = rate(windowReplPrefix + remote)
+			tm.Replication[remote] = rm
+		}
+	}
+	st.windows = seen
+	return out
+}
+
+// metrics samples the topic: its TopicMetrics without the windowed values,
+// and the counters they are computed from.
+func (t *Topic) metrics(ctx context.Context, tasks map[string]mledger.ReplicationTaskState, tasksErr error, now time.Time) (TopicMetrics, map[string][2]int64) {
+	st := t.Stats()
+	tm := TopicMetrics{
+		Topic: t.Name(), Namespace: t.name.NamespaceName(),
+		Producers: len(st.Publishers), Subscriptions: len(st.Subscriptions),
+		MsgInCounter: st.MsgInCounter, BytesInCounter: st.BytesInCounter,
+		MsgOutCounter: st.MsgOutCounter, BytesOutCounter: st.BytesOutCounter,
+		StorageSize: st.StorageSize,
+		Subs:        make(map[string]SubscriptionMetrics, len(st.Subscriptions)),
+		Replication: map[string]ReplicationMetrics{},
+	}
+	if b, err := t.svc.Bundle(t.name); err == nil {
+		tm.Bundle = b.String()
+	}
+	cur := map[string][2]int64{
+		windowIn:  {st.MsgInCounter, st.BytesInCounter},
+		windowOut: {st.MsgOutCounter, st.BytesOutCounter},
+	}
+	for name, ss := range st.Subscriptions {
+		tm.Consumers += len(ss.Consumers)
+		tm.MsgBacklog += ss.MsgBacklog
+		tm.Subs[name] = SubscriptionMetrics{Backlog: ss.MsgBacklog, Unacked: ss.UnackedMessages, Delayed: ss.DelayedMessages,
+			Consumers: len(ss.Consumers), MsgOutCounter: ss.MsgOutCounter, BytesOutCounter: ss.BytesOutCounter}
+		cur[windowSubPrefix+name] = [2]int64{ss.MsgOutCounter, ss.BytesOutCounter}
+	}
+	// Inbound: the replication producers the remote regions connected
+	// here, counted per remote (a producer that reconnects keeps its
+	// name, so its counters restart: the window skips that period).
+	inbound := map[string][2]int64{}
+	for _, p := range st.Publishers {
+		if remote, ok := strings.CutPrefix(p.ProducerName, ReplicationProducerPrefix); ok {
+			c := inbound[remote]
+			inbound[remote] = [2]int64{c[0] + p.MsgInCounter, c[1] + p.BytesInCounter}
+		}
+	}
+	for remote, c := range inbound {
+		tm.Replication[remote] = ReplicationMetrics{}
+		cur[windowReplPrefix+remote] = c
+	}
+	repl, err := t.replicationStats(ctx, tasks, tasksErr)
+	if err != nil {
+		t.svc.log.Debug("replication metrics incomplete", "topic", tm.Topic, "err", err)
+	}
+	for remote, rs := range repl {
+		rm := tm.Replication[remote]
+		if rs.Task.Connected {
+			rm.Connected = 1
+		} else {
+			rm.Disconnected = 1
+		}
+		rm.RateOut, rm.ThroughputOut, rm.RateExpired = rs.Task.MsgRateOut, rs.Task.MsgThroughputOut, rs.Task.MsgRateExpired
+		rm.Backlog = rs.Backlog.Messages
+		if !rs.Backlog.Oldest.IsZero() {
+			rm.DelaySeconds = max(0, int64(now.Sub(rs.Backlog.Oldest)/time.Second))
+		}
+		tm.Replication[remote] = rm
+	}
+	return tm, cur
+}
+
+// NamespaceMetrics folds topics into one TopicMetrics per namespace, as
+// Pulsar's namespace-level aggregation: counts, rates, sizes, backlogs and
+// buckets add up, the replication delay is the largest, and subscriptions
+// are not kept (Topic and Bundle are empty, Subscriptions still counts
+// them). The result is sorted by namespace, with the topics counted in
+// topicsCount.
+func NamespaceMetrics(topics []TopicMetrics) (namespaces []TopicMetrics, topicsCount map[string]int) {
+	byNS := map[string]*TopicMetrics{}
+	topicsCount = map[string]int{}
+	for _, t := range topics {
+		topicsCount[t.Namespace]++
+		ns := byNS[t.Namespace]
+		if ns == nil {
+			ns = &TopicMetrics{Namespace: t.Namespace, Replication: map[string]ReplicationMetrics{}}
+			byNS[t.Namespace] = ns
+		}
+		ns.Producers += t.Producers
+		ns.Consumers += t.Consumers
+		ns.Subscriptions += t.Subscriptions
+		ns.RateIn += t.RateIn
+		ns.ThroughputIn += t.ThroughputIn
+		ns.RateOut += t.RateOut
+		ns.ThroughputOut += t.ThroughputOut
+		ns.MsgInCounter += t.MsgInCounter
+		ns.BytesInCounter += t.BytesInCounter
+		ns.MsgOutCounter += t.MsgOutCounter
+		ns.BytesOutCounter += t.BytesOutCounter
+		ns.StorageSize += t.StorageSize
+		ns.MsgBacklog += t.MsgBacklog
+		ns.WriteLatency = ns.WriteLatency.Add(t.WriteLatency)
+		ns.EntrySize = ns.EntrySize.Add(t.EntrySize)
+		for remote, r := range t.Replication {
+			a := ns.Replication[remote]
+			a.Connected += r.Connected
+			a.Disconnected += r.Disconnected
+			a.RateIn += r.RateIn
+			a.ThroughputIn += r.ThroughputIn
+			a.RateOut += r.RateOut
+			a.ThroughputOut += r.ThroughputOut
+			a.RateExpired += r.RateExpired
+			a.Backlog += r.Backlog
+			a.DelaySeconds = max(a.DelaySeconds, r.DelaySeconds)
+			ns.Replication[remote] = a
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(byNS)) {
+		namespaces = append(namespaces, *byNS[name])
+	}
+	return namespaces, topicsCount
+}
+
+// LoadedTopics returns the topics loaded on this broker, sorted by name.
+func (s *Service) LoadedTopics() []*Topic {
+	topics := s.loadedTopics()
+	slices.SortFunc(topics, func(a, b *Topic) int { return strings.Compare(a.Name(), b.Name()) })
+	return topics
+}
+
+// TopicName returns the topic's parsed name.
+func (t *Topic) TopicName() topology.TopicName { return t.name }

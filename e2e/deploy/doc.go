@@ -1,0 +1,9 @@
+// Package deploy checks the files of deploy/ against what a running region
+// serves: the Grafana dashboard parses, the Prometheus rules parse and
+// validate with Prometheus's own rulefmt, and every metric and label their
+// expressions use is served. It is a module of its own, so that
+// Prometheus's server module, which rulefmt comes with, and the dependency
+// upgrades it asks for stay out of Meridian's module. Run it with
+//
+//	cd e2e/deploy && go test ./...
+package deploy
