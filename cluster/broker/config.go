@@ -63,6 +63,44 @@ type Config struct {
 	// Authz authorizes lookups, producers and consumers by role; nil
 	// allows everything (Pulsar's authorizationEnabled=false).
 	Authz *auth.Authorizer
+
+	// MaxConcurrentLookups bounds the LOOKUP and PARTITIONED_METADATA
+	// requests the broker answers at once, over all connections (Pulsar's
+	// maxConcurrentLookupRequest, 50000). One past it is answered at once
+	// with TooManyRequests, which the client returns to its caller (and
+	// retries, for a producer or consumer it is creating) without closing
+	// its connection. At least 1.
+	MaxConcurrentLookups int
+	// MaxConnections bounds the broker's open connections (Pulsar's
+	// brokerMaxConnections); 0, the default, is no bound. A connection
+	// past it is answered an ERROR (NotAllowedError, "Reached the maximum
+	// number of connections") before CONNECT, and closed, as on Pulsar.
+	MaxConnections int
+	// MaxConnectionsPerIP bounds the open connections from one remote IP
+	// address (Pulsar's brokerMaxConnectionsPerIp), refused the same way;
+	// 0, the default, is no bound.
+	MaxConnectionsPerIP int
+	// MaxPendingPublishes bounds the SENDs of one connection whose receipt
+	// has not gone out yet (Pulsar's maxPendingPublishRequestsPerConnection,
+	// 1000; 0 is no bound, as on Pulsar). At the bound the broker stops
+	// reading the connection, so the client's sends wait in its own queue
+	// rather than fail; it reads again once half of them are answered.
+	MaxPendingPublishes int
+	// MaxPendingPublishBytes bounds the message bytes of those SENDs in
+	// the same way: reading pauses once they reach it (so a connection
+	// holds at most this plus one message) and resumes below half. It
+	// keeps a connection of large messages from holding MaxPendingPublishes
+	// times MaxMessageSize. Pulsar bounds these bytes per broker instead
+	// (maxMessagePublishBufferSizeInMB). Default 64 MiB; 0 is no bound.
+	MaxPendingPublishBytes int64
+	// MaxRequestsPerConnection bounds the requests of one connection that
+	// wait on other services at once (lookups, PRODUCER, SUBSCRIBE, schema
+	// and seek requests: each runs in a goroutine of its own). At the bound
+	// the broker stops reading the connection until one of them is
+	// answered, so that a client cannot make it start goroutines without
+	// end. Pulsar has no such setting (its requests are callbacks, not
+	// goroutines). Default 1000; at least 1.
+	MaxRequestsPerConnection int
 }
 
 // DefaultConfig returns the defaults for a broker advertised at serviceURL.
@@ -78,6 +116,11 @@ func DefaultConfig(serviceURL string) Config {
 		CloseTimeout:      10 * time.Second,
 		ServerVersion:     "Meridian",
 		OperationTimeout:  30 * time.Second,
+
+		MaxConcurrentLookups:     50_000,
+		MaxPendingPublishes:      1000,
+		MaxPendingPublishBytes:   64 << 20,
+		MaxRequestsPerConnection: 1000,
 	}
 }
 
@@ -96,6 +139,16 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: OperationTimeout %v, want at least 1s", ErrInvalidConfig, c.OperationTimeout)
 	case c.WriteQueue < 16:
 		return fmt.Errorf("%w: WriteQueue %d, want at least 16", ErrInvalidConfig, c.WriteQueue)
+	case c.MaxConcurrentLookups < 1:
+		return fmt.Errorf("%w: MaxConcurrentLookups %d, want at least 1", ErrInvalidConfig, c.MaxConcurrentLookups)
+	case c.MaxConnections < 0 || c.MaxConnectionsPerIP < 0:
+		return fmt.Errorf("%w: MaxConnections %d, MaxConnectionsPerIP %d: want 0 (no bound) or more", ErrInvalidConfig, c.MaxConnections, c.MaxConnectionsPerIP)
+	case c.MaxPendingPublishes < 0:
+		return fmt.Errorf("%w: MaxPendingPublishes %d, want 0 (no bound) or more", ErrInvalidConfig, c.MaxPendingPublishes)
+	case c.MaxPendingPublishBytes < 0:
+		return fmt.Errorf("%w: MaxPendingPublishBytes %d, want 0 (no bound) or more", ErrInvalidConfig, c.MaxPendingPublishBytes)
+	case c.MaxRequestsPerConnection < 1:
+		return fmt.Errorf("%w: MaxRequestsPerConnection %d, want at least 1", ErrInvalidConfig, c.MaxRequestsPerConnection)
 	case c.WriteTimeout != 0 && (c.WriteTimeout < 100*time.Millisecond || c.WriteTimeout > c.KeepAliveInterval):
 		return fmt.Errorf("%w: WriteTimeout %v, want 100ms to KeepAliveInterval (%v), or 0 for KeepAliveInterval",
 			ErrInvalidConfig, c.WriteTimeout, c.KeepAliveInterval)

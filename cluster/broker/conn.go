@@ -45,6 +45,8 @@ type conn struct {
 
 	lastReceived atomic.Int64 // unix nanoseconds of the last frame read
 
+	limits connLimits // its requests and pending publishes (limits.go)
+
 	// Set by the reader at CONNECT, before any producer or consumer exists.
 	protocolVersion     int32
 	brokerEntryMetadata bool   // the client takes entries with their BrokerEntryMetadata
@@ -80,6 +82,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 		msgs:   newMsgQueue(s.cfg.MessageQueue, s.cfg.MessageQueueBytes),
 
 		writerDone: make(chan struct{}),
+		limits:     newConnLimits(s.cfg),
 	}
 	c.mu.producers = make(map[uint64]*producer)
 	c.mu.consumers = make(map[uint64]*consumer)
@@ -219,11 +222,18 @@ func (c *conn) dispatch(f *wire.Frame) error {
 }
 
 // goRequest runs a request that may wait on other services in its own
-// goroutine, owned by the connection.
+// goroutine, owned by the connection. At MaxRequestsPerConnection such
+// goroutines it first waits, not reading, for one to end; if the
+// connection closes meanwhile the request is dropped, unanswered, as every
+// request of a closed connection is.
 func (c *conn) goRequest(f func()) {
+	if !c.acquireRequestSlot() {
+		return
+	}
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
+		defer c.releaseRequestSlot()
 		f()
 	}()
 }
@@ -345,6 +355,11 @@ func (c *conn) handleLookup(req *pb.CommandLookupTopic) {
 }
 
 func (c *conn) lookup(name string) (Location, error) {
+	release, err := c.srv.lookupPermit()
+	if err != nil {
+		return Location{}, err
+	}
+	defer release()
 	topic, err := parseTopic(name)
 	if err != nil {
 		return Location{}, err
@@ -371,6 +386,12 @@ func (c *conn) handlePartitionedMetadata(req *pb.CommandPartitionedTopicMetadata
 }
 
 func (c *conn) partitions(name string) (int, error) {
+	// Pulsar counts these against the same bound as lookups.
+	release, err := c.srv.lookupPermit()
+	if err != nil {
+		return 0, err
+	}
+	defer release()
 	topic, err := parseTopic(name)
 	if err != nil {
 		return 0, err

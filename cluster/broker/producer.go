@@ -58,6 +58,12 @@ type producer struct {
 	stop     chan struct{}
 	stopOnce sync.Once
 	done     chan struct{}
+
+	// owed is this producer's share of its connection's pending
+	// publishes; receiptsDone is set when the receipt goroutine exits (see
+	// conn.notePublish).
+	owed         publishCount
+	receiptsDone atomic.Bool
 }
 
 // receipt is one SEND awaiting its answer: an append to wait for, or a
@@ -86,6 +92,9 @@ func (p *producer) start() {
 	p.c.wg.Add(1)
 	go func() {
 		defer p.c.wg.Done()
+		// receiptsDone before settleOwed: see conn.notePublish.
+		defer p.settleOwed()
+		defer p.receiptsDone.Store(true)
 		defer close(p.done)
 		p.answer()
 	}()
@@ -195,6 +204,7 @@ func (p *producer) answer() {
 		}
 		if err != nil {
 			p.c.send(sendError(p.id, r.seq, err))
+			p.settle(1, int64(r.bytes))
 			continue
 		}
 		if r.fut != nil {
@@ -211,6 +221,7 @@ func (p *producer) answer() {
 			HighestSequenceId: ptr(uint64(r.highest)),
 			MessageId:         id.Build(),
 		}.Build()}.Build())
+		p.settle(1, int64(r.bytes))
 	}
 }
 
@@ -384,7 +395,13 @@ func (c *conn) handleSend(f *wire.Frame) error {
 	if !f.HasPayload() {
 		return fmt.Errorf("SEND without a message")
 	}
+	// Counted before it is queued, so that its receipt never settles
+	// what was not yet counted; the pause, if any, follows the SEND.
+	c.notePublish(p, len(f.Message))
 	p.publish(send, f)
+	if !c.awaitPublishRoom() {
+		return c.ctx.Err()
+	}
 	return nil
 }
 

@@ -14,6 +14,7 @@ type Server struct {
 	cfg    Config
 	topics Topics
 	log    *slog.Logger
+	limits serverLimits // connections and lookups (limits.go)
 
 	wg sync.WaitGroup
 	mu struct {
@@ -69,13 +70,20 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 }
 
-// start registers and runs a connection, unless the server is closing.
+// start registers and runs a connection, unless the server is closing or
+// the connection is past MaxConnections or MaxConnectionsPerIP.
 func (s *Server) start(nc net.Conn) {
+	release, err := s.admitConnection(nc.RemoteAddr())
+	if err != nil {
+		s.refuse(nc, err)
+		return
+	}
 	c := newConn(s, nc)
 	s.mu.Lock()
 	if s.mu.closed {
 		s.mu.Unlock()
 		nc.Close()
+		release()
 		return
 	}
 	s.mu.conns[c] = struct{}{}
@@ -84,6 +92,7 @@ func (s *Server) start(nc net.Conn) {
 	go func() {
 		defer s.wg.Done()
 		c.run()
+		release() // first: once Connections drops, a new one is admitted
 		s.mu.Lock()
 		delete(s.mu.conns, c)
 		s.mu.Unlock()
@@ -109,6 +118,7 @@ func (s *Server) Close() error {
 		c.close()
 	}
 	s.mu.Unlock()
+	s.closeRefusing()
 	s.wg.Wait()
 	return nil
 }

@@ -65,6 +65,13 @@ type testServer struct {
 
 func startServer(t *testing.T, mutate func(*broker.Config)) *testServer {
 	t.Helper()
+	return startServerWith(t, mutate, nil)
+}
+
+// startServerWith starts a server on the fake topics, or on what wrap
+// makes of them.
+func startServerWith(t *testing.T, mutate func(*broker.Config), wrap func(*fakeTopics) broker.Topics) *testServer {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -74,7 +81,11 @@ func startServer(t *testing.T, mutate func(*broker.Config)) *testServer {
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	topics := &fakeTopics{url: url, partitions: map[string]int{"persistent://public/default/orders": 3}}
+	fake := &fakeTopics{url: url, partitions: map[string]int{"persistent://public/default/orders": 3}}
+	var topics broker.Topics = fake
+	if wrap != nil {
+		topics = wrap(fake)
+	}
 	s, err := broker.NewServer(cfg, topics, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
@@ -336,6 +347,12 @@ func TestConfigValidate(t *testing.T) {
 		"connect timeout":    func(c *broker.Config) { c.ConnectTimeout = 0 },
 		"message size":       func(c *broker.Config) { c.MaxMessageSize = 0 },
 		"write queue":        func(c *broker.Config) { c.WriteQueue = 1 },
+		"lookups":            func(c *broker.Config) { c.MaxConcurrentLookups = 0 },
+		"connections":        func(c *broker.Config) { c.MaxConnections = -1 },
+		"connections per IP": func(c *broker.Config) { c.MaxConnectionsPerIP = -1 },
+		"pending publishes":  func(c *broker.Config) { c.MaxPendingPublishes = -1 },
+		"pending bytes":      func(c *broker.Config) { c.MaxPendingPublishBytes = -1 },
+		"requests":           func(c *broker.Config) { c.MaxRequestsPerConnection = 0 },
 	} {
 		cfg := broker.DefaultConfig("pulsar://localhost:6650")
 		mutate(&cfg)

@@ -54,8 +54,15 @@ type ServiceConfig struct {
 	// TopicLoadTimeout bounds loading a topic (fencing and recovering its
 	// ledger). Default 30s (Pulsar's topicLoadTimeoutSeconds 60 is longer
 	// than the client's 30s operation timeout; a load that outlives the
-	// client's wait serves no one).
+	// client's wait serves no one). It includes the wait for a load slot
+	// (MaxConcurrentTopicLoads), as Pulsar's does.
 	TopicLoadTimeout time.Duration
+	// MaxConcurrentTopicLoads bounds the topics that load at once (Pulsar's
+	// maxConcurrentTopicLoadRequest, 5000), and with them the metadata and
+	// bookie requests of loads. A load past it waits for a slot, in
+	// arrival order, and the PRODUCER and SUBSCRIBE requests for its topic
+	// wait with it, their replies held (DESIGN §5). At least 1.
+	MaxConcurrentTopicLoads int
 	// BacklogQuotaCheckInterval is how often loaded topics are checked
 	// against their backlog quota (Pulsar's
 	// backlogQuotaCheckIntervalInSeconds, 60s). At least 1s.
@@ -117,6 +124,8 @@ func DefaultServiceConfig(region, brokerID, serviceURL string) ServiceConfig {
 		DedupSnapshotInterval: 1000,
 		TopicLoadTimeout:      30 * time.Second,
 
+		MaxConcurrentTopicLoads: 5000,
+
 		BacklogQuotaCheckInterval: time.Minute,
 		ReplicationStartAt:        ReplicationStartLatest,
 		CloseTimeout:              5 * time.Second,
@@ -142,6 +151,8 @@ func (c ServiceConfig) Validate() error {
 		return fmt.Errorf("%w: BacklogQuotaCheckInterval %v, want at least 1s", ErrInvalidConfig, c.BacklogQuotaCheckInterval)
 	case c.TopicLoadTimeout < time.Second:
 		return fmt.Errorf("%w: TopicLoadTimeout %v, want at least 1s", ErrInvalidConfig, c.TopicLoadTimeout)
+	case c.MaxConcurrentTopicLoads < 1:
+		return fmt.Errorf("%w: MaxConcurrentTopicLoads %d, want at least 1", ErrInvalidConfig, c.MaxConcurrentTopicLoads)
 	case c.CloseTimeout < 100*time.Millisecond:
 		return fmt.Errorf("%w: CloseTimeout %v, want at least 100ms", ErrInvalidConfig, c.CloseTimeout)
 	case c.ReplicationStartAt != ReplicationStartLatest && c.ReplicationStartAt != ReplicationStartEarliest:
@@ -182,6 +193,8 @@ type Service struct {
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // loads and topic watchers
+
+	loads loadSlots // MaxConcurrentTopicLoads (limits.go)
 
 	mu struct {
 		sync.Mutex
@@ -226,6 +239,7 @@ func NewService(cfg ServiceConfig, store meta.Store, policies *global.Cache, gst
 	s.bootID = fmt.Sprintf("%x", rand.Uint32())
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.mu.topics = make(map[string]*topicLoad)
+	s.loads = newLoadSlots(cfg.MaxConcurrentTopicLoads)
 	self := Owner{BrokerID: cfg.BrokerID, ServiceURL: cfg.ServiceURL, ServiceURLTLS: cfg.ServiceURLTLS, WebURL: cfg.WebURL}
 	s.own = newOwnership(store, cfg.Region, self, cfg.OwnershipTTL, log, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), cfg.CloseTimeout)
@@ -497,6 +511,11 @@ func (s *Service) load(l *topicLoad, t topology.TopicName, create creation) {
 }
 
 func (s *Service) loadTopic(ctx context.Context, t topology.TopicName, create creation) (*Topic, error) {
+	release, err := s.loads.acquire(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	eff, err := s.resolve(t)
 	if err != nil {
 		return nil, err

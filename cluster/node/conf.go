@@ -105,6 +105,11 @@ var pulsarConfKeys = []confMapping{
 
 	{"maxMessageSize", integer(1, 100<<20, func(c *RegionConfig) *int { return &c.Broker.Broker.MaxMessageSize })},
 	{"keepAliveIntervalSeconds", seconds(1, 3600, func(c *RegionConfig) *time.Duration { return &c.Broker.Broker.KeepAliveInterval })},
+	{"maxConcurrentLookupRequest", integer(1, 1<<31-1, func(c *RegionConfig) *int { return &c.Broker.Broker.MaxConcurrentLookups })},
+	{"maxConcurrentTopicLoadRequest", integer(1, 1<<31-1, func(c *RegionConfig) *int { return &c.Broker.Service.MaxConcurrentTopicLoads })},
+	{"brokerMaxConnections", integer(0, 1<<31-1, func(c *RegionConfig) *int { return &c.Broker.Broker.MaxConnections })},
+	{"brokerMaxConnectionsPerIp", integer(0, 1<<31-1, func(c *RegionConfig) *int { return &c.Broker.Broker.MaxConnectionsPerIP })},
+	{"maxPendingPublishRequestsPerConnection", integer(0, 1<<31-1, func(c *RegionConfig) *int { return &c.Broker.Broker.MaxPendingPublishes })},
 	{"maxUnackedMessagesPerConsumer", func(c *RegionConfig, v string) error {
 		// Pulsar's 0 means "no limit".
 		n, err := parseInt(v, 0, 1<<31-1)

@@ -1,0 +1,301 @@
+package broker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/meridian-mq/meridian/cluster/broker"
+	"github.com/meridian-mq/meridian/cluster/broker/brokertest"
+	"github.com/meridian-mq/meridian/cluster/ledger/ledgertest"
+	"github.com/meridian-mq/meridian/cluster/wire"
+	"github.com/meridian-mq/meridian/cluster/wire/pb"
+	"github.com/meridian-mq/meridian/topology"
+)
+
+// gatedTopics holds every Lookup and Partitions call until open is closed,
+// counting the calls in progress and the most seen at once.
+type gatedTopics struct {
+	*fakeTopics
+	open          chan struct{}
+	inFlight, max atomic.Int64
+}
+
+func gate(f *fakeTopics) *gatedTopics { return &gatedTopics{fakeTopics: f, open: make(chan struct{})} }
+
+func (g *gatedTopics) hold(ctx context.Context) error {
+	n := g.inFlight.Add(1)
+	defer g.inFlight.Add(-1)
+	for m := g.max.Load(); n > m && !g.max.CompareAndSwap(m, n); m = g.max.Load() {
+	}
+	select {
+	case <-g.open:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (g *gatedTopics) Lookup(ctx context.Context, t topology.TopicName) (broker.Location, error) {
+	if err := g.hold(ctx); err != nil {
+		return broker.Location{}, err
+	}
+	return g.fakeTopics.Lookup(ctx, t)
+}
+
+func (g *gatedTopics) Partitions(ctx context.Context, t topology.TopicName) (int, error) {
+	if err := g.hold(ctx); err != nil {
+		return 0, err
+	}
+	return g.fakeTopics.Partitions(ctx, t)
+}
+
+// startGated starts a server on gated topics, and a raw client connected
+// to it.
+func startGated(t *testing.T, mutate func(*broker.Config)) (*testServer, *gatedTopics, *rawClient) {
+	t.Helper()
+	var g *gatedTopics
+	s := startServerWith(t, mutate, func(f *fakeTopics) broker.Topics { g = gate(f); return g })
+	rc := dialRaw(t, s.addr)
+	rc.connect(20)
+	return s, g, rc
+}
+
+func lookupCmd(req uint64) *pb.BaseCommand {
+	return pb.BaseCommand_builder{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: pb.CommandLookupTopic_builder{
+		Topic: proto.String("persistent://public/default/t"), RequestId: proto.Uint64(req)}.Build()}.Build()
+}
+
+func partitionsCmd(req uint64) *pb.BaseCommand {
+	return pb.BaseCommand_builder{Type: pb.BaseCommand_PARTITIONED_METADATA.Enum(), PartitionMetadata: pb.CommandPartitionedTopicMetadata_builder{
+		Topic: proto.String("persistent://public/default/orders"), RequestId: proto.Uint64(req)}.Build()}.Build()
+}
+
+// beforePong reads until a PONG and returns the commands before it.
+func (c *rawClient) beforePong() []*pb.BaseCommand {
+	c.t.Helper()
+	c.nc.SetReadDeadline(time.Now().Add(receiveWait))
+	defer c.nc.SetReadDeadline(time.Time{})
+	var before []*pb.BaseCommand
+	for {
+		cmd, err := c.next()
+		if err != nil {
+			c.t.Fatalf("waiting for PONG: %v", err)
+		}
+		if cmd.GetType() == pb.BaseCommand_PONG {
+			return before
+		}
+		before = append(before, cmd)
+	}
+}
+
+var pingCmd = pb.BaseCommand_builder{Type: pb.BaseCommand_PING.Enum(), Ping: &pb.CommandPing{}}.Build()
+
+// TestLookupBound: past MaxConcurrentLookups, a LOOKUP or a
+// PARTITIONED_METADATA is answered TooManyRequests at once, with Pulsar's
+// text, and counted; the ones in progress are answered when they end, and
+// their permits serve the next.
+func TestLookupBound(t *testing.T) {
+	s, g, rc := startGated(t, func(c *broker.Config) { c.MaxConcurrentLookups = 2 })
+	rc.send(lookupCmd(1))
+	rc.send(partitionsCmd(2))
+	waitFor(t, "two lookups in progress", func() bool { return g.inFlight.Load() == 2 })
+
+	rc.send(lookupCmd(3))
+	resp := rc.expect(pb.BaseCommand_LOOKUP_RESPONSE).GetLookupTopicResponse()
+	if resp.GetRequestId() != 3 || resp.GetResponse() != pb.CommandLookupTopicResponse_Failed ||
+		resp.GetError() != pb.ServerError_TooManyRequests || resp.GetMessage() != "Failed due to too many pending lookup requests" {
+		t.Fatalf("third lookup: %v, want request 3 failed with TooManyRequests", resp)
+	}
+	rc.send(partitionsCmd(4))
+	pm := rc.expect(pb.BaseCommand_PARTITIONED_METADATA_RESPONSE).GetPartitionMetadataResponse()
+	if pm.GetRequestId() != 4 || pm.GetError() != pb.ServerError_TooManyRequests {
+		t.Fatalf("partitioned metadata past the bound: %v, want TooManyRequests", pm)
+	}
+	if n := s.LimitCounts().LookupsRefused; n != 2 {
+		t.Fatalf("LookupsRefused = %d, want 2", n)
+	}
+
+	close(g.open)
+	answered := map[uint64]bool{}
+	for len(answered) < 2 {
+		cmd, err := rc.next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch cmd.GetType() {
+		case pb.BaseCommand_LOOKUP_RESPONSE:
+			r := cmd.GetLookupTopicResponse()
+			answered[r.GetRequestId()] = r.GetResponse() == pb.CommandLookupTopicResponse_Connect
+		case pb.BaseCommand_PARTITIONED_METADATA_RESPONSE:
+			r := cmd.GetPartitionMetadataResponse()
+			answered[r.GetRequestId()] = r.GetPartitions() == 3
+		}
+	}
+	if !answered[1] || !answered[2] {
+		t.Fatalf("the lookups in progress were answered %v, want both served", answered)
+	}
+	rc.send(lookupCmd(5))
+	if r := rc.expect(pb.BaseCommand_LOOKUP_RESPONSE).GetLookupTopicResponse(); r.GetResponse() != pb.CommandLookupTopicResponse_Connect {
+		t.Fatalf("a lookup once the permits are back: %v", r)
+	}
+}
+
+// TestRequestsPerConnectionBound: at MaxRequestsPerConnection requests in
+// progress the connection is not read (a PING behind them waits) until one
+// ends, and no more than the bound ever run at once.
+func TestRequestsPerConnectionBound(t *testing.T) {
+	s, g, rc := startGated(t, func(c *broker.Config) { c.MaxRequestsPerConnection = 2 })
+	for req := uint64(1); req <= 3; req++ {
+		rc.send(lookupCmd(req))
+	}
+	rc.send(pingCmd)
+	waitFor(t, "the reader to pause behind two requests", func() bool {
+		return g.inFlight.Load() == 2 && s.LimitCounts().ReadPauses == 1
+	})
+	close(g.open)
+	if len(rc.beforePong()) == 0 {
+		t.Fatal("PONG before any lookup was answered: the reader read past the bound")
+	}
+	if m := g.max.Load(); m > 2 {
+		t.Fatalf("%d requests ran at once, bound 2", m)
+	}
+}
+
+// TestConnectionBounds: past MaxConnections, and past MaxConnectionsPerIP
+// from one address, a new connection is answered Pulsar's ERROR
+// (NotAllowedError, before CONNECT) and closed, and counted; a place freed
+// is taken again.
+func TestConnectionBounds(t *testing.T) {
+	s := startServer(t, func(c *broker.Config) { c.MaxConnections, c.MaxConnectionsPerIP = 3, 2 })
+	dialFrom := func(ip string) *rawClient {
+		t.Helper()
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+		nc, err := d.Dial("tcp", s.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nc.Close() })
+		return &rawClient{t: t, nc: nc, r: wire.NewReader(nc, 0), w: wire.NewWriter(nc)}
+	}
+	refused := func(rc *rawClient, why string) {
+		t.Helper()
+		cmd := rc.expect(pb.BaseCommand_ERROR).GetError()
+		if cmd.GetError() != pb.ServerError_NotAllowedError || cmd.GetRequestId() != ^uint64(0) || !strings.HasPrefix(cmd.GetMessage(), why) {
+			t.Fatalf("refusal: %v, want NotAllowedError %q", cmd, why)
+		}
+		if !rc.closed() {
+			t.Fatal("a refused connection stayed open")
+		}
+	}
+	a := dialFrom("127.0.0.1")
+	a.connect(20)
+	dialFrom("127.0.0.1").connect(20)
+	refused(dialFrom("127.0.0.1"), "Reached the maximum number of connections on address 127.0.0.1")
+	dialFrom("127.0.0.2").connect(20)
+	refused(dialFrom("127.0.0.3"), "Reached the maximum number of connections")
+	if n := s.LimitCounts().ConnectionsRefused; n != 2 {
+		t.Fatalf("ConnectionsRefused = %d, want 2", n)
+	}
+	a.nc.Close()
+	waitFor(t, "the closed connection to leave", func() bool { return s.Connections() == 2 })
+	dialFrom("127.0.0.1").connect(20)
+}
+
+// TestPendingPublishesPauseReading: a connection at MaxPendingPublishes
+// SENDs without their receipt is not read (a PING behind them waits), and
+// is read again once half of them are answered; nothing fails.
+func TestPendingPublishesPauseReading(t *testing.T) {
+	storage := newStorage(t)
+	r := startBroker(t, storage, func(c *brokertest.Config) { c.Broker.MaxPendingPublishes = 4 })
+	rc := dialRaw(t, brokerAddr(r))
+	rc.connect(20)
+	rc.send(pb.BaseCommand_builder{Type: pb.BaseCommand_PRODUCER.Enum(), Producer: pb.CommandProducer_builder{
+		Topic: proto.String(topicFor(t)), ProducerId: proto.Uint64(1), RequestId: proto.Uint64(1), ProducerName: proto.String("p"),
+	}.Build()}.Build())
+	rc.expect(pb.BaseCommand_PRODUCER_SUCCESS)
+
+	// Every add is answered 2 s late: the receipts come well after the
+	// PONG would, if the PING were read.
+	storage.Bookies.SetDelay(func(_, _ string, op ledgertest.Op, _ int64, back bool) time.Duration {
+		if op == ledgertest.OpAdd && back {
+			return 2 * time.Second
+		}
+		return 0
+	})
+	for seq := range uint64(4) {
+		rc.sendMessage(1, "p", seq, []byte(fmt.Sprint("m", seq)))
+	}
+	rc.send(pingCmd)
+	before := rc.beforePong()
+	for _, cmd := range before {
+		if cmd.GetType() != pb.BaseCommand_SEND_RECEIPT {
+			t.Fatalf("got %v, want receipts and a PONG", cmd)
+		}
+	}
+	receipts := len(before)
+	if receipts < 2 {
+		t.Fatalf("PONG after %d receipts, want at least 2: the reader resumes only at half the bound", receipts)
+	}
+	if n := r.Server().LimitCounts().ReadPauses; n != 1 {
+		t.Fatalf("ReadPauses = %d, want 1", n)
+	}
+	for ; receipts < 4; receipts++ {
+		rc.expect(pb.BaseCommand_SEND_RECEIPT)
+	}
+}
+
+// TestTopicLoadsQueue: with one topic load at a time, producers and
+// consumers created at once on many new topics all succeed, their replies
+// held while their loads wait.
+func TestTopicLoadsQueue(t *testing.T) {
+	r := startBroker(t, nil, func(c *brokertest.Config) { c.Service.MaxConcurrentTopicLoads = 1 })
+	c := newClient(t, r.ServiceURL())
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for i := range 8 {
+		topic := topicFor(t, fmt.Sprint(i))
+		wg.Go(func() {
+			p, err := c.CreateProducer(pulsar.ProducerOptions{Topic: topic})
+			if err == nil {
+				p.Close()
+			}
+			errs <- err
+		})
+		wg.Go(func() {
+			cons, err := c.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s"})
+			if err == nil {
+				cons.Close()
+			}
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("%d of 8 loads waited for the one slot", r.Service().TopicLoadsQueued())
+}
+
+func TestServiceConfigValidateTopicLoads(t *testing.T) {
+	cfg := broker.DefaultServiceConfig("r", "b", "pulsar://localhost:6650")
+	if cfg.MaxConcurrentTopicLoads != 5000 {
+		t.Fatalf("MaxConcurrentTopicLoads %d, want Pulsar's 5000", cfg.MaxConcurrentTopicLoads)
+	}
+	cfg.MaxConcurrentTopicLoads = 0
+	if err := cfg.Validate(); !errors.Is(err, broker.ErrInvalidConfig) {
+		t.Fatalf("no topic load slots: Validate() = %v", err)
+	}
+}

@@ -1,0 +1,40 @@
+package node_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/meridian-mq/meridian/cluster/node"
+)
+
+// TestApplyPulsarConfBounds: Pulsar's settings for the broker's bounds on
+// work set their Config fields, and a value out of range is an error.
+func TestApplyPulsarConfBounds(t *testing.T) {
+	_, cfg, ignored, err := applyConf(t, `
+maxConcurrentLookupRequest=100
+maxConcurrentTopicLoadRequest=7
+brokerMaxConnections=5000
+brokerMaxConnectionsPerIp=50
+maxPendingPublishRequestsPerConnection=0
+`)
+	if err != nil || len(ignored) != 0 {
+		t.Fatalf("%v, ignored %v", err, ignored)
+	}
+	b := cfg.Broker
+	got := [5]int{b.MaxConcurrentLookups, cfg.Service.MaxConcurrentTopicLoads, b.MaxConnections, b.MaxConnectionsPerIP, b.MaxPendingPublishes}
+	if want := [5]int{100, 7, 5000, 50, 0}; got != want {
+		t.Fatalf("lookups, topic loads, connections, per IP, pending publishes = %v, want %v", got, want)
+	}
+	def := node.DefaultBrokerConfig("localhost")
+	if d := def.Broker; d.MaxConcurrentLookups != 50_000 || def.Service.MaxConcurrentTopicLoads != 5000 ||
+		d.MaxConnections != 0 || d.MaxConnectionsPerIP != 0 || d.MaxPendingPublishes != 1000 {
+		t.Fatalf("defaults %+v, %d: want Pulsar's", d, def.Service.MaxConcurrentTopicLoads)
+	}
+	for _, text := range []string{"maxConcurrentLookupRequest=0", "maxConcurrentTopicLoadRequest=0", "brokerMaxConnections=-1",
+		"brokerMaxConnectionsPerIp=x", "maxPendingPublishRequestsPerConnection=-5"} {
+		if _, _, _, err := applyConf(t, text); !errors.Is(err, node.ErrConf) || !strings.Contains(err.Error(), text) {
+			t.Errorf("%s: %v, want ErrConf naming it", text, err)
+		}
+	}
+}
