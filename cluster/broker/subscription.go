@@ -495,7 +495,16 @@ func (s *subscription) round() (progressed bool, due time.Time) {
 			s.dropReplayLocked(p)
 		}
 	}
+	// New entries are read only behind what waits for redelivery: on a
+	// Shared subscription while the set is within its bound; on an Exclusive
+	// or Failover one only once every older entry is on its way, since its
+	// single consumer must get them in order (permits that grow meanwhile,
+	// or entries smaller than the estimate, would otherwise let a new entry
+	// overtake the replay left for a later round).
 	readNew := budget > 0 && len(s.mu.replay) < s.cfg.MaxRedeliveries
+	if !s.shared() {
+		readNew = budget > 0 && len(s.mu.replay) == 0
+	}
 	due = s.mu.delayed.next()
 	s.mu.Unlock()
 	if budget <= 0 {
@@ -519,6 +528,9 @@ func (s *subscription) round() (progressed bool, due time.Time) {
 				s.addReplayLocked(q, hashes[q])
 			}
 			s.mu.Unlock()
+			if !s.shared() {
+				readNew = false // they go first, next round
+			}
 			break
 		}
 		entries = append(entries, es...)
