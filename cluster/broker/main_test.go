@@ -7,9 +7,13 @@ import (
 )
 
 // TestMain fails the run if a goroutine outlives the tests. The broker's
-// own goroutines all have owners; pulsar-client-go's producers keep a send
-// timeout timer for up to SendTimeout after Close, which is the client's.
+// own goroutines all have owners. Two of pulsar-client-go's outlive its
+// Close, and are the client's: a producer's send-timeout timer, for up to
+// SendTimeout, and a reconnecting producer's lookup, which retries on a
+// context of its own for up to the client's OperationTimeout
+// (rpcClient.requestToHost uses context.Background()).
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m,
-		goleak.IgnoreTopFunction("github.com/apache/pulsar-client-go/pulsar.(*partitionProducer).failTimeoutMessages"))
+		goleak.IgnoreTopFunction("github.com/apache/pulsar-client-go/pulsar.(*partitionProducer).failTimeoutMessages"),
+		goleak.IgnoreAnyFunction("github.com/apache/pulsar-client-go/pulsar/internal.(*rpcClient).requestToHost"))
 }
