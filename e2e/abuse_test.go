@@ -10,8 +10,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -158,24 +156,11 @@ type abuseBroker struct {
 
 func startAbuseBroker(ctx context.Context, t *testing.T) *abuseBroker {
 	t.Helper()
-	conf := filepath.Join(t.TempDir(), "broker.conf")
-	text := fmt.Sprintf("brokerMaxConnections=%d\nbrokerMaxConnectionsPerIp=0\nmaxConcurrentLookupRequest=%d\n"+
+	conf := fmt.Sprintf("brokerMaxConnections=%d\nbrokerMaxConnectionsPerIp=0\nmaxConcurrentLookupRequest=%d\n"+
 		"maxConcurrentTopicLoadRequest=100\nmaxPendingPublishRequestsPerConnection=%d\n",
 		abuseMaxConns, abuseLookupBound, abusePendingPublish)
-	if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	bed := StartBed(t, BedConfig{Binary: meridianBin, Regions: []RegionConfig{
-		{Name: "r1", EtcdMembers: 1, Bookies: 1, Brokers: 1, BrokerArgs: []string{"--config", conf}}}})
-	gs := bed.GlobalStore(ctx)
-	if _, err := gs.CreateTenant(ctx, "abuse", global.TenantInfo{AllowedClusters: []string{"r1"}}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := gs.CreateNamespace(ctx, "abuse", "ns", global.Policies{ReplicationClusters: []string{"r1"},
-		Extra: global.Extra{global.ExtraMaxProducersPerTopic: json.RawMessage(strconv.Itoa(abuseMaxProducers))}}); err != nil {
-		t.Fatal(err)
-	}
-	brk := bed.Region("r1").Brokers[0]
+	brk := startOneBroker(ctx, t, oneBroker{BrokerConf: conf, Tenant: "abuse", Policies: global.Policies{
+		Extra: global.Extra{global.ExtraMaxProducersPerTopic: json.RawMessage(strconv.Itoa(abuseMaxProducers))}}})
 	return &abuseBroker{address: brk.DirectAddr, serviceURL: brk.ServiceURL(), webURL: brk.WebURL(), namespace: "abuse/ns"}
 }
 
@@ -315,8 +300,7 @@ func dialAbuse(ctx context.Context, address string) (*abuseConn, error) {
 	}
 	c := &abuseConn{nc: nc, r: wire.NewReader(nc, 0), w: wire.NewWriter(nc)}
 	nc.SetDeadline(time.Now().Add(30 * time.Second))
-	err = c.send(pb.BaseCommand_builder{Type: pb.BaseCommand_CONNECT.Enum(), Connect: pb.CommandConnect_builder{
-		ClientVersion: proto.String("abuse"), ProtocolVersion: proto.Int32(20)}.Build()}.Build())
+	err = c.send(connectCommand())
 	var cmd *pb.BaseCommand
 	if err == nil {
 		cmd, err = c.next()
@@ -355,7 +339,7 @@ func (c *abuseConn) next() (*pb.BaseCommand, error) {
 		if f.Command.GetType() != pb.BaseCommand_PING {
 			return f.Command, nil
 		}
-		if err := c.send(pb.BaseCommand_builder{Type: pb.BaseCommand_PONG.Enum(), Pong: &pb.CommandPong{}}.Build()); err != nil {
+		if err := c.send(pongCommand()); err != nil {
 			return nil, err
 		}
 	}

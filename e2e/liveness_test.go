@@ -27,7 +27,6 @@ import (
 
 	"github.com/meridian-mq/meridian/cluster/wire"
 	"github.com/meridian-mq/meridian/cluster/wire/pb"
-	"github.com/meridian-mq/meridian/global"
 )
 
 // The liveness cases of issue 13: a frozen consumer, half a frame and a
@@ -54,21 +53,8 @@ const livenessNamespace = "persistent://live/ns/"
 // with tenant live and namespace live/ns, and returns the broker and a
 // client of it that has seen the namespace.
 func startLivenessBed(t *testing.T, ctx context.Context) (*Broker, pulsar.Client) {
-	conf := filepath.Join(t.TempDir(), "broker.conf")
-	if err := os.WriteFile(conf, fmt.Appendf(nil, "keepAliveIntervalSeconds=%d\n", int(livenessKeepAlive/time.Second)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	bed := StartBed(t, BedConfig{Binary: meridianBin, LocalClients: true, LogLevel: "info", Regions: []RegionConfig{{
-		Name: "r1", EtcdMembers: 1, Bookies: 1, Brokers: 1, BrokerArgs: []string{"--config", conf},
-	}}})
-	gs := bed.GlobalStore(ctx)
-	if _, err := gs.CreateTenant(ctx, "live", global.TenantInfo{AllowedClusters: []string{"r1"}}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := gs.CreateNamespace(ctx, "live", "ns", global.Policies{ReplicationClusters: []string{"r1"}}); err != nil {
-		t.Fatal(err)
-	}
-	b := bed.Region("r1").Brokers[0]
+	b := startOneBroker(ctx, t, oneBroker{BrokerConf: fmt.Sprintf("keepAliveIntervalSeconds=%d\n", int(livenessKeepAlive/time.Second)),
+		Tenant: "live", LocalClients: true, LogLevel: "info"})
 	c := NewClient(t, b.ServiceURL())
 	waitProducer(ctx, t, c, livenessNamespace+"probe")
 	return b, c
@@ -437,15 +423,6 @@ func (c *rawConn) request(t *testing.T, r *wire.Reader, cmd *pb.BaseCommand, wan
 			t.Fatalf("waiting for %v: %v", want, f.Command)
 		}
 	}
-}
-
-func pongCommand() *pb.BaseCommand {
-	return pb.BaseCommand_builder{Type: pb.BaseCommand_PONG.Enum(), Pong: &pb.CommandPong{}}.Build()
-}
-
-func connectCommand() *pb.BaseCommand {
-	return pb.BaseCommand_builder{Type: pb.BaseCommand_CONNECT.Enum(), Connect: pb.CommandConnect_builder{
-		ClientVersion: proto.String("e2e-raw"), ProtocolVersion: proto.Int32(20)}.Build()}.Build()
 }
 
 // TestHalfAFrame: a raw producer that sends half a SEND frame and stops
