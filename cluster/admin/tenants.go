@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/meridian-mq/meridian/cluster/broker"
 	"github.com/meridian-mq/meridian/global"
 	"github.com/meridian-mq/meridian/topology"
 )
@@ -238,6 +237,5 @@ func (h *handler) leaderBroker(w http.ResponseWriter, r *http.Request) error {
 	if len(owners) == 0 {
 		return fmt.Errorf("%w: no broker is registered in region %s", ErrNotReady, h.svc.Region())
 	}
-	slices.SortFunc(owners, func(a, b broker.Owner) int { return strings.Compare(a.BrokerID, b.BrokerID) })
 	return ok(w, brokerInfo{BrokerID: owners[0].BrokerID, ServiceURL: owners[0].WebURL})
 }

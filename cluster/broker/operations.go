@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/meridian-mq/meridian/cluster/broker/schema"
-	"github.com/meridian-mq/meridian/cluster/meta"
 	"github.com/meridian-mq/meridian/cluster/mledger"
 	"github.com/meridian-mq/meridian/cluster/wire"
 	"github.com/meridian-mq/meridian/cluster/wire/pb"
@@ -483,20 +482,9 @@ func (s *Service) Bundle(t topology.TopicName) (topology.Bundle, error) {
 	return bundleOf(t, eff)
 }
 
-// Brokers returns the live brokers of this region.
-func (s *Service) Brokers(ctx context.Context) ([]Owner, error) {
-	kvs, _, err := s.store.List(ctx, meta.Prefix(meta.RegionKey(s.cfg.Region, "brokers")))
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", wire.ErrMetadata, err)
-	}
-	var out []Owner
-	for _, kv := range kvs {
-		var o Owner
-		if _, err := meta.DecodeJSON(kv.Value, 1, &o); err == nil {
-			out = append(out, o)
-		}
-	}
-	return out, nil
+// Brokers returns the live brokers of this region, in registration key order.
+func (s *Service) Brokers(ctx context.Context) ([]LiveBroker, error) {
+	return liveBrokers(ctx, s.store, s.cfg.Region)
 }
 
 // Config returns the service's configuration.

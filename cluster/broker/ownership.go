@@ -52,10 +52,22 @@ type ownership struct {
 		sync.Mutex
 		lease meta.Lease // nil until the first claim, and after a loss
 	}
+
+	// rec is this broker's registration as last written. Its writes are
+	// serialised here, apart from mu, so that a slow etcd holds up no
+	// claim; see updateRecord.
+	rec struct {
+		sync.Mutex
+		record BrokerRecord
+		lease  meta.LeaseID // the lease the key was written under; NoLease before
+		modRev int64        // the key's ModRevision after our last write
+	}
 }
 
 func newOwnership(store meta.Store, region string, self Owner, ttl time.Duration, log *slog.Logger, onLost func()) *ownership {
-	return &ownership{store: store, region: region, self: self, ttl: ttl, log: log, onLost: onLost}
+	o := &ownership{store: store, region: region, self: self, ttl: ttl, log: log, onLost: onLost}
+	o.rec.record = BrokerRecord{Owner: self}
+	return o
 }
 
 func (o *ownership) brokerKey() string { return meta.RegionKey(o.region, "brokers", o.self.BrokerID) }
@@ -91,18 +103,58 @@ func (o *ownership) currentLease(ctx context.Context) (meta.Lease, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: grant ownership lease: %v", wire.ErrMetadata, err)
 	}
-	v, err := meta.EncodeJSON(1, o.self)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := o.store.Create(ctx, o.brokerKey(), v, l.ID()); err != nil {
+	if err := o.register(ctx, l); err != nil {
 		_ = l.Revoke(context.WithoutCancel(ctx))
-		return nil, fmt.Errorf("%w: register broker %s: %v", wire.ErrMetadata, o.self.BrokerID, err)
+		return nil, err
 	}
 	o.mu.lease = l
 	o.wg.Add(1)
 	go o.watch(l)
 	return l, nil
+}
+
+// register writes this broker's registration under lease l.
+func (o *ownership) register(ctx context.Context, l meta.Lease) error {
+	o.rec.Lock()
+	defer o.rec.Unlock()
+	v, err := meta.EncodeJSON(1, o.rec.record)
+	if err != nil {
+		return err
+	}
+	rev, err := o.store.Create(ctx, o.brokerKey(), v, l.ID())
+	if err != nil {
+		return fmt.Errorf("%w: register broker %s: %v", wire.ErrMetadata, o.self.BrokerID, err)
+	}
+	o.rec.lease, o.rec.modRev = l.ID(), rev
+	return nil
+}
+
+// updateRecord applies change to this broker's registration (its load
+// report, its draining flag) and writes it, compare-and-swap on the
+// ModRevision of our last write. Only this broker writes the key, so a
+// conflict means the lease, and the key with it, is gone: the changed
+// record is then written by the next lease's registration.
+func (o *ownership) updateRecord(ctx context.Context, change func(*BrokerRecord)) error {
+	o.rec.Lock()
+	defer o.rec.Unlock()
+	change(&o.rec.record)
+	if o.rec.lease == meta.NoLease {
+		return nil // not registered yet: register writes it
+	}
+	v, err := meta.EncodeJSON(1, o.rec.record)
+	if err != nil {
+		return err
+	}
+	rev, err := o.store.Update(ctx, o.brokerKey(), v, o.rec.modRev)
+	switch {
+	case errors.Is(err, meta.ErrConflict):
+		o.rec.lease, o.rec.modRev = meta.NoLease, 0
+		return nil
+	case err != nil:
+		return fmt.Errorf("%w: update registration of broker %s: %v", wire.ErrMetadata, o.self.BrokerID, err)
+	}
+	o.rec.modRev = rev
+	return nil
 }
 
 // watch waits for the lease to end and then unloads everything it held.
