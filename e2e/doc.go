@@ -22,7 +22,13 @@
 // Every broker advertises the address of a Link in front of it, so that
 // lookups, redirects and the cluster records name proxied addresses (see
 // advertisedHost in launcher.go); each region reaches the global etcd
-// through a Link of its own.
+// through a Link of its own. While a broker's process is down its links
+// stop listening, so that its advertised address refuses connections as
+// a dead broker's port does (Link.Unlisten).
+//
+// failover_test.go runs issue 14's faults on a region of three brokers
+// (SIGKILL, SIGSTOP past the lease, a rolling SIGTERM restart, an unload
+// of every bundle, a scale-out) and reports the pause of each.
 //
 // The launcher is for Linux: it uses the loopback address 127.0.0.2, /proc
 // and the parent-death signal. The link and the checker are pure Go with

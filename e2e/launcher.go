@@ -228,6 +228,10 @@ type Broker struct {
 // ServiceURL is the broker's advertised (proxied) Pulsar URL.
 func (b *Broker) ServiceURL() string { return "pulsar://" + b.Link.Addr() }
 
+// ID is the broker's id, as in its registration and ownership keys: its
+// advertised host with its Pulsar port, which is its Link's address.
+func (b *Broker) ID() string { return b.Link.Addr() }
+
 // WebURL is the broker's advertised (proxied) HTTP URL.
 func (b *Broker) WebURL() string { return "http://" + b.WebLink.Addr() }
 
@@ -244,6 +248,31 @@ func (r *Region) EtcdEndpoints() []string {
 // advertised address (every broker redirects lookups to the owner). The
 // region must have a broker.
 func (r *Region) ServiceURL() string { return r.Brokers[0].ServiceURL() }
+
+// AllBrokersURL is a Pulsar service URL that lists every broker of the
+// region, each at its advertised (proxied) address:
+// pulsar://h1:p1,h2:p2,... pulsar-client-go sends each lookup to the next
+// host of the list and tries the others when one fails, so its clients
+// survive the loss of any one broker, including the first.
+func (r *Region) AllBrokersURL() string {
+	addrs := make([]string, 0, len(r.Brokers))
+	for _, b := range r.Brokers {
+		addrs = append(addrs, b.Link.Addr())
+	}
+	return "pulsar://" + strings.Join(addrs, ",")
+}
+
+// Broker returns the region's broker whose id is id (the broker's
+// default id, its advertised address with the Pulsar port: the address of
+// its Link), or nil.
+func (r *Region) Broker(id string) *Broker {
+	for _, b := range r.Brokers {
+		if b.ID() == id {
+			return b
+		}
+	}
+	return nil
+}
 
 // StartBed runs the bed's processes and waits until each is ready: all etcd
 // members at once, then all bookies, then all brokers, then all
@@ -384,7 +413,17 @@ func (b *Bed) startBookie(r *Region, i int) *Process {
 	return p
 }
 
-func (b *Bed) startBroker(r *Region, i int) *Broker {
+// AddBroker starts one more broker in the running region r, configured as
+// the region's others (RegionConfig.BrokerArgs, plus extra), and waits
+// until it serves: a scale-out.
+func (b *Bed) AddBroker(ctx context.Context, r *Region, extra ...string) *Broker {
+	b.tb.Helper()
+	brk := b.startBroker(r, len(r.Brokers), extra...)
+	b.waitReady(ctx, []*Process{brk.Process})
+	return brk
+}
+
+func (b *Bed) startBroker(r *Region, i int, extra ...string) *Broker {
 	name := fmt.Sprintf("%s-broker-%d", r.Name, i)
 	ports := b.freePorts(2)
 	direct := fmt.Sprintf("127.0.0.1:%d", ports[0])
@@ -405,7 +444,12 @@ func (b *Bed) startBroker(r *Region, i int) *Broker {
 	if r.GlobalLink != nil {
 		args = append(args, "--global-etcd", "http://"+r.GlobalLink.Addr())
 	}
-	brk.Process = b.newProcess(r.Name, name, "broker", append(args, r.Config.BrokerArgs...)...)
+	args = append(args, r.Config.BrokerArgs...)
+	brk.Process = b.newProcess(r.Name, name, "broker", append(args, extra...)...)
+	// While the process is down its advertised address refuses
+	// connections, as a dead broker's port does (see Link.Unlisten).
+	brk.beforeStart = func() error { return errors.Join(brk.Link.Listen(), brk.WebLink.Listen()) }
+	brk.afterExit = func() { brk.Link.Unlisten(); brk.WebLink.Unlisten() }
 	brk.Start()
 	r.Brokers = append(r.Brokers, brk)
 	return brk
@@ -623,6 +667,13 @@ type Process struct {
 	args    []string
 	logPath string
 
+	// beforeStart, if set, runs before each run starts; afterExit, if
+	// set, runs when a run has ended, before Exited is closed. The bed
+	// sets them on brokers to make their links refuse while they are
+	// down.
+	beforeStart func() error
+	afterExit   func()
+
 	mu      sync.Mutex
 	cmd     *exec.Cmd
 	exited  chan struct{} // closed when the current run ends
@@ -640,6 +691,11 @@ func (p *Process) Start() {
 		case <-p.exited:
 		default:
 			p.tb.Fatalf("%s is already running (pid %d)", p.Name, p.cmd.Process.Pid)
+		}
+	}
+	if p.beforeStart != nil {
+		if err := p.beforeStart(); err != nil {
+			p.tb.Fatalf("start %s: %v", p.Name, err)
 		}
 	}
 	logf, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
@@ -665,6 +721,9 @@ func (p *Process) Start() {
 	go func() {
 		err := cmd.Wait()
 		logf.Close()
+		if p.afterExit != nil {
+			p.afterExit()
+		}
 		p.mu.Lock()
 		p.exitErr = err
 		p.mu.Unlock()

@@ -99,7 +99,7 @@ type Bytes struct{ Up, Down int64 }
 // its sender through TCP instead of buffering without bound.
 type Link struct {
 	cfg  LinkConfig
-	ln   net.Listener
+	addr string // the listening address, kept across Unlisten and Listen
 	wg   sync.WaitGroup
 	up   direction
 	down direction
@@ -116,6 +116,8 @@ type Link struct {
 		conns  map[*linkConn]struct{}
 		local  map[*linkConn]struct{} // see LinkConfig.Local
 		closed bool
+		// ln is the listening socket; nil between Unlisten and Listen.
+		ln net.Listener
 	}
 }
 
@@ -141,14 +143,15 @@ func StartLink(cfg LinkConfig) (*Link, error) {
 	if err != nil {
 		return nil, fmt.Errorf("e2e: link %s: %w", cfg.Name, err)
 	}
-	l := &Link{cfg: cfg, ln: ln}
+	l := &Link{cfg: cfg, addr: ln.Addr().String()}
+	l.mu.ln = ln
 	l.mu.shape = cfg.Shape
 	l.mu.rng = rand.New(rand.NewPCG(cfg.Seed, 0x6c696e6b))
 	l.mu.conns = map[*linkConn]struct{}{}
 	l.mu.local = map[*linkConn]struct{}{}
 	l.mu.cutFrom = map[string]bool{}
 	l.wg.Add(1)
-	go l.accept()
+	go l.accept(ln)
 	return l, nil
 }
 
@@ -156,7 +159,7 @@ func StartLink(cfg LinkConfig) (*Link, error) {
 func (l *Link) Name() string { return l.cfg.Name }
 
 // Addr is the address the link accepts connections on.
-func (l *Link) Addr() string { return l.ln.Addr().String() }
+func (l *Link) Addr() string { return l.addr }
 
 // Upstream is the address the link forwards to.
 func (l *Link) Upstream() string { return l.cfg.Upstream }
@@ -285,8 +288,13 @@ func (l *Link) Close() error {
 	for c := range l.mu.local {
 		local = append(local, c)
 	}
+	ln := l.mu.ln
+	l.mu.ln = nil
 	l.mu.Unlock()
-	err := l.ln.Close()
+	var err error
+	if ln != nil {
+		err = ln.Close()
+	}
 	l.Cut()
 	for _, c := range local {
 		c.teardown()
@@ -295,14 +303,58 @@ func (l *Link) Close() error {
 	return err
 }
 
-func (l *Link) accept() {
+// Unlisten closes the link's listening socket and keeps its
+// connections: connecting to Addr is then refused by the kernel, as on a
+// host port nothing listens on, until Listen. A link stands for a network
+// path, and the path to a process that has exited ends in a refusal, not
+// in a connection accepted and closed at once (what the link does while
+// its upstream refuses): the bed unlistens a broker's links while its
+// process is down, so that whoever connects to its advertised address (a
+// client, or another broker asking whether the owner is alive) sees what
+// it would see on a real network.
+func (l *Link) Unlisten() {
+	l.mu.Lock()
+	ln := l.mu.ln
+	l.mu.ln = nil
+	l.mu.Unlock()
+	if ln != nil {
+		ln.Close()
+	}
+}
+
+// Listen listens on Addr again after Unlisten; on a link that listens it
+// does nothing.
+func (l *Link) Listen() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case l.mu.closed:
+		return ErrLinkClosed
+	case l.mu.ln != nil:
+		return nil
+	}
+	ln, err := net.Listen("tcp", l.addr)
+	if err != nil {
+		return fmt.Errorf("e2e: link %s: listen again on %s: %w", l.cfg.Name, l.addr, err)
+	}
+	l.mu.ln = ln
+	// Close sets closed under mu before it waits, so this Add never
+	// races its Wait.
+	l.wg.Add(1)
+	go l.accept(ln)
+	return nil
+}
+
+// accept serves one listening socket until it is closed.
+func (l *Link) accept(ln net.Listener) {
 	defer l.wg.Done()
 	for {
-		client, err := l.ln.Accept()
+		client, err := ln.Accept()
 		if err != nil {
-			// The listener fails only once it is closed; a transient
-			// accept error would end the link early, and the test using
-			// it would fail on the refused connections.
+			// The listener fails only once it is closed (Close,
+			// Unlisten); a transient accept error would end the link
+			// early, and the test using it would fail on the refused
+			// connections.
 			return
 		}
 		c := &linkConn{client: client, done: make(chan struct{})}

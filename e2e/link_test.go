@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -373,5 +374,37 @@ func TestOwnPeer(t *testing.T) {
 	// Nothing of this process is bound to 127.0.0.9.
 	if other := (&net.TCPAddr{IP: net.ParseIP("127.0.0.9"), Port: 1}); OwnPeer(other) {
 		t.Errorf("OwnPeer(%v) = true for an address no socket has", other)
+	}
+}
+
+// TestLinkUnlisten: while unlistened, connecting to the link is refused
+// (ECONNREFUSED, not accepted and closed) and the connections it carries
+// go on; Listen takes new connections again on the same address.
+func TestLinkUnlisten(t *testing.T) {
+	l := startLink(t, Shape{})
+	kept := dialLink(t, l)
+	roundTrip(t, kept, []byte("before"))
+	addr := l.Addr()
+	l.Unlisten()
+	if c, err := net.Dial("tcp", addr); !errors.Is(err, syscall.ECONNREFUSED) {
+		if c != nil {
+			c.Close()
+		}
+		t.Fatalf("dial of an unlistened link: %v, want ECONNREFUSED", err)
+	}
+	roundTrip(t, kept, []byte("while unlistened"))
+	if err := l.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Listen(); err != nil {
+		t.Fatalf("a second Listen: %v, want nil", err)
+	}
+	if l.Addr() != addr {
+		t.Fatalf("address %s after Listen, was %s", l.Addr(), addr)
+	}
+	roundTrip(t, dialLink(t, l), []byte("after"))
+	l.Close()
+	if err := l.Listen(); !errors.Is(err, ErrLinkClosed) {
+		t.Fatalf("Listen after Close: %v, want ErrLinkClosed", err)
 	}
 }

@@ -109,8 +109,25 @@ func (r *Recorder) WaitAllAcked(ctx context.Context, tb testing.TB) {
 // the region the test records its sends and deliveries under.
 func NewClient(tb testing.TB, serviceURL string) pulsar.Client {
 	tb.Helper()
-	c, err := pulsar.NewClient(pulsar.ClientOptions{URL: serviceURL, OperationTimeout: 30 * time.Second,
-		ConnectionTimeout: 5 * time.Second, Logger: plog.NewLoggerWithSlog(slog.New(slog.NewTextHandler(io.Discard, nil)))})
+	return NewClientWith(tb, serviceURL, pulsar.ClientOptions{})
+}
+
+// NewClientWith is NewClient with further options (a keepalive, say):
+// opts.URL becomes serviceURL, and the timeouts and logger left zero take
+// NewClient's.
+func NewClientWith(tb testing.TB, serviceURL string, opts pulsar.ClientOptions) pulsar.Client {
+	tb.Helper()
+	opts.URL = serviceURL
+	if opts.OperationTimeout == 0 {
+		opts.OperationTimeout = 30 * time.Second
+	}
+	if opts.ConnectionTimeout == 0 {
+		opts.ConnectionTimeout = 5 * time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = plog.NewLoggerWithSlog(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	}
+	c, err := pulsar.NewClient(opts)
 	if err != nil {
 		tb.Fatal(err)
 	}
