@@ -6,7 +6,10 @@
 //
 //	go run ./e2e/compat                       # every package, every test
 //	go run ./e2e/compat -pkg pulsar -run 'TestProducer|TestConsumer' -per-test 30s
+//	go run ./e2e/compat -clustered            # the multi-broker suites, on two brokers
 //
+// -clustered runs the suites that need several brokers instead, against a
+// region of two that the runner starts; clustered.go says how.
 // # What it does
 //
 //  1. Copies the module from the module cache (`go env GOMODCACHE`) to a
@@ -45,6 +48,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -91,6 +95,7 @@ type options struct {
 	skipNoServer    bool
 	meridianBin     string
 	readyTimeout    time.Duration
+	clustered       bool
 }
 
 func main() {
@@ -115,6 +120,7 @@ func run() int {
 	flag.StringVar(&o.meridianBin, "meridian", "", "use this meridian binary instead of building ./cmd/meridian")
 	flag.BoolVar(&o.skipNoServer, "skip-no-server-pass", false, "do not run the no-server pass (then every test counts as needing a server)")
 	flag.DurationVar(&o.readyTimeout, "ready-timeout", 2*time.Minute, "how long to wait for meridian to serve /metrics")
+	flag.BoolVar(&o.clustered, "clustered", false, "run the client's multi-broker suites (-tags extensible_load_manager and clustered) against a region of two brokers instead (see clustered.go); -pkg and the no-server pass do not apply")
 	flag.Parse()
 	if runExpr != "" {
 		re, err := regexp.Compile(runExpr)
@@ -145,8 +151,7 @@ type runner struct {
 	log      io.Writer
 	tmp      string
 	copyDir  string
-	meridian *exec.Cmd
-	exited   chan struct{}
+	meridian *process // the standalone server; nil when stopped
 	closers  []func()
 	mu       sync.Mutex
 	results  []result
@@ -229,6 +234,10 @@ func (r *runner) main(ctx context.Context) error {
 		return err
 	}
 
+	if r.opts.clustered {
+		return r.runClustered(ctx, bin)
+	}
+
 	var pkgs []*pkgTests
 	for _, p := range r.expandPackages() {
 		names, err := listTests(filepath.Join(r.copyDir, p))
@@ -268,7 +277,7 @@ func (r *runner) main(ctx context.Context) error {
 		for _, p := range pkgs {
 			for _, t := range p.tests {
 				if _, ok := excluded[p.name+"/"+t]; !ok {
-					jobs = append(jobs, job{p, t})
+					jobs = append(jobs, job{pkg: p, test: t})
 				}
 			}
 		}
@@ -297,7 +306,7 @@ func (r *runner) main(ctx context.Context) error {
 				continue
 			}
 			if !noServer[key] {
-				jobs = append(jobs, job{p, t})
+				jobs = append(jobs, job{pkg: p, test: t})
 			}
 		}
 	}
@@ -307,17 +316,19 @@ func (r *runner) main(ctx context.Context) error {
 	}
 	r.stopMeridian()
 
-	report := r.summarize(pkgs, noServer)
-	if r.opts.jsonFile != "" {
-		b, err := json.MarshalIndent(report, "", "  ")
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(r.opts.jsonFile, b, 0o644); err != nil {
-			return err
-		}
+	return r.writeReport(r.summarize(pkgs, noServer))
+}
+
+// writeReport writes the JSON report to -json's file, if one was given.
+func (r *runner) writeReport(rep report) error {
+	if r.opts.jsonFile == "" {
+		return nil
 	}
-	return nil
+	b, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(r.opts.jsonFile, b, 0o644)
 }
 
 func (r *runner) expandPackages() []string {
@@ -345,10 +356,21 @@ func (r *runner) expandPackages() []string {
 
 // ---- running tests ----
 
+// job is one test to run: a top-level test, or (with run) part of one.
 type job struct {
 	pkg  *pkgTests
 	test string
+	// name is what the result is called, and run the -test.run
+	// expression; "" for the whole top-level test.
+	name, run string
+	// watch, if set, runs the test (run) and returns its result, which
+	// it may turn into a failure from what it saw of the server while
+	// the test ran: a check the test itself leaves out.
+	watch func(ctx context.Context, run func() result) result
 }
+
+// label is the job's result name.
+func (j job) label() string { return cmp.Or(j.name, j.test) }
 
 func (r *runner) record(res result) {
 	r.mu.Lock()
@@ -372,10 +394,16 @@ func (r *runner) runAll(ctx context.Context, jobs []job, pass string, timeout ti
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			res := r.runTest(ctx, j, pass, timeout)
+			run := func() result { return r.runTest(ctx, j, pass, timeout) }
+			var res result
+			if j.watch != nil {
+				res = j.watch(ctx, run)
+			} else {
+				res = run()
+			}
 			out[i] = res
 			r.record(res)
-			line := fmt.Sprintf("%-8s %-58s %7.1fs", strings.ToUpper(res.Result), j.pkg.name+"/"+j.test, res.Duration.Seconds())
+			line := fmt.Sprintf("%-8s %-58s %7.1fs", strings.ToUpper(res.Result), j.pkg.name+"/"+j.label(), res.Duration.Seconds())
 			if res.Result != "pass" && res.Reason != "" {
 				line += "  " + truncate(res.Reason, 140)
 			}
@@ -398,11 +426,12 @@ type event struct {
 // own -test.timeout makes it panic with every goroutine's stack; a hard
 // deadline a little later kills it if even that does not end it.
 func (r *runner) runTest(ctx context.Context, j job, pass string, timeout time.Duration) result {
-	res := result{Package: j.pkg.name, Test: j.test, Pass: pass}
+	res := result{Package: j.pkg.name, Test: j.label(), Pass: pass}
 	hard, cancel := context.WithTimeout(ctx, timeout+30*time.Second)
 	defer cancel()
+	run := cmp.Or(j.run, "^"+regexp.QuoteMeta(j.test)+"$")
 	cmd := command(hard, filepath.Join(r.copyDir, j.pkg.name), goEnv(), "go", "tool", "test2json", "-t", "-p", j.pkg.name,
-		j.pkg.binary, "-test.v=test2json", "-test.count=1", "-test.run", "^"+regexp.QuoteMeta(j.test)+"$",
+		j.pkg.binary, "-test.v=test2json", "-test.count=1", "-test.run", run,
 		"-test.timeout", timeout.String())
 	began := time.Now()
 	out, _ := cmd.Output()
@@ -413,7 +442,7 @@ func (r *runner) runTest(ctx context.Context, j job, pass string, timeout time.D
 	}
 	logDir := filepath.Join(r.tmp, "logs", pass, strings.ReplaceAll(j.pkg.name, "/", "_"))
 	if err := os.MkdirAll(logDir, 0o755); err == nil {
-		os.WriteFile(filepath.Join(logDir, j.test+".log"), []byte(res.Log), 0o644)
+		os.WriteFile(filepath.Join(logDir, strings.ReplaceAll(j.label(), "/", "_")+".log"), []byte(res.Log), 0o644)
 	}
 	if res.Result == "pass" {
 		res.Log = ""
@@ -530,30 +559,18 @@ func (r *runner) startMeridian(ctx context.Context, bin string) error {
 	if err != nil {
 		return err
 	}
-	logPath := filepath.Join(r.tmp, "meridian.log")
 	args := []string{"standalone", "--data-dir", filepath.Join(r.tmp, "data"), "--config", conf}
-	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	// As the client's Dockerfile does: basic authentication's htpasswd file.
+	env := append(os.Environ(), "PULSAR_EXTRA_OPTS=-Dpulsar.auth.basic.conf="+
+		filepath.Join(r.copyDir, "integration-tests", "conf", ".htpasswd"))
+	p, err := r.startProcess(bin, "meridian", env, args...)
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(bin, args...)
-	// As the client's Dockerfile does: basic authentication's htpasswd file.
-	cmd.Env = append(os.Environ(), "PULSAR_EXTRA_OPTS=-Dpulsar.auth.basic.conf="+
-		filepath.Join(r.copyDir, "integration-tests", "conf", ".htpasswd"))
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // a Ctrl-C is ours to pass on
-	r.printf("\ncompat: starting %s %s (log: %s)\n", bin, strings.Join(args, " "), logPath)
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return err
-	}
-	r.meridian, r.exited = cmd, make(chan struct{})
-	exited := r.exited
-	go func() { cmd.Wait(); logf.Close(); close(exited) }()
-	r.closers = append(r.closers, r.stopMeridian)
-	if err := r.waitReady(ctx, exited); err != nil {
+	r.meridian = p
+	if err := r.waitReady(ctx, p.exited); err != nil {
 		r.stopMeridian()
-		logText, _ := os.ReadFile(logPath)
+		logText, _ := os.ReadFile(p.logPath)
 		return fmt.Errorf("meridian standalone: %w; its log:\n%s", err, tail(string(logText), 40))
 	}
 	return nil
@@ -583,22 +600,14 @@ func (r *runner) waitReady(ctx context.Context, exited <-chan struct{}) error {
 	}
 }
 
-// stopMeridian stops the process by its PID: SIGTERM, then SIGKILL if it
-// has not exited within 20 seconds. It may be called more than once.
+// stopMeridian stops the standalone server (see process.stop). It may be
+// called more than once.
 func (r *runner) stopMeridian() {
 	if r.meridian == nil {
 		return
 	}
-	cmd, exited := r.meridian, r.exited
+	r.meridian.stop()
 	r.meridian = nil
-	cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-exited:
-	case <-time.After(20 * time.Second):
-		fmt.Fprintf(os.Stderr, "compat: meridian (pid %d) did not stop on SIGTERM; killing it\n", cmd.Process.Pid)
-		cmd.Process.Kill()
-		<-exited
-	}
 }
 
 // writeConf writes the module's standalone.conf with its container paths
@@ -630,10 +639,17 @@ func (r *runner) setUp(ctx context.Context, bin string) {
 	// The module's admin token: the service enforces authentication on
 	// admin calls when its config says so; it is the superuser "admin".
 	tok, _ := os.ReadFile(filepath.Join(r.copyDir, "integration-tests", "tokens", "admin-token"))
-	for _, step := range setupSteps {
-		args := []string{"admin", "--admin-url", "http://" + webAddr}
-		if t := strings.TrimSpace(string(tok)); t != "" {
-			args = append(args, "--token", t)
+	r.adminSteps(ctx, bin, "http://"+webAddr, strings.TrimSpace(string(tok)), setupSteps)
+}
+
+// adminSteps runs each step as `meridian admin` against adminURL (with
+// token, unless it is ""), printing how each went; a failed step is
+// printed, and the tests that needed it will fail and say so.
+func (r *runner) adminSteps(ctx context.Context, bin, adminURL, token string, steps [][]string) {
+	for _, step := range steps {
+		args := []string{"admin", "--admin-url", adminURL}
+		if token != "" {
+			args = append(args, "--token", token)
 		}
 		args = append(args, step...)
 		out, err := command(ctx, r.tmp, nil, bin, args...).CombinedOutput()
