@@ -179,13 +179,26 @@ func mib(b float64) float64 { return b / (1 << 20) }
 // scrapeRuntime reads go_goroutines, go_memstats_heap_inuse_bytes and
 // go_gc_duration_seconds_count.
 func scrapeRuntime(ctx context.Context, webURL string) (runtimeSample, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, webURL+"/metrics", nil)
+	values, err := scrapeMetrics(ctx, webURL, "go_goroutines", "go_memstats_heap_inuse_bytes", "go_gc_duration_seconds_count")
 	if err != nil {
 		return runtimeSample{}, err
 	}
+	return runtimeSample{goroutines: int(values["go_goroutines"]), heapInuse: values["go_memstats_heap_inuse_bytes"],
+		gcCycles: int(values["go_gc_duration_seconds_count"])}, nil
+}
+
+// scrapeMetrics reads the named series from the broker's /metrics, each
+// named as it is printed there (with its labels, if it has any:
+// `meridian_broker_ownership_changes_total{change="lost"}`). A series
+// missing is an error.
+func scrapeMetrics(ctx context.Context, webURL string, series ...string) (map[string]float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, webURL+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return runtimeSample{}, err
+		return nil, err
 	}
 	defer resp.Body.Close()
 	values := map[string]float64{}
@@ -193,25 +206,22 @@ func scrapeRuntime(ctx context.Context, webURL string) (runtimeSample, error) {
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		name, value, ok := strings.Cut(sc.Text(), " ")
-		switch name {
-		case "go_goroutines", "go_memstats_heap_inuse_bytes", "go_gc_duration_seconds_count":
-		default:
+		if !slices.Contains(series, name) {
 			continue
 		}
 		n, err := strconv.ParseFloat(value, 64)
 		if !ok || err != nil {
-			return runtimeSample{}, fmt.Errorf("/metrics: %s %q: %v", name, value, err)
+			return nil, fmt.Errorf("/metrics: %s %q: %v", name, value, err)
 		}
 		values[name] = n
 	}
 	if err := sc.Err(); err != nil {
-		return runtimeSample{}, err
+		return nil, err
 	}
-	if len(values) != 3 {
-		return runtimeSample{}, fmt.Errorf("/metrics lacks some of go_goroutines, go_memstats_heap_inuse_bytes, go_gc_duration_seconds_count: %v", values)
+	if len(values) != len(series) {
+		return nil, fmt.Errorf("/metrics lacks some of %v: %v", series, values)
 	}
-	return runtimeSample{goroutines: int(values["go_goroutines"]), heapInuse: values["go_memstats_heap_inuse_bytes"],
-		gcCycles: int(values["go_gc_duration_seconds_count"])}, nil
+	return values, nil
 }
 
 // readRuntime takes one reading of the broker's runtime. The heap in use
