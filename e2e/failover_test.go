@@ -463,6 +463,9 @@ func testFailoverFreeze(t *testing.T) {
 
 	frozen := time.Now()
 	victim.Pause()
+	first, all := f.waitReowned(ctx, victim)
+	t.Logf("SIGSTOP of %s: the first of its bundles had a new owner after %v, all after %v (lease %v)", victim.Name,
+		first.Sub(frozen).Round(time.Millisecond), all.Sub(frozen).Round(time.Millisecond), foTTL)
 	// Serving elsewhere: every topic it held takes sends again.
 	f.waitFlow(ctx, frozen, "while the owner is frozen")
 	moved := time.Now()
@@ -520,6 +523,43 @@ func testFailoverFreeze(t *testing.T) {
 		}
 	}
 	f.reportPauses("SIGSTOP of "+victim.Name, h, hit, frozen, moved, foTTL+time.Second, foTTL+time.Second)
+}
+
+// waitReowned waits until every bundle the victim owned is owned by
+// another broker, and returns when the first and the last of them were
+// seen re-owned (polled every 50ms). A bundle is claimed again only on a
+// lookup once the victim's lease has ended: the first time shows the
+// lease's end, the last one when the clients' retries got there.
+func (f *failover) waitReowned(ctx context.Context, victim *Broker) (first, all time.Time) {
+	f.t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, foSettle)
+	defer cancel()
+	var held []topology.Bundle
+	for b, o := range f.owners(ctx) {
+		if o.BrokerID == victim.ID() {
+			held = append(held, b)
+		}
+	}
+	for {
+		now := f.owners(ctx)
+		moved := 0
+		for _, b := range held {
+			if o, ok := now[b]; ok && o.BrokerID != victim.ID() {
+				moved++
+			}
+		}
+		if moved > 0 && first.IsZero() {
+			first = time.Now()
+		}
+		if moved == len(held) {
+			return first, time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			f.t.Fatalf("the frozen %s's %d bundles: %d re-owned: %v", victim.Name, len(held), moved, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // lostSeries counts the times a broker's lease ended under it, each
