@@ -4,9 +4,12 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"syscall"
 	"testing"
 	"time"
 
@@ -38,7 +41,9 @@ import (
 //     order in both regions, and nothing in a region its topic does not
 //     belong in;
 //   - a SIGSTOPped broker answers nothing (its /metrics, through its web
-//     link) until SIGCONT.
+//     link) until SIGCONT;
+//   - a SIGKILLed broker's advertised addresses refuse connections until
+//     it is started again.
 //
 // Run it with
 //
@@ -234,6 +239,24 @@ func TestTestbedThreeRegions(t *testing.T) {
 	paused.Resume()
 	if err := get(ctx, metrics, 30*time.Second); err != nil {
 		t.Errorf("after SIGCONT: %v", err)
+	}
+
+	// SIGKILL: the dead broker's advertised addresses refuse connections,
+	// as a dead process's ports do, until it runs again.
+	paused.Kill()
+	for _, l := range []*Link{paused.Link, paused.WebLink} {
+		if c, err := net.Dial("tcp", l.Addr()); !errors.Is(err, syscall.ECONNREFUSED) {
+			if c != nil {
+				c.Close()
+			}
+			t.Errorf("dial %s of the killed %s: %v, want ECONNREFUSED", l.Name(), paused.Name, err)
+		}
+	}
+	from := paused.LogSize()
+	paused.Start()
+	paused.WaitReady(ctx, from)
+	if err := get(ctx, metrics, 30*time.Second); err != nil {
+		t.Errorf("after the restart: %v", err)
 	}
 }
 
