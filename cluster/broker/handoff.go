@@ -466,8 +466,37 @@ func (s *Service) considerUnload(kv meta.KV) {
 		defer s.endHandOff(kv.Key)
 		ctx, cancel := context.WithTimeout(s.ctx, s.handOffTimeout())
 		defer cancel()
-		s.handOff(ctx, tenant, ns, b)
+		// A hand-off that could not start (etcd unreachable a moment)
+		// leaves the request in the key, and no new event would come for
+		// it: try again while it is there.
+		retry := time.NewTimer(0)
+		defer retry.Stop()
+		for {
+			select {
+			case <-retry.C:
+			case <-ctx.Done():
+				return
+			}
+			if s.handOff(ctx, tenant, ns, b) || !s.unloadPending(ctx, kv.Key) {
+				return
+			}
+			retry.Reset(time.Second)
+		}
 	})
+}
+
+// unloadPending reports whether the bundle key still carries an unload
+// request for a bundle this broker owns (or cannot be read).
+func (s *Service) unloadPending(ctx context.Context, key string) bool {
+	kv, err := s.store.Get(ctx, key)
+	if errors.Is(err, meta.ErrNotFound) {
+		return false
+	}
+	if err != nil {
+		return true
+	}
+	v, mine := s.own.ownedBy(kv)
+	return mine && v.Unload != nil
 }
 
 // handOffTimeout bounds one hand-off started by a request: the fence and

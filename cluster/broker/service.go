@@ -279,7 +279,14 @@ func (s *Service) Close(ctx context.Context) error {
 	s.mu.Lock()
 	s.mu.closed = true
 	s.mu.Unlock()
-	s.Drain(ctx)
+	// Half of what is left for the hand-offs, so that a drain held up (etcd
+	// unreachable) leaves the unloads their time.
+	dctx, cancel := ctx, context.CancelFunc(func() {})
+	if deadline, ok := ctx.Deadline(); ok {
+		dctx, cancel = context.WithTimeout(ctx, time.Until(deadline)/2)
+	}
+	s.Drain(dctx)
+	cancel()
 	s.unloadAll(ctx)
 	s.cancel()
 	s.wg.Wait()
