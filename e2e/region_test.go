@@ -15,17 +15,24 @@ import (
 	"github.com/meridian-mq/meridian/global"
 )
 
+// longestGap returns the two consecutive times of the sorted ts with the
+// longest wait between them whose later one falls in (from, to): the
+// pause maxGap measures; zero times if there are none.
+func longestGap(ts []time.Time, from, to time.Time) (start, end time.Time) {
+	for i := 1; i < len(ts); i++ {
+		if ts[i].After(from) && ts[i].Before(to) && !ts[i-1].After(to) && ts[i].Sub(ts[i-1]) > end.Sub(start) {
+			start, end = ts[i-1], ts[i]
+		}
+	}
+	return start, end
+}
+
 // maxGap is the longest wait between consecutive times in ts (sorted) whose
 // later end falls in (from, to): how long the service paused after a fault
 // at from.
 func maxGap(ts []time.Time, from, to time.Time) time.Duration {
-	var gap time.Duration
-	for i := 1; i < len(ts); i++ {
-		if ts[i].After(from) && ts[i].Before(to) && !ts[i-1].After(to) {
-			gap = max(gap, ts[i].Sub(ts[i-1]))
-		}
-	}
-	return gap
+	start, end := longestGap(ts, from, to)
+	return end.Sub(start)
 }
 
 // TestRegionFaults runs a real region on the test bed as separate
