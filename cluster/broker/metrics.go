@@ -36,6 +36,8 @@ const (
 	ownershipAcquired = "acquired" // this broker claimed a bundle
 	ownershipReleased = "released" // it gave every bundle up on a clean stop
 	ownershipLost     = "lost"     // its lease ended: every topic was unloaded
+	ownershipPlaced   = "placed"   // it placed an unowned bundle on another broker
+	ownershipRevoked  = "revoked"  // it revoked the session of an owner a probe found dead
 )
 
 func newBrokerMetrics(cfg ServiceConfig) (*brokerMetrics, error) {
@@ -50,7 +52,7 @@ func newBrokerMetrics(cfg ServiceConfig) (*brokerMetrics, error) {
 		}),
 		ownership: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "meridian_broker_ownership_changes_total",
-			Help: "Changes of this broker's bundle ownership: acquired (a bundle claimed), released (all given up on a clean stop), lost (the lease ended).",
+			Help: "Changes of this broker's bundle ownership: acquired (a bundle claimed), released (all given up on a clean stop), lost (the lease ended), placed (an unowned bundle placed on another broker), revoked (a dead owner's session revoked to take its bundles).",
 		}, []string{"change"}),
 		dispatched: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "meridian_broker_dispatch_read_entries",
@@ -58,7 +60,7 @@ func newBrokerMetrics(cfg ServiceConfig) (*brokerMetrics, error) {
 			Buckets: prometheus.ExponentialBuckets(1, 2, 12),
 		}),
 	}
-	for _, c := range []string{ownershipAcquired, ownershipReleased, ownershipLost} {
+	for _, c := range []string{ownershipAcquired, ownershipReleased, ownershipLost, ownershipPlaced, ownershipRevoked} {
 		m.ownership.WithLabelValues(c)
 	}
 	if cfg.Registerer != nil {
