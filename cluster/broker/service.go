@@ -373,9 +373,15 @@ func (s *Service) Partitions(ctx context.Context, t topology.TopicName) (int, er
 	if !auto.Allow || auto.Type != global.Partitioned || auto.Partitions == nil {
 		return 0, nil
 	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Lookup.MetadataTimeout)
+	defer cancel()
 	exists, err := s.exists(ctx, t)
-	if err != nil || exists {
-		return 0, err
+	if err != nil {
+		// The lookup error on which clients retry (DESIGN §5).
+		return 0, fmt.Errorf("%w: %v", wire.ErrServiceNotReady, err)
+	}
+	if exists {
+		return 0, nil
 	}
 	n := *auto.Partitions
 	r, err := s.gstore.CreateTopic(ctx, t, global.TopicPolicies{Partitions: n})
