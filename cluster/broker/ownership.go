@@ -366,17 +366,19 @@ func (o *ownership) acquire(ctx context.Context, tenant, ns string, b topology.B
 	for range maxAcquireRounds {
 		kv, err := o.store.Get(ctx, key)
 		if err == nil {
-			owner, mine, err := o.decode(ctx, kv)
-			if err != nil || mine {
-				return owner, mine, err
-			}
-			if o.probe(ctx, owner) != brokerDead {
-				return owner, false, nil
-			}
-			if err := o.revokeDead(ctx, owner, kv.Lease); err != nil {
+			v, err := decodeBundleOwner(kv)
+			if err != nil {
 				return Owner{}, false, err
 			}
-			continue // place it afresh
+			// Another broker's bundle, even one it is handing over, is
+			// taken from it when it is dead.
+			if v.BrokerID != o.self.BrokerID && kv.Lease != meta.NoLease && o.probe(ctx, v.Owner) == brokerDead {
+				if err := o.revokeDead(ctx, v.Owner, kv.Lease); err != nil {
+					return Owner{}, false, err
+				}
+				continue // place it afresh
+			}
+			return o.decode(ctx, kv)
 		}
 		if !errors.Is(err, meta.ErrNotFound) {
 			return Owner{}, false, fmt.Errorf("%w: read owner of %s: %v", wire.ErrServiceNotReady, key, err)
@@ -441,10 +443,14 @@ func (o *ownership) revokeDead(ctx context.Context, owner Owner, lease meta.Leas
 }
 
 func (o *ownership) decode(ctx context.Context, kv meta.KV) (Owner, bool, error) {
-	var w Owner
-	if _, err := meta.DecodeJSON(kv.Value, 1, &w); err != nil {
-		return Owner{}, false, fmt.Errorf("%w: owner record %s: %v", wire.ErrMetadata, kv.Key, err)
+	v, err := decodeBundleOwner(kv)
+	if err != nil {
+		return Owner{}, false, err
 	}
+	if err := v.moving(); err != nil {
+		return Owner{}, false, err // handoff.go: served nowhere until it has moved
+	}
+	w := v.Owner
 	if w.BrokerID != o.self.BrokerID {
 		return w, false, nil
 	}

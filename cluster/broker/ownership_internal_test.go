@@ -281,8 +281,8 @@ func TestChoose(t *testing.T) {
 			for range 40 {
 				c, err := o.choose(context.Background(), tc.exclude...)
 				if len(tc.want) == 0 {
-					if !errors.Is(err, wire.ErrServiceNotReady) {
-						t.Fatalf("choose: %+v, %v; want ServiceNotReady", c, err)
+					if !errors.Is(err, ErrNoBrokerAvailable) || !errors.Is(err, wire.ErrServiceNotReady) {
+						t.Fatalf("choose: %+v, %v; want ErrNoBrokerAvailable, as ServiceNotReady", c, err)
 					}
 					return
 				}

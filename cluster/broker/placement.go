@@ -66,7 +66,8 @@ func (c LookupConfig) Validate() error {
 //     broker without one counts as idle);
 //  3. then at random, so that brokers equal in both share new bundles.
 //
-// It fails with ServiceNotReady when no broker qualifies.
+// When no broker qualifies it fails with ErrNoBrokerAvailable, which is
+// also ServiceNotReady (a lookup's answer).
 func (o *ownership) choose(ctx context.Context, exclude ...string) (LiveBroker, error) {
 	brokers, err := liveBrokers(ctx, o.store, o.region)
 	if err != nil {
@@ -92,7 +93,7 @@ func (o *ownership) choose(ctx context.Context, exclude ...string) (LiveBroker, 
 		best = append(best, b)
 	}
 	if len(best) == 0 {
-		return LiveBroker{}, fmt.Errorf("%w: no live broker of region %s takes bundles", wire.ErrServiceNotReady, o.region)
+		return LiveBroker{}, fmt.Errorf("%w: %w in region %s (excluding %v)", wire.ErrServiceNotReady, ErrNoBrokerAvailable, o.region, exclude)
 	}
 	o.rand.Lock()
 	i := o.rand.r.IntN(len(best))

@@ -203,6 +203,13 @@ type Service struct {
 
 	loads loadSlots // MaxConcurrentTopicLoads (limits.go)
 
+	// handoffs are the ownership keys of the bundles being handed over
+	// (handoff.go), so that one bundle has one hand-off at a time.
+	handoffs struct {
+		sync.Mutex
+		keys map[string]struct{}
+	}
+
 	mu struct {
 		sync.Mutex
 		closed bool
@@ -258,7 +265,7 @@ func NewService(cfg ServiceConfig, store meta.Store, policies *global.Cache, gst
 }
 
 // Start removes the previous run's claims, registers the broker and starts
-// the backlog quota checks.
+// the backlog quota checks and the watch for unload requests.
 func (s *Service) Start(ctx context.Context) error {
 	if err := s.own.start(ctx); err != nil {
 		return err
@@ -266,16 +273,27 @@ func (s *Service) Start(ctx context.Context) error {
 	s.wg.Add(2)
 	go s.quotaLoop(s.cfg.BacklogQuotaCheckInterval)
 	go s.replicationLoop()
+	s.wg.Go(s.watchUnloads)
 	return nil
 }
 
-// Close unloads every topic (closing their producers and consumers, so
-// clients reconnect elsewhere), then gives up ownership. The unloads end
-// by ctx's deadline whatever the clients do, each within CloseTimeout.
+// Close hands every bundle to the other brokers (Drain: the registration
+// is marked Draining first), then unloads every topic left (closing their
+// producers and consumers, so clients reconnect elsewhere), then gives up
+// ownership. The hand-offs and unloads end by ctx's deadline whatever the
+// clients do, each topic within CloseTimeout.
 func (s *Service) Close(ctx context.Context) error {
 	s.mu.Lock()
 	s.mu.closed = true
 	s.mu.Unlock()
+	// Half of what is left for the hand-offs, so that a drain held up (etcd
+	// unreachable) leaves the unloads their time.
+	dctx, cancel := ctx, context.CancelFunc(func() {})
+	if deadline, ok := ctx.Deadline(); ok {
+		dctx, cancel = context.WithTimeout(ctx, time.Until(deadline)/2)
+	}
+	s.Drain(dctx)
+	cancel()
 	s.unloadAll(ctx)
 	s.cancel()
 	s.wg.Wait()
@@ -286,9 +304,9 @@ func (s *Service) Close(ctx context.Context) error {
 // Effective returns topic's effective policies (see resolve).
 func (s *Service) Effective(t topology.TopicName) (global.Effective, error) { return s.resolve(t) }
 
-// Owner returns the broker of this region that owns t's bundle, placing
-// it on the least-loaded live broker when nobody holds it; unlike Lookup
-// it ignores the namespace's active region. It is bounded by
+// Owner returns the broker of this region that owns t's bundle, claiming
+// it for this broker when nobody holds it (Lookup places it instead);
+// unlike Lookup it ignores the namespace's active region. It is bounded by
 // Lookup.MetadataTimeout.
 func (s *Service) Owner(ctx context.Context, t topology.TopicName) (owner Owner, mine bool, err error) {
 	eff, err := s.resolve(t)
@@ -301,7 +319,7 @@ func (s *Service) Owner(ctx context.Context, t topology.TopicName) (owner Owner,
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Lookup.MetadataTimeout)
 	defer cancel()
-	return s.own.acquire(ctx, t.Tenant, t.Namespace, b, placeLeastLoaded)
+	return s.own.acquire(ctx, t.Tenant, t.Namespace, b, placeHere)
 }
 
 // resolve returns topic's effective policies from the watched cache, which
