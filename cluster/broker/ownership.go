@@ -41,7 +41,8 @@ type Owner struct {
 // the key with the least-loaded live broker's id, under that broker's lease
 // (etcd lets a key hang on any live lease), and the chosen broker serves
 // the bundle when a client arrives, because it finds its own id under its
-// own lease.
+// own lease. A topic load (a client that reached this broker) and
+// Service.Owner claim a free bundle for this broker instead.
 //
 // # The lost lease
 //
