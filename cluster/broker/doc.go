@@ -69,9 +69,11 @@
 //     Locked.
 //   - dedup.mu → cursor: a deduplication snapshot writes cursor properties.
 //   - Leaves, under which nothing else is taken: Service.mu, Server.mu,
-//     ownership.mu, conn.mu and a connection's msgQueue.mu (the writer
-//     takes conn.mu only to find the subscriptions to wake, and wakes them
-//     after releasing it).
+//     ownership.mu, ownership.probes.mu, ownership.rand, conn.mu and a
+//     connection's msgQueue.mu (the writer takes conn.mu only to find the
+//     subscriptions to wake, and wakes them after releasing it).
+//   - ownership.place (a one-slot semaphore) is held across one
+//     placement's store calls, and taken with no lock held.
 //
 // The managed ledger's own order (cursor → managed ledger → ledger writer)
 // is cluster/mledger's.
