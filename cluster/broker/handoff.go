@@ -351,8 +351,8 @@ func (s *Service) requestUnload(ctx context.Context, tenant, ns string, b topolo
 // names another broker, or is gone), watching it from after revision rev.
 func (s *Service) awaitDeparture(ctx context.Context, key, owner string, rev int64) error {
 	for {
-		ctx, cancel := context.WithCancel(ctx)
-		left, next, err := s.watchDeparture(ctx, key, owner, rev)
+		wctx, cancel := context.WithCancel(ctx)
+		left, next, err := s.watchDeparture(wctx, key, owner, rev)
 		cancel()
 		if left || err != nil {
 			return err
