@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/url"
 	"strings"
 	"sync"
@@ -660,9 +661,11 @@ func (s *Service) destination(ctx context.Context, want string) (LiveBroker, err
 // bundleTopics returns the topics of tenant/ns's bundle b loaded here,
 // waiting (within ctx) for the loads of its topics under way.
 func (s *Service) bundleTopics(ctx context.Context, tenant, ns string, b topology.Bundle) []*topicLoad {
-	var loads []*topicLoad
 	s.mu.Lock()
-	for name, l := range s.mu.topics {
+	all := maps.Clone(s.mu.topics) // Service.mu is a leaf: resolve outside it
+	s.mu.Unlock()
+	var loads []*topicLoad
+	for name, l := range all {
 		t, err := topology.ParseTopicName(name)
 		if err != nil || t.Tenant != tenant || t.Namespace != ns {
 			continue
@@ -673,7 +676,6 @@ func (s *Service) bundleTopics(ctx context.Context, tenant, ns string, b topolog
 			}
 		}
 	}
-	s.mu.Unlock()
 	out := loads[:0]
 	for _, l := range loads {
 		select {
