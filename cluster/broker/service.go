@@ -172,8 +172,9 @@ func (c ServiceConfig) Validate() error {
 }
 
 // Service is a broker's topics: it answers lookups from bundle ownership,
-// loads the topics this broker owns onto managed ledgers, and unloads them
-// when ownership is lost. It implements Topics for the protocol Server.
+// loads the topics this broker owns onto managed ledgers, hands bundles to
+// other brokers when asked (handoff.go), and unloads them when ownership
+// is lost. It implements Topics for the protocol Server.
 //
 // Loading: the first request for a topic starts its load in a goroutine
 // owned by the Service; every request for it meanwhile waits on the same
