@@ -145,7 +145,55 @@ func TestOutOfOrderResponses(t *testing.T) {
 		t.Fatal("long-poll returned before its timeout")
 	}
 	_, err = c.ReadLAC(ctx, bkproto.ReadLACRequest{LedgerID: 77, LongPoll: true, Timeout: time.Second})
-	wantErr(t, "long-poll on an unknown ledger", err, bkproto.ErrNoSuchLedger)
+	wantErr(t, "timed-out long-poll on an unknown ledger", err, bkproto.ErrNoSuchLedger)
+}
+
+// TestLongPollOnUnknownLedger holds a LAC long-poll on a ledger the bookie
+// has nothing of yet (a tailer of a new, empty ledger) until the ledger's
+// first add, instead of answering it at once, which made the tailer poll
+// in a loop; one whose ledger never comes answers NoSuchLedger at its
+// timeout, and leaves nothing registered.
+func TestLongPollOnUnknownLedger(t *testing.T) {
+	ctx := testCtx(t)
+	b := startBookie(t, testConfig(t, t.TempDir(), nil))
+	c := dial(t, b.Addr())
+	unknownWaiters := func(ledgerID int64) int {
+		b.store.mu.Lock()
+		defer b.store.mu.Unlock()
+		return len(b.store.mu.unknownWaiters[ledgerID])
+	}
+
+	polled := make(chan error, 1)
+	var lac int64
+	go func() {
+		var err error
+		lac, err = c.ReadLAC(ctx, bkproto.ReadLACRequest{LedgerID: 8, LongPoll: true, Previous: bkproto.NoEntry, Timeout: time.Hour})
+		polled <- err
+	}()
+	waitFor(t, "the long-poll to register", func() bool { return unknownWaiters(8) == 1 })
+	select {
+	case err := <-polled:
+		t.Fatalf("long-poll on an unknown ledger answered at once: %d, %v", lac, err)
+	default:
+	}
+	mustAdd(t, ctx, c, 8, 0, 10)
+	mustAdd(t, ctx, c, 8, 1, 10) // piggybacks LAC 0, past the poll's previous
+	if err := <-polled; err != nil || lac != 0 {
+		t.Fatalf("long-poll after the ledger's first adds: %d, %v; want 0", lac, err)
+	}
+	if n := unknownWaiters(8); n != 0 {
+		t.Fatalf("%d waiters left on ledger 8 as unknown", n)
+	}
+
+	start := time.Now()
+	_, err := c.ReadLAC(ctx, bkproto.ReadLACRequest{LedgerID: 78, LongPoll: true, Previous: bkproto.NoEntry, Timeout: 50 * time.Millisecond})
+	wantErr(t, "timed-out long-poll on an unknown ledger", err, bkproto.ErrNoSuchLedger)
+	if time.Since(start) < 50*time.Millisecond {
+		t.Fatal("long-poll on an unknown ledger returned before its timeout")
+	}
+	if n := unknownWaiters(78); n != 0 {
+		t.Fatalf("%d waiters left on ledger 78 after the timeout", n)
+	}
 }
 
 func TestRestartReplaysJournal(t *testing.T) {
