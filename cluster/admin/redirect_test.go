@@ -1,15 +1,11 @@
 package admin_test
 
 import (
-	"context"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/meridian-mq/meridian/cluster/admin"
 	"github.com/meridian-mq/meridian/cluster/broker/brokertest"
 )
 
@@ -18,19 +14,7 @@ import (
 // the owner's web URL, with the same path and query, as Pulsar redirects
 // admin calls; metadata reads answer directly.
 func TestRedirectToOwner(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	node, err := brokertest.Start(ctx, storage, brokertest.DefaultConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer node.Close()
-	h, err := admin.New(admin.DefaultConfig(), node.Service(), testLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	second := httptest.NewServer(h)
-	defer second.Close()
+	_, second := startBroker(t, brokertest.DefaultConfig())
 
 	// The first broker creates (and so owns) the topic's bundle.
 	const path = "/admin/v2/persistent/public/default/redirected"
@@ -53,7 +37,7 @@ func TestRedirectToOwner(t *testing.T) {
 		t.Fatalf("stats on the other broker: %d Location %q; want 307 to %s", resp.StatusCode, resp.Header.Get("Location"), want)
 	}
 	// A lookup answers the owner, without a redirect.
-	resp, err = noFollow.Get(second.URL + "/lookup/v2/topic/persistent/public/default/redirected")
+	resp, err := noFollow.Get(second.URL + "/lookup/v2/topic/persistent/public/default/redirected")
 	if err != nil {
 		t.Fatal(err)
 	}

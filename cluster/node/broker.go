@@ -291,7 +291,13 @@ func startBroker(ctx context.Context, r *regionParts, cfg BrokerConfig) (_ *Brok
 	if err != nil {
 		return nil, err
 	}
-	n.closers = append(n.closers, func() { n.server.Close() })
+	n.closers = append(n.closers, func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := n.server.Close(cctx); err != nil {
+			log.Warn("closing the Pulsar protocol server", "err", err)
+		}
+	})
 	adm, err := admin.New(admin.BrokerConfig(pcfg, n.service.Config()), n.service, log)
 	if err != nil {
 		return nil, fmt.Errorf("node: admin API: %w", err)

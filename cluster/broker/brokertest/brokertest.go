@@ -206,7 +206,11 @@ func Start(ctx context.Context, s *Storage, cfg Config) (_ *Broker, err error) {
 	if b.server, err = broker.NewServer(pcfg, b.service, log); err != nil {
 		return nil, err
 	}
-	b.closers = append(b.closers, func() { b.server.Close() })
+	b.closers = append(b.closers, func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		b.server.Close(cctx)
+	})
 	go func() {
 		defer close(b.served)
 		b.server.Serve(ln)
