@@ -72,8 +72,10 @@ type outbound struct {
 	// closeAfter asks the writer to close the connection once everything
 	// before it is written.
 	closeAfter bool
-	// size is what a command in out counts against WriteQueueBytes.
-	size int64
+	// size is what a command in out counts against WriteQueueBytes; an
+	// int32 (a frame is at most 100 MiB) that packs beside closeAfter, so
+	// that the slots of every connection's reply queue stay 64 bytes.
+	size int32
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -258,7 +260,7 @@ func (c *conn) send(cmd *pb.BaseCommand) {
 		return
 	}
 	select {
-	case c.out <- outbound{cmd: cmd, size: size}:
+	case c.out <- outbound{cmd: cmd, size: int32(size)}:
 	case <-c.ctx.Done():
 		c.outBytes.Add(-size)
 	default:
@@ -270,7 +272,7 @@ func (c *conn) send(cmd *pb.BaseCommand) {
 
 // took uncounts a command the writer took from out.
 func (c *conn) took(o outbound) outbound {
-	c.outBytes.Add(-o.size)
+	c.outBytes.Add(-int64(o.size))
 	return o
 }
 
