@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/meridian-mq/meridian/cluster/bookie/bkproto"
 	"github.com/meridian-mq/meridian/cluster/meta"
 )
@@ -906,4 +907,50 @@ func TestLongPollCleanup(t *testing.T) {
 	c2.Close()
 	wantErr(t, "poll on a closed connection", <-polled, bkproto.ErrConnClosed)
 	waitFor(t, "the waiter to go", func() bool { return waiters() == 0 })
+}
+
+// TestLongPollTimeoutOnClock: a LAC long-poll's timeout runs on the
+// injected clock: an hour-long poll is answered, with the unchanged LAC,
+// when the fake clock moves an hour, and not before.
+func TestLongPollTimeoutOnClock(t *testing.T) {
+	ctx := testCtx(t)
+	clock := clockwork.NewFakeClock()
+	cfg := testConfig(t, t.TempDir(), nil)
+	cfg.Clock = clock
+	b := startBookie(t, cfg)
+	c := dial(t, b.Addr())
+	mustAdd(t, ctx, c, 9, 0, 10)
+	mustAdd(t, ctx, c, 9, 1, 10) // LAC 0
+	type answer struct {
+		lac int64
+		err error
+	}
+	polled := make(chan answer, 1)
+	go func() {
+		lac, err := c.ReadLAC(ctx, bkproto.ReadLACRequest{LedgerID: 9, LongPoll: true, Previous: 0, Timeout: time.Hour})
+		polled <- answer{lac, err}
+	}()
+	waitFor(t, "the poll's timer", func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		for sc := range b.mu.conns {
+			sc.timers.Lock()
+			n := len(sc.timers.m)
+			sc.timers.Unlock()
+			if n == 1 {
+				return true
+			}
+		}
+		return false
+	})
+	clock.Advance(time.Hour - time.Second)
+	select {
+	case a := <-polled:
+		t.Fatalf("long-poll answered before its timeout: %+v", a)
+	default:
+	}
+	clock.Advance(time.Second)
+	if a := <-polled; a.err != nil || a.lac != 0 {
+		t.Fatalf("timed-out long-poll: %+v, want LAC 0", a)
+	}
 }
