@@ -72,10 +72,12 @@ type outbound struct {
 	// closeAfter asks the writer to close the connection once everything
 	// before it is written.
 	closeAfter bool
-	// size is what a command in out counts against WriteQueueBytes; an
-	// int32 (a frame is at most 100 MiB) that packs beside closeAfter, so
-	// that the slots of every connection's reply queue stay 64 bytes.
+	// size is what a command in out counts against WriteQueueBytes: an
+	// int32 (a frame is at most 100 MiB), which packs beside closeAfter.
 	size int32
+	// flushed, when set, is closed by the writer once everything before it
+	// is written (awaitFlushed).
+	flushed chan struct{}
 }
 
 func newConn(s *Server, nc net.Conn) *conn {

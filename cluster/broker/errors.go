@@ -11,3 +11,12 @@ var (
 	// ErrInvalidConfig: a Config field is out of its documented bounds.
 	ErrInvalidConfig = errors.New("broker: invalid config")
 )
+
+var (
+	// ErrNoBrokerAvailable: no live broker of the region, other than those
+	// excluded, takes bundles (none registered, or all draining).
+	ErrNoBrokerAvailable = errors.New("broker: no broker available")
+	// ErrUnknownBroker: a broker named in a request (an unload's
+	// destination) is not a live broker of the region.
+	ErrUnknownBroker = errors.New("broker: unknown broker")
+)
