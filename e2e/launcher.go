@@ -262,18 +262,6 @@ func (r *Region) AllBrokersURL() string {
 	return "pulsar://" + strings.Join(addrs, ",")
 }
 
-// Broker returns the region's broker whose id is id (the broker's
-// default id, its advertised address with the Pulsar port: the address of
-// its Link), or nil.
-func (r *Region) Broker(id string) *Broker {
-	for _, b := range r.Brokers {
-		if b.ID() == id {
-			return b
-		}
-	}
-	return nil
-}
-
 // StartBed runs the bed's processes and waits until each is ready: all etcd
 // members at once, then all bookies, then all brokers, then all
 // replicators (they find the other regions through the cluster records
