@@ -229,7 +229,8 @@ type Broker struct {
 func (b *Broker) ServiceURL() string { return "pulsar://" + b.Link.Addr() }
 
 // ID is the broker's id, as in its registration and ownership keys: its
-// advertised host with its Pulsar port, which is its Link's address.
+// advertised host with its Pulsar port, which is its Link's address (the
+// broker's default id; the bed never passes --broker-id).
 func (b *Broker) ID() string { return b.Link.Addr() }
 
 // WebURL is the broker's advertised (proxied) HTTP URL.
