@@ -7,4 +7,12 @@ var (
 	ErrServerClosed = errors.New("broker: server closed")
 	// ErrInvalidConfig: a Config field is out of its documented bounds.
 	ErrInvalidConfig = errors.New("broker: invalid config")
+	// ErrNoLeader: no broker of the region leads yet (the election is
+	// under way, or every broker is cut off from etcd). Retry.
+	ErrNoLeader = errors.New("broker: no region leader")
+	// ErrBundleNotFound: the bundle named is not one of its namespace's
+	// bundles (never was, or was split).
+	ErrBundleNotFound = errors.New("broker: bundle not found")
+	// ErrNamespaceNotFound: the namespace named does not exist.
+	ErrNamespaceNotFound = errors.New("broker: namespace not found")
 )

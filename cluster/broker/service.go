@@ -95,6 +95,9 @@ type ServiceConfig struct {
 	// Clock is the time of the dispatchers: when delayed messages fall
 	// due. Nil is the wall clock; tests inject a fake one.
 	Clock clockwork.Clock
+	// LoadBalance configures load reports, shedding and bundle split
+	// (loadbalance.go).
+	LoadBalance LoadBalanceConfig
 }
 
 // DispatchConfig bounds what a subscription reads and holds.
@@ -129,6 +132,7 @@ func DefaultServiceConfig(region, brokerID, serviceURL string) ServiceConfig {
 		BacklogQuotaCheckInterval: time.Minute,
 		ReplicationStartAt:        ReplicationStartLatest,
 		CloseTimeout:              5 * time.Second,
+		LoadBalance:               DefaultLoadBalanceConfig(),
 	}
 }
 
@@ -160,6 +164,9 @@ func (c ServiceConfig) Validate() error {
 	}
 	if err := c.Metrics.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	if err := c.LoadBalance.Validate(); err != nil {
+		return err
 	}
 	return c.Policies.Validate()
 }
@@ -195,6 +202,8 @@ type Service struct {
 	wg     sync.WaitGroup // loads and topic watchers
 
 	loads loadSlots // MaxConcurrentTopicLoads (limits.go)
+
+	loadState loadState // load reports (loadreport.go)
 
 	mu struct {
 		sync.Mutex
@@ -251,14 +260,17 @@ func NewService(cfg ServiceConfig, store meta.Store, policies *global.Cache, gst
 }
 
 // Start removes the previous run's claims, registers the broker and starts
-// the backlog quota checks.
+// the backlog quota checks, the load reports and the campaign for region
+// leader.
 func (s *Service) Start(ctx context.Context) error {
 	if err := s.own.start(ctx); err != nil {
 		return err
 	}
-	s.wg.Add(2)
+	s.wg.Add(4)
 	go s.quotaLoop(s.cfg.BacklogQuotaCheckInterval)
 	go s.replicationLoop()
+	go s.loadLoop()
+	go s.leaderLoop()
 	return nil
 }
 

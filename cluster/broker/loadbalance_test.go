@@ -1,0 +1,251 @@
+package broker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+
+	"github.com/meridian-mq/meridian/cluster/broker"
+	"github.com/meridian-mq/meridian/cluster/broker/brokertest"
+	"github.com/meridian-mq/meridian/cluster/wire"
+	"github.com/meridian-mq/meridian/global"
+	"github.com/meridian-mq/meridian/topology"
+)
+
+// fastLoadBalance reports every 200ms, and splits nothing unless asked.
+func fastLoadBalance(c *brokertest.Config) {
+	c.Service.LoadBalance.ReportInterval = 200 * time.Millisecond
+	c.Service.LoadBalance.SheddingInterval = time.Second
+	c.Service.LoadBalance.AutoBundleSplit = false
+}
+
+// sender sends to p until stopped, counting acknowledgements and errors.
+type sender struct {
+	acked, failed atomic.Int64
+	firstErr      atomic.Value
+	stop          chan struct{}
+	wg            sync.WaitGroup
+}
+
+func startSender(p pulsar.Producer) *sender {
+	s := &sender{stop: make(chan struct{})}
+	s.wg.Go(func() {
+		for i := 0; ; i++ {
+			select {
+			case <-s.stop:
+				return
+			default:
+			}
+			p.SendAsync(context.Background(), &pulsar.ProducerMessage{Payload: fmt.Appendf(nil, "m%d", i)},
+				func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
+					if err != nil {
+						s.failed.Add(1)
+						s.firstErr.CompareAndSwap(nil, err)
+						return
+					}
+					s.acked.Add(1)
+				})
+			if i%50 == 49 {
+				// Pace the sender so that it does not only fill its queue.
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
+	})
+	return s
+}
+
+// halt stops sending and waits for every send to be answered.
+func (s *sender) halt(t testing.TB, p pulsar.Producer) {
+	t.Helper()
+	close(s.stop)
+	s.wg.Wait()
+	if err := p.FlushWithCtx(context.Background()); err != nil {
+		t.Fatalf("flush: %v", err)
+	}
+}
+
+// TestLoadReportUnderProducer checks that a broker's load report shows
+// its topic, producer, consumer and rates, in memory and in its
+// registration.
+func TestLoadReportUnderProducer(t *testing.T) {
+	b := startBroker(t, nil, fastLoadBalance)
+	c := newClient(t, b.ServiceURL())
+	topic := topicFor(t)
+	cons := subscribe(t, c, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s"})
+	p := createProducer(t, c, pulsar.ProducerOptions{Topic: topic})
+	s := startSender(p)
+	defer s.halt(t, p)
+	stopAcks := make(chan struct{})
+	var acks sync.WaitGroup
+	acks.Go(func() {
+		for {
+			select {
+			case m := <-cons.Chan():
+				_ = cons.Ack(m.Message)
+			case <-stopAcks:
+				return
+			}
+		}
+	})
+	defer acks.Wait()
+	defer close(stopAcks)
+	bundle, err := b.Service().Bundle(mustTopic(t, topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := "public/default/" + bundle.String()
+	var rep broker.LoadReport
+	poll(t, 30*time.Second, "a load report with the producer's traffic", func() bool {
+		var ok bool
+		rep, ok = b.Service().LoadReport()
+		st := rep.LastStats[name]
+		return ok && rep.NumTopics == 1 && rep.NumProducers == 1 && rep.NumConsumers == 1 &&
+			rep.MsgRateIn > 0 && rep.MsgThroughputIn > 0 && rep.MsgRateOut > 0 && rep.MsgThroughputOut > 0 &&
+			st.TopicsCount == 1 && st.ProducerCount == 1 && st.ConsumerCount == 1 && st.MsgRateIn > 0
+	})
+	if !slices.Contains(rep.Bundles, name) || rep.NumBundles != len(rep.Bundles) || rep.Connections != 1 {
+		t.Fatalf("report bundles %v (%d), connections %d; want %s and one connection", rep.Bundles, rep.NumBundles, rep.Connections, name)
+	}
+	if rep.PulsarServiceURL != b.ServiceURL() || rep.CPU.Limit <= 0 || rep.Memory.Usage <= 0 {
+		t.Fatalf("report %+v", rep)
+	}
+	poll(t, 30*time.Second, "the report in the broker's registration", func() bool {
+		brokers, err := b.Service().Brokers(context.Background())
+		return err == nil && len(brokers) == 1 && brokers[0].Load != nil && brokers[0].Load.NumProducers == 1
+	})
+}
+
+// TestLeadershipMovesOnClose checks that the region elects one leader,
+// that every broker names the same one, and that another broker leads
+// once the leader closes.
+func TestLeadershipMovesOnClose(t *testing.T) {
+	storage := newStorage(t)
+	brokers := map[string]*brokertest.Broker{}
+	for range 3 {
+		b := startBroker(t, storage, fastLoadBalance)
+		brokers[b.ID()] = b
+	}
+	leaderOf := func() (string, bool) {
+		var ids []string
+		for _, b := range brokers {
+			l, err := b.Service().Leader(context.Background())
+			if err != nil {
+				return "", false
+			}
+			ids = append(ids, l.BrokerID)
+		}
+		ids = slices.Compact(ids)
+		_, live := brokers[ids[0]]
+		return ids[0], len(ids) == 1 && live
+	}
+	var first string
+	poll(t, 30*time.Second, "a leader every broker agrees on", func() bool {
+		var ok bool
+		first, ok = leaderOf()
+		return ok
+	})
+	brokers[first].Close()
+	delete(brokers, first)
+	poll(t, 30*time.Second, "a new leader", func() bool {
+		l, ok := leaderOf()
+		return ok && l != first
+	})
+}
+
+// TestSplitUnderProducer has a broker split a namespace's one bundle,
+// past its topic bound, while producers send to four of its topics, and
+// checks that no send failed and every message arrived once.
+func TestSplitUnderProducer(t *testing.T) {
+	b := startBroker(t, nil, fastLoadBalance, func(c *brokertest.Config) {
+		c.Service.LoadBalance.AutoBundleSplit = true
+		c.Service.LoadBalance.BundleMaxTopics = 1
+		c.Service.LoadBalance.MaxBundles = 8
+	})
+	one, err := global.EvenBundlesData(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := createNamespace(t, b, "split", global.Policies{Bundles: &one})
+	c := newClient(t, b.ServiceURL())
+	type flow struct {
+		p    pulsar.Producer
+		cons pulsar.Consumer
+		s    *sender
+	}
+	var flows []flow
+	for i := range 4 {
+		topic := topicIn(t, ns, fmt.Sprint("-", i))
+		cons := subscribe(t, c, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s"})
+		p := createProducer(t, c, pulsar.ProducerOptions{Topic: topic})
+		flows = append(flows, flow{p: p, cons: cons, s: startSender(p)})
+	}
+	poll(t, 60*time.Second, "the bundle to split", func() bool {
+		bs, err := b.Service().NamespaceBundles("public", "split")
+		return err == nil && len(bs) > 1
+	})
+	// Keep sending across the split for a while: a few more reports.
+	before := flows[0].s.acked.Load()
+	poll(t, 30*time.Second, "sends after the split", func() bool { return flows[0].s.acked.Load() > before+100 })
+	for _, f := range flows {
+		f.s.halt(t, f.p)
+		if n := f.s.failed.Load(); n > 0 {
+			t.Fatalf("%d sends failed across the split; first: %v", n, f.s.firstErr.Load())
+		}
+	}
+	for i, f := range flows {
+		want := f.s.acked.Load()
+		seen := map[string]bool{}
+		for int64(len(seen)) < want {
+			m := receive(t, f.cons)
+			if seen[string(m.Payload())] {
+				t.Fatalf("topic %d: %s delivered twice", i, m.Payload())
+			}
+			seen[string(m.Payload())] = true
+			_ = f.cons.Ack(m)
+		}
+	}
+	bs, _ := b.Service().NamespaceBundles("public", "split")
+	t.Logf("namespace split into %d bundles", len(bs))
+}
+
+// TestSplitBadInput checks the errors of a split that cannot be made.
+func TestSplitBadInput(t *testing.T) {
+	b := startBroker(t, nil, fastLoadBalance)
+	ctx := context.Background()
+	svc := b.Service()
+	bs, err := svc.NamespaceBundles("public", "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name      string
+		tenant    string
+		ns        string
+		bundle    topology.Bundle
+		wantError error
+	}{
+		{"namespace does not exist", "public", "missing", bs[0], broker.ErrNamespaceNotFound},
+		{"not a bundle of the namespace", "public", "default", topology.Bundle{Lower: bs[0].Lower, Upper: bs[0].Upper - 1}, broker.ErrBundleNotFound},
+	}
+	for _, tc := range cases {
+		if err := svc.SplitBundle(ctx, tc.tenant, tc.ns, tc.bundle); !errors.Is(err, tc.wantError) {
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.wantError)
+		}
+	}
+	// A bundle of one hash cannot be split.
+	tiny := global.BundlesData{NumBundles: 2, Boundaries: []string{"0x00000000", "0x00000001", "0xffffffff"}}
+	createNamespace(t, b, "tiny", global.Policies{Bundles: &tiny})
+	if err := svc.SplitBundle(ctx, "public", "tiny", topology.Bundle{Lower: 0, Upper: 1}); !errors.Is(err, wire.ErrNotAllowed) {
+		t.Errorf("split of a one-hash bundle: %v, want NotAllowed", err)
+	}
+	if got, _ := svc.NamespaceBundles("public", "default"); !slices.Equal(got, bs) {
+		t.Errorf("bundles changed by refused splits: %v, was %v", got, bs)
+	}
+}
