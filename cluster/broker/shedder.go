@@ -37,8 +37,12 @@ import (
 // ping-pong), and rule 2 moves only bundles of at least
 // MinSheddingThroughput. Draining brokers take no part, and brokers that
 // have not reported yet are left out. After a round that moved bundles,
-// the next one waits for reports made one ReportInterval after the moves,
-// so that it judges the new placement, not the old.
+// the next one waits until every broker has reported twice since the moves
+// ended (the first report may cover part of the moves), so that it judges
+// the new placement, not the old. Each broker's reports are compared with
+// its own earlier ones, never with the leader's clock, so clock skew
+// between hosts does not matter; a broker that stops reporting while its
+// lease lives holds shedding until it reports again or its lease ends.
 
 // bundleMove is one planned move.
 type bundleMove struct {
@@ -49,10 +53,12 @@ type bundleMove struct {
 // shedder is the leader's shedding state: the bundles it moved and when.
 // Only the leader's loop uses it; a new leader starts with none.
 type shedder struct {
-	cfg       LoadBalanceConfig
-	now       func() time.Time
-	moved     map[string]time.Time // bundle → when it was moved
-	lastMoves time.Time            // the end of the last round that moved bundles
+	cfg   LoadBalanceConfig
+	now   func() time.Time
+	moved map[string]time.Time // bundle → when it was moved
+	// settled holds, after a round that moved bundles, each broker's
+	// report time (its LastUpdate) as read once the moves ended.
+	settled map[string]int64
 }
 
 func newShedder(cfg LoadBalanceConfig, now func() time.Time) *shedder {
@@ -130,8 +136,8 @@ func (sh *shedder) plan(brokers []LiveBroker) []bundleMove {
 		if lb.Draining || lb.Load == nil {
 			continue
 		}
-		if !sh.lastMoves.IsZero() && lb.Load.LastUpdate < sh.lastMoves.Add(sh.cfg.ReportInterval).UnixMilli() {
-			return nil // reports from before the last moves settled
+		if at, ok := sh.settled[lb.BrokerID]; ok && lb.Load.LastUpdate <= at+sh.cfg.ReportInterval.Milliseconds() {
+			return nil // not yet two reports since the last moves
 		}
 		bs = append(bs, newShedBroker(lb.BrokerID, lb.Load))
 	}
@@ -260,5 +266,13 @@ func newShedBroker(id string, r *LoadReport) *shedBroker {
 	return b
 }
 
-// finished records the end of a round that moved bundles.
-func (sh *shedder) finished() { sh.lastMoves = sh.now() }
+// finished records the end of a round that moved bundles, with the
+// brokers' records as read after the moves.
+func (sh *shedder) finished(brokers []LiveBroker) {
+	sh.settled = make(map[string]int64, len(brokers))
+	for _, lb := range brokers {
+		if lb.Load != nil {
+			sh.settled[lb.BrokerID] = lb.Load.LastUpdate
+		}
+	}
+}

@@ -191,37 +191,50 @@ func TestShedderNoPingPong(t *testing.T) {
 	if len(first) == 0 {
 		t.Fatal("no moves in the first round")
 	}
-	sh.finished()
+	sh.finished(brokers)
 
-	// The same (stale) reports: the round waits.
+	// The same reports, and then one more from each broker (it may cover
+	// the moves): the rounds wait.
 	now = now.Add(cfg.SheddingInterval)
 	if moves := sh.plan(brokers); len(moves) != 0 {
-		t.Fatalf("moves %v on reports from before the last moves", moves)
+		t.Fatalf("moves %v on the reports from before the last moves", moves)
+	}
+	for i := range brokers {
+		brokers[i].Load.LastUpdate += cfg.ReportInterval.Milliseconds()
+	}
+	if moves := sh.plan(brokers); len(moves) != 0 {
+		t.Fatalf("moves %v on the first reports after the last moves", moves)
 	}
 
-	// Fresh reports where the moved bundles made their destination the
-	// busiest: they stay, within the grace period.
+	// The second reports, where the moved bundles made their destination
+	// the busiest: they stay, within the grace period.
 	moved := map[string]float64{"a/ns/other": 1}
 	for _, m := range first {
 		moved[m.Bundle] = 500
 	}
 	brokers = []LiveBroker{
-		testBroker("b1", now, map[string]float64{"a/ns/hot": 100, "a/ns/cold": 1}),
-		testBroker("b2", now, moved),
+		testBroker("b1", now.Add(2*cfg.ReportInterval), map[string]float64{"a/ns/hot": 100, "a/ns/cold": 1}),
+		testBroker("b2", now.Add(2*cfg.ReportInterval), moved),
 	}
-	for _, m := range sh.plan(brokers) {
+	second := sh.plan(brokers)
+	if len(second) == 0 {
+		t.Fatal("no round on the second reports after the moves")
+	}
+	for _, m := range second {
 		if slices.ContainsFunc(first, func(f bundleMove) bool { return f.Bundle == m.Bundle }) {
 			t.Fatalf("bundle %s moved again within the grace period", m.Bundle)
 		}
 	}
+	// Reports are compared with the broker's own earlier ones: b2's clock
+	// runs an hour behind the leader's and still counts.
+	skewed := testBroker("b2", now.Add(-time.Hour), moved)
+	sh.finished([]LiveBroker{brokers[0], skewed})
+	skewed.Load.LastUpdate += 2 * cfg.ReportInterval.Milliseconds()
+	brokers[0].Load.LastUpdate += 2 * cfg.ReportInterval.Milliseconds()
+	brokers[1] = skewed
 
-	// Past the grace period they may move again.
+	// Past the grace period the first round's bundles may move again.
 	now = now.Add(cfg.SheddingGracePeriod + time.Second)
-	sh.finished()
-	now = now.Add(cfg.ReportInterval)
-	for i := range brokers {
-		brokers[i].Load.LastUpdate = now.UnixMilli()
-	}
 	if moves := sh.plan(brokers); len(moves) == 0 {
 		t.Fatal("no moves after the grace period")
 	}
