@@ -1,9 +1,13 @@
 package broker
 
 import (
+	"context"
 	"errors"
+	"log/slog"
 	"testing"
 	"time"
+
+	"github.com/meridian-mq/meridian/cluster/meta"
 )
 
 func TestLoadBalanceConfigValidate(t *testing.T) {
@@ -41,5 +45,36 @@ func TestParseBundleName(t *testing.T) {
 		if _, _, _, err := parseBundleName(bad); err == nil {
 			t.Errorf("parse %q: no error", bad)
 		}
+	}
+}
+
+// TestUpdateRecordAfterLostAnswer: a registration write that landed though
+// its caller gave up on it (a timeout) does not stop later writes.
+func TestUpdateRecordAfterLostAnswer(t *testing.T) {
+	store, err := meta.NewMemory(meta.DefaultMemoryConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	ctx := context.Background()
+	o := newOwnership(store, "r", Owner{BrokerID: "b1"}, time.Minute, slog.New(slog.DiscardHandler), func() {})
+	if err := o.start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer o.release(ctx)
+	// A write of ours lands, but we never learn its revision.
+	kv, err := store.Get(ctx, o.brokerKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Update(ctx, o.brokerKey(), kv.Value, kv.ModRevision); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.updateRecord(ctx, func(r *BrokerRecord) { r.Draining = true }); err != nil {
+		t.Fatal(err)
+	}
+	brokers, err := liveBrokers(ctx, store, "r")
+	if err != nil || len(brokers) != 1 || !brokers[0].Draining {
+		t.Fatalf("registration %+v, %v: want the update written", brokers, err)
 	}
 }
