@@ -26,7 +26,8 @@ func fastLoadBalance(c *brokertest.Config) {
 	c.Service.LoadBalance.AutoBundleSplit = false
 }
 
-// sender sends to p until stopped, counting acknowledgements and errors.
+// sender sends to p until stopped, perTick messages every tick, counting
+// acknowledgements and errors.
 type sender struct {
 	acked, failed atomic.Int64
 	firstErr      atomic.Value
@@ -34,27 +35,28 @@ type sender struct {
 	wg            sync.WaitGroup
 }
 
-func startSender(p pulsar.Producer) *sender {
+func startSender(p pulsar.Producer, perTick int, tick time.Duration) *sender {
 	s := &sender{stop: make(chan struct{})}
 	s.wg.Go(func() {
-		for i := 0; ; i++ {
+		ticker := time.NewTicker(tick)
+		defer ticker.Stop()
+		for i := 0; ; {
+			for range perTick {
+				p.SendAsync(context.Background(), &pulsar.ProducerMessage{Payload: fmt.Appendf(nil, "m%d", i)},
+					func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
+						if err != nil {
+							s.failed.Add(1)
+							s.firstErr.CompareAndSwap(nil, err)
+							return
+						}
+						s.acked.Add(1)
+					})
+				i++
+			}
 			select {
 			case <-s.stop:
 				return
-			default:
-			}
-			p.SendAsync(context.Background(), &pulsar.ProducerMessage{Payload: fmt.Appendf(nil, "m%d", i)},
-				func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
-					if err != nil {
-						s.failed.Add(1)
-						s.firstErr.CompareAndSwap(nil, err)
-						return
-					}
-					s.acked.Add(1)
-				})
-			if i%50 == 49 {
-				// Pace the sender so that it does not only fill its queue.
-				time.Sleep(5 * time.Millisecond)
+			case <-ticker.C:
 			}
 		}
 	})
@@ -80,7 +82,7 @@ func TestLoadReportUnderProducer(t *testing.T) {
 	topic := topicFor(t)
 	cons := subscribe(t, c, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s"})
 	p := createProducer(t, c, pulsar.ProducerOptions{Topic: topic})
-	s := startSender(p)
+	s := startSender(p, 10, 10*time.Millisecond)
 	defer s.halt(t, p)
 	stopAcks := make(chan struct{})
 	var acks sync.WaitGroup
@@ -184,7 +186,7 @@ func TestSplitUnderProducer(t *testing.T) {
 		topic := topicIn(t, ns, fmt.Sprint("-", i))
 		cons := subscribe(t, c, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s"})
 		p := createProducer(t, c, pulsar.ProducerOptions{Topic: topic})
-		flows = append(flows, flow{p: p, cons: cons, s: startSender(p)})
+		flows = append(flows, flow{p: p, cons: cons, s: startSender(p, 10, 10*time.Millisecond)})
 	}
 	poll(t, 60*time.Second, "the bundle to split", func() bool {
 		bs, err := b.Service().NamespaceBundles("public", "split")

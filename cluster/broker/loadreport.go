@@ -301,6 +301,9 @@ func (s *Service) LoadReport() (r LoadReport, ok bool) {
 	return *s.loadState.mu.report, true
 }
 
+// reportTimeout is the least time a report may take to make and write.
+const reportTimeout = 5 * time.Second
+
 // loadLoop publishes a load report every ReportInterval, the first at
 // once, and after each checks the owned bundles for a split.
 func (s *Service) loadLoop() {
@@ -309,7 +312,9 @@ func (s *Service) loadLoop() {
 	tick := time.NewTicker(cfg.ReportInterval)
 	defer tick.Stop()
 	for {
-		ctx, cancel := context.WithTimeout(s.ctx, cfg.ReportInterval)
+		// At least reportTimeout: a write cut short on a loaded etcd only
+		// delays the next report.
+		ctx, cancel := context.WithTimeout(s.ctx, max(cfg.ReportInterval, reportTimeout))
 		r, err := s.publishLoadReport(ctx)
 		if err != nil {
 			s.log.Warn("publishing the load report", "err", err)
