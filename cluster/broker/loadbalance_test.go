@@ -14,6 +14,7 @@ import (
 
 	"github.com/meridian-mq/meridian/cluster/broker"
 	"github.com/meridian-mq/meridian/cluster/broker/brokertest"
+	"github.com/meridian-mq/meridian/cluster/meta"
 	"github.com/meridian-mq/meridian/cluster/wire"
 	"github.com/meridian-mq/meridian/global"
 	"github.com/meridian-mq/meridian/topology"
@@ -249,5 +250,51 @@ func TestSplitBadInput(t *testing.T) {
 	}
 	if got, _ := svc.NamespaceBundles("public", "default"); !slices.Equal(got, bs) {
 		t.Errorf("bundles changed by refused splits: %v, was %v", got, bs)
+	}
+}
+
+// TestSplitSeenByOtherBroker: after a split on the bundle's owner, another
+// broker finds every topic of the old bundle owned by the same broker, in
+// one of the halves, and the old bundle's claim is gone.
+func TestSplitSeenByOtherBroker(t *testing.T) {
+	storage := newStorage(t)
+	a := startBroker(t, storage, fastLoadBalance)
+	b := startBroker(t, storage, fastLoadBalance)
+	one, err := global.EvenBundlesData(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	createNamespace(t, a, "splitseen", global.Policies{Bundles: &one})
+	poll(t, 30*time.Second, "the namespace in the other broker's cache", func() bool {
+		_, ok := b.Service().Policies().Namespace("public", "splitseen")
+		return ok
+	})
+	ctx := context.Background()
+	whole := topology.Bundle{Lower: 0, Upper: 0xffffffff}
+	owner, _, err := a.Service().BundleOwner(ctx, "public", "splitseen", whole)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byID := map[string]*brokertest.Broker{a.ID(): a, b.ID(): b}
+	splitter, other := byID[owner.BrokerID], a
+	if other == splitter {
+		other = b
+	}
+	if err := splitter.Service().SplitBundle(ctx, "public", "splitseen", whole); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, 30*time.Second, "the halves in the other broker's cache", func() bool {
+		bs, err := other.Service().NamespaceBundles("public", "splitseen")
+		return err == nil && len(bs) == 2
+	})
+	for i := range 8 {
+		topic := mustTopic(t, fmt.Sprintf("persistent://public/splitseen/t-%d", i))
+		o, mine, err := other.Service().Owner(ctx, topic)
+		if err != nil || mine || o.BrokerID != splitter.ID() {
+			t.Fatalf("owner of %s seen by the other broker: %+v (mine %v), %v; want %s", topic, o, mine, err, splitter.ID())
+		}
+	}
+	if _, err := storage.Store.Get(ctx, meta.RegionKey(brokertest.Region, "owners", "public", "splitseen", whole.String())); !errors.Is(err, meta.ErrNotFound) {
+		t.Fatalf("the old bundle's claim: %v, want it deleted", err)
 	}
 }
