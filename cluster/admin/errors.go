@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/meridian-mq/meridian/cluster/broker"
 	"github.com/meridian-mq/meridian/cluster/broker/auth"
 	"github.com/meridian-mq/meridian/cluster/broker/schema"
 	"github.com/meridian-mq/meridian/cluster/wire"
@@ -85,6 +86,9 @@ var statusTable = []struct {
 	{schema.ErrCorrupt, http.StatusInternalServerError},
 
 	{topology.ErrInvalidTopicName, http.StatusPreconditionFailed},
+
+	{broker.ErrUnknownBroker, http.StatusPreconditionFailed},
+	{broker.ErrNoBrokerAvailable, http.StatusServiceUnavailable},
 
 	{wire.ErrTopicNotFound, http.StatusNotFound},
 	{wire.ErrSubscriptionNotFound, http.StatusNotFound},

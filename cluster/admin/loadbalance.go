@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"github.com/meridian-mq/meridian/cluster/broker"
@@ -45,42 +44,14 @@ func (h *handler) leaderBroker(w http.ResponseWriter, r *http.Request) error {
 	return ok(w, brokerInfo{BrokerID: leader.BrokerID, ServiceURL: leader.WebURL})
 }
 
-// namespaceBundle validates bundleRange against tenant/ns's bundles with
-// Pulsar's statuses and reasons: 404 for a namespace that does not exist,
-// 412 for a range that does not parse or is not one of its bundles.
-func (h *handler) namespaceBundle(tenant, ns, bundleRange string) (topology.Bundle, error) {
-	bundles, err := h.svc.NamespaceBundles(tenant, ns)
-	if errors.Is(err, broker.ErrNamespaceNotFound) {
-		return topology.Bundle{}, pulsarReason{ErrNotFound, "Namespace does not exist"}
-	}
-	if err != nil {
-		return topology.Bundle{}, err
-	}
-	lo, hi, found := strings.Cut(bundleRange, "_")
-	lower, err1 := strconv.ParseUint(lo, 0, 32)
-	upper, err2 := strconv.ParseUint(hi, 0, 32)
-	if !found || err1 != nil || err2 != nil {
-		return topology.Bundle{}, pulsarReason{ErrPrecondition, "Invalid bundle range: " + bundleRange}
-	}
-	for _, b := range bundles {
-		if uint64(b.Lower) == lower {
-			if uint64(b.Upper) != upper {
-				return topology.Bundle{}, pulsarReason{ErrPrecondition, "Invalid upper boundary for bundle"}
-			}
-			return b, nil
-		}
-	}
-	return topology.Bundle{}, pulsarReason{ErrPrecondition, "Cannot find bundle in the bundles list"}
-}
-
 // splitAlgorithm is the one split algorithm Meridian has, Pulsar's
 // default.
 const splitAlgorithm = "range_equally_divide"
 
 // splitBundle splits a bundle in two (range_equally_divide) on its owner,
-// redirecting there from any other broker. With unload=true the halves'
-// topics loaded here are unloaded afterwards, so that their clients look
-// them up again.
+// redirecting there from any other broker. With unload=true both halves
+// are then unloaded (handed to the brokers placement chooses), as Pulsar
+// unloads the split bundles.
 func (h *handler) splitBundle(w http.ResponseWriter, r *http.Request) error {
 	tenant, ns := r.PathValue("tenant"), r.PathValue("namespace")
 	unload, err := queryBool(r, "unload")
@@ -89,6 +60,9 @@ func (h *handler) splitBundle(w http.ResponseWriter, r *http.Request) error {
 	}
 	if alg := r.URL.Query().Get("splitAlgorithmName"); alg != "" && alg != splitAlgorithm {
 		return pulsarReason{ErrPrecondition, "Unsupported namespace bundle split algorithm, supported algorithms are [" + splitAlgorithm + "]"}
+	}
+	if err := h.namespaceExists(tenant, ns); err != nil {
+		return err
 	}
 	b, err := h.namespaceBundle(tenant, ns, r.PathValue("bundle"))
 	if err != nil {
@@ -104,20 +78,17 @@ func (h *handler) splitBundle(w http.ResponseWriter, r *http.Request) error {
 		}
 		return &redirect{url: strings.TrimSuffix(owner.WebURL, "/") + r.URL.RequestURI()}
 	}
-	if err := h.svc.SplitBundle(r.Context(), tenant, ns, b); err != nil {
-		if errors.Is(err, broker.ErrBundleNotFound) {
-			return pulsarReason{ErrPrecondition, "Cannot find bundle in the bundles list"}
-		}
+	lo, hi, err := h.svc.SplitBundle(r.Context(), tenant, ns, b)
+	if errors.Is(err, broker.ErrBundleNotFound) {
+		return pulsarReason{ErrPrecondition, "Cannot find bundle in the bundles list"}
+	}
+	if err != nil {
 		return err
 	}
 	if unload {
-		for _, name := range h.svc.Loaded() {
-			t, err := topology.ParseTopicName(name)
-			if err != nil || t.Tenant != tenant || t.Namespace != ns {
-				continue
-			}
-			if tb, err := h.svc.Bundle(t); err == nil && tb.Lower >= b.Lower && tb.Upper <= b.Upper {
-				h.svc.Unload(t)
+		for _, half := range []topology.Bundle{lo, hi} {
+			if err := h.svc.UnloadBundle(r.Context(), tenant, ns, half, ""); err != nil {
+				return fmt.Errorf("split %s into %s and %s, but unloading them failed: %w", b, lo, hi, err)
 			}
 		}
 	}

@@ -103,7 +103,7 @@ func TestSplitBundle(t *testing.T) {
 		{base + "nonsense/split", http.StatusPreconditionFailed, "Invalid bundle range: nonsense"},
 		{base + after + "/split?splitAlgorithmName=topic_count_equally_divide", http.StatusPreconditionFailed, "Unsupported namespace bundle split algorithm"},
 		{base + after + "/split?unload=maybe", http.StatusBadRequest, "unload"},
-		{"/admin/v2/namespaces/public/missing" + uniq() + "/" + after + "/split", http.StatusNotFound, "Namespace does not exist"},
+		{"/admin/v2/namespaces/public/missing" + uniq() + "/" + after + "/split", http.StatusNotFound, "does not exist"},
 	} {
 		status, body := call(t, "PUT", tc.path, "")
 		if status != tc.status || !strings.Contains(body, tc.reason) {

@@ -24,6 +24,7 @@ func (h *handler) routeNamespaces() {
 	h.handle("GET "+ns+"/topics", opTenantAdmin, h.namespaceTopics)
 	h.handle("GET "+ns+"/bundles", opTenantAdmin, h.policy(func(p global.Policies) any { return p.Bundles }))
 	h.handle("PUT "+ns+"/unload", opTenantAdmin, h.unloadNamespace)
+	h.handle("PUT "+ns+"/{bundle}/unload", opTenantAdmin, h.unloadBundle) // bundles.go
 
 	h.handle("GET "+ns+"/replication", opTenantAdmin, h.policy(func(p global.Policies) any { return p.ReplicationClusters }))
 	h.handle("POST "+ns+"/replication", opTenantAdmin, setPolicy(h, func(p *global.Policies, v []string) error {
@@ -290,20 +291,6 @@ func (h *handler) namespaceTopics(w http.ResponseWriter, r *http.Request) error 
 		names = []string{}
 	}
 	return ok(w, names)
-}
-
-// unloadNamespace unloads the namespace's topics loaded on this broker.
-func (h *handler) unloadNamespace(w http.ResponseWriter, r *http.Request) error {
-	tenant, ns := r.PathValue("tenant"), r.PathValue("namespace")
-	if err := h.namespaceExists(tenant, ns); err != nil {
-		return err
-	}
-	for _, name := range h.svc.Loaded() {
-		if t, err := topology.ParseTopicName(name); err == nil && t.Tenant == tenant && t.Namespace == ns {
-			h.svc.Unload(t)
-		}
-	}
-	return noContent(w)
 }
 
 // setBacklogQuota sets one quota type (backlogQuotaType, default

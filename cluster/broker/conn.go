@@ -68,6 +68,9 @@ type outbound struct {
 	// closeAfter asks the writer to close the connection once everything
 	// before it is written.
 	closeAfter bool
+	// flushed, when set, is closed by the writer once everything before it
+	// is written (awaitFlushed).
+	flushed chan struct{}
 }
 
 func newConn(s *Server, nc net.Conn) *conn {

@@ -39,14 +39,20 @@ type consumer struct {
 // disconnect is the broker closing the consumer (topic unloaded, or a
 // seek): CLOSE_CONSUMER tells the client to subscribe again. It only
 // queues that frame, so a peer that does not read holds up nothing.
-func (c *consumer) disconnect(ctx context.Context) {
+func (c *consumer) disconnect(ctx context.Context) { c.disconnectTo(ctx, nil) }
+
+// disconnectTo closes the consumer with CLOSE_CONSUMER, carrying the new
+// owner's URLs when the topic moved to a known broker (dest).
+func (c *consumer) disconnectTo(ctx context.Context, dest *Owner) {
 	if !c.c.forgetConsumer(c) {
 		return
 	}
 	c.detach(ctx)
-	c.c.send(pb.BaseCommand_builder{Type: pb.BaseCommand_CLOSE_CONSUMER.Enum(), CloseConsumer: pb.CommandCloseConsumer_builder{
-		ConsumerId: ptr(c.id), RequestId: ptr(uint64(0)),
-	}.Build()}.Build())
+	b := pb.CommandCloseConsumer_builder{ConsumerId: ptr(c.id), RequestId: ptr(uint64(0))}
+	if dest != nil {
+		b.AssignedBrokerServiceUrl, b.AssignedBrokerServiceUrlTls = assignedURLs(*dest)
+	}
+	c.c.send(pb.BaseCommand_builder{Type: pb.BaseCommand_CLOSE_CONSUMER.Enum(), CloseConsumer: b.Build()}.Build())
 }
 
 // detach removes the consumer from its subscription; a reader's

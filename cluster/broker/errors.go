@@ -13,6 +13,13 @@ var (
 	// ErrBundleNotFound: the bundle named is not one of its namespace's
 	// bundles (never was, or was split).
 	ErrBundleNotFound = errors.New("broker: bundle not found")
-	// ErrNamespaceNotFound: the namespace named does not exist.
-	ErrNamespaceNotFound = errors.New("broker: namespace not found")
+)
+
+var (
+	// ErrNoBrokerAvailable: no live broker of the region, other than those
+	// excluded, takes bundles (none registered, or all draining).
+	ErrNoBrokerAvailable = errors.New("broker: no broker available")
+	// ErrUnknownBroker: a broker named in a request (an unload's
+	// destination) is not a live broker of the region.
+	ErrUnknownBroker = errors.New("broker: unknown broker")
 )

@@ -63,8 +63,9 @@ func (s *Service) campaign(value []byte) (meta.Leadership, error) {
 	return s.store.Campaign(s.ctx, s.leaderKey(), value, l)
 }
 
-// lead holds leadership until it is lost or the Service closes, and then
-// resigns (a no-op when the key is already gone).
+// lead runs the shedder every SheddingInterval until leadership is lost or
+// the Service closes, and then resigns (a no-op when the key is already
+// gone).
 func (s *Service) lead(lead meta.Leadership) {
 	defer func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), s.cfg.CloseTimeout)
@@ -73,10 +74,21 @@ func (s *Service) lead(lead meta.Leadership) {
 			s.log.Info("resigning region leadership", "err", err)
 		}
 	}()
-	select {
-	case <-lead.Done():
-		s.log.Info("lost region leadership", "region", s.cfg.Region)
-	case <-s.ctx.Done():
+	sh := newShedder(s.cfg.LoadBalance, time.Now)
+	tick := time.NewTicker(s.cfg.LoadBalance.SheddingInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+			if s.cfg.LoadBalance.SheddingEnabled {
+				s.shedOnce(lead.Done(), sh)
+			}
+		case <-lead.Done():
+			s.log.Info("lost region leadership", "region", s.cfg.Region)
+			return
+		case <-s.ctx.Done():
+			return
+		}
 	}
 }
 

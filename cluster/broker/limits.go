@@ -329,6 +329,7 @@ func (p *producer) settle(sends, bytes int64) {
 	p.owed.add(-sends, -bytes)
 	p.c.limits.pending.add(-sends, -bytes)
 	wake(p.c.limits.answered)
+	wake(p.receipted)
 }
 
 // settleOwed hands back all that p owes: its receipt goroutine has ended,

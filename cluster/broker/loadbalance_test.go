@@ -234,18 +234,18 @@ func TestSplitBadInput(t *testing.T) {
 		bundle    topology.Bundle
 		wantError error
 	}{
-		{"namespace does not exist", "public", "missing", bs[0], broker.ErrNamespaceNotFound},
+		{"namespace does not exist", "public", "missing", bs[0], wire.ErrTopicNotFound},
 		{"not a bundle of the namespace", "public", "default", topology.Bundle{Lower: bs[0].Lower, Upper: bs[0].Upper - 1}, broker.ErrBundleNotFound},
 	}
 	for _, tc := range cases {
-		if err := svc.SplitBundle(ctx, tc.tenant, tc.ns, tc.bundle); !errors.Is(err, tc.wantError) {
+		if _, _, err := svc.SplitBundle(ctx, tc.tenant, tc.ns, tc.bundle); !errors.Is(err, tc.wantError) {
 			t.Errorf("%s: %v, want %v", tc.name, err, tc.wantError)
 		}
 	}
 	// A bundle of one hash cannot be split.
 	tiny := global.BundlesData{NumBundles: 2, Boundaries: []string{"0x00000000", "0x00000001", "0xffffffff"}}
 	createNamespace(t, b, "tiny", global.Policies{Bundles: &tiny})
-	if err := svc.SplitBundle(ctx, "public", "tiny", topology.Bundle{Lower: 0, Upper: 1}); !errors.Is(err, wire.ErrNotAllowed) {
+	if _, _, err := svc.SplitBundle(ctx, "public", "tiny", topology.Bundle{Lower: 0, Upper: 1}); !errors.Is(err, wire.ErrNotAllowed) {
 		t.Errorf("split of a one-hash bundle: %v, want NotAllowed", err)
 	}
 	if got, _ := svc.NamespaceBundles("public", "default"); !slices.Equal(got, bs) {
@@ -280,7 +280,7 @@ func TestSplitSeenByOtherBroker(t *testing.T) {
 	if other == splitter {
 		other = b
 	}
-	if err := splitter.Service().SplitBundle(ctx, "public", "splitseen", whole); err != nil {
+	if _, _, err := splitter.Service().SplitBundle(ctx, "public", "splitseen", whole); err != nil {
 		t.Fatal(err)
 	}
 	poll(t, 30*time.Second, "the halves in the other broker's cache", func() bool {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"net/url"
 	"runtime"
 	"runtime/metrics"
 	"slices"
@@ -111,37 +110,20 @@ func parseBundleName(name string) (tenant, ns string, b topology.Bundle, err err
 // ownedBundles returns the bundles this broker holds under its current
 // lease, by bundleKeyName, sorted; none while it holds no lease.
 func (o *ownership) ownedBundles(ctx context.Context) ([]string, error) {
-	o.mu.Lock()
-	l := o.mu.lease
-	o.mu.Unlock()
-	if l == nil {
+	if o.liveLeaseID() == meta.NoLease {
 		return nil, nil
 	}
-	prefix := meta.Prefix(meta.RegionKey(o.region, "owners"))
-	kvs, _, err := o.store.List(ctx, prefix)
+	kvs, _, err := o.store.List(ctx, o.ownersPrefix())
 	if err != nil {
 		return nil, fmt.Errorf("list the owners of region %s: %w", o.region, err)
 	}
 	var out []string
 	for _, kv := range kvs {
-		if kv.Lease != l.ID() {
+		if _, mine := o.ownedBy(kv); !mine {
 			continue
 		}
-		var w Owner
-		if _, err := meta.DecodeJSON(kv.Value, 1, &w); err != nil || w.BrokerID != o.self.BrokerID {
-			continue
-		}
-		parts := strings.Split(strings.TrimPrefix(kv.Key, prefix), "/")
-		if len(parts) != 3 {
-			continue
-		}
-		for i := range parts {
-			if parts[i], err = url.PathUnescape(parts[i]); err != nil {
-				break
-			}
-		}
-		if err == nil {
-			out = append(out, strings.Join(parts, "/"))
+		if tenant, ns, b, err := o.parseBundleKey(kv.Key); err == nil {
+			out = append(out, bundleKeyName(tenant, ns, b))
 		}
 	}
 	slices.Sort(out)

@@ -36,6 +36,8 @@ const (
 	ownershipAcquired = "acquired" // this broker claimed a bundle
 	ownershipReleased = "released" // it gave every bundle up on a clean stop
 	ownershipLost     = "lost"     // its lease ended: every topic was unloaded
+	ownershipHanded   = "handed"   // a bundle was handed to another broker (unload, drain)
+	ownershipUnloaded = "unloaded" // a bundle was unloaded with no broker to hand it to
 )
 
 func newBrokerMetrics(cfg ServiceConfig) (*brokerMetrics, error) {
@@ -50,7 +52,7 @@ func newBrokerMetrics(cfg ServiceConfig) (*brokerMetrics, error) {
 		}),
 		ownership: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "meridian_broker_ownership_changes_total",
-			Help: "Changes of this broker's bundle ownership: acquired (a bundle claimed), released (all given up on a clean stop), lost (the lease ended).",
+			Help: "Changes of this broker's bundle ownership: acquired (a bundle claimed), released (all given up on a clean stop), lost (the lease ended), handed (a bundle handed to another broker), unloaded (a bundle given up with no broker to take it).",
 		}, []string{"change"}),
 		dispatched: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "meridian_broker_dispatch_read_entries",

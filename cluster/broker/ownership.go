@@ -222,10 +222,14 @@ func (o *ownership) acquire(ctx context.Context, tenant, ns string, b topology.B
 }
 
 func (o *ownership) decode(ctx context.Context, kv meta.KV) (Owner, bool, error) {
-	var w Owner
-	if _, err := meta.DecodeJSON(kv.Value, 1, &w); err != nil {
-		return Owner{}, false, fmt.Errorf("%w: owner record %s: %v", wire.ErrMetadata, kv.Key, err)
+	v, err := decodeBundleOwner(kv)
+	if err != nil {
+		return Owner{}, false, err
 	}
+	if err := v.moving(); err != nil {
+		return Owner{}, false, err // handoff.go: served nowhere until it has moved
+	}
+	w := v.Owner
 	if w.BrokerID != o.self.BrokerID {
 		return w, false, nil
 	}

@@ -64,6 +64,10 @@ type producer struct {
 	// conn.notePublish).
 	owed         publishCount
 	receiptsDone atomic.Bool
+	// receipted is signalled (never blocking) each time what the producer
+	// owes goes down, for a hand-off waiting on its last receipts
+	// (awaitReceipts).
+	receipted chan struct{}
 }
 
 // receipt is one SEND awaiting its answer: an append to wait for, or a
@@ -84,7 +88,8 @@ type receipt struct {
 func newProducer(c *conn, t *Topic, id uint64, name string, dedup bool, requestID uint64) *producer {
 	repl := strings.HasPrefix(name, ReplicationProducerPrefix)
 	return &producer{c: c, topic: t, id: id, name: name, dedup: dedup || repl, repl: repl, requestID: requestID,
-		receipts: make(chan receipt, receiptQueue), stop: make(chan struct{}), done: make(chan struct{})}
+		receipts: make(chan receipt, receiptQueue), stop: make(chan struct{}), done: make(chan struct{}),
+		receipted: make(chan struct{}, 1)}
 }
 
 // start runs the receipt goroutine, owned by the connection.
@@ -114,7 +119,16 @@ func (p *producer) start() {
 //     reload reads back from the stored entry; the SEND's ids (the same
 //     source offsets) are echoed in the receipt. An entry without that
 //     property is refused (NotAllowed), never stored without its identity.
+//
+// A SEND that arrives once the topic is fenced for a hand-off is dropped
+// unanswered: it was not stored, and the client resends it, with every
+// other SEND it has pending, to the new owner after CLOSE_PRODUCER.
 func (p *producer) publish(send *pb.CommandSend, f *wire.Frame) {
+	if !p.topic.sends.enter() {
+		p.settle(1, int64(len(f.Message)))
+		return
+	}
+	defer p.topic.sends.leave()
 	seq := int64(send.GetSequenceId())
 	r := receipt{seq: seq, highest: max(seq, int64(send.GetHighestSequenceId())), track: true, bytes: len(f.Message)}
 	r.name, r.dedupSeq, r.dedupHighest = p.name, r.seq, r.highest
@@ -269,15 +283,22 @@ func (p *producer) halt() { p.stopOnce.Do(func() { close(p.stop) }) }
 // disconnect is the broker closing the producer (topic unloaded, or fenced
 // by an exclusive producer): CLOSE_PRODUCER tells the client to look the
 // topic up again.
-func (p *producer) disconnect() {
+func (p *producer) disconnect() { p.disconnectTo(nil) }
+
+// disconnectTo closes the producer with CLOSE_PRODUCER, carrying the new
+// owner's URLs when the topic moved to a known broker (dest), so that the
+// client connects there at once instead of looking the topic up.
+func (p *producer) disconnectTo(dest *Owner) {
 	if !p.c.forgetProducer(p) {
 		return
 	}
 	p.topic.removeProducer(p)
 	p.halt()
-	p.c.send(pb.BaseCommand_builder{Type: pb.BaseCommand_CLOSE_PRODUCER.Enum(), CloseProducer: pb.CommandCloseProducer_builder{
-		ProducerId: ptr(p.id), RequestId: ptr(uint64(0)),
-	}.Build()}.Build())
+	b := pb.CommandCloseProducer_builder{ProducerId: ptr(p.id), RequestId: ptr(uint64(0))}
+	if dest != nil {
+		b.AssignedBrokerServiceUrl, b.AssignedBrokerServiceUrlTls = assignedURLs(*dest)
+	}
+	p.c.send(pb.BaseCommand_builder{Type: pb.BaseCommand_CLOSE_PRODUCER.Enum(), CloseProducer: b.Build()}.Build())
 }
 
 // closed is the client closing the producer, or its connection ending.

@@ -205,6 +205,13 @@ type Service struct {
 
 	loadState loadState // load reports (loadreport.go)
 
+	// handoffs are the ownership keys of the bundles being handed over
+	// (handoff.go), so that one bundle has one hand-off at a time.
+	handoffs struct {
+		sync.Mutex
+		keys map[string]struct{}
+	}
+
 	mu struct {
 		sync.Mutex
 		closed bool
@@ -260,8 +267,8 @@ func NewService(cfg ServiceConfig, store meta.Store, policies *global.Cache, gst
 }
 
 // Start removes the previous run's claims, registers the broker and starts
-// the backlog quota checks, the load reports and the campaign for region
-// leader.
+// the backlog quota checks, the watch for unload requests, the load
+// reports and the campaign for region leader.
 func (s *Service) Start(ctx context.Context) error {
 	if err := s.own.start(ctx); err != nil {
 		return err
@@ -271,16 +278,27 @@ func (s *Service) Start(ctx context.Context) error {
 	go s.replicationLoop()
 	go s.loadLoop()
 	go s.leaderLoop()
+	s.wg.Go(s.watchUnloads)
 	return nil
 }
 
-// Close unloads every topic (closing their producers and consumers, so
-// clients reconnect elsewhere), then gives up ownership. The unloads end
-// by ctx's deadline whatever the clients do, each within CloseTimeout.
+// Close hands every bundle to the other brokers (Drain: the registration
+// is marked Draining first), then unloads every topic left (closing their
+// producers and consumers, so clients reconnect elsewhere), then gives up
+// ownership. The hand-offs and unloads end by ctx's deadline whatever the
+// clients do, each topic within CloseTimeout.
 func (s *Service) Close(ctx context.Context) error {
 	s.mu.Lock()
 	s.mu.closed = true
 	s.mu.Unlock()
+	// Half of what is left for the hand-offs, so that a drain held up (etcd
+	// unreachable) leaves the unloads their time.
+	dctx, cancel := ctx, context.CancelFunc(func() {})
+	if deadline, ok := ctx.Deadline(); ok {
+		dctx, cancel = context.WithTimeout(ctx, time.Until(deadline)/2)
+	}
+	s.Drain(dctx)
+	cancel()
 	s.unloadAll(ctx)
 	s.cancel()
 	s.wg.Wait()

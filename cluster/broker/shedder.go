@@ -2,6 +2,7 @@ package broker
 
 import (
 	"cmp"
+	"context"
 	"slices"
 	"time"
 )
@@ -275,4 +276,42 @@ func (sh *shedder) finished(brokers []LiveBroker) {
 			sh.settled[lb.BrokerID] = lb.Load.LastUpdate
 		}
 	}
+}
+
+// shedOnce plans one round over the brokers' records and asks each moved
+// bundle's owner to hand it over (requestUnload), one at a time; it stops
+// when leadership is lost. A round is bounded by SheddingInterval, and at
+// least TopicLoadTimeout, since a hand-off fences and closes topics.
+func (s *Service) shedOnce(lost <-chan struct{}, sh *shedder) {
+	ctx, cancel := context.WithTimeout(s.ctx, max(s.cfg.LoadBalance.SheddingInterval, s.cfg.TopicLoadTimeout))
+	defer cancel()
+	brokers, err := s.Brokers(ctx)
+	if err != nil {
+		s.log.Warn("shedding: reading the brokers' load reports", "err", err)
+		return
+	}
+	moves := sh.plan(brokers)
+	if len(moves) == 0 {
+		return
+	}
+	for _, m := range moves {
+		select {
+		case <-lost:
+			return
+		default:
+		}
+		tenant, ns, b, err := parseBundleName(m.Bundle)
+		if err != nil {
+			continue
+		}
+		if err := s.requestUnload(ctx, tenant, ns, b, m.To); err != nil {
+			s.log.Warn("shedding a bundle", "bundle", m.Bundle, "from", m.From, "to", m.To, "err", err)
+			continue
+		}
+		s.log.Info("shed bundle", "bundle", m.Bundle, "from", m.From, "to", m.To)
+	}
+	if after, err := s.Brokers(ctx); err == nil {
+		brokers = after
+	}
+	sh.finished(brokers)
 }

@@ -45,7 +45,7 @@ func splitRange(b topology.Bundle) (lo, hi topology.Bundle, err error) {
 }
 
 // namespaceBundles returns p's bundles, or the default bundles bundleOf
-// uses for a namespace that has none.
+// uses for a namespace that has none (Service.NamespaceBundles).
 func namespaceBundles(p global.Policies) ([]topology.Bundle, error) {
 	if p.Bundles == nil {
 		return topology.EvenBundles(topology.DefaultBundleCount)
@@ -63,16 +63,6 @@ func bundlesData(bs []topology.Bundle) *global.BundlesData {
 	return d
 }
 
-// NamespaceBundles returns tenant/ns's bundles as this broker's policy
-// cache shows them.
-func (s *Service) NamespaceBundles(tenant, ns string) ([]topology.Bundle, error) {
-	p, found := s.policies.Namespace(tenant, ns)
-	if !found {
-		return nil, fmt.Errorf("%w: %s/%s", ErrNamespaceNotFound, tenant, ns)
-	}
-	return namespaceBundles(p)
-}
-
 // BundleOwner returns the broker of this region that owns tenant/ns's
 // bundle b, claimed when nobody holds it, as a lookup of one of its topics
 // would; mine reports whether it is this broker.
@@ -81,31 +71,31 @@ func (s *Service) BundleOwner(ctx context.Context, tenant, ns string, b topology
 }
 
 // SplitBundle splits tenant/ns's bundle b, which this broker must own, in
-// two halves, which it keeps (see the file comment). A bundle that is not
-// one of the namespace's is ErrBundleNotFound; one owned elsewhere is
-// wire.ErrServiceNotReady, naming its owner.
-func (s *Service) SplitBundle(ctx context.Context, tenant, ns string, b topology.Bundle) error {
+// two halves, which it keeps and returns (see the file comment). A bundle
+// that is not one of the namespace's is ErrBundleNotFound; one owned
+// elsewhere is wire.ErrServiceNotReady, naming its owner.
+func (s *Service) SplitBundle(ctx context.Context, tenant, ns string, b topology.Bundle) (lo, hi topology.Bundle, err error) {
 	bundles, err := s.NamespaceBundles(tenant, ns)
 	if err != nil {
-		return err
+		return lo, hi, err
 	}
 	if !slices.Contains(bundles, b) {
-		return fmt.Errorf("%w: %s is not a bundle of %s/%s", ErrBundleNotFound, b, tenant, ns)
+		return lo, hi, fmt.Errorf("%w: %s is not a bundle of %s/%s", ErrBundleNotFound, b, tenant, ns)
 	}
-	lo, hi, err := splitRange(b)
+	lo, hi, err = splitRange(b)
 	if err != nil {
-		return err
+		return lo, hi, err
 	}
 	owner, mine, err := s.own.acquire(ctx, tenant, ns, b)
 	if err != nil {
-		return err
+		return lo, hi, err
 	}
 	if !mine {
-		return fmt.Errorf("%w: bundle %s of %s/%s is served by %s", wire.ErrServiceNotReady, b, tenant, ns, owner.BrokerID)
+		return lo, hi, fmt.Errorf("%w: bundle %s of %s/%s is served by %s", wire.ErrServiceNotReady, b, tenant, ns, owner.BrokerID)
 	}
 	l, err := s.own.currentLease(ctx)
 	if err != nil {
-		return err
+		return lo, hi, err
 	}
 	var claimed []string
 	release := func() {
@@ -120,7 +110,7 @@ func (s *Service) SplitBundle(ctx context.Context, tenant, ns string, b topology
 		created, err := s.own.claimUnder(ctx, key, l.ID())
 		if err != nil {
 			release()
-			return err
+			return lo, hi, err
 		}
 		if created {
 			claimed = append(claimed, key)
@@ -141,17 +131,17 @@ func (s *Service) SplitBundle(ctx context.Context, tenant, ns string, b topology
 	if err != nil {
 		release()
 		if errors.Is(err, global.ErrNotFound) {
-			return fmt.Errorf("%w: %s/%s", ErrNamespaceNotFound, tenant, ns)
+			return lo, hi, fmt.Errorf("%w: namespace %s/%s does not exist", wire.ErrTopicNotFound, tenant, ns)
 		}
-		return fmt.Errorf("split %s of %s/%s: %w", b, tenant, ns, err)
+		return lo, hi, fmt.Errorf("split %s of %s/%s: %w", b, tenant, ns, err)
 	}
 	if err := s.policies.Await(ctx, rc); err != nil {
 		// The split is made; the old key goes with the lease at worst.
-		return fmt.Errorf("split %s of %s/%s: waiting for the policy cache: %w", b, tenant, ns, err)
+		return lo, hi, fmt.Errorf("split %s of %s/%s: waiting for the policy cache: %w", b, tenant, ns, err)
 	}
 	s.own.deleteOwnKey(ctx, s.own.bundleKey(tenant, ns, b), l.ID())
 	s.log.Info("split bundle", "namespace", tenant+"/"+ns, "bundle", b.String(), "into", []string{lo.String(), hi.String()})
-	return nil
+	return lo, hi, nil
 }
 
 // claimUnder creates key as this broker's claim under lease; a key that
@@ -218,7 +208,7 @@ func (s *Service) splitHotBundles(r LoadReport) {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(s.ctx, s.cfg.TopicLoadTimeout)
-		err = s.SplitBundle(ctx, tenant, ns, b)
+		_, _, err = s.SplitBundle(ctx, tenant, ns, b)
 		cancel()
 		if err != nil && s.ctx.Err() == nil {
 			s.log.Warn("automatic bundle split failed", "namespace", tenant+"/"+ns, "bundle", b.String(), "err", err)

@@ -841,28 +841,43 @@ func (s *subscription) unsubscribe(ctx context.Context, c *consumer) error {
 // deadline: a round never waits on a consumer, and telling one to go only
 // queues a frame. A dispatcher still in a storage read at the deadline
 // ends on its own (its context is cancelled), owned by the Service.
-func (s *subscription) close(ctx context.Context, disconnect bool) {
-	s.mu.Lock()
-	if s.mu.closed {
-		s.mu.Unlock()
-		return
-	}
-	s.mu.closed = true
-	consumers := slices.Clone(s.mu.consumers)
-	s.mu.Unlock()
-	s.cancel()
-	select {
-	case <-s.done:
-	case <-ctx.Done():
-		s.topic.svc.log.Warn("closing subscription: dispatcher still reading at the deadline",
-			"topic", s.topic.Name(), "subscription", s.name)
-	}
+func (s *subscription) close(ctx context.Context, disconnect bool) { s.closeTo(ctx, disconnect, nil) }
+
+// closeTo is close, with the consumers told where the topic moved (dest,
+// when known). A subscription a hand-off has stopped (its dispatcher ended,
+// its consumers left attached, its cursor closed with the managed ledger)
+// only has its consumers disconnected.
+func (s *subscription) closeTo(ctx context.Context, disconnect bool, dest *Owner) {
+	wasStopped, consumers := s.stop(ctx)
 	if disconnect {
 		for _, c := range consumers {
-			c.disconnect(ctx)
+			c.disconnectTo(ctx, dest)
 		}
 	}
-	_ = s.cursor.Close(ctx)
+	if !wasStopped {
+		_ = s.cursor.Close(ctx)
+	}
+}
+
+// stop ends dispatch, within ctx: no consumer is added and nothing is
+// delivered from here on, while acks still reach the cursor. It returns
+// whether the subscription was already stopped, and its consumers.
+func (s *subscription) stop(ctx context.Context) (wasStopped bool, consumers []*consumer) {
+	s.mu.Lock()
+	wasStopped = s.mu.closed
+	s.mu.closed = true
+	consumers = slices.Clone(s.mu.consumers)
+	s.mu.Unlock()
+	if !wasStopped {
+		s.cancel()
+		select {
+		case <-s.done:
+		case <-ctx.Done():
+			s.topic.svc.log.Warn("closing subscription: dispatcher still reading at the deadline",
+				"topic", s.topic.Name(), "subscription", s.name)
+		}
+	}
+	return wasStopped, consumers
 }
 
 // ---- delayed delivery ----

@@ -44,6 +44,8 @@ type Topic struct {
 
 	closed    chan struct{}
 	closeOnce sync.Once
+	// sends admits SENDs until a hand-off fences the topic (handoff.go).
+	sends sendGate
 
 	mu struct {
 		sync.Mutex
@@ -90,7 +92,11 @@ func (t *Topic) Name() string { return t.name.String() }
 // dispatchers, snapshots deduplication and closes the managed ledger, all
 // by ctx's deadline: telling clients to go only queues frames, and no
 // dispatcher waits on a consumer, so no peer can hold it up.
-func (t *Topic) close(ctx context.Context) {
+func (t *Topic) close(ctx context.Context) { t.closeTo(ctx, nil) }
+
+// closeTo is close, with the clients told where the topic moved (dest,
+// when known: CLOSE_PRODUCER and CLOSE_CONSUMER carry its URLs).
+func (t *Topic) closeTo(ctx context.Context, dest *Owner) {
 	t.closeOnce.Do(func() {
 		t.mu.Lock()
 		t.mu.closing = true
@@ -98,11 +104,11 @@ func (t *Topic) close(ctx context.Context) {
 		t.mu.waiting = nil
 		t.mu.Unlock()
 		for _, p := range producers {
-			p.disconnect()
+			p.disconnectTo(dest)
 		}
 		// closing is set: no subscription is added from here on.
 		for _, s := range t.subscriptions() {
-			s.close(ctx, true)
+			s.closeTo(ctx, true, dest)
 		}
 		t.dd.snapshotRecorded()
 		if err := t.ml.Close(ctx); err != nil {

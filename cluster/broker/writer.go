@@ -98,6 +98,10 @@ func (c *conn) write(w *wire.Writer, o outbound) error {
 			return err
 		}
 		return errFlushedClose
+	case o.flushed != nil:
+		err := c.flush(w)
+		close(o.flushed)
+		return err
 	case o.msg != nil:
 		return w.WritePayloadCommand(o.cmd, o.bem, o.msg)
 	default:

@@ -47,6 +47,7 @@ func runContract(t *testing.T, h harness) {
 		{"WatchFromRevision", testWatchFromRevision},
 		{"WatchCompacted", testWatchCompacted},
 		{"LeaseRevokeDeletesKeys", testLeaseRevoke},
+		{"MoveToLease", testMoveToLease},
 		{"LeaseExpiryDeletes", testLeaseExpiry},
 		{"ElectionOrderAndFailover", testElection},
 		{"CampaignCancelled", testCampaignCancelled},
@@ -479,6 +480,67 @@ func testLeaseRevoke(t *testing.T, _ harness, s Store, p string) {
 	waitClosed(t, "Done after Lease.Revoke", l2.Done())
 	_, err = s.Get(ctx, p+"other")
 	wantErr(t, "Get after Lease.Revoke", err, ErrNotFound)
+}
+
+// testMoveToLease: a key moves from one lease to another in one CAS, as a
+// bundle handed to another broker does: from then on it lives and dies
+// with the new lease, and a stale revision or a dead lease moves nothing.
+func testMoveToLease(t *testing.T, _ harness, s Store, p string) {
+	ctx := ctxT(t)
+	from := grant(t, s, ctx, 10*time.Second)
+	to := grant(t, s, ctx, 10*time.Second)
+	k := p + "bundle"
+	rev := mustCreate(t, s, k, "broker-1", from.ID())
+	unchanged := func(what, val string, modRev int64, lease LeaseID) {
+		t.Helper()
+		if kv := mustGet(t, s, k); string(kv.Value) != val || kv.ModRevision != modRev || kv.Lease != lease {
+			t.Fatalf("%s: the key is %q at %d under %x, want %q at %d under %x",
+				what, kv.Value, kv.ModRevision, kv.Lease, val, modRev, lease)
+		}
+	}
+
+	ch := s.Watch(ctx, p, rev+1)
+	rev2, err := s.MoveToLease(ctx, k, []byte("broker-2"), rev, to.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rev2 <= rev {
+		t.Fatalf("MoveToLease revision %d not after %d", rev2, rev)
+	}
+	unchanged("after the move", "broker-2", rev2, to.ID())
+	if ev := nextEvents(t, ch, 1)[0]; ev.Type != EventPut || string(ev.KV.Value) != "broker-2" || ev.KV.Lease != to.ID() {
+		t.Fatalf("move event %+v", ev)
+	}
+
+	// The loser of a race holds the old revision.
+	_, err = s.MoveToLease(ctx, k, []byte("stale"), rev, from.ID())
+	wantErr(t, "MoveToLease at a stale revision", err, ErrConflict)
+	unchanged("stale revision", "broker-2", rev2, to.ID())
+	_, err = s.MoveToLease(ctx, p+"absent", []byte("x"), 0, to.ID())
+	wantErr(t, "MoveToLease of an absent key at revision 0", err, ErrConflict)
+	if _, err := s.Get(ctx, p+"absent"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("MoveToLease at revision 0 created the key: %v", err)
+	}
+
+	// A lease that is gone takes nothing.
+	gone := grant(t, s, ctx, 10*time.Second)
+	if err := s.Revoke(ctx, gone.ID()); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.MoveToLease(ctx, k, []byte("broker-3"), rev2, gone.ID())
+	wantErr(t, "MoveToLease to a revoked lease", err, ErrLeaseNotFound)
+	unchanged("revoked lease", "broker-2", rev2, to.ID())
+
+	// The old lease no longer holds the key; the new one does.
+	if err := s.Revoke(ctx, from.ID()); err != nil {
+		t.Fatal(err)
+	}
+	unchanged("old lease revoked", "broker-2", rev2, to.ID())
+	if err := s.Revoke(ctx, to.ID()); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Get(ctx, k)
+	wantErr(t, "Get after the new lease's revoke", err, ErrNotFound)
 }
 
 func testLeaseExpiry(t *testing.T, h harness, s Store, p string) {

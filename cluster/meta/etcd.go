@@ -253,17 +253,17 @@ func (s *Etcd) Create(ctx context.Context, key string, value []byte, lease Lease
 
 // Update implements Store.
 func (s *Etcd) Update(ctx context.Context, key string, value []byte, modRev int64) (int64, error) {
-	return s.updateIf(ctx, key, value, revisionAt{key, modRev})
+	return s.putIf(ctx, key, value, clientv3.WithIgnoreLease(), revisionAt{key, modRev})
 }
 
 // UpdateGuarded implements Store: one Txn with both compares.
 func (s *Etcd) UpdateGuarded(ctx context.Context, key string, value []byte, modRev int64, guardKey string, guardRev int64) (int64, error) {
-	return s.updateIf(ctx, key, value, revisionAt{key, modRev}, revisionAt{guardKey, guardRev})
+	return s.putIf(ctx, key, value, clientv3.WithIgnoreLease(), revisionAt{key, modRev}, revisionAt{guardKey, guardRev})
 }
 
-// updateIf puts value at key, keeping its lease, if every key of conds is
-// at its ModRevision; conds[0] is key itself.
-func (s *Etcd) updateIf(ctx context.Context, key string, value []byte, conds ...revisionAt) (int64, error) {
+// putIf puts value at key, with lease (WithIgnoreLease: keeping the key's
+// own), if every key of conds is at its ModRevision; conds[0] is key itself.
+func (s *Etcd) putIf(ctx context.Context, key string, value []byte, lease clientv3.OpOption, conds ...revisionAt) (int64, error) {
 	if s.closed() {
 		return 0, ErrClosed
 	}
@@ -278,7 +278,7 @@ func (s *Etcd) updateIf(ctx context.Context, key string, value []byte, conds ...
 	}
 	resp, err := s.cli.Txn(ctx).
 		If(cmps...).
-		Then(clientv3.OpPut(key, string(value), clientv3.WithIgnoreLease())).
+		Then(clientv3.OpPut(key, string(value), lease)).
 		Commit()
 	if err != nil {
 		return 0, s.fail("update", key, err)
@@ -287,6 +287,13 @@ func (s *Etcd) updateIf(ctx context.Context, key string, value []byte, conds ...
 		return 0, conflict(conds)
 	}
 	return resp.Header.Revision, nil
+}
+
+// MoveToLease implements Store: one Txn comparing the key's ModRevision
+// and putting it under the new lease. etcd refuses a put on a lease it does
+// not know with ErrLeaseNotFound, failing the whole Txn.
+func (s *Etcd) MoveToLease(ctx context.Context, key string, value []byte, modRev int64, lease LeaseID) (int64, error) {
+	return s.putIf(ctx, key, value, clientv3.WithLease(clientv3.LeaseID(lease)), revisionAt{key, modRev})
 }
 
 // Delete implements Store.

@@ -198,6 +198,36 @@ func (m *Memory) updateIf(ctx context.Context, key string, value []byte, conds .
 	return rev, nil
 }
 
+// MoveToLease implements Store.
+func (m *Memory) MoveToLease(ctx context.Context, key string, value []byte, modRev int64, lease LeaseID) (int64, error) {
+	if err := m.lockOpen(ctx); err != nil {
+		return 0, err
+	}
+	defer m.mu.Unlock()
+	kv, ok := m.mu.kvs[key]
+	if !ok || kv.ModRevision != modRev {
+		return 0, conflict([]revisionAt{{key, modRev}})
+	}
+	var to *memLease
+	if lease != NoLease {
+		if to = m.mu.leases[lease]; to == nil {
+			return 0, fmt.Errorf("meta: move %s: %w: lease %x", key, ErrLeaseNotFound, int64(lease))
+		}
+	}
+	if from := m.mu.leases[kv.Lease]; from != nil {
+		delete(from.keys, key)
+	}
+	if to != nil {
+		to.keys[key] = struct{}{}
+	}
+	rev := m.mu.rev + 1
+	kv.Value = cloneBytes(value)
+	kv.ModRevision = rev
+	kv.Lease = lease
+	m.commitLocked([]Event{{Type: EventPut, KV: copyKV(kv)}})
+	return rev, nil
+}
+
 // Delete implements Store.
 func (m *Memory) Delete(ctx context.Context, key string, modRev int64) error {
 	if err := m.lockOpen(ctx); err != nil {

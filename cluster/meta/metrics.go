@@ -18,7 +18,7 @@ type StoreMetrics struct {
 
 // The operations StoreMetrics times; Watch and Campaign are not timed,
 // because they last as long as their caller wants.
-var instrumentedOps = []string{"get", "list", "create", "update", "update_guarded", "delete", "grant", "revoke"}
+var instrumentedOps = []string{"get", "list", "create", "update", "update_guarded", "delete", "grant", "revoke", "move_to_lease"}
 
 // NewStoreMetrics declares meridian_etcd_operation_seconds and
 // meridian_etcd_operation_errors_total on reg (nil: nowhere).
@@ -60,8 +60,8 @@ func Instrument(s Store, m *StoreMetrics, name string) Store {
 // observation.
 type instrumented struct {
 	Store
-	latency [opRevoke + 1]prometheus.Observer
-	errors  [opRevoke + 1]prometheus.Counter
+	latency [opCount]prometheus.Observer
+	errors  [opCount]prometheus.Counter
 }
 
 // The indexes of instrumentedOps, in its order.
@@ -74,6 +74,8 @@ const (
 	opDelete
 	opGrant
 	opRevoke
+	opMoveToLease
+	opCount // the number of operations
 )
 
 func (s *instrumented) done(op int, start time.Time, err error) {
@@ -116,6 +118,13 @@ func (s *instrumented) UpdateGuarded(ctx context.Context, key string, value []by
 	start := time.Now()
 	rev, err := s.Store.UpdateGuarded(ctx, key, value, modRev, guardKey, guardRev)
 	s.done(opUpdateGuarded, start, err)
+	return rev, err
+}
+
+func (s *instrumented) MoveToLease(ctx context.Context, key string, value []byte, modRev int64, lease LeaseID) (int64, error) {
+	start := time.Now()
+	rev, err := s.Store.MoveToLease(ctx, key, value, modRev, lease)
+	s.done(opMoveToLease, start, err)
 	return rev, err
 }
 

@@ -100,6 +100,15 @@ type Store interface {
 	// by another holder, its ModRevision differs, and the old holder's
 	// write is refused even if the state key itself did not change.
 	UpdateGuarded(ctx context.Context, key string, value []byte, modRev int64, guardKey string, guardRev int64) (int64, error)
+	// MoveToLease replaces key's value and attaches it to lease (NoLease:
+	// to none) only if its ModRevision is still modRev, in one transaction.
+	// It returns the new ModRevision, ErrConflict when the key changed or is
+	// gone, or ErrLeaseNotFound when lease does not exist (then nothing is
+	// written). It is how a bundle changes hands without a moment of being
+	// unowned: the key goes from the old owner's session lease to the new
+	// owner's in one step, so it lives and dies with the new owner from then
+	// on, and a change by anyone else since modRev refuses the move.
+	MoveToLease(ctx context.Context, key string, value []byte, modRev int64, lease LeaseID) (int64, error)
 	// Delete removes key only if its ModRevision is still modRev, or returns
 	// ErrConflict.
 	Delete(ctx context.Context, key string, modRev int64) error

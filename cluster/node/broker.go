@@ -74,6 +74,13 @@ type BrokerConfig struct {
 	// BookieWait bounds the wait for EnsembleSize bookies to register.
 	// Default 30s.
 	BookieWait time.Duration
+	// DrainTimeout bounds the hand-off of every bundle to the other brokers
+	// when the broker stops (SIGTERM, Close), taken while it still serves
+	// its clients so that they are told where their topics went; what is
+	// left at the deadline is unloaded. Longer lets a loaded broker finish
+	// its hand-offs; the process's stop takes up to this much more. Default
+	// 30s (Pulsar's brokerShutdownTimeoutMs is 60s); at least 1s.
+	DrainTimeout time.Duration
 }
 
 // TLSConfig is the server side of TLS, as Pulsar's broker.conf gives it
@@ -116,6 +123,7 @@ func DefaultBrokerConfig(host string) BrokerConfig {
 		Service:        broker.DefaultServiceConfig("", "", ""),
 		Ledgers:        mledger.DefaultConfig(""),
 		BookieWait:     30 * time.Second,
+		DrainTimeout:   30 * time.Second,
 		Auth:           auth.DefaultConfig(),
 
 		DefaultNamespaceBundles: global.DefaultConfig().DefaultBundles,
@@ -132,6 +140,8 @@ func (c BrokerConfig) Validate() error {
 		return errors.New("node: BrokerConfig.BrokerAddr and WebAddr are required")
 	case (c.BrokerTLSAddr != "" || c.WebTLSAddr != "") && (c.TLS.CertFile == "" || c.TLS.KeyFile == ""):
 		return errors.New("node: serving TLS (BrokerTLSAddr, WebTLSAddr) needs TLS.CertFile and TLS.KeyFile (tlsCertificateFilePath, tlsKeyFilePath)")
+	case c.DrainTimeout < time.Second:
+		return fmt.Errorf("node: BrokerConfig.DrainTimeout %v, want at least 1s", c.DrainTimeout)
 	}
 	return c.Auth.Validate()
 }
@@ -292,6 +302,13 @@ func startBroker(ctx context.Context, r *regionParts, cfg BrokerConfig) (_ *Brok
 		return nil, err
 	}
 	n.closers = append(n.closers, func() { n.server.Close() })
+	// Runs before the server closes: the clients hear where their topics
+	// went while their connections are still up.
+	n.closers = append(n.closers, func() {
+		cctx, cancel := context.WithTimeout(context.Background(), cfg.DrainTimeout)
+		defer cancel()
+		n.service.Drain(cctx)
+	})
 	adm, err := admin.New(admin.BrokerConfig(pcfg, n.service.Config()), n.service, log)
 	if err != nil {
 		return nil, fmt.Errorf("node: admin API: %w", err)

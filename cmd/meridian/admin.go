@@ -525,6 +525,7 @@ func (a *adminCLI) namespacesCommand() *cobra.Command {
 
 	retention := a.retentionCommands()
 	return group("namespaces", "Manage namespaces and their policies", list, topics, create, del, policies,
+		a.unloadNamespaceCommand(),
 		retention[0], retention[1],
 		a.setTTLCommand(), a.getTTLCommand(),
 		a.setDedupCommand(), a.getDedupCommand(),
@@ -983,7 +984,7 @@ func (a *adminCLI) topicsCommand() *cobra.Command {
 	return group("topics", "Manage topics and their subscriptions", list, create, createPart, updatePart, del, delPart,
 		stats, pstats, internal, subs, a.createSubCommand(), a.unsubscribeCommand(), a.skipCommand(),
 		a.clearBacklogCommand(), a.resetCursorCommand(), a.expireCommand(), a.peekCommand(),
-		terminate, unload, lookup, last,
+		terminate, unload, lookup, last, a.bundleRangeCommand(),
 		a.setTopicDispatchRateCommand(), a.getTopicDispatchRateCommand(), a.removeTopicDispatchRateCommand(),
 		a.setTopicClustersCommand(), a.getTopicClustersCommand(), a.removeTopicClustersCommand())
 }

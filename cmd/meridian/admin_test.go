@@ -366,6 +366,31 @@ func TestAdminRequests(t *testing.T) {
 			want: []want{{"PUT", "/admin/v2/persistent/public/default/t1/unload", "", ""}},
 		},
 		{
+			name: "topics bundle-range",
+			args: []string{"topics", "bundle-range", "t1"},
+			canned: map[string]cannedResponse{"GET /lookup/v2/topic/persistent/public/default/t1/bundle": {200,
+				`0x40000000_0x80000000`}},
+			want: []want{{"GET", "/lookup/v2/topic/persistent/public/default/t1/bundle", "", ""}},
+			out:  "0x40000000_0x80000000\n",
+		},
+		{
+			name: "namespaces unload",
+			args: []string{"namespaces", "unload", "public/default"},
+			want: []want{{"PUT", "/admin/v2/namespaces/public/default/unload", "", ""}},
+		},
+		{
+			name: "namespaces unload one bundle",
+			args: []string{"namespaces", "unload", "public/default", "-b", "0x00000000_0x40000000"},
+			want: []want{{"PUT", "/admin/v2/namespaces/public/default/0x00000000_0x40000000/unload", "", ""}},
+		},
+		{
+			name: "namespaces unload to a broker",
+			args: []string{"namespaces", "unload", "public/default", "--bundle", "0x00000000_0x40000000",
+				"--destinationBroker", "broker-2:8080"},
+			want: []want{{"PUT", "/admin/v2/namespaces/public/default/0x00000000_0x40000000/unload",
+				"destinationBroker=broker-2%3A8080", ""}},
+		},
+		{
 			name: "topics lookup",
 			args: []string{"topics", "lookup", "t1"},
 			canned: map[string]cannedResponse{"GET /lookup/v2/topic/persistent/public/default/t1": {200,
@@ -550,6 +575,7 @@ func TestAdminErrors(t *testing.T) {
 		{[]string{"topics", "expire-messages", "t1", "-t", "1h"}, "--subscription"},
 		{[]string{"tenants", "update", "public"}, "nothing to change"},
 		{[]string{"clusters", "create", "c"}, "--url"},
+		{[]string{"namespaces", "unload", "public/default", "-d", "broker-2:8080"}, "--bundle"},
 	}
 	for _, tc := range refused {
 		_, err := runAdmin(t, f.URL, tc.args...)

@@ -207,6 +207,13 @@ func Start(ctx context.Context, s *Storage, cfg Config) (_ *Broker, err error) {
 		return nil, err
 	}
 	b.closers = append(b.closers, func() { b.server.Close() })
+	// Runs before the server closes, as a SIGTERMed broker's drain does:
+	// its bundles go to the other brokers started on the storage, if any.
+	b.closers = append(b.closers, func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		b.service.Drain(cctx)
+	})
 	go func() {
 		defer close(b.served)
 		b.server.Serve(ln)
