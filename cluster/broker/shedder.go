@@ -234,19 +234,37 @@ func (sh *shedder) plan(brokers []LiveBroker) []bundleMove {
 	return moves
 }
 
-// leastLoaded returns the least-loaded broker other than not.
+// leastLoaded returns the least-loaded broker other than not. Ties on
+// load (brokers sharing a host report the same process CPU, so their CPU
+// shares are equal) go to the lower sum of shares, then to fewer bundles,
+// then to the lower id.
 func leastLoaded(bs []*shedBroker, not *shedBroker, totals usage) *shedBroker {
 	var best *shedBroker
-	bestLoad := 0.0
 	for _, b := range bs {
-		if b == not {
-			continue
-		}
-		if l, _ := b.load(totals); best == nil || l < bestLoad || (l == bestLoad && b.id < best.id) {
-			best, bestLoad = b, l
+		if b != not && (best == nil || b.compareLoad(best, totals) < 0) {
+			best = b
 		}
 	}
 	return best
+}
+
+func (b *shedBroker) compareLoad(o *shedBroker, totals usage) int {
+	lb, _ := b.load(totals)
+	lo, _ := o.load(totals)
+	return cmp.Or(cmp.Compare(lb, lo), cmp.Compare(b.shareSum(totals), o.shareSum(totals)),
+		cmp.Compare(len(b.bundles), len(o.bundles)), cmp.Compare(b.id, o.id))
+}
+
+// shareSum is the sum of the broker's shares of the region's totals.
+func (b *shedBroker) shareSum(totals usage) float64 {
+	t := b.total()
+	sum := 0.0
+	for i := range t {
+		if totals[i] > 0 {
+			sum += t[i] / totals[i]
+		}
+	}
+	return sum
 }
 
 // newShedBroker builds the plan's view of one broker from its report.
