@@ -18,6 +18,13 @@ import (
 // the owner's web URL, with the same path and query, as Pulsar redirects
 // admin calls; metadata reads answer directly.
 func TestRedirectToOwner(t *testing.T) {
+	// The first broker creates (and so owns) the topic's bundle, before the
+	// second starts: a lookup of an unowned bundle places it on the
+	// least-loaded live broker, which could otherwise be the second.
+	const path = "/admin/v2/persistent/public/default/redirected"
+	if status, body := call(t, "PUT", path, ""); status != http.StatusNoContent {
+		t.Fatalf("create: %d %s", status, body)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	node, err := brokertest.Start(ctx, storage, brokertest.DefaultConfig())
@@ -32,11 +39,6 @@ func TestRedirectToOwner(t *testing.T) {
 	second := httptest.NewServer(h)
 	defer second.Close()
 
-	// The first broker creates (and so owns) the topic's bundle.
-	const path = "/admin/v2/persistent/public/default/redirected"
-	if status, body := call(t, "PUT", path, ""); status != http.StatusNoContent {
-		t.Fatalf("create: %d %s", status, body)
-	}
 	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	defer noFollow.CloseIdleConnections()
 	get := func(p string) *http.Response {

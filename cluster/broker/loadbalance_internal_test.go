@@ -3,11 +3,8 @@ package broker
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"testing"
 	"time"
-
-	"github.com/meridian-mq/meridian/cluster/meta"
 )
 
 func TestLoadBalanceConfigValidate(t *testing.T) {
@@ -51,17 +48,9 @@ func TestParseBundleName(t *testing.T) {
 // TestUpdateRecordAfterLostAnswer: a registration write that landed though
 // its caller gave up on it (a timeout) does not stop later writes.
 func TestUpdateRecordAfterLostAnswer(t *testing.T) {
-	store, err := meta.NewMemory(meta.DefaultMemoryConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
+	store := memoryStore(t)
 	ctx := context.Background()
-	o := newOwnership(store, "r", Owner{BrokerID: "b1"}, time.Minute, slog.New(slog.DiscardHandler), func() {})
-	if err := o.start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer o.release(ctx)
+	o := testOwnership(t, store, "b1", func() {})
 	// A write of ours lands, but we never learn its revision.
 	kv, err := store.Get(ctx, o.brokerKey())
 	if err != nil {
@@ -73,7 +62,7 @@ func TestUpdateRecordAfterLostAnswer(t *testing.T) {
 	if err := o.updateRecord(ctx, func(r *BrokerRecord) { r.Draining = true }); err != nil {
 		t.Fatal(err)
 	}
-	brokers, err := liveBrokers(ctx, store, "r")
+	brokers, err := liveBrokers(ctx, store, testRegion)
 	if err != nil || len(brokers) != 1 || !brokers[0].Draining {
 		t.Fatalf("registration %+v, %v: want the update written", brokers, err)
 	}

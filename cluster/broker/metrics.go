@@ -38,6 +38,8 @@ const (
 	ownershipLost     = "lost"     // its lease ended: every topic was unloaded
 	ownershipHanded   = "handed"   // a bundle was handed to another broker (unload, drain)
 	ownershipUnloaded = "unloaded" // a bundle was unloaded with no broker to hand it to
+	ownershipPlaced   = "placed"   // it placed an unowned bundle on another broker
+	ownershipRevoked  = "revoked"  // it revoked the session of an owner a probe found dead
 )
 
 func newBrokerMetrics(cfg ServiceConfig) (*brokerMetrics, error) {
@@ -52,7 +54,7 @@ func newBrokerMetrics(cfg ServiceConfig) (*brokerMetrics, error) {
 		}),
 		ownership: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "meridian_broker_ownership_changes_total",
-			Help: "Changes of this broker's bundle ownership: acquired (a bundle claimed), released (all given up on a clean stop), lost (the lease ended), handed (a bundle handed to another broker), unloaded (a bundle given up with no broker to take it).",
+			Help: "Changes of this broker's bundle ownership: acquired (a bundle claimed), released (all given up on a clean stop), lost (the lease ended), handed (a bundle handed to another broker), unloaded (a bundle given up with no broker to take it), placed (an unowned bundle placed on another broker), revoked (a dead owner's session revoked to take its bundles).",
 		}, []string{"change"}),
 		dispatched: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "meridian_broker_dispatch_read_entries",
@@ -60,7 +62,7 @@ func newBrokerMetrics(cfg ServiceConfig) (*brokerMetrics, error) {
 			Buckets: prometheus.ExponentialBuckets(1, 2, 12),
 		}),
 	}
-	for _, c := range []string{ownershipAcquired, ownershipReleased, ownershipLost} {
+	for _, c := range []string{ownershipAcquired, ownershipReleased, ownershipLost, ownershipHanded, ownershipUnloaded, ownershipPlaced, ownershipRevoked} {
 		m.ownership.WithLabelValues(c)
 	}
 	if cfg.Registerer != nil {

@@ -2,39 +2,177 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"time"
+
+	"github.com/meridian-mq/meridian/cluster/meta"
+	"github.com/meridian-mq/meridian/cluster/wire"
 )
 
-// choose returns the least-loaded live broker of the region that is not
-// draining and whose id is not in exclude, or ErrNoBrokerAvailable. Load
-// is the bundle count of the broker's last load report (none yet counts as
-// empty); ties go to the first in key order, so every broker that reads
-// the same registrations chooses alike.
+// LookupConfig bounds how a lookup finds, places or takes over a bundle's
+// owner.
+type LookupConfig struct {
+	// MetadataTimeout bounds the metadata reads and writes of one lookup.
+	// Past it the lookup answers ServiceNotReady, on which clients retry,
+	// so a region whose etcd is away answers promptly and never with a
+	// guessed owner. Longer rides out a slow etcd, shorter frees the
+	// client sooner. Default 5s; at least 100ms.
+	MetadataTimeout time.Duration
+	// ProbeTimeout bounds the probe of an owner found by a lookup: dialling
+	// its service URL and waiting for any reply to CONNECT. A refused
+	// connection, or one closed before any reply, proves the owner dead,
+	// and the lookup takes its bundles; a probe that times out proves
+	// nothing, and the lookup answers the owner. Shorter answers sooner for
+	// an owner that is paused; too short on a loaded host only means the
+	// owner is reported as is, never taken over. Default 500ms; 10ms..10s.
+	ProbeTimeout time.Duration
+	// ProbeAliveFor is how long a broker that answered a probe is taken to
+	// be alive without another probe, so that a burst of lookups of its
+	// bundles dials it once (probes under way are shared anyway). It is
+	// also the most a takeover after a crash waits on an answer from just
+	// before it: a broker that dies within it keeps its bundles until the
+	// next probe after it. Default 250ms; 0 probes on every lookup; at most
+	// 1m.
+	ProbeAliveFor time.Duration
+}
+
+// DefaultLookupConfig returns the defaults documented on LookupConfig.
+func DefaultLookupConfig() LookupConfig {
+	return LookupConfig{MetadataTimeout: 5 * time.Second, ProbeTimeout: 500 * time.Millisecond, ProbeAliveFor: 250 * time.Millisecond}
+}
+
+// Validate checks every field against its bounds.
+func (c LookupConfig) Validate() error {
+	switch {
+	case c.MetadataTimeout < 100*time.Millisecond:
+		return fmt.Errorf("%w: Lookup.MetadataTimeout %v, want at least 100ms", ErrInvalidConfig, c.MetadataTimeout)
+	case c.ProbeTimeout < 10*time.Millisecond || c.ProbeTimeout > 10*time.Second:
+		return fmt.Errorf("%w: Lookup.ProbeTimeout %v, want 10ms..10s", ErrInvalidConfig, c.ProbeTimeout)
+	case c.ProbeAliveFor < 0 || c.ProbeAliveFor > time.Minute:
+		return fmt.Errorf("%w: Lookup.ProbeAliveFor %v, want 0..1m", ErrInvalidConfig, c.ProbeAliveFor)
+	}
+	return nil
+}
+
+// choose returns the broker that should own a bundle placed now: the
+// least-loaded live broker that is not draining and whose id is not in
+// exclude, as Pulsar's modular load manager ranks them:
+//  1. fewest bundles owned now, counted from the region's ownership keys
+//     (so a burst of placements sees its own earlier ones, which no load
+//     report has shown yet);
+//  2. then the lowest message rate in and out, from its load report (a
+//     broker without one counts as idle);
+//  3. then at random, so that brokers equal in both share new bundles.
+//
+// When no broker qualifies it fails with ErrNoBrokerAvailable, which is
+// also ServiceNotReady (a lookup's answer).
 func (o *ownership) choose(ctx context.Context, exclude ...string) (LiveBroker, error) {
 	brokers, err := liveBrokers(ctx, o.store, o.region)
 	if err != nil {
+		return LiveBroker{}, fmt.Errorf("%w: %v", wire.ErrServiceNotReady, err)
+	}
+	owned, err := o.bundlesByOwner(ctx)
+	if err != nil {
 		return LiveBroker{}, err
 	}
-	best := -1
-	for i, b := range brokers {
+	var best []LiveBroker
+	for _, b := range brokers {
 		if b.Draining || slices.Contains(exclude, b.BrokerID) {
 			continue
 		}
-		if best < 0 || bundleLoad(b) < bundleLoad(brokers[best]) {
-			best = i
+		if len(best) > 0 {
+			switch c := comparePlacement(b, best[0], owned); {
+			case c > 0:
+				continue
+			case c < 0:
+				best = best[:0]
+			}
 		}
+		best = append(best, b)
 	}
-	if best < 0 {
-		return LiveBroker{}, fmt.Errorf("%w in region %s (excluding %v)", ErrNoBrokerAvailable, o.region, exclude)
+	if len(best) == 0 {
+		return LiveBroker{}, fmt.Errorf("%w: %w in region %s (excluding %v)", wire.ErrServiceNotReady, ErrNoBrokerAvailable, o.region, exclude)
 	}
-	return brokers[best], nil
+	o.rand.Lock()
+	i := o.rand.r.IntN(len(best))
+	o.rand.Unlock()
+	return best[i], nil
 }
 
-// bundleLoad is the bundle count b last reported.
-func bundleLoad(b LiveBroker) int {
-	if b.Load == nil {
+// comparePlacement orders a before b (negative) when a should rather take
+// the next bundle: fewer bundles owned, then a lower message rate.
+func comparePlacement(a, b LiveBroker, owned map[string]int) int {
+	if c := owned[a.BrokerID] - owned[b.BrokerID]; c != 0 {
+		return c
+	}
+	ra, rb := messageRate(a.Load), messageRate(b.Load)
+	switch {
+	case ra < rb:
+		return -1
+	case ra > rb:
+		return 1
+	}
+	return 0
+}
+
+// messageRate is a load report's messages in and out per second; nil is
+// idle.
+func messageRate(r *LoadReport) float64 {
+	if r == nil {
 		return 0
 	}
-	return b.Load.NumBundles
+	return r.MsgRateIn + r.MsgRateOut
+}
+
+// bundlesByOwner counts the region's ownership keys by owner id. A key
+// whose value does not decode counts for nobody.
+func (o *ownership) bundlesByOwner(ctx context.Context) (map[string]int, error) {
+	kvs, _, err := o.store.List(ctx, meta.Prefix(meta.RegionKey(o.region, "owners")))
+	if err != nil {
+		return nil, fmt.Errorf("%w: list the owners of region %s: %v", wire.ErrServiceNotReady, o.region, err)
+	}
+	owned := make(map[string]int)
+	for _, kv := range kvs {
+		var w Owner
+		if _, err := meta.DecodeJSON(kv.Value, 1, &w); err == nil {
+			owned[w.BrokerID]++
+		}
+	}
+	return owned, nil
+}
+
+// placeLeastLoaded creates key, the ownership key of an unowned bundle, for
+// the broker choose picks, under that broker's lease (self's is l). When
+// that lease has just ended, it chooses again without that broker.
+// Placements through this broker are serialised (o.place), so that each
+// choose counts the ones before it. meta.ErrExists means another placement
+// won the race.
+func (o *ownership) placeLeastLoaded(ctx context.Context, key string, l meta.Lease) (Owner, error) {
+	select {
+	case o.place <- struct{}{}:
+	case <-ctx.Done():
+		return Owner{}, fmt.Errorf("%w: waiting to place a bundle: %v", wire.ErrServiceNotReady, ctx.Err())
+	}
+	defer func() { <-o.place }()
+	var gone []string
+	for {
+		c, err := o.choose(ctx, gone...)
+		if err != nil {
+			return Owner{}, err
+		}
+		lease := c.Lease
+		if c.BrokerID == o.self.BrokerID {
+			lease = l.ID()
+		}
+		owner, err := o.createOwner(ctx, key, c.Owner, lease)
+		if !errors.Is(err, meta.ErrLeaseNotFound) {
+			return owner, err
+		}
+		if c.BrokerID == o.self.BrokerID {
+			return Owner{}, fmt.Errorf("%w: this broker's session ended while placing a bundle", wire.ErrServiceNotReady)
+		}
+		gone = append(gone, c.BrokerID)
+	}
 }

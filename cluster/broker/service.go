@@ -42,6 +42,9 @@ type ServiceConfig struct {
 	// traffic and more spurious unloads when etcd is slow. Default 4s,
 	// within DESIGN §8's 5 s takeover target; at least 1s.
 	OwnershipTTL time.Duration
+	// Lookup bounds a lookup's metadata calls and its probe of an owner
+	// that may be dead (fast failover).
+	Lookup LookupConfig
 	// Policies are the broker-level policy defaults (Pulsar's broker.conf).
 	Policies global.BrokerDefaults
 	// Dispatch bounds consumer dispatch.
@@ -122,6 +125,7 @@ func DefaultServiceConfig(region, brokerID, serviceURL string) ServiceConfig {
 		BrokerID:              brokerID,
 		ServiceURL:            serviceURL,
 		OwnershipTTL:          4 * time.Second,
+		Lookup:                DefaultLookupConfig(),
 		Policies:              global.DefaultBrokerDefaults(),
 		Dispatch:              DispatchConfig{MaxReadEntries: 100, MaxRedeliveries: 100_000, MaxUnackedPerConsumer: 50_000},
 		DedupSnapshotInterval: 1000,
@@ -168,12 +172,16 @@ func (c ServiceConfig) Validate() error {
 	if err := c.LoadBalance.Validate(); err != nil {
 		return err
 	}
+	if err := c.Lookup.Validate(); err != nil {
+		return err
+	}
 	return c.Policies.Validate()
 }
 
 // Service is a broker's topics: it answers lookups from bundle ownership,
-// loads the topics this broker owns onto managed ledgers, and unloads them
-// when ownership is lost. It implements Topics for the protocol Server.
+// loads the topics this broker owns onto managed ledgers, hands bundles to
+// other brokers when asked (handoff.go), and unloads them when ownership
+// is lost. It implements Topics for the protocol Server.
 //
 // Loading: the first request for a topic starts its load in a goroutine
 // owned by the Service; every request for it meanwhile waits on the same
@@ -257,7 +265,7 @@ func NewService(cfg ServiceConfig, store meta.Store, policies *global.Cache, gst
 	s.mu.topics = make(map[string]*topicLoad)
 	s.loads = newLoadSlots(cfg.MaxConcurrentTopicLoads)
 	self := Owner{BrokerID: cfg.BrokerID, ServiceURL: cfg.ServiceURL, ServiceURLTLS: cfg.ServiceURLTLS, WebURL: cfg.WebURL}
-	s.own = newOwnership(store, cfg.Region, self, cfg.OwnershipTTL, log, func() {
+	s.own = newOwnership(store, cfg.Region, self, cfg.OwnershipTTL, cfg.Lookup, s.clock, log, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), cfg.CloseTimeout)
 		defer cancel()
 		s.unloadAll(ctx)
@@ -310,8 +318,9 @@ func (s *Service) Close(ctx context.Context) error {
 func (s *Service) Effective(t topology.TopicName) (global.Effective, error) { return s.resolve(t) }
 
 // Owner returns the broker of this region that owns t's bundle, claiming
-// it for this broker when nobody holds it; unlike Lookup it ignores the
-// namespace's active region.
+// it for this broker when nobody holds it (Lookup places it instead);
+// unlike Lookup it ignores the namespace's active region. It is bounded by
+// Lookup.MetadataTimeout.
 func (s *Service) Owner(ctx context.Context, t topology.TopicName) (owner Owner, mine bool, err error) {
 	eff, err := s.resolve(t)
 	if err != nil {
@@ -321,7 +330,9 @@ func (s *Service) Owner(ctx context.Context, t topology.TopicName) (owner Owner,
 	if err != nil {
 		return Owner{}, false, err
 	}
-	return s.own.acquire(ctx, t.Tenant, t.Namespace, b)
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Lookup.MetadataTimeout)
+	defer cancel()
+	return s.own.acquire(ctx, t.Tenant, t.Namespace, b, placeHere)
 }
 
 // resolve returns topic's effective policies from the watched cache, which
@@ -343,9 +354,12 @@ func bundleOf(t topology.TopicName, eff global.Effective) (topology.Bundle, erro
 	return topology.BundleOf(t, bundles)
 }
 
-// Lookup implements Topics: the broker that owns t's bundle, claimed for
-// this broker when nobody holds it. A namespace whose active region is
-// elsewhere (DESIGN §6) redirects to that region.
+// Lookup implements Topics: the broker that owns t's bundle, placed on the
+// region's least-loaded live broker when nobody holds it, and taken from
+// an owner that a probe finds dead (see ownership). A namespace whose
+// active region is elsewhere (DESIGN §6) redirects to that region. While
+// the metadata store does not answer within Lookup.MetadataTimeout the
+// lookup fails with ServiceNotReady, never a guessed owner.
 func (s *Service) Lookup(ctx context.Context, t topology.TopicName) (Location, error) {
 	defer s.metrics.lookedUp(time.Now())
 	eff, err := s.resolve(t)
@@ -363,7 +377,9 @@ func (s *Service) Lookup(ctx context.Context, t topology.TopicName) (Location, e
 	if err != nil {
 		return Location{}, err
 	}
-	owner, _, err := s.own.acquire(ctx, t.Tenant, t.Namespace, b)
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Lookup.MetadataTimeout)
+	defer cancel()
+	owner, _, err := s.own.acquire(ctx, t.Tenant, t.Namespace, b, placeLeastLoaded)
 	if err != nil {
 		return Location{}, err
 	}
@@ -388,9 +404,15 @@ func (s *Service) Partitions(ctx context.Context, t topology.TopicName) (int, er
 	if !auto.Allow || auto.Type != global.Partitioned || auto.Partitions == nil {
 		return 0, nil
 	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Lookup.MetadataTimeout)
+	defer cancel()
 	exists, err := s.exists(ctx, t)
-	if err != nil || exists {
-		return 0, err
+	if err != nil {
+		// The lookup error on which clients retry (DESIGN §5).
+		return 0, fmt.Errorf("%w: %v", wire.ErrServiceNotReady, err)
+	}
+	if exists {
+		return 0, nil
 	}
 	n := *auto.Partitions
 	r, err := s.gstore.CreateTopic(ctx, t, global.TopicPolicies{Partitions: n})
@@ -557,7 +579,9 @@ func (s *Service) loadTopic(ctx context.Context, t topology.TopicName, create cr
 	if err != nil {
 		return nil, err
 	}
-	owner, mine, err := s.own.acquire(ctx, t.Tenant, t.Namespace, b)
+	// A client that reached this broker for the topic is served here when
+	// the bundle is free: it was placed here, or came loose since.
+	owner, mine, err := s.own.acquire(ctx, t.Tenant, t.Namespace, b, placeHere)
 	if err != nil {
 		return nil, err
 	}

@@ -22,8 +22,8 @@ func testBroker(id string, reported time.Time, bundles map[string]float64) LiveB
 	return LiveBroker{BrokerRecord: BrokerRecord{Owner: Owner{BrokerID: id}, Load: r}}
 }
 
-// evenBundles returns n bundles named prefix0.. with rate each.
-func evenBundles(prefix string, n int, rate float64) map[string]float64 {
+// ratedBundles returns n bundles named prefix0.. with rate each.
+func ratedBundles(prefix string, n int, rate float64) map[string]float64 {
 	m := map[string]float64{}
 	for i := range n {
 		m[fmt.Sprintf("%s%02d", prefix, i)] = rate
@@ -42,7 +42,7 @@ func testShedConfig() LoadBalanceConfig {
 
 func TestShedderPlan(t *testing.T) {
 	now := time.Unix(1_000_000, 0)
-	hot := evenBundles("a/ns/small", 5, 10)
+	hot := ratedBundles("a/ns/small", 5, 10)
 	hot["a/ns/hot"] = 1000
 	for _, tc := range []struct {
 		name    string
@@ -53,9 +53,9 @@ func TestShedderPlan(t *testing.T) {
 		{
 			name: "balanced: nothing moves",
 			brokers: []LiveBroker{
-				testBroker("b1", now, evenBundles("x", 4, 100)),
-				testBroker("b2", now, evenBundles("y", 4, 100)),
-				testBroker("b3", now, evenBundles("z", 4, 110)),
+				testBroker("b1", now, ratedBundles("x", 4, 100)),
+				testBroker("b2", now, ratedBundles("y", 4, 100)),
+				testBroker("b3", now, ratedBundles("z", 4, 110)),
 			},
 			want: func(t *testing.T, moves []bundleMove) {
 				if len(moves) != 0 {
@@ -66,9 +66,9 @@ func TestShedderPlan(t *testing.T) {
 		{
 			name: "a broker with no bundles gets its share",
 			brokers: []LiveBroker{
-				testBroker("b1", now, evenBundles("x", 4, 100)),
-				testBroker("b2", now, evenBundles("y", 4, 100)),
-				testBroker("b3", now, evenBundles("z", 4, 100)),
+				testBroker("b1", now, ratedBundles("x", 4, 100)),
+				testBroker("b2", now, ratedBundles("y", 4, 100)),
+				testBroker("b3", now, ratedBundles("z", 4, 100)),
 				testBroker("new", now, nil),
 			},
 			want: func(t *testing.T, moves []bundleMove) {
@@ -90,7 +90,7 @@ func TestShedderPlan(t *testing.T) {
 		{
 			name: "idle bundles go to a new broker too",
 			brokers: []LiveBroker{
-				testBroker("b1", now, evenBundles("x", 4, 0)),
+				testBroker("b1", now, ratedBundles("x", 4, 0)),
 				testBroker("new", now, nil),
 			},
 			want: func(t *testing.T, moves []bundleMove) {
@@ -115,8 +115,8 @@ func TestShedderPlan(t *testing.T) {
 			name: "a hot bundle stays and the others leave its broker",
 			brokers: []LiveBroker{
 				testBroker("b1", now, hot),
-				testBroker("b2", now, evenBundles("y", 5, 10)),
-				testBroker("b3", now, evenBundles("z", 5, 10)),
+				testBroker("b2", now, ratedBundles("y", 5, 10)),
+				testBroker("b3", now, ratedBundles("z", 5, 10)),
 			},
 			want: func(t *testing.T, moves []bundleMove) {
 				if len(moves) == 0 {
@@ -133,7 +133,7 @@ func TestShedderPlan(t *testing.T) {
 			name: "an overloaded broker keeps its last bundle",
 			brokers: []LiveBroker{
 				testBroker("b1", now, map[string]float64{"a/ns/only": 1000}),
-				testBroker("b2", now, evenBundles("y", 3, 1)),
+				testBroker("b2", now, ratedBundles("y", 3, 1)),
 			},
 			want: func(t *testing.T, moves []bundleMove) {
 				if len(moves) != 0 {
@@ -145,7 +145,7 @@ func TestShedderPlan(t *testing.T) {
 			name: "bundles under the minimum throughput stay",
 			brokers: []LiveBroker{
 				testBroker("b1", now, map[string]float64{"a/ns/hot": 1000, "a/ns/tiny1": 0.5, "a/ns/tiny2": 0.5}),
-				testBroker("b2", now, evenBundles("y", 3, 1)),
+				testBroker("b2", now, ratedBundles("y", 3, 1)),
 			},
 			want: func(t *testing.T, moves []bundleMove) {
 				if len(moves) != 0 {
@@ -158,7 +158,7 @@ func TestShedderPlan(t *testing.T) {
 			brokers: func() []LiveBroker {
 				d := testBroker("draining", now, nil)
 				d.Draining = true
-				return []LiveBroker{testBroker("b1", now, evenBundles("x", 4, 100)), d}
+				return []LiveBroker{testBroker("b1", now, ratedBundles("x", 4, 100)), d}
 			}(),
 			want: func(t *testing.T, moves []bundleMove) {
 				if len(moves) != 0 {
@@ -181,11 +181,11 @@ func TestShedderNoPingPong(t *testing.T) {
 	clock := func() time.Time { return now }
 	cfg := testShedConfig()
 	sh := newShedder(cfg, clock)
-	hot := evenBundles("a/ns/small", 5, 10)
+	hot := ratedBundles("a/ns/small", 5, 10)
 	hot["a/ns/hot"] = 1000
 	brokers := []LiveBroker{
 		testBroker("b1", now, hot),
-		testBroker("b2", now, evenBundles("y", 5, 10)),
+		testBroker("b2", now, ratedBundles("y", 5, 10)),
 	}
 	first := sh.plan(brokers)
 	if len(first) == 0 {

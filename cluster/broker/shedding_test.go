@@ -2,7 +2,6 @@ package broker_test
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -10,7 +9,6 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 
 	"github.com/meridian-mq/meridian/cluster/broker/brokertest"
-	"github.com/meridian-mq/meridian/global"
 )
 
 // fastShedding sheds every second on reports every 200ms, and moves
@@ -19,57 +17,6 @@ func fastShedding(c *brokertest.Config) {
 	fastLoadBalance(c)
 	c.Service.LoadBalance.SheddingInterval = time.Second
 	c.Service.LoadBalance.MinSheddingThroughput = 0
-}
-
-// startBrokers starts n brokers on one storage.
-func startBrokers(t *testing.T, storage *brokertest.Storage, n int, mutate ...func(*brokertest.Config)) []*brokertest.Broker {
-	t.Helper()
-	bs := make([]*brokertest.Broker, n)
-	for i := range bs {
-		bs[i] = startBroker(t, storage, mutate...)
-	}
-	return bs
-}
-
-// namespaceOfBundles creates public/<name> with n even bundles, and waits
-// until every broker's cache shows it.
-func namespaceOfBundles(t *testing.T, brokers []*brokertest.Broker, name string, n int) string {
-	t.Helper()
-	d, err := global.EvenBundlesData(n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns := createNamespace(t, brokers[0], name, global.Policies{Bundles: &d})
-	for _, b := range brokers[1:] {
-		poll(t, 30*time.Second, "the namespace in every broker's cache", func() bool {
-			_, ok := b.Service().Policies().Namespace("public", name)
-			return ok
-		})
-	}
-	return ns
-}
-
-// topicPerBundle returns one topic of ns in each of its bundles, in the
-// order of the bundles' first topics found.
-func topicPerBundle(t *testing.T, b *brokertest.Broker, ns string, bundles int) []string {
-	t.Helper()
-	seen := map[string]bool{}
-	var topics []string
-	for i := 0; len(topics) < bundles; i++ {
-		if i > 100*bundles {
-			t.Fatalf("found topics of only %d of %d bundles", len(topics), bundles)
-		}
-		name := fmt.Sprintf("persistent://%s/t-%d", ns, i)
-		bd, err := b.Service().Bundle(mustTopic(t, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !seen[bd.String()] {
-			seen[bd.String()] = true
-			topics = append(topics, name)
-		}
-	}
-	return topics
 }
 
 // reportedBundles returns the bundles b's last load report lists.

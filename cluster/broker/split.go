@@ -64,10 +64,11 @@ func bundlesData(bs []topology.Bundle) *global.BundlesData {
 }
 
 // BundleOwner returns the broker of this region that owns tenant/ns's
-// bundle b, claimed when nobody holds it, as a lookup of one of its topics
-// would; mine reports whether it is this broker.
+// bundle b, placed on the least-loaded broker when nobody holds it, as a
+// lookup of one of its topics would; mine reports whether it is this
+// broker.
 func (s *Service) BundleOwner(ctx context.Context, tenant, ns string, b topology.Bundle) (owner Owner, mine bool, err error) {
-	return s.own.acquire(ctx, tenant, ns, b)
+	return s.own.acquire(ctx, tenant, ns, b, placeLeastLoaded)
 }
 
 // SplitBundle splits tenant/ns's bundle b, which this broker must own, in
@@ -86,7 +87,7 @@ func (s *Service) SplitBundle(ctx context.Context, tenant, ns string, b topology
 	if err != nil {
 		return lo, hi, err
 	}
-	owner, mine, err := s.own.acquire(ctx, tenant, ns, b)
+	owner, mine, err := s.own.acquire(ctx, tenant, ns, b, placeHere)
 	if err != nil {
 		return lo, hi, err
 	}

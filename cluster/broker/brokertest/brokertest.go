@@ -48,6 +48,10 @@ type Storage struct {
 	Etcd    *meta.Embed
 	Store   meta.Store // the region's metadata and, by default, the global configuration
 	Bookies *ledgertest.Cluster
+
+	// etcdCfg starts Etcd again on the same data and client address
+	// (StartEtcd).
+	etcdCfg meta.EmbedConfig
 }
 
 // NewStorage starts an embedded etcd in dir and three in-memory bookies.
@@ -59,6 +63,8 @@ func NewStorage(ctx context.Context, dir string) (_ *Storage, err error) {
 	if s.Etcd, err = meta.StartEmbed(ctx, ecfg); err != nil {
 		return nil, err
 	}
+	ecfg.ListenClientURLs = s.Etcd.Endpoints()
+	s.etcdCfg = ecfg
 	defer func() {
 		if err != nil {
 			s.Close()
@@ -83,6 +89,18 @@ func (s *Storage) Close() {
 		s.Store.Close()
 	}
 	s.Etcd.Close()
+}
+
+// StopEtcd stops the storage's etcd, as an outage of the metadata store:
+// the brokers' store clients stay, and retry until StartEtcd brings it
+// back.
+func (s *Storage) StopEtcd() error { return s.Etcd.Close() }
+
+// StartEtcd starts the storage's etcd again after StopEtcd, on the same
+// data and the same client address, so that the clients reconnect to it.
+func (s *Storage) StartEtcd(ctx context.Context) (err error) {
+	s.Etcd, err = meta.StartEmbed(ctx, s.etcdCfg)
+	return err
 }
 
 // Dial connects to the etcd at endpoints.
@@ -232,6 +250,15 @@ func (b *Broker) Service() *broker.Service { return b.service }
 
 // Server is the broker's protocol server.
 func (b *Broker) Server() *broker.Server { return b.server }
+
+// Kill stops the broker's protocol server and nothing else, as a crash
+// looks to the rest of the region: its port refuses connections, its
+// clients are cut off, but its session lease lives on (the storage's store
+// keeps it alive) with every bundle it held. Close still stops the rest.
+func (b *Broker) Kill() {
+	b.server.Close()
+	<-b.served
+}
 
 // Close stops the broker: the protocol server first, then the topic
 // service (its topics close cleanly and its ownership is released), then
