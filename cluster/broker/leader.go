@@ -67,6 +67,8 @@ func (s *Service) campaign(value []byte) (meta.Leadership, error) {
 // the Service closes, and then resigns (a no-op when the key is already
 // gone).
 func (s *Service) lead(lead meta.Leadership) {
+	s.metrics.leading(true)
+	defer s.metrics.leading(false)
 	defer func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), s.cfg.CloseTimeout)
 		defer cancel()

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/meridian-mq/meridian/cluster/broker"
 	"github.com/meridian-mq/meridian/cluster/broker/brokertest"
@@ -19,6 +21,39 @@ import (
 	"github.com/meridian-mq/meridian/global"
 	"github.com/meridian-mq/meridian/topology"
 )
+
+// metricValue is the value of the series of family name in reg whose
+// labels include the pairs of labels ("name", "value", ...); 0 when none.
+func metricValue(t testing.TB, reg *prometheus.Registry, name string, labels ...string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range f.GetMetric() {
+			for i := 0; i+1 < len(labels); i += 2 {
+				if !slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool { return l.GetName() == labels[i] && l.GetValue() == labels[i+1] }) {
+					continue next
+				}
+			}
+			if m.GetCounter() != nil {
+				return m.GetCounter().GetValue()
+			}
+			return m.GetGauge().GetValue()
+		}
+	}
+	return 0
+}
+
+// withRegistry has the broker register its metrics in reg.
+func withRegistry(reg *prometheus.Registry) func(*brokertest.Config) {
+	return func(c *brokertest.Config) { c.Service.Registerer = reg }
+}
 
 // fastLoadBalance reports every 200ms, and splits nothing unless asked.
 func fastLoadBalance(c *brokertest.Config) {
@@ -131,9 +166,21 @@ func TestLoadReportUnderProducer(t *testing.T) {
 func TestLeadershipMovesOnClose(t *testing.T) {
 	storage := newStorage(t)
 	brokers := map[string]*brokertest.Broker{}
+	regs := map[string]*prometheus.Registry{}
 	for range 3 {
-		b := startBroker(t, storage, fastLoadBalance)
-		brokers[b.ID()] = b
+		reg := prometheus.NewRegistry()
+		b := startBroker(t, storage, fastLoadBalance, withRegistry(reg))
+		brokers[b.ID()], regs[b.ID()] = b, reg
+	}
+	// leadersByGauge are the brokers whose meridian_broker_region_leader is 1.
+	leadersByGauge := func() []string {
+		var ids []string
+		for id := range brokers {
+			if metricValue(t, regs[id], "meridian_broker_region_leader") == 1 {
+				ids = append(ids, id)
+			}
+		}
+		return ids
 	}
 	leaderOf := func() (string, bool) {
 		var ids []string
@@ -154,19 +201,24 @@ func TestLeadershipMovesOnClose(t *testing.T) {
 		first, ok = leaderOf()
 		return ok
 	})
+	poll(t, 30*time.Second, "the leader's gauge", func() bool { return slices.Equal(leadersByGauge(), []string{first}) })
 	brokers[first].Close()
 	delete(brokers, first)
+	var next string
 	poll(t, 30*time.Second, "a new leader", func() bool {
-		l, ok := leaderOf()
-		return ok && l != first
+		var ok bool
+		next, ok = leaderOf()
+		return ok && next != first
 	})
+	poll(t, 30*time.Second, "the new leader's gauge", func() bool { return slices.Equal(leadersByGauge(), []string{next}) })
 }
 
 // TestSplitUnderProducer has a broker split a namespace's one bundle,
 // past its topic bound, while producers send to four of its topics, and
 // checks that no send failed and every message arrived once.
 func TestSplitUnderProducer(t *testing.T) {
-	b := startBroker(t, nil, fastLoadBalance, func(c *brokertest.Config) {
+	reg := prometheus.NewRegistry()
+	b := startBroker(t, nil, fastLoadBalance, withRegistry(reg), func(c *brokertest.Config) {
 		c.Service.LoadBalance.AutoBundleSplit = true
 		c.Service.LoadBalance.BundleMaxTopics = 1
 		c.Service.LoadBalance.MaxBundles = 8
@@ -214,8 +266,17 @@ func TestSplitUnderProducer(t *testing.T) {
 			_ = f.cons.Ack(m)
 		}
 	}
-	bs, _ := b.Service().NamespaceBundles("public", "split")
-	t.Logf("namespace split into %d bundles", len(bs))
+	// Each split makes one more bundle and counts once (the count comes
+	// after the cache shows the new bundles: read it between two reads of
+	// them).
+	bundles := func() int { bs, _ := b.Service().NamespaceBundles("public", "split"); return len(bs) }
+	var n int
+	poll(t, 30*time.Second, "one split counted per new bundle", func() bool {
+		n = bundles()
+		splits := metricValue(t, reg, "meridian_broker_load_balance_total", "action", "split")
+		return int(splits) == n-1 && bundles() == n
+	})
+	t.Logf("namespace split into %d bundles", n)
 }
 
 // TestSplitBadInput checks the errors of a split that cannot be made.

@@ -323,9 +323,11 @@ func (s *Service) shedOnce(lost <-chan struct{}, sh *shedder) {
 			continue
 		}
 		if err := s.requestUnload(ctx, tenant, ns, b, m.To); err != nil {
+			s.metrics.balanced(balanceShedFailed)
 			s.log.Warn("shedding a bundle", "bundle", m.Bundle, "from", m.From, "to", m.To, "err", err)
 			continue
 		}
+		s.metrics.balanced(balanceShed)
 		s.log.Info("shed bundle", "bundle", m.Bundle, "from", m.From, "to", m.To)
 	}
 	if after, err := s.Brokers(ctx); err == nil {

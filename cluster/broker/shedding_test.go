@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/meridian-mq/meridian/cluster/broker/brokertest"
 )
@@ -50,7 +51,8 @@ func sendTo(t *testing.T, c pulsar.Client, topic string, perTick int, tick time.
 // share of the bundles within one shedding interval, and no send fails.
 func TestShedToNewBroker(t *testing.T) {
 	storage := newStorage(t)
-	first := startBroker(t, storage, fastShedding)
+	reg := prometheus.NewRegistry()
+	first := startBroker(t, storage, fastShedding, withRegistry(reg))
 	ns := namespaceOfBundles(t, []*brokertest.Broker{first}, "scaleout", 8)
 	c := newClient(t, first.ServiceURL())
 	for _, topic := range topicPerBundle(t, first, ns, 8) {
@@ -66,6 +68,9 @@ func TestShedToNewBroker(t *testing.T) {
 	poll(t, 30*time.Second, "the broker that joined to report its share", func() bool {
 		return len(reportedBundles(joined)) >= 4
 	})
+	if shed := metricValue(t, reg, "meridian_broker_load_balance_total", "action", "shed"); shed < 4 {
+		t.Errorf("the leader counted %v bundles shed, want at least 4", shed)
+	}
 	t.Logf("the broker that joined reported 4 of 8 bundles %v after it started (shedding interval 1s, reports every 200ms)",
 		time.Since(started).Round(time.Millisecond))
 }

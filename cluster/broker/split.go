@@ -141,6 +141,7 @@ func (s *Service) SplitBundle(ctx context.Context, tenant, ns string, b topology
 		return lo, hi, fmt.Errorf("split %s of %s/%s: waiting for the policy cache: %w", b, tenant, ns, err)
 	}
 	s.own.deleteOwnKey(ctx, s.own.bundleKey(tenant, ns, b), l.ID())
+	s.metrics.balanced(balanceSplit)
 	s.log.Info("split bundle", "namespace", tenant+"/"+ns, "bundle", b.String(), "into", []string{lo.String(), hi.String()})
 	return lo, hi, nil
 }
