@@ -456,22 +456,36 @@ func (b *Bed) startReplicator(r *Region, i int) *Process {
 	return p
 }
 
-// freePorts reserves n distinct free loopback ports. They are released just
-// before use, so another process could take one in between; the process
-// then fails to start and the test says so.
+// freePorts reserves n distinct free loopback ports, each free on both
+// 127.0.0.1 and advertisedHost, where the brokers' links listen: a port
+// free on one may be bound on the other (by a link of another bed, in
+// another test process; seen as "bind: address already in use"). They are
+// released just before use, so another process could take one in between;
+// the process then fails to start and the test says so.
 func (b *Bed) freePorts(n int) []int {
 	var ports []int
 	var ls []net.Listener
-	for range n {
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	for tries := 0; len(ports) < n; tries++ {
+		if tries == 100*n {
+			b.tb.Fatalf("no %d ports free on both 127.0.0.1 and %s after %d tries", n, advertisedHost, tries)
+		}
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			b.tb.Fatal(err)
 		}
 		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	for _, l := range ls {
-		l.Close()
+		port := l.Addr().(*net.TCPAddr).Port
+		adv, err := net.Listen("tcp", fmt.Sprintf("%s:%d", advertisedHost, port))
+		if err != nil {
+			continue // held open above, so that it is not drawn again
+		}
+		ls = append(ls, adv)
+		ports = append(ports, port)
 	}
 	return ports
 }
