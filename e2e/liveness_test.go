@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/jonboulle/clockwork"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meridian-mq/meridian/cluster/wire"
@@ -210,7 +211,7 @@ func testFrozenConsumer(t *testing.T, kind pulsar.SubscriptionType, kindName str
 	defer p.Close()
 	published := make(chan error, 1)
 	go func() {
-		pace := newPacer(rate)
+		pace := newPacer(clockwork.NewRealClock(), time.Second/rate)
 		defer pace.stop()
 		errs := make(chan error, messages)
 		for i := range messages {
@@ -333,37 +334,6 @@ func testFrozenConsumer(t *testing.T, kind pulsar.SubscriptionType, kindName str
 		t.Errorf("SIGTERM took %v to stop the broker, want under 20s", stop)
 	}
 }
-
-// pacer paces a producer at a fixed rate by the clock, not by ticks: after a
-// stall of the test process it sends what fell due at once, so that the
-// offered load over a window is the same whatever the machine did (a
-// ticker would drop the ticks it missed).
-type pacer struct {
-	start time.Time
-	every time.Duration
-	sent  int
-	tick  *time.Ticker
-}
-
-func newPacer(perSecond int) *pacer {
-	every := time.Second / time.Duration(perSecond)
-	return &pacer{start: time.Now(), every: every, tick: time.NewTicker(every)}
-}
-
-// wait returns once the next message falls due, or false when ctx ends.
-func (p *pacer) wait(ctx context.Context) bool {
-	for time.Since(p.start) < time.Duration(p.sent)*p.every {
-		select {
-		case <-ctx.Done():
-			return false
-		case <-p.tick.C:
-		}
-	}
-	p.sent++
-	return ctx.Err() == nil
-}
-
-func (p *pacer) stop() { p.tick.Stop() }
 
 // rawConn is a hand-made protocol client on a socket with a small receive
 // buffer.
@@ -566,7 +536,7 @@ func TestSlowReader(t *testing.T) {
 	feedCtx, stopFeed := context.WithCancel(ctx)
 	defer stopFeed()
 	wg.Go(func() {
-		pace := newPacer(rate)
+		pace := newPacer(clockwork.NewRealClock(), time.Second/rate)
 		defer pace.stop()
 		for pace.wait(feedCtx) {
 			p.SendAsync(feedCtx, &pulsar.ProducerMessage{Payload: make([]byte, 1<<10)}, func(pulsar.MessageID, *pulsar.ProducerMessage, error) {})

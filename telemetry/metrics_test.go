@@ -32,7 +32,8 @@ func TestMetricsHandler(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("status %d:\n%s", resp.StatusCode, body)
 	}
-	wantLines := []string{"meridian_test_adds_total 3", "go_goroutines ", "process_start_time_seconds "}
+	wantLines := []string{"meridian_test_adds_total 3", "go_goroutines ", "go_memstats_heap_inuse_bytes ", "go_gc_heap_live_bytes ",
+		"process_start_time_seconds "}
 	for _, want := range wantLines {
 		if !strings.Contains(string(body), "\n"+want) {
 			t.Errorf("no line starting %q in the scrape", want)

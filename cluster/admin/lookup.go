@@ -35,8 +35,14 @@ func (h *handler) routeLookups() {
 
 // lookup answers where t is served. A namespace whose active region is
 // another region redirects there, as a Pulsar lookup redirects to the
-// cluster that serves it; the client follows.
+// cluster that serves it; the client follows. It takes one of the
+// broker's lookup permits, the binary lookups' bound: none left is 429.
 func (h *handler) lookup(w http.ResponseWriter, r *http.Request, t topology.TopicName) error {
+	release, err := h.svc.LookupPermits().Acquire()
+	if err != nil {
+		return err
+	}
+	defer release()
 	loc, err := h.svc.Lookup(r.Context(), t)
 	if err != nil {
 		return err
@@ -64,13 +70,19 @@ func (h *handler) bundle(w http.ResponseWriter, r *http.Request, t topology.Topi
 // checkAllowAutoCreation=true (the HTTP lookup of a client about to
 // produce or consume) a partitioned topic is created when the namespace's
 // auto-creation policy says so, as the binary protocol's
-// PARTITIONED_METADATA does; otherwise only the stored metadata is read.
+// PARTITIONED_METADATA does, and under a lookup permit as it is; otherwise
+// only the stored metadata is read.
 func (h *handler) partitions(w http.ResponseWriter, r *http.Request, t topology.TopicName) error {
 	check, err := queryBool(r, "checkAllowAutoCreation")
 	if err != nil {
 		return err
 	}
 	if check {
+		release, err := h.svc.LookupPermits().Acquire()
+		if err != nil {
+			return err
+		}
+		defer release()
 		n, err := h.svc.Partitions(r.Context(), t)
 		if err != nil {
 			return err

@@ -88,6 +88,26 @@ func run(m *testing.M) int {
 	return m.Run()
 }
 
+// startBroker starts another broker with cfg in the shared region, and
+// its admin API on a web server of its own; both stop when the test ends.
+func startBroker(t *testing.T, cfg brokertest.Config) (*brokertest.Broker, *httptest.Server) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	node, err := brokertest.Start(ctx, storage, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(node.Close)
+	h, err := admin.New(admin.DefaultConfig(), node.Service(), testLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return node, srv
+}
+
 // webURL is the web service region advertises: web's.
 func webURL() string { return web.URL }
 

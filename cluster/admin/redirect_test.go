@@ -1,15 +1,11 @@
 package admin_test
 
 import (
-	"context"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/meridian-mq/meridian/cluster/admin"
 	"github.com/meridian-mq/meridian/cluster/broker/brokertest"
 )
 
@@ -25,19 +21,7 @@ func TestRedirectToOwner(t *testing.T) {
 	if status, body := call(t, "PUT", path, ""); status != http.StatusNoContent {
 		t.Fatalf("create: %d %s", status, body)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	node, err := brokertest.Start(ctx, storage, brokertest.DefaultConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer node.Close()
-	h, err := admin.New(admin.DefaultConfig(), node.Service(), testLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	second := httptest.NewServer(h)
-	defer second.Close()
+	_, second := startBroker(t, brokertest.DefaultConfig())
 
 	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	defer noFollow.CloseIdleConnections()
@@ -55,7 +39,7 @@ func TestRedirectToOwner(t *testing.T) {
 		t.Fatalf("stats on the other broker: %d Location %q; want 307 to %s", resp.StatusCode, resp.Header.Get("Location"), want)
 	}
 	// A lookup answers the owner, without a redirect.
-	resp, err = noFollow.Get(second.URL + "/lookup/v2/topic/persistent/public/default/redirected")
+	resp, err := noFollow.Get(second.URL + "/lookup/v2/topic/persistent/public/default/redirected")
 	if err != nil {
 		t.Fatal(err)
 	}

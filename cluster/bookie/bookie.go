@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/meridian-mq/meridian/cluster/bookie/bkproto"
 	"golang.org/x/sync/semaphore"
 )
@@ -28,7 +29,7 @@ import (
 type Bookie struct {
 	cfg     Config
 	log     *slog.Logger
-	clock   Clock
+	clock   clockwork.Clock
 	m       *metrics
 	store   *store
 	journal *journal
@@ -67,7 +68,7 @@ func Start(ctx context.Context, cfg Config) (*Bookie, error) {
 	log = log.With("bookie", cfg.ID)
 	clock := cfg.Clock
 	if clock == nil {
-		clock = realClock{}
+		clock = clockwork.NewRealClock()
 	}
 	m, err := newMetrics(cfg.Registerer)
 	if err != nil {
@@ -237,7 +238,7 @@ func (b *Bookie) probeLoop() {
 		select {
 		case <-b.ctx.Done():
 			return
-		case <-t.C():
+		case <-t.Chan():
 		}
 		if !b.readOnly.Load() {
 			continue
@@ -263,7 +264,7 @@ func (b *Bookie) acceptLoop() {
 			// Back off so that a persistent error (EMFILE) cannot spin.
 			t := b.clock.NewTicker(100 * time.Millisecond)
 			select {
-			case <-t.C():
+			case <-t.Chan():
 			case <-b.ctx.Done():
 			}
 			t.Stop()

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/meridian-mq/meridian/cluster/bookie/bkproto"
 	"github.com/meridian-mq/meridian/cluster/meta"
 )
@@ -145,7 +146,55 @@ func TestOutOfOrderResponses(t *testing.T) {
 		t.Fatal("long-poll returned before its timeout")
 	}
 	_, err = c.ReadLAC(ctx, bkproto.ReadLACRequest{LedgerID: 77, LongPoll: true, Timeout: time.Second})
-	wantErr(t, "long-poll on an unknown ledger", err, bkproto.ErrNoSuchLedger)
+	wantErr(t, "timed-out long-poll on an unknown ledger", err, bkproto.ErrNoSuchLedger)
+}
+
+// TestLongPollOnUnknownLedger holds a LAC long-poll on a ledger the bookie
+// has nothing of yet (a tailer of a new, empty ledger) until the ledger's
+// first add, instead of answering it at once, which made the tailer poll
+// in a loop; one whose ledger never comes answers NoSuchLedger at its
+// timeout, and leaves nothing registered.
+func TestLongPollOnUnknownLedger(t *testing.T) {
+	ctx := testCtx(t)
+	b := startBookie(t, testConfig(t, t.TempDir(), nil))
+	c := dial(t, b.Addr())
+	unknownWaiters := func(ledgerID int64) int {
+		b.store.mu.Lock()
+		defer b.store.mu.Unlock()
+		return len(b.store.mu.unknownWaiters[ledgerID])
+	}
+
+	polled := make(chan error, 1)
+	var lac int64
+	go func() {
+		var err error
+		lac, err = c.ReadLAC(ctx, bkproto.ReadLACRequest{LedgerID: 8, LongPoll: true, Previous: bkproto.NoEntry, Timeout: time.Hour})
+		polled <- err
+	}()
+	waitFor(t, "the long-poll to register", func() bool { return unknownWaiters(8) == 1 })
+	select {
+	case err := <-polled:
+		t.Fatalf("long-poll on an unknown ledger answered at once: %d, %v", lac, err)
+	default:
+	}
+	mustAdd(t, ctx, c, 8, 0, 10)
+	mustAdd(t, ctx, c, 8, 1, 10) // piggybacks LAC 0, past the poll's previous
+	if err := <-polled; err != nil || lac != 0 {
+		t.Fatalf("long-poll after the ledger's first adds: %d, %v; want 0", lac, err)
+	}
+	if n := unknownWaiters(8); n != 0 {
+		t.Fatalf("%d waiters left on ledger 8 as unknown", n)
+	}
+
+	start := time.Now()
+	_, err := c.ReadLAC(ctx, bkproto.ReadLACRequest{LedgerID: 78, LongPoll: true, Previous: bkproto.NoEntry, Timeout: 50 * time.Millisecond})
+	wantErr(t, "timed-out long-poll on an unknown ledger", err, bkproto.ErrNoSuchLedger)
+	if time.Since(start) < 50*time.Millisecond {
+		t.Fatal("long-poll on an unknown ledger returned before its timeout")
+	}
+	if n := unknownWaiters(78); n != 0 {
+		t.Fatalf("%d waiters left on ledger 78 after the timeout", n)
+	}
 }
 
 func TestRestartReplaysJournal(t *testing.T) {
@@ -858,4 +907,50 @@ func TestLongPollCleanup(t *testing.T) {
 	c2.Close()
 	wantErr(t, "poll on a closed connection", <-polled, bkproto.ErrConnClosed)
 	waitFor(t, "the waiter to go", func() bool { return waiters() == 0 })
+}
+
+// TestLongPollTimeoutOnClock: a LAC long-poll's timeout runs on the
+// injected clock: an hour-long poll is answered, with the unchanged LAC,
+// when the fake clock moves an hour, and not before.
+func TestLongPollTimeoutOnClock(t *testing.T) {
+	ctx := testCtx(t)
+	clock := clockwork.NewFakeClock()
+	cfg := testConfig(t, t.TempDir(), nil)
+	cfg.Clock = clock
+	b := startBookie(t, cfg)
+	c := dial(t, b.Addr())
+	mustAdd(t, ctx, c, 9, 0, 10)
+	mustAdd(t, ctx, c, 9, 1, 10) // LAC 0
+	type answer struct {
+		lac int64
+		err error
+	}
+	polled := make(chan answer, 1)
+	go func() {
+		lac, err := c.ReadLAC(ctx, bkproto.ReadLACRequest{LedgerID: 9, LongPoll: true, Previous: 0, Timeout: time.Hour})
+		polled <- answer{lac, err}
+	}()
+	waitFor(t, "the poll's timer", func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		for sc := range b.mu.conns {
+			sc.timers.Lock()
+			n := len(sc.timers.m)
+			sc.timers.Unlock()
+			if n == 1 {
+				return true
+			}
+		}
+		return false
+	})
+	clock.Advance(time.Hour - time.Second)
+	select {
+	case a := <-polled:
+		t.Fatalf("long-poll answered before its timeout: %+v", a)
+	default:
+	}
+	clock.Advance(time.Second)
+	if a := <-polled; a.err != nil || a.lac != 0 {
+		t.Fatalf("timed-out long-poll: %+v, want LAC 0", a)
+	}
 }

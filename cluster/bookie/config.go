@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/meridian-mq/meridian/cluster/bookie/bkproto"
 	"github.com/meridian-mq/meridian/cluster/meta"
 	"github.com/prometheus/client_golang/prometheus"
@@ -111,8 +112,9 @@ type Config struct {
 	// Logger; nil discards.
 	Logger *slog.Logger
 	// Clock drives timeouts (long-polls) and periodic work; nil is the
-	// real clock.
-	Clock Clock
+	// real clock. Tests inject clockwork.NewFakeClock, as mledger's and the
+	// dispatcher's do.
+	Clock clockwork.Clock
 }
 
 // DefaultConfig returns a Config with every tunable at its default and the
@@ -180,31 +182,3 @@ func (c Config) Validate() error {
 	}
 	return nil
 }
-
-// Clock is the time source, injected so that tests control it.
-type Clock interface {
-	Now() time.Time
-	// AfterFunc calls f in its own goroutine after d, unless stopped first.
-	AfterFunc(d time.Duration, f func()) interface{ Stop() bool }
-	// NewTicker returns a ticker; the caller must Stop it.
-	NewTicker(d time.Duration) Ticker
-}
-
-// Ticker is the part of *time.Ticker the bookie uses.
-type Ticker interface {
-	C() <-chan time.Time
-	Stop()
-}
-
-type realClock struct{}
-
-func (realClock) Now() time.Time { return time.Now() }
-func (realClock) AfterFunc(d time.Duration, f func()) interface{ Stop() bool } {
-	return time.AfterFunc(d, f)
-}
-func (realClock) NewTicker(d time.Duration) Ticker { return realTicker{time.NewTicker(d)} }
-
-type realTicker struct{ t *time.Ticker }
-
-func (t realTicker) C() <-chan time.Time { return t.t.C }
-func (t realTicker) Stop()               { t.t.Stop() }

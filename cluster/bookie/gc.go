@@ -15,7 +15,7 @@ func (b *Bookie) gcLoop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C():
+		case <-t.Chan():
 			if n, err := b.CollectGarbage(ctx); err != nil {
 				b.log.Warn("ledger garbage collection failed", "err", err)
 			} else if n > 0 {

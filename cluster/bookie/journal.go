@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/meridian-mq/meridian/cluster/bookie/bkproto"
 	"golang.org/x/sync/semaphore"
 )
@@ -61,7 +62,7 @@ type journal struct {
 	dir   string
 	log   *slog.Logger
 	m     *metrics
-	clock Clock
+	clock clockwork.Clock
 	store *store
 
 	maxBatchBytes int

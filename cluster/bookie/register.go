@@ -91,7 +91,7 @@ func (b *Bookie) sleep(ctx context.Context, d time.Duration) {
 	t := b.clock.NewTicker(d)
 	defer t.Stop()
 	select {
-	case <-t.C():
+	case <-t.Chan():
 	case <-ctx.Done():
 	}
 }

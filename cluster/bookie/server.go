@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/meridian-mq/meridian/cluster/bookie/bkproto"
 )
 
@@ -38,7 +39,7 @@ type serverConn struct {
 	// it closes so that none fires after the bookie has stopped.
 	timers struct {
 		sync.Mutex
-		m      map[*lacWaiter]interface{ Stop() bool }
+		m      map[*lacWaiter]clockwork.Timer
 		closed bool
 	}
 }
@@ -318,7 +319,7 @@ func (b *Bookie) handleReadLAC(c *serverConn, id uint64, req *bkproto.ReadLACReq
 		return
 	}
 	if c.timers.m == nil {
-		c.timers.m = make(map[*lacWaiter]interface{ Stop() bool })
+		c.timers.m = make(map[*lacWaiter]clockwork.Timer)
 	}
 	c.timers.m[w] = b.clock.AfterFunc(req.Timeout, func() {
 		c.timers.Lock()

@@ -408,7 +408,7 @@ func (b *Bookie) compactLoop() {
 		select {
 		case <-b.ctx.Done():
 			return
-		case <-t.C():
+		case <-t.Chan():
 			if _, err := b.journal.compact(b.ctx, b.cfg.CompactionThreshold); err != nil && b.ctx.Err() == nil {
 				b.log.Warn("journal compaction failed", "err", err)
 			}

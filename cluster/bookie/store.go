@@ -65,6 +65,15 @@ type store struct {
 	mu struct {
 		sync.Mutex
 		ledgers map[int64]*ledgerState
+		// unknownWaiters are LAC long-polls on ledgers this bookie holds
+		// nothing of yet (a ledger just created, or one whose entries all
+		// went to other bookies so far): held like the others, and
+		// moved to the ledger's state when its first record is applied.
+		// Answering them at once with NoSuchLedger made every tailing
+		// reader of an empty ledger poll in a loop, an etcd read and two
+		// bookie calls each time: 12-14% of a core per idle replicator,
+		// 17% per region's etcd and 5% per bookie on the geo bed.
+		unknownWaiters map[int64]map[*lacWaiter]struct{}
 		// files is the accounting of every journal file that holds a
 		// record (see fileSpace); a file absent from it is being, or
 		// has been, deleted.
@@ -247,6 +256,7 @@ func openStore(dir string, cacheSize int64, log *slog.Logger, m *metrics, fp Fai
 	}
 	s := &store{db: db, log: log, m: m, fp: fp, fs: fs, dir: journalDir}
 	s.mu.ledgers = make(map[int64]*ledgerState)
+	s.mu.unknownWaiters = make(map[int64]map[*lacWaiter]struct{})
 	s.mu.files = make(map[uint64]*fileSpace)
 	s.mu.readers = make(map[uint64]*logReader)
 	if err := s.checkFormat(); err != nil {
@@ -462,7 +472,8 @@ func (s *store) apply(recs []*record, results []opResult) error {
 		}
 		st := s.mu.ledgers[id]
 		if st == nil {
-			st = &ledgerState{}
+			st = &ledgerState{waiters: s.mu.unknownWaiters[id]}
+			delete(s.mu.unknownWaiters, id)
 			s.mu.ledgers[id] = st
 		}
 		st.fenced, st.lac, st.masterKey = d.fenced, d.lac, d.key
@@ -626,18 +637,22 @@ func (s *store) reader(n uint64) (*logReader, error) {
 }
 
 // waitLAC registers w, to be answered (by whoever claims it) once the
-// ledger's LAC exceeds w.previous. It reports false, having answered w
-// itself, if there is nothing to wait for: the LAC already exceeds it, or the
-// ledger is unknown.
+// ledger's LAC exceeds w.previous; a ledger this bookie holds nothing of
+// yet is waited for too, until its first record. It reports false, having
+// answered w itself, if there is nothing to wait for: the LAC already
+// exceeds it.
 func (s *store) waitLAC(w *lacWaiter) bool {
 	s.mu.Lock()
 	st := s.mu.ledgers[w.ledgerID]
 	if st == nil {
-		s.mu.Unlock()
-		if w.claim() {
-			w.answer(bkproto.NoEntry, fmt.Errorf("%w: ledger %d", bkproto.ErrNoSuchLedger, w.ledgerID))
+		held := s.mu.unknownWaiters[w.ledgerID]
+		if held == nil {
+			held = make(map[*lacWaiter]struct{})
+			s.mu.unknownWaiters[w.ledgerID] = held
 		}
-		return false
+		held[w] = struct{}{}
+		s.mu.Unlock()
+		return true
 	}
 	if st.lac > w.previous {
 		lac := st.lac
@@ -662,6 +677,12 @@ func (s *store) forgetWaiter(w *lacWaiter) {
 	defer s.mu.Unlock()
 	if st := s.mu.ledgers[w.ledgerID]; st != nil {
 		delete(st.waiters, w)
+	}
+	if held := s.mu.unknownWaiters[w.ledgerID]; held != nil {
+		delete(held, w)
+		if len(held) == 0 {
+			delete(s.mu.unknownWaiters, w.ledgerID)
+		}
 	}
 }
 

@@ -100,12 +100,19 @@ func (c *rawClient) beforePong() []*pb.BaseCommand {
 
 var pingCmd = pb.BaseCommand_builder{Type: pb.BaseCommand_PING.Enum(), Ping: &pb.CommandPing{}}.Build()
 
-// TestLookupBound: past MaxConcurrentLookups, a LOOKUP or a
-// PARTITIONED_METADATA is answered TooManyRequests at once, with Pulsar's
-// text, and counted; the ones in progress are answered when they end, and
-// their permits serve the next.
+// TestLookupBound: past the topics' lookup permits (the Service's
+// MaxConcurrentLookups), a LOOKUP or a PARTITIONED_METADATA is answered
+// TooManyRequests at once, with Pulsar's text, and counted; the ones in
+// progress are answered when they end, and their permits serve the next.
 func TestLookupBound(t *testing.T) {
-	s, g, rc := startGated(t, func(c *broker.Config) { c.MaxConcurrentLookups = 2 })
+	var g *gatedTopics
+	s := startServerWith(t, nil, func(f *fakeTopics) broker.Topics {
+		f.lookups = broker.NewLookupPermits(2)
+		g = gate(f)
+		return g
+	})
+	rc := dialRaw(t, s.addr)
+	rc.connect(20)
 	rc.send(lookupCmd(1))
 	rc.send(partitionsCmd(2))
 	waitFor(t, "two lookups in progress", func() bool { return g.inFlight.Load() == 2 })
@@ -298,4 +305,119 @@ func TestServiceConfigValidateTopicLoads(t *testing.T) {
 	if err := cfg.Validate(); !errors.Is(err, broker.ErrInvalidConfig) {
 		t.Fatalf("no topic load slots: Validate() = %v", err)
 	}
+}
+
+func TestServiceConfigValidateLookups(t *testing.T) {
+	cfg := broker.DefaultServiceConfig("r", "b", "pulsar://localhost:6650")
+	if cfg.MaxConcurrentLookups != 50_000 {
+		t.Fatalf("MaxConcurrentLookups %d, want Pulsar's 50000", cfg.MaxConcurrentLookups)
+	}
+	cfg.MaxConcurrentLookups = 0
+	if err := cfg.Validate(); !errors.Is(err, broker.ErrInvalidConfig) {
+		t.Fatalf("no lookup permits: Validate() = %v", err)
+	}
+}
+
+// TestLookupPermits: Acquire hands out at most its bound, refuses the next
+// with TooManyRequests and counts it, and a permit given back (twice, by a
+// careless caller, counts once) serves the next.
+func TestLookupPermits(t *testing.T) {
+	p := broker.NewLookupPermits(2)
+	r1, err := p.Acquire()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Acquire(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Acquire(); !errors.Is(err, wire.ErrTooManyRequests) {
+		t.Fatalf("third permit: %v, want TooManyRequests", err)
+	}
+	r1()
+	r1()
+	if _, err := p.Acquire(); err != nil {
+		t.Fatalf("after a release: %v", err)
+	}
+	if _, err := p.Acquire(); !errors.Is(err, wire.ErrTooManyRequests) {
+		t.Fatalf("a double release freed two permits: %v", err)
+	}
+	if n := p.Refused(); n != 2 {
+		t.Fatalf("Refused() = %d, want 2", n)
+	}
+}
+
+// deafTopics holds every Lookup until open is closed, heeding no context:
+// a call that outlives its connection.
+type deafTopics struct {
+	*fakeTopics
+	entered chan struct{}
+	open    chan struct{}
+}
+
+func (d *deafTopics) Lookup(ctx context.Context, t topology.TopicName) (broker.Location, error) {
+	d.entered <- struct{}{}
+	<-d.open
+	return d.fakeTopics.Lookup(ctx, t)
+}
+
+// TestServerCloseBounded: Close returns by its context's deadline, with
+// ErrCloseIncomplete, while a request is stuck in a call that ignores the
+// connection's context; once the call returns, the next Close finishes.
+func TestServerCloseBounded(t *testing.T) {
+	var d *deafTopics
+	s := startServerWith(t, nil, func(f *fakeTopics) broker.Topics {
+		d = &deafTopics{fakeTopics: f, entered: make(chan struct{}, 1), open: make(chan struct{})}
+		return d
+	})
+	rc := dialRaw(t, s.addr)
+	rc.connect(20)
+	rc.send(lookupCmd(1))
+	<-d.entered
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	err := s.Close(ctx)
+	if !errors.Is(err, broker.ErrCloseIncomplete) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Close with a request stuck: %v, want ErrCloseIncomplete and the deadline", err)
+	}
+	close(d.open) // the cleanup's Close then finishes
+}
+
+// bigLookups answers every Lookup with a 64 KiB service URL: replies large
+// enough for the reply queue's byte bound to matter before its count.
+type bigLookups struct{ *fakeTopics }
+
+func (b bigLookups) Lookup(context.Context, topology.TopicName) (broker.Location, error) {
+	return broker.Location{ServiceURL: "pulsar://" + strings.Repeat("x", 64<<10)}, nil
+}
+
+// TestReplyQueueByteBound: a client that asks for large replies and never
+// reads fills the reply queue's bytes (WriteQueueBytes) long before its
+// count (WriteQueue) and is disconnected then, not at the write deadline.
+func TestReplyQueueByteBound(t *testing.T) {
+	s := startServerWith(t, func(c *broker.Config) {
+		c.WriteQueueBytes = 256 << 10
+		c.KeepAliveInterval = time.Minute // the write deadline: far past the wait below
+	}, func(f *fakeTopics) broker.Topics { return bigLookups{f} })
+	nc, err := net.Dial("tcp", s.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if err := nc.(*net.TCPConn).SetReadBuffer(4 << 10); err != nil {
+		t.Fatal(err)
+	}
+	rc := &rawClient{t: t, nc: nc, r: wire.NewReader(nc, 0), w: wire.NewWriter(nc)}
+	rc.connect(20)
+	waitFor(t, "the connection", func() bool { return s.Connections() == 1 })
+	// 500 replies of 64 KiB: 32 MiB, more than loopback's socket buffers
+	// hold and 4 times the bound past them, in half the count bound.
+	for i := range 500 {
+		if err := rc.w.WriteCommand(lookupCmd(uint64(i + 1))); err != nil {
+			break // the broker closed the connection already
+		}
+	}
+	if err := rc.w.Flush(); err != nil {
+		t.Logf("flush: %v (the broker closed the connection already)", err)
+	}
+	waitFor(t, "the broker to close the connection that reads none of its replies", func() bool { return s.Connections() == 0 })
 }

@@ -26,10 +26,14 @@ type Config struct {
 	// MaxMessageSize is announced in CONNECTED; clients refuse to send
 	// larger messages. Pulsar's default is 5 MiB; at most 100 MiB.
 	MaxMessageSize int
-	// WriteQueue bounds the frames waiting to be written to one connection.
-	// A client that does not read fills it and is disconnected. Default
-	// 1024; at least 16.
-	WriteQueue int
+	// WriteQueue and WriteQueueBytes bound the replies and other commands
+	// waiting to be written to one connection, by count and by their
+	// encoded bytes (a TOPIC_LIST or GET_SCHEMA reply can be large). A
+	// client that does not read fills it and is disconnected. An empty
+	// queue always takes one command, whatever its size. Defaults 1024 and
+	// 8 MiB; at least 16 and 64 KiB.
+	WriteQueue      int
+	WriteQueueBytes int
 	// WriteTimeout bounds each flush to a connection: a peer that does not
 	// take its bytes within it is disconnected, and its consumers'
 	// unacknowledged messages go back to their subscriptions for the other
@@ -64,13 +68,6 @@ type Config struct {
 	// allows everything (Pulsar's authorizationEnabled=false).
 	Authz *auth.Authorizer
 
-	// MaxConcurrentLookups bounds the LOOKUP and PARTITIONED_METADATA
-	// requests the broker answers at once, over all connections (Pulsar's
-	// maxConcurrentLookupRequest, 50000). One past it is answered at once
-	// with TooManyRequests, which the client returns to its caller (and
-	// retries, for a producer or consumer it is creating) without closing
-	// its connection. At least 1.
-	MaxConcurrentLookups int
 	// MaxConnections bounds the broker's open connections (Pulsar's
 	// brokerMaxConnections); 0, the default, is no bound. A connection
 	// past it is answered an ERROR (NotAllowedError, "Reached the maximum
@@ -111,13 +108,13 @@ func DefaultConfig(serviceURL string) Config {
 		ConnectTimeout:    10 * time.Second,
 		MaxMessageSize:    wire.DefaultMaxMessageSize,
 		WriteQueue:        1024,
+		WriteQueueBytes:   8 << 20,
 		MessageQueue:      1000,
 		MessageQueueBytes: 8 << 20,
 		CloseTimeout:      10 * time.Second,
 		ServerVersion:     "Meridian",
 		OperationTimeout:  30 * time.Second,
 
-		MaxConcurrentLookups:     50_000,
 		MaxPendingPublishes:      1000,
 		MaxPendingPublishBytes:   64 << 20,
 		MaxRequestsPerConnection: 1000,
@@ -139,8 +136,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: OperationTimeout %v, want at least 1s", ErrInvalidConfig, c.OperationTimeout)
 	case c.WriteQueue < 16:
 		return fmt.Errorf("%w: WriteQueue %d, want at least 16", ErrInvalidConfig, c.WriteQueue)
-	case c.MaxConcurrentLookups < 1:
-		return fmt.Errorf("%w: MaxConcurrentLookups %d, want at least 1", ErrInvalidConfig, c.MaxConcurrentLookups)
+	case c.WriteQueueBytes < 64<<10:
+		return fmt.Errorf("%w: WriteQueueBytes %d, want at least 64 KiB", ErrInvalidConfig, c.WriteQueueBytes)
 	case c.MaxConnections < 0 || c.MaxConnectionsPerIP < 0:
 		return fmt.Errorf("%w: MaxConnections %d, MaxConnectionsPerIP %d: want 0 (no bound) or more", ErrInvalidConfig, c.MaxConnections, c.MaxConnectionsPerIP)
 	case c.MaxPendingPublishes < 0:

@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/meridian-mq/meridian/cluster/broker/auth"
 	"github.com/meridian-mq/meridian/cluster/wire"
 	"github.com/meridian-mq/meridian/cluster/wire/pb"
@@ -32,9 +34,11 @@ type conn struct {
 
 	ctx    context.Context // cancelled by close: the connection's lifetime
 	cancel context.CancelFunc
-	// out holds replies and other commands; bounded, and a client that
-	// lets it fill is disconnected (it is not reading).
-	out chan outbound
+	// out holds replies and other commands; bounded by count (its
+	// capacity, WriteQueue) and by outBytes (WriteQueueBytes), and a
+	// client that lets it fill is disconnected (it is not reading).
+	out      chan outbound
+	outBytes atomic.Int64 // the encoded size of the commands in out
 	// msgs holds MESSAGE frames, bounded by count and bytes; a dispatcher
 	// never waits for room in it, but skips the consumer (msgQueue).
 	msgs *msgQueue
@@ -68,6 +72,9 @@ type outbound struct {
 	// closeAfter asks the writer to close the connection once everything
 	// before it is written.
 	closeAfter bool
+	// size is what a command in out counts against WriteQueueBytes: an
+	// int32 (a frame is at most 100 MiB), which packs beside closeAfter.
+	size int32
 	// flushed, when set, is closed by the writer once everything before it
 	// is written (awaitFlushed).
 	flushed chan struct{}
@@ -241,17 +248,34 @@ func (c *conn) goRequest(f func()) {
 	}()
 }
 
-// send queues a command for the writer. A full queue means the client is
-// not reading its replies: the connection is closed rather than buffered
-// without bound.
+// send queues a command for the writer. A full queue, by count or by
+// bytes, means the client is not reading its replies: the connection is
+// closed rather than buffered without bound. The bytes are counted before
+// the push, so concurrent senders never overshoot the bound together; a
+// command alone in the queue is taken whatever its size.
 func (c *conn) send(cmd *pb.BaseCommand) {
+	size := int64(proto.Size(cmd))
+	if queued := c.outBytes.Add(size); queued > int64(c.srv.cfg.WriteQueueBytes) && queued != size {
+		c.outBytes.Add(-size)
+		c.log.Warn("closing connection: client is not reading (write queue bytes full)", "queued_bytes", queued-size, "bytes", c.srv.cfg.WriteQueueBytes)
+		c.close()
+		return
+	}
 	select {
-	case c.out <- outbound{cmd: cmd}:
+	case c.out <- outbound{cmd: cmd, size: int32(size)}:
 	case <-c.ctx.Done():
+		c.outBytes.Add(-size)
 	default:
+		c.outBytes.Add(-size)
 		c.log.Warn("closing connection: client is not reading (write queue full)", "queue", cap(c.out))
 		c.close()
 	}
+}
+
+// took uncounts a command the writer took from out.
+func (c *conn) took(o outbound) outbound {
+	c.outBytes.Add(-int64(o.size))
+	return o
 }
 
 // register adds v to m (a map of the connection's producers or consumers)
@@ -358,7 +382,7 @@ func (c *conn) handleLookup(req *pb.CommandLookupTopic) {
 }
 
 func (c *conn) lookup(name string) (Location, error) {
-	release, err := c.srv.lookupPermit()
+	release, err := c.srv.topics.LookupPermits().Acquire()
 	if err != nil {
 		return Location{}, err
 	}
@@ -390,7 +414,7 @@ func (c *conn) handlePartitionedMetadata(req *pb.CommandPartitionedTopicMetadata
 
 func (c *conn) partitions(name string) (int, error) {
 	// Pulsar counts these against the same bound as lookups.
-	release, err := c.srv.lookupPermit()
+	release, err := c.srv.topics.LookupPermits().Acquire()
 	if err != nil {
 		return 0, err
 	}

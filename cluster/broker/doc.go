@@ -49,6 +49,16 @@
 // ServiceConfig.CloseTimeout (one topic unloaded, or a reader's
 // subscription), and the context given to Service.Close (the broker).
 //
+// # Moving a bundle
+//
+// An unload, a shed or a drain hands a bundle to another broker without a
+// failed send: the request is written into the bundle's ownership key, the
+// owner fences the bundle's topics (SENDs dropped unanswered for the client
+// to resend, the taken ones receipted, dispatch stopped), persists and
+// closes them, moves the key to the new owner's lease in one CAS, and only
+// then sends CLOSE_PRODUCER and CLOSE_CONSUMER with the new owner's URL.
+// handoff.go says it step by step.
+//
 // # Lock order
 //
 // Locks are taken in this order, never against it:
@@ -69,9 +79,10 @@
 //     Locked.
 //   - dedup.mu → cursor: a deduplication snapshot writes cursor properties.
 //   - Leaves, under which nothing else is taken: Service.mu, Server.mu,
-//     ownership.mu, ownership.probes.mu, ownership.rand, conn.mu and a
-//     connection's msgQueue.mu (the writer takes conn.mu only to find the
-//     subscriptions to wake, and wakes them after releasing it).
+//     ownership.mu, ownership.probes.mu, ownership.rand, Service.handoffs,
+//     a topic's sendGate.mu, conn.mu and a connection's msgQueue.mu (the
+//     writer takes conn.mu only to find the subscriptions to wake, and
+//     wakes them after releasing it).
 //   - ownership.place (a one-slot semaphore) is held across one
 //     placement's store calls, and taken with no lock held.
 //

@@ -5,6 +5,9 @@ import "errors"
 var (
 	// ErrServerClosed: Serve was called on, or returned from, a closed Server.
 	ErrServerClosed = errors.New("broker: server closed")
+	// ErrCloseIncomplete: a Close's context ended before everything it
+	// closes had finished.
+	ErrCloseIncomplete = errors.New("broker: close did not finish in time")
 	// ErrInvalidConfig: a Config field is out of its documented bounds.
 	ErrInvalidConfig = errors.New("broker: invalid config")
 )

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/url"
 	"strings"
 	"sync"
@@ -351,8 +352,8 @@ func (s *Service) requestUnload(ctx context.Context, tenant, ns string, b topolo
 // names another broker, or is gone), watching it from after revision rev.
 func (s *Service) awaitDeparture(ctx context.Context, key, owner string, rev int64) error {
 	for {
-		ctx, cancel := context.WithCancel(ctx)
-		left, next, err := s.watchDeparture(ctx, key, owner, rev)
+		wctx, cancel := context.WithCancel(ctx)
+		left, next, err := s.watchDeparture(wctx, key, owner, rev)
 		cancel()
 		if left || err != nil {
 			return err
@@ -408,38 +409,45 @@ func (s *Service) watchDeparture(ctx context.Context, key, owner string, rev int
 
 // watchUnloads is the owner's side of unload requests: one watch of the
 // region's owners/ prefix, acting on every request for a bundle this
-// broker owns. After a watch error it lists the prefix again (acting on
-// the requests it finds) and watches from the list's revision. It runs
-// until the Service's ctx ends.
+// broker owns. It runs until the Service's ctx ends.
 func (s *Service) watchUnloads() {
-	prefix := s.own.ownersPrefix()
+	watchPuts(s.ctx, s.store, s.own.ownersPrefix(), s.log, s.considerUnload)
+}
+
+// watchPuts calls each with every key under prefix as a List finds it,
+// then with every key a watch from the list's revision sees written.
+// After a watch error (the revision compacted away, a member cut off) it
+// lists the prefix again, calling each with every key once more, and
+// watches from the new list's revision: no write is missed, and each must
+// take a key it has seen before. It returns when ctx ends.
+func watchPuts(ctx context.Context, store meta.Store, prefix string, log *slog.Logger, each func(meta.KV)) {
 	retry := time.NewTimer(0)
 	defer retry.Stop()
 	for {
 		select {
 		case <-retry.C:
-		case <-s.ctx.Done():
+		case <-ctx.Done():
 			return
 		}
-		kvs, rev, err := s.store.List(s.ctx, prefix)
+		kvs, rev, err := store.List(ctx, prefix)
 		if err != nil {
-			if s.ctx.Err() == nil {
-				s.log.Warn("listing bundle owners for unload requests", "err", err)
+			if ctx.Err() == nil {
+				log.Warn("listing for a watch", "prefix", prefix, "err", err)
 			}
 			retry.Reset(time.Second)
 			continue
 		}
 		for _, kv := range kvs {
-			s.considerUnload(kv)
+			each(kv)
 		}
-		for resp := range s.store.Watch(s.ctx, prefix, rev+1) {
+		for resp := range store.Watch(ctx, prefix, rev+1) {
 			if resp.Err != nil {
-				s.log.Info("watch of bundle owners ended: listing again", "err", resp.Err)
+				log.Info("watch ended: listing again", "prefix", prefix, "err", resp.Err)
 				break
 			}
 			for _, ev := range resp.Events {
 				if ev.Type == meta.EventPut {
-					s.considerUnload(ev.KV)
+					each(ev.KV)
 				}
 			}
 		}
@@ -660,9 +668,11 @@ func (s *Service) destination(ctx context.Context, want string) (LiveBroker, err
 // bundleTopics returns the topics of tenant/ns's bundle b loaded here,
 // waiting (within ctx) for the loads of its topics under way.
 func (s *Service) bundleTopics(ctx context.Context, tenant, ns string, b topology.Bundle) []*topicLoad {
-	var loads []*topicLoad
 	s.mu.Lock()
-	for name, l := range s.mu.topics {
+	all := maps.Clone(s.mu.topics) // Service.mu is a leaf: resolve outside it
+	s.mu.Unlock()
+	var loads []*topicLoad
+	for name, l := range all {
 		t, err := topology.ParseTopicName(name)
 		if err != nil || t.Tenant != tenant || t.Namespace != ns {
 			continue
@@ -673,7 +683,6 @@ func (s *Service) bundleTopics(ctx context.Context, tenant, ns string, b topolog
 			}
 		}
 	}
-	s.mu.Unlock()
 	out := loads[:0]
 	for _, l := range loads {
 		select {

@@ -19,8 +19,9 @@ import (
 //
 //   - connections: MaxConnections and MaxConnectionsPerIP. One past either
 //     is answered an ERROR before CONNECT and closed (admitConnection);
-//   - lookups: MaxConcurrentLookups over the whole broker. One past it is
-//     answered TooManyRequests at once (lookupPermit);
+//   - lookups: ServiceConfig.MaxConcurrentLookups over the whole broker,
+//     binary and HTTP lookups alike. One past it is answered
+//     TooManyRequests (HTTP 429) at once (LookupPermits);
 //   - topic loads: ServiceConfig.MaxConcurrentTopicLoads. One past it waits
 //     for a slot, its PRODUCER and SUBSCRIBE replies held meanwhile
 //     (Service.loadSlot);
@@ -48,11 +49,8 @@ const (
 
 // serverLimits is the Server's share of the bounds: what spans connections.
 type serverLimits struct {
-	lookups atomic.Int64 // lookups being answered
-
 	connectionsRefused atomic.Int64
 	lastRefusalLog     atomic.Int64 // unix nanoseconds of the last warning about one
-	lookupsRefused     atomic.Int64
 	readPauses         atomic.Int64
 
 	mu struct {
@@ -70,8 +68,8 @@ type LimitCounts struct {
 	// ConnectionsRefused: connections closed on arrival, past
 	// MaxConnections or MaxConnectionsPerIP.
 	ConnectionsRefused int64
-	// LookupsRefused: LOOKUP and PARTITIONED_METADATA requests answered
-	// TooManyRequests, past MaxConcurrentLookups.
+	// LookupsRefused: lookups (binary and HTTP) answered TooManyRequests,
+	// past MaxConcurrentLookups.
 	LookupsRefused int64
 	// ReadPauses: times a connection's reader stopped reading, at
 	// MaxRequestsPerConnection or at its pending publishes' bounds.
@@ -82,7 +80,7 @@ type LimitCounts struct {
 func (s *Server) LimitCounts() LimitCounts {
 	return LimitCounts{
 		ConnectionsRefused: s.limits.connectionsRefused.Load(),
-		LookupsRefused:     s.limits.lookupsRefused.Load(),
+		LookupsRefused:     s.topics.LookupPermits().Refused(),
 		ReadPauses:         s.limits.readPauses.Load(),
 	}
 }
@@ -185,17 +183,36 @@ func (s *Server) closeRefusing() {
 	}
 }
 
-// lookupPermit takes one of the MaxConcurrentLookups permits, returning
-// the function that gives it back, or TooManyRequests (Pulsar's answer and
-// text) when none is left.
-func (s *Server) lookupPermit() (release func(), err error) {
-	if s.limits.lookups.Add(1) > int64(s.cfg.MaxConcurrentLookups) {
-		s.limits.lookups.Add(-1)
-		s.limits.lookupsRefused.Add(1)
+// LookupPermits bounds the lookups a broker answers at once, whichever
+// way they come (Pulsar's pendingLookupRequests semaphore): the Service
+// owns one, the Server and the HTTP lookups take from it.
+type LookupPermits struct {
+	max     int64
+	held    atomic.Int64
+	refused atomic.Int64
+}
+
+// NewLookupPermits returns max permits (at least 1).
+func NewLookupPermits(max int) *LookupPermits { return &LookupPermits{max: int64(max)} }
+
+// Acquire takes a permit, returning the function that gives it back, or
+// TooManyRequests (Pulsar's answer and text) when none is left.
+func (p *LookupPermits) Acquire() (release func(), err error) {
+	if p.held.Add(1) > p.max {
+		p.held.Add(-1)
+		p.refused.Add(1)
 		return nil, fmt.Errorf("%w: Failed due to too many pending lookup requests", wire.ErrTooManyRequests)
 	}
-	return func() { s.limits.lookups.Add(-1) }, nil
+	var once sync.Once
+	return func() { once.Do(func() { p.held.Add(-1) }) }, nil
 }
+
+// Refused is how many lookups Acquire has turned away.
+func (p *LookupPermits) Refused() int64 { return p.refused.Load() }
+
+// LookupPermits is the Service's bound on the lookups answered at once
+// (ServiceConfig.MaxConcurrentLookups).
+func (s *Service) LookupPermits() *LookupPermits { return s.lookups }
 
 // connLimits is a connection's share of the bounds.
 type connLimits struct {

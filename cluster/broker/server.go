@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -106,9 +107,15 @@ func (s *Server) Connections() int {
 	return len(s.mu.conns)
 }
 
-// Close stops accepting, closes every connection and waits for every
-// goroutine the server started.
-func (s *Server) Close() error {
+// Close stops accepting, closes every connection and waits, until ctx
+// ends, for every goroutine the server started. Closing a connection
+// cancels its context and its socket, so its reader, writer and
+// keep-alive end at once; what may outlast that is a request still in a
+// call of Topics that does not heed the connection's context. If ctx ends
+// first, Close returns ErrCloseIncomplete with how many connections are
+// still winding down; they finish on their own, and a later Close waits
+// for them again.
+func (s *Server) Close(ctx context.Context) error {
 	s.mu.Lock()
 	s.mu.closed = true
 	for ln := range s.mu.listeners {
@@ -119,6 +126,15 @@ func (s *Server) Close() error {
 	}
 	s.mu.Unlock()
 	s.closeRefusing()
-	s.wg.Wait()
-	return nil
+	done := make(chan struct{})
+	go func() {
+		s.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %d connections still closing: %w", ErrCloseIncomplete, s.Connections(), ctx.Err())
+	}
 }

@@ -26,7 +26,10 @@ import (
 type fakeTopics struct {
 	url        string
 	partitions map[string]int
+	lookups    *broker.LookupPermits
 }
+
+func (f *fakeTopics) LookupPermits() *broker.LookupPermits { return f.lookups }
 
 func (f *fakeTopics) Lookup(_ context.Context, t topology.TopicName) (broker.Location, error) {
 	if t.Namespace == "missing" {
@@ -81,7 +84,8 @@ func startServerWith(t *testing.T, mutate func(*broker.Config), wrap func(*fakeT
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	fake := &fakeTopics{url: url, partitions: map[string]int{"persistent://public/default/orders": 3}}
+	fake := &fakeTopics{url: url, partitions: map[string]int{"persistent://public/default/orders": 3},
+		lookups: broker.NewLookupPermits(broker.DefaultServiceConfig("r", "b", url).MaxConcurrentLookups)}
 	var topics broker.Topics = fake
 	if wrap != nil {
 		topics = wrap(fake)
@@ -93,7 +97,11 @@ func startServerWith(t *testing.T, mutate func(*broker.Config), wrap func(*fakeT
 	served := make(chan error, 1)
 	go func() { served <- s.Serve(ln) }()
 	t.Cleanup(func() {
-		s.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := s.Close(ctx); err != nil {
+			t.Errorf("Close: %v", err)
+		}
 		if err := <-served; !errors.Is(err, broker.ErrServerClosed) {
 			t.Errorf("Serve returned %v", err)
 		}
@@ -347,7 +355,7 @@ func TestConfigValidate(t *testing.T) {
 		"connect timeout":    func(c *broker.Config) { c.ConnectTimeout = 0 },
 		"message size":       func(c *broker.Config) { c.MaxMessageSize = 0 },
 		"write queue":        func(c *broker.Config) { c.WriteQueue = 1 },
-		"lookups":            func(c *broker.Config) { c.MaxConcurrentLookups = 0 },
+		"write queue bytes":  func(c *broker.Config) { c.WriteQueueBytes = 1 << 10 },
 		"connections":        func(c *broker.Config) { c.MaxConnections = -1 },
 		"connections per IP": func(c *broker.Config) { c.MaxConnectionsPerIP = -1 },
 		"pending publishes":  func(c *broker.Config) { c.MaxPendingPublishes = -1 },

@@ -66,6 +66,15 @@ type ServiceConfig struct {
 	// arrival order, and the PRODUCER and SUBSCRIBE requests for its topic
 	// wait with it, their replies held (DESIGN §5). At least 1.
 	MaxConcurrentTopicLoads int
+	// MaxConcurrentLookups bounds the lookups the broker answers at once,
+	// over the binary protocol (LOOKUP and PARTITIONED_METADATA, on every
+	// connection) and HTTP (/lookup/v2 and the partitioned metadata an
+	// HTTP client asks for before it produces): one bound shared by both
+	// (Pulsar's maxConcurrentLookupRequest, 50000). One past it is
+	// answered at once with TooManyRequests (HTTP 429), which the client
+	// returns to its caller (and retries, for a producer or consumer it is
+	// creating) without closing its connection. At least 1.
+	MaxConcurrentLookups int
 	// BacklogQuotaCheckInterval is how often loaded topics are checked
 	// against their backlog quota (Pulsar's
 	// backlogQuotaCheckIntervalInSeconds, 60s). At least 1s.
@@ -129,6 +138,7 @@ func DefaultServiceConfig(region, brokerID, serviceURL string) ServiceConfig {
 		TopicLoadTimeout:      30 * time.Second,
 
 		MaxConcurrentTopicLoads: 5000,
+		MaxConcurrentLookups:    50_000,
 
 		BacklogQuotaCheckInterval: time.Minute,
 		ReplicationStartAt:        ReplicationStartLatest,
@@ -157,6 +167,8 @@ func (c ServiceConfig) Validate() error {
 		return fmt.Errorf("%w: TopicLoadTimeout %v, want at least 1s", ErrInvalidConfig, c.TopicLoadTimeout)
 	case c.MaxConcurrentTopicLoads < 1:
 		return fmt.Errorf("%w: MaxConcurrentTopicLoads %d, want at least 1", ErrInvalidConfig, c.MaxConcurrentTopicLoads)
+	case c.MaxConcurrentLookups < 1:
+		return fmt.Errorf("%w: MaxConcurrentLookups %d, want at least 1", ErrInvalidConfig, c.MaxConcurrentLookups)
 	case c.CloseTimeout < 100*time.Millisecond:
 		return fmt.Errorf("%w: CloseTimeout %v, want at least 100ms", ErrInvalidConfig, c.CloseTimeout)
 	case c.ReplicationStartAt != ReplicationStartLatest && c.ReplicationStartAt != ReplicationStartEarliest:
@@ -172,8 +184,9 @@ func (c ServiceConfig) Validate() error {
 }
 
 // Service is a broker's topics: it answers lookups from bundle ownership,
-// loads the topics this broker owns onto managed ledgers, and unloads them
-// when ownership is lost. It implements Topics for the protocol Server.
+// loads the topics this broker owns onto managed ledgers, hands bundles to
+// other brokers when asked (handoff.go), and unloads them when ownership
+// is lost. It implements Topics for the protocol Server.
 //
 // Loading: the first request for a topic starts its load in a goroutine
 // owned by the Service; every request for it meanwhile waits on the same
@@ -201,7 +214,8 @@ type Service struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // loads and topic watchers
 
-	loads loadSlots // MaxConcurrentTopicLoads (limits.go)
+	loads   loadSlots      // MaxConcurrentTopicLoads (limits.go)
+	lookups *LookupPermits // MaxConcurrentLookups (limits.go)
 
 	// handoffs are the ownership keys of the bundles being handed over
 	// (handoff.go), so that one bundle has one hand-off at a time.
@@ -254,6 +268,7 @@ func NewService(cfg ServiceConfig, store meta.Store, policies *global.Cache, gst
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.mu.topics = make(map[string]*topicLoad)
 	s.loads = newLoadSlots(cfg.MaxConcurrentTopicLoads)
+	s.lookups = NewLookupPermits(cfg.MaxConcurrentLookups)
 	self := Owner{BrokerID: cfg.BrokerID, ServiceURL: cfg.ServiceURL, ServiceURLTLS: cfg.ServiceURLTLS, WebURL: cfg.WebURL}
 	s.own = newOwnership(store, cfg.Region, self, cfg.OwnershipTTL, cfg.Lookup, s.clock, log, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), cfg.CloseTimeout)

@@ -32,6 +32,10 @@ type Topics interface {
 	// GetOrCreateSchema registers a schema if it is new and compatible,
 	// returning its version (GET_OR_CREATE_SCHEMA).
 	GetOrCreateSchema(ctx context.Context, topic topology.TopicName, s *pb.Schema) (schema.Version, error)
+	// LookupPermits bounds the lookups answered at once; the Server takes
+	// one for each LOOKUP and PARTITIONED_METADATA, and the HTTP lookups
+	// take theirs from the same.
+	LookupPermits() *LookupPermits
 }
 
 // Location is where a topic is served.

@@ -30,6 +30,7 @@ func (c *conn) writeLoop() {
 		case <-c.ctx.Done():
 			return
 		case o := <-c.out:
+			o = c.took(o)
 			err = c.writeQueued(w, &o)
 		case <-c.msgs.ready:
 			err = c.writeQueued(w, nil)
@@ -80,7 +81,7 @@ func (c *conn) writeQueued(w *wire.Writer, first *outbound) error {
 func (c *conn) nextQueued() (outbound, bool) {
 	select {
 	case o := <-c.out:
-		return o, true
+		return c.took(o), true
 	default:
 	}
 	o, ok, freed := c.msgs.pop()

@@ -53,8 +53,9 @@ type Config struct {
 	ExplicitLACInterval time.Duration
 	// RetryInterval is the pause before a writer retries bookies it saw
 	// fail (when no spare could replace them) and re-checks whether its
-	// ledger was fenced, and before recovery retries a bookie that did not
-	// answer. 1ms..1m.
+	// ledger was fenced, before recovery retries a bookie that did not
+	// answer, and before a tailing reader polls the LAC again after every
+	// bookie failed its long-poll. 1ms..1m.
 	RetryInterval time.Duration
 	// LACPollWait is how long a tailing reader's LAC long-poll is held by a
 	// bookie. 1ms..10m.

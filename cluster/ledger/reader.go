@@ -41,7 +41,7 @@ func (c *Client) OpenForRead(ctx context.Context, id int64) (*Reader, error) {
 		r.lac = md.LastEntry
 		return r, nil
 	}
-	if _, err := r.pollLAC(ctx, -1, 0); err != nil {
+	if _, _, err := r.pollLAC(ctx, -1, 0); err != nil {
 		return nil, err
 	}
 	return r, nil
@@ -203,16 +203,19 @@ func (c *Client) readEntry(ctx context.Context, md *Metadata, e int64) ([]byte, 
 // UpdateLAC refreshes the LAC without waiting: from the metadata if the
 // ledger has been closed, else from the bookies.
 func (r *Reader) UpdateLAC(ctx context.Context) (int64, error) {
-	return r.pollLAC(ctx, r.LastAddConfirmed(), 0)
+	lac, _, err := r.pollLAC(ctx, r.LastAddConfirmed(), 0)
+	return lac, err
 }
 
 // WaitLAC blocks until the LAC moves past previous and returns it. It
 // long-polls the last ensemble's bookies and re-reads the metadata after each
 // poll; once the ledger is closed at or before previous it returns the final
-// LAC with ErrLedgerClosed: nothing more will come.
+// LAC with ErrLedgerClosed: nothing more will come. A poll that every bookie
+// failed (none reachable) is followed by a pause of RetryInterval, so that
+// bookies that fail fast are not asked again in a loop.
 func (r *Reader) WaitLAC(ctx context.Context, previous int64) (int64, error) {
 	for {
-		lac, err := r.pollLAC(ctx, previous, r.c.cfg.LACPollWait)
+		lac, allFailed, err := r.pollLAC(ctx, previous, r.c.cfg.LACPollWait)
 		if err != nil {
 			return lac, err
 		}
@@ -222,31 +225,41 @@ func (r *Reader) WaitLAC(ctx context.Context, previous int64) (int64, error) {
 		if r.Closed() {
 			return lac, ErrLedgerClosed
 		}
+		if allFailed && !sleepCtx(ctx, r.c.cfg.RetryInterval) {
+			return lac, ctx.Err()
+		}
 	}
 }
 
 // pollLAC asks every member of the last ensemble for its LAC, holding each
 // call up to wait for one above previous, and returns as soon as one answer
 // moves past previous (or all have answered). A ledger found closed in the
-// metadata ends the poll with its lastEntry.
-func (r *Reader) pollLAC(ctx context.Context, previous int64, wait time.Duration) (int64, error) {
+// metadata ends the poll with its lastEntry. allFailed says that every
+// member failed the call. A bookie that holds nothing of the ledger
+// (ErrNoSuchLedger: no entry of it reached that bookie yet) answers the
+// LAC of an empty ledger; that is no failure.
+func (r *Reader) pollLAC(ctx context.Context, previous int64, wait time.Duration) (lac int64, allFailed bool, err error) {
 	if r.Closed() {
-		return r.LastAddConfirmed(), nil
+		return r.LastAddConfirmed(), false, nil
 	}
 	md, err := r.c.Metadata(ctx, r.id)
 	if err != nil {
-		return r.LastAddConfirmed(), err
+		return r.LastAddConfirmed(), false, err
 	}
 	if md.State == StateClosed {
 		r.mu.Lock()
 		r.md, r.lac = md, md.LastEntry
 		r.mu.Unlock()
-		return md.LastEntry, nil
+		return md.LastEntry, false, nil
 	}
 	ens := md.LastEnsemble()
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	answers := make(chan int64, len(ens))
+	type answer struct {
+		lac    int64
+		failed bool
+	}
+	answers := make(chan answer, len(ens))
 	var wg sync.WaitGroup
 	for _, id := range ens {
 		wg.Add(1)
@@ -262,14 +275,17 @@ func (r *Reader) pollLAC(ctx context.Context, previous int64, wait time.Duration
 			if err != nil {
 				lac = -1
 			}
-			answers <- lac
+			answers <- answer{lac: lac, failed: err != nil && !errors.Is(err, ErrNoSuchLedger)}
 		}()
 	}
-	best := int64(-1)
+	best, failed := int64(-1), 0
 	for range ens {
 		select {
-		case lac := <-answers:
-			best = max(best, lac)
+		case a := <-answers:
+			best = max(best, a.lac)
+			if a.failed {
+				failed++
+			}
 		case <-ctx.Done():
 		}
 		if best > previous || ctx.Err() != nil {
@@ -283,7 +299,7 @@ func (r *Reader) pollLAC(ctx context.Context, previous int64, wait time.Duration
 		r.md = md
 		r.lac = max(r.lac, best)
 	}
-	lac := r.lac
+	lac = r.lac
 	r.mu.Unlock()
-	return lac, ctx.Err()
+	return lac, failed == len(ens), ctx.Err()
 }

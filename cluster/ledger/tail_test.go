@@ -235,3 +235,60 @@ func TestCloseSendsLastLAC(t *testing.T) {
 		}
 	})
 }
+
+// TestWaitLACPausesWhenEveryBookieFails has every bookie refuse a tailing
+// reader's LAC long-polls at once (bookies down): WaitLAC asks again only
+// after RetryInterval, instead of polling in a loop (a metadata read and
+// a call per bookie each time, which kept an idle replicator at 14% of a
+// core), and returns once a bookie answers again.
+func TestWaitLACPausesWhenEveryBookieFails(t *testing.T) {
+	e := newEnv(t, 1, "b1", "b2", "b3")
+	cfg := testConfig()
+	w, err := e.client("w", cfg).Create(t.Context(), 3, 3, 2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	r, err := e.client("r", cfg).OpenForRead(t.Context(), w.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	polls := 0
+	e.bookies.SetDelay(func(client, _ string, op ledgertest.Op, _ int64, back bool) time.Duration {
+		if client == "r" && op == ledgertest.OpReadLAC && !back {
+			mu.Lock()
+			polls++
+			mu.Unlock()
+		}
+		return 0
+	})
+	for _, b := range []string{"b1", "b2", "b3"} {
+		e.bookies.Refuse("r", b)
+	}
+	waited := make(chan error, 1)
+	go func() {
+		_, err := r.WaitLAC(t.Context(), -1)
+		waited <- err
+	}()
+	// Over a second, a reader that pauses RetryInterval (50ms) between
+	// polls makes at most about 20 of them, 3 calls each; one that does
+	// not makes thousands.
+	time.Sleep(time.Second)
+	mu.Lock()
+	n := polls
+	mu.Unlock()
+	if n > 3*(int(time.Second/cfg.RetryInterval)+2) {
+		t.Errorf("%d LAC calls in a second with every bookie refusing, want at most one poll of 3 per RetryInterval (%v)", n, cfg.RetryInterval)
+	}
+	if n == 0 {
+		t.Error("the reader never polled")
+	}
+	e.bookies.HealAll()
+	if _, err := w.Add(t.Context(), []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-waited; err != nil {
+		t.Fatalf("WaitLAC after the bookies came back: %v", err)
+	}
+}

@@ -743,7 +743,12 @@ func (ml *ManagedLedger) confirmed(ledgerID int64, data []byte, fut *AppendFutur
 		ml.v.lac = pos
 		ml.curSizeSeen += int64(len(data))
 	}
-	ml.cache.put(Entry{Position: pos, Data: data})
+	if len(ml.marks) > 0 {
+		// Only an open cursor reads from the cache; with none, an entry
+		// cached here would sit until eviction by size (CacheMaxBytes per
+		// topic), and a cursor opened later reads from the bookies.
+		ml.cache.put(Entry{Position: pos, Data: data})
+	}
 	ml.wakeLocked()
 	ml.mu.Unlock()
 	fut.complete(pos, nil)

@@ -301,7 +301,13 @@ func startBroker(ctx context.Context, r *regionParts, cfg BrokerConfig) (_ *Brok
 	if err != nil {
 		return nil, err
 	}
-	n.closers = append(n.closers, func() { n.server.Close() })
+	n.closers = append(n.closers, func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := n.server.Close(cctx); err != nil {
+			log.Warn("closing the Pulsar protocol server", "err", err)
+		}
+	})
 	// Runs before the server closes: the clients hear where their topics
 	// went while their connections are still up.
 	n.closers = append(n.closers, func() {

@@ -105,7 +105,7 @@ var pulsarConfKeys = []confMapping{
 
 	{"maxMessageSize", integer(1, 100<<20, func(c *RegionConfig) *int { return &c.Broker.Broker.MaxMessageSize })},
 	{"keepAliveIntervalSeconds", seconds(1, 3600, func(c *RegionConfig) *time.Duration { return &c.Broker.Broker.KeepAliveInterval })},
-	{"maxConcurrentLookupRequest", integer(1, 1<<31-1, func(c *RegionConfig) *int { return &c.Broker.Broker.MaxConcurrentLookups })},
+	{"maxConcurrentLookupRequest", integer(1, 1<<31-1, func(c *RegionConfig) *int { return &c.Broker.Service.MaxConcurrentLookups })},
 	{"maxConcurrentTopicLoadRequest", integer(1, 1<<31-1, func(c *RegionConfig) *int { return &c.Broker.Service.MaxConcurrentTopicLoads })},
 	{"brokerMaxConnections", integer(0, 1<<31-1, func(c *RegionConfig) *int { return &c.Broker.Broker.MaxConnections })},
 	{"brokerMaxConnectionsPerIp", integer(0, 1<<31-1, func(c *RegionConfig) *int { return &c.Broker.Broker.MaxConnectionsPerIP })},

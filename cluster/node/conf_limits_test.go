@@ -22,12 +22,12 @@ maxPendingPublishRequestsPerConnection=0
 		t.Fatalf("%v, ignored %v", err, ignored)
 	}
 	b := cfg.Broker
-	got := [5]int{b.MaxConcurrentLookups, cfg.Service.MaxConcurrentTopicLoads, b.MaxConnections, b.MaxConnectionsPerIP, b.MaxPendingPublishes}
+	got := [5]int{cfg.Service.MaxConcurrentLookups, cfg.Service.MaxConcurrentTopicLoads, b.MaxConnections, b.MaxConnectionsPerIP, b.MaxPendingPublishes}
 	if want := [5]int{100, 7, 5000, 50, 0}; got != want {
 		t.Fatalf("lookups, topic loads, connections, per IP, pending publishes = %v, want %v", got, want)
 	}
 	def := node.DefaultBrokerConfig("localhost")
-	if d := def.Broker; d.MaxConcurrentLookups != 50_000 || def.Service.MaxConcurrentTopicLoads != 5000 ||
+	if d := def.Broker; def.Service.MaxConcurrentLookups != 50_000 || def.Service.MaxConcurrentTopicLoads != 5000 ||
 		d.MaxConnections != 0 || d.MaxConnectionsPerIP != 0 || d.MaxPendingPublishes != 1000 {
 		t.Fatalf("defaults %+v, %d: want Pulsar's", d, def.Service.MaxConcurrentTopicLoads)
 	}

@@ -224,7 +224,11 @@ func Start(ctx context.Context, s *Storage, cfg Config) (_ *Broker, err error) {
 	if b.server, err = broker.NewServer(pcfg, b.service, log); err != nil {
 		return nil, err
 	}
-	b.closers = append(b.closers, func() { b.server.Close() })
+	b.closers = append(b.closers, func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		b.server.Close(cctx)
+	})
 	// Runs before the server closes, as a SIGTERMed broker's drain does:
 	// its bundles go to the other brokers started on the storage, if any.
 	b.closers = append(b.closers, func() {
@@ -256,7 +260,9 @@ func (b *Broker) Server() *broker.Server { return b.server }
 // clients are cut off, but its session lease lives on (the storage's store
 // keeps it alive) with every bundle it held. Close still stops the rest.
 func (b *Broker) Kill() {
-	b.server.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = b.server.Close(ctx)
 	<-b.served
 }
 
