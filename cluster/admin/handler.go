@@ -51,6 +51,7 @@ func New(cfg Config, svc *broker.Service, log *slog.Logger) (http.Handler, error
 	h.routeBrokers()
 	h.routeBrokerConfig()
 	h.routeBrokerStats()
+	h.routeLoadBalance()
 	h.routeStoredPolicies()
 	h.routeReplicatorDispatchRate()
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

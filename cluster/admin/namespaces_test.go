@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 )
@@ -192,8 +193,9 @@ func TestBrokers(t *testing.T) {
 	if err := adm.Brokers().HealthCheckWithTopicVersion(utils.TopicVersionV2); err != nil {
 		t.Fatal(err)
 	}
-	leader, err := adm.Brokers().GetLeaderBroker()
-	if err != nil || leader.BrokerID != region.ID() {
-		t.Fatalf("leader %+v, %v", leader, err)
-	}
+	// The leader is elected once the broker runs: wait for it.
+	waitFor(t, 30*time.Second, "the leader", func() bool {
+		leader, err := adm.Brokers().GetLeaderBroker()
+		return err == nil && leader.BrokerID == region.ID()
+	})
 }

@@ -164,7 +164,6 @@ func (h *handler) routeBrokers() {
 	h.handle("GET /admin/v2/brokers/{cluster}", opSuperUser, h.brokers)
 	h.handle("GET /admin/v2/brokers/health", opSuperUser, h.health)
 	h.handle("GET /admin/v2/brokers/ready", opNone, h.health)
-	h.handle("GET /admin/v2/brokers/leaderBroker", opSuperUser, h.leaderBroker)
 }
 
 // brokerAddrs lists the region's live brokers as Pulsar does: the
@@ -224,18 +223,4 @@ func (h *handler) health(w http.ResponseWriter, r *http.Request) error {
 type brokerInfo struct {
 	BrokerID   string `json:"brokerId"`
 	ServiceURL string `json:"serviceUrl"`
-}
-
-// leaderBroker answers the region's broker with the smallest id: Meridian
-// has no leader broker (bundle ownership is claimed per bundle), and this
-// gives a stable answer to tools that ask.
-func (h *handler) leaderBroker(w http.ResponseWriter, r *http.Request) error {
-	owners, err := h.svc.Brokers(r.Context())
-	if err != nil {
-		return err
-	}
-	if len(owners) == 0 {
-		return fmt.Errorf("%w: no broker is registered in region %s", ErrNotReady, h.svc.Region())
-	}
-	return ok(w, brokerInfo{BrokerID: owners[0].BrokerID, ServiceURL: owners[0].WebURL})
 }

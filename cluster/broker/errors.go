@@ -10,6 +10,12 @@ var (
 	ErrCloseIncomplete = errors.New("broker: close did not finish in time")
 	// ErrInvalidConfig: a Config field is out of its documented bounds.
 	ErrInvalidConfig = errors.New("broker: invalid config")
+	// ErrNoLeader: no broker of the region leads yet (the election is
+	// under way, or every broker is cut off from etcd). Retry.
+	ErrNoLeader = errors.New("broker: no region leader")
+	// ErrBundleNotFound: the bundle named is not one of its namespace's
+	// bundles (never was, or was split).
+	ErrBundleNotFound = errors.New("broker: bundle not found")
 )
 
 var (

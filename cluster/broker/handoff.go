@@ -278,10 +278,7 @@ func (s *Service) NamespaceBundles(tenant, ns string) ([]topology.Bundle, error)
 	if !ok {
 		return nil, fmt.Errorf("%w: namespace %s/%s does not exist", wire.ErrTopicNotFound, tenant, ns)
 	}
-	if p.Bundles == nil {
-		return topology.EvenBundles(topology.DefaultBundleCount)
-	}
-	return p.Bundles.Bundles()
+	return namespaceBundles(p)
 }
 
 // ResolveBroker returns the id of the live broker of this region that

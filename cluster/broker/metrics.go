@@ -16,7 +16,8 @@ import (
 )
 
 // This file is the broker's metrics: the meridian_* families it records as
-// it works (lookup latency, ownership changes, dispatch read sizes), and
+// it works (lookup latency, ownership changes, dispatch read sizes, region
+// leadership, sheds and splits), and
 // the Pulsar-named view of its topics (TopicMetrics), which the Prometheus
 // collector (PulsarCollector) and the admin API's broker-stats read at
 // scrape time from the counters the topics keep anyway for their stats.
@@ -29,7 +30,16 @@ type brokerMetrics struct {
 	lookup     prometheus.Histogram
 	ownership  *prometheus.CounterVec
 	dispatched prometheus.Histogram
+	leader     prometheus.Gauge
+	balance    *prometheus.CounterVec
 }
+
+// The values of meridian_broker_load_balance_total's action label.
+const (
+	balanceShed       = "shed"        // the leader moved a bundle off a broker
+	balanceShedFailed = "shed_failed" // the leader asked for a move that did not happen
+	balanceSplit      = "split"       // this broker split one of its bundles
+)
 
 // The values of meridian_broker_ownership_changes_total's change label.
 const (
@@ -61,12 +71,23 @@ func newBrokerMetrics(cfg ServiceConfig) (*brokerMetrics, error) {
 			Help:    "Entries read by one dispatch round of a subscription (new and replayed; at most Dispatch.MaxReadEntries of new ones).",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 12),
 		}),
+		leader: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "meridian_broker_region_leader",
+			Help: "1 while this broker is its region's elected leader (it runs the shedder), else 0.",
+		}),
+		balance: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "meridian_broker_load_balance_total",
+			Help: "Load balancing done by this broker: shed (as leader, a bundle moved off a broker), shed_failed (a move asked for that did not happen), split (one of its bundles split in two).",
+		}, []string{"action"}),
+	}
+	for _, a := range []string{balanceShed, balanceShedFailed, balanceSplit} {
+		m.balance.WithLabelValues(a)
 	}
 	for _, c := range []string{ownershipAcquired, ownershipReleased, ownershipLost, ownershipHanded, ownershipUnloaded, ownershipPlaced, ownershipRevoked} {
 		m.ownership.WithLabelValues(c)
 	}
 	if cfg.Registerer != nil {
-		for _, c := range []prometheus.Collector{m.lookup, m.ownership, m.dispatched} {
+		for _, c := range []prometheus.Collector{m.lookup, m.ownership, m.dispatched, m.leader, m.balance} {
 			if err := cfg.Registerer.Register(c); err != nil {
 				return nil, err
 			}
@@ -85,6 +106,22 @@ func (m *brokerMetrics) lookedUp(start time.Time) {
 func (m *brokerMetrics) ownershipChanged(change string) {
 	if m != nil {
 		m.ownership.WithLabelValues(change).Inc()
+	}
+}
+
+func (m *brokerMetrics) leading(on bool) {
+	if m != nil {
+		v := 0.0
+		if on {
+			v = 1
+		}
+		m.leader.Set(v)
+	}
+}
+
+func (m *brokerMetrics) balanced(action string) {
+	if m != nil {
+		m.balance.WithLabelValues(action).Inc()
 	}
 }
 

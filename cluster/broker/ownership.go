@@ -289,8 +289,10 @@ func (o *ownership) register(ctx context.Context, l meta.Lease) error {
 // updateRecord applies change to this broker's registration (its load
 // report, its draining flag) and writes it, compare-and-swap on the
 // ModRevision of our last write. Only this broker writes the key, so a
-// conflict means the lease, and the key with it, is gone: the changed
-// record is then written by the next lease's registration.
+// conflict means the lease, and the key with it, is gone (the changed
+// record is then written by the next lease's registration), or that a
+// write of ours landed after its caller gave up on it (then the key is
+// still under our lease, and the write is made again on its revision).
 func (o *ownership) updateRecord(ctx context.Context, change func(*BrokerRecord)) error {
 	o.rec.Lock()
 	defer o.rec.Unlock()
@@ -303,6 +305,15 @@ func (o *ownership) updateRecord(ctx context.Context, change func(*BrokerRecord)
 		return err
 	}
 	rev, err := o.store.Update(ctx, o.brokerKey(), v, o.rec.modRev)
+	if errors.Is(err, meta.ErrConflict) {
+		// Only this broker writes the key, so a conflict while the key is
+		// still under our lease is an earlier write of ours that landed
+		// though its answer was lost (its ctx ended first): take the key's
+		// revision and write again.
+		if kv, gerr := o.store.Get(ctx, o.brokerKey()); gerr == nil && kv.Lease == o.rec.lease {
+			rev, err = o.store.Update(ctx, o.brokerKey(), v, kv.ModRevision)
+		}
+	}
 	switch {
 	case errors.Is(err, meta.ErrConflict):
 		o.rec.lease, o.rec.modRev = meta.NoLease, 0

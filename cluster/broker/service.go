@@ -107,6 +107,9 @@ type ServiceConfig struct {
 	// Clock is the time of the dispatchers: when delayed messages fall
 	// due. Nil is the wall clock; tests inject a fake one.
 	Clock clockwork.Clock
+	// LoadBalance configures load reports, shedding and bundle split
+	// (loadbalance.go).
+	LoadBalance LoadBalanceConfig
 }
 
 // DispatchConfig bounds what a subscription reads and holds.
@@ -143,6 +146,7 @@ func DefaultServiceConfig(region, brokerID, serviceURL string) ServiceConfig {
 		BacklogQuotaCheckInterval: time.Minute,
 		ReplicationStartAt:        ReplicationStartLatest,
 		CloseTimeout:              5 * time.Second,
+		LoadBalance:               DefaultLoadBalanceConfig(),
 	}
 }
 
@@ -176,6 +180,9 @@ func (c ServiceConfig) Validate() error {
 	}
 	if err := c.Metrics.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	if err := c.LoadBalance.Validate(); err != nil {
+		return err
 	}
 	if err := c.Lookup.Validate(); err != nil {
 		return err
@@ -216,6 +223,8 @@ type Service struct {
 
 	loads   loadSlots      // MaxConcurrentTopicLoads (limits.go)
 	lookups *LookupPermits // MaxConcurrentLookups (limits.go)
+
+	loadState loadState // load reports (loadreport.go)
 
 	// handoffs are the ownership keys of the bundles being handed over
 	// (handoff.go), so that one bundle has one hand-off at a time.
@@ -280,14 +289,17 @@ func NewService(cfg ServiceConfig, store meta.Store, policies *global.Cache, gst
 }
 
 // Start removes the previous run's claims, registers the broker and starts
-// the backlog quota checks and the watch for unload requests.
+// the backlog quota checks, the watch for unload requests, the load
+// reports and the campaign for region leader.
 func (s *Service) Start(ctx context.Context) error {
 	if err := s.own.start(ctx); err != nil {
 		return err
 	}
-	s.wg.Add(2)
+	s.wg.Add(4)
 	go s.quotaLoop(s.cfg.BacklogQuotaCheckInterval)
 	go s.replicationLoop()
+	go s.loadLoop()
+	go s.leaderLoop()
 	s.wg.Go(s.watchUnloads)
 	return nil
 }

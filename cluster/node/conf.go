@@ -139,6 +139,19 @@ var pulsarConfKeys = []confMapping{
 	}},
 	{"defaultNumberOfNamespaceBundles", integer(1, 1024, func(c *RegionConfig) *int { return &c.Broker.DefaultNamespaceBundles })},
 
+	{"loadBalancerReportUpdateMinIntervalMillis", millis(100, 3_600_000, func(c *RegionConfig) *time.Duration { return &c.Broker.Service.LoadBalance.ReportInterval })},
+	{"loadBalancerSheddingEnabled", boolean(func(c *RegionConfig) *bool { return &c.Broker.Service.LoadBalance.SheddingEnabled })},
+	{"loadBalancerSheddingIntervalMinutes", minutes(1, 1<<20, func(c *RegionConfig) *time.Duration { return &c.Broker.Service.LoadBalance.SheddingInterval })},
+	{"loadBalancerBrokerThresholdShedderPercentage", number(1, 100, 1, func(c *RegionConfig) *float64 { return &c.Broker.Service.LoadBalance.SheddingThreshold })},
+	{"loadBalancerSheddingGracePeriodMinutes", minutes(0, 1<<20, func(c *RegionConfig) *time.Duration { return &c.Broker.Service.LoadBalance.SheddingGracePeriod })},
+	{"loadBalancerBundleUnloadMinThroughputThreshold", number(0, 1<<20, 1<<20, func(c *RegionConfig) *float64 { return &c.Broker.Service.LoadBalance.MinSheddingThroughput })},
+	{"loadBalancerAutoBundleSplitEnabled", boolean(func(c *RegionConfig) *bool { return &c.Broker.Service.LoadBalance.AutoBundleSplit })},
+	{"loadBalancerNamespaceBundleMaxTopics", integer(1, 1<<31-1, func(c *RegionConfig) *int { return &c.Broker.Service.LoadBalance.BundleMaxTopics })},
+	{"loadBalancerNamespaceBundleMaxSessions", integer(1, 1<<31-1, func(c *RegionConfig) *int { return &c.Broker.Service.LoadBalance.BundleMaxSessions })},
+	{"loadBalancerNamespaceBundleMaxMsgRate", number(1, 1<<40, 1, func(c *RegionConfig) *float64 { return &c.Broker.Service.LoadBalance.BundleMaxMsgRate })},
+	{"loadBalancerNamespaceBundleMaxBandwidthMbytes", number(1, 1<<20, 1<<20, func(c *RegionConfig) *float64 { return &c.Broker.Service.LoadBalance.BundleMaxThroughput })},
+	{"loadBalancerNamespaceMaximumBundles", integer(1, 1024, func(c *RegionConfig) *int { return &c.Broker.Service.LoadBalance.MaxBundles })},
+
 	{"brokerDeduplicationEnabled", boolean(func(c *RegionConfig) *bool { return &c.Broker.Service.Policies.DeduplicationEnabled })},
 	{"allowAutoTopicCreation", boolean(func(c *RegionConfig) *bool { return &c.Broker.Service.Policies.AllowAutoTopicCreation })},
 	{"allowAutoTopicCreationType", func(c *RegionConfig, v string) error {
@@ -332,6 +345,27 @@ func minutes(lo, hi int64, field func(*RegionConfig) *time.Duration) confSetter 
 		n, err := parseInt(v, lo, hi)
 		*field(c) = time.Duration(n) * time.Minute
 		return err
+	}
+}
+
+func millis(lo, hi int64, field func(*RegionConfig) *time.Duration) confSetter {
+	return func(c *RegionConfig, v string) error {
+		n, err := parseInt(v, lo, hi)
+		*field(c) = time.Duration(n) * time.Millisecond
+		return err
+	}
+}
+
+// number sets a float field to the value, from lo to hi, times unit (the
+// bytes of a MB, for example).
+func number(lo, hi, unit float64, field func(*RegionConfig) *float64) confSetter {
+	return func(c *RegionConfig, v string) error {
+		n, err := strconv.ParseFloat(v, 64)
+		if err != nil || n < lo || n > hi {
+			return fmt.Errorf("want a number from %v to %v", lo, hi)
+		}
+		*field(c) = n * unit
+		return nil
 	}
 }
 

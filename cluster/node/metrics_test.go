@@ -82,6 +82,8 @@ var meridianGolden = []goldenSeries{
 	{"meridian_broker_lookup_seconds", histogram, nil},
 	{"meridian_broker_ownership_changes_total", counter, []string{"change"}},
 	{"meridian_broker_dispatch_read_entries", histogram, nil},
+	{"meridian_broker_region_leader", gauge, nil},
+	{"meridian_broker_load_balance_total", counter, []string{"action"}},
 	{"meridian_replicator_read_to_receipt_seconds", histogram, []string{"remote_cluster"}},
 	{"meridian_bookie_read_only", gauge, nil},
 }

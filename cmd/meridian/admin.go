@@ -73,7 +73,7 @@ JSON. Authenticate with --token / --token-file, with --auth-plugin and
 	a.register(cmd)
 	pf.StringVarP(&a.output, "output", "o", "table", "output format: table (text, as pulsar-admin prints) or json")
 	cmd.AddCommand(a.tenantsCommand(), a.namespacesCommand(), a.topicsCommand(),
-		a.clustersCommand(), a.brokersCommand())
+		a.clustersCommand(), a.brokersCommand(), a.brokerStatsCommand())
 	return cmd
 }
 
@@ -464,7 +464,7 @@ func (a *adminCLI) brokersCommand() *cobra.Command {
 		return p.scalar("ok", "ok")
 	})
 	health.Flags().StringVar(&version, "topic-version", string(utils.TopicVersionV1), "name form of the health check topic: V1 or V2")
-	return group("brokers", "Inspect brokers", list, health)
+	return group("brokers", "Inspect brokers", list, health, a.leaderBrokerVerb())
 }
 
 // ---- namespaces ----
@@ -533,7 +533,8 @@ func (a *adminCLI) namespacesCommand() *cobra.Command {
 		a.setClustersCommand(), a.getClustersCommand(),
 		a.setBacklogQuotaCommand(), a.getBacklogQuotaCommand(), a.removeBacklogQuotaCommand(),
 		a.setAutoTopicCreationCommand(), a.getAutoTopicCreationCommand(), a.removeAutoTopicCreationCommand(),
-		a.setNamespaceDispatchRateCommand(), a.getNamespaceDispatchRateCommand(), a.removeNamespaceDispatchRateCommand())
+		a.setNamespaceDispatchRateCommand(), a.getNamespaceDispatchRateCommand(), a.removeNamespaceDispatchRateCommand(),
+		a.splitBundleVerb())
 }
 
 func (a *adminCLI) retentionCommands() [2]*cobra.Command {
