@@ -132,12 +132,14 @@ func fakeOwner(t *testing.T, storage *brokertest.Storage, via *brokertest.Broker
 
 // TestProbedOwner: what a lookup does with an owner, by what its port
 // does. One that accepts and never answers (paused, or slow) keeps its
-// bundle and its lease: the lookup answers it, after at most about the
-// probe's timeout. One that accepts and closes without a word (a proxy
+// bundle and its lease: the lookup answers it, after about the probe's
+// timeout. One that accepts and closes without a word (a proxy
 // whose broker is gone) loses its lease, and the bundle comes here.
 func TestProbedOwner(t *testing.T) {
 	storage := newStorage(t)
-	a := startBroker(t, storage, withTTL(failoverTTL))
+	// A probe timeout long enough for a loaded machine's fake owners to
+	// accept and close.
+	a := startBroker(t, storage, withTTL(failoverTTL), func(c *brokertest.Config) { c.Service.Lookup.ProbeTimeout = 2 * time.Second })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 

@@ -351,7 +351,9 @@ func TestPlaceSkipsAnEndedLease(t *testing.T) {
 func TestDialProbe(t *testing.T) {
 	o := newOwnership(memoryStore(t), testRegion, Owner{BrokerID: "self"}, time.Minute, DefaultLookupConfig(),
 		clockwork.NewRealClock(), discardLogger(), func() {})
-	o.cfg.ProbeTimeout = 300 * time.Millisecond
+	// Long enough for a loaded machine's listeners to answer; the silent
+	// case waits it out.
+	o.cfg.ProbeTimeout = 2 * time.Second
 	listen := func(serve func(nc net.Conn, stop <-chan struct{})) string { return ListenLoopback(t, serve) }
 	refused := func() string {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -389,6 +391,7 @@ func TestProbeRemembersAlive(t *testing.T) {
 	clock := clockwork.NewFakeClock()
 	o := newOwnership(memoryStore(t), testRegion, Owner{BrokerID: "self"}, time.Minute, DefaultLookupConfig(),
 		clock, discardLogger(), func() {})
+	o.cfg.ProbeTimeout = 5 * time.Second // the answer is all that counts here
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

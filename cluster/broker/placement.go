@@ -15,10 +15,14 @@ import (
 // owner.
 type LookupConfig struct {
 	// MetadataTimeout bounds the metadata reads and writes of one lookup.
-	// Past it the lookup answers ServiceNotReady, on which clients retry,
-	// so a region whose etcd is away answers promptly and never with a
-	// guessed owner. Longer rides out a slow etcd, shorter frees the
-	// client sooner. Default 5s; at least 100ms.
+	// Past it the lookup answers ServiceNotReady, on which clients
+	// reconnect and retry (but a first CreateProducer or Subscribe fails
+	// with it), so a region whose etcd is away answers within it and never
+	// with a guessed owner. Longer rides out a slow etcd (a burst of
+	// placements through one broker is serialised), shorter frees the
+	// client sooner; past the client's operation timeout (30s by default)
+	// it only keeps work alive that nobody waits for. Default 15s; at
+	// least 100ms.
 	MetadataTimeout time.Duration
 	// ProbeTimeout bounds the probe of an owner found by a lookup: dialling
 	// its service URL and waiting for any reply to CONNECT. A refused
@@ -40,7 +44,7 @@ type LookupConfig struct {
 
 // DefaultLookupConfig returns the defaults documented on LookupConfig.
 func DefaultLookupConfig() LookupConfig {
-	return LookupConfig{MetadataTimeout: 5 * time.Second, ProbeTimeout: 500 * time.Millisecond, ProbeAliveFor: 250 * time.Millisecond}
+	return LookupConfig{MetadataTimeout: 15 * time.Second, ProbeTimeout: 500 * time.Millisecond, ProbeAliveFor: 250 * time.Millisecond}
 }
 
 // Validate checks every field against its bounds.
@@ -156,6 +160,13 @@ func (o *ownership) placeLeastLoaded(ctx context.Context, key string, l meta.Lea
 		return Owner{}, fmt.Errorf("%w: waiting to place a bundle: %v", wire.ErrServiceNotReady, ctx.Err())
 	}
 	defer func() { <-o.place }()
+	// Lookups of one bundle that arrived together queue here: the first
+	// places it, and the others need only read it.
+	if _, err := o.store.Get(ctx, key); err == nil {
+		return Owner{}, fmt.Errorf("placed meanwhile: %w", meta.ErrExists)
+	} else if !errors.Is(err, meta.ErrNotFound) {
+		return Owner{}, fmt.Errorf("%w: read owner of %s: %v", wire.ErrServiceNotReady, key, err)
+	}
 	var gone []string
 	for {
 		c, err := o.choose(ctx, gone...)

@@ -552,11 +552,28 @@ func (s *Service) load(l *topicLoad, t topology.TopicName, create creation) {
 	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.TopicLoadTimeout)
 	defer cancel()
 	l.topic, l.err = s.loadTopic(ctx, t, create)
+	s.mu.Lock()
+	current := s.mu.topics[t.String()] == l
+	if l.err != nil && current {
+		delete(s.mu.topics, t.String())
+	}
+	s.mu.Unlock()
+	if l.err == nil && !current {
+		// Every topic was unloaded while this one loaded (the session lease
+		// ended, and the unload stopped waiting for it at CloseTimeout): it
+		// was claimed under the lost lease, and must not serve beside a
+		// load under the next one (see ownership).
+		// Closed before its waiters hear, so that their retry finds the
+		// managed ledger free to open again.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.CloseTimeout)
+		defer cancel()
+		l.topic.close(cctx)
+		l.topic, l.err = nil, fmt.Errorf("%w: %s was unloaded while it loaded", wire.ErrServiceNotReady, t)
+		close(l.done)
+		return
+	}
 	if l.err != nil {
 		s.log.Info("topic not loaded", "topic", t.String(), "err", l.err)
-		s.mu.Lock()
-		delete(s.mu.topics, t.String())
-		s.mu.Unlock()
 		close(l.done)
 		return
 	}
