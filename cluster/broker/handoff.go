@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -216,11 +217,24 @@ func (p *producer) awaitReceipts(ctx context.Context) error {
 func (t *Topic) fence(ctx context.Context) error {
 	t.mu.Lock()
 	t.mu.closing = true // no producer or subscription is added from here on
-	producers := make([]*producer, 0, len(t.mu.producers))
-	for p := range t.mu.producers {
-		producers = append(producers, p)
-	}
+	producers := slices.Collect(maps.Keys(t.mu.producers))
 	t.mu.Unlock()
+	if err := t.settleSends(ctx, producers); err != nil {
+		return err
+	}
+	for _, s := range t.subscriptions() {
+		s.stop(ctx) // the consumers stay, to be told where to go
+	}
+	return nil
+}
+
+// settleSends shuts the topic's SEND gate and waits, within ctx, until
+// every SEND taken before has its receipt. SENDs that arrive later are
+// dropped unanswered. Every close does this before it tells the producers
+// to go: a client resends whatever it has no receipt for, so a SEND
+// stored but not receipted would be stored twice on a topic without
+// deduplication.
+func (t *Topic) settleSends(ctx context.Context, producers []*producer) error {
 	if err := t.sends.close(ctx); err != nil {
 		return err
 	}
@@ -228,9 +242,6 @@ func (t *Topic) fence(ctx context.Context) error {
 		if err := p.awaitReceipts(ctx); err != nil {
 			return err
 		}
-	}
-	for _, s := range t.subscriptions() {
-		s.stop(ctx) // the consumers stay, to be told where to go
 	}
 	return nil
 }

@@ -87,11 +87,13 @@ func newTopic(ctx context.Context, s *Service, t topology.TopicName, ml *mledger
 // Name returns the topic's full name.
 func (t *Topic) Name() string { return t.name.String() }
 
-// close disconnects every producer and consumer (CLOSE_PRODUCER and
+// close takes no more SENDs and receipts the ones taken (settleSends),
+// disconnects every producer and consumer (CLOSE_PRODUCER and
 // CLOSE_CONSUMER, so clients look the topic up again), stops the
 // dispatchers, snapshots deduplication and closes the managed ledger, all
-// by ctx's deadline: telling clients to go only queues frames, and no
-// dispatcher waits on a consumer, so no peer can hold it up.
+// by ctx's deadline: waiting for receipts is bounded by it, telling
+// clients to go only queues frames, and no dispatcher waits on a
+// consumer, so no peer can hold it up.
 func (t *Topic) close(ctx context.Context) { t.closeTo(ctx, nil) }
 
 // closeTo is close, with the clients told where the topic moved (dest,
@@ -103,6 +105,9 @@ func (t *Topic) closeTo(ctx context.Context, dest *Owner) {
 		producers := append(slices.Collect(maps.Keys(t.mu.producers)), t.mu.waiting...)
 		t.mu.waiting = nil
 		t.mu.Unlock()
+		if err := t.settleSends(ctx, producers); err != nil {
+			t.svc.log.Debug("closing topic: receipts still owed at the deadline", "topic", t.Name(), "err", err)
+		}
 		for _, p := range producers {
 			p.disconnectTo(dest)
 		}
