@@ -133,8 +133,8 @@ func fakeOwner(t *testing.T, storage *brokertest.Storage, via *brokertest.Broker
 // TestProbedOwner: what a lookup does with an owner, by what its port
 // does. One that accepts and never answers (paused, or slow) keeps its
 // bundle and its lease: the lookup answers it, after about the probe's
-// timeout. One that accepts and closes without a word (a proxy
-// whose broker is gone) loses its lease, and the bundle comes here.
+// timeout. One whose port refuses connections (its process is gone)
+// loses its lease, and the bundle comes here.
 func TestProbedOwner(t *testing.T) {
 	storage := newStorage(t)
 	// A probe timeout long enough for a loaded machine's fake owners to
@@ -165,10 +165,15 @@ func TestProbedOwner(t *testing.T) {
 		default:
 		}
 	})
-	t.Run("owner closing without a reply is taken over", func(t *testing.T) {
-		url := broker.ListenLoopback(t, func(net.Conn, <-chan struct{}) {})
+	t.Run("owner refusing connections is taken over", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		url := "pulsar://" + ln.Addr().String()
+		ln.Close() // nothing listens there now: the port refuses
 		topic := topicFor(t)
-		l := fakeOwner(t, storage, a, "proxied:6650", url, topic)
+		l := fakeOwner(t, storage, a, "crashed:6650", url, topic)
 		if loc := lookup(t, a, topic); loc.ServiceURL != a.ServiceURL() {
 			t.Fatalf("the lookup answered %s, want the live broker %s", loc.ServiceURL, a.ServiceURL())
 		}

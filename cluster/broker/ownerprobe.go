@@ -26,8 +26,8 @@ const (
 	// brokerAlive: something answered CONNECT (CONNECTED, or an ERROR such
 	// as an authentication failure: a process is serving the port).
 	brokerAlive
-	// brokerDead: the connection was refused, or closed or reset before
-	// any reply (what a proxy in front of a dead broker does).
+	// brokerDead: the connection was refused: no process listens on the
+	// port.
 	brokerDead
 )
 
@@ -133,24 +133,25 @@ func (o *ownership) dialProbe(serviceURL string) liveness {
 		return brokerUnknown
 	}
 	if _, err := nc.Write(connect); err != nil {
-		return deadIfRefused(err)
+		return brokerUnknown
 	}
 	var b [1]byte
-	_, err = io.ReadFull(nc, b[:])
-	switch {
-	case err == nil:
-		return brokerAlive // a reply began: CONNECTED, or ERROR
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		return brokerDead // accepted, then closed with no reply
+	if _, err := io.ReadFull(nc, b[:]); err != nil {
+		// Closed or reset with no reply. A live broker does that too: at
+		// its connection bounds, past maxRefusing refusals, and while its
+		// server closes (a write after its close draws a reset). Taking
+		// that for death would revoke a busy broker's session in the middle
+		// of a connection storm.
+		return brokerUnknown
 	}
-	return deadIfRefused(err)
+	return brokerAlive // a reply began: CONNECTED, or ERROR
 }
 
-// deadIfRefused is dead for a refused or reset connection (no process on
-// the port, or a proxy whose backend is gone), unknown for anything else:
-// a timeout or an unreachable network proves nothing.
+// deadIfRefused is dead for a refused connection (no process listens on
+// the port), unknown for anything else: a timeout or an unreachable
+// network proves nothing.
 func deadIfRefused(err error) liveness {
-	if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
+	if errors.Is(err, syscall.ECONNREFUSED) {
 		return brokerDead
 	}
 	return brokerUnknown

@@ -61,13 +61,14 @@ type Owner struct {
 // # Fast failover, and why it is safe
 //
 // A lookup that finds the bundle owned by another broker X probes X
-// (liveness.go): it dials X's advertised service URL and sends CONNECT,
+// (ownerprobe.go): it dials X's advertised service URL and sends CONNECT,
 // within LookupConfig.ProbeTimeout. Any reply means X is alive, and the
-// lookup answers X. A refused connection, or one closed before any reply,
-// means X's process is gone: the lookup revokes X's lease, which deletes
+// lookup answers X. A refused connection means X's process is gone: the lookup revokes X's lease, which deletes
 // X's registration and every claim it held, and places the bundle afresh,
 // well within the TTL. A timeout proves nothing (X may be paused, or its
-// host slow): the lookup answers X and lets X's lease decide.
+// host slow), nor does a connection closed or reset without a word (a live
+// broker closes so at its connection bounds, and a proxy in front of a
+// dead one may too): the lookup answers X and lets X's lease decide.
 //
 // A probe can be wrong: X may have been alive after all (a listener
 // restarting, a proxy in front of it that lost its backend for a moment).
@@ -128,7 +129,7 @@ type ownership struct {
 	place chan struct{}
 
 	// probes remembers which brokers answered a probe lately, and shares a
-	// probe under way between the lookups that need it (liveness.go).
+	// probe under way between the lookups that need it (ownerprobe.go).
 	probes probeState
 
 	// rand breaks placement ties.

@@ -26,9 +26,9 @@ type LookupConfig struct {
 	MetadataTimeout time.Duration
 	// ProbeTimeout bounds the probe of an owner found by a lookup: dialling
 	// its service URL and waiting for any reply to CONNECT. A refused
-	// connection, or one closed before any reply, proves the owner dead,
-	// and the lookup takes its bundles; a probe that times out proves
-	// nothing, and the lookup answers the owner. Shorter answers sooner for
+	// connection proves the owner dead, and the lookup takes its bundles;
+	// a probe that times out, or a connection closed without a reply,
+	// proves nothing, and the lookup answers the owner. Shorter answers sooner for
 	// an owner that is paused; too short on a loaded host only means the
 	// owner is reported as is, never taken over. Default 500ms; 10ms..10s.
 	ProbeTimeout time.Duration
