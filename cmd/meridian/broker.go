@@ -79,7 +79,7 @@ clients waiting --ownership-ttl for it to expire.`,
 	f.IntVar(&b.Ledgers.EnsembleSize, "ensemble-size", b.Ledgers.EnsembleSize, "bookies each new ledger is striped over (E)")
 	f.IntVar(&b.Ledgers.WriteQuorum, "write-quorum", b.Ledgers.WriteQuorum, "bookies each entry is written to (Qw <= E)")
 	f.IntVar(&b.Ledgers.AckQuorum, "ack-quorum", b.Ledgers.AckQuorum, "bookies that must confirm an entry before it is acknowledged (Qa <= Qw)")
-	f.DurationVar(&b.Service.OwnershipTTL, "ownership-ttl", b.Service.OwnershipTTL, "lease on the bundles this broker owns: how long its topics stay unavailable after it dies")
+	f.DurationVar(&b.Service.OwnershipTTL, "ownership-ttl", b.Service.OwnershipTTL, "lease on the bundles this broker owns: how long its topics wait for another broker when it is frozen or cut off from etcd (a crashed broker's port refuses, and a lookup takes its bundles at once)")
 	f.DurationVar(&b.Ledgers.CursorPersistInterval, "cursor-persist-interval", b.Ledgers.CursorPersistInterval, "shortest time between two writes of one subscription's position (acks of the last interval are redelivered after a crash)")
 	f.DurationVar(&b.BookieWait, "bookie-wait", b.BookieWait, "how long to wait at start for --ensemble-size bookies to register")
 	logs = addLogFlags(f)
