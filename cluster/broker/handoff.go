@@ -556,6 +556,10 @@ func (s *Service) handOff(ctx context.Context, tenant, ns string, b topology.Bun
 	s.eachTopic(ctx, topics, (*Topic).fence, log, "fencing a topic for its hand-off")
 	to, toErr := s.destination(ctx, v.Unload.Destination)
 	s.eachTopic(ctx, topics, (*Topic).seal, log, "sealing a topic for its hand-off")
+	// Forgotten before the key changes, so that once an unload has
+	// answered (the key no longer names us) no topic of the bundle is
+	// listed here; a load of one meanwhile waits on the key's request.
+	s.forgetTopics(topics)
 
 	var dest *Owner
 	for range 3 {
@@ -705,20 +709,24 @@ func (s *Service) bundleTopics(ctx context.Context, tenant, ns string, b topolog
 	return out
 }
 
-// releaseTopics forgets the handed-over topics and closes them, telling
+// forgetTopics removes the handed-over topics from the loaded ones.
+func (s *Service) forgetTopics(loads []*topicLoad) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, l := range loads {
+		if name := l.topic.Name(); s.mu.topics[name] == l {
+			delete(s.mu.topics, name)
+		}
+	}
+}
+
+// releaseTopics closes the handed-over topics (forgotten already), telling
 // their clients to go to dest (nil: look the topic up again), and waits
 // (within CloseTimeout) until those words are written to every client's
 // connection: a drain closes the connections next, and a client that saw
 // its connection drop before its CLOSE frames would look the topic up
 // instead of going straight to dest.
 func (s *Service) releaseTopics(ctx context.Context, loads []*topicLoad, dest *Owner) {
-	s.mu.Lock()
-	for _, l := range loads {
-		if name := l.topic.Name(); s.mu.topics[name] == l {
-			delete(s.mu.topics, name)
-		}
-	}
-	s.mu.Unlock()
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.CloseTimeout)
 	defer cancel()
 	conns := make(map[*conn]struct{})
