@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -24,7 +25,8 @@ import (
 // sole owner of the journal file) and apply stage (the sole writer of ledger
 // state); the checkpointer; the compactor when CompactionInterval is set;
 // the registration loop and the GC loop when a metadata store is configured;
-// and a watcher that closes the listener and connections when the bookie's
+// the failpoint endpoint's server when Config.FailpointEndpoint is set; and a
+// watcher that closes the listeners and connections when the bookie's
 // context ends.
 type Bookie struct {
 	cfg     Config
@@ -35,6 +37,11 @@ type Bookie struct {
 	journal *journal
 	ln      net.Listener
 	addr    string
+
+	failpoints *failpointSwitch
+	// failpointSrv serves Config.FailpointEndpoint; nil without one.
+	failpointSrv *http.Server
+	failpointLn  net.Listener
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -82,19 +89,27 @@ func Start(ctx context.Context, cfg Config) (*Bookie, error) {
 		fs = noSyncFS{fs}
 		log.Warn("journal fsync is off (--storage memory): acknowledged entries are not durable, a machine crash loses them; for benchmarks only")
 	}
-	if cfg.Failpoints.fsActive() {
-		ffs := NewFaultFS(fs)
-		cfg.Failpoints.arm(ffs)
-		fs = ffs
-		log.Warn("failpoints armed", "failpoints", fmt.Sprintf("%+v", cfg.Failpoints))
+	// The journal goes through a FaultFS only when a failpoint may need
+	// it: a bookie without failpoints pays nothing for them.
+	fps := &failpointSwitch{}
+	if cfg.Failpoints.fsActive() || cfg.FailpointEndpoint != "" {
+		fps.fs = NewFaultFS(fs)
+		fps.fs.clock = clock
+		fs = fps.fs
+	}
+	if err := fps.set(cfg.Failpoints); err != nil {
+		return nil, err
+	}
+	if spec := cfg.Failpoints.String(); spec != "" {
+		log.Warn("failpoints armed", "failpoints", spec)
 	}
 
 	journalDir := filepath.Join(cfg.DataDir, "journal")
-	st, err := openStore(filepath.Join(cfg.DataDir, "index"), cfg.IndexCacheSize, log, m, cfg.Failpoints, fs, journalDir)
+	st, err := openStore(filepath.Join(cfg.DataDir, "index"), cfg.IndexCacheSize, log, m, fps, fs, journalDir)
 	if err != nil {
 		return nil, err
 	}
-	b := &Bookie{cfg: cfg, log: log, clock: clock, m: m, store: st, readOnlyC: make(chan struct{}, 1)}
+	b := &Bookie{cfg: cfg, log: log, clock: clock, m: m, store: st, failpoints: fps, readOnlyC: make(chan struct{}, 1)}
 	b.mu.conns = make(map[*serverConn]struct{})
 	b.journal = &journal{
 		fs: fs, dir: journalDir, log: log, m: m, clock: clock, store: st,
@@ -114,6 +129,15 @@ func Start(ctx context.Context, cfg Config) (*Bookie, error) {
 		st.close()
 		return nil, fmt.Errorf("bookie: listen on %s: %w", cfg.ListenAddr, err)
 	}
+	if cfg.FailpointEndpoint != "" {
+		if b.failpointLn, err = (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.FailpointEndpoint); err != nil {
+			ln.Close()
+			b.journal.file.Close()
+			st.close()
+			return nil, fmt.Errorf("bookie: failpoint endpoint on %s: %w", cfg.FailpointEndpoint, err)
+		}
+		b.failpointSrv = &http.Server{Handler: b.failpointHandler(), ReadHeaderTimeout: 10 * time.Second}
+	}
 	b.ln = ln
 	b.addr = ln.Addr().String()
 	if cfg.AdvertiseAddr != "" {
@@ -129,8 +153,20 @@ func Start(ctx context.Context, cfg Config) (*Bookie, error) {
 	}
 	b.goroutine(b.acceptLoop)
 	b.goroutine(b.probeLoop)
+	if b.failpointSrv != nil {
+		b.goroutine(func() {
+			if err := b.failpointSrv.Serve(b.failpointLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Warn("failpoint endpoint stopped", "err", err)
+			}
+		})
+		log.Warn("failpoint endpoint serving: for tests only, whoever reaches it can fail this bookie's disk",
+			"address", b.failpointLn.Addr().String())
+	}
 	b.goroutine(func() {
 		<-b.ctx.Done()
+		if b.failpointSrv != nil {
+			b.failpointSrv.Close()
+		}
 		b.ln.Close()
 		b.mu.Lock()
 		for c := range b.mu.conns {

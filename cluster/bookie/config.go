@@ -105,8 +105,18 @@ type Config struct {
 	NoSync bool
 	// FS is the journal's filesystem; nil is the real one.
 	FS FS
-	// Failpoints are injected faults (see Failpoints); zero value: none.
+	// Failpoints are injected faults (see Failpoints), armed at start;
+	// NoFailpoints() (the default) arms none.
 	Failpoints Failpoints
+	// FailpointEndpoint, when set, is a TCP address on which the bookie
+	// serves an HTTP endpoint, /failpoints, that shows (GET), replaces
+	// (PUT or POST, a body in ParseFailpoints' syntax) and clears (DELETE)
+	// its failpoints while it runs. For tests only: it has no
+	// authentication, and whoever reaches it can fail the bookie's disk.
+	// Setting it also puts the journal on a FaultFS (one uncontended mutex
+	// per journal write and sync). Empty, the default: no endpoint, and
+	// failpoints stay as they were at start.
+	FailpointEndpoint string
 	// Registerer receives the bookie's metrics; nil registers nowhere.
 	Registerer prometheus.Registerer
 	// Logger; nil discards.
@@ -135,7 +145,7 @@ func DefaultConfig() Config {
 		IndexCacheSize:        64 << 20,
 		CompactionThreshold:   0.5,
 		CompactionInterval:    time.Minute,
-		Failpoints:            Failpoints{JournalSyncAfter: -1, JournalWriteAfter: -1},
+		Failpoints:            NoFailpoints(),
 	}
 }
 
@@ -179,6 +189,8 @@ func (c Config) Validate() error {
 		return bad("CompactionThreshold %v out of range 0..0.95", c.CompactionThreshold)
 	case c.CompactionInterval != 0 && c.CompactionInterval < time.Second:
 		return bad("CompactionInterval %s: 0 (off) or at least 1s", c.CompactionInterval)
+	case c.Failpoints.JournalSyncDelay < 0 || c.Failpoints.JournalSyncDelay > MaxSyncDelay:
+		return bad("Failpoints.JournalSyncDelay %s out of range 0..%s", c.Failpoints.JournalSyncDelay, MaxSyncDelay)
 	}
 	return nil
 }

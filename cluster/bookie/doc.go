@@ -66,7 +66,10 @@
 // disk, and the first durable one makes the bookie writable again. A stored entry failing its CRC fails that read with
 // ChecksumMismatch and counts in meridian_bookie_checksum_errors_total. The
 // journal's filesystem is the FS interface; FaultFS and Failpoints inject
-// these faults in tests and in the real binary (MERIDIAN_FAILPOINTS).
+// these faults in tests and in the real binary (MERIDIAN_FAILPOINTS), and a
+// slow disk (journal-fsync=delay:D). With Config.FailpointEndpoint, an HTTP
+// endpoint for tests switches them while the bookie runs (SetFailpoints);
+// without it the journal runs on no FaultFS at all.
 //
 // # Fencing and LAC
 //

@@ -24,4 +24,8 @@ var (
 	ErrInvalidConfig = errors.New("bookie: invalid config")
 	// ErrFailpoint: a failpoint specification could not be parsed.
 	ErrFailpoint = errors.New("bookie: bad failpoint")
+	// ErrFailpointsFixed: failpoints were to be switched on a bookie
+	// started without a failpoint endpoint (Config.FailpointEndpoint),
+	// whose journal has no failpoint filesystem to switch.
+	ErrFailpointsFixed = errors.New("bookie: failpoints cannot be switched on this bookie")
 )

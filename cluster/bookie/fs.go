@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"sync"
 	"syscall"
+	"time"
+
+	"github.com/jonboulle/clockwork"
 )
 
 // FS is the filesystem under the journal (which holds the entries) and the
@@ -114,16 +117,27 @@ func (noSyncFile) Sync() error { return nil }
 // FaultFS wraps an FS and injects errors into writes and syncs of its files.
 // A fault armed with after = n lets n more calls succeed and then fails every
 // later call with err, until it is cleared. It is what tests and the
-// journal-write / journal-fsync failpoints use.
+// journal-write / journal-fsync failpoints use. Faults may be armed and
+// cleared while its files are in use.
 type FaultFS struct {
 	FS
+	// clock times slow syncs; nil is the real clock. Set before use.
+	clock clockwork.Clock
 	mu    sync.Mutex
-	write fault // guarded by mu
-	sync  fault // guarded by mu
+	write fault     // guarded by mu
+	sync  fault     // guarded by mu
+	slow  slowFault // guarded by mu
 }
 
 type fault struct {
 	err   error
+	after int
+}
+
+// slowFault delays syncs by delay after `after` more undelayed ones; a zero
+// delay is off.
+type slowFault struct {
+	delay time.Duration
 	after int
 }
 
@@ -144,6 +158,35 @@ func (f *FaultFS) FailSyncs(err error, after int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.sync = fault{err: err, after: after}
+}
+
+// SlowSyncs makes every file sync wait delay before it syncs, after `after`
+// more undelayed ones: a slow disk. A zero delay clears it.
+func (f *FaultFS) SlowSyncs(delay time.Duration, after int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.slow = slowFault{delay: delay, after: after}
+}
+
+// armed is a snapshot of the faults.
+func (f *FaultFS) armed() (write, sync fault, slow slowFault) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.write, f.sync, f.slow
+}
+
+// syncDelay is how long the next sync waits first.
+func (f *FaultFS) syncDelay() time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.slow.delay == 0 {
+		return 0
+	}
+	if f.slow.after > 0 {
+		f.slow.after--
+		return 0
+	}
+	return f.slow.delay
 }
 
 func (f *FaultFS) check(which *fault) error {
@@ -183,6 +226,13 @@ func (f *faultFile) Write(p []byte) (int, error) {
 }
 
 func (f *faultFile) Sync() error {
+	if d := f.fs.syncDelay(); d > 0 {
+		if f.fs.clock != nil {
+			f.fs.clock.Sleep(d)
+		} else {
+			time.Sleep(d)
+		}
+	}
 	if err := f.fs.check(&f.fs.sync); err != nil {
 		return &os.PathError{Op: "fdatasync", Path: "journal", Err: err}
 	}

@@ -7,6 +7,9 @@ package bookie
 // binary, so they run only with -tags e2e:
 //
 //	go test -tags e2e -race -run Process ./cluster/bookie/
+//
+// TestProcessFailpointEndpoint switches the failpoints of a running process
+// through --failpoint-endpoint instead.
 
 import (
 	"bufio"
@@ -14,6 +17,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -92,11 +97,13 @@ type bookieProc struct {
 
 // startProc runs `meridian bookie` and waits for its ready line. The test's
 // cleanup kills it by PID if it is still running.
-func startProc(t *testing.T, e *meta.Embed, dataDir, failpoints string) *bookieProc {
+// Further flags for the bookie go in extra.
+func startProc(t *testing.T, e *meta.Embed, dataDir, failpoints string, extra ...string) *bookieProc {
 	t.Helper()
-	cmd := exec.Command(meridianBinary(t), "bookie", "--region", "e2e", "--id", "proc-bookie",
+	args := []string{"bookie", "--region", "e2e", "--id", "proc-bookie",
 		"--etcd", strings.Join(e.Endpoints(), ","), "--data-dir", dataDir, "--listen", "127.0.0.1:0",
-		"--lease-ttl", "60s", "--log-level", "info")
+		"--lease-ttl", "60s", "--log-level", "info"}
+	cmd := exec.Command(meridianBinary(t), append(args, extra...)...)
 	cmd.Env = append(os.Environ(), failpointsEnvName+"="+failpoints)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -139,6 +146,21 @@ func startProc(t *testing.T, e *meta.Embed, dataDir, failpoints string) *bookieP
 
 const failpointsEnvName = FailpointsEnv
 
+// waitFatalExit waits for the bookie to exit after a failed fsync, which
+// must be non-zero.
+func waitFatalExit(t *testing.T, ctx context.Context, p *bookieProc) {
+	t.Helper()
+	select {
+	case <-p.exited:
+	case <-ctx.Done():
+		t.Fatal("the bookie did not exit after a failed fsync")
+	}
+	var ee *exec.ExitError
+	if !errors.As(p.err, &ee) || ee.ExitCode() == 0 {
+		t.Fatalf("exit: %v, want a non-zero exit code", p.err)
+	}
+}
+
 type lockedWriter struct {
 	mu sync.Mutex
 	w  io.Writer
@@ -165,15 +187,7 @@ func TestProcessFsyncFailureExitsNonZero(t *testing.T) {
 	if acked == 1000 {
 		t.Fatal("the fsync failpoint never fired")
 	}
-	select {
-	case <-p.exited:
-	case <-ctx.Done():
-		t.Fatal("the bookie did not exit after a failed fsync")
-	}
-	var ee *exec.ExitError
-	if !errors.As(p.err, &ee) || ee.ExitCode() == 0 {
-		t.Fatalf("exit: %v, want a non-zero exit code", p.err)
-	}
+	waitFatalExit(t, ctx, p)
 	if !strings.Contains(p.stderr.String(), "journal fsync failed") {
 		t.Fatalf("stderr does not say why:\n%s", p.stderr)
 	}
@@ -286,4 +300,104 @@ func TestProcessDiskFullAndCorruption(t *testing.T) {
 		t.Fatalf("a full disk stopped the bookie: %v", p.err)
 	default:
 	}
+}
+
+// freePort reserves a free loopback port and releases it for the process
+// to bind; another process could take it in between, and then the bookie
+// fails to start and the test says so.
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// procFailpoints sends one request to a process's failpoint endpoint and
+// returns the armed set it answers with.
+func procFailpoints(t *testing.T, ctx context.Context, endpoint, method, spec string) string {
+	t.Helper()
+	code, body := failpointCall(t, ctx, endpoint, method, spec)
+	if code != http.StatusOK {
+		t.Fatalf("%s %q: %d: %s", method, spec, code, body)
+	}
+	return strings.TrimSpace(body)
+}
+
+// TestProcessFailpointEndpoint switches a running `meridian bookie`'s disk
+// faults through --failpoint-endpoint: a slow sync shows in the add
+// latency and clearing it restores it; ENOSPC makes it read-only (in its
+// registration too) and clearing it makes it writable again; a failed fsync
+// ends it non-zero.
+func TestProcessFailpointEndpoint(t *testing.T) {
+	ctx := testCtx(t)
+	e, store := startEtcd(t)
+	endpoint := freePort(t)
+	p := startProc(t, e, t.TempDir(), "", "--failpoint-endpoint", endpoint, "--read-only-probe-interval", "1s")
+	if got := procFailpoints(t, ctx, endpoint, http.MethodGet, ""); got != "" {
+		t.Fatalf("armed at start: %q", got)
+	}
+	c := dial(t, p.addr)
+	entry := int64(0)
+	add := func() (time.Duration, error) {
+		start := time.Now()
+		err := c.AddEntry(ctx, bkproto.AddRequest{LedgerID: 5, EntryID: entry, LastAddConfirmed: entry - 1, Payload: payloadOf(5, entry, 100)})
+		if err == nil {
+			entry++
+		}
+		return time.Since(start), err
+	}
+	for range 20 {
+		if _, err := add(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	const delay = 300 * time.Millisecond
+	if got := procFailpoints(t, ctx, endpoint, http.MethodPut, "journal-fsync=delay:"+delay.String()); got != "journal-fsync=delay:300ms" {
+		t.Fatalf("PUT answered %q", got)
+	}
+	for range 3 {
+		took, err := add()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if took < delay {
+			t.Fatalf("an add under a %s sync delay took %s", delay, took)
+		}
+	}
+	procFailpoints(t, ctx, endpoint, http.MethodDelete, "")
+	fast := false
+	for range 50 {
+		took, err := add()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if took < delay/2 {
+			fast = true
+			break
+		}
+	}
+	if !fast {
+		t.Fatal("no add faster than the delay in 50 after the clear")
+	}
+
+	key := bkproto.BookieKey("e2e", "proc-bookie")
+	procFailpoints(t, ctx, endpoint, http.MethodPut, "journal-write=enospc")
+	_, err := add()
+	wantErr(t, "add on a full disk", err, bkproto.ErrReadOnly)
+	waitRegistration(t, ctx, store, key, store.Watch(ctx, key, 0), true)
+	procFailpoints(t, ctx, endpoint, http.MethodDelete, "")
+	waitRegistration(t, ctx, store, key, store.Watch(ctx, key, 0), false)
+	if _, err := add(); err != nil {
+		t.Fatalf("add once the disk has room again: %v", err)
+	}
+
+	procFailpoints(t, ctx, endpoint, http.MethodPut, "journal-fsync=error")
+	if _, err := add(); err == nil {
+		t.Fatal("an add whose fsync failed was acknowledged")
+	}
+	waitFatalExit(t, ctx, p)
 }

@@ -388,7 +388,7 @@ func TestLostAccountingIsRecounted(t *testing.T) {
 
 	// Drop every file's accounting, as if it had never been written.
 	m, _ := newMetrics(nil)
-	st, err := openStore(filepath.Join(cfg.DataDir, "index"), 1<<20, testLogger(t), m, Failpoints{}, OSFS{}, b.journal.dir)
+	st, err := openStore(filepath.Join(cfg.DataDir, "index"), 1<<20, testLogger(t), m, &failpointSwitch{}, OSFS{}, b.journal.dir)
 	if err != nil {
 		t.Fatal(err)
 	}

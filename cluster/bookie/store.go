@@ -52,7 +52,7 @@ type store struct {
 	db  *pebble.DB
 	log *slog.Logger
 	m   *metrics
-	fp  Failpoints
+	fp  *failpointSwitch
 	fs  FS
 	dir string // the journal's directory, where the entries are
 
@@ -237,7 +237,7 @@ func (l pebbleLogger) Fatalf(format string, args ...any) {
 	panic("pebble: " + msg)
 }
 
-func openStore(dir string, cacheSize int64, log *slog.Logger, m *metrics, fp Failpoints, fs FS, journalDir string) (*store, error) {
+func openStore(dir string, cacheSize int64, log *slog.Logger, m *metrics, fp *failpointSwitch, fs FS, journalDir string) (*store, error) {
 	cache := pebble.NewCache(cacheSize)
 	defer cache.Unref()
 	opts := &pebble.Options{

@@ -40,7 +40,10 @@ not be on disk, so check the disk before restarting it. A full disk makes it
 read-only (it keeps serving reads). --storage memory turns every journal fsync
 off, for benchmarks only: acknowledged entries then live in the page cache and
 a machine crash loses them (the bookie warns at start). Fault injection for tests: --failpoints or
-` + bookie.FailpointsEnv + `, e.g. "journal-fsync=error@100;entry-corrupt=3:7".`,
+` + bookie.FailpointsEnv + `, e.g. "journal-fsync=error@100;entry-corrupt=3:7" or
+"journal-fsync=delay:20ms"; --failpoint-endpoint ADDR serves GET/PUT/DELETE
+http://ADDR/failpoints to switch them while the bookie runs (tests only: it
+has no authentication and is off by default).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log := logs.logger(cmd)
@@ -103,6 +106,7 @@ a machine crash loses them (the bookie warns at start). Fault injection for test
 	f.DurationVar(&cfg.CompactionInterval, "compaction-interval", cfg.CompactionInterval, "how often to look for journal files to compact (0: never)")
 	f.StringVar(&storage, "storage", storageDisk, "disk (every journal write fsynced) or memory (no fsync: not durable, for benchmarks only)")
 	f.StringVar(&failpoints, "failpoints", "", "fault injection for tests (default: $"+bookie.FailpointsEnv+")")
+	f.StringVar(&cfg.FailpointEndpoint, "failpoint-endpoint", "", "address of an HTTP endpoint, /failpoints, that switches failpoints at run time; for tests only (default: off)")
 	f.StringVar(&metricsAddr, "metrics-listen", "", "address to serve Prometheus /metrics on (default: off)")
 	logs = addLogFlags(f)
 	return cmd
