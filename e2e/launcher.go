@@ -7,8 +7,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -115,6 +117,11 @@ type RegionConfig struct {
 	// BookieArgs are further flags for every bookie of the region (e.g.
 	// "--storage", "memory").
 	BookieArgs []string
+	// BookieFailpoints gives every bookie of the region a failpoint
+	// endpoint (`--failpoint-endpoint` on a free loopback port), so that
+	// a scenario switches its disk faults while it runs, with
+	// Process.SetFailpoints.
+	BookieFailpoints bool
 }
 
 // withDefaults fills the ledger settings left zero.
@@ -396,7 +403,13 @@ func (b *Bed) startBookie(r *Region, i int) *Process {
 	args := []string{"--region", r.Name, "--etcd", strings.Join(r.EtcdEndpoints(), ","),
 		"--id", name, "--data-dir", filepath.Join(b.Dir, name),
 		"--listen", fmt.Sprintf("127.0.0.1:%d", b.freePorts(1)[0])}
+	var endpoint string
+	if r.Config.BookieFailpoints {
+		endpoint = fmt.Sprintf("127.0.0.1:%d", b.freePorts(1)[0])
+		args = append(args, "--failpoint-endpoint", endpoint)
+	}
 	p := b.newProcess(r.Name, name, "bookie", append(args, r.Config.BookieArgs...)...)
+	p.FailpointEndpoint = endpoint
 	p.Start()
 	r.Bookies = append(r.Bookies, p)
 	return p
@@ -663,6 +676,9 @@ type Process struct {
 	Name string
 	// ClientURL is an etcd member's client URL; "" for other processes.
 	ClientURL string
+	// FailpointEndpoint is a bookie's failpoint endpoint (host:port) when
+	// its region has RegionConfig.BookieFailpoints; "" otherwise.
+	FailpointEndpoint string
 
 	region  string // the region it runs in; "" for the global etcd member
 	tb      testing.TB
@@ -917,4 +933,36 @@ func (p *Process) WaitLog(ctx context.Context, from int64, want string) string {
 func (p *Process) WaitReady(ctx context.Context, from int64) string {
 	p.tb.Helper()
 	return p.WaitLog(ctx, from, readyLine)
+}
+
+// SetFailpoints replaces the failpoints of a running bookie whose region has
+// RegionConfig.BookieFailpoints, with spec in `meridian bookie --failpoints`
+// syntax (e.g. "journal-fsync=delay:50ms", "journal-write=enospc"); ""
+// clears them. It returns the set the bookie reports armed. It may be
+// called from any goroutine.
+func (p *Process) SetFailpoints(ctx context.Context, spec string) (string, error) {
+	if p.FailpointEndpoint == "" {
+		return "", fmt.Errorf("%s has no failpoint endpoint: set RegionConfig.BookieFailpoints", p.Name)
+	}
+	method := http.MethodPut
+	if spec == "" {
+		method = http.MethodDelete
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+p.FailpointEndpoint+"/failpoints", strings.NewReader(spec))
+	if err != nil {
+		return "", err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("%s: set failpoints %q: %w", p.Name, spec, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if err != nil {
+		return "", fmt.Errorf("%s: set failpoints %q: %w", p.Name, spec, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("%s: set failpoints %q: %s: %s", p.Name, spec, resp.Status, strings.TrimSpace(string(body)))
+	}
+	return strings.TrimSpace(string(body)), nil
 }
