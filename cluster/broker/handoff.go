@@ -423,44 +423,23 @@ func (s *Service) watchUnloads() {
 }
 
 // watchPuts calls each with every key under prefix as a List finds it,
-// then with every key a watch from the list's revision sees written.
-// After a watch error (the revision compacted away, a member cut off) it
-// lists the prefix again, calling each with every key once more, and
-// watches from the new list's revision: no write is missed, and each must
-// take a key it has seen before. It returns when ctx ends.
+// then with every key a watch sees written; after a watch error each is
+// called with every key once more (meta.ListWatch), so it must take a key
+// it has seen before. It returns when ctx ends.
 func watchPuts(ctx context.Context, store meta.Store, prefix string, log *slog.Logger, each func(meta.KV)) {
-	retry := time.NewTimer(0)
-	defer retry.Stop()
-	for {
-		select {
-		case <-retry.C:
-		case <-ctx.Done():
-			return
-		}
-		kvs, rev, err := store.List(ctx, prefix)
-		if err != nil {
-			if ctx.Err() == nil {
-				log.Warn("listing for a watch", "prefix", prefix, "err", err)
+	meta.ListWatch(ctx, store, prefix, time.Second, log,
+		func(kvs []meta.KV) {
+			for _, kv := range kvs {
+				each(kv)
 			}
-			retry.Reset(time.Second)
-			continue
-		}
-		for _, kv := range kvs {
-			each(kv)
-		}
-		for resp := range store.Watch(ctx, prefix, rev+1) {
-			if resp.Err != nil {
-				log.Info("watch ended: listing again", "prefix", prefix, "err", resp.Err)
-				break
-			}
-			for _, ev := range resp.Events {
+		},
+		func(evs []meta.Event) {
+			for _, ev := range evs {
 				if ev.Type == meta.EventPut {
 					each(ev.KV)
 				}
 			}
-		}
-		retry.Reset(0)
-	}
+		})
 }
 
 // considerUnload starts the hand-off of the bundle of kv when it carries

@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"net/url"
 	"strings"
@@ -84,30 +83,9 @@ func (d *Directory) waitReady(ctx context.Context) error {
 	}
 }
 
-// run lists the prefix, then watches it from the listing's revision; after a
-// watch error (compaction, store restart) it lists again. It returns when ctx
-// is done.
+// run keeps the bookie set up to date (meta.ListWatch) until ctx is done.
 func (d *Directory) run(ctx context.Context) {
-	for ctx.Err() == nil {
-		kvs, rev, err := d.store.List(ctx, d.prefix)
-		if err != nil {
-			d.log.Warn("listing bookies failed", "err", err)
-			if !sleepCtx(ctx, d.retry) {
-				return
-			}
-			continue
-		}
-		d.replace(kvs)
-		for resp := range d.store.Watch(ctx, d.prefix, rev+1) {
-			if resp.Err != nil {
-				if !errors.Is(resp.Err, context.Canceled) {
-					d.log.Warn("bookie watch ended", "err", resp.Err)
-				}
-				break
-			}
-			d.apply(resp.Events)
-		}
-	}
+	meta.ListWatch(ctx, d.store, d.prefix, d.retry, d.log, d.replace, d.apply)
 }
 
 func (d *Directory) replace(kvs []meta.KV) {

@@ -28,26 +28,14 @@ func (ml *ManagedLedger) watchForeign() {
 }
 
 // watchForeignPrefix lists the foreign cursors whose names start with
-// namePrefix, then watches from the listed revision; when the watch ends
-// (compaction, lost leader) it lists again.
+// namePrefix and keeps them up to date (meta.ListWatch).
 func (ml *ManagedLedger) watchForeignPrefix(namePrefix string) {
 	ctx := ml.runCtx
 	prefix := cursorPrefix(ml.cfg.Region, ml.topic)
 	// Escaping a name prefix gives the prefix of the escaped names: escaping
 	// works byte by byte on whole characters.
 	keyPrefix := prefix + url.PathEscape(namePrefix)
-	for ctx.Err() == nil {
-		kvs, rev, err := ml.f.store.List(ctx, keyPrefix)
-		if err != nil {
-			if ctx.Err() == nil {
-				ml.log.Warn("foreign cursors: list failed", "err", err)
-			}
-			select {
-			case <-time.After(time.Second):
-			case <-ctx.Done():
-			}
-			continue
-		}
+	snapshot := func(kvs []meta.KV) {
 		seen := map[string]Position{}
 		for _, kv := range kvs {
 			if name, p, ok := ml.foreignCursor(prefix, kv); ok {
@@ -55,31 +43,29 @@ func (ml *ManagedLedger) watchForeignPrefix(namePrefix string) {
 			}
 		}
 		ml.mu.Lock()
+		defer ml.mu.Unlock()
 		for name := range ml.foreign {
 			if strings.HasPrefix(name, namePrefix) {
 				delete(ml.foreign, name)
 			}
 		}
 		maps.Copy(ml.foreign, seen)
-		ml.mu.Unlock()
-		for wr := range ml.f.store.Watch(ctx, keyPrefix, rev+1) {
-			if wr.Err != nil {
-				break
+	}
+	events := func(evs []meta.Event) {
+		ml.mu.Lock()
+		defer ml.mu.Unlock()
+		for _, ev := range evs {
+			name, p, ok := ml.foreignCursor(prefix, ev.KV)
+			switch {
+			case !ok:
+			case ev.Type == meta.EventDelete:
+				delete(ml.foreign, name)
+			default:
+				ml.foreign[name] = p
 			}
-			ml.mu.Lock()
-			for _, ev := range wr.Events {
-				name, p, ok := ml.foreignCursor(prefix, ev.KV)
-				switch {
-				case !ok:
-				case ev.Type == meta.EventDelete:
-					delete(ml.foreign, name)
-				default:
-					ml.foreign[name] = p
-				}
-			}
-			ml.mu.Unlock()
 		}
 	}
+	meta.ListWatch(ctx, ml.f.store, keyPrefix, time.Second, ml.log, snapshot, events)
 }
 
 // foreignCursor decodes a cursor record if it belongs to another process.
