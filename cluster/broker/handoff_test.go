@@ -364,19 +364,3 @@ func TestUnloadRequests(t *testing.T) {
 	}
 	mustOwn(t, b, topic)
 }
-
-// TestTopicUnloadReceiptsWhatItStored unloads one topic (the admin's
-// topics unload, which no destination follows) while a producer sends to
-// it on a namespace without deduplication: every SEND the broker took is
-// receipted before CLOSE_PRODUCER, so the client resends only what was
-// never stored and nothing is stored twice.
-func TestTopicUnloadReceiptsWhatItStored(t *testing.T) {
-	a := startBroker(t, nil)
-	u := startUnderLoad(t, a, a.ServiceURL(), 3000)
-	name, err := topology.ParseTopicName(u.topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.Service().Unload(name)
-	u.moved(t, "")
-}
