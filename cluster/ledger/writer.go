@@ -339,8 +339,9 @@ func (w *Writer) run() {
 
 func (w *Writer) handleAdd(op *addOp) {
 	if w.terminal != nil {
-		op.complete(-1, w.terminal)
+		// Counted before completing, so that a caller the add wakes sees it.
 		w.c.m.adds.WithLabelValues(failureLabel(w.terminal)).Inc()
+		op.complete(-1, w.terminal)
 		return
 	}
 	if len(w.closers) > 0 {
@@ -752,8 +753,8 @@ func failureLabel(err error) string {
 func (w *Writer) failAll(err error) {
 	result := failureLabel(err)
 	for _, p := range w.pending {
+		w.c.m.adds.WithLabelValues(result).Inc() // before the caller wakes
 		p.complete(-1, err)
-		w.c.m.adds.WithLabelValues(result).Inc()
 	}
 	w.pending = nil
 	w.pendingBytes = 0
