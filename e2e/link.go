@@ -25,12 +25,28 @@ type Shape struct {
 	// BytesPerSecond caps each direction of the link, shared by all its
 	// connections, like the capacity of one line. Zero is no cap.
 	BytesPerSecond int64
+	// Loss is the fraction of reads, in [0, 1), that the line drops. A
+	// proxy cannot drop bytes from a TCP stream, so it does what TCP does
+	// with a lost segment: delivers it one retransmission timeout late
+	// (retransmitAfter), and the bytes behind it wait, in order.
+	Loss float64
 }
 
-// Validate reports a negative field.
+// retransmitAfter is how much later a lost read arrives on a line with
+// the given one-way latency: a round trip plus Linux's minimum
+// retransmission timeout (TCP_RTO_MIN, 200ms), the time TCP takes to
+// notice a loss and resend.
+func retransmitAfter(latency time.Duration) time.Duration {
+	return 2*latency + 200*time.Millisecond
+}
+
+// Validate reports a negative field or a loss outside [0, 1).
 func (s Shape) Validate() error {
 	if s.Latency < 0 || s.Jitter < 0 || s.BytesPerSecond < 0 {
 		return fmt.Errorf("%w: Shape fields must not be negative, got %+v", ErrBadConfig, s)
+	}
+	if s.Loss < 0 || s.Loss >= 1 {
+		return fmt.Errorf("%w: Shape.Loss must be in [0, 1), got %v", ErrBadConfig, s.Loss)
 	}
 	return nil
 }
@@ -507,8 +523,8 @@ func (l *Link) pipe(c *linkConn, src, dst net.Conn, dir *direction) {
 
 // due returns when n bytes read now are delivered: after the line has
 // carried them at the capped rate (queued behind earlier bytes of any
-// connection), plus the latency and a jitter, and never before the read
-// before them (last).
+// connection), plus the latency, a jitter and, for a lost read, its
+// retransmission, and never before the read before them (last).
 func (l *Link) due(dir *direction, n int, last time.Time) time.Time {
 	now := time.Now()
 	l.mu.Lock()
@@ -526,6 +542,9 @@ func (l *Link) due(dir *direction, n int, last time.Time) time.Time {
 	delay := s.Latency
 	if s.Jitter > 0 {
 		delay += time.Duration(l.mu.rng.Int64N(int64(s.Jitter)))
+	}
+	if s.Loss > 0 && l.mu.rng.Float64() < s.Loss {
+		delay += retransmitAfter(s.Latency)
 	}
 	due := sent.Add(delay)
 	if due.Before(last) {

@@ -154,6 +154,28 @@ func TestLinkJitterKeepsOrder(t *testing.T) {
 	}
 }
 
+func TestLinkLossDelaysAndKeepsOrder(t *testing.T) {
+	l := startLink(t, Shape{Loss: 0.5})
+	c := dialLink(t, l)
+	// Each 1-byte round trip crosses the link twice, so three in four meet
+	// a loss and take at least one retransmission (200ms); a lost read is
+	// late, never dropped or reordered.
+	slow := 0
+	for i := range 20 {
+		if rtt := roundTrip(t, c, []byte{byte(i)}); rtt >= retransmitAfter(0) {
+			slow++
+		}
+	}
+	if slow < 5 {
+		t.Errorf("%d of 20 round trips through a link losing half its reads took a retransmission, want at least 5", slow)
+	}
+	for _, loss := range []float64{-0.1, 1} {
+		if err := l.SetShape(Shape{Loss: loss}); !errors.Is(err, ErrBadConfig) {
+			t.Errorf("Loss %v: %v, want ErrBadConfig", loss, err)
+		}
+	}
+}
+
 func TestLinkBandwidthCap(t *testing.T) {
 	const rate = 400 << 10
 	l := startLink(t, Shape{BytesPerSecond: rate})
