@@ -80,6 +80,7 @@ var testsMayAlsoImport = map[string][]string{
 var externalOnlyIn = map[string][]string{
 	"go.etcd.io/":                         {"cluster/meta"},
 	"github.com/apache/pulsar-client-go/": {"cmd", "e2e"},
+	"gonum.org/v1/plot":                   {"e2e"},
 	"github.com/prometheus/client_golang/prometheus/promhttp": {"telemetry", "cluster/node"},
 }
 
