@@ -23,6 +23,18 @@ const dedupCursor = "pulsar.dedup"
 // highest of its producer is a duplicate. It is not stored and still gets a
 // receipt, after the receipts of everything sent before it.
 //
+// Recording: a tracked append's future goes to the state's recorder in the
+// managed ledger's order (Topic.append holds appendMu across the append
+// and the queueing), and the recorder, one goroutine of the topic, marks
+// each entry stored or failed as its future completes. So the state
+// records entries in the order they are stored, whatever becomes of the
+// producer or the connection that sent them, and the last entry recorded
+// is one before which every entry is recorded: what a snapshot may cover.
+// (Recorded by each producer's receipt goroutine, as before, a snapshot
+// for one producer could cover another's entry not yet recorded, or one
+// whose connection closed before its receipt, and the next owner stored
+// that producer's resend a second time.)
+//
 // Durability: every SnapshotInterval stored entries, the persisted map is
 // written into the properties of the pulsar.dedup cursor and the cursor is
 // acked up to the entry the snapshot covers, properties first: a snapshot
@@ -45,11 +57,32 @@ type dedup struct {
 	persisted map[string]int64
 	changed   map[string]struct{} // persisted entries not yet in a snapshot
 	since     int                 // entries stored since the last snapshot
-	// recorded is the highest position whose entry stored has recorded
-	// (valid when hasRecorded): what a snapshot at close may cover.
+	// recorded is the position of the last entry the recorder marked
+	// stored (valid when hasRecorded): what a snapshot may cover.
 	recorded    mledger.Position
 	hasRecorded bool
+
+	// appends feeds the recorder; recorderDone is closed when it has
+	// recorded everything queued before stopRecording.
+	appends      chan trackedAppend
+	recorderDone chan struct{}
+	queue        struct {
+		sync.Mutex
+		stopped bool
+	}
 }
+
+// trackedAppend is an append deduplication tracks, for the recorder.
+type trackedAppend struct {
+	name    string
+	highest int64
+	fut     *mledger.AppendFuture
+}
+
+// recorderQueue bounds the appends queued for the recorder. The managed
+// ledger's in-flight budget bounds the appends not yet complete well
+// below it, so queueing waits only while the recorder catches up.
+const recorderQueue = 4096
 
 // openDedup opens the snapshot cursor and rebuilds the state.
 func openDedup(ctx context.Context, ml *mledger.ManagedLedger, interval int) (*dedup, error) {
@@ -86,7 +119,56 @@ func openDedup(ctx context.Context, ml *mledger.ManagedLedger, interval int) (*d
 	for name, seq := range d.persisted {
 		d.pushed[name] = seq
 	}
+	d.appends = make(chan trackedAppend, recorderQueue)
+	d.recorderDone = make(chan struct{})
+	go d.record()
 	return d, nil
+}
+
+// record marks each queued append stored or failed as its future
+// completes, in the order they were queued, until stopRecording.
+func (d *dedup) record() {
+	defer close(d.recorderDone)
+	for a := range d.appends {
+		<-a.fut.Done()
+		if pos, err := a.fut.Result(); err == nil {
+			d.stored(a.name, a.highest, pos)
+		} else {
+			d.failed(a.name)
+		}
+	}
+}
+
+// queueAppend hands a tracked append to the recorder; the caller holds
+// Topic.appendMu across the append and this call. After stopRecording it
+// drops it: the entry, if stored, is past every snapshot, and a reload
+// replays it.
+func (d *dedup) queueAppend(name string, highest int64, fut *mledger.AppendFuture) {
+	d.queue.Lock()
+	defer d.queue.Unlock()
+	if !d.queue.stopped {
+		d.appends <- trackedAppend{name: name, highest: highest, fut: fut}
+	}
+}
+
+// stopRecording ends the queue (the topic takes no more SENDs) and waits,
+// within ctx, until the recorder has recorded every append queued, so
+// that a snapshot then covers all that was stored and recorded. The
+// recorder ends once the futures still open complete, at the latest when
+// the managed ledger closes.
+func (d *dedup) stopRecording(ctx context.Context) error {
+	d.queue.Lock()
+	if !d.queue.stopped {
+		d.queue.stopped = true
+		close(d.appends)
+	}
+	d.queue.Unlock()
+	select {
+	case <-d.recorderDone:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("deduplication: appends still unconfirmed: %w", ctx.Err())
+	}
 }
 
 // entrySequence reads the deduplication identity of a stored entry.
@@ -191,14 +273,12 @@ func (d *dedup) failed(name string) {
 	}
 }
 
-// snapshotRecorded writes the state as of the last entry it has
-// recorded, which is what a closing topic may cover: not its last
-// confirmed entry. An entry confirmed whose producer went away before its
-// receipt (its connection closed: the topic closing disconnects every
-// producer first) was never recorded, so a snapshot past it would make
-// the next load skip it in the replay, not know its sequence id, and
-// store the producer's resend of it a second time.
-func (d *dedup) snapshotRecorded() {
+// snapshotRecorded stops the recorder (stopRecording, within ctx) and
+// writes the state as of the last entry recorded: the snapshot of a
+// closing topic. If appends are still unconfirmed at ctx's end, the
+// snapshot covers what is recorded, and the next load replays the rest.
+func (d *dedup) snapshotRecorded(ctx context.Context) {
+	_ = d.stopRecording(ctx)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	p := mledger.Position{Entry: -1} // nothing recorded: properties only

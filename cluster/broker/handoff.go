@@ -251,7 +251,7 @@ func (t *Topic) settleSends(ctx context.Context, producers []*producer) error {
 // key moves, so that the acks of every message delivered before the fence
 // count, but the few that arrive between seal and CLOSE_CONSUMER.
 func (t *Topic) seal(ctx context.Context) error {
-	t.dd.snapshotRecorded()
+	t.dd.snapshotRecorded(ctx)
 	if err := t.ml.Close(ctx); err != nil {
 		return fmt.Errorf("close managed ledger: %w", err)
 	}

@@ -160,10 +160,7 @@ func (p *producer) publish(send *pb.CommandSend, f *wire.Frame) {
 		return
 	}
 	r.trace = p.topic.startPublishTrace(f)
-	r.fut, r.err = p.topic.ml.AppendAsync(p.c.ctx, f.Message, n)
-	if r.err != nil && r.track {
-		p.topic.dd.failed(r.name)
-	}
+	r.fut, r.err = p.topic.append(p.c.ctx, f.Message, n, r.track, r.name, r.dedupHighest)
 	p.queue(r)
 }
 
@@ -198,14 +195,7 @@ func (p *producer) answer() {
 			case <-p.c.ctx.Done():
 				return
 			}
-			pos, err = r.fut.Result()
-			switch {
-			case !r.track:
-			case err == nil:
-				p.topic.dd.stored(r.name, r.dedupHighest, pos)
-			default:
-				p.topic.dd.failed(r.name)
-			}
+			pos, err = r.fut.Result() // deduplication records it (dedup.record)
 		}
 		r.trace.finish(pos, err)
 		if errors.Is(err, mledger.ErrTerminated) {
@@ -289,7 +279,7 @@ func (p *producer) disconnect() { p.disconnectTo(nil) }
 // owner's URLs when the topic moved to a known broker (dest), so that the
 // client connects there at once instead of looking the topic up.
 func (p *producer) disconnectTo(dest *Owner) {
-	if !p.c.closeProducer(p) {
+	if !p.c.forgetProducer(p) {
 		return
 	}
 	p.topic.removeProducer(p)
@@ -409,12 +399,13 @@ func (c *conn) handleProducer(req *pb.CommandProducer) {
 func (c *conn) handleSend(f *wire.Frame) error {
 	send := f.Command.GetSend()
 	p, ok := c.producerFor(send.GetProducerId())
-	if !ok && c.closedLately(send.GetProducerId()) {
-		return nil // see conn.mu.closedProducers; the client resends it
-	}
 	if !ok || !p.ready.Load() {
-		// Pulsar closes the connection too: the client's state is wrong.
-		return fmt.Errorf("SEND for producer %d, which is not ready on this connection", send.GetProducerId())
+		// Pulsar closes the connection too: the client's state is wrong,
+		// or the SEND crossed the broker's CLOSE_PRODUCER on the wire. The
+		// frames queued go out first: the receipts a topic's close queued
+		// before its CLOSE_PRODUCER must reach the client, or it resends
+		// messages that are stored.
+		return c.closeAfterFlush(fmt.Errorf("SEND for producer %d, which is not ready on this connection", send.GetProducerId()))
 	}
 	if !f.HasPayload() {
 		return fmt.Errorf("SEND without a message")
@@ -444,42 +435,6 @@ func (c *conn) holdsProducer(p *producer) bool {
 
 func (c *conn) producerFor(id uint64) (*producer, bool) { return registered(c, c.mu.producers, id) }
 
-func (c *conn) addProducer(p *producer) bool {
-	if !register(c, c.mu.producers, p.id, p) {
-		return false
-	}
-	c.mu.Lock()
-	delete(c.mu.closedProducers, p.id)
-	c.mu.Unlock()
-	return true
-}
+func (c *conn) addProducer(p *producer) bool { return register(c, c.mu.producers, p.id, p) }
 
 func (c *conn) forgetProducer(p *producer) bool { return unregister(c, c.mu.producers, p.id, p) }
-
-// closeProducer forgets p as the broker closes it, remembering its id
-// for a while (conn.mu.closedProducers). It reports false if p was no
-// longer registered.
-func (c *conn) closeProducer(p *producer) bool {
-	if !c.forgetProducer(p) {
-		return false
-	}
-	now := time.Now()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for id, at := range c.mu.closedProducers {
-		if now.Sub(at) > c.srv.cfg.KeepAliveInterval {
-			delete(c.mu.closedProducers, id)
-		}
-	}
-	c.mu.closedProducers[p.id] = now
-	return true
-}
-
-// closedLately reports whether the broker closed producer id on this
-// connection within the last KeepAliveInterval.
-func (c *conn) closedLately(id uint64) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	at, ok := c.mu.closedProducers[id]
-	return ok && time.Since(at) <= c.srv.cfg.KeepAliveInterval
-}

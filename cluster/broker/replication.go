@@ -112,10 +112,11 @@ func (t *Topic) replicationStart() mledger.Position {
 	return t.ml.LastConfirmed()
 }
 
-// replicationLoop syncs the replication cursors of the loaded topics
-// whenever the global configuration changes (a namespace's or a topic's
-// clusters, a tenant's allowed clusters), and every replicationResync.
-// It is the only writer of each loaded Topic's repl.
+// replicationLoop applies policy changes to the loaded topics whenever
+// the global configuration changes, and every replicationResync: it syncs
+// their replication cursors (a namespace's or a topic's clusters, a
+// tenant's allowed clusters) and sets their retention. It is the only
+// writer of each loaded Topic's repl.
 func (s *Service) replicationLoop() {
 	defer s.wg.Done()
 	sub := s.policies.Subscribe()
@@ -149,6 +150,7 @@ func (s *Service) replicationLoop() {
 			if err != nil {
 				continue // the namespace is going away; the topic with it
 			}
+			t.ml.SetRetention(retentionOf(eff))
 			ctx, cancel := context.WithTimeout(s.ctx, s.cfg.TopicLoadTimeout)
 			repl, err := s.syncReplicationCursors(ctx, t.name, eff, t.repl, t.replicationStart)
 			cancel()

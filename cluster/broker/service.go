@@ -647,6 +647,9 @@ func (s *Service) loadTopic(ctx context.Context, t topology.TopicName, create cr
 		repl, err = s.syncReplicationCursors(ctx, t, eff, nil, topic.replicationStart)
 	}
 	if err != nil {
+		if topic != nil {
+			_ = topic.dd.stopRecording(ctx) // nothing was appended: at once
+		}
 		_ = ml.Close(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("%w: load %s: %v", wire.ErrServiceNotReady, t, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/meridian-mq/meridian/cluster/mledger"
 	"github.com/meridian-mq/meridian/cluster/wire"
@@ -46,6 +47,9 @@ type Topic struct {
 	closeOnce sync.Once
 	// sends admits SENDs until a hand-off fences the topic (handoff.go).
 	sends sendGate
+	// appendMu keeps tracked appends in the managed ledger's order on
+	// their way to the deduplication recorder (see append).
+	appendMu sync.Mutex
 
 	mu struct {
 		sync.Mutex
@@ -67,6 +71,7 @@ func newTopic(ctx context.Context, s *Service, t topology.TopicName, ml *mledger
 	if err != nil {
 		return nil, err
 	}
+	ml.SetRetention(retentionOf(eff))
 	tp := &Topic{svc: s, name: t, ml: ml, eff: eff, dd: dd, closed: make(chan struct{})}
 	tp.mu.producers = make(map[*producer]struct{})
 	tp.mu.subs = make(map[string]*subscription)
@@ -78,10 +83,42 @@ func newTopic(ctx context.Context, s *Service, t topology.TopicName, ml *mledger
 			continue
 		}
 		if _, err := tp.subscription(ctx, name, pb.CommandSubscribe_Exclusive, true, mledger.Latest, nil); err != nil {
+			_ = dd.stopRecording(ctx) // nothing was appended: at once
 			return nil, err
 		}
 	}
 	return tp, nil
+}
+
+// append hands msg to the managed ledger and, when deduplication tracks
+// it (track), queues its future for the recorder as the producer's name
+// up to highest. appendMu spans both, so the recorder gets appends in the
+// order they are stored. A failed append is forgotten at once.
+func (t *Topic) append(ctx context.Context, msg []byte, n int, track bool, name string, highest int64) (*mledger.AppendFuture, error) {
+	t.appendMu.Lock()
+	defer t.appendMu.Unlock()
+	fut, err := t.ml.AppendAsync(ctx, msg, n)
+	switch {
+	case err != nil && track:
+		t.dd.failed(name)
+	case err == nil && track:
+		t.dd.queueAppend(name, highest, fut)
+	}
+	return fut, err
+}
+
+// retentionOf is the managed ledger's retention for a topic's effective
+// policies: Pulsar's minutes and MB, where -1 keeps forever (or without a
+// size limit) and 0 keeps nothing once consumed.
+func retentionOf(eff global.Effective) (time.Duration, int64) {
+	keep, size := time.Duration(-1), int64(-1)
+	if m := eff.Retention.RetentionTimeInMinutes; m >= 0 {
+		keep = time.Duration(m) * time.Minute
+	}
+	if mb := eff.Retention.RetentionSizeInMB; mb >= 0 {
+		size = mb << 20
+	}
+	return keep, size
 }
 
 // Name returns the topic's full name.
@@ -115,7 +152,7 @@ func (t *Topic) closeTo(ctx context.Context, dest *Owner) {
 		for _, s := range t.subscriptions() {
 			s.closeTo(ctx, true, dest)
 		}
-		t.dd.snapshotRecorded()
+		t.dd.snapshotRecorded(ctx)
 		if err := t.ml.Close(ctx); err != nil {
 			t.svc.log.Debug("closing managed ledger", "topic", t.Name(), "err", err)
 		}

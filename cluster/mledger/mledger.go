@@ -132,6 +132,12 @@ type ManagedLedger struct {
 	curSizeSeen int64
 	err         error // terminal: why the instance stopped
 	closing     bool
+	// retention is the topic's retention policy: Config's RetentionTime
+	// and RetentionSize until SetRetention.
+	retention struct {
+		time time.Duration
+		size int64
+	}
 }
 
 // cursorMarks is what a cursor publishes to its managed ledger: where it has
@@ -215,6 +221,7 @@ func open(ctx context.Context, f *Factory, topic string) (*ManagedLedger, error)
 		foreign:     map[string]Position{},
 		dormant:     map[string]Position{},
 	}
+	ml.retention.time, ml.retention.size = cfg.RetentionTime, cfg.RetentionSize
 	mctx, cancel := f.metaCtx(ctx)
 	kv, err := f.store.Get(mctx, ml.key)
 	switch {
@@ -869,6 +876,16 @@ func (ml *ManagedLedger) slowestLocked() Position {
 	return slowest
 }
 
+// SetRetention replaces the topic's retention policy (Config's
+// RetentionTime and RetentionSize: negative keeps forever, or without a
+// size limit) from the next housekeeping on, as a namespace's or topic's
+// policy change does on Pulsar.
+func (ml *ManagedLedger) SetRetention(keep time.Duration, size int64) {
+	ml.mu.Lock()
+	defer ml.mu.Unlock()
+	ml.retention.time, ml.retention.size = keep, size
+}
+
 // trim drops from the list the ledgers that retention no longer keeps and
 // hands their deletion to the deleter, whose done channel it returns (nil
 // when it dropped nothing). It takes listMu, never the write lock: appends,
@@ -884,6 +901,7 @@ func (ml *ManagedLedger) trim() <-chan struct{} {
 	ml.mu.Lock()
 	slowest := ml.slowestLocked()
 	v := ml.v
+	keep := ml.retention
 	ml.mu.Unlock()
 	now := ml.f.clock.Now()
 	total := v.totalSize()
@@ -897,8 +915,8 @@ func (ml *ManagedLedger) trim() <-chan struct{} {
 		if !consumed {
 			break
 		}
-		expired := ml.cfg.RetentionTime >= 0 && now.Sub(time.UnixMilli(l.CTime)) >= ml.cfg.RetentionTime
-		over := ml.cfg.RetentionSize >= 0 && total > ml.cfg.RetentionSize
+		expired := keep.time >= 0 && now.Sub(time.UnixMilli(l.CTime)) >= keep.time
+		over := keep.size >= 0 && total > keep.size
 		if !expired && !over {
 			break
 		}

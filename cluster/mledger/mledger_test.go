@@ -406,13 +406,16 @@ func TestRetentionClosedCursorPins(t *testing.T) {
 	}
 }
 
-func TestRetentionPolicyKeepsConsumedLedgers(t *testing.T) {
-	e := newEnv(t)
-	cfg := testConfig()
+// consumedLedgers opens topic on a factory of cfg (five entries a
+// ledger), runs opened on it, appends 20 entries and has one cursor
+// consume them all: four ledgers, three of them consumed and closed.
+func consumedLedgers(t *testing.T, e *env, cfg Config, topic string, opened func(*ManagedLedger)) *ManagedLedger {
+	t.Helper()
 	cfg.MaxEntriesPerLedger = 5
-	cfg.RetentionTime = time.Hour
-	cfg.RetentionSize = -1
-	ml := e.open(e.factory("a", cfg), "policy")
+	ml := e.open(e.factory("a", cfg), topic)
+	if opened != nil {
+		opened(ml)
+	}
 	sub, err := ml.OpenCursor(t.Context(), "sub", Earliest)
 	if err != nil {
 		t.Fatal(err)
@@ -427,6 +430,15 @@ func TestRetentionPolicyKeepsConsumedLedgers(t *testing.T) {
 		t.Fatal(err)
 	}
 	settle(t, ml)
+	return ml
+}
+
+func TestRetentionPolicyKeepsConsumedLedgers(t *testing.T) {
+	e := newEnv(t)
+	cfg := testConfig()
+	cfg.RetentionTime = time.Hour
+	cfg.RetentionSize = -1
+	ml := consumedLedgers(t, e, cfg, "policy", nil)
 	before := ml.Ledgers()
 	if err := ml.Trim(t.Context()); err != nil {
 		t.Fatal(err)
@@ -440,6 +452,29 @@ func TestRetentionPolicyKeepsConsumedLedgers(t *testing.T) {
 	}
 	if got := ml.Ledgers(); len(got) != 1 {
 		t.Fatalf("after the retention time: %v, want only the last ledger", got)
+	}
+}
+
+// TestSetRetention: a topic's own policy replaces the factory's: kept
+// forever, consumed ledgers stay; set to keep nothing, they go.
+func TestSetRetention(t *testing.T) {
+	e := newEnv(t)
+	cfg := testConfig()
+	cfg.RetentionTime, cfg.RetentionSize = 0, 0
+	ml := consumedLedgers(t, e, cfg, "set-retention", func(ml *ManagedLedger) { ml.SetRetention(-1, -1) })
+	before := ml.Ledgers()
+	if err := ml.Trim(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := ml.Ledgers(); !slices.Equal(got, before) {
+		t.Fatalf("consumed ledgers deleted though kept forever: %v -> %v", before, got)
+	}
+	ml.SetRetention(0, 0)
+	if err := ml.Trim(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := ml.Ledgers(); len(got) != 1 {
+		t.Fatalf("keeping nothing: %v, want only the last ledger", got)
 	}
 }
 
