@@ -35,7 +35,7 @@
 // no processes, so their unit tests run in the default suite; the rest is
 // slow and needs `-tags e2e`:
 //
-//	go test -tags e2e -race -run 'TestTestbed|TestRegionFaults' -v ./e2e/
+//	go test -tags e2e -race -run 'TestTestbed|TestScenarioRegionFaults' -v ./e2e/
 //
 // Everything lives in this one package because nothing may import e2e
 // (arch_test.go), not even another package under it.
