@@ -147,17 +147,7 @@ func TestScenarioRegionFaults(t *testing.T) {
 	h := rec.History()
 	bed.Verify(h, Rules{Disruptions: []Disruption{{Start: brokerFault, End: brokerFault.Add(restarted)}},
 		RedeliveryWindow: redeliveryWindow})
-	var receiptTimes, deliveryTimes []time.Time
-	for _, s := range h.Sends {
-		if s.Acknowledged() {
-			receiptTimes = append(receiptTimes, s.ReceiptAt)
-		}
-	}
-	for _, d := range h.Deliveries {
-		deliveryTimes = append(deliveryTimes, d.At)
-	}
-	slices.SortFunc(receiptTimes, func(a, b time.Time) int { return a.Compare(b) })
-	slices.SortFunc(deliveryTimes, func(a, b time.Time) int { return a.Compare(b) })
+	receiptTimes, deliveryTimes := eventTimes(h)
 	t.Logf("pause after fault 1 (bookie SIGKILL): receipts %v, deliveries %v",
 		maxGap(receiptTimes, bookieFault, brokerFault).Round(time.Millisecond), maxGap(deliveryTimes, bookieFault, brokerFault).Round(time.Millisecond))
 	t.Logf("pause after fault 2 (broker SIGKILL + restart, serving again after %v): receipts %v, deliveries %v",
