@@ -74,7 +74,8 @@ func startRegionLoad(ctx context.Context, t *testing.T, rc RegionConfig, what st
 		t.Fatal(err)
 	}
 	on := true
-	if _, err := gs.CreateNamespace(ctx, "sc", "ns", global.Policies{ReplicationClusters: []string{region.Name}, DeduplicationEnabled: &on}); err != nil {
+	if _, err := gs.CreateNamespace(ctx, "sc", "ns", global.Policies{ReplicationClusters: []string{region.Name},
+		DeduplicationEnabled: &on, RetentionPolicies: &keepAll}); err != nil {
 		t.Fatal(err)
 	}
 	pc := NewClient(t, region.ServiceURL())
