@@ -182,13 +182,21 @@ type arrivals struct {
 }
 
 // startArrivals subscribes in region to topic from the earliest position.
+// A refused subscription is tried again for up to a minute: under load a
+// broker may lose its ownership lease and answer ServiceNotReady while it
+// unloads its topics (seen in TestScenarioReplicationWorkerKill).
 func (g *geoBed) startArrivals(ctx context.Context, t *testing.T, region, topic string) *arrivals {
 	t.Helper()
-	c, err := g.clients[region].Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "arrivals",
-		Type: pulsar.Exclusive, SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest, ReceiverQueueSize: 5000})
-	if err != nil {
-		t.Fatalf("subscribe in %s to %s: %v", region, topic, err)
-	}
+	var c pulsar.Consumer
+	waitUntil(ctx, t, time.Minute, fmt.Sprintf("a subscription in %s to %s", region, topic), func() bool {
+		var err error
+		c, err = g.clients[region].Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "arrivals",
+			Type: pulsar.Exclusive, SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest, ReceiverQueueSize: 5000})
+		if err != nil {
+			t.Logf("subscribe in %s to %s: %v; trying again", region, topic, err)
+		}
+		return err == nil
+	})
 	ctx, stop := context.WithCancel(ctx)
 	a := &arrivals{region: region, c: c, stop: stop, at: map[Message]time.Time{}}
 	a.wg.Go(func() {
