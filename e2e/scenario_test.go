@@ -75,12 +75,13 @@ func startRegionLoad(ctx context.Context, t *testing.T, rc RegionConfig, what st
 	}
 	on := true
 	if _, err := gs.CreateNamespace(ctx, "sc", "ns", global.Policies{ReplicationClusters: []string{region.Name},
-		DeduplicationEnabled: &on, RetentionPolicies: &keepAll}); err != nil {
+		DeduplicationEnabled: &on}); err != nil {
 		t.Fatal(err)
 	}
 	pc := NewClient(t, region.ServiceURL())
 	l.cc = NewClient(t, region.ServiceURL())
 	WaitDeduplication(ctx, t, pc, "persistent://sc/ns/probe")
+	holdTopic(ctx, t, l.cc, region.Name, l.topic)
 	var err error
 	l.consumer, err = StartConsumer(ctx, l.cc, l.rec, ConsumerConfig{Region: region.Name, Topic: l.topic,
 		Subscription: "checker", Type: Exclusive, Name: "c0"})
