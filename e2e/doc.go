@@ -30,12 +30,19 @@
 // (SIGKILL, SIGSTOP past the lease, a rolling SIGTERM restart, an unload
 // of every bundle, a scale-out) and reports the pause of each.
 //
+// Every fault scenario is named TestScenario... (scenario_test.go holds
+// those with no other home: a full bookie disk, a slow and lossy region,
+// a region etcd member's restart, the global etcd cut off), so that one
+// command runs them all:
+//
+//	go test -tags e2e -count=1 -timeout 120m -run 'TestScenario' -v ./e2e/
+//
 // The launcher is for Linux: it uses the loopback address 127.0.0.2, /proc
 // and the parent-death signal. The link and the checker are pure Go with
 // no processes, so their unit tests run in the default suite; the rest is
 // slow and needs `-tags e2e`:
 //
-//	go test -tags e2e -race -run 'TestTestbed|TestRegionFaults' -v ./e2e/
+//	go test -tags e2e -race -run 'TestTestbed|TestScenarioRegionFaults' -v ./e2e/
 //
 // Everything lives in this one package because nothing may import e2e
 // (arch_test.go), not even another package under it.

@@ -42,22 +42,7 @@ func TestEtcdCluster(t *testing.T) {
 
 	// Kill the leader: the hardest single failure, since the survivors must
 	// elect a new one before they can serve writes again.
-	var killed *Process
-	var survivors []*Process
-	for _, m := range members {
-		st, err := s1.Client().Status(ctx, m.ClientURL)
-		if err != nil {
-			t.Fatalf("status of %s: %v", m.Name, err)
-		}
-		if st.Leader == st.Header.MemberId {
-			killed = m
-		} else {
-			survivors = append(survivors, m)
-		}
-	}
-	if killed == nil {
-		t.Fatal("no member reports being the leader")
-	}
+	killed, survivors := etcdLeader(ctx, t, s1, members)
 	t.Logf("killing leader %s (pid %d)", killed.Name, killed.PID())
 	killed.Kill()
 	began = time.Now()

@@ -47,7 +47,7 @@ const (
 	// timeout.
 	foKeepAlive = time.Second
 	// foRedeliveryWindow is the cursor persist interval (1s) plus a
-	// round trip, generous for a loaded machine (as TestRegionFaults).
+	// round trip, generous for a loaded machine (as TestScenarioRegionFaults).
 	foRedeliveryWindow = 3 * time.Second
 	// foFlow is how many receipts every topic must have after a moment
 	// for the workload to count as flowing again: two seconds of sends.
@@ -78,7 +78,8 @@ func startFailover(ctx context.Context, t *testing.T, logLevel string, extraArgs
 	bed := StartBed(t, BedConfig{Binary: meridianBin, LogLevel: logLevel, Regions: []RegionConfig{{
 		Name: "r1", EtcdMembers: 1, Bookies: 3, Brokers: 3, EnsembleSize: 3, WriteQuorum: 3, AckQuorum: 2, BrokerArgs: args}}})
 	f := &failover{t: t, bed: bed, region: bed.Region("r1"), rec: bed.Recorder()}
-	t.Logf("region up in %v", bed.StartedIn.Round(time.Millisecond))
+	t.Logf("scenario: 1 region (1 etcd, 3 bookies, 3 brokers, E=3 Qw=3 Qa=2), %d topics at %d msg/s each (%d msg/s); region up in %v",
+		foTopics, int(time.Second/foInterval), foTopics*int(time.Second/foInterval), bed.StartedIn.Round(time.Millisecond))
 	f.store = bed.Dial(ctx, f.region.EtcdEndpoints())
 
 	gs := bed.GlobalStore(ctx)
@@ -421,7 +422,7 @@ func (f *failover) ledgerMetadata(ctx context.Context, id int64) ledger.Metadata
 	return md
 }
 
-// TestFailover runs each fault of issue 14 on a bed of its own (see
+// TestScenarioFailover runs each fault of issue 14 on a bed of its own (see
 // startFailover) and reports the pause it caused in each topic's send
 // receipts, median and maximum over the topics the fault hit. The timing
 // targets are reported, not enforced (the machine is loaded); what is
@@ -431,8 +432,8 @@ func (f *failover) ledgerMetadata(ctx context.Context, id int64) ledger.Metadata
 // which persist the cursors first, so they excuse only what handedOff
 // says), and each producer's order. Run it with
 //
-//	go test -tags e2e -race -run TestFailover -v ./e2e/
-func TestFailover(t *testing.T) {
+//	go test -tags e2e -race -run TestScenarioFailover -v ./e2e/
+func TestScenarioFailover(t *testing.T) {
 	t.Run("sigkill", testFailoverKill)
 	t.Run("sigstop", testFailoverFreeze)
 	t.Run("rolling-restart", testFailoverRollingRestart)

@@ -387,7 +387,7 @@ func (b *Bed) startLinks() {
 
 // startLink starts a link; local and source, if not nil, are its
 // LinkConfig.Local and Source.
-func (b *Bed) startLink(name, listen, upstream string, local func(net.Addr) bool, source func(net.Addr) string) *Link {
+func (b *Bed) startLink(name, listen, upstream string, local func(peer, self net.Addr) bool, source func(peer, self net.Addr) string) *Link {
 	cfg := DefaultLinkConfig(name, listen, upstream)
 	cfg.Seed, cfg.Local, cfg.Source = b.Rand.Uint64(), local, source
 	l, err := StartLink(cfg)
@@ -430,7 +430,7 @@ func (b *Bed) startBroker(r *Region, i int, extra ...string) *Broker {
 	ports := b.freePorts(2)
 	direct := fmt.Sprintf("127.0.0.1:%d", ports[0])
 	web := fmt.Sprintf("127.0.0.1:%d", ports[1])
-	var local func(net.Addr) bool
+	var local func(peer, self net.Addr) bool
 	if b.cfg.LocalClients {
 		local = OwnPeer
 	}
@@ -514,10 +514,10 @@ func (b *Bed) newProcess(region, name, command string, args ...string) *Process 
 }
 
 // regionOf names the region whose process holds the socket at peer (the
-// far end of a connection a link accepted); "" when none of the bed's
-// processes does (the test's own clients, say).
-func (b *Bed) regionOf(peer net.Addr) string {
-	inode, ok := socketInode(peer)
+// far end of a connection a link accepted at self); "" when none of the
+// bed's processes does (the test's own clients, say).
+func (b *Bed) regionOf(peer, self net.Addr) string {
+	inode, ok := socketInode(peer, self)
 	if !ok {
 		return ""
 	}

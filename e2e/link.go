@@ -67,18 +67,19 @@ type LinkConfig struct {
 	Shape Shape
 	// Seed seeds the jitter's random source, so that a run can be repeated.
 	Seed uint64
-	// Local, if set, is asked about each accepted connection's peer: a
-	// connection it calls local is not on the path the link stands for
+	// Local, if set, is asked about each accepted connection's peer (the
+	// client's socket) and self (the link's end of it): a connection it
+	// calls local is not on the path the link stands for
 	// (a region's own clients, on the region's network, reaching a
 	// broker whose link is the way in from the other regions). Such a
 	// connection is forwarded as it is: no shape, no byte count, and Cut
 	// and Partition leave it alone; only Close ends it.
-	Local func(peer net.Addr) bool
-	// Source, if set, is asked once about each accepted connection's peer
-	// that is not local: it names where the connection comes from (the
+	Local func(peer, self net.Addr) bool
+	// Source, if set, is asked once about each accepted connection that
+	// is not local (its peer and self, as Local): it names where the connection comes from (the
 	// bed names the region of the process holding the peer's socket), so
 	// that CutFrom cuts the connections of one source only.
-	Source func(peer net.Addr) string
+	Source func(peer, self net.Addr) string
 }
 
 // DefaultLinkConfig returns a link from listen to upstream that adds
@@ -374,9 +375,9 @@ func (l *Link) accept(ln net.Listener) {
 			return
 		}
 		c := &linkConn{client: client, done: make(chan struct{})}
-		c.local = l.cfg.Local != nil && l.cfg.Local(client.RemoteAddr())
+		c.local = l.cfg.Local != nil && l.cfg.Local(client.RemoteAddr(), client.LocalAddr())
 		if !c.local && l.cfg.Source != nil {
-			c.source = l.cfg.Source(client.RemoteAddr())
+			c.source = l.cfg.Source(client.RemoteAddr(), client.LocalAddr())
 		}
 		l.mu.Lock()
 		conns := l.mu.conns

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -288,7 +289,7 @@ func TestLinkLocalConnections(t *testing.T) {
 	const localIP = "127.0.0.3"
 	cfg := DefaultLinkConfig(t.Name(), "127.0.0.1:0", startEcho(t))
 	cfg.Shape = Shape{Latency: time.Hour}
-	cfg.Local = func(peer net.Addr) bool { return peer.(*net.TCPAddr).IP.String() == localIP }
+	cfg.Local = func(peer, _ net.Addr) bool { return peer.(*net.TCPAddr).IP.String() == localIP }
 	l, err := StartLink(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -329,7 +330,7 @@ func TestLinkLocalConnections(t *testing.T) {
 func TestLinkCutFrom(t *testing.T) {
 	sources := map[string]string{"127.0.0.4": "r2", "127.0.0.5": "r3"}
 	cfg := DefaultLinkConfig(t.Name(), "127.0.0.1:0", startEcho(t))
-	cfg.Source = func(peer net.Addr) string { return sources[peer.(*net.TCPAddr).IP.String()] }
+	cfg.Source = func(peer, _ net.Addr) string { return sources[peer.(*net.TCPAddr).IP.String()] }
 	l, err := StartLink(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -390,11 +391,11 @@ func TestOwnPeer(t *testing.T) {
 		t.Fatal("accept failed")
 	}
 	defer server.Close()
-	if !OwnPeer(server.RemoteAddr()) {
+	if !OwnPeer(server.RemoteAddr(), server.LocalAddr()) {
 		t.Errorf("OwnPeer(%v) = false for this process's own client socket", server.RemoteAddr())
 	}
 	// Nothing of this process is bound to 127.0.0.9.
-	if other := (&net.TCPAddr{IP: net.ParseIP("127.0.0.9"), Port: 1}); OwnPeer(other) {
+	if other := (&net.TCPAddr{IP: net.ParseIP("127.0.0.9"), Port: 1}); OwnPeer(other, server.LocalAddr()) {
 		t.Errorf("OwnPeer(%v) = true for an address no socket has", other)
 	}
 }
@@ -428,5 +429,35 @@ func TestLinkUnlisten(t *testing.T) {
 	l.Close()
 	if err := l.Listen(); !errors.Is(err, ErrLinkClosed) {
 		t.Fatalf("Listen after Close: %v, want ErrLinkClosed", err)
+	}
+}
+
+// TestFindSocket picks the socket of a connection by both its ends, past
+// the lines that share its local address: a TIME_WAIT entry (inode 0) and
+// a live connection from the same ephemeral port to another remote, both
+// listed before it, as Linux may list them.
+func TestFindSocket(t *testing.T) {
+	// 127.0.0.1:40000 -> 127.0.0.2:6650 is the connection asked about.
+	const table = `  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 0100007F:9C40 0200007F:1F90 06 00000000:00000000 03:00000B6E 00000000     0        0 0 3 0000000000000000
+   1: 0100007F:9C40 0100007F:0929 01 00000000:00000000 02:00000454 00000000     0        0 111 2 0000000000000000
+   2: 0100007F:9C40 0200007F:19FA 01 00000000:00000000 02:00000454 00000000     0        0 222 2 0000000000000000
+   3: 0200007F:19FA 0100007F:9C40 01 00000000:00000000 02:00000454 00000000     0        0 333 2 0000000000000000
+`
+	peer := &net.TCPAddr{IP: net.ParseIP("127.0.0.1"), Port: 40000}
+	for _, tc := range []struct {
+		far  *net.TCPAddr
+		want string
+		ok   bool
+	}{
+		{&net.TCPAddr{IP: net.ParseIP("127.0.0.2"), Port: 6650}, "222", true},
+		{&net.TCPAddr{IP: net.ParseIP("127.0.0.1"), Port: 2345}, "111", true},
+		{&net.TCPAddr{IP: net.ParseIP("127.0.0.2"), Port: 8080}, "", false}, // in TIME_WAIT only
+		{&net.TCPAddr{IP: net.ParseIP("127.0.0.9"), Port: 6650}, "", false},
+	} {
+		got, ok := findSocket(strings.NewReader(table), peer, tc.far)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("findSocket(%v, %v) = %q, %v; want %q, %v", peer, tc.far, got, ok, tc.want, tc.ok)
+		}
 	}
 }

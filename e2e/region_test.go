@@ -35,7 +35,7 @@ func maxGap(ts []time.Time, from, to time.Time) time.Duration {
 	return end.Sub(start)
 }
 
-// TestRegionFaults runs a real region on the test bed as separate
+// TestScenarioRegionFaults runs a real region on the test bed as separate
 // processes (three `meridian etcd`, four `meridian bookie`, one `meridian
 // broker` with E=3 Qw=3 Qa=2) under a pulsar-client-go workload with
 // deduplication on: two producers with fixed names and a consumer that
@@ -51,8 +51,8 @@ func maxGap(ts []time.Time, from, to time.Time) time.Duration {
 // reports the pause each fault caused (the longest gap between send
 // receipts, and between deliveries). Run it with
 //
-//	go test -tags e2e -race -run TestRegionFaults -v ./e2e/
-func TestRegionFaults(t *testing.T) {
+//	go test -tags e2e -race -run TestScenarioRegionFaults -v ./e2e/
+func TestScenarioRegionFaults(t *testing.T) {
 	const (
 		topic            = "persistent://e2e/ns/faults"
 		sub              = "checker"
@@ -63,7 +63,8 @@ func TestRegionFaults(t *testing.T) {
 		{Name: "r1", EtcdMembers: 3, Bookies: 4, Brokers: 1, EnsembleSize: 3, WriteQuorum: 3, AckQuorum: 2}}})
 	region := bed.Region("r1")
 	brk := region.Brokers[0]
-	t.Logf("region up in %v", bed.StartedIn.Round(time.Millisecond))
+	t.Logf("scenario: bookie SIGKILL with Qw > Qa, then broker SIGKILL, on 1 region (3 etcd, 4 bookies, 1 broker, E=3 Qw=3 Qa=2), 400 msg/s (2 producers of 200); region up in %v",
+		bed.StartedIn.Round(time.Millisecond))
 	ctx, cancel := context.WithTimeout(t.Context(), 8*time.Minute)
 	defer cancel()
 	store := bed.Dial(ctx, region.EtcdEndpoints())
@@ -146,17 +147,7 @@ func TestRegionFaults(t *testing.T) {
 	h := rec.History()
 	bed.Verify(h, Rules{Disruptions: []Disruption{{Start: brokerFault, End: brokerFault.Add(restarted)}},
 		RedeliveryWindow: redeliveryWindow})
-	var receiptTimes, deliveryTimes []time.Time
-	for _, s := range h.Sends {
-		if s.Acknowledged() {
-			receiptTimes = append(receiptTimes, s.ReceiptAt)
-		}
-	}
-	for _, d := range h.Deliveries {
-		deliveryTimes = append(deliveryTimes, d.At)
-	}
-	slices.SortFunc(receiptTimes, func(a, b time.Time) int { return a.Compare(b) })
-	slices.SortFunc(deliveryTimes, func(a, b time.Time) int { return a.Compare(b) })
+	receiptTimes, deliveryTimes := eventTimes(h)
 	t.Logf("pause after fault 1 (bookie SIGKILL): receipts %v, deliveries %v",
 		maxGap(receiptTimes, bookieFault, brokerFault).Round(time.Millisecond), maxGap(deliveryTimes, bookieFault, brokerFault).Round(time.Millisecond))
 	t.Logf("pause after fault 2 (broker SIGKILL + restart, serving again after %v): receipts %v, deliveries %v",
