@@ -24,6 +24,13 @@ import (
 //     Qw=3, Qa=2 over four survives one), two brokers or two workers of
 //     one region down at once;
 //   - the global etcd counts as a region of its own ("global");
+//   - the global etcd is never unreachable while a broker or a worker is
+//     killed: its heal starts the process again, and a broker or worker
+//     that starts while the global etcd is unreachable exits after 5 s
+//     ("node: connect to the global etcd ...: did not answer a quorum
+//     read"), having no configuration to serve from. The running ones
+//     serve on from their watched cache (DESIGN §3); a cold start is not
+//     part of that claim;
 //   - at most NemesisConfig.MaxConcurrent faults run at once over all.
 
 // FaultKind is one kind of fault the nemesis injects.
@@ -232,7 +239,6 @@ func NemesisSchedule(seed uint64, cfg NemesisConfig) ([]Fault, error) {
 	between := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(r.Int64N(int64(hi-lo)+1)) }
 	specs := faultSpecs(cfg)
 	var faults []Fault
-	free := map[string]time.Duration{} // when each slot may take its next fault
 	at := time.Duration(0)
 	for {
 		at += between(cfg.MinGap, cfg.MaxGap)
@@ -247,36 +253,54 @@ func NemesisSchedule(seed uint64, cfg NemesisConfig) ([]Fault, error) {
 		if spec.kind == BookieSlowSync {
 			f.FsyncDelay = between(minFsyncDelay, maxFsyncDelay).Round(time.Millisecond)
 		}
-		f.At = earliestStart(faults, max(at, free[f.slot()]), cfg.MaxConcurrent)
+		f.At = earliestStart(faults, f, at, cfg)
 		if f.End() > cfg.Duration {
 			return faults, nil
 		}
 		faults = append(faults, f)
-		free[f.slot()] = f.End() + cfg.Settle
 		at = f.At
 	}
 }
 
-// earliestStart is the first time from start on when fewer than limit of
-// faults are running.
-func earliestStart(faults []Fault, start time.Duration, limit int) time.Duration {
-	for {
+// earliestStart is the first time from start on when f may begin after
+// the faults placed already (which all begin at or before start): no
+// fault of its slot within Settle of it, no clash (see clash) running,
+// and fewer than MaxConcurrent running.
+func earliestStart(faults []Fault, f Fault, start time.Duration, cfg NemesisConfig) time.Duration {
+	for moved := true; moved; {
+		moved = false
+		running := 0
 		var ends []time.Duration
-		for _, f := range faults {
-			if f.At <= start && start < f.End() {
-				ends = append(ends, f.End())
+		for _, g := range faults {
+			switch {
+			case g.slot() == f.slot() && start < g.End()+cfg.Settle:
+				start, moved = g.End()+cfg.Settle, true
+			case clash(f, g) && start < g.End():
+				start, moved = g.End(), true
+			case g.At <= start && start < g.End():
+				running++
+				ends = append(ends, g.End())
 			}
 		}
-		if len(ends) < limit {
-			return start
+		if !moved && running >= cfg.MaxConcurrent {
+			start, moved = slices.Min(ends), true
 		}
-		start = slices.Min(ends)
 	}
+	return start
+}
+
+// clash reports whether f and g may not overlap although they strike
+// different slots: the global etcd's outage and a kill of a process that
+// needs it to start again (a broker or a worker).
+func clash(f, g Fault) bool {
+	restarts := func(k FaultKind) bool { return k == BrokerKill || k == WorkerKill }
+	return f.Kind == GlobalEtcdDown && restarts(g.Kind) || g.Kind == GlobalEtcdDown && restarts(f.Kind)
 }
 
 // CheckNemesisRule reports the first breach of the concurrency rule in
-// faults (see the package's nemesis notes): two faults of one slot
-// overlapping or closer than settle, or more than limit at once.
+// faults (see the notes at the top of nemesis.go): two faults of one
+// slot overlapping or closer than settle, a clash overlapping, or more
+// than limit at once.
 func CheckNemesisRule(faults []Fault, settle time.Duration, limit int) error {
 	for i, f := range faults {
 		running := 1
@@ -289,6 +313,9 @@ func CheckNemesisRule(faults []Fault, settle time.Duration, limit int) error {
 			}
 			if j > i && g.slot() == f.slot() && g.At < f.End()+settle && f.At < g.End()+settle {
 				return fmt.Errorf("%s and %s: one slot (%s) within %v", f, g, f.slot(), settle)
+			}
+			if j > i && clash(f, g) && g.At < f.End() && f.At < g.End() {
+				return fmt.Errorf("%s and %s overlap: a killed process restarts while the global etcd is unreachable", f, g)
 			}
 		}
 		if running > limit {

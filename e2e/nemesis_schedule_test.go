@@ -97,6 +97,8 @@ func TestNemesisRuleCatches(t *testing.T) {
 		"within settle":    {bookie("r1", 10*time.Second, 20*time.Second), bookie("r1", 35*time.Second, 5*time.Second)},
 		"three at once": {bookie("r1", 10*time.Second, 20*time.Second), bookie("r2", 11*time.Second, 20*time.Second),
 			bookie("r3", 12*time.Second, 20*time.Second)},
+		"restart in a global outage": {{Kind: GlobalEtcdDown, Target: -1, At: 10 * time.Second, For: time.Minute},
+			{Kind: WorkerKill, Region: "r2", At: 50 * time.Second, For: 30 * time.Second}},
 	} {
 		if err := CheckNemesisRule(faults, 10*time.Second, 2); err == nil {
 			t.Errorf("%s: no breach found in\n%s", name, FormatSchedule(faults))
