@@ -32,7 +32,8 @@ import (
 // broker's links, which carry the replication between regions (the
 // test's clients are local to their region: LocalClients). One namespace
 // of four bundles, replicated to all three regions, with deduplication
-// on, holds four topics. In every region, each topic has a producer (25
+// on and infinite retention (so that the read-back sees every ledger),
+// holds four topics. In every region, each topic has a producer (25
 // msg/s of 256-byte messages: 100 msg/s per region, 300 msg/s produced
 // in all, each stored in three regions) and an Exclusive consumer that
 // acks everything, all recorded for the checker.
@@ -109,8 +110,11 @@ const (
 	// past its heal: the restarted broker may take bundles back (a
 	// hand-off), and the clients of the frozen one reconnect.
 	nemesisAfterHeal = 10 * time.Second
-	// nemesisDrain bounds the wait for the replication to drain.
-	nemesisDrain = 10 * time.Minute
+	// nemesisDrain bounds the wait for the replication to drain, and
+	// nemesisDrainPoll is how often it looks (each look copies the whole
+	// history).
+	nemesisDrain     = 10 * time.Minute
+	nemesisDrainPoll = 2 * time.Second
 	// nemesisSlow is RegionSlow's shape.
 	nemesisSlowLatency = 200 * time.Millisecond
 	nemesisSlowLoss    = 0.01
@@ -189,9 +193,12 @@ func startNemesis(ctx context.Context, t *testing.T, seed uint64, cfg NemesisCon
 	if err != nil {
 		t.Fatal(err)
 	}
-	on := true
+	// Retention keeps every ledger the consumers have acked, so that the
+	// read-back at the end holds all that each region stored: without it
+	// the acked ledgers are trimmed and the read-back sees only the last.
+	on, keepAll := true, global.RetentionPolicies{RetentionTimeInMinutes: -1, RetentionSizeInMB: -1}
 	if _, err := gs.CreateNamespace(ctx, nemesisTenant, nemesisNamespace, global.Policies{ReplicationClusters: cfg.Regions,
-		DeduplicationEnabled: &on, Bundles: &bundles}); err != nil {
+		DeduplicationEnabled: &on, Bundles: &bundles, RetentionPolicies: &keepAll}); err != nil {
 		t.Fatal(err)
 	}
 	for i := range nemesisTopics {
@@ -421,7 +428,7 @@ func (n *nemesis) finish(ctx context.Context, applied []appliedFault) (History, 
 	rec := n.bed.Recorder()
 	drain, cancel := context.WithTimeout(ctx, nemesisDrain)
 	defer cancel()
-	rec.WaitAllAcked(drain, n.t)
+	rec.WaitAllAckedEvery(drain, n.t, nemesisDrainPoll)
 	n.t.Logf("drained: every consumer of every region acked every one of the %d acknowledged sends %v after the producers stopped",
 		rec.Acknowledged(), time.Since(stopped).Round(time.Millisecond))
 	for _, c := range n.cs {
