@@ -115,6 +115,10 @@ const (
 	// history).
 	nemesisDrain     = 10 * time.Minute
 	nemesisDrainPoll = 2 * time.Second
+	// nemesisReadBack bounds the read-back of one topic in one region
+	// (about 45,000 messages): a reader that stops getting messages
+	// fails the run instead of holding it until the test's deadline.
+	nemesisReadBack = 5 * time.Minute
 	// nemesisSlow is RegionSlow's shape.
 	nemesisSlowLatency = 200 * time.Millisecond
 	nemesisSlowLoss    = 0.01
@@ -439,8 +443,11 @@ func (n *nemesis) finish(ctx context.Context, applied []appliedFault) (History, 
 	for _, topic := range n.topics {
 		rules.Regions[topic] = slices.Sorted(maps.Keys(n.clients))
 		for _, r := range n.bed.Regions {
-			if err := ReadTopic(ctx, n.clients[r.Name], rec, r.Name, topic); err != nil {
-				n.t.Fatalf("nemesis seed %d: %v", n.seed, err)
+			read, cancel := context.WithTimeout(ctx, nemesisReadBack)
+			err := ReadTopic(read, n.clients[r.Name], rec, r.Name, topic)
+			cancel()
+			if err != nil {
+				n.t.Fatalf("nemesis seed %d: reading back %s in %s: %v", n.seed, topic, r.Name, err)
 			}
 		}
 	}
