@@ -71,8 +71,16 @@ func (r *Recorder) WaitAcknowledged(ctx context.Context, tb testing.TB, n int, w
 // first.
 func (r *Recorder) WaitAllAcked(ctx context.Context, tb testing.TB) {
 	tb.Helper()
+	r.WaitAllAckedEvery(ctx, tb, 50*time.Millisecond)
+}
+
+// WaitAllAckedEvery is WaitAllAcked looking every interval: each look
+// copies the history, which for a long run (hundreds of thousands of
+// deliveries) costs more CPU than a 50 ms poll should.
+func (r *Recorder) WaitAllAckedEvery(ctx context.Context, tb testing.TB, every time.Duration) {
+	tb.Helper()
 	type sub struct{ region, topic, name string }
-	tick := time.NewTicker(50 * time.Millisecond)
+	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
 		h := r.History()
