@@ -81,6 +81,9 @@ type BedConfig struct {
 	Seed uint64
 	// LogLevel is every process's --log-level. Default "warn".
 	LogLevel string
+	// EtcdArgs are further flags for every etcd member, the global one
+	// included (e.g. "--auto-compaction-retention", "1m").
+	EtcdArgs []string
 	// StartTimeout bounds Start. Default 3 minutes.
 	StartTimeout time.Duration
 	// LocalClients makes the test's own clients (sockets of the test
@@ -122,6 +125,11 @@ type RegionConfig struct {
 	// a scenario switches its disk faults while it runs, with
 	// Process.SetFailpoints.
 	BookieFailpoints bool
+	// MetricsListen gives every bookie and replicator of the region
+	// `--metrics-listen` on a free loopback port, so that its /metrics
+	// (go_goroutines, say) is at Process.MetricsURL, as a broker's and an
+	// etcd member's always are.
+	MetricsListen bool
 }
 
 // withDefaults fills the ledger settings left zero.
@@ -362,12 +370,13 @@ func (b *Bed) startEtcdCluster(region, prefix string, n int) []*Process {
 		name := fmt.Sprintf("%s-etcd-%d", prefix, i)
 		client := fmt.Sprintf("http://127.0.0.1:%d", ports[2*i])
 		peer := fmt.Sprintf("http://127.0.0.1:%d", ports[2*i+1])
-		p := b.newProcess(region, name, "etcd", "--name", name, "--data-dir", filepath.Join(b.Dir, name),
+		args := []string{"--name", name, "--data-dir", filepath.Join(b.Dir, name),
 			"--listen-client-urls", client, "--advertise-client-urls", client,
 			"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
 			"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-state", "new",
-			"--initial-cluster-token", prefix)
-		p.ClientURL = client
+			"--initial-cluster-token", prefix}
+		p := b.newProcess(region, name, "etcd", append(args, b.cfg.EtcdArgs...)...)
+		p.ClientURL, p.MetricsURL = client, client+"/metrics"
 		p.Start()
 		members = append(members, p)
 	}
@@ -408,8 +417,9 @@ func (b *Bed) startBookie(r *Region, i int) *Process {
 		endpoint = fmt.Sprintf("127.0.0.1:%d", b.freePorts(1)[0])
 		args = append(args, "--failpoint-endpoint", endpoint)
 	}
+	metrics := b.metricsListen(r, &args)
 	p := b.newProcess(r.Name, name, "bookie", append(args, r.Config.BookieArgs...)...)
-	p.FailpointEndpoint = endpoint
+	p.FailpointEndpoint, p.MetricsURL = endpoint, metrics
 	p.Start()
 	r.Bookies = append(r.Bookies, p)
 	return p
@@ -448,6 +458,7 @@ func (b *Bed) startBroker(r *Region, i int, extra ...string) *Broker {
 	}
 	args = append(args, r.Config.BrokerArgs...)
 	brk.Process = b.newProcess(r.Name, name, "broker", append(args, extra...)...)
+	brk.MetricsURL = "http://" + web + "/metrics"
 	// While the process is down its advertised address refuses
 	// connections, as a dead broker's port does (see Link.Unlisten).
 	brk.beforeStart = func() error { return errors.Join(brk.Link.Listen(), brk.WebLink.Listen()) }
@@ -463,10 +474,24 @@ func (b *Bed) startReplicator(r *Region, i int) *Process {
 	if r.GlobalLink != nil {
 		args = append(args, "--global-etcd", "http://"+r.GlobalLink.Addr())
 	}
+	metrics := b.metricsListen(r, &args)
 	p := b.newProcess(r.Name, name, "replicator", args...)
+	p.MetricsURL = metrics
 	p.Start()
 	r.Replicators = append(r.Replicators, p)
 	return p
+}
+
+// metricsListen appends `--metrics-listen` on a free loopback port to
+// args when the region has RegionConfig.MetricsListen, and returns the
+// URL of that /metrics; "" otherwise.
+func (b *Bed) metricsListen(r *Region, args *[]string) string {
+	if !r.Config.MetricsListen {
+		return ""
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", b.freePorts(1)[0])
+	*args = append(*args, "--metrics-listen", addr)
+	return "http://" + addr + "/metrics"
 }
 
 // freePorts reserves n distinct free loopback ports, each free on both
@@ -679,6 +704,11 @@ type Process struct {
 	// FailpointEndpoint is a bookie's failpoint endpoint (host:port) when
 	// its region has RegionConfig.BookieFailpoints; "" otherwise.
 	FailpointEndpoint string
+	// MetricsURL is the process's Prometheus /metrics, read directly (not
+	// through a link): an etcd member's and a broker's always, a bookie's
+	// and a replicator's when its region has RegionConfig.MetricsListen;
+	// "" otherwise.
+	MetricsURL string
 
 	region  string // the region it runs in; "" for the global etcd member
 	tb      testing.TB

@@ -1,0 +1,133 @@
+package e2e
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The soak's judgement of a resource series (TestSoak): a least-squares
+// line through the samples taken after the warm-up, and the growth per
+// hour that line projects, relative to the fitted value where the fit
+// starts. A flat resource projects about 0; a leak projects a growth
+// that does not depend on how noisy the samples are, only on how long
+// they run.
+
+// Sample is one reading of a resource: At is the time since the run
+// began.
+type Sample struct {
+	At    time.Duration
+	Value float64
+}
+
+// Trend is what a series' fitted line says.
+type Trend struct {
+	// Samples is how many samples the line was fitted to.
+	Samples int
+	// PerHour is the fitted slope, in the series' unit per hour.
+	PerHour float64
+	// Start is the fitted value at the first instant of the fit.
+	Start float64
+	// Growth is PerHour / Start: the projected growth in one hour, as a
+	// fraction of Start (0.05 is 5% per hour).
+	Growth float64
+}
+
+// errNoTrend is returned for a series that has no trend to fit.
+var errNoTrend = errors.New("e2e: no trend")
+
+// FitLine is the least-squares line y = intercept + slope·x through the
+// points (xs[i], ys[i]). It needs at least two points and two distinct
+// xs.
+func FitLine(xs, ys []float64) (slope, intercept float64, err error) {
+	if len(xs) != len(ys) {
+		return 0, 0, fmt.Errorf("%w: %d xs and %d ys", errNoTrend, len(xs), len(ys))
+	}
+	n := float64(len(xs))
+	if len(xs) < 2 {
+		return 0, 0, fmt.Errorf("%w: %d points, need 2", errNoTrend, len(xs))
+	}
+	var meanX, meanY float64
+	for i := range xs {
+		meanX += xs[i]
+		meanY += ys[i]
+	}
+	meanX, meanY = meanX/n, meanY/n
+	// Centred sums keep the precision that Σx² − n·x̄² loses when the xs
+	// are large (seconds into a run) and close together.
+	var sxx, sxy float64
+	for i := range xs {
+		dx := xs[i] - meanX
+		sxx += dx * dx
+		sxy += dx * (ys[i] - meanY)
+	}
+	if sxx == 0 {
+		return 0, 0, fmt.Errorf("%w: every point has x = %v", errNoTrend, meanX)
+	}
+	slope = sxy / sxx
+	return slope, meanY - slope*meanX, nil
+}
+
+// TrendSince fits a line to the samples taken at or after from, and
+// projects its growth per hour relative to the line's value at from. A
+// fitted start of zero or less has no relative growth and is an error.
+func TrendSince(samples []Sample, from time.Duration) (Trend, error) {
+	var xs, ys []float64
+	for _, s := range samples {
+		if s.At >= from {
+			xs = append(xs, s.At.Hours())
+			ys = append(ys, s.Value)
+		}
+	}
+	slope, intercept, err := FitLine(xs, ys)
+	if err != nil {
+		return Trend{}, err
+	}
+	tr := Trend{Samples: len(xs), PerHour: slope, Start: intercept + slope*from.Hours()}
+	if tr.Start <= 0 {
+		return tr, fmt.Errorf("%w: the fitted value at %v is %v, so growth relative to it means nothing", errNoTrend, from, tr.Start)
+	}
+	tr.Growth = tr.PerHour / tr.Start
+	return tr, nil
+}
+
+// ProcRSS is the resident set size of process pid in bytes, from the
+// VmRSS line of /proc/<pid>/status.
+func ProcRSS(pid int) (int64, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:")
+		if !ok {
+			continue
+		}
+		kb, unit, _ := strings.Cut(strings.TrimSpace(rest), " ")
+		n, err := strconv.ParseInt(kb, 10, 64)
+		if err != nil || unit != "kB" {
+			return 0, fmt.Errorf("pid %d: VmRSS line %q is not '<n> kB'", pid, sc.Text())
+		}
+		return n << 10, nil
+	}
+	if err := sc.Err(); err != nil {
+		return 0, fmt.Errorf("pid %d: %w", pid, err)
+	}
+	return 0, fmt.Errorf("pid %d: no VmRSS in /proc/%d/status (a zombie?)", pid, pid)
+}
+
+// ProcOpenFiles is how many file descriptors process pid has open: the
+// entries of /proc/<pid>/fd.
+func ProcOpenFiles(pid int) (int, error) {
+	entries, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		return 0, err
+	}
+	return len(entries), nil
+}

@@ -1,0 +1,126 @@
+package e2e
+
+import (
+	"errors"
+	"math"
+	"os"
+	"testing"
+	"time"
+)
+
+func TestFitLine(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		xs, ys           []float64
+		slope, intercept float64
+	}{
+		{"exact", []float64{0, 1, 2, 3}, []float64{1, 3, 5, 7}, 2, 1},
+		{"flat", []float64{10, 20, 30}, []float64{4, 4, 4}, 0, 4},
+		{"falling", []float64{1, 2}, []float64{5, 3}, -2, 7},
+		// Symmetric noise around y = x: the residuals cancel.
+		{"noisy", []float64{0, 1, 2, 3}, []float64{1, 0, 3, 2}, 0.6, 0.6},
+		// Large, close xs (hours since an epoch), where an uncentred sum
+		// of squares loses the slope.
+		{"large x", []float64{1e9, 1e9 + 1, 1e9 + 2}, []float64{0, 1, 2}, 1, -1e9},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			slope, intercept, err := FitLine(tc.xs, tc.ys)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if math.Abs(slope-tc.slope) > 1e-9 || math.Abs(intercept-tc.intercept) > 1e-6*math.Max(1, math.Abs(tc.intercept)) {
+				t.Errorf("got y = %v + %v·x, want %v + %v·x", intercept, slope, tc.intercept, tc.slope)
+			}
+		})
+	}
+}
+
+func TestFitLineRefuses(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		xs, ys []float64
+	}{
+		{"no points", nil, nil},
+		{"one point", []float64{1}, []float64{1}},
+		{"one x", []float64{2, 2, 2}, []float64{1, 2, 3}},
+		{"lengths differ", []float64{1, 2}, []float64{1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, _, err := FitLine(tc.xs, tc.ys); !errors.Is(err, errNoTrend) {
+				t.Errorf("err = %v, want errNoTrend", err)
+			}
+		})
+	}
+}
+
+func TestTrendSince(t *testing.T) {
+	// A warm-up that doubles the value, then 10 units per hour on 100 at
+	// the 5-minute mark: 10% per hour. The warm-up must not count.
+	var leak, flat []Sample
+	for at := time.Duration(0); at <= 30*time.Minute; at += 15 * time.Second {
+		v := 100 + 10*(at-5*time.Minute).Hours()
+		if at < 5*time.Minute {
+			v = 50 + 10*at.Minutes()
+		}
+		leak = append(leak, Sample{At: at, Value: v})
+		// Alternating ±5 around 200: no growth at all.
+		flat = append(flat, Sample{At: at, Value: 200 + 5*float64(1-2*(len(flat)%2))})
+	}
+	tr, err := TrendSince(leak, 5*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr.Samples != 101 || math.Abs(tr.PerHour-10) > 1e-6 || math.Abs(tr.Start-100) > 1e-6 || math.Abs(tr.Growth-0.1) > 1e-9 {
+		t.Errorf("leak: %+v, want 101 samples, 10/h from 100: growth 0.1", tr)
+	}
+	tr, err = TrendSince(flat, 5*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(tr.Growth) > 0.01 {
+		t.Errorf("flat: %+v, want a growth near 0", tr)
+	}
+	// Nothing after the mark, or a start at zero: no trend.
+	if _, err := TrendSince(leak, time.Hour); !errors.Is(err, errNoTrend) {
+		t.Errorf("no samples after the mark: err = %v, want errNoTrend", err)
+	}
+	zero := []Sample{{At: time.Minute, Value: 0}, {At: 2 * time.Minute, Value: 0}}
+	if _, err := TrendSince(zero, time.Minute); !errors.Is(err, errNoTrend) {
+		t.Errorf("a series at zero: err = %v, want errNoTrend", err)
+	}
+}
+
+func TestProcReaders(t *testing.T) {
+	pid := os.Getpid()
+	rss, err := ProcRSS(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rss < 1<<20 {
+		t.Errorf("this test process's RSS is %d bytes, under 1 MiB", rss)
+	}
+	before, err := ProcOpenFiles(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := ProcOpenFiles(pid)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Reading the directory itself holds one descriptor while it runs, in
+	// both counts.
+	if after != before+1 {
+		t.Errorf("open files went from %d to %d on opening one", before, after)
+	}
+	if _, err := ProcRSS(-1); err == nil {
+		t.Error("ProcRSS of pid -1 gave no error")
+	}
+	if _, err := ProcOpenFiles(-1); err == nil {
+		t.Error("ProcOpenFiles of pid -1 gave no error")
+	}
+}
