@@ -88,7 +88,7 @@ func TestBrokenVariants(t *testing.T) {
 				t.Fatalf("%s failed (%v) with -tags %s, but the checker reported no %q violation; its output:\n%s",
 					v.scenario, err, v.tag, v.want, out)
 			}
-			t.Logf("%s with -tags %s: the checker reported %d %q violations, as it must; the first:", v.scenario, v.tag, len(violations), v.want)
+			t.Logf("%s with -tags %s: the checker reported %q violations, as it must (%d among the first it prints); the first:", v.scenario, v.tag, v.want, len(violations))
 			for _, l := range violations[:min(len(violations), 5)] {
 				t.Log(l)
 			}
