@@ -51,14 +51,23 @@ const advertisedHost = "127.0.0.2"
 
 // BuildMeridian builds the meridian binary into dir and returns its path. A test
 // run builds it once (in TestMain) and passes it to every bed.
-func BuildMeridian(dir string) (string, error) {
+func BuildMeridian(dir string) (string, error) { return BuildMeridianTags(dir, "") }
+
+// BuildMeridianTags is BuildMeridian with build tags (comma-separated, as
+// go build -tags takes them; "" for none): the checker's broken variants
+// are built so (see TestBrokenVariants).
+func BuildMeridianTags(dir, tags string) (string, error) {
 	// go test puts its own toolchain first on PATH.
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		return "", fmt.Errorf("no go toolchain on PATH: %w", err)
 	}
 	bin := filepath.Join(dir, "meridian")
-	cmd := exec.Command(goBin, "build", "-o", bin, "github.com/meridian-mq/meridian/cmd/meridian")
+	args := []string{"build", "-o", bin}
+	if tags != "" {
+		args = append(args, "-tags", tags)
+	}
+	cmd := exec.Command(goBin, append(args, "github.com/meridian-mq/meridian/cmd/meridian")...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build: %w\n%s", err, out)
 	}

@@ -9,6 +9,11 @@ import (
 	"time"
 )
 
+// buildTagsEnv names the environment variable whose value, when set, is
+// the build tags of the meridian binary the run uses: TestBrokenVariants
+// sets it to build a broken variant.
+const buildTagsEnv = "MERIDIAN_E2E_BUILD_TAGS"
+
 // meridianBin is the meridian binary, built once for the whole run by
 // TestMain and handed to every test bed; it is set before any test runs
 // and never written again.
@@ -26,11 +31,12 @@ func run(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	began := time.Now()
-	meridianBin, err = BuildMeridian(dir)
+	tags := os.Getenv(buildTagsEnv)
+	meridianBin, err = BuildMeridianTags(dir, tags)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	fmt.Printf("built meridian in %v\n", time.Since(began).Round(time.Millisecond))
+	fmt.Printf("built meridian (tags %q) in %v\n", tags, time.Since(began).Round(time.Millisecond))
 	return m.Run()
 }

@@ -79,6 +79,16 @@ func (r *Recorder) WaitAllAcked(ctx context.Context, tb testing.TB) {
 // deliveries) costs more CPU than a 50 ms poll should.
 func (r *Recorder) WaitAllAckedEvery(ctx context.Context, tb testing.TB, every time.Duration) {
 	tb.Helper()
+	if err := r.awaitAllAcked(ctx, every); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// awaitAllAcked is WaitAllAckedEvery that returns, when ctx ends first,
+// an error saying how many acks are missing, so that a scenario can go on
+// to its checker: a receipted message that never comes is lost, and the
+// checker names it.
+func (r *Recorder) awaitAllAcked(ctx context.Context, every time.Duration) error {
 	type sub struct{ region, topic, name string }
 	tick := time.NewTicker(every)
 	defer tick.Stop()
@@ -103,11 +113,11 @@ func (r *Recorder) WaitAllAckedEvery(ctx context.Context, tb testing.TB, every t
 			}
 		}
 		if missing == 0 && len(acked) > 0 {
-			return
+			return nil
 		}
 		select {
 		case <-ctx.Done():
-			tb.Fatalf("%d acks still missing over %d subscriptions: %v", missing, len(acked), ctx.Err())
+			return fmt.Errorf("%d acks still missing over %d subscriptions: %w", missing, len(acked), ctx.Err())
 		case <-tick.C:
 		}
 	}
@@ -447,6 +457,22 @@ func (c *Consumer) Stop() {
 	c.stop()
 	c.wg.Wait()
 	c.c.Close()
+}
+
+// KeepForReadBack creates on topic, through client, a durable subscription
+// that is never read, so that the topic keeps every ledger it stores for
+// ReadTopic. Without one, the housekeeping (every minute) drops a ledger
+// once every subscription has consumed it and a newer one exists (a
+// broker restart or a topic reload starts one), and the read-back would
+// miss what it held. Call it before the first message is sent.
+func KeepForReadBack(client pulsar.Client, topic string) error {
+	c, err := client.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "e2e-read-back",
+		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
+	if err != nil {
+		return fmt.Errorf("e2e: subscription keeping %s for the read-back: %w", topic, err)
+	}
+	c.Close()
+	return nil
 }
 
 // ReadTopic reads topic from the earliest position to its end through

@@ -230,7 +230,7 @@ func (t *task) acknowledge(ctx context.Context, cursor *mledger.ExternalCursor, 
 			if !ok {
 				return progressed, ctx.Err()
 			}
-			if p.receipt != nil {
+			if p.receipt != nil && awaitRemoteReceipt {
 				_, err := p.receipt.Wait(ctx)
 				p.trace.finish(err)
 				if err != nil {

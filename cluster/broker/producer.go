@@ -83,11 +83,14 @@ type receipt struct {
 	track                  bool
 	messages, bytes        int           // for the counters
 	trace                  *publishTrace // nil: not traced
+	// receipted: the receipt was sent before the append was confirmed
+	// (only in the broken_ackearly variant; see variants.go).
+	receipted bool
 }
 
 func newProducer(c *conn, t *Topic, id uint64, name string, dedup bool, requestID uint64) *producer {
 	repl := strings.HasPrefix(name, ReplicationProducerPrefix)
-	return &producer{c: c, topic: t, id: id, name: name, dedup: dedup || repl, repl: repl, requestID: requestID,
+	return &producer{c: c, topic: t, id: id, name: name, dedup: dedup || (repl && dedupReplicated), repl: repl, requestID: requestID,
 		receipts: make(chan receipt, receiptQueue), stop: make(chan struct{}), done: make(chan struct{}),
 		receipted: make(chan struct{}, 1)}
 }
@@ -161,6 +164,13 @@ func (p *producer) publish(send *pb.CommandSend, f *wire.Frame) {
 	}
 	r.trace = p.topic.startPublishTrace(f)
 	r.fut, r.err = p.topic.append(p.c.ctx, f.Message, n, r.track, r.name, r.dedupHighest)
+	if r.err == nil && !receiptAfterAppend {
+		// Only in the broken_ackearly variant (variants.go): the receipt
+		// goes out now, at position 0:0, before the bookies confirm; the
+		// recorder still records the append when it completes.
+		p.c.send(p.sendReceipt(r, pb.MessageIdData_builder{LedgerId: ptr(uint64(0)), EntryId: ptr(uint64(0))}.Build()))
+		r.receipted = true
+	}
 	p.queue(r)
 }
 
@@ -219,14 +229,21 @@ func (p *producer) answer() {
 		if r.fut == nil { // duplicate: Pulsar answers (-1, -1)
 			id.LedgerId, id.EntryId = ptr(^uint64(0)), ptr(^uint64(0))
 		}
-		p.c.send(pb.BaseCommand_builder{Type: pb.BaseCommand_SEND_RECEIPT.Enum(), SendReceipt: pb.CommandSendReceipt_builder{
-			ProducerId:        ptr(p.id),
-			SequenceId:        ptr(uint64(r.seq)),
-			HighestSequenceId: ptr(uint64(r.highest)),
-			MessageId:         id.Build(),
-		}.Build()}.Build())
+		if !r.receipted {
+			p.c.send(p.sendReceipt(r, id.Build()))
+		}
 		p.settle(1, int64(r.bytes))
 	}
+}
+
+// sendReceipt is the SEND_RECEIPT of r, stored at id.
+func (p *producer) sendReceipt(r receipt, id *pb.MessageIdData) *pb.BaseCommand {
+	return pb.BaseCommand_builder{Type: pb.BaseCommand_SEND_RECEIPT.Enum(), SendReceipt: pb.CommandSendReceipt_builder{
+		ProducerId:        ptr(p.id),
+		SequenceId:        ptr(uint64(r.seq)),
+		HighestSequenceId: ptr(uint64(r.highest)),
+		MessageId:         id,
+	}.Build()}.Build()
 }
 
 // sendError maps a failed append to SEND_ERROR, which makes the client
