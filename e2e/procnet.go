@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 )
 
@@ -59,4 +60,13 @@ func holdsSocket(pid, inode string) bool {
 		}
 	}
 	return false
+}
+
+// HeldBy reports whether process pid holds the socket at peer, the remote
+// end of a TCP connection over IPv4 loopback: a link's Source names where
+// a connection comes from with it. Any failure to read /proc answers
+// false.
+func HeldBy(peer net.Addr, pid int) bool {
+	inode, ok := socketInode(peer)
+	return ok && holdsSocket(strconv.Itoa(pid), inode)
 }
