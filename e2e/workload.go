@@ -461,21 +461,41 @@ func ReadTopic(ctx context.Context, client pulsar.Client, rec *Recorder, region,
 	}
 	var reads []read
 	seen := map[string]bool{}
-	for reader.HasNext() {
-		msg, err := reader.Next(ctx)
-		if err != nil {
-			return fmt.Errorf("e2e: reading %s in %s: %w", topic, region, err)
+	var newest pulsar.MessageID // the read id of the highest entry
+	for {
+		for reader.HasNext() {
+			msg, err := reader.Next(ctx)
+			if err != nil {
+				return fmt.Errorf("e2e: reading %s in %s: %w", topic, region, err)
+			}
+			m, err := parsePayload(msg.Payload())
+			if err != nil {
+				return err
+			}
+			id := msg.ID()
+			if seen[idString(id)] {
+				continue
+			}
+			seen[idString(id)] = true
+			reads = append(reads, read{id, Stored{Message: m, Key: msg.Key(), MessageID: idString(id)}})
+			if newest == nil || compareEntries(id, newest) > 0 {
+				newest = id
+			}
 		}
-		m, err := parsePayload(msg.Payload())
-		if err != nil {
-			return err
+		// HasNext also answers false when its request for the topic's
+		// last message id failed (a timeout on a loaded machine), which
+		// would end the read-back short and have the checker call stored
+		// messages lost. The end is confirmed by asking again, with the
+		// error; a failed request is retried until ctx ends.
+		last, err := reader.GetLastMessageID()
+		if err == nil && (last.EntryID() < 0 || newest != nil && compareEntries(newest, last) >= 0) {
+			break
 		}
-		id := msg.ID()
-		if seen[idString(id)] {
-			continue
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("e2e: reading %s in %s: the end of the topic not confirmed (last message id %v, %v): %w", topic, region, last, err, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
 		}
-		seen[idString(id)] = true
-		reads = append(reads, read{id, Stored{Message: m, Key: msg.Key(), MessageID: idString(id)}})
 	}
 	slices.SortStableFunc(reads, func(a, b read) int {
 		return cmp.Or(cmp.Compare(a.id.LedgerID(), b.id.LedgerID()), cmp.Compare(a.id.EntryID(), b.id.EntryID()),
@@ -489,6 +509,12 @@ func ReadTopic(ctx context.Context, client pulsar.Client, rec *Recorder, region,
 	defer rec.mu.Unlock()
 	rec.h.ReadBacks = append(rec.h.ReadBacks, rb)
 	return nil
+}
+
+// compareEntries orders two message ids by their entry (ledger, then
+// entry id), leaving batch indexes out.
+func compareEntries(a, b pulsar.MessageID) int {
+	return cmp.Or(cmp.Compare(a.LedgerID(), b.LedgerID()), cmp.Compare(a.EntryID(), b.EntryID()))
 }
 
 // idString names a message by its ledger, entry and batch index:
