@@ -152,10 +152,22 @@ type arrivals struct {
 // startArrivals subscribes in region to topic from the earliest position.
 func (g *geoBed) startArrivals(ctx context.Context, tb testing.TB, region, topic string) *arrivals {
 	tb.Helper()
-	c, err := g.clients[region].Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "arrivals",
-		Type: pulsar.Exclusive, SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest, ReceiverQueueSize: 5000})
-	if err != nil {
-		tb.Fatalf("subscribe in %s to %s: %v", region, topic, err)
+	// A refused subscription is retried for a minute: on a loaded
+	// machine a broker whose etcd is slow refuses it with
+	// ServiceNotReady ("context deadline exceeded").
+	var c pulsar.Consumer
+	for deadline := time.Now().Add(time.Minute); ; {
+		var err error
+		c, err = g.clients[region].Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "arrivals",
+			Type: pulsar.Exclusive, SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest, ReceiverQueueSize: 5000})
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("subscribe in %s to %s: %v", region, topic, err)
+		}
+		tb.Logf("subscribe in %s to %s: %v; retrying", region, topic, err)
+		sleep(ctx, tb, 500*time.Millisecond)
 	}
 	ctx, stop := context.WithCancel(ctx)
 	a := &arrivals{region: region, c: c, stop: stop, at: map[Message]time.Time{}}
