@@ -152,23 +152,8 @@ type arrivals struct {
 // startArrivals subscribes in region to topic from the earliest position.
 func (g *geoBed) startArrivals(ctx context.Context, tb testing.TB, region, topic string) *arrivals {
 	tb.Helper()
-	// A refused subscription is retried for a minute: on a loaded
-	// machine a broker whose etcd is slow refuses it with
-	// ServiceNotReady ("context deadline exceeded").
-	var c pulsar.Consumer
-	for deadline := time.Now().Add(time.Minute); ; {
-		var err error
-		c, err = g.clients[region].Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "arrivals",
-			Type: pulsar.Exclusive, SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest, ReceiverQueueSize: 5000})
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("subscribe in %s to %s: %v", region, topic, err)
-		}
-		tb.Logf("subscribe in %s to %s: %v; retrying", region, topic, err)
-		sleep(ctx, tb, 500*time.Millisecond)
-	}
+	c := g.subscribe(ctx, tb, region, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "arrivals",
+		Type: pulsar.Exclusive, SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest, ReceiverQueueSize: 5000})
 	ctx, stop := context.WithCancel(ctx)
 	a := &arrivals{region: region, c: c, stop: stop, at: map[Message]time.Time{}}
 	a.wg.Go(func() {
@@ -190,6 +175,24 @@ func (g *geoBed) startArrivals(ctx context.Context, tb testing.TB, region, topic
 	})
 	tb.Cleanup(a.Stop)
 	return a
+}
+
+// subscribe subscribes in region with opts. A refused subscription is
+// retried for a minute: on a loaded machine a broker whose etcd is slow
+// refuses it with ServiceNotReady ("context deadline exceeded").
+func (g *geoBed) subscribe(ctx context.Context, tb testing.TB, region string, opts pulsar.ConsumerOptions) pulsar.Consumer {
+	tb.Helper()
+	for deadline := time.Now().Add(time.Minute); ; {
+		c, err := g.clients[region].Subscribe(opts)
+		if err == nil {
+			return c
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("subscribe in %s to %s: %v", region, opts.Topic, err)
+		}
+		tb.Logf("subscribe in %s to %s: %v; retrying", region, opts.Topic, err)
+		sleep(ctx, tb, 500*time.Millisecond)
+	}
 }
 
 // Stop ends the consumer; calling it again does nothing.

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
 )
 
 // lagRun is one lag measurement on the geo bed (measureLag): r1's
@@ -37,6 +39,7 @@ var lagDestinations = []string{"r2", "r3"}
 // has reached both destinations.
 func (g *geoBed) startReplicated(ctx context.Context, tb testing.TB, topic, name string, rate int) (*Recorder, map[string]*arrivals, []*Producer) {
 	tb.Helper()
+	g.holdForReadBack(ctx, tb, topic)
 	rec := &Recorder{}
 	dests := map[string]*arrivals{}
 	for _, region := range lagDestinations {
@@ -49,6 +52,20 @@ func (g *geoBed) startReplicated(ctx context.Context, tb testing.TB, topic, name
 		waitArrived(ctx, tb, a, first, "the first message")
 	}
 	return rec, dests, ps
+}
+
+// holdForReadBack creates, in every region, a durable subscription of
+// topic at its earliest position that nothing consumes, so that the
+// default retention, which deletes a ledger once every cursor has passed
+// it, keeps every entry for the read-back. Without it, in a run long
+// enough to roll a ledger over, the arrivals consumer's acks let the first
+// ledgers go, and the checker calls their messages lost.
+func (g *geoBed) holdForReadBack(ctx context.Context, tb testing.TB, topic string) {
+	tb.Helper()
+	for _, r := range g.Regions {
+		g.subscribe(ctx, tb, r.Name, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "read-back",
+			SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest}).Close()
+	}
 }
 
 // measureLag has r1 send rate msg/s of msgSize bytes to topic (of the
