@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 )
 
@@ -84,4 +85,13 @@ func holdsSocket(pid, inode string) bool {
 		}
 	}
 	return false
+}
+
+// HeldBy reports whether process pid holds the socket at peer, the remote
+// end of a TCP connection over IPv4 loopback accepted at self: a link's
+// Source names where a connection comes from with it. Any failure to read
+// /proc answers false.
+func HeldBy(peer, self net.Addr, pid int) bool {
+	inode, ok := socketInode(peer, self)
+	return ok && holdsSocket(strconv.Itoa(pid), inode)
 }

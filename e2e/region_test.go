@@ -103,9 +103,7 @@ func TestScenarioRegionFaults(t *testing.T) {
 
 	// Each broker restart starts a ledger: keep the older ones, consumed,
 	// for the read-back.
-	if err := KeepForReadBack(cc, topic); err != nil {
-		t.Fatal(err)
-	}
+	KeepForReadBack(ctx, t, cc, topic)
 
 	rec := bed.Recorder()
 	cons, err := StartConsumer(ctx, cc, rec, ConsumerConfig{Region: region.Name, Topic: topic,

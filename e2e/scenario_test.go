@@ -81,7 +81,7 @@ func startRegionLoad(ctx context.Context, t *testing.T, rc RegionConfig, what st
 	pc := NewClient(t, region.ServiceURL())
 	l.cc = NewClient(t, region.ServiceURL())
 	WaitDeduplication(ctx, t, pc, "persistent://sc/ns/probe")
-	holdTopic(ctx, t, l.cc, region.Name, l.topic)
+	KeepForReadBack(ctx, t, l.cc, l.topic)
 	var err error
 	l.consumer, err = StartConsumer(ctx, l.cc, l.rec, ConsumerConfig{Region: region.Name, Topic: l.topic,
 		Subscription: "checker", Type: Exclusive, Name: "c0"})

@@ -461,18 +461,29 @@ func (c *Consumer) Stop() {
 
 // KeepForReadBack creates on topic, through client, a durable subscription
 // that is never read, so that the topic keeps every ledger it stores for
-// ReadTopic. Without one, the housekeeping (every minute) drops a ledger
-// once every subscription has consumed it and a newer one exists (a
-// broker restart or a topic reload starts one), and the read-back would
-// miss what it held. Call it before the first message is sent.
-func KeepForReadBack(client pulsar.Client, topic string) error {
-	c, err := client.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "e2e-read-back",
-		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
-	if err != nil {
-		return fmt.Errorf("e2e: subscription keeping %s for the read-back: %w", topic, err)
+// ReadTopic whatever its namespace's retention: a ledger every
+// subscription has consumed goes once a newer one exists (a broker
+// restart or a topic reload under load starts one), and the read-back
+// would miss what it held and the checker call it lost. Call it before
+// the first message is sent. A refused subscription is tried again for a
+// minute: a broker that lost its lease under load answers ServiceNotReady
+// while it unloads.
+func KeepForReadBack(ctx context.Context, tb testing.TB, client pulsar.Client, topic string) {
+	tb.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		c, err := client.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "e2e-read-back",
+			SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
+		if err == nil {
+			c.Close()
+			return
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			tb.Fatalf("e2e: subscription keeping %s for the read-back: %v", topic, err)
+		}
+		tb.Logf("subscription keeping %s for the read-back: %v; trying again", topic, err)
+		sleep(ctx, tb, 500*time.Millisecond)
 	}
-	c.Close()
-	return nil
 }
 
 // ReadTopic reads topic from the earliest position to its end through
@@ -495,21 +506,41 @@ func ReadTopic(ctx context.Context, client pulsar.Client, rec *Recorder, region,
 	}
 	var reads []read
 	seen := map[string]bool{}
-	for reader.HasNext() {
-		msg, err := reader.Next(ctx)
-		if err != nil {
-			return fmt.Errorf("e2e: reading %s in %s: %w", topic, region, err)
+	var newest pulsar.MessageID // the read id of the highest entry
+	for {
+		for reader.HasNext() {
+			msg, err := reader.Next(ctx)
+			if err != nil {
+				return fmt.Errorf("e2e: reading %s in %s: %w", topic, region, err)
+			}
+			m, err := parsePayload(msg.Payload())
+			if err != nil {
+				return err
+			}
+			id := msg.ID()
+			if seen[idString(id)] {
+				continue
+			}
+			seen[idString(id)] = true
+			reads = append(reads, read{id, Stored{Message: m, Key: msg.Key(), MessageID: idString(id)}})
+			if newest == nil || compareEntries(id, newest) > 0 {
+				newest = id
+			}
 		}
-		m, err := parsePayload(msg.Payload())
-		if err != nil {
-			return err
+		// HasNext also answers false when its request for the topic's
+		// last message id failed (a timeout on a loaded machine), which
+		// would end the read-back short and have the checker call stored
+		// messages lost. The end is confirmed by asking again, with the
+		// error; a failed request is retried until ctx ends.
+		last, err := reader.GetLastMessageID()
+		if err == nil && (last.EntryID() < 0 || newest != nil && compareEntries(newest, last) >= 0) {
+			break
 		}
-		id := msg.ID()
-		if seen[idString(id)] {
-			continue
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("e2e: reading %s in %s: the end of the topic not confirmed (last message id %v, %v): %w", topic, region, last, err, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
 		}
-		seen[idString(id)] = true
-		reads = append(reads, read{id, Stored{Message: m, Key: msg.Key(), MessageID: idString(id)}})
 	}
 	slices.SortStableFunc(reads, func(a, b read) int {
 		return cmp.Or(cmp.Compare(a.id.LedgerID(), b.id.LedgerID()), cmp.Compare(a.id.EntryID(), b.id.EntryID()),
@@ -523,6 +554,12 @@ func ReadTopic(ctx context.Context, client pulsar.Client, rec *Recorder, region,
 	defer rec.mu.Unlock()
 	rec.h.ReadBacks = append(rec.h.ReadBacks, rb)
 	return nil
+}
+
+// compareEntries orders two message ids by their entry (ledger, then
+// entry id), leaving batch indexes out.
+func compareEntries(a, b pulsar.MessageID) int {
+	return cmp.Or(cmp.Compare(a.LedgerID(), b.LedgerID()), cmp.Compare(a.EntryID(), b.EntryID()))
 }
 
 // idString names a message by its ledger, entry and batch index:

@@ -2,7 +2,10 @@ module github.com/meridian-mq/meridian/e2e/sidebyside
 
 go 1.26.0
 
-require github.com/meridian-mq/meridian v0.0.0
+require (
+	github.com/meridian-mq/meridian v0.0.0
+	github.com/nats-io/nats.go v1.53.1
+)
 
 require (
 	codeberg.org/go-fonts/liberation v0.5.0 // indirect
