@@ -157,8 +157,10 @@ type producer interface {
 
 // Bounds both clients share, so that neither gets a deeper queue.
 const (
-	// maxPending is the publisher's bound on unacknowledged messages.
-	maxPending = 50_000
+	// maxPending is the publisher's bound on unacknowledged messages:
+	// 100 ms of the highest fixed rate. A system slower than that fills
+	// it, and the open-loop generator falls behind.
+	maxPending = 5_000
 	// receiveQueue is how many messages a consumer may hold unread.
 	receiveQueue = 10_000
 	// ackEvery is how often a consumer acknowledges (cumulatively).
@@ -240,7 +242,12 @@ func (l *latencies) quantiles() quantiles {
 	return quantiles{q(50), q(99), q(99.9)}
 }
 
+// String is the three in milliseconds; "none" when nothing was
+// recorded (a latency is never below 1 µs).
 func (q quantiles) String() string {
+	if q.p50 == 0 {
+		return "none"
+	}
 	return fmt.Sprintf("%s / %s / %s", ms(q.p50), ms(q.p99), ms(q.p999))
 }
 
@@ -330,7 +337,10 @@ type rateResult struct {
 	reached, delivered float64
 	// behind is a run the generator stopped because it fell more than
 	// maxLag behind its schedule.
-	behind            bool
+	behind bool
+	// late is how long after the window's end its last message was
+	// stored or delivered, whichever came later.
+	late              time.Duration
 	sustained         bool
 	publish, endToEnd quantiles
 }
@@ -402,6 +412,7 @@ func runRate(t *testing.T, sys system, name string, rate float64, warm, window t
 	if lastReceive.After(from) {
 		r.delivered = float64(received) / lastReceive.Sub(from).Seconds()
 	}
+	r.late = max(lastAck.Sub(end), lastReceive.Sub(end))
 	r.sustained = !math.IsInf(rate, 1) && !behind && acked >= inWindow && received >= inWindow &&
 		r.reached >= sustainedShare*rate && r.delivered >= sustainedShare*rate
 	if !r.sustained {

@@ -238,7 +238,7 @@ func oneRegionMarkdown(systems []*oneRegion, natsVersion string, floor quantiles
 		"queue of %d allows) gives the system's throughput C; then open-loop runs at %.0f%%, %.0f%%, ... of C "+
 		"(rounded to two significant digits) until one is sustained. The maximum is the highest sustained rate of those runs "+
 		"and of the fixed rates above.\n\n", maxPending, maxLadder[0]*100, maxLadder[1]*100)
-	fmt.Fprintf(w, "| system | closed loop: stored msg/s, publish p50 / p99 ms | runs of the search | maximum sustainable |\n|---|---|---|---|\n")
+	fmt.Fprintf(w, "| system | closed loop: stored msg/s, publish p50 / p99 / p99.9 ms | runs of the search | maximum sustainable |\n|---|---|---|---|\n")
 	for _, o := range systems {
 		var tries []string
 		for _, r := range o.ladder {
@@ -248,11 +248,18 @@ func oneRegionMarkdown(systems []*oneRegion, natsVersion string, floor quantiles
 			}
 			tries = append(tries, fmt.Sprintf("%.0f: %s", r.rate, verdict))
 		}
-		if len(tries) == 0 {
-			tries = []string{"none (a fixed rate at or above the ladder was sustained)"}
+		switch {
+		case len(tries) == 0 && o.closed.reached == 0:
+			tries = []string{"none: the closed loop stored nothing of its window"}
+		case len(tries) == 0:
+			tries = []string{"none: a fixed rate at or above the first step was sustained"}
 		}
-		fmt.Fprintf(w, "| %s | %.0f, %s / %s | %s | **%.0f msg/s** |\n", o.sys.label(), o.closed.reached,
-			ms(o.closed.publish.p50), ms(o.closed.publish.p99), strings.Join(tries, "; "), o.maxSustained())
+		best := "none sustained"
+		if m := o.maxSustained(); m > 0 {
+			best = fmt.Sprintf("**%.0f msg/s**", m)
+		}
+		fmt.Fprintf(w, "| %s | %.0f, %s | %s | %s |\n", o.sys.label(), o.closed.reached,
+			o.closed.publish, strings.Join(tries, "; "), best)
 	}
 	fmt.Fprintf(w, "\nThe bare disk, in the same run just before Meridian's 20,000 msg/s run: `BenchmarkAddPaced`'s "+
 		"floor (cluster/bookie) for the 20k pattern, 20 KiB writes at 20 MB/s with the ideal group commit, "+
@@ -269,8 +276,10 @@ func writeRow(w *bufio.Writer, label string, r rateResult) {
 	switch {
 	case r.behind:
 		sustained = fmt.Sprintf("**no**: the client's queue stayed full for %v, run stopped", maxLag)
+	case r.acked < r.sent || r.received < r.sent:
+		sustained = fmt.Sprintf("**no**: of the window's %d, %d stored and %d delivered", r.sent, r.acked, r.received)
 	case !r.sustained:
-		sustained = fmt.Sprintf("**no**: of the window's %d, %d stored and %d delivered in time", r.sent, r.acked, r.received)
+		sustained = fmt.Sprintf("**no**: the window's last message came %v after its end", r.late.Round(time.Millisecond))
 	}
 	fmt.Fprintf(w, "| %.0f | %s | %.0f | %s | %s | %s |\n", r.rate, label, r.reached, sustained, r.publish, r.endToEnd)
 }

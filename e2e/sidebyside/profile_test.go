@@ -20,6 +20,10 @@ import (
 // pprof endpoint), summarised by self time.
 type cpuProfile struct {
 	what string
+	// samples is how many were taken, over seconds: at 499 Hz per busy
+	// thread, samples/(499*seconds) is the cores the process used.
+	samples int
+	seconds float64
 	// packages are the Go packages (or "kernel") by their share of the
 	// samples, largest first; symbols the hottest functions.
 	packages, symbols []share
@@ -33,9 +37,10 @@ type share struct {
 // profiler is a `perf record` of a process, running in the background
 // for a fixed time.
 type profiler struct {
-	cmd  *exec.Cmd
-	out  string
-	done chan error
+	cmd      *exec.Cmd
+	out      string
+	done     chan error
+	duration time.Duration
 }
 
 // startProfile samples pid's threads at 499 Hz for d. The perf process
@@ -49,7 +54,7 @@ func startProfile(t *testing.T, pid int, d time.Duration) *profiler {
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("perf record: %v", err)
 	}
-	p := &profiler{cmd: cmd, out: out, done: make(chan error, 1)}
+	p := &profiler{cmd: cmd, out: out, done: make(chan error, 1), duration: d}
 	// The waiter ends when perf does (after d, or when killed).
 	go func() { p.done <- cmd.Wait() }()
 	t.Cleanup(func() {
@@ -74,9 +79,12 @@ func (p *profiler) wait(t *testing.T, what string) cpuProfile {
 		t.Fatalf("perf report: %v", err)
 	}
 	prof := summarise(string(out))
-	prof.what = what
+	prof.what, prof.seconds = what, p.duration.Seconds()
 	return prof
 }
+
+// perfSamples is the report's header line with the sample count.
+var perfSamples = regexp.MustCompile(`^# Samples: ([0-9]+)`)
 
 // perfLine is one row of `perf report --sort sym`: "  12.34%  [k] name".
 var perfLine = regexp.MustCompile(`^\s*([0-9.]+)%\s+\[(.)\]\s+(.+?)\s*$`)
@@ -86,6 +94,10 @@ func summarise(report string) cpuProfile {
 	var prof cpuProfile
 	byPackage := map[string]float64{}
 	for line := range strings.SplitSeq(report, "\n") {
+		if m := perfSamples.FindStringSubmatch(line); m != nil {
+			prof.samples, _ = strconv.Atoi(m[1])
+			continue
+		}
 		m := perfLine.FindStringSubmatch(line)
 		if m == nil {
 			continue
@@ -135,7 +147,8 @@ func goPackage(sym string) string {
 // and the six hottest functions.
 func (p cpuProfile) markdown() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "CPU profile of %s (perf, 499 Hz, self time): ", p.what)
+	fmt.Fprintf(&b, "CPU profile of %s (perf, 499 Hz, self time; %d samples in %.0f s: the process used %.2f cores): ",
+		p.what, p.samples, p.seconds, float64(p.samples)/(499*max(p.seconds, 1)))
 	var parts []string
 	for _, s := range p.packages {
 		if s.percent < 3 {
@@ -155,7 +168,8 @@ func (p cpuProfile) markdown() string {
 }
 
 func TestSummarise(t *testing.T) {
-	report := `# Overhead  Symbol
+	report := `# Samples: 1234  of event 'cpu-clock:ppp'
+# Overhead  Symbol
 #
     40.00%  [k] finish_task_switch.isra.0
     25.00%  [.] runtime.mallocgc
@@ -167,6 +181,9 @@ func TestSummarise(t *testing.T) {
 	want := []share{{"kernel", 45}, {"runtime", 35}, {"cluster/bookie", 20}}
 	if !slices.Equal(p.packages, want) {
 		t.Fatalf("packages %v, want %v", p.packages, want)
+	}
+	if p.samples != 1234 {
+		t.Fatalf("samples %d, want 1234", p.samples)
 	}
 	if len(p.symbols) != 5 || p.symbols[0].name != "finish_task_switch.isra.0" || p.symbols[4].name != "ext4_sync_file" {
 		t.Fatalf("symbols %v", p.symbols)
