@@ -27,7 +27,7 @@ const (
 	// the consumer to count as caught up.
 	caughtUpWithin = time.Second
 	// catchUpLimit bounds a drain; past it the system did not catch up.
-	catchUpLimit = 15 * time.Minute
+	catchUpLimit = 5 * time.Minute
 )
 
 // catchUp is one system's figures.
