@@ -50,6 +50,15 @@ type catchUp struct {
 	progress []plot.Point
 }
 
+// backlogRate is how fast the consumer read the backlog; 0 if it did
+// not finish.
+func (c catchUp) backlogRate() float64 {
+	if c.backlogRead <= 0 {
+		return 0
+	}
+	return backlogMessages / c.backlogRead.Seconds()
+}
+
 // drainRate is the consumer's rate over the catch-up: backlog and live
 // messages read per second until caught up.
 func (c catchUp) drainRate() float64 {
@@ -161,16 +170,25 @@ func drain(t *testing.T, sys system) catchUp {
 		}
 		produced <- err
 	}()
+	var liveErr error
+	liveEnded := false
 	select {
 	case <-caught:
+	case liveErr = <-produced:
+		// Production stopped early: no live message will come to catch
+		// up with.
+		liveEnded = true
 	case <-time.After(catchUpLimit):
 		t.Logf("%s: not caught up after %v", sys.label(), catchUpLimit)
 	case <-ctx.Done():
 	}
 	stopLive()
-	if err := <-produced; err != nil && !errors.Is(err, context.Canceled) {
-		res.liveProblem = err.Error()
-		t.Logf("%s: live production: %v", sys.label(), err)
+	if !liveEnded {
+		liveErr = <-produced
+	}
+	if liveErr != nil && !errors.Is(liveErr, context.Canceled) {
+		res.liveProblem = liveErr.Error()
+		t.Logf("%s: live production: %v", sys.label(), liveErr)
 	}
 	lp.close()
 	stopConsumer()
@@ -214,7 +232,7 @@ func catchUpMarkdown(results []catchUp, loadBefore, loadAfter string) string {
 		"The drain rate is every message received (backlog and live) over the time to catch up. Load average "+
 		"%s at the start, %s at the end (other sessions' work shared the machine).\n\n",
 		backlogMessages, liveRate, caughtUpWithin, loadBefore, loadAfter)
-	fmt.Fprintf(&b, "| system | backlog stored at | backlog read in | caught up in | drain rate | live publish p50 / p99 / p99.9 ms during the drain |\n|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "| system | backlog stored at | backlog read in (rate) | caught up in | drain rate | live publish p50 / p99 / p99.9 ms during the drain |\n|---|---|---|---|---|---|\n")
 	for _, r := range results {
 		caught := "**not caught up**"
 		if r.caughtUp > 0 {
@@ -224,8 +242,8 @@ func catchUpMarkdown(results []catchUp, loadBefore, loadAfter string) string {
 		if r.liveProblem != "" {
 			live += " (live production " + r.liveProblem + ")"
 		}
-		fmt.Fprintf(&b, "| %s | %.0f msg/s | %v | %s | %.0f msg/s | %s |\n", r.label, r.filled,
-			r.backlogRead.Round(100*time.Millisecond), caught, r.drainRate(), live)
+		fmt.Fprintf(&b, "| %s | %.0f msg/s | %v (%.0f msg/s) | %s | %.0f msg/s | %s |\n", r.label, r.filled,
+			r.backlogRead.Round(100*time.Millisecond), r.backlogRate(), caught, r.drainRate(), live)
 	}
 	b.WriteString("\n![messages received per second during the catch-up](img/sidebyside-catch-up.png)\n")
 	return b.String()
