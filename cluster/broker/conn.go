@@ -61,6 +61,15 @@ type conn struct {
 		sync.Mutex
 		producers map[uint64]*producer
 		consumers map[uint64]*consumer
+		// closedProducers holds the ids of the producers this broker
+		// closed with CLOSE_PRODUCER, and when, for one KeepAliveInterval
+		// (or until the client registers the id again). A SEND for one of
+		// them was on its way before the client read the CLOSE_PRODUCER:
+		// handleSend drops it, as Pulsar's recentlyClosedProducers does,
+		// instead of closing the connection, which would also drop the
+		// receipts and the CLOSE_PRODUCER still queued for the client, and
+		// make it resend messages that are stored.
+		closedProducers map[uint64]time.Time
 	}
 }
 
@@ -96,6 +105,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 	}
 	c.mu.producers = make(map[uint64]*producer)
 	c.mu.consumers = make(map[uint64]*consumer)
+	c.mu.closedProducers = make(map[uint64]time.Time)
 	c.lastReceived.Store(time.Now().UnixNano())
 	return c
 }

@@ -100,13 +100,20 @@ func TestDeadOwnerTakenOver(t *testing.T) {
 // gives it topic's bundle: both under a lease of its own, which it returns.
 func fakeOwner(t *testing.T, storage *brokertest.Storage, via *brokertest.Broker, id, url, topic string) meta.Lease {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
 	l, err := storage.Store.Grant(context.Background(), failoverTTL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Revoke(context.Background()) })
+	fakeOwnerUnder(t, storage, via, l, id, url, topic)
+	return l
+}
+
+// fakeOwnerUnder is fakeOwner under a lease the caller holds.
+func fakeOwnerUnder(t *testing.T, storage *brokertest.Storage, via *brokertest.Broker, l meta.Lease, id, url, topic string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
 	owner := broker.Owner{BrokerID: id, ServiceURL: url}
 	rec, err := meta.EncodeJSON(1, broker.BrokerRecord{Owner: owner})
 	if err != nil {
@@ -127,14 +134,15 @@ func fakeOwner(t *testing.T, storage *brokertest.Storage, via *brokertest.Broker
 	if _, err := storage.Store.Create(ctx, meta.RegionKey(brokertest.Region, "owners", tn.Tenant, tn.Namespace, bundle.String()), v, l.ID()); err != nil {
 		t.Fatal(err)
 	}
-	return l
 }
 
 // TestProbedOwner: what a lookup does with an owner, by what its port
-// does. One that accepts and never answers (paused, or slow) keeps its
-// bundle and its lease: the lookup answers it, after about the probe's
-// timeout. One whose port refuses connections (its process is gone)
-// loses its lease, and the bundle comes here.
+// does. One that accepts and never answers but renews its lease (slow)
+// keeps its bundle and its lease: the lookup answers it, after about the
+// probe's timeout. One that accepts, never answers and has stopped
+// renewing (frozen) is waited out: the lookup answers the next owner once
+// the lease ends. One whose port refuses connections (its process is
+// gone) loses its lease, and the bundle comes here.
 func TestProbedOwner(t *testing.T) {
 	storage := newStorage(t)
 	// A probe timeout long enough for a loaded machine's fake owners to
@@ -164,6 +172,30 @@ func TestProbedOwner(t *testing.T) {
 			t.Fatal("the silent owner's lease was revoked")
 		default:
 		}
+	})
+	t.Run("silent owner that stopped renewing is waited out", func(t *testing.T) {
+		// Frozen: it accepts and never answers, and its lease is not
+		// renewed. A lookup waits for the lease's end and answers the
+		// broker that takes the bundle then, not the frozen one.
+		url := broker.ListenLoopback(t, func(_ net.Conn, stop <-chan struct{}) { <-stop })
+		topic := topicFor(t)
+		const ttl = 4 * time.Second
+		lctx, stopRenewing := context.WithCancel(ctx)
+		l, err := storage.Store.Grant(lctx, ttl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Revoke(context.Background()) })
+		fakeOwnerUnder(t, storage, a, l, "frozen:6650", url, topic)
+		stopRenewing()
+		poll(t, time.Minute, "the frozen owner's lease to fall below half its TTL", func() bool {
+			remaining, granted, err := storage.Store.TimeToLive(ctx, l.ID())
+			return err != nil || remaining <= granted/2
+		})
+		if loc := lookup(t, a, topic); loc.ServiceURL != a.ServiceURL() {
+			t.Fatalf("the lookup answered %s, want the live broker %s once the frozen owner's lease ended", loc.ServiceURL, a.ServiceURL())
+		}
+		roundTripOn(t, a.ServiceURL(), topic, "served")
 	})
 	t.Run("owner refusing connections is taken over", func(t *testing.T) {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")

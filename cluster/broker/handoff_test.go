@@ -151,13 +151,13 @@ func storedOnce(t *testing.T, c pulsar.Client, topic string, total int) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	seen := make(map[string]bool)
+	seen := make(map[string]pulsar.MessageID)
 	for range total {
 		m := next(t, r)
-		if seen[string(m.Payload())] {
-			t.Fatalf("%q stored twice", m.Payload())
+		if first, ok := seen[string(m.Payload())]; ok {
+			t.Fatalf("%q stored twice: at %v and at %v", m.Payload(), first, m.ID())
 		}
-		seen[string(m.Payload())] = true
+		seen[string(m.Payload())] = m.ID()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
@@ -363,4 +363,54 @@ func TestUnloadRequests(t *testing.T) {
 		t.Fatalf("namespace unload: %v", err)
 	}
 	mustOwn(t, b, topic)
+}
+
+// TestTopicUnloadReceiptsWhatItStored unloads one topic (the admin's
+// topics unload, which no destination follows) while a producer sends to
+// it on a namespace without deduplication: every SEND the broker took is
+// receipted before CLOSE_PRODUCER, so the client resends only what was
+// never stored and nothing is stored twice.
+func TestTopicUnloadReceiptsWhatItStored(t *testing.T) {
+	a := startBroker(t, nil)
+	u := startUnderLoad(t, a, a.ServiceURL(), 3000)
+	name, err := topology.ParseTopicName(u.topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Service().Unload(name)
+	u.moved(t, "")
+}
+
+// TestSendToAClosedProducerIsDropped: a SEND that crosses the broker's
+// CLOSE_PRODUCER on the wire is dropped, and the connection stays open
+// (closing it would lose the receipts queued before the CLOSE_PRODUCER,
+// and the client would store their messages again); the client's next
+// PRODUCER with that id serves as before.
+func TestSendToAClosedProducerIsDropped(t *testing.T) {
+	a := startBroker(t, nil)
+	topic := topicFor(t)
+	claimOn(t, a, topic)
+	rc := dialRaw(t, brokerAddr(a))
+	rc.connect(20)
+	producer := pb.BaseCommand_builder{Type: pb.BaseCommand_PRODUCER.Enum(), Producer: pb.CommandProducer_builder{
+		Topic: proto.String(topic), ProducerId: proto.Uint64(1), RequestId: proto.Uint64(1)}.Build()}.Build()
+	rc.send(producer)
+	name := rc.expect(pb.BaseCommand_PRODUCER_SUCCESS).GetProducerSuccess().GetProducerName()
+	parsed, err := topology.ParseTopicName(topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Service().Unload(parsed)
+	rc.expect(pb.BaseCommand_CLOSE_PRODUCER)
+
+	rc.sendMessage(1, name, 0, []byte("crossed the close"))
+	rc.send(pingCmd)
+	if before := rc.beforePong(); len(before) != 0 {
+		t.Fatalf("a SEND to the closed producer was answered %v, want it dropped", before)
+	}
+	producer.GetProducer().SetRequestId(2)
+	rc.send(producer)
+	rc.expect(pb.BaseCommand_PRODUCER_SUCCESS)
+	rc.sendMessage(1, name, 0, []byte("resent"))
+	rc.expect(pb.BaseCommand_SEND_RECEIPT)
 }

@@ -68,7 +68,12 @@ type Owner struct {
 // well within the TTL. A timeout proves nothing (X may be paused, or its
 // host slow), nor does a connection closed or reset without a word (a live
 // broker closes so at its connection bounds, and a proxy in front of a
-// dead one may too): the lookup answers X and lets X's lease decide.
+// dead one may too): the lookup lets X's lease decide. If X has renewed its
+// lease lately, X is alive and only slow, and the lookup answers X. If X
+// has missed renewals (less than half its TTL left), X is frozen or cut
+// off, and the lookup waits until the lease ends and the bundle is placed
+// afresh (awaitSilentOwner): sent to X, the client would wait out a
+// connection timeout and then a backoff step past the lease's end.
 //
 // A probe can be wrong: X may have been alive after all (a listener
 // restarting, a proxy in front of it that lost its backend for a moment).
@@ -384,12 +389,20 @@ func (o *ownership) acquire(ctx context.Context, tenant, ns string, b topology.B
 				return Owner{}, false, err
 			}
 			// Another broker's bundle, even one it is handing over, is
-			// taken from it when it is dead.
-			if v.BrokerID != o.self.BrokerID && kv.Lease != meta.NoLease && o.probe(ctx, v.Owner) == brokerDead {
-				if err := o.revokeDead(ctx, v.Owner, kv.Lease); err != nil {
-					return Owner{}, false, err
+			// taken from it when it is dead, and waited for when it is
+			// silent (see "Fast failover" above).
+			if v.BrokerID != o.self.BrokerID && kv.Lease != meta.NoLease {
+				switch o.probe(ctx, v.Owner) {
+				case brokerDead:
+					if err := o.revokeDead(ctx, v.Owner, kv.Lease); err != nil {
+						return Owner{}, false, err
+					}
+					continue // place it afresh
+				case brokerUnknown:
+					if o.awaitSilentOwner(ctx, kv) {
+						continue // read it again
+					}
 				}
-				continue // place it afresh
 			}
 			return o.decode(ctx, kv)
 		}
@@ -422,6 +435,33 @@ func (o *ownership) acquire(ctx context.Context, tenant, ns string, b topology.B
 		return owner, mine, nil
 	}
 	return Owner{}, false, fmt.Errorf("%w: ownership of %s keeps changing", wire.ErrServiceNotReady, key)
+}
+
+// awaitSilentOwner is acquire's wait for the end of a silent owner's
+// lease: kv is a bundle key whose owner did not answer a probe. If the
+// owner's lease has less than half its TTL left (it has missed renewals),
+// it waits until the key changes (the lease's end deletes it) or until
+// the lease should have ended, and reports true: read the key again. It
+// reports false, at once, for an owner that renews its lease (alive, only
+// slow), and when the store cannot tell: answer the owner as it stands.
+func (o *ownership) awaitSilentOwner(ctx context.Context, kv meta.KV) bool {
+	remaining, granted, err := o.store.TimeToLive(ctx, kv.Lease)
+	switch {
+	case errors.Is(err, meta.ErrLeaseNotFound):
+		return true // it has just ended
+	case err != nil, remaining > granted/2:
+		return false
+	}
+	// The expiry deletes the key a moment after the lease's end: allow a
+	// second for the server's expiry sweep.
+	wctx, cancel := context.WithTimeout(ctx, remaining+time.Second)
+	defer cancel()
+	for resp := range o.store.Watch(wctx, kv.Key, kv.ModRevision+1) {
+		if resp.Err != nil || len(resp.Events) > 0 {
+			break
+		}
+	}
+	return ctx.Err() == nil
 }
 
 // createOwner creates key, the ownership key of an unowned bundle, holding

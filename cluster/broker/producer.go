@@ -289,7 +289,7 @@ func (p *producer) disconnect() { p.disconnectTo(nil) }
 // owner's URLs when the topic moved to a known broker (dest), so that the
 // client connects there at once instead of looking the topic up.
 func (p *producer) disconnectTo(dest *Owner) {
-	if !p.c.forgetProducer(p) {
+	if !p.c.closeProducer(p) {
 		return
 	}
 	p.topic.removeProducer(p)
@@ -409,6 +409,9 @@ func (c *conn) handleProducer(req *pb.CommandProducer) {
 func (c *conn) handleSend(f *wire.Frame) error {
 	send := f.Command.GetSend()
 	p, ok := c.producerFor(send.GetProducerId())
+	if !ok && c.closedLately(send.GetProducerId()) {
+		return nil // see conn.mu.closedProducers; the client resends it
+	}
 	if !ok || !p.ready.Load() {
 		// Pulsar closes the connection too: the client's state is wrong.
 		return fmt.Errorf("SEND for producer %d, which is not ready on this connection", send.GetProducerId())
@@ -441,6 +444,42 @@ func (c *conn) holdsProducer(p *producer) bool {
 
 func (c *conn) producerFor(id uint64) (*producer, bool) { return registered(c, c.mu.producers, id) }
 
-func (c *conn) addProducer(p *producer) bool { return register(c, c.mu.producers, p.id, p) }
+func (c *conn) addProducer(p *producer) bool {
+	if !register(c, c.mu.producers, p.id, p) {
+		return false
+	}
+	c.mu.Lock()
+	delete(c.mu.closedProducers, p.id)
+	c.mu.Unlock()
+	return true
+}
 
 func (c *conn) forgetProducer(p *producer) bool { return unregister(c, c.mu.producers, p.id, p) }
+
+// closeProducer forgets p as the broker closes it, remembering its id
+// for a while (conn.mu.closedProducers). It reports false if p was no
+// longer registered.
+func (c *conn) closeProducer(p *producer) bool {
+	if !c.forgetProducer(p) {
+		return false
+	}
+	now := time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id, at := range c.mu.closedProducers {
+		if now.Sub(at) > c.srv.cfg.KeepAliveInterval {
+			delete(c.mu.closedProducers, id)
+		}
+	}
+	c.mu.closedProducers[p.id] = now
+	return true
+}
+
+// closedLately reports whether the broker closed producer id on this
+// connection within the last KeepAliveInterval.
+func (c *conn) closedLately(id uint64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	at, ok := c.mu.closedProducers[id]
+	return ok && time.Since(at) <= c.srv.cfg.KeepAliveInterval
+}

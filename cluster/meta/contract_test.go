@@ -49,6 +49,7 @@ func runContract(t *testing.T, h harness) {
 		{"LeaseRevokeDeletesKeys", testLeaseRevoke},
 		{"MoveToLease", testMoveToLease},
 		{"LeaseExpiryDeletes", testLeaseExpiry},
+		{"LeaseTimeToLive", testLeaseTimeToLive},
 		{"ElectionOrderAndFailover", testElection},
 		{"CampaignCancelled", testCampaignCancelled},
 		{"RevokeStale", testRevokeStale},
@@ -560,6 +561,46 @@ func testLeaseExpiry(t *testing.T, h harness, s Store, p string) {
 	}
 	_, err := s.Get(ctx, p+"k")
 	wantErr(t, "Get after expiry", err, ErrNotFound)
+}
+
+// testLeaseTimeToLive: a lease kept alive has about its TTL left; one
+// whose keep-alive stopped counts down and then is not found.
+func testLeaseTimeToLive(t *testing.T, h harness, s Store, _ string) {
+	ctx := ctxT(t)
+	lctx, stop := context.WithCancel(ctx)
+	defer stop()
+	l := grant(t, s, lctx, h.ttl)
+	remaining, granted, err := s.TimeToLive(ctx, l.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The server may raise a TTL to its minimum; etcd counts seconds.
+	if granted < h.ttl || remaining <= 0 || remaining > granted+time.Second {
+		t.Fatalf("TimeToLive of a live lease of %v: remaining %v, granted %v", h.ttl, remaining, granted)
+	}
+
+	stop()
+	waitClosed(t, "Done after keep-alive stopped", l.Done())
+	// Unrenewed, it counts down: on the memory store's clock at once, on
+	// etcd's as real time passes.
+	h.elapse(granted / 2)
+	deadline := time.Now().Add(waitFor)
+	for remaining, _, err = s.TimeToLive(ctx, l.ID()); err == nil && remaining > granted/2+time.Second; remaining, _, err = s.TimeToLive(ctx, l.ID()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("TimeToLive after the keep-alive stopped: remaining %v of %v, not counting down", remaining, granted)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	h.elapse(granted)
+	for ; err == nil; _, _, err = s.TimeToLive(ctx, l.ID()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("TimeToLive still finds the lease %v after it should have lapsed", waitFor)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	wantErr(t, "TimeToLive of a lapsed lease", err, ErrLeaseNotFound)
+	_, _, err = s.TimeToLive(ctx, LeaseID(0x7fff_0000_0000_0001))
+	wantErr(t, "TimeToLive of a lease never granted", err, ErrLeaseNotFound)
 }
 
 // grant grants a lease kept alive while ctx lives and revokes it when the

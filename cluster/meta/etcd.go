@@ -530,6 +530,24 @@ func (s *Etcd) Grant(ctx context.Context, ttl time.Duration) (Lease, error) {
 	return l, nil
 }
 
+// TimeToLive implements Store. etcd counts whole seconds: a lease it says
+// has TTL seconds left ends within TTL+1 seconds, which is what remaining
+// reports.
+func (s *Etcd) TimeToLive(ctx context.Context, id LeaseID) (remaining, granted time.Duration, err error) {
+	if s.closed() {
+		return 0, 0, ErrClosed
+	}
+	hex := fmt.Sprintf("%x", int64(id))
+	resp, err := s.cli.TimeToLive(ctx, clientv3.LeaseID(id))
+	if err != nil {
+		return 0, 0, s.fail("lease time to live", hex, err)
+	}
+	if resp.TTL < 0 { // etcd's answer for a lease it does not hold
+		return 0, 0, fmt.Errorf("meta: lease time to live %s: %w", hex, ErrLeaseNotFound)
+	}
+	return time.Duration(resp.TTL+1) * time.Second, time.Duration(resp.GrantedTTL) * time.Second, nil
+}
+
 // Revoke implements Store.
 func (s *Etcd) Revoke(ctx context.Context, id LeaseID) error {
 	if s.closed() {

@@ -378,6 +378,9 @@ type memLease struct {
 	// the lease's end.
 	done     chan struct{}
 	doneSent bool
+	// expiresAt is when the lease lapses, once its keep-alive has stopped;
+	// zero while it is kept alive.
+	expiresAt time.Time
 	// stopKeepAlive unregisters the Grant context's callback; stopExpiry
 	// cancels the expiry timer, once armed.
 	stopKeepAlive func() bool
@@ -426,6 +429,7 @@ func (m *Memory) keepAliveStopped(l *memLease) {
 	// Arm the expiry before closing done: whoever sees done closed may move
 	// a manual clock at once, and the timer must already be there.
 	m.wg.Add(1)
+	l.expiresAt = m.clock.Now().Add(l.ttl)
 	l.stopExpiry = m.clock.AfterFunc(l.ttl, func() {
 		defer m.wg.Done()
 		m.mu.Lock()
@@ -450,6 +454,22 @@ func (m *Memory) Expire(id LeaseID) bool {
 	}
 	m.endLeaseLocked(l)
 	return true
+}
+
+// TimeToLive implements Store: a lease kept alive has its whole TTL left.
+func (m *Memory) TimeToLive(ctx context.Context, id LeaseID) (remaining, granted time.Duration, err error) {
+	if err := m.lockOpen(ctx); err != nil {
+		return 0, 0, err
+	}
+	defer m.mu.Unlock()
+	l := m.mu.leases[id]
+	switch {
+	case l == nil:
+		return 0, 0, fmt.Errorf("meta: lease %x: %w", int64(id), ErrLeaseNotFound)
+	case l.expiresAt.IsZero():
+		return l.ttl, l.ttl, nil
+	}
+	return max(l.expiresAt.Sub(m.clock.Now()), 0), l.ttl, nil
 }
 
 // Revoke implements Store.

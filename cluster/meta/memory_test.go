@@ -36,6 +36,12 @@ func (c *manualClock) AfterFunc(d time.Duration, f func()) func() bool {
 	}
 }
 
+func (c *manualClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Unix(0, 0).Add(c.now)
+}
+
 // Advance moves time forward by d and runs, in their own goroutines as
 // time.AfterFunc would, the timers that came due.
 func (c *manualClock) Advance(d time.Duration) {

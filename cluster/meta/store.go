@@ -131,6 +131,13 @@ type Store interface {
 	// process removes the leases of its previous run (DESIGN §3). Revoking a
 	// lease that no longer exists is not an error.
 	Revoke(ctx context.Context, id LeaseID) error
+	// TimeToLive reports, as the server sees it, at most how long lease id
+	// has left (remaining) and the TTL it was granted with. A holder that
+	// keeps its lease alive renews it every third of its TTL, so remaining
+	// below half of granted means the holder has missed renewals: it is
+	// frozen, or cut off from the store. ErrLeaseNotFound once the lease
+	// has ended.
+	TimeToLive(ctx context.Context, id LeaseID) (remaining, granted time.Duration, err error)
 	// Campaign blocks until this caller leads the election named by prefix,
 	// announcing value under lease, or until ctx is done. Leadership is lost
 	// when the lease ends or Resign is called.
