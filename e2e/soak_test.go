@@ -365,7 +365,7 @@ func scrape(ctx context.Context, url string, names []string) ([]float64, error) 
 // lesser, paced, for the run's duration, sampling every process every
 // 10 s. After the warm-up every resource's fitted line must project under
 // 5% growth per hour. It draws the curves into docs/img and writes the
-// table of slopes to docs/pending/soak.md.
+// table of slopes into docs/BENCHMARKS.md (WriteDocSection).
 func TestSoak(t *testing.T) {
 	plan, ok, err := soakPlanFromEnv()
 	if !ok {
@@ -794,7 +794,7 @@ func points(samples []Sample, scale float64) []plot.Point {
 	return out
 }
 
-// soakNote is what docs/pending/soak.md reports.
+// soakNote is what the soak's section of docs/BENCHMARKS.md reports.
 type soakNote struct {
 	plan   soakPlan
 	rates  maxRates
@@ -805,12 +805,12 @@ type soakNote struct {
 	series soakSeries
 }
 
-// writeSoakNote writes the run's figures and the table of slopes to
-// docs/pending/soak.md, for docs/BENCHMARKS.md.
+// writeSoakNote writes the run's figures and the table of slopes into
+// docs/BENCHMARKS.md, between its <!-- soak --> markers.
 func writeSoakNote(t *testing.T, n soakNote) {
 	t.Helper()
 	var b strings.Builder
-	fmt.Fprintf(&b, "## Soak\n\n")
+	fmt.Fprintf(&b, "Measured %s.\n\n", time.Now().UTC().Format("2006-01-02 15:04 UTC"))
 	fmt.Fprintf(&b, "`MERIDIAN_SOAK=1 go test -tags e2e -run 'TestSoak$' -v -timeout 60m ./e2e/`")
 	fmt.Fprintf(&b, " (`MERIDIAN_SOAK_DURATION=5m` shortens it). This run: %v, of which the first %v are warm-up left out of the fit.\n\n", n.plan.duration, n.plan.warmUp)
 	fmt.Fprintf(&b, "Three regions, %s (%d processes), 20 ms one way between regions, one namespace replicated over all three, "+
@@ -863,14 +863,11 @@ func writeSoakNote(t *testing.T, n soakNote) {
 	}
 	b.WriteString("\n![RSS](img/soak-rss.png)\n![goroutines](img/soak-goroutines.png)\n![open files](img/soak-fds.png)\n" +
 		"![etcd dbSizeInUse](img/soak-etcd-db.png)\n![publish rate](img/soak-rate.png)\n![replication lag](img/soak-lag.png)\n")
-	path := filepath.Join(soakDocs, "pending", "soak.md")
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	path := filepath.Join(soakDocs, "BENCHMARKS.md")
+	if err := WriteDocSection(path, "soak", b.String()); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("wrote %s", path)
+	t.Logf("wrote the soak's section of %s", path)
 }
 
 // loadSummary is the mean publish rate per region and the mean of the
