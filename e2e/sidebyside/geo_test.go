@@ -57,7 +57,7 @@ type geoSystem struct {
 // bookies, each on its own servers (stopped before the next starts), and
 // writes the section.
 func runGeo(t *testing.T, e *env) section {
-	loadBefore := loadAverage()
+	loadBefore := machineLoad()
 	var systems []*geoSystem
 	run := func(name string, start func(ctx context.Context, t *testing.T) geoTarget) {
 		s := &geoSystem{name: name, lags: map[int]e2e.Lag{}, cpu: map[int]windowCPU{}}
@@ -67,7 +67,7 @@ func runGeo(t *testing.T, e *env) section {
 			defer cancel()
 			target := start(ctx, t)
 			cpu := startCPUSampler(t, target.procs())
-			s.load[0] = loadAverage()
+			s.load[0] = machineLoad()
 			for _, rate := range geoRates {
 				lag := target.measureLag(ctx, t, rate, geoWindow)
 				s.lags[rate] = lag
@@ -78,7 +78,7 @@ func runGeo(t *testing.T, e *env) section {
 					fmtMs(e2e.Percentile(lag.Publish, 0.99)), s.cpu[rate].servers(), s.cpu[rate].machine)
 			}
 			s.catchUp = target.measureCatchUp(ctx, t, geoCatchUpRate, geoCut)
-			s.load[1] = loadAverage()
+			s.load[1] = machineLoad()
 			t.Logf("%s, catch-up after a %v cut at %d msg/s: backlog %d, first arrival %v after the heal, caught up %v after it",
 				name, geoCut, geoCatchUpRate, s.catchUp.Backlog, s.catchUp.Resumed.Round(time.Millisecond), s.catchUp.CaughtUp.Round(time.Millisecond))
 		})
@@ -100,7 +100,7 @@ func runGeo(t *testing.T, e *env) section {
 			t.Skipf("%s did not run (-run left it out): the section needs every system, and is not written", s.name)
 		}
 	}
-	return geoSection(e, systems, loadBefore, loadAverage())
+	return geoSection(e, systems, loadBefore, machineLoad())
 }
 
 // geoTarget is one system on its three regions.
@@ -170,16 +170,6 @@ func startMeridianGeo(ctx context.Context, t *testing.T, e *env, bookieArgs ...s
 // fmtMs prints d in milliseconds.
 func fmtMs(d time.Duration) string {
 	return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond))
-}
-
-// loadAverage is the machine's 1-minute load average, as /proc/loadavg
-// prints it.
-func loadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	return strings.Fields(string(b))[0]
 }
 
 // geoSection writes the suite's Markdown and charts.

@@ -194,20 +194,6 @@ func natsVersion(t *testing.T, e *env) string {
 	return strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(string(out)), "nats-server:"))
 }
 
-// machineLoad is /proc/loadavg's first three fields (the 1, 5 and 15
-// minute load averages).
-func machineLoad() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
-}
-
 func oneRegionMarkdown(systems []*oneRegion, natsVersion string, floor quantiles, prof20k, profMax cpuProfile, loadBefore, loadAfter string) string {
 	var b strings.Builder
 	w := bufio.NewWriter(&b)

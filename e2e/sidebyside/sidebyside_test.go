@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -89,4 +90,18 @@ func mustSection(suite string, e *env, body string, charts ...chart) section {
 	header := fmt.Sprintf("Measured %s on %s, servers of both systems pinned to cores %s.\n\n",
 		time.Now().UTC().Format("2006-01-02 15:04 UTC"), host, e.cpus)
 	return section{Suite: suite, Markdown: header + body, Charts: charts}
+}
+
+// machineLoad is /proc/loadavg's first three fields (the 1, 5 and 15
+// minute load averages).
+func machineLoad() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
 }
