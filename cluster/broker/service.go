@@ -125,6 +125,26 @@ type DispatchConfig struct {
 	// consumer holding this many unacked messages (Pulsar's
 	// maxUnackedMessagesPerConsumer, 50000). At least 1.
 	MaxUnackedPerConsumer int
+	// ReadRetryInitial is how long a subscription waits before it retries
+	// a storage read that failed (a bookie that timed out, ledger metadata
+	// that could not be read); each failure in a row doubles the wait, up
+	// to ReadRetryMax, and a read that succeeds starts again from here
+	// (Pulsar's dispatcherReadFailureBackoffInitialTimeInMs and
+	// dispatcherReadFailureBackoffMaxTimeInMs). Without the retry, a
+	// subscription of an idle topic whose read failed waited for the next
+	// publish, and its consumers got nothing meanwhile. Shorter retries
+	// sooner and asks more of a bookie in trouble. Default 1s (Pulsar's
+	// is 15s); 1ms..ReadRetryMax.
+	ReadRetryInitial time.Duration
+	// ReadRetryMax is the longest wait between two retries of a failed
+	// read. Default 60s, as Pulsar's; at most 10 minutes.
+	ReadRetryMax time.Duration
+}
+
+// DefaultDispatchConfig returns the dispatch defaults.
+func DefaultDispatchConfig() DispatchConfig {
+	return DispatchConfig{MaxReadEntries: 100, MaxRedeliveries: 100_000, MaxUnackedPerConsumer: 50_000,
+		ReadRetryInitial: time.Second, ReadRetryMax: time.Minute}
 }
 
 // DefaultServiceConfig returns the defaults for a broker of region.
@@ -136,7 +156,7 @@ func DefaultServiceConfig(region, brokerID, serviceURL string) ServiceConfig {
 		OwnershipTTL:          4 * time.Second,
 		Lookup:                DefaultLookupConfig(),
 		Policies:              global.DefaultBrokerDefaults(),
-		Dispatch:              DispatchConfig{MaxReadEntries: 100, MaxRedeliveries: 100_000, MaxUnackedPerConsumer: 50_000},
+		Dispatch:              DefaultDispatchConfig(),
 		DedupSnapshotInterval: 1000,
 		TopicLoadTimeout:      30 * time.Second,
 
@@ -163,6 +183,9 @@ func (c ServiceConfig) Validate() error {
 		return fmt.Errorf("%w: Dispatch.MaxRedeliveries %d, want 1..%d", ErrInvalidConfig, c.Dispatch.MaxRedeliveries, 1<<20)
 	case c.Dispatch.MaxUnackedPerConsumer < 1:
 		return fmt.Errorf("%w: Dispatch.MaxUnackedPerConsumer %d, want at least 1", ErrInvalidConfig, c.Dispatch.MaxUnackedPerConsumer)
+	case c.Dispatch.ReadRetryMax > 10*time.Minute || c.Dispatch.ReadRetryInitial < time.Millisecond || c.Dispatch.ReadRetryInitial > c.Dispatch.ReadRetryMax:
+		return fmt.Errorf("%w: Dispatch.ReadRetryInitial %v and ReadRetryMax %v, want 1ms <= initial <= max <= 10m",
+			ErrInvalidConfig, c.Dispatch.ReadRetryInitial, c.Dispatch.ReadRetryMax)
 	case c.DedupSnapshotInterval < 1:
 		return fmt.Errorf("%w: DedupSnapshotInterval %d, want at least 1", ErrInvalidConfig, c.DedupSnapshotInterval)
 	case c.BacklogQuotaCheckInterval < time.Second:

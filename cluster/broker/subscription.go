@@ -65,6 +65,11 @@ type subscription struct {
 	seeking atomic.Bool // a seek is disconnecting the consumers
 	out     counters    // delivered messages and bytes
 
+	// readRetry is the wait before the next retry of a storage read that
+	// failed, 0 while reads succeed (see retryReadLocked). Guarded by
+	// roundMu.
+	readRetry time.Duration
+
 	mu struct {
 		sync.Mutex
 		closed    bool
@@ -467,11 +472,16 @@ type delivery struct {
 }
 
 // round reads what the consumers can take and sends it. It reports
-// whether anything moved, and when the next delayed entry falls due.
+// whether anything moved, and when the dispatcher must run again without
+// being woken: when the next delayed entry falls due, or when a storage
+// read that failed is retried.
 func (s *subscription) round() (progressed bool, due time.Time) {
 	s.roundMu.Lock()
 	defer s.roundMu.Unlock()
 	now := s.clock.Now()
+	var readErr error
+	var retry time.Time // when a failed read is retried
+	defer func() { due = earliest(due, retry) }()
 	// Read before mu (the package doc's lock order); a stale value only holds a recently
 	// joined consumer a little longer.
 	markDeleted := s.cursor.MarkDeletePosition()
@@ -523,6 +533,7 @@ func (s *subscription) round() (progressed bool, due time.Time) {
 		if err != nil {
 			// Not read this time (a bookie hiccup, or closing): keep the
 			// rest for a later round rather than lose them.
+			readErr = err
 			s.mu.Lock()
 			for _, q := range replay[i:] {
 				s.addReplayLocked(q, hashes[q])
@@ -540,10 +551,15 @@ func (s *subscription) round() (progressed bool, due time.Time) {
 	if readNew {
 		es, err := s.cursor.Read(s.ctx, int(budget))
 		if err != nil {
-			s.topic.svc.log.Debug("dispatch read", "topic", s.topic.Name(), "subscription", s.name, "err", err)
+			readErr = err
 		}
 		fresh = len(es)
 		entries = append(entries, es...)
+	}
+	if readErr != nil {
+		retry = s.retryReadLocked(now, readErr)
+	} else {
+		s.readRetry = 0
 	}
 	s.topic.svc.metrics.dispatchRead(len(entries))
 	if len(entries) == 0 {
@@ -555,6 +571,36 @@ func (s *subscription) round() (progressed bool, due time.Time) {
 	due = s.mu.delayed.next()
 	s.mu.Unlock()
 	return sent > 0 || fresh > 0, due
+}
+
+// retryReadLocked schedules the retry of a storage read that failed with
+// err: Dispatch.ReadRetryInitial after the first failure in a row, twice
+// the previous wait after each next one, up to Dispatch.ReadRetryMax. It
+// returns when the retry is due. Called with roundMu held.
+//
+// Nothing else is sure to wake the dispatcher: on an idle topic no entry
+// is appended, and a client sends FLOW only once it has taken half of what
+// it asked for, so a consumer (a reader from the earliest position, say)
+// that got nothing would wait for ever.
+func (s *subscription) retryReadLocked(now time.Time, err error) time.Time {
+	if s.readRetry == 0 {
+		s.readRetry = s.cfg.ReadRetryInitial
+	} else {
+		s.readRetry = min(2*s.readRetry, s.cfg.ReadRetryMax)
+	}
+	if s.ctx.Err() == nil {
+		s.topic.svc.log.Warn("dispatch read failed; retrying", "topic", s.topic.Name(), "subscription", s.name,
+			"retry_in", s.readRetry, "err", err)
+	}
+	return now.Add(s.readRetry)
+}
+
+// earliest is the earlier of two times, the zero time standing for none.
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
 }
 
 // send queues a round's deliveries on their connections, never waiting. A

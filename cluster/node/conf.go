@@ -126,6 +126,8 @@ var pulsarConfKeys = []confMapping{
 	}},
 	{"statsUpdateFrequencyInSecs", seconds(1, 3600, func(c *RegionConfig) *time.Duration { return &c.Metrics.StatsPeriod })},
 	{"dispatcherMaxReadBatchSize", integer(1, 10000, func(c *RegionConfig) *int { return &c.Broker.Service.Dispatch.MaxReadEntries })},
+	{"dispatcherReadFailureBackoffInitialTimeInMs", millis(1, 600_000, func(c *RegionConfig) *time.Duration { return &c.Broker.Service.Dispatch.ReadRetryInitial })},
+	{"dispatcherReadFailureBackoffMaxTimeInMs", millis(1, 600_000, func(c *RegionConfig) *time.Duration { return &c.Broker.Service.Dispatch.ReadRetryMax })},
 	{"brokerDeduplicationEntriesInterval", integer(1, 1<<30, func(c *RegionConfig) *int { return &c.Broker.Service.DedupSnapshotInterval })},
 	{"topicLoadTimeoutSeconds", seconds(1, 3600, func(c *RegionConfig) *time.Duration { return &c.Broker.Service.TopicLoadTimeout })},
 	{"backlogQuotaCheckIntervalInSeconds", seconds(1, 86400, func(c *RegionConfig) *time.Duration { return &c.Broker.Service.BacklogQuotaCheckInterval })},

@@ -67,6 +67,8 @@ loadBalancerEnabled=true
 brokerClientAuthenticationParameters={"tlsCertFile":"/a", \
   "tlsKeyFile":"/b"}
 replicationStartAt=Earliest
+dispatcherReadFailureBackoffInitialTimeInMs=15000
+dispatcherReadFailureBackoffMaxTimeInMs=60000
 `)
 	if err != nil {
 		t.Fatal(err)
@@ -101,6 +103,7 @@ replicationStartAt=Earliest
 		{"Rollover", [2]time.Duration{cfg.Ledgers.MinLedgerRolloverTime, cfg.Ledgers.MaxLedgerRolloverTime}, [2]time.Duration{10 * time.Minute, 240 * time.Minute}},
 		{"DefaultNamespaceBundles", cfg.DefaultNamespaceBundles, 1},
 		{"ReplicationStartAt", cfg.Service.ReplicationStartAt, broker.ReplicationStartEarliest},
+		{"ReadRetry", [2]time.Duration{cfg.Service.Dispatch.ReadRetryInitial, cfg.Service.Dispatch.ReadRetryMax}, [2]time.Duration{15 * time.Second, time.Minute}},
 	} {
 		if !reflect.DeepEqual(c.got, c.want) {
 			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
