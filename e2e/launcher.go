@@ -547,6 +547,37 @@ func (b *Bed) newProcess(region, name, command string, args ...string) *Process 
 	return p
 }
 
+// bedProcess is one of the bed's processes, with its kind: etcd, bookie,
+// broker or replicator.
+type bedProcess struct {
+	*Process
+	kind string
+}
+
+// processes lists every process of the bed: the global etcd (if any),
+// then each region's etcd members, bookies, brokers and replicators.
+func (b *Bed) processes() []bedProcess {
+	var out []bedProcess
+	if b.Global != nil {
+		out = append(out, bedProcess{b.Global, "etcd"})
+	}
+	for _, r := range b.Regions {
+		for _, p := range r.Etcd {
+			out = append(out, bedProcess{p, "etcd"})
+		}
+		for _, p := range r.Bookies {
+			out = append(out, bedProcess{p, "bookie"})
+		}
+		for _, brk := range r.Brokers {
+			out = append(out, bedProcess{brk.Process, "broker"})
+		}
+		for _, p := range r.Replicators {
+			out = append(out, bedProcess{p, "replicator"})
+		}
+	}
+	return out
+}
+
 // regionOf names the region whose process holds the socket at peer (the
 // far end of a connection a link accepted at self); "" when none of the
 // bed's processes does (the test's own clients, say).

@@ -104,9 +104,9 @@ func runLag(t *testing.T, bookieArgs ...string) {
 			line = append(line, fmt.Sprintf("%s lag p50 %s p99 %s, %s publish p99 %s, overhead %s",
 				region, ms(p50), ms(p99), region, ms(dstP99), ms(p99-wanLatency-srcP99-dstP99)))
 		}
-		t.Logf("%d msg/s asked: the first message reached r2 and r3 %v after the producers started; then %.0f msg/s acked in r1 over %v (%d messages); r1 publish p99 %s; lag p50 %s p99 %s over both; %s",
+		t.Logf("%d msg/s asked: the first message reached r2 and r3 %v after the producers started; then %.0f msg/s acked in r1 over %v (%d messages); r1 publish p99 %s; lag p50 %s p99 %s over both; %s; CPU over the window: %s",
 			rate, run.warmup.Round(time.Millisecond), float64(len(run.sent))/run.ran.Seconds(), run.ran.Round(time.Millisecond), len(run.sent), ms(srcP99),
-			ms(percentile(lagsAll, 0.5)), ms(percentile(lagsAll, 0.99)), strings.Join(line, "; "))
+			ms(percentile(lagsAll, 0.5)), ms(percentile(lagsAll, 0.99)), strings.Join(line, "; "), run.cpu)
 	}
 }
 

@@ -233,34 +233,6 @@ func (lc *lagConsumer) Stop() {
 	lc.c.Close()
 }
 
-// soakProcess is one process the soak samples, with its kind (etcd,
-// bookie, broker, replicator).
-type soakProcess struct {
-	*Process
-	kind string
-}
-
-// soakProcesses lists every process of the bed: the global etcd, then
-// each region's etcd members, bookies, brokers and replicators.
-func soakProcesses(b *Bed) []soakProcess {
-	out := []soakProcess{{b.Global, "etcd"}}
-	for _, r := range b.Regions {
-		for _, p := range r.Etcd {
-			out = append(out, soakProcess{p, "etcd"})
-		}
-		for _, p := range r.Bookies {
-			out = append(out, soakProcess{p, "bookie"})
-		}
-		for _, brk := range r.Brokers {
-			out = append(out, soakProcess{brk.Process, "broker"})
-		}
-		for _, p := range r.Replicators {
-			out = append(out, soakProcess{p, "replicator"})
-		}
-	}
-	return out
-}
-
 // The resources sampled from each process; the last only from etcd.
 const (
 	seriesRSS        = "RSS"
@@ -293,7 +265,7 @@ type soakSampleResult struct {
 
 // sampleAll samples every process at once, so that a slow scrape does not
 // delay the others' samples, and returns the results in procs' order.
-func sampleAll(ctx context.Context, procs []soakProcess) []soakSampleResult {
+func sampleAll(ctx context.Context, procs []bedProcess) []soakSampleResult {
 	out := make([]soakSampleResult, len(procs))
 	var wg sync.WaitGroup
 	for i, p := range procs {
@@ -310,7 +282,7 @@ func sampleAll(ctx context.Context, procs []soakProcess) []soakSampleResult {
 // sampleProcess reads p's resources: RSS and open files from /proc,
 // goroutines (and an etcd member's in-use database size) from its
 // /metrics.
-func sampleProcess(ctx context.Context, p soakProcess) (map[string]float64, error) {
+func sampleProcess(ctx context.Context, p bedProcess) (map[string]float64, error) {
 	pid := p.PID()
 	rss, err := ProcRSS(pid)
 	if err != nil {
@@ -387,7 +359,7 @@ func TestSoak(t *testing.T) {
 			MetricsListen: true, BrokerArgs: []string{"--config", conf}, BookieArgs: soakBookieArgs})
 	}
 	bed := StartBed(t, BedConfig{Binary: meridianBin, Regions: regions, GlobalEtcd: true, LocalClients: true, EtcdArgs: soakEtcdArgs})
-	procs := soakProcesses(bed)
+	procs := bed.processes()
 	counts := processCounts(procs)
 	t.Logf("3 regions, %s: %d processes ready in %v", counts, len(procs), bed.StartedIn.Round(time.Millisecond))
 	clients := map[string]pulsar.Client{}
@@ -455,7 +427,7 @@ func TestSoak(t *testing.T) {
 }
 
 // processCounts says how many processes of each kind the bed runs.
-func processCounts(procs []soakProcess) string {
+func processCounts(procs []bedProcess) string {
 	n := map[string]int{}
 	for _, p := range procs {
 		n[p.kind]++
@@ -535,7 +507,7 @@ func measureMaxRate(ctx context.Context, t *testing.T, clients map[string]pulsar
 
 // runSoak samples every process and the load every soakSampleEvery until
 // the plan's duration has passed.
-func runSoak(ctx context.Context, t *testing.T, plan soakPlan, procs []soakProcess, producers []*countingProducer, consumers []*lagConsumer) soakSeries {
+func runSoak(ctx context.Context, t *testing.T, plan soakPlan, procs []bedProcess, producers []*countingProducer, consumers []*lagConsumer) soakSeries {
 	t.Helper()
 	s := soakSeries{resources: map[string]map[string][]Sample{}, missed: map[string]int{}, rate: map[string][]Sample{},
 		lagP50: map[string][]Sample{}, lagP99: map[string][]Sample{}}
@@ -617,7 +589,7 @@ func replicatorsOf(region string) string { return region + "-replicators (sum)" 
 // judgeSoak fits every resource series after the warm-up, prints every
 // slope, and fails the test for each that projects soakMaxGrowth or more
 // (for a replicator's movingSeries, the region's sum).
-func judgeSoak(t *testing.T, plan soakPlan, procs []soakProcess, s soakSeries) map[string]map[string]soakTrend {
+func judgeSoak(t *testing.T, plan soakPlan, procs []bedProcess, s soakSeries) map[string]map[string]soakTrend {
 	t.Helper()
 	out := map[string]map[string]soakTrend{}
 	judge := func(name, resource string, samples []Sample, binding bool) {
@@ -800,7 +772,7 @@ type soakNote struct {
 	rates  maxRates
 	half   float64
 	counts string
-	procs  []soakProcess
+	procs  []bedProcess
 	trends map[string]map[string]soakTrend
 	series soakSeries
 }
