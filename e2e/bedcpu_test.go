@@ -5,41 +5,11 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 )
-
-// userHZ is the unit of /proc/<pid>/stat's CPU times, fixed by the
-// kernel's ABI.
-const userHZ = 100
-
-// cpuTime is the CPU time (user and system) process pid has used so far.
-func cpuTime(pid int) (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	// The command name, field 2, is in parentheses and may hold spaces;
-	// utime and stime are fields 14 and 15, the 12th and 13th after it.
-	s := string(b)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(fields) < 13 {
-		return 0, fmt.Errorf("e2e: /proc/%d/stat has %d fields after the name", pid, len(fields))
-	}
-	var ticks int64
-	for _, f := range fields[11:13] {
-		n, err := strconv.ParseInt(f, 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("e2e: /proc/%d/stat: %w", pid, err)
-		}
-		ticks += n
-	}
-	return time.Duration(ticks) * time.Second / userHZ, nil
-}
 
 // TestBedIdleCPU starts the geo-replication bed and, with no traffic, has
 // every process's CPU use over a window logged; each etcd member and
@@ -54,20 +24,9 @@ func TestBedIdleCPU(t *testing.T) {
 	if full() {
 		window = time.Minute
 	}
-	procs := map[string]*Process{"global-etcd": g.Global}
-	for _, r := range g.Regions {
-		for _, p := range r.Etcd {
-			procs[p.Name] = p
-		}
-		for _, p := range r.Replicators {
-			procs[p.Name] = p
-		}
-		for _, p := range r.Bookies {
-			procs[p.Name] = p
-		}
-		for _, b := range r.Brokers {
-			procs[b.Name] = b.Process
-		}
+	procs := map[string]*Process{}
+	for _, p := range g.processes() {
+		procs[p.Name] = p.Process
 	}
 	before := map[string]time.Duration{}
 	for name, p := range procs {
@@ -94,4 +53,21 @@ func TestBedIdleCPU(t *testing.T) {
 	}
 	slices.Sort(line)
 	t.Logf("CPU over %v idle: %s", ran.Round(time.Millisecond), strings.Join(line, ", "))
+}
+
+func TestCPUShares(t *testing.T) {
+	before := map[string]time.Duration{"broker": time.Second, testProcessKind: 0}
+	after := map[string]time.Duration{"broker": 3 * time.Second, testProcessKind: time.Second, "bookie": 500 * time.Millisecond}
+	got := cpuShares(before, after, 2*time.Second)
+	if want := "1.75 cores in all (broker 1.00, test process 0.50, bookie 0.25)"; got != want {
+		t.Fatalf("cpuShares = %q, want %q", got, want)
+	}
+	// This process has used CPU to get here, and is counted.
+	now, err := cpuByKind(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(now) != 1 || now[testProcessKind] <= 0 {
+		t.Fatalf("cpuByKind(nil) = %v, want this test process's CPU time alone", now)
+	}
 }

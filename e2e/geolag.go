@@ -27,6 +27,10 @@ type lagRun struct {
 	// lags are, per destination, the window's lags (first arrival minus
 	// the send), in sent's order.
 	lags map[string][]time.Duration
+	// cpu is what the bed's processes, by kind, and the test process
+	// used over the window (cpuShares): whether the machine had cores to
+	// spare at the rate.
+	cpu string
 }
 
 // lagDestinations are the regions the lag is measured in.
@@ -71,8 +75,17 @@ func (g *geoBed) measureLag(ctx context.Context, tb testing.TB, topic string, ra
 	rec, dests, ps := g.startReplicated(ctx, tb, topic, fmt.Sprintf("r1-lag-%d", rate), rate)
 	run := lagRun{topic: topic, steady: time.Now(), lags: map[string][]time.Duration{}}
 	run.warmup = run.steady.Sub(began)
+	cpuBefore, err := cpuByKind(g.processes())
+	if err != nil {
+		tb.Fatal(err)
+	}
 	sleep(ctx, tb, each)
 	run.ran = time.Since(run.steady)
+	cpuAfter, err := cpuByKind(g.processes())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	run.cpu = cpuShares(cpuBefore, cpuAfter, run.ran)
 	stopProducers(ctx, tb, ps)
 	run.all = ackedSends(rec, topic)
 	for _, a := range dests {

@@ -547,6 +547,37 @@ func (b *Bed) newProcess(region, name, command string, args ...string) *Process 
 	return p
 }
 
+// bedProcess is one of the bed's processes, with its kind: etcd, bookie,
+// broker or replicator.
+type bedProcess struct {
+	*Process
+	kind string
+}
+
+// processes lists every process of the bed: the global etcd (if any),
+// then each region's etcd members, bookies, brokers and replicators.
+func (b *Bed) processes() []bedProcess {
+	var out []bedProcess
+	if b.Global != nil {
+		out = append(out, bedProcess{b.Global, "etcd"})
+	}
+	for _, r := range b.Regions {
+		for _, p := range r.Etcd {
+			out = append(out, bedProcess{p, "etcd"})
+		}
+		for _, p := range r.Bookies {
+			out = append(out, bedProcess{p, "bookie"})
+		}
+		for _, brk := range r.Brokers {
+			out = append(out, bedProcess{brk.Process, "broker"})
+		}
+		for _, p := range r.Replicators {
+			out = append(out, bedProcess{p, "replicator"})
+		}
+	}
+	return out
+}
+
 // regionOf names the region whose process holds the socket at peer (the
 // far end of a connection a link accepted at self); "" when none of the
 // bed's processes does (the test's own clients, say).
@@ -572,14 +603,29 @@ func (b *Bed) regionOf(peer, self net.Addr) string {
 // (its replicators) make through the other regions' brokers' links. What
 // stays inside the region goes on: its etcd, its bookies, and the test's
 // own clients when they bypass the links (BedConfig.LocalClients). The
-// path to the global etcd is left alone too. RestoreRegion undoes it.
+// path to the global etcd is left alone too. What DarkenRegion held is
+// dropped with the connections. RestoreRegion undoes it.
 func (b *Bed) CutRegion(name string) {
-	b.eachBrokerLink(name, (*Link).Cut, func(l *Link) { l.CutFrom(name) })
+	b.eachBrokerLink(name,
+		func(l *Link) { l.Cut(); l.Heal() },
+		func(l *Link) { l.CutFrom(name); l.HealFrom(name) })
 }
 
-// RestoreRegion ends CutRegion(name).
+// DarkenRegion is how a cut begins when a network starts dropping every
+// packet: the paths CutRegion breaks carry nothing, both ways, but no
+// connection closes (Link.Partition), so each side goes on sending into
+// the dark until its own timeouts notice, or until CutRegion breaks the
+// connections and drops what was held, as a reset would.
+// RestoreRegion ends it too, delivering what was held.
+func (b *Bed) DarkenRegion(name string) {
+	b.eachBrokerLink(name, (*Link).Partition, func(l *Link) { l.PartitionFrom(name) })
+}
+
+// RestoreRegion ends CutRegion(name) and DarkenRegion(name).
 func (b *Bed) RestoreRegion(name string) {
-	b.eachBrokerLink(name, (*Link).Restore, func(l *Link) { l.RestoreFrom(name) })
+	b.eachBrokerLink(name,
+		func(l *Link) { l.Restore(); l.Heal() },
+		func(l *Link) { l.RestoreFrom(name); l.HealFrom(name) })
 }
 
 // eachBrokerLink calls in on every broker link (Pulsar and web) of the

@@ -129,10 +129,13 @@ type Link struct {
 		cutFrom map[string]bool
 		// healed is nil unless the link is partitioned; Heal closes it.
 		healed chan struct{}
-		rng    *rand.Rand
-		conns  map[*linkConn]struct{}
-		local  map[*linkConn]struct{} // see LinkConfig.Local
-		closed bool
+		// healedFrom holds, for each source PartitionFrom partitioned,
+		// the channel HealFrom closes.
+		healedFrom map[string]chan struct{}
+		rng        *rand.Rand
+		conns      map[*linkConn]struct{}
+		local      map[*linkConn]struct{} // see LinkConfig.Local
+		closed     bool
 		// ln is the listening socket; nil between Unlisten and Listen.
 		ln net.Listener
 	}
@@ -167,6 +170,7 @@ func StartLink(cfg LinkConfig) (*Link, error) {
 	l.mu.conns = map[*linkConn]struct{}{}
 	l.mu.local = map[*linkConn]struct{}{}
 	l.mu.cutFrom = map[string]bool{}
+	l.mu.healedFrom = map[string]chan struct{}{}
 	l.wg.Add(1)
 	go l.accept(ln)
 	return l, nil
@@ -270,12 +274,35 @@ func (l *Link) Heal() {
 	}
 }
 
-// partitioned returns the channel Heal closes, or nil if the link is not
-// partitioned.
-func (l *Link) partitioned() chan struct{} {
+// PartitionFrom is Partition for the connections whose LinkConfig.Source
+// is source, until HealFrom(source). The others go on.
+func (l *Link) PartitionFrom(source string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.mu.healed
+	if l.mu.healedFrom[source] == nil {
+		l.mu.healedFrom[source] = make(chan struct{})
+	}
+}
+
+// HealFrom ends PartitionFrom(source).
+func (l *Link) HealFrom(source string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if healed := l.mu.healedFrom[source]; healed != nil {
+		close(healed)
+		delete(l.mu.healedFrom, source)
+	}
+}
+
+// partitioned returns the channel whose close ends the partition c is
+// held by (Heal's, or HealFrom's of c's source), or nil if c is not held.
+func (l *Link) partitioned(c *linkConn) chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.mu.healed != nil {
+		return l.mu.healed
+	}
+	return l.mu.healedFrom[c.source]
 }
 
 // Restore lets connections through again after Cut.
@@ -492,7 +519,7 @@ func (l *Link) pipe(c *linkConn, src, dst net.Conn, dir *direction) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for ch := range queue {
-		for healed := l.partitioned(); healed != nil && !c.local; healed = l.partitioned() {
+		for healed := l.partitioned(c); healed != nil && !c.local; healed = l.partitioned(c) {
 			select {
 			case <-healed:
 			case <-c.done:

@@ -328,25 +328,7 @@ func TestLinkLocalConnections(t *testing.T) {
 // TestLinkCutFrom cuts the connections of one source (told by their
 // local address here) and leaves the others alone.
 func TestLinkCutFrom(t *testing.T) {
-	sources := map[string]string{"127.0.0.4": "r2", "127.0.0.5": "r3"}
-	cfg := DefaultLinkConfig(t.Name(), "127.0.0.1:0", startEcho(t))
-	cfg.Source = func(peer, _ net.Addr) string { return sources[peer.(*net.TCPAddr).IP.String()] }
-	l, err := StartLink(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	dialFrom := func(ip string) net.Conn {
-		t.Helper()
-		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
-		c, err := d.Dial("tcp", l.Addr())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		_ = c.SetDeadline(time.Now().Add(30 * time.Second))
-		return c
-	}
+	l, dialFrom := startSourcedLink(t)
 	r2, r3 := dialFrom("127.0.0.4"), dialFrom("127.0.0.5")
 	roundTrip(t, r2, []byte("r2 before"))
 	roundTrip(t, r3, []byte("r3 before"))
@@ -363,6 +345,57 @@ func TestLinkCutFrom(t *testing.T) {
 
 	l.RestoreFrom("r2")
 	roundTrip(t, dialFrom("127.0.0.4"), []byte("r2 after"))
+}
+
+func TestLinkPartitionFrom(t *testing.T) {
+	l, dialFrom := startSourcedLink(t)
+	r2, r3 := dialFrom("127.0.0.4"), dialFrom("127.0.0.5")
+	roundTrip(t, r2, []byte("r2 before"))
+
+	l.PartitionFrom("r2")
+	if _, err := r2.Write([]byte("held")); err != nil {
+		t.Fatal(err)
+	}
+	_ = r2.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	if n, err := r2.Read(make([]byte, 4)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("read through a link partitioned from its source: %d bytes, %v; want the deadline to pass", n, err)
+	}
+	_ = r2.SetReadDeadline(time.Now().Add(30 * time.Second))
+	roundTrip(t, r3, []byte("r3 during"))
+
+	l.HealFrom("r2")
+	got := make([]byte, 4)
+	if _, err := io.ReadFull(r2, got); err != nil || string(got) != "held" {
+		t.Fatalf("after HealFrom: %q, %v; want the held bytes", got, err)
+	}
+	roundTrip(t, r2, []byte("r2 after"))
+	l.HealFrom("r2") // healing what is not partitioned does nothing
+}
+
+// startSourcedLink starts a link in front of an echo server whose
+// connections from 127.0.0.4 have the source r2 and from 127.0.0.5 r3,
+// and returns it with a dialler from one of those addresses.
+func startSourcedLink(t *testing.T) (*Link, func(ip string) net.Conn) {
+	t.Helper()
+	sources := map[string]string{"127.0.0.4": "r2", "127.0.0.5": "r3"}
+	cfg := DefaultLinkConfig(t.Name(), "127.0.0.1:0", startEcho(t))
+	cfg.Source = func(peer, _ net.Addr) string { return sources[peer.(*net.TCPAddr).IP.String()] }
+	l, err := StartLink(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l, func(ip string) net.Conn {
+		t.Helper()
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+		c, err := d.Dial("tcp", l.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+		return c
+	}
 }
 
 // TestOwnPeer tells this process's sockets from an address no socket of

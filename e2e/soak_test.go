@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -233,41 +234,25 @@ func (lc *lagConsumer) Stop() {
 	lc.c.Close()
 }
 
-// soakProcess is one process the soak samples, with its kind (etcd,
-// bookie, broker, replicator).
-type soakProcess struct {
-	*Process
-	kind string
-}
-
-// soakProcesses lists every process of the bed: the global etcd, then
-// each region's etcd members, bookies, brokers and replicators.
-func soakProcesses(b *Bed) []soakProcess {
-	out := []soakProcess{{b.Global, "etcd"}}
-	for _, r := range b.Regions {
-		for _, p := range r.Etcd {
-			out = append(out, soakProcess{p, "etcd"})
-		}
-		for _, p := range r.Bookies {
-			out = append(out, soakProcess{p, "bookie"})
-		}
-		for _, brk := range r.Brokers {
-			out = append(out, soakProcess{brk.Process, "broker"})
-		}
-		for _, p := range r.Replicators {
-			out = append(out, soakProcess{p, "replicator"})
-		}
-	}
-	return out
-}
-
 // The resources sampled from each process; the last only from etcd.
+// RSS is judged by its anonymous part (Memory.Anon), where a leak
+// shows; the whole is printed and charted beside it, not judged: its
+// file pages are the binary's code, paged in as code first runs and
+// out when the kernel needs the memory, and etcd's mapped database
+// (whose in-use size is judged as dbSizeInUse). The live heap
+// (go_gc_heap_live_bytes: what the last GC found reachable) is printed
+// too, to tell a leak from the runtime's own slack.
 const (
 	seriesRSS        = "RSS"
+	seriesRSSAnon    = "anonymous RSS"
+	seriesLiveHeap   = "live heap"
 	seriesGoroutines = "goroutines"
 	seriesFDs        = "open files"
 	seriesEtcdDB     = "dbSizeInUse"
 )
+
+// soakResources are the series in the order they are judged and shown.
+var soakResources = []string{seriesRSSAnon, seriesRSS, seriesLiveHeap, seriesGoroutines, seriesFDs, seriesEtcdDB}
 
 // soakSeries are the samples of the run, by process and resource, and the
 // load: per region, the publish rate and the lag percentiles of what
@@ -293,7 +278,7 @@ type soakSampleResult struct {
 
 // sampleAll samples every process at once, so that a slow scrape does not
 // delay the others' samples, and returns the results in procs' order.
-func sampleAll(ctx context.Context, procs []soakProcess) []soakSampleResult {
+func sampleAll(ctx context.Context, procs []bedProcess) []soakSampleResult {
 	out := make([]soakSampleResult, len(procs))
 	var wg sync.WaitGroup
 	for i, p := range procs {
@@ -310,9 +295,9 @@ func sampleAll(ctx context.Context, procs []soakProcess) []soakSampleResult {
 // sampleProcess reads p's resources: RSS and open files from /proc,
 // goroutines (and an etcd member's in-use database size) from its
 // /metrics.
-func sampleProcess(ctx context.Context, p soakProcess) (map[string]float64, error) {
+func sampleProcess(ctx context.Context, p bedProcess) (map[string]float64, error) {
 	pid := p.PID()
-	rss, err := ProcRSS(pid)
+	mem, err := ProcMemory(pid)
 	if err != nil {
 		return nil, err
 	}
@@ -320,21 +305,25 @@ func sampleProcess(ctx context.Context, p soakProcess) (map[string]float64, erro
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]float64{seriesRSS: float64(rss), seriesFDs: float64(fds)}
+	out := map[string]float64{seriesRSS: float64(mem.RSS), seriesRSSAnon: float64(mem.Anon), seriesFDs: float64(fds)}
 	if p.MetricsURL == "" {
 		return nil, fmt.Errorf("%s has no /metrics to read goroutines from", p.Name)
 	}
-	names := []string{"go_goroutines"}
+	// An etcd member serves etcd's own registry; the others Meridian's
+	// (telemetry.NewRegistry), with the live heap.
+	series := map[string]string{"go_goroutines": seriesGoroutines}
 	if p.kind == "etcd" {
-		names = append(names, "etcd_mvcc_db_total_size_in_use_in_bytes")
+		series["etcd_mvcc_db_total_size_in_use_in_bytes"] = seriesEtcdDB
+	} else {
+		series["go_gc_heap_live_bytes"] = seriesLiveHeap
 	}
+	names := slices.Sorted(maps.Keys(series))
 	values, err := scrape(ctx, p.MetricsURL, names)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", p.Name, err)
 	}
-	out[seriesGoroutines] = values[0]
-	if p.kind == "etcd" {
-		out[seriesEtcdDB] = values[1]
+	for i, name := range names {
+		out[series[name]] = values[i]
 	}
 	return out, nil
 }
@@ -387,7 +376,7 @@ func TestSoak(t *testing.T) {
 			MetricsListen: true, BrokerArgs: []string{"--config", conf}, BookieArgs: soakBookieArgs})
 	}
 	bed := StartBed(t, BedConfig{Binary: meridianBin, Regions: regions, GlobalEtcd: true, LocalClients: true, EtcdArgs: soakEtcdArgs})
-	procs := soakProcesses(bed)
+	procs := bed.processes()
 	counts := processCounts(procs)
 	t.Logf("3 regions, %s: %d processes ready in %v", counts, len(procs), bed.StartedIn.Round(time.Millisecond))
 	clients := map[string]pulsar.Client{}
@@ -455,7 +444,7 @@ func TestSoak(t *testing.T) {
 }
 
 // processCounts says how many processes of each kind the bed runs.
-func processCounts(procs []soakProcess) string {
+func processCounts(procs []bedProcess) string {
 	n := map[string]int{}
 	for _, p := range procs {
 		n[p.kind]++
@@ -535,7 +524,7 @@ func measureMaxRate(ctx context.Context, t *testing.T, clients map[string]pulsar
 
 // runSoak samples every process and the load every soakSampleEvery until
 // the plan's duration has passed.
-func runSoak(ctx context.Context, t *testing.T, plan soakPlan, procs []soakProcess, producers []*countingProducer, consumers []*lagConsumer) soakSeries {
+func runSoak(ctx context.Context, t *testing.T, plan soakPlan, procs []bedProcess, producers []*countingProducer, consumers []*lagConsumer) soakSeries {
 	t.Helper()
 	s := soakSeries{resources: map[string]map[string][]Sample{}, missed: map[string]int{}, rate: map[string][]Sample{},
 		lagP50: map[string][]Sample{}, lagP99: map[string][]Sample{}}
@@ -617,10 +606,12 @@ func replicatorsOf(region string) string { return region + "-replicators (sum)" 
 // judgeSoak fits every resource series after the warm-up, prints every
 // slope, and fails the test for each that projects soakMaxGrowth or more
 // (for a replicator's movingSeries, the region's sum).
-func judgeSoak(t *testing.T, plan soakPlan, procs []soakProcess, s soakSeries) map[string]map[string]soakTrend {
+func judgeSoak(t *testing.T, plan soakPlan, procs []bedProcess, s soakSeries) map[string]map[string]soakTrend {
 	t.Helper()
 	out := map[string]map[string]soakTrend{}
-	judge := func(name, resource string, samples []Sample, binding bool) {
+	// notJudged is why a series is printed and not judged; "" when it is
+	// judged.
+	judge := func(name, resource string, samples []Sample, notJudged string) {
 		tr, err := TrendSince(samples, plan.warmUp)
 		if out[name] == nil {
 			out[name] = map[string]soakTrend{}
@@ -631,11 +622,11 @@ func judgeSoak(t *testing.T, plan soakPlan, procs []soakProcess, s soakSeries) m
 			return
 		}
 		note := ""
-		if !binding {
-			note = " (moves with tasks: judged on the region's sum)"
+		if notJudged != "" {
+			note = " (" + notJudged + ")"
 		}
 		t.Logf("%s %s: %.4g at %v, %+.4g per hour: %+.2f%%/h over %d samples%s", name, resource, tr.Start, plan.warmUp, tr.PerHour, 100*tr.Growth, tr.Samples, note)
-		if binding && tr.Growth >= soakMaxGrowth {
+		if notJudged == "" && tr.Growth >= soakMaxGrowth {
 			t.Errorf("%s %s grows %.2f%% per hour (%+.4g/h from %.4g at %v), the bound is %.0f%%", name, resource, 100*tr.Growth, tr.PerHour, tr.Start, plan.warmUp, 100*soakMaxGrowth)
 		}
 	}
@@ -644,13 +635,22 @@ func judgeSoak(t *testing.T, plan soakPlan, procs []soakProcess, s soakSeries) m
 		if missed := s.missed[p.Name]; missed*10 > s.rounds {
 			t.Errorf("%s: %d of %d samples failed (see the log): too few to judge its trends", p.Name, missed, s.rounds)
 		}
-		for _, resource := range []string{seriesRSS, seriesGoroutines, seriesFDs, seriesEtcdDB} {
+		for _, resource := range soakResources {
 			samples, ok := s.resources[p.Name][resource]
 			if !ok {
 				continue
 			}
 			moving := p.kind == "replicator" && movingSeries[resource]
-			judge(p.Name, resource, samples, !moving)
+			notJudged := ""
+			switch {
+			case resource == seriesRSS:
+				notJudged = "with file pages: judged by its anonymous part"
+			case resource == seriesLiveHeap:
+				notJudged = "printed, to tell a leak from the runtime's slack"
+			case moving:
+				notJudged = "moves with tasks: judged on the region's sum"
+			}
+			judge(p.Name, resource, samples, notJudged)
 			if moving {
 				sum := replicatorsOf(p.region)
 				if sums[sum] == nil {
@@ -662,7 +662,7 @@ func judgeSoak(t *testing.T, plan soakPlan, procs []soakProcess, s soakSeries) m
 	}
 	for _, region := range soakRegions {
 		for resource, samples := range sums[replicatorsOf(region)] {
-			judge(replicatorsOf(region), resource, samples, true)
+			judge(replicatorsOf(region), resource, samples, "")
 		}
 	}
 	return out
@@ -701,6 +701,7 @@ func saveSamples(t *testing.T, s soakSeries) {
 
 // soakImages are the charts' files, under docs/img, by resource.
 var soakImages = []struct{ resource, file, title, unit string }{
+	{seriesRSSAnon, "soak-rss-anon.png", "anonymous RSS by process kind (sum)", "MiB"},
 	{seriesRSS, "soak-rss.png", "RSS by process kind (sum)", "MiB"},
 	{seriesGoroutines, "soak-goroutines.png", "Goroutines by process kind (sum)", "goroutines"},
 	{seriesFDs, "soak-fds.png", "Open files by process kind (sum)", "open files"},
@@ -800,7 +801,7 @@ type soakNote struct {
 	rates  maxRates
 	half   float64
 	counts string
-	procs  []soakProcess
+	procs  []bedProcess
 	trends map[string]map[string]soakTrend
 	series soakSeries
 }
@@ -830,13 +831,16 @@ func writeSoakNote(t *testing.T, n soakNote) {
 	fmt.Fprintf(&b, "Samples: %d rounds of %d processes, %d process samples missed (a scrape past its 20 s timeout on the loaded machine).\n\n",
 		n.series.rounds, len(n.procs), missed)
 	fmt.Fprintf(&b, "Load over the run (after the warm-up, mean of the %v windows): %s.\n\n", soakSampleEvery, loadSummary(n.plan, n.series))
-	fmt.Fprintf(&b, "Every process sampled every %v: RSS (/proc/PID/status VmRSS), goroutines (go_goroutines on its /metrics), "+
+	fmt.Fprintf(&b, "Every process sampled every %v: anonymous RSS (/proc/PID/status RssAnon: the heap, stacks and runtime, "+
+		"where a leak shows), RSS (VmRSS, shown, not judged: its file pages are the binary's code, paged in as it first runs, "+
+		"and etcd's mapped database), the live heap of Meridian's own processes (go_gc_heap_live_bytes, what the last GC found "+
+		"reachable; shown, not judged), goroutines (go_goroutines on its /metrics), "+
 		"open files (/proc/PID/fd) and, for etcd, etcd_mvcc_db_total_size_in_use_in_bytes (dbSizeInUse). Each cell is the fitted "+
 		"value at the end of the warm-up and the projected growth per hour (slope × 1 h / that value); the bound is %.0f%% per hour. "+
 		"A replicator's goroutines and open files follow its tasks, which move between the region's workers by lease, so they are "+
 		"judged on the region's sum (the rows \"(sum)\"); each worker's own figure is shown as well.\n\n",
 		soakSampleEvery, 100*soakMaxGrowth)
-	b.WriteString("| process | RSS | goroutines | open files | dbSizeInUse |\n|---|---|---|---|---|\n")
+	b.WriteString("| process | anonymous RSS | RSS (not judged) | live heap (not judged) | goroutines | open files | dbSizeInUse |\n|---|---|---|---|---|---|---|\n")
 	var rows []string
 	for _, p := range n.procs {
 		rows = append(rows, p.Name)
@@ -846,14 +850,14 @@ func writeSoakNote(t *testing.T, n soakNote) {
 	}
 	for _, proc := range rows {
 		row := []string{proc}
-		for _, name := range []string{seriesRSS, seriesGoroutines, seriesFDs, seriesEtcdDB} {
+		for _, name := range soakResources {
 			tr, ok := n.trends[proc][name]
 			switch {
 			case !ok:
 				row = append(row, "")
 			case tr.err != nil:
 				row = append(row, "no fit")
-			case name == seriesRSS || name == seriesEtcdDB:
+			case name == seriesRSS || name == seriesRSSAnon || name == seriesLiveHeap || name == seriesEtcdDB:
 				row = append(row, fmt.Sprintf("%.1f MiB, %+.2f%%/h", tr.Start/(1<<20), 100*tr.Growth))
 			default:
 				row = append(row, fmt.Sprintf("%.0f, %+.2f%%/h", tr.Start, 100*tr.Growth))
@@ -861,7 +865,7 @@ func writeSoakNote(t *testing.T, n soakNote) {
 		}
 		fmt.Fprintf(&b, "| %s |\n", strings.Join(row, " | "))
 	}
-	b.WriteString("\n![RSS](img/soak-rss.png)\n![goroutines](img/soak-goroutines.png)\n![open files](img/soak-fds.png)\n" +
+	b.WriteString("\n![anonymous RSS](img/soak-rss-anon.png)\n![RSS](img/soak-rss.png)\n![goroutines](img/soak-goroutines.png)\n![open files](img/soak-fds.png)\n" +
 		"![etcd dbSizeInUse](img/soak-etcd-db.png)\n![publish rate](img/soak-rate.png)\n![replication lag](img/soak-lag.png)\n")
 	path := filepath.Join(soakDocs, "BENCHMARKS.md")
 	if err := WriteDocSection(path, "soak", b.String()); err != nil {

@@ -95,31 +95,52 @@ func TrendSince(samples []Sample, from time.Duration) (Trend, error) {
 	return tr, nil
 }
 
-// ProcRSS is the resident set size of process pid in bytes, from the
-// VmRSS line of /proc/<pid>/status.
-func ProcRSS(pid int) (int64, error) {
+// Memory is a process's resident memory, in bytes, from the VmRSS and
+// RssAnon lines of /proc/<pid>/status.
+type Memory struct {
+	// RSS is all of it.
+	RSS int64
+	// Anon is its anonymous part: the heap, the stacks and the runtime's
+	// own, where a leak shows. The rest of RSS is file pages (the binary's
+	// code and data, as they are first run, and mapped files such as
+	// etcd's database), which the kernel fills and evicts by itself.
+	Anon int64
+}
+
+// ProcMemory reads process pid's resident memory.
+func ProcMemory(pid int) (Memory, error) {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0, err
+		return Memory{}, err
 	}
 	defer f.Close()
+	var m Memory
+	found := map[string]bool{}
+	fields := map[string]*int64{"VmRSS:": &m.RSS, "RssAnon:": &m.Anon}
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:")
-		if !ok {
-			continue
+		for prefix, dst := range fields {
+			rest, ok := strings.CutPrefix(sc.Text(), prefix)
+			if !ok {
+				continue
+			}
+			kb, unit, _ := strings.Cut(strings.TrimSpace(rest), " ")
+			n, err := strconv.ParseInt(kb, 10, 64)
+			if err != nil || unit != "kB" {
+				return Memory{}, fmt.Errorf("pid %d: %s line %q is not '<n> kB'", pid, prefix, sc.Text())
+			}
+			*dst, found[prefix] = n<<10, true
 		}
-		kb, unit, _ := strings.Cut(strings.TrimSpace(rest), " ")
-		n, err := strconv.ParseInt(kb, 10, 64)
-		if err != nil || unit != "kB" {
-			return 0, fmt.Errorf("pid %d: VmRSS line %q is not '<n> kB'", pid, sc.Text())
-		}
-		return n << 10, nil
 	}
 	if err := sc.Err(); err != nil {
-		return 0, fmt.Errorf("pid %d: %w", pid, err)
+		return Memory{}, fmt.Errorf("pid %d: %w", pid, err)
 	}
-	return 0, fmt.Errorf("pid %d: no VmRSS in /proc/%d/status (a zombie?)", pid, pid)
+	for prefix := range fields {
+		if !found[prefix] {
+			return Memory{}, fmt.Errorf("pid %d: no %s line in /proc/%d/status (a zombie?)", pid, prefix, pid)
+		}
+	}
+	return m, nil
 }
 
 // ProcOpenFiles is how many file descriptors process pid has open: the

@@ -92,12 +92,12 @@ func TestTrendSince(t *testing.T) {
 
 func TestProcReaders(t *testing.T) {
 	pid := os.Getpid()
-	rss, err := ProcRSS(pid)
+	mem, err := ProcMemory(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rss < 1<<20 {
-		t.Errorf("this test process's RSS is %d bytes, under 1 MiB", rss)
+	if mem.Anon < 1<<20 || mem.RSS < mem.Anon {
+		t.Errorf("this test process's memory is %+v: want an anonymous part over 1 MiB, within RSS", mem)
 	}
 	before, err := ProcOpenFiles(pid)
 	if err != nil {
@@ -117,8 +117,8 @@ func TestProcReaders(t *testing.T) {
 	if after != before+1 {
 		t.Errorf("open files went from %d to %d on opening one", before, after)
 	}
-	if _, err := ProcRSS(-1); err == nil {
-		t.Error("ProcRSS of pid -1 gave no error")
+	if _, err := ProcMemory(-1); err == nil {
+		t.Error("ProcMemory of pid -1 gave no error")
 	}
 	if _, err := ProcOpenFiles(-1); err == nil {
 		t.Error("ProcOpenFiles of pid -1 gave no error")

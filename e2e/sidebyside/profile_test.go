@@ -91,8 +91,23 @@ func (p *profiler) wait(t *testing.T, what string) cpuProfile {
 	return prof
 }
 
-// perfSamples is the report's header line with the sample count.
-var perfSamples = regexp.MustCompile(`^# Samples: ([0-9]+)`)
+// perfSamples is the report's header line with the sample count, which
+// perf abbreviates past a thousand: "# Samples: 3K of event 'cpu-clock'".
+var perfSamples = regexp.MustCompile(`^# Samples: ([0-9]+)([KMG]?) `)
+
+// perfCount is a count as perf's report header writes it.
+func perfCount(digits, suffix string) int {
+	n, _ := strconv.Atoi(digits)
+	switch suffix {
+	case "K":
+		n *= 1e3
+	case "M":
+		n *= 1e6
+	case "G":
+		n *= 1e9
+	}
+	return n
+}
 
 // perfLine is one row of `perf report --sort sym`: "  12.34%  [k] name".
 var perfLine = regexp.MustCompile(`^\s*([0-9.]+)%\s+\[(.)\]\s+(.+?)\s*$`)
@@ -103,7 +118,7 @@ func summarise(report string) cpuProfile {
 	byPackage := map[string]float64{}
 	for line := range strings.SplitSeq(report, "\n") {
 		if m := perfSamples.FindStringSubmatch(line); m != nil {
-			prof.samples, _ = strconv.Atoi(m[1])
+			prof.samples = perfCount(m[1], m[2])
 			continue
 		}
 		m := perfLine.FindStringSubmatch(line)
@@ -196,6 +211,10 @@ func TestSummarise(t *testing.T) {
 	}
 	if p.samples != 1234 {
 		t.Fatalf("samples %d, want 1234", p.samples)
+	}
+	// perf abbreviates a count past a thousand.
+	if k := summarise("# Samples: 3K of event 'cpu-clock:ppp'\n"); k.samples != 3000 {
+		t.Fatalf("samples %d from 3K, want 3000", k.samples)
 	}
 	if len(p.symbols) != 5 || p.symbols[0].name != "finish_task_switch.isra.0" || p.symbols[4].name != "ext4_sync_file" {
 		t.Fatalf("symbols %v", p.symbols)
