@@ -58,10 +58,24 @@ func (c *consumer) disconnectTo(ctx context.Context, dest *Owner) {
 // detach removes the consumer from its subscription; a reader's
 // subscription ends with its last consumer, closed by ctx's deadline.
 func (c *consumer) detach(ctx context.Context) {
-	if c.sub.removeConsumer(c) && !c.sub.cursor.Durable() && !c.sub.seeking.Load() {
-		c.sub.topic.forgetSubscription(c.sub)
-		c.sub.close(ctx, false)
+	if c.sub.removeConsumer(c) {
+		c.sub.endIfUnused(ctx)
 	}
+}
+
+// endIfUnused ends a reader's (non-durable) subscription that has no
+// consumer left (detach), or never had one: a SUBSCRIBE created it and
+// then could not attach its consumer, and nothing else would end it.
+// A SUBSCRIBE of the same name that found it meanwhile either fails to
+// attach (the subscription is closing) or is told to go (CLOSE_CONSUMER);
+// either way the client subscribes again, to a new subscription, rather
+// than wait on one that delivers nothing.
+func (s *subscription) endIfUnused(ctx context.Context) {
+	if s.cursor.Durable() || s.seeking.Load() || s.consumerCount() > 0 {
+		return
+	}
+	s.topic.forgetSubscription(s)
+	s.close(ctx, true)
 }
 
 // closeContext bounds a close that the connection starts (its
@@ -145,6 +159,13 @@ func (c *conn) handleSubscribe(req *pb.CommandSubscribe) {
 	}
 	cons := &consumer{c: c, sub: sub, id: req.GetConsumerId(), name: req.GetConsumerName(), priority: req.GetPriorityLevel(),
 		maxUnacked: maxUnacked, since: time.Now(), metadata: keyValues(req.GetMetadata())}
+	// A reader's subscription this SUBSCRIBE created, and then could not
+	// attach cons to, would otherwise stay without a consumer.
+	abandon := func() {
+		cctx, cancel := c.closeContext()
+		defer cancel()
+		sub.endIfUnused(cctx)
+	}
 	if !c.addConsumer(cons) {
 		// A client whose request timed out asks again with the same id:
 		// answer it as the first, as Pulsar does, once that one is attached.
@@ -152,11 +173,13 @@ func (c *conn) handleSubscribe(req *pb.CommandSubscribe) {
 			c.sendSuccess(reqID)
 			return
 		}
+		abandon()
 		c.sendError(reqID, fmt.Errorf("%w: consumer %d is already present on the connection", wire.ErrServiceNotReady, cons.id))
 		return
 	}
 	if err := sub.addConsumer(cons, req.GetSubType(), req.GetKeySharedMeta(), eff.MaxConsumersPerSubscription); err != nil {
 		c.forgetConsumer(cons)
+		abandon()
 		c.sendError(reqID, err)
 		return
 	}

@@ -3,14 +3,17 @@ package broker_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/meridian-mq/meridian/cluster/broker/brokertest"
 	"github.com/meridian-mq/meridian/cluster/mledger"
+	"github.com/meridian-mq/meridian/cluster/wire/pb"
 )
 
 // TestReaderFromEarliestAcrossLedgers: a pulsar-client-go reader from the
@@ -172,5 +175,35 @@ func checkRead(t *testing.T, got []string, from, to int) {
 	}
 	if !slices.Equal(distinct, want) {
 		t.Fatalf("read %d distinct messages %v, want m%d..m%d", len(distinct), distinct, from, to-1)
+	}
+}
+
+// TestRefusedReaderSubscribeLeavesNoSubscription: a SUBSCRIBE that
+// creates a reader's (non-durable) subscription and then cannot attach its
+// consumer (here a STICKY Key_Shared consumer without hash ranges) is
+// refused, and takes its subscription with it. The subscription used to
+// stay, without a consumer, until the topic unloaded: listed in the stats
+// with nothing delivered, and found, at its old start position, by the
+// next SUBSCRIBE of the same name, whatever that one's start id.
+func TestRefusedReaderSubscribeLeavesNoSubscription(t *testing.T) {
+	b := startBroker(t, nil)
+	topic := topicFor(t)
+	rc := dialRaw(t, brokerAddr(b))
+	rc.connect(20)
+	rc.send(pb.BaseCommand_builder{Type: pb.BaseCommand_SUBSCRIBE.Enum(), Subscribe: pb.CommandSubscribe_builder{
+		Topic: proto.String(topic), Subscription: proto.String("reader-sticky"), SubType: pb.CommandSubscribe_Key_Shared.Enum(),
+		ConsumerId: proto.Uint64(1), RequestId: proto.Uint64(1), Durable: proto.Bool(false),
+		StartMessageId: pb.MessageIdData_builder{LedgerId: proto.Uint64(math.MaxUint64), EntryId: proto.Uint64(math.MaxUint64)}.Build(),
+		KeySharedMeta:  pb.KeySharedMeta_builder{KeySharedMode: pb.KeySharedMode_STICKY.Enum()}.Build(),
+	}.Build()}.Build())
+	if e := rc.expect(pb.BaseCommand_ERROR).GetError(); e.GetError() != pb.ServerError_ConsumerAssignError {
+		t.Fatalf("SUBSCRIBE answered %v %q, want ConsumerAssignError", e.GetError(), e.GetMessage())
+	}
+	loaded, err := b.Service().Topic(context.Background(), mustTopic(t, topic), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if subs := loaded.Subscriptions(); len(subs) != 0 {
+		t.Fatalf("subscriptions after the refused SUBSCRIBE: %v, want none", subs)
 	}
 }
