@@ -20,9 +20,13 @@ import (
 // pprof endpoint), summarised by self time.
 type cpuProfile struct {
 	what string
-	// samples is how many were taken, over seconds: at 499 Hz per busy
-	// thread, samples/(499*seconds) is the cores the process used.
+	// samples is how many were taken (as perf's header rounds them),
+	// over seconds: at 499 Hz per busy thread, samples/(499*seconds) is
+	// about the cores the process used. cpuTime is the CPU time the
+	// samples stand for, exactly, from the header's event count when
+	// the event is perf's cpu-clock (counted in nanoseconds); 0 if not.
 	samples int
+	cpuTime time.Duration
 	seconds float64
 	// packages are the Go packages (or "kernel") by their share of the
 	// samples, largest first; symbols the hottest functions.
@@ -95,6 +99,11 @@ func (p *profiler) wait(t *testing.T, what string) cpuProfile {
 // perf abbreviates past a thousand: "# Samples: 3K of event 'cpu-clock'".
 var perfSamples = regexp.MustCompile(`^# Samples: ([0-9]+)([KMG]?) `)
 
+// perfEventCount is the header line with the event count; with the
+// cpu-clock event (in a VM without hardware counters, perf's default
+// falls back to it) the count is nanoseconds of CPU.
+var perfEventCount = regexp.MustCompile(`^# Event count \(approx\.\): ([0-9]+)`)
+
 // perfCount is a count as perf's report header writes it.
 func perfCount(digits, suffix string) int {
 	n, _ := strconv.Atoi(digits)
@@ -115,10 +124,17 @@ var perfLine = regexp.MustCompile(`^\s*([0-9.]+)%\s+\[(.)\]\s+(.+?)\s*$`)
 // summarise groups a perf report's rows by package.
 func summarise(report string) cpuProfile {
 	var prof cpuProfile
+	cpuClock := false
 	byPackage := map[string]float64{}
 	for line := range strings.SplitSeq(report, "\n") {
 		if m := perfSamples.FindStringSubmatch(line); m != nil {
 			prof.samples = perfCount(m[1], m[2])
+			cpuClock = strings.Contains(line, "of event 'cpu-clock")
+			continue
+		}
+		if m := perfEventCount.FindStringSubmatch(line); m != nil && cpuClock {
+			n, _ := strconv.ParseInt(m[1], 10, 64)
+			prof.cpuTime = time.Duration(n)
 			continue
 		}
 		m := perfLine.FindStringSubmatch(line)
@@ -174,8 +190,12 @@ func (p cpuProfile) markdown() string {
 		fmt.Fprintf(&b, "No CPU profile of %s: perf is not installed, or took no sample.\n", p.what)
 		return b.String()
 	}
+	cores := float64(p.samples) / (499 * max(p.seconds, 1))
+	if p.cpuTime > 0 {
+		cores = p.cpuTime.Seconds() / max(p.seconds, 1)
+	}
 	fmt.Fprintf(&b, "CPU profile of %s (perf, 499 Hz, self time; %d samples in %.0f s: the process used %.2f cores): ",
-		p.what, p.samples, p.seconds, float64(p.samples)/(499*max(p.seconds, 1)))
+		p.what, p.samples, p.seconds, cores)
 	var parts []string
 	for _, s := range p.packages {
 		if s.percent < 3 {
@@ -213,8 +233,9 @@ func TestSummarise(t *testing.T) {
 		t.Fatalf("samples %d, want 1234", p.samples)
 	}
 	// perf abbreviates a count past a thousand.
-	if k := summarise("# Samples: 3K of event 'cpu-clock:ppp'\n"); k.samples != 3000 {
-		t.Fatalf("samples %d from 3K, want 3000", k.samples)
+	k := summarise("# Samples: 3K of event 'cpu-clock:ppp'\n# Event count (approx.): 6012000000\n")
+	if k.samples != 3000 || k.cpuTime != 6012*time.Millisecond {
+		t.Fatalf("samples %d and CPU %v from 3K and 6012000000 ns, want 3000 and 6.012s", k.samples, k.cpuTime)
 	}
 	if len(p.symbols) != 5 || p.symbols[0].name != "finish_task_switch.isra.0" || p.symbols[4].name != "ext4_sync_file" {
 		t.Fatalf("symbols %v", p.symbols)
