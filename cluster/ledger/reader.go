@@ -41,7 +41,7 @@ func (c *Client) OpenForRead(ctx context.Context, id int64) (*Reader, error) {
 		r.lac = md.LastEntry
 		return r, nil
 	}
-	if _, _, err := r.pollLAC(ctx, -1, 0); err != nil {
+	if _, _, err := r.pollLAC(ctx, -1, 0, false); err != nil {
 		return nil, err
 	}
 	return r, nil
@@ -200,22 +200,31 @@ func (c *Client) readEntry(ctx context.Context, md *Metadata, e int64) ([]byte, 
 	return nil, fmt.Errorf("ledger %d entry %d: %w", md.ID, e, errors.Join(errs...))
 }
 
-// UpdateLAC refreshes the LAC without waiting: from the metadata if the
-// ledger has been closed, else from the bookies.
+// UpdateLAC refreshes the LAC without waiting: it re-reads the metadata,
+// and takes the LAC from it if the ledger has been closed, else from the
+// bookies.
 func (r *Reader) UpdateLAC(ctx context.Context) (int64, error) {
-	lac, _, err := r.pollLAC(ctx, r.LastAddConfirmed(), 0)
+	lac, _, err := r.pollLAC(ctx, r.LastAddConfirmed(), 0, true)
 	return lac, err
 }
 
 // WaitLAC blocks until the LAC moves past previous and returns it. It
-// long-polls the last ensemble's bookies and re-reads the metadata after each
-// poll; once the ledger is closed at or before previous it returns the final
-// LAC with ErrLedgerClosed: nothing more will come. A poll that every bookie
-// failed (none reachable) is followed by a pause of RetryInterval, so that
-// bookies that fail fast are not asked again in a loop.
+// long-polls the last ensemble's bookies; once the ledger is closed at or
+// before previous it returns the final LAC with ErrLedgerClosed: nothing
+// more will come. A poll that every bookie failed (none reachable) is
+// followed by a pause of RetryInterval, so that bookies that fail fast are
+// not asked again in a loop.
+//
+// It re-reads the metadata only after a poll that did not move the LAC:
+// that is when the ledger may have been closed, or its ensemble changed.
+// While entries come, a tailing reader's polls cost the bookies alone, not
+// a metadata read each (one etcd read per entry, for every tailing
+// reader). A caller that learns by other means that the ledger was closed
+// (its managed ledger's record lists a later ledger) calls UpdateLAC.
 func (r *Reader) WaitLAC(ctx context.Context, previous int64) (int64, error) {
+	refresh := false
 	for {
-		lac, allFailed, err := r.pollLAC(ctx, previous, r.c.cfg.LACPollWait)
+		lac, allFailed, err := r.pollLAC(ctx, previous, r.c.cfg.LACPollWait, refresh)
 		if err != nil {
 			return lac, err
 		}
@@ -225,6 +234,7 @@ func (r *Reader) WaitLAC(ctx context.Context, previous int64) (int64, error) {
 		if r.Closed() {
 			return lac, ErrLedgerClosed
 		}
+		refresh = true
 		if allFailed && !sleepCtx(ctx, r.c.cfg.RetryInterval) {
 			return lac, ctx.Err()
 		}
@@ -233,18 +243,23 @@ func (r *Reader) WaitLAC(ctx context.Context, previous int64) (int64, error) {
 
 // pollLAC asks every member of the last ensemble for its LAC, holding each
 // call up to wait for one above previous, and returns as soon as one answer
-// moves past previous (or all have answered). A ledger found closed in the
-// metadata ends the poll with its lastEntry. allFailed says that every
+// moves past previous (or all have answered). With refresh it first
+// re-reads the metadata, else it uses the metadata it holds. A ledger found
+// closed in the metadata ends the poll with its lastEntry. allFailed says that every
 // member failed the call. A bookie that holds nothing of the ledger
 // (ErrNoSuchLedger: no entry of it reached that bookie yet) answers the
 // LAC of an empty ledger; that is no failure.
-func (r *Reader) pollLAC(ctx context.Context, previous int64, wait time.Duration) (lac int64, allFailed bool, err error) {
+func (r *Reader) pollLAC(ctx context.Context, previous int64, wait time.Duration, refresh bool) (lac int64, allFailed bool, err error) {
 	if r.Closed() {
 		return r.LastAddConfirmed(), false, nil
 	}
-	md, err := r.c.Metadata(ctx, r.id)
-	if err != nil {
-		return r.LastAddConfirmed(), false, err
+	r.mu.Lock()
+	md := r.md
+	r.mu.Unlock()
+	if refresh {
+		if md, err = r.c.Metadata(ctx, r.id); err != nil {
+			return r.LastAddConfirmed(), false, err
+		}
 	}
 	if md.State == StateClosed {
 		r.mu.Lock()

@@ -429,10 +429,13 @@ func (t *Tailer) applyWatch(wr meta.WatchResponse, ok bool) error {
 }
 
 // waitLAC long-polls the current ledger's LAC past pos, and also returns
-// when the record changes: a new owner that recovered and closed the
-// ledger shows there first (the reader re-reads the ledger's metadata only
-// between polls), and so does a deleted topic. The poll runs on its own
-// goroutine, which waitLAC stops and waits for before it returns.
+// when the record changes: a rollover, or a new owner that recovered and
+// closed the ledger, shows there first, and so does a deleted topic. On a
+// change it reads the current ledger's metadata again (UpdateLAC): the
+// reader holds it while its polls move the LAC, and would otherwise learn
+// of the close only when a poll held on the closed ledger timed out. The
+// poll runs on its own goroutine, which waitLAC stops and waits for before
+// it returns.
 func (t *Tailer) waitLAC(ctx context.Context) error {
 	if t.watch == nil {
 		if _, err := t.cur.WaitLAC(ctx, t.pos.Entry); err != nil && !errors.Is(err, ledger.ErrLedgerClosed) {
@@ -456,7 +459,13 @@ func (t *Tailer) waitLAC(ctx context.Context) error {
 	case wr, ok := <-t.watch:
 		cancel()
 		<-polled
-		return t.applyWatch(wr, ok)
+		if err := t.applyWatch(wr, ok); err != nil {
+			return err
+		}
+		if _, err := t.cur.UpdateLAC(ctx); err != nil {
+			return t.readError(ctx, fmt.Sprintf("read the metadata of ledger %d", t.cur.ID()), err)
+		}
+		return nil
 	}
 }
 
