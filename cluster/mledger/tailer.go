@@ -115,6 +115,13 @@ type Tailer struct {
 	// is between ledgers. curDropped says the record no longer names it.
 	cur        *ledger.Reader
 	curDropped bool
+	// recordMoved says the record changed since cur's metadata was last
+	// read: a rollover, or a new owner that recovered and closed the
+	// ledger, shows there first. The reader holds its metadata while its
+	// polls move the LAC, so next reads it again (UpdateLAC) before it
+	// waits; otherwise it would learn of the close only when a poll held
+	// on the closed ledger timed out.
+	recordMoved bool
 	// ahead are the ledgers seen in the record that are still to be read,
 	// in id order: every listed ledger above pos.Ledger (and pos.Ledger
 	// itself until it is opened). known is the highest id taken into
@@ -223,6 +230,12 @@ func (t *Tailer) next(ctx context.Context, max int) ([]Entry, error) {
 					return nil, err
 				}
 				continue
+			}
+		}
+		if t.recordMoved {
+			t.recordMoved = false
+			if _, err := t.cur.UpdateLAC(ctx); err != nil {
+				return nil, t.readError(ctx, fmt.Sprintf("read the metadata of ledger %d", t.cur.ID()), err)
 			}
 		}
 		if lac := t.cur.LastAddConfirmed(); t.pos.Entry < lac {
@@ -430,12 +443,9 @@ func (t *Tailer) applyWatch(wr meta.WatchResponse, ok bool) error {
 
 // waitLAC long-polls the current ledger's LAC past pos, and also returns
 // when the record changes: a rollover, or a new owner that recovered and
-// closed the ledger, shows there first, and so does a deleted topic. On a
-// change it reads the current ledger's metadata again (UpdateLAC): the
-// reader holds it while its polls move the LAC, and would otherwise learn
-// of the close only when a poll held on the closed ledger timed out. The
-// poll runs on its own goroutine, which waitLAC stops and waits for before
-// it returns.
+// closed the ledger, shows there first (see recordMoved), and so does a
+// deleted topic. The poll runs on its own goroutine, which waitLAC stops
+// and waits for before it returns.
 func (t *Tailer) waitLAC(ctx context.Context) error {
 	if t.watch == nil {
 		if _, err := t.cur.WaitLAC(ctx, t.pos.Entry); err != nil && !errors.Is(err, ledger.ErrLedgerClosed) {
@@ -459,13 +469,7 @@ func (t *Tailer) waitLAC(ctx context.Context) error {
 	case wr, ok := <-t.watch:
 		cancel()
 		<-polled
-		if err := t.applyWatch(wr, ok); err != nil {
-			return err
-		}
-		if _, err := t.cur.UpdateLAC(ctx); err != nil {
-			return t.readError(ctx, fmt.Sprintf("read the metadata of ledger %d", t.cur.ID()), err)
-		}
-		return nil
+		return t.applyWatch(wr, ok)
 	}
 }
 
@@ -484,6 +488,7 @@ func (t *Tailer) applyRecord(kv meta.KV) error {
 	}
 	t.incarnation.Store(kv.CreateRevision)
 	t.haveRecord, t.recRev, t.terminated = true, kv.ModRevision, list.Terminated
+	t.recordMoved = t.cur != nil
 	listed := make(map[int64]ledgerInfo, len(list.Ledgers))
 	for _, l := range list.Ledgers {
 		listed[l.ID] = l
