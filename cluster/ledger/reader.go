@@ -244,9 +244,9 @@ func (r *Reader) WaitLAC(ctx context.Context, previous int64) (int64, error) {
 // pollLAC asks every member of the last ensemble for its LAC, holding each
 // call up to wait for one above previous, and returns as soon as one answer
 // moves past previous (or all have answered). With refresh it first
-// re-reads the metadata, else it uses the metadata it holds. A ledger found
-// closed in the metadata ends the poll with its lastEntry. allFailed says that every
-// member failed the call. A bookie that holds nothing of the ledger
+// re-reads the metadata, else it uses the metadata it holds. A ledger
+// found closed in the metadata ends the poll with its lastEntry. allFailed
+// says that every member failed the call. A bookie that holds nothing of the ledger
 // (ErrNoSuchLedger: no entry of it reached that bookie yet) answers the
 // LAC of an empty ledger; that is no failure.
 func (r *Reader) pollLAC(ctx context.Context, previous int64, wait time.Duration, refresh bool) (lac int64, allFailed bool, err error) {
@@ -311,7 +311,12 @@ func (r *Reader) pollLAC(ctx context.Context, previous int64, wait time.Duration
 	wg.Wait()
 	r.mu.Lock()
 	if r.md.State != StateClosed {
-		r.md = md
+		if refresh {
+			// Only metadata read here replaces what the reader holds: a
+			// poll on the held metadata must not put back an older copy
+			// than a concurrent refresh took.
+			r.md = md
+		}
 		r.lac = max(r.lac, best)
 	}
 	lac = r.lac
