@@ -30,7 +30,7 @@ func TestBedIdleCPU(t *testing.T) {
 	}
 	before := map[string]time.Duration{}
 	for name, p := range procs {
-		d, err := cpuTime(p.PID())
+		d, err := ProcCPUTime(p.PID())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -41,7 +41,7 @@ func TestBedIdleCPU(t *testing.T) {
 	ran := time.Since(began)
 	var line []string
 	for name, p := range procs {
-		d, err := cpuTime(p.PID())
+		d, err := ProcCPUTime(p.PID())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -15,8 +15,9 @@ import (
 // kernel's ABI.
 const userHZ = 100
 
-// cpuTime is the CPU time (user and system) process pid has used so far.
-func cpuTime(pid int) (time.Duration, error) {
+// ProcCPUTime is the CPU time (user and system) process pid has used so
+// far, from /proc/<pid>/stat.
+func ProcCPUTime(pid int) (time.Duration, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0, err
@@ -48,7 +49,7 @@ const testProcessKind = "test process"
 // counts 0.
 func cpuByKind(procs []bedProcess) (map[string]time.Duration, error) {
 	out := map[string]time.Duration{}
-	self, err := cpuTime(os.Getpid())
+	self, err := ProcCPUTime(os.Getpid())
 	if err != nil {
 		return nil, err
 	}
@@ -58,7 +59,7 @@ func cpuByKind(procs []bedProcess) (map[string]time.Duration, error) {
 		if pid == 0 {
 			continue
 		}
-		d, err := cpuTime(pid)
+		d, err := ProcCPUTime(pid)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", p.Name, err)
 		}

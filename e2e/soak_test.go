@@ -439,7 +439,7 @@ func TestSoak(t *testing.T) {
 	}
 	saveSamples(t, series)
 	trends := judgeSoak(t, plan, procs, series)
-	drawSoak(t, series)
+	drawSoak(t, procs, series)
 	writeSoakNote(t, soakNote{plan: plan, rates: rates, half: half, counts: counts, procs: procs, trends: trends, series: series})
 }
 
@@ -714,22 +714,13 @@ const soakDocs = "../docs"
 // drawSoak draws one chart per resource (a line per process kind, summed,
 // or per etcd member for the database) and the load (rate and lag) into
 // docs/img.
-func drawSoak(t *testing.T, s soakSeries) {
+func drawSoak(t *testing.T, procs []bedProcess, s soakSeries) {
 	t.Helper()
-	names := slices.Sorted(func(yield func(string) bool) {
-		for n := range s.resources {
-			if !yield(n) {
-				return
-			}
+	var kinds []string // in the order Bed.processes lists them
+	for _, p := range procs {
+		if !slices.Contains(kinds, p.kind) {
+			kinds = append(kinds, p.kind)
 		}
-	})
-	kindOf := func(name string) string {
-		for _, k := range []string{"etcd", "bookie", "broker", "replicator"} {
-			if strings.Contains(name, "-"+k+"-") {
-				return k
-			}
-		}
-		return name
 	}
 	for _, img := range soakImages {
 		scale := 1.0
@@ -738,21 +729,21 @@ func drawSoak(t *testing.T, s soakSeries) {
 		}
 		var lines []plot.Series
 		if img.resource == seriesEtcdDB {
-			for _, n := range names {
-				if samples, ok := s.resources[n][img.resource]; ok {
-					lines = append(lines, plot.Series{Name: n, Points: points(samples, scale)})
+			for _, p := range procs {
+				if samples, ok := s.resources[p.Name][img.resource]; ok {
+					lines = append(lines, plot.Series{Name: p.Name, Points: points(samples, scale)})
 				}
 			}
 		} else {
-			for _, kind := range []string{"etcd", "bookie", "broker", "replicator"} {
+			for _, kind := range kinds {
 				var sum []Sample
 				members := 0
-				for _, n := range names {
-					if kindOf(n) != kind {
+				for _, p := range procs {
+					if p.kind != kind {
 						continue
 					}
 					members++
-					for i, smp := range s.resources[n][img.resource] {
+					for i, smp := range s.resources[p.Name][img.resource] {
 						if i == len(sum) {
 							sum = append(sum, Sample{At: smp.At})
 						}

@@ -456,26 +456,12 @@ func machineCPU() time.Duration {
 	return time.Duration(busy) * 10 * time.Millisecond
 }
 
-// processCPU is the user and system CPU time process pid has used, from
-// /proc/<pid>/stat (in clock ticks of 10 ms, Linux's USER_HZ); zero if it
-// cannot be read.
+// processCPU is the CPU time process pid has used (e2e.ProcCPUTime);
+// zero if it cannot be read (the process has exited, say).
 func processCPU(pid int) time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	d, err := e2e.ProcCPUTime(pid)
 	if err != nil {
 		return 0
 	}
-	// The command name, in parentheses, may hold spaces: count the fields
-	// after its closing parenthesis. utime and stime are fields 14 and 15.
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 13 {
-		return 0
-	}
-	var utime, stime int64
-	fmt.Sscan(f[11], &utime)
-	fmt.Sscan(f[12], &stime)
-	return time.Duration(utime+stime) * 10 * time.Millisecond
+	return d
 }
