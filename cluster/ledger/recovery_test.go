@@ -190,8 +190,12 @@ func TestWriterEnsembleChangeFailsInRecovery(t *testing.T) {
 		}
 		// Entry 5 may still reach Qa on the two live bookies (nothing is
 		// fenced), but the ensemble change must not happen, and the writer
-		// must stop.
+		// must stop. The down bookie's refusal can reach the writer after
+		// the live bookies' acks of entry 5 (and of a next entry: that
+		// entry succeeding is safe, since nothing is fenced yet), so wait
+		// until the writer has handled every result before adding again.
 		f.Wait(t.Context())
+		synctest.Wait()
 		if _, err := w.Append(t.Context(), payload(6)); !errors.Is(err, ledger.ErrFenced) {
 			t.Fatalf("add after the writer's ensemble change met IN_RECOVERY: %v", err)
 		}

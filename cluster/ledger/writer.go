@@ -61,6 +61,11 @@ type Writer struct {
 	missingCopies int64
 	changes       int
 	retryArmed    bool
+	// dirSeen is the directory's Changed channel from before the writer
+	// last read the bookie set to find spares: closed once the set has
+	// changed since. Taking it afresh at each wait instead would miss a
+	// change made while the writer was busy.
+	dirSeen <-chan struct{}
 	// The explicit LAC (see explicitLACDue): when the writer last sent an
 	// add and an explicit LAC, when the last add arrived, whether it came
 	// soon after the one before (so another is expected to carry the LAC),
@@ -293,7 +298,7 @@ func (w *Writer) run() {
 		}
 		var dirCh <-chan struct{}
 		if len(w.failedMembers()) > 0 {
-			dirCh = w.c.dir.Changed()
+			dirCh = w.dirSeen
 		}
 		if w.needRetry() && !w.retryArmed {
 			retry.Reset(w.c.cfg.RetryInterval)
@@ -320,6 +325,7 @@ func (w *Writer) run() {
 		case reply := <-w.statsCh:
 			reply <- w.snapshot()
 		case <-dirCh:
+			w.dirSeen = w.c.dir.Changed()
 			w.progress()
 		case <-retry.C:
 			w.retryArmed = false
@@ -530,6 +536,7 @@ func (w *Writer) failedMembers() []int {
 // ensemble change) and the next directory change tries again. It returns an
 // error only when the writer must stop.
 func (w *Writer) changeEnsemble() error {
+	w.dirSeen = w.c.dir.Changed()
 	cur := w.v.md.LastEnsemble()
 	next := slices.Clone(cur)
 	exclude := make([]string, 0, len(w.failed))

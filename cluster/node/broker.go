@@ -382,14 +382,20 @@ func waitForBookies(ctx context.Context, lc *ledger.Client, n int, wait time.Dur
 	}
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	for len(lc.Directory().Snapshot()) < n {
+	dir := lc.Directory()
+	for {
+		// Changed before Snapshot: a registration between the two closes
+		// the channel rather than going unseen.
+		changed := dir.Changed()
+		if len(dir.Snapshot()) >= n {
+			return nil
+		}
 		select {
-		case <-lc.Directory().Changed():
+		case <-changed:
 		case <-ctx.Done():
 			return fmt.Errorf("node: waiting for %d bookie(s) to register (start them, or lower the ensemble size): %w", n, ctx.Err())
 		}
 	}
-	return nil
 }
 
 // ServiceURL is the pulsar:// URL clients use.
