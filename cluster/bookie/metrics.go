@@ -1,7 +1,10 @@
 package bookie
 
 import (
+	"sync"
 	"sync/atomic"
+
+	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/meridian-mq/meridian/cluster/bookie/bkproto"
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,6 +30,40 @@ type metrics struct {
 	// meridian_bookie_journal_queue_depth reads at scrape time.
 	journalQueue atomic.Pointer[chan *op]
 	queueDepth   prometheus.GaugeFunc
+	index        indexMemory
+}
+
+// indexMemory serves meridian_bookie_index_memory_bytes: the memory of the
+// index (pebble) while it is open. Pebble allocates its memtables and block
+// cache outside the Go heap, so the process's resident memory holds them
+// though no go_memstats series counts them. Both are bounded by the
+// configuration (memtables of 32 MiB, one or two at a time, and
+// IndexCacheSize for the cache), and the cache fills as the bookie reads.
+type indexMemory struct {
+	mu   sync.Mutex // held over a collection, so that close waits for it
+	db   *pebble.DB // nil while the index is closed
+	desc *prometheus.Desc
+}
+
+// set makes the collector read db, or nothing when db is nil: the store
+// sets it once open and clears it before it closes pebble.
+func (c *indexMemory) set(db *pebble.DB) {
+	c.mu.Lock()
+	c.db = db
+	c.mu.Unlock()
+}
+
+func (c *indexMemory) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *indexMemory) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.db == nil {
+		return
+	}
+	m := c.db.Metrics()
+	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(m.MemTable.Size), "memtables")
+	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(m.BlockCache.Size), "block_cache")
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -87,6 +124,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Record bytes the compactor copied forward (the write amplification compaction costs).",
 		}),
 	}
+	m.index.desc = prometheus.NewDesc("meridian_bookie_index_memory_bytes",
+		"Memory the index (pebble) holds outside the Go heap, by part: memtables (allocated) and block_cache (in use).",
+		[]string{"part"}, nil)
 	m.queueDepth = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "meridian_bookie_journal_queue_depth",
 		Help: "Adds waiting in the journal's queue for a group commit.",
@@ -103,7 +143,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.journalSync, m.journalBatch, m.addLatency, m.adds, m.reads,
 			m.checksumErrors, m.readOnly, m.ledgers, m.gcDeleted, m.logFiles, m.logFilesDeleted, m.compactedFiles,
-			m.compactedBytes, m.queueDepth} {
+			m.compactedBytes, m.queueDepth, &m.index} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}

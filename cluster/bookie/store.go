@@ -286,6 +286,7 @@ func openStore(dir string, cacheSize int64, log *slog.Logger, m *metrics, fp *fa
 		return nil, fmt.Errorf("%w: %w", ErrStorage, err)
 	}
 	m.ledgers.Set(float64(len(s.mu.ledgers)))
+	m.index.set(db)
 	return s, nil
 }
 
@@ -332,6 +333,7 @@ func (s *store) close() error {
 	for _, r := range readers {
 		r.close()
 	}
+	s.m.index.set(nil)
 	return s.db.Close()
 }
 

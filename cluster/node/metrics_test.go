@@ -86,6 +86,7 @@ var meridianGolden = []goldenSeries{
 	{"meridian_broker_load_balance_total", counter, []string{"action"}},
 	{"meridian_replicator_read_to_receipt_seconds", histogram, []string{"remote_cluster"}},
 	{"meridian_bookie_read_only", gauge, nil},
+	{"meridian_bookie_index_memory_bytes", gauge, []string{"part"}},
 }
 
 // checkGolden fails for every golden family families lacks, or serves
