@@ -31,6 +31,12 @@ import (
 // fault schedule and link jitter.
 const SeedEnv = "MERIDIAN_E2E_SEED"
 
+// KeepEnv names the environment variable that keeps a passing test's bed
+// folder (every process's log and data, and the history) as a failing
+// test's is kept: MERIDIAN_E2E_KEEP=1, to read what the processes did in
+// a run that passed but looked slow.
+const KeepEnv = "MERIDIAN_E2E_KEEP"
+
 // How remote users reach a broker. A broker listens on 127.0.0.1:P and
 // advertises the host advertisedHost with the same port P. Its Link
 // listens on advertisedHost:P and forwards to 127.0.0.1:P. Lookups,
@@ -718,13 +724,19 @@ func (b *Bed) SaveHistory(h History) {
 }
 
 // cleanup kills every process and closes every link; it keeps the folder
-// of a failed test and says where it is.
+// of a failed test (or of any, with $MERIDIAN_E2E_KEEP=1) and says where
+// it is.
 func (b *Bed) cleanup() {
 	for _, p := range b.procs {
 		p.Kill()
 	}
 	for _, l := range b.links {
 		l.Close()
+	}
+	if !b.tb.Failed() && os.Getenv(KeepEnv) == "1" {
+		b.SaveHistory(b.recorder.History())
+		b.tb.Logf("kept the test bed's folder ($%s=1): %s", KeepEnv, b.Dir)
+		return
 	}
 	if !b.tb.Failed() {
 		if err := os.RemoveAll(b.Dir); err != nil {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -35,6 +36,10 @@ type Trend struct {
 	// Growth is PerHour / Start: the projected growth in one hour, as a
 	// fraction of Start (0.05 is 5% per hour).
 	Growth float64
+	// StdErr is the standard error of PerHour (slopeStdErr), and
+	// GrowthStdErr that of Growth: a Growth within two of them of a bound
+	// is as likely one side of it as the other.
+	StdErr, GrowthStdErr float64
 }
 
 // errNoTrend is returned for a series that has no trend to fit.
@@ -72,6 +77,45 @@ func FitLine(xs, ys []float64) (slope, intercept float64, err error) {
 	return slope, meanY - slope*meanX, nil
 }
 
+// slopeStdErr is the standard error of the slope of the line fitted
+// through (xs[i], ys[i]), from the scatter of the points about it. Samples
+// of a resource are not independent: a sawtooth (GC cycles, compactions)
+// makes each residual much like the one before, and counted as
+// independent they would make the slope look surer than it is. So the
+// error is widened for the residuals' lag-1 autocorrelation r, as for an
+// AR(1) series: the n points count as n(1-r)/(1+r) (at least 3).
+func slopeStdErr(xs, ys []float64, slope, intercept float64) float64 {
+	n := len(xs)
+	if n < 3 {
+		return math.Inf(1)
+	}
+	res := make([]float64, n)
+	var meanX float64
+	for i := range xs {
+		res[i] = ys[i] - (intercept + slope*xs[i])
+		meanX += xs[i]
+	}
+	meanX /= float64(n)
+	var sxx, ss, lag1 float64
+	for i := range xs {
+		dx := xs[i] - meanX
+		sxx += dx * dx
+		ss += res[i] * res[i]
+		if i > 0 {
+			lag1 += res[i] * res[i-1]
+		}
+	}
+	if ss == 0 {
+		return 0
+	}
+	se := math.Sqrt(ss / float64(n-2) / sxx)
+	if r := lag1 / ss; r > 0 {
+		eff := max(float64(n)*(1-r)/(1+r), 3)
+		se *= math.Sqrt(float64(n-2) / (eff - 2))
+	}
+	return se
+}
+
 // TrendSince fits a line to the samples taken at or after from, and
 // projects its growth per hour relative to the line's value at from. A
 // fitted start of zero or less has no relative growth and is an error.
@@ -87,11 +131,12 @@ func TrendSince(samples []Sample, from time.Duration) (Trend, error) {
 	if err != nil {
 		return Trend{}, err
 	}
-	tr := Trend{Samples: len(xs), PerHour: slope, Start: intercept + slope*from.Hours()}
+	tr := Trend{Samples: len(xs), PerHour: slope, Start: intercept + slope*from.Hours(), StdErr: slopeStdErr(xs, ys, slope, intercept)}
 	if tr.Start <= 0 {
 		return tr, fmt.Errorf("%w: the fitted value at %v is %v, so growth relative to it means nothing", errNoTrend, from, tr.Start)
 	}
 	tr.Growth = tr.PerHour / tr.Start
+	tr.GrowthStdErr = tr.StdErr / tr.Start
 	return tr, nil
 }
 

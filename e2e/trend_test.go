@@ -3,6 +3,7 @@ package e2e
 import (
 	"errors"
 	"math"
+	"math/rand/v2"
 	"os"
 	"testing"
 	"time"
@@ -122,5 +123,49 @@ func TestProcReaders(t *testing.T) {
 	}
 	if _, err := ProcOpenFiles(-1); err == nil {
 		t.Error("ProcOpenFiles of pid -1 gave no error")
+	}
+}
+
+func TestSlopeStdErr(t *testing.T) {
+	// A line with independent noise of σ = 1: the error is σ/√Sxx, the
+	// textbook one, within what 200 points allow.
+	rng := rand.New(rand.NewPCG(1, 2))
+	var xs, noisy, exact, wave []float64
+	for i := range 200 {
+		x := float64(i)
+		xs = append(xs, x)
+		noisy = append(noisy, 3+0.5*x+rng.NormFloat64())
+		exact = append(exact, 3+0.5*x)
+		// A slow sawtooth: 20 points up, then back down, around the line.
+		wave = append(wave, 3+0.5*x+float64(i%20))
+	}
+	var sxx float64
+	for _, x := range xs {
+		sxx += (x - 99.5) * (x - 99.5)
+	}
+	slope, intercept, err := FitLine(xs, noisy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if se, want := slopeStdErr(xs, noisy, slope, intercept), 1/math.Sqrt(sxx); se < 0.8*want || se > 1.25*want {
+		t.Errorf("independent noise: stderr %.3g, want about %.3g", se, want)
+	}
+	if se := slopeStdErr(xs, exact, 0.5, 3); se != 0 {
+		t.Errorf("points on the line: stderr %v, want 0", se)
+	}
+	// The sawtooth's residuals follow one another: counted as independent
+	// they would give a far smaller error than the widened one.
+	slope, intercept, err = FitLine(xs, wave)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ss float64
+	for i, x := range xs {
+		r := wave[i] - (intercept + slope*x)
+		ss += r * r
+	}
+	naive := math.Sqrt(ss / 198 / sxx)
+	if se := slopeStdErr(xs, wave, slope, intercept); se < 2*naive {
+		t.Errorf("sawtooth: stderr %.3g, not widened past 2× the independent one (%.3g)", se, naive)
 	}
 }
