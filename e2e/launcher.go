@@ -350,6 +350,9 @@ func StartBed(tb testing.TB, cfg BedConfig) *Bed {
 		}
 	}
 	b.waitReady(ctx, brokers)
+	for _, r := range b.Regions {
+		b.recordAllBrokers(ctx, r)
+	}
 	var replicators []*Process
 	for _, r := range b.Regions {
 		for i := range r.Config.Replicators {
@@ -447,7 +450,29 @@ func (b *Bed) AddBroker(ctx context.Context, r *Region, extra ...string) *Broker
 	b.tb.Helper()
 	brk := b.startBroker(r, len(r.Brokers), extra...)
 	b.waitReady(ctx, []*Process{brk.Process})
+	b.recordAllBrokers(ctx, r)
 	return brk
+}
+
+// recordAllBrokers sets region r's cluster record to list every broker of
+// the region, as an operator of a region of several brokers does (`meridian
+// admin clusters update --broker-url pulsar://h1:p1,h2:p2`): the record a
+// region's first broker creates names only that broker, and while it is
+// down no other region could reach the region to replicate into it. The
+// other regions' replicators follow the change through their watch of the
+// global configuration.
+func (b *Bed) recordAllBrokers(ctx context.Context, r *Region) {
+	b.tb.Helper()
+	if len(r.Brokers) == 0 {
+		return
+	}
+	gs := b.GlobalStore(ctx)
+	if _, _, err := gs.UpdateCluster(ctx, r.Name, func(c *global.ClusterData) error {
+		c.BrokerServiceURL = r.AllBrokersURL()
+		return nil
+	}); err != nil {
+		b.tb.Fatalf("list every broker of %s in its cluster record: %v", r.Name, err)
+	}
 }
 
 func (b *Bed) startBroker(r *Region, i int, extra ...string) *Broker {
