@@ -917,7 +917,7 @@ func TestLongPollTimeoutOnClock(t *testing.T) {
 	clock := clockwork.NewFakeClock()
 	cfg := testConfig(t, t.TempDir(), nil)
 	cfg.Clock = clock
-	// No garbage collection: advancing the clock by an hour runs it, and a
+	// No garbage collection: advancing the clock by minutes runs it, and a
 	// collection may delete ledger 9 (no metadata names it) and so answer
 	// the poll early.
 	cfg.GCInterval = 0
@@ -925,13 +925,16 @@ func TestLongPollTimeoutOnClock(t *testing.T) {
 	c := dial(t, b.Addr())
 	mustAdd(t, ctx, c, 9, 0, 10)
 	mustAdd(t, ctx, c, 9, 1, 10) // LAC 0
+	// Within bkproto.MaxLongPollTimeout: a longer timeout is sent as that
+	// bound, and the poll would rightly time out before the mark below.
+	const pollTimeout = 5 * time.Minute
 	type answer struct {
 		lac int64
 		err error
 	}
 	polled := make(chan answer, 1)
 	go func() {
-		lac, err := c.ReadLAC(ctx, bkproto.ReadLACRequest{LedgerID: 9, LongPoll: true, Previous: 0, Timeout: time.Hour})
+		lac, err := c.ReadLAC(ctx, bkproto.ReadLACRequest{LedgerID: 9, LongPoll: true, Previous: 0, Timeout: pollTimeout})
 		polled <- answer{lac, err}
 	}()
 	waitFor(t, "the poll's timer", func() bool {
@@ -947,7 +950,7 @@ func TestLongPollTimeoutOnClock(t *testing.T) {
 		}
 		return false
 	})
-	clock.Advance(time.Hour - time.Second)
+	clock.Advance(pollTimeout - time.Second)
 	select {
 	case a := <-polled:
 		t.Fatalf("long-poll answered before its timeout: %+v", a)
