@@ -37,8 +37,8 @@ type Trend struct {
 	// fraction of Start (0.05 is 5% per hour).
 	Growth float64
 	// StdErr is the standard error of PerHour (slopeStdErr), and
-	// GrowthStdErr that of Growth: a Growth within two of them of a bound
-	// is as likely one side of it as the other.
+	// GrowthStdErr that of Growth: a run cannot tell a Growth within two
+	// of them of a bound from the bound.
 	StdErr, GrowthStdErr float64
 }
 

@@ -5,7 +5,6 @@ import (
 	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
-
 	"github.com/meridian-mq/meridian/cluster/bookie/bkproto"
 	"github.com/prometheus/client_golang/prometheus"
 )
