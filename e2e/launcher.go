@@ -350,8 +350,9 @@ func StartBed(tb testing.TB, cfg BedConfig) *Bed {
 		}
 	}
 	b.waitReady(ctx, brokers)
+	gs := b.GlobalStore(ctx)
 	for _, r := range b.Regions {
-		b.recordAllBrokers(ctx, r)
+		b.recordAllBrokers(ctx, gs, r)
 	}
 	var replicators []*Process
 	for _, r := range b.Regions {
@@ -450,7 +451,7 @@ func (b *Bed) AddBroker(ctx context.Context, r *Region, extra ...string) *Broker
 	b.tb.Helper()
 	brk := b.startBroker(r, len(r.Brokers), extra...)
 	b.waitReady(ctx, []*Process{brk.Process})
-	b.recordAllBrokers(ctx, r)
+	b.recordAllBrokers(ctx, b.GlobalStore(ctx), r)
 	return brk
 }
 
@@ -460,13 +461,12 @@ func (b *Bed) AddBroker(ctx context.Context, r *Region, extra ...string) *Broker
 // region's first broker creates names only that broker, and while it is
 // down no other region could reach the region to replicate into it. The
 // other regions' replicators follow the change through their watch of the
-// global configuration.
-func (b *Bed) recordAllBrokers(ctx context.Context, r *Region) {
+// global configuration. gs is the bed's GlobalStore.
+func (b *Bed) recordAllBrokers(ctx context.Context, gs *global.Store, r *Region) {
 	b.tb.Helper()
 	if len(r.Brokers) == 0 {
 		return
 	}
-	gs := b.GlobalStore(ctx)
 	if _, _, err := gs.UpdateCluster(ctx, r.Name, func(c *global.ClusterData) error {
 		c.BrokerServiceURL = r.AllBrokersURL()
 		return nil
