@@ -46,6 +46,8 @@ type conn struct {
 	wg   sync.WaitGroup // the writer, keep-alive, request and receipt goroutines
 
 	writerDone chan struct{} // closed when the writer exits
+	// stopping is set by shutdown: the reader drops what it reads.
+	stopping atomic.Bool
 
 	lastReceived atomic.Int64 // unix nanoseconds of the last frame read
 
@@ -107,10 +109,7 @@ func (c *conn) run() {
 	go c.keepAliveLoop()
 	err := c.readLoop()
 	if errors.As(err, new(errClosing)) {
-		select {
-		case <-c.writerDone:
-		case <-time.After(c.srv.cfg.ConnectTimeout):
-		}
+		c.lingerClose()
 	}
 	switch {
 	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), c.ctx.Err() != nil:
@@ -123,6 +122,48 @@ func (c *conn) run() {
 	c.release(ctx)
 	cancel()
 	c.wg.Wait()
+}
+
+// lingerTimeout bounds how long lingerClose waits for a client to close
+// its side once the broker has ended its own.
+const lingerTimeout = 2 * time.Second
+
+// lingerClose waits, after the reader stopped on errClosing, until the
+// writer has flushed what was queued before (closeAfterFlush) and the
+// client has read it. A TCP socket closed with bytes unread in its
+// receive buffer sends a reset, and the reset discards what the kernel has
+// not yet delivered of the last frames: the receipts that keep a client
+// from resending stored messages, or the error that says why it is
+// refused. So the writer half-closes the connection after its last frame,
+// and this discards what the client still sends until the client closes
+// its side (it reads the end), or lingerTimeout passes.
+func (c *conn) lingerClose() {
+	select {
+	case <-c.writerDone:
+	case <-time.After(c.srv.cfg.ConnectTimeout):
+		return
+	}
+	if c.ctx.Err() != nil {
+		return // the writer closed it: it failed, or could not half-close
+	}
+	if err := c.nc.SetReadDeadline(time.Now().Add(lingerTimeout)); err == nil {
+		_, _ = io.Copy(io.Discard, c.nc)
+	}
+}
+
+// shutdown ends the connection for a server that closes, the way
+// closeAfterFlush ends it for its reader: what is queued is written (the
+// receipts and CLOSE frames of a drain among it), the writer half-closes,
+// and the reader drops what the client still sends until the client
+// closes its side or lingerTimeout passes (see lingerClose for why).
+func (c *conn) shutdown() {
+	c.stopping.Store(true)
+	select {
+	case c.out <- outbound{closeAfter: true}:
+		_ = c.nc.SetReadDeadline(time.Now().Add(lingerTimeout))
+	default:
+		c.close() // a full queue: the client is not reading
+	}
 }
 
 // release detaches the connection's producers and consumers from their
@@ -179,6 +220,9 @@ func (c *conn) readLoop() error {
 			return err
 		}
 		c.lastReceived.Store(time.Now().UnixNano())
+		if c.stopping.Load() {
+			continue // the server is closing (shutdown)
+		}
 		if err := c.dispatch(&f); err != nil {
 			return err
 		}
@@ -342,8 +386,9 @@ func (c *conn) handleConnect(connect *pb.CommandConnect) error {
 }
 
 // closeAfterFlush ends the reader with err, but lets the writer send what
-// is queued first (a refusal the client should read): the writer closes
-// the connection once it has flushed the marker queued here.
+// is queued first (a refusal the client should read): the writer ends its
+// side once it has flushed the marker queued here, and lingerClose closes
+// the connection once the client has read it.
 func (c *conn) closeAfterFlush(err error) error {
 	select {
 	case c.out <- outbound{closeAfter: true}:

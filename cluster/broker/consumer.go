@@ -167,9 +167,13 @@ func (c *conn) handleSubscribe(req *pb.CommandSubscribe) {
 		sub.endIfUnused(cctx)
 	}
 	if !c.addConsumer(cons) {
-		// A client whose request timed out asks again with the same id:
-		// answer it as the first, as Pulsar does, once that one is attached.
+		// The client asks again for a consumer it holds here: its request
+		// timed out, or one disconnect made it reconnect twice. Answered
+		// as the first was, once that one is attached, as Pulsar does; but
+		// what the consumer was sent goes back for redelivery (see
+		// resubscribed).
 		if held, err := c.consumerFor(cons.id); err == nil && held.sub == sub && held.attached.Load() {
+			sub.resubscribed(held)
 			c.sendSuccess(reqID)
 			return
 		}

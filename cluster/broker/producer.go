@@ -417,11 +417,14 @@ func (c *conn) handleSend(f *wire.Frame) error {
 	send := f.Command.GetSend()
 	p, ok := c.producerFor(send.GetProducerId())
 	if !ok || !p.ready.Load() {
-		// Pulsar closes the connection too: the client's state is wrong,
-		// or the SEND crossed the broker's CLOSE_PRODUCER on the wire. The
-		// frames queued go out first: the receipts a topic's close queued
-		// before its CLOSE_PRODUCER must reach the client, or it resends
-		// messages that are stored.
+		// The client's state is wrong, or the SEND crossed the broker's
+		// CLOSE_PRODUCER on the wire. Pulsar drops the latter and keeps the
+		// connection; closing it keeps a late SEND of pulsar-client-go from
+		// reaching the producer it registers again here, ahead of the
+		// resends it owes (under deduplication they would be dropped as
+		// duplicates). The frames queued go out first: the receipts a
+		// topic's close queued before its CLOSE_PRODUCER must reach the
+		// client, or it resends messages that are stored.
 		return c.closeAfterFlush(fmt.Errorf("SEND for producer %d, which is not ready on this connection", send.GetProducerId()))
 	}
 	if !f.HasPayload() {

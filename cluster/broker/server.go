@@ -107,14 +107,15 @@ func (s *Server) Connections() int {
 	return len(s.mu.conns)
 }
 
-// Close stops accepting, closes every connection and waits, until ctx
-// ends, for every goroutine the server started. Closing a connection
-// cancels its context and its socket, so its reader, writer and
-// keep-alive end at once; what may outlast that is a request still in a
-// call of Topics that does not heed the connection's context. If ctx ends
-// first, Close returns ErrCloseIncomplete with how many connections are
-// still winding down; they finish on their own, and a later Close waits
-// for them again.
+// Close stops accepting, ends every connection and waits, until ctx ends,
+// for every goroutine the server started. A connection ends as shutdown
+// ends it: what is queued for its client is written first (the receipts
+// and CLOSE frames a drain queued before), and it closes once the client
+// has closed its side, or lingerTimeout after. What may outlast that is a
+// request still in a call of Topics that does not heed the connection's
+// context. If ctx ends first, the connections still open are cut off and
+// Close returns ErrCloseIncomplete with how many are still winding down;
+// they finish on their own, and a later Close waits for them again.
 func (s *Server) Close(ctx context.Context) error {
 	s.mu.Lock()
 	s.mu.closed = true
@@ -122,7 +123,7 @@ func (s *Server) Close(ctx context.Context) error {
 		ln.Close()
 	}
 	for c := range s.mu.conns {
-		c.close()
+		c.shutdown()
 	}
 	s.mu.Unlock()
 	s.closeRefusing()
@@ -135,6 +136,11 @@ func (s *Server) Close(ctx context.Context) error {
 	case <-done:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("%w: %d connections still closing: %w", ErrCloseIncomplete, s.Connections(), ctx.Err())
 	}
+	s.mu.Lock()
+	for c := range s.mu.conns {
+		c.close()
+	}
+	s.mu.Unlock()
+	return fmt.Errorf("%w: %d connections still closing: %w", ErrCloseIncomplete, s.Connections(), ctx.Err())
 }

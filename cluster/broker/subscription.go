@@ -417,6 +417,25 @@ func (s *subscription) redeliver(c *consumer, ids []*pb.MessageIdData) {
 	s.poke()
 }
 
+// resubscribed starts c afresh for a SUBSCRIBE that its client sent again
+// while c stayed attached. Both reference clients empty their receive
+// queue and reset their permits before every SUBSCRIBE, and send FLOW once
+// it succeeds; so whatever c was sent and has not acked is gone from the
+// client, and would stay pending here until c leaves (pulsar-client-go
+// v0.19.0 reconnects twice when a CLOSE_CONSUMER and its connection's
+// close both reach it, and its second SUBSCRIBE meets the consumer its
+// first one attached). Its entries go back for redelivery and its permits
+// to none. roundMu: no round under way sends on with the old permits.
+func (s *subscription) resubscribed(c *consumer) {
+	s.roundMu.Lock()
+	s.mu.Lock()
+	c.permits = 0
+	s.redeliverLocked(c, nil, true)
+	s.mu.Unlock()
+	s.roundMu.Unlock()
+	s.poke()
+}
+
 func (s *subscription) redeliverLocked(c *consumer, only map[mledger.Position]bool, count bool) {
 	for p, pe := range s.mu.pending {
 		if pe.c != c || (only != nil && !only[p]) {

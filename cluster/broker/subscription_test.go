@@ -775,3 +775,53 @@ func testPartitioned(t *testing.T, r *brokertest.Broker, c pulsar.Client) {
 	}
 	expectNothing(t, cons, 200*time.Millisecond)
 }
+
+// TestSubscribeAgainRedelivers: a client that sends SUBSCRIBE again for a
+// consumer still attached on its connection (pulsar-client-go does, when a
+// CLOSE_CONSUMER and its connection's close both reach it) has emptied its
+// receive queue, so what the consumer was sent and did not ack comes
+// again, once the client grants permits anew, and not before.
+func TestSubscribeAgainRedelivers(t *testing.T) {
+	r := startBroker(t, nil)
+	topic := topicFor(t)
+	rc := dialRaw(t, brokerAddr(r))
+	rc.connect(20)
+	subscribe := pb.BaseCommand_builder{Type: pb.BaseCommand_SUBSCRIBE.Enum(), Subscribe: pb.CommandSubscribe_builder{
+		Topic: proto.String(topic), Subscription: proto.String("s"), SubType: pb.CommandSubscribe_Exclusive.Enum(),
+		ConsumerId: proto.Uint64(1), RequestId: proto.Uint64(1),
+	}.Build()}.Build()
+	rc.send(subscribe)
+	rc.expect(pb.BaseCommand_SUCCESS)
+	rc.send(pb.BaseCommand_builder{Type: pb.BaseCommand_PRODUCER.Enum(), Producer: pb.CommandProducer_builder{
+		Topic: proto.String(topic), ProducerId: proto.Uint64(2), RequestId: proto.Uint64(2)}.Build()}.Build())
+	name := rc.expect(pb.BaseCommand_PRODUCER_SUCCESS).GetProducerSuccess().GetProducerName()
+	const n = 3
+	for i := range uint64(n) {
+		rc.sendMessage(2, name, i, fmt.Appendf(nil, "m%d", i))
+		rc.expect(pb.BaseCommand_SEND_RECEIPT)
+	}
+	flow := pb.BaseCommand_builder{Type: pb.BaseCommand_FLOW.Enum(), Flow: pb.CommandFlow_builder{
+		ConsumerId: proto.Uint64(1), MessagePermits: proto.Uint32(10)}.Build()}.Build()
+	received := func(redeliveries uint32) {
+		t.Helper()
+		for i := range n {
+			m := rc.expect(pb.BaseCommand_MESSAGE).GetMessage()
+			if got := m.GetMessageId().GetEntryId(); got != uint64(i) || m.GetRedeliveryCount() != redeliveries {
+				t.Fatalf("message %d: entry %d, redelivery count %d; want entry %d, count %d",
+					i, got, m.GetRedeliveryCount(), i, redeliveries)
+			}
+		}
+	}
+	rc.send(flow)
+	received(0)
+
+	subscribe.GetSubscribe().SetRequestId(3)
+	rc.send(subscribe)
+	rc.expect(pb.BaseCommand_SUCCESS)
+	rc.send(pingCmd)
+	if before := rc.beforePong(); len(before) != 0 {
+		t.Fatalf("sent before the client granted permits again: %v", before)
+	}
+	rc.send(flow)
+	received(1)
+}

@@ -36,6 +36,9 @@ func (c *conn) writeLoop() {
 			err = c.writeQueued(w, nil)
 		}
 		if err != nil {
+			if errors.Is(err, errFlushedClose) && halfClose(c.nc) {
+				return // the reader closes it once the client has read the end (lingerClose)
+			}
 			var ne net.Error
 			switch {
 			case errors.As(err, &ne) && ne.Timeout():
@@ -47,6 +50,13 @@ func (c *conn) writeLoop() {
 			return
 		}
 	}
+}
+
+// halfClose ends the connection's sending side (a FIN after the last
+// frame; for TLS, close_notify first), reporting whether it could.
+func halfClose(nc net.Conn) bool {
+	cw, ok := nc.(interface{ CloseWrite() error })
+	return ok && cw.CloseWrite() == nil
 }
 
 // writeQueued writes first (if any) and everything queued, replies before
