@@ -352,7 +352,7 @@ func StartBed(tb testing.TB, cfg BedConfig) *Bed {
 	b.waitReady(ctx, brokers)
 	gs := b.GlobalStore(ctx)
 	for _, r := range b.Regions {
-		b.recordAllBrokers(ctx, gs, r)
+		b.awaitClusterRecord(ctx, gs, r)
 	}
 	var replicators []*Process
 	for _, r := range b.Regions {
@@ -451,27 +451,41 @@ func (b *Bed) AddBroker(ctx context.Context, r *Region, extra ...string) *Broker
 	b.tb.Helper()
 	brk := b.startBroker(r, len(r.Brokers), extra...)
 	b.waitReady(ctx, []*Process{brk.Process})
-	b.recordAllBrokers(ctx, b.GlobalStore(ctx), r)
+	b.awaitClusterRecord(ctx, b.GlobalStore(ctx), r)
 	return brk
 }
 
-// recordAllBrokers sets region r's cluster record to list every broker of
-// the region, as an operator of a region of several brokers does (`meridian
-// admin clusters update --broker-url pulsar://h1:p1,h2:p2`): the record a
-// region's first broker creates names only that broker, and while it is
-// down no other region could reach the region to replicate into it. The
-// other regions' replicators follow the change through their watch of the
-// global configuration. gs is the bed's GlobalStore.
-func (b *Bed) recordAllBrokers(ctx context.Context, gs *global.Store, r *Region) {
+// awaitClusterRecord waits until region r's cluster record names every
+// broker of the region, as the region's leader keeps it (the record is
+// the region's own: its first broker created it). The other regions
+// replicate into r through its record, and one that named only the first
+// broker would stop them while that broker is down; the other regions'
+// replicators follow the change through their watch of the global
+// configuration. gs is the bed's GlobalStore.
+func (b *Bed) awaitClusterRecord(ctx context.Context, gs *global.Store, r *Region) {
 	b.tb.Helper()
-	if len(r.Brokers) == 0 {
-		return
+	want := make([]string, 0, len(r.Brokers))
+	for _, brk := range r.Brokers {
+		want = append(want, brk.Link.Addr())
 	}
-	if _, _, err := gs.UpdateCluster(ctx, r.Name, func(c *global.ClusterData) error {
-		c.BrokerServiceURL = r.AllBrokersURL()
-		return nil
-	}); err != nil {
-		b.tb.Fatalf("list every broker of %s in its cluster record: %v", r.Name, err)
+	slices.Sort(want)
+	var got string
+	for {
+		c, err := gs.Cluster(ctx, r.Name)
+		if err == nil {
+			got = c.BrokerServiceURL
+			if _, hosts, ok := global.ServiceHosts(got); ok {
+				slices.Sort(hosts)
+				if slices.Equal(hosts, want) {
+					return
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			b.tb.Fatalf("the cluster record of %s names %q, want every broker of the region, %v", r.Name, got, want)
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 }
 

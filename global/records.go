@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/meridian-mq/meridian/topology"
 )
@@ -65,6 +66,42 @@ type ClusterData struct {
 	// TLSAllowInsecureConnection makes replicators accept any certificate
 	// from this region: for tests only.
 	TLSAllowInsecureConnection bool `json:"tlsAllowInsecureConnection,omitempty"`
+
+	// MaintainedByRegion marks a record the region's first broker created:
+	// while it is set, the region's leader keeps the four URLs naming every
+	// live broker of the region. An update through the admin API drops it
+	// (pulsar-admin sends no such field), and the record is the operator's
+	// from then on, never rewritten; one that sets it hands the record back.
+	MaintainedByRegion bool `json:"maintainedByRegion,omitempty"`
+}
+
+// ServiceHosts splits a service URL that lists one or several hosts
+// ("pulsar://a:6650,b:6650", as Pulsar's may) into its scheme and hosts.
+// ok is false unless raw is scheme://host[,host...] with no path.
+func ServiceHosts(raw string) (scheme string, hosts []string, ok bool) {
+	scheme, rest, ok := strings.Cut(raw, "://")
+	if !ok || scheme == "" {
+		return "", nil, false
+	}
+	hosts = strings.Split(strings.TrimSuffix(rest, "/"), ",")
+	for _, h := range hosts {
+		if h == "" || strings.ContainsAny(h, "/?#") {
+			return "", nil, false
+		}
+	}
+	return scheme, hosts, true
+}
+
+// OneHost is the URL of one of the hosts raw lists, the i-th (modulo
+// their count): where a single broker must be named, as in a LOOKUP
+// redirect, whose URL a client dials as it is. raw is returned as it is
+// when it does not parse.
+func OneHost(raw string, i uint64) string {
+	scheme, hosts, ok := ServiceHosts(raw)
+	if !ok {
+		return raw
+	}
+	return scheme + "://" + hosts[i%uint64(len(hosts))]
 }
 
 // Validate checks that at least one URL is set and that each set URL has its

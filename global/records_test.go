@@ -295,3 +295,32 @@ func TestExtra(t *testing.T) {
 		t.Fatalf("a clone's change reached the original: %s", orig["k"])
 	}
 }
+
+func TestServiceHosts(t *testing.T) {
+	for _, tc := range []struct {
+		raw    string
+		scheme string
+		hosts  []string
+	}{
+		{"pulsar://a:6650", "pulsar", []string{"a:6650"}},
+		{"pulsar://a:6650,b:6651/", "pulsar", []string{"a:6650", "b:6651"}},
+		{"http://a:8080,b:8080", "http", []string{"a:8080", "b:8080"}},
+		{"a:6650", "", nil},
+		{"pulsar://", "", nil},
+		{"pulsar://a:6650,,b:6650", "", nil},
+		{"pulsar://a:6650/path", "", nil},
+	} {
+		scheme, hosts, ok := ServiceHosts(tc.raw)
+		if ok != (tc.hosts != nil) || scheme != tc.scheme || !slices.Equal(hosts, tc.hosts) {
+			t.Errorf("ServiceHosts(%q) = %q, %q, %v; want %q, %q", tc.raw, scheme, hosts, ok, tc.scheme, tc.hosts)
+		}
+	}
+	for i, want := range []string{"pulsar://a:1", "pulsar://b:2", "pulsar://a:1"} {
+		if got := OneHost("pulsar://a:1,b:2", uint64(i)); got != want {
+			t.Errorf("OneHost(..., %d) = %q, want %q", i, got, want)
+		}
+	}
+	if got := OneHost("", 3); got != "" {
+		t.Errorf("OneHost of no URL = %q", got)
+	}
+}

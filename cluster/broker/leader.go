@@ -13,14 +13,15 @@ import (
 // store's election at RegionKey(region, "leader") under the broker's
 // ownership session lease, with its Owner as the candidate's value: the
 // leader is the candidate with the oldest key (meta's campaign). It runs
-// the shedder. Leadership ends with the lease (the broker died or was cut
+// the shedder and keeps the region's cluster record. Leadership ends with the lease (the broker died or was cut
 // off from etcd for a TTL), a lost watch on the key, or Close, which
 // resigns; a broker that lost it campaigns again, under its next lease.
 //
 // Two leaders at once are possible only for the moment a cut-off leader
 // takes to notice its keep-alive has stopped (meta.Leadership.Done); the
 // shedder only asks owners to move bundles, through CAS on the bundle's
-// key, so a stale leader's request is at worst one extra move.
+// key, so a stale leader's request is at worst one extra move; its rewrite
+// of the cluster record, at worst one more, which the next pass undoes.
 
 // leaderRetry paces campaigns after a failure (etcd unreachable, the
 // lease gone), so that a broker cut off from etcd does not spin.
@@ -63,9 +64,9 @@ func (s *Service) campaign(value []byte) (meta.Leadership, error) {
 	return s.store.Campaign(s.ctx, s.leaderKey(), value, l)
 }
 
-// lead runs the shedder every SheddingInterval until leadership is lost or
-// the Service closes, and then resigns (a no-op when the key is already
-// gone).
+// lead runs the shedder every SheddingInterval, and keeps the region's
+// cluster record (clusterrecord.go), until leadership is lost or the
+// Service closes, and then resigns (a no-op when the key is already gone).
 func (s *Service) lead(lead meta.Leadership) {
 	s.metrics.leading(true)
 	defer s.metrics.leading(false)
@@ -79,12 +80,17 @@ func (s *Service) lead(lead meta.Leadership) {
 	sh := newShedder(s.cfg.LoadBalance, time.Now)
 	tick := time.NewTicker(s.cfg.LoadBalance.SheddingInterval)
 	defer tick.Stop()
+	records := time.NewTicker(clusterRecordInterval)
+	defer records.Stop()
+	s.keepClusterRecord() // at once: the leader before may have died, and still be named
 	for {
 		select {
 		case <-tick.C:
 			if s.cfg.LoadBalance.SheddingEnabled {
 				s.shedOnce(lead.Done(), sh)
 			}
+		case <-records.C:
+			s.keepClusterRecord()
 		case <-lead.Done():
 			s.log.Info("lost region leadership", "region", s.cfg.Region)
 			return
@@ -120,4 +126,14 @@ func readLeader(ctx context.Context, store meta.Store, key string) (Owner, error
 		return Owner{}, fmt.Errorf("%w: leader record %s: %v", wire.ErrMetadata, first.Key, err)
 	}
 	return o, nil
+}
+
+// keepClusterRecord runs one pass of maintainClusterRecord, within one
+// interval; a failed pass is retried at the next.
+func (s *Service) keepClusterRecord() {
+	ctx, cancel := context.WithTimeout(s.ctx, clusterRecordInterval)
+	defer cancel()
+	if err := s.maintainClusterRecord(ctx); err != nil && s.ctx.Err() == nil {
+		s.log.Warn("keeping the cluster record", "err", err)
+	}
 }

@@ -24,6 +24,7 @@ type Owner struct {
 	ServiceURL    string `json:"serviceUrl"`
 	ServiceURLTLS string `json:"serviceUrlTls,omitempty"`
 	WebURL        string `json:"webServiceUrl,omitempty"`
+	WebURLTLS     string `json:"webServiceUrlTls,omitempty"`
 }
 
 // ownership places bundles on the region's brokers and claims bundles for

@@ -31,11 +31,14 @@ type ServiceConfig struct {
 	// (its advertised host:port): a broker restarted with the same id
 	// revokes the lease of its previous run before serving.
 	BrokerID string
-	// ServiceURL, ServiceURLTLS and WebURL are where clients reach this
-	// broker; they are written into ownership records and lookup answers.
+	// ServiceURL, ServiceURLTLS, WebURL and WebURLTLS are where clients
+	// reach this broker; they are written into its registration, ownership
+	// records and lookup answers, and the region's cluster record while the
+	// region maintains it (clusterrecord.go).
 	ServiceURL    string
 	ServiceURLTLS string
 	WebURL        string
+	WebURLTLS     string
 	// OwnershipTTL is the lease under which the broker holds its bundles.
 	// When the broker dies, its topics can be served elsewhere after at
 	// most this long; shorter means faster takeover but more keep-alive
@@ -237,8 +240,9 @@ type Service struct {
 
 	metricsState topicMetricsState
 
-	bootID string       // makes generated producer names unique across runs
-	names  atomic.Int64 // generated producer names so far
+	bootID    string        // makes generated producer names unique across runs
+	names     atomic.Int64  // generated producer names so far
+	redirects atomic.Uint64 // active-region redirects so far: which host of the record (Lookup)
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
@@ -301,7 +305,8 @@ func NewService(cfg ServiceConfig, store meta.Store, policies *global.Cache, gst
 	s.mu.topics = make(map[string]*topicLoad)
 	s.loads = newLoadSlots(cfg.MaxConcurrentTopicLoads)
 	s.lookups = NewLookupPermits(cfg.MaxConcurrentLookups)
-	self := Owner{BrokerID: cfg.BrokerID, ServiceURL: cfg.ServiceURL, ServiceURLTLS: cfg.ServiceURLTLS, WebURL: cfg.WebURL}
+	self := Owner{BrokerID: cfg.BrokerID, ServiceURL: cfg.ServiceURL, ServiceURLTLS: cfg.ServiceURLTLS,
+		WebURL: cfg.WebURL, WebURLTLS: cfg.WebURLTLS}
 	s.own = newOwnership(store, cfg.Region, self, cfg.OwnershipTTL, cfg.Lookup, s.clock, log, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), cfg.CloseTimeout)
 		defer cancel()
@@ -408,7 +413,11 @@ func (s *Service) Lookup(ctx context.Context, t topology.TopicName) (Location, e
 		if !ok {
 			return Location{}, fmt.Errorf("%w: active region %s has no cluster record", wire.ErrServiceNotReady, eff.ActiveRegion)
 		}
-		return Location{ServiceURL: c.BrokerServiceURL, ServiceURLTLS: c.BrokerServiceURLTLS, WebURL: c.ServiceURL, Redirect: true}, nil
+		// One broker of the record's hosts, a different one each time: a
+		// client dials the URL of a redirect as it is.
+		i := s.redirects.Add(1)
+		return Location{ServiceURL: global.OneHost(c.BrokerServiceURL, i), ServiceURLTLS: global.OneHost(c.BrokerServiceURLTLS, i),
+			WebURL: global.OneHost(c.ServiceURL, i), Redirect: true}, nil
 	}
 	b, err := bundleOf(t, eff)
 	if err != nil {

@@ -270,7 +270,7 @@ func startBroker(ctx context.Context, r *regionParts, cfg BrokerConfig) (_ *Brok
 
 	scfg := cfg.Service
 	scfg.Region, scfg.BrokerID, scfg.ServiceURL, scfg.WebURL = r.name, n.id, serviceURL, webURL
-	scfg.ServiceURLTLS = serviceURLTLS
+	scfg.ServiceURLTLS, scfg.WebURLTLS = serviceURLTLS, webURLTLS
 	if scfg.Tracing == nil {
 		scfg.Tracing = r.tracing
 	}
@@ -422,12 +422,14 @@ func (n *Broker) WebURLTLS() string {
 	return "https://" + advertised(n.cfg.AdvertisedHost, n.webTLSLn)
 }
 
-// ClusterData is the region's cluster record as this node would write it:
-// its URLs.
+// ClusterData is the region's cluster record as this node would create
+// it: its URLs, and the mark by which the region's leader keeps the record
+// naming every live broker of the region (broker's clusterrecord.go).
 func (n *Broker) ClusterData() global.ClusterData {
 	return global.ClusterData{
 		ServiceURL: n.WebURL(), ServiceURLTLS: n.WebURLTLS(),
 		BrokerServiceURL: n.ServiceURL(), BrokerServiceURLTLS: n.ServiceURLTLS(),
+		MaintainedByRegion: true,
 	}
 }
 

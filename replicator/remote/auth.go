@@ -126,14 +126,13 @@ func serviceHosts(c global.ClusterData) ([]endpoint, error) {
 	if raw == "" {
 		return nil, fmt.Errorf("%w: the cluster record has no %s for the replicator to connect to", ErrInvalidConfig, field)
 	}
-	rest, ok := strings.CutPrefix(raw, scheme+"://")
-	if !ok {
+	got, hosts, ok := global.ServiceHosts(raw)
+	if !ok || got != scheme {
 		return nil, fmt.Errorf("%w: %s %q is not %s://host:port", ErrInvalidConfig, field, raw, scheme)
 	}
-	rest = strings.TrimSuffix(rest, "/")
 	var eps []endpoint
-	for _, h := range strings.Split(rest, ",") {
-		if !strings.Contains(h, ":") || strings.ContainsAny(h, "/?#") {
+	for _, h := range hosts {
+		if !strings.Contains(h, ":") {
 			return nil, fmt.Errorf("%w: %s %q: host %q is not host:port", ErrInvalidConfig, field, raw, h)
 		}
 		eps = append(eps, endpoint{host: h, tls: c.BrokerClientTLSEnabled})

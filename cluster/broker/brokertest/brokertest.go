@@ -189,7 +189,7 @@ func Start(ctx context.Context, s *Storage, cfg Config) (_ *Broker, err error) {
 	if err != nil {
 		return nil, err
 	}
-	cluster := global.ClusterData{ServiceURL: cfg.WebURL, BrokerServiceURL: b.url}
+	cluster := global.ClusterData{ServiceURL: cfg.WebURL, BrokerServiceURL: b.url, MaintainedByRegion: true}
 	if err := gstore.Ensure(ctx, global.Bootstrap{Clusters: map[string]global.ClusterData{Region: cluster}}); err != nil {
 		return nil, err
 	}
