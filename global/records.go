@@ -68,8 +68,9 @@ type ClusterData struct {
 	TLSAllowInsecureConnection bool `json:"tlsAllowInsecureConnection,omitempty"`
 
 	// MaintainedByRegion marks a record the region's first broker created:
-	// while it is set, the region's leader keeps the four URLs naming every
-	// live broker of the region. An update through the admin API drops it
+	// while it is set, the region's leader keeps the broker service URLs
+	// listing every live broker of the region, and the service URLs naming
+	// one of them. An update through the admin API drops it
 	// (pulsar-admin sends no such field), and the record is the operator's
 	// from then on, never rewritten; one that sets it hands the record back.
 	MaintainedByRegion bool `json:"maintainedByRegion,omitempty"`

@@ -15,8 +15,9 @@ import (
 // its brokerServiceUrl lists, and an active-region redirect names one of
 // them. The region's first broker creates it with its own URLs and
 // MaintainedByRegion set. While the mark is there, the leader keeps the
-// URLs naming every live broker that is not draining, each URL a list of
-// hosts, as an operator of a region of several brokers writes it: a record
+// Pulsar protocol's URLs naming every live broker that is not draining, a
+// list of hosts, as an operator of a region of several brokers writes
+// them, and the web service's URLs naming one of those brokers: a record
 // that named only the first broker would stop replication into the region
 // while that broker is down. A record without the mark is the operator's
 // (a load balancer's URL, say) and is left as it is.
@@ -65,24 +66,26 @@ func (s *Service) maintainClusterRecord(ctx context.Context) error {
 	return nil
 }
 
-// brokerURLs is a record's four URLs naming brokers, all but the draining
-// ones, in their order; ok is false when none is left.
+// brokerURLs is the four URLs of a record for brokers, all but the draining
+// ones, in their order: the Pulsar protocol's URLs list every one of them,
+// the web service's name the first (an http URL names one host, in Pulsar
+// as in Go's url package). ok is false when none is left.
 func brokerURLs(brokers []LiveBroker) (d global.ClusterData, ok bool) {
-	var web, webTLS, service, serviceTLS []string
+	var service, serviceTLS []string
 	for _, b := range brokers {
 		if b.Draining {
 			continue
 		}
-		web, webTLS = appendHosts(web, b.WebURL), appendHosts(webTLS, b.WebURLTLS)
+		if len(service) == 0 {
+			d.ServiceURL, d.ServiceURLTLS = b.WebURL, b.WebURLTLS
+		}
 		service, serviceTLS = appendHosts(service, b.ServiceURL), appendHosts(serviceTLS, b.ServiceURLTLS)
 	}
 	if len(service) == 0 {
 		return global.ClusterData{}, false
 	}
-	return global.ClusterData{
-		ServiceURL: joinHosts("http", web), ServiceURLTLS: joinHosts("https", webTLS),
-		BrokerServiceURL: joinHosts("pulsar", service), BrokerServiceURLTLS: joinHosts("pulsar+ssl", serviceTLS),
-	}, true
+	d.BrokerServiceURL, d.BrokerServiceURLTLS = joinHosts("pulsar", service), joinHosts("pulsar+ssl", serviceTLS)
+	return d, true
 }
 
 func appendHosts(hosts []string, url string) []string {
