@@ -58,7 +58,7 @@ func randomPayload(size int) []byte {
 	return p
 }
 
-func reportLatencies(b *testing.B, lat []time.Duration) {
+func reportLatencies(b *testing.B, prefix string, lat []time.Duration) {
 	if len(lat) == 0 {
 		return
 	}
@@ -66,9 +66,9 @@ func reportLatencies(b *testing.B, lat []time.Duration) {
 	pct := func(p float64) float64 {
 		return float64(lat[min(len(lat)-1, int(float64(len(lat))*p))].Microseconds())
 	}
-	b.ReportMetric(pct(0.50), "p50-µs")
-	b.ReportMetric(pct(0.99), "p99-µs")
-	b.ReportMetric(pct(0.999), "p999-µs")
+	b.ReportMetric(pct(0.50), prefix+"p50-µs")
+	b.ReportMetric(pct(0.99), prefix+"p99-µs")
+	b.ReportMetric(pct(0.999), prefix+"p999-µs")
 }
 
 // BenchmarkAdd measures adds through a real bookie over loopback: one
@@ -143,7 +143,7 @@ func benchAddConfig(b *testing.B, cfg Config, size, inflight int) {
 	}
 	elapsed := b.Elapsed()
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "adds/s")
-	reportLatencies(b, slices.Concat(lat...))
+	reportLatencies(b, "", slices.Concat(lat...))
 	if syncs := histCount(bk.m.journalBatch) - syncsBefore; syncs > 0 {
 		b.ReportMetric(float64(b.N)/float64(syncs), "adds/sync")
 	}
@@ -235,16 +235,19 @@ func BenchmarkAddVsCeiling(b *testing.B) {
 // BenchmarkAddPaced offers adds of a fixed size at a fixed rate (open loop, as
 // producers do) instead of as fast as the bookie acknowledges them, and
 // reports the latency at that rate, measured from when each add was due, so
-// that a stall delays the adds behind it in the figures too. Next to each
-// rate's bookie figure, disk is the floor: the same offered load on a bare
-// file with the ideal group commit (each round writes everything due so far
-// in one write and fdatasyncs it), measured the same way; the two run back
-// to back so that a shared disk's mood changes little between them. The
-// rates, in MB/s, come from MERIDIAN_BENCH_RATES (comma-separated), default
-// 10,20,30: set them around half of BenchmarkAdd's best 64 KiB figure on the
-// disk measured. The size, in KiB, comes from MERIDIAN_BENCH_SIZE, default
-// 64: 20 is what a producer batching 1 KiB messages every millisecond at
-// 20,000 msg/s sends.
+// that a stall delays the adds behind it in the figures too. Beside each
+// rate's bookie figures (bookie-p50-µs...) are the floor's (disk-p50-µs...):
+// the same offered load on a bare file with the ideal group commit (each
+// round writes everything due so far in one write and fdatasyncs it),
+// measured the same way. The two take turns, pacedRound writes at a time,
+// and each one's percentiles are over all its turns: a shared disk's
+// stalls, which set the tail, then fall on both alike (run back to back,
+// one or the other took the tail of the disk's worse minute). The rates,
+// in MB/s, come from MERIDIAN_BENCH_RATES (comma-separated), default
+// 10,20,30: set them around half of BenchmarkAdd's best 64 KiB figure on
+// the disk measured. The size, in KiB, comes from MERIDIAN_BENCH_SIZE,
+// default 64: 20 is what a producer batching 1 KiB messages every
+// millisecond at 20,000 msg/s sends. b.N is the writes of each side.
 func BenchmarkAddPaced(b *testing.B) {
 	size := 64
 	if env := os.Getenv("MERIDIAN_BENCH_SIZE"); env != "" {
@@ -266,42 +269,74 @@ func BenchmarkAddPaced(b *testing.B) {
 		}
 	}
 	for _, rate := range rates {
-		b.Run(fmt.Sprintf("size=%dKiB/rate=%gMBps/disk", size, rate), func(b *testing.B) {
-			benchDiskPaced(b, size<<10, rate)
-		})
-		b.Run(fmt.Sprintf("size=%dKiB/rate=%gMBps/bookie", size, rate), func(b *testing.B) {
-			benchAddPaced(b, size<<10, rate)
+		b.Run(fmt.Sprintf("size=%dKiB/rate=%gMBps", size, rate), func(b *testing.B) {
+			benchPaced(b, size<<10, rate)
 		})
 	}
 }
 
-func benchAddPaced(b *testing.B, size int, rateMBps float64) {
+// pacedRound is how many writes one side of BenchmarkAddPaced makes in a
+// turn: a second or two at the rates it is run at.
+const pacedRound = 1000
+
+func benchPaced(b *testing.B, size int, rateMBps float64) {
+	interval := time.Duration(float64(time.Second) * float64(size) / (rateMBps * 1e6))
+	payload := randomPayload(size)
+	disk := newPacedDisk(b, payload)
+	bookie := newPacedBookie(b, payload)
+	var diskLat, bookieLat []time.Duration
+	b.ResetTimer()
+	for done := 0; done < b.N; done += pacedRound {
+		n := min(pacedRound, b.N-done)
+		diskLat = append(diskLat, disk.run(b, n, interval)...)
+		bookieLat = append(bookieLat, bookie.run(b, n, interval)...)
+	}
+	b.StopTimer()
+	reportLatencies(b, "disk-", diskLat)
+	reportLatencies(b, "bookie-", bookieLat)
+	// The journal's own write+fdatasync time, to tell the disk's share of
+	// the bookie's latency from the rest (queueing behind a sync, the
+	// network, the scheduler): an upper bound, from the histogram's buckets.
+	b.ReportMetric(histQuantile(bookie.bk.m.journalSync, 0.99)*1e6, "sync-p99-µs")
+}
+
+// pacedBookie is BenchmarkAddPaced's bookie side: adds to one ledger of a
+// bookie on the disk measured, over loopback TCP.
+type pacedBookie struct {
+	bk      *testBookie
+	c       *bkproto.Conn
+	payload []byte
+	next    int64 // the next entry id
+}
+
+func newPacedBookie(b *testing.B, payload []byte) *pacedBookie {
 	cfg := testConfig(b, benchDir(b), nil)
 	cfg.JournalFileSize = 256 << 20
 	bk := startBookie(b, cfg)
-	c := dial(b, bk.Addr())
-	ctx := context.Background()
-	payload := randomPayload(size)
-	interval := time.Duration(float64(time.Second) * float64(size) / (rateMBps * 1e6))
+	return &pacedBookie{bk: bk, c: dial(b, bk.Addr()), payload: payload}
+}
+
+// run offers n adds, one every interval from now, and returns their
+// latencies from when each was due.
+func (p *pacedBookie) run(b *testing.B, n int, interval time.Duration) []time.Duration {
 	var (
 		mu     sync.Mutex
-		lat    = make([]time.Duration, 0, b.N)
+		lat    = make([]time.Duration, 0, n)
 		wg     sync.WaitGroup
 		failed atomic.Value
 	)
-	b.SetBytes(int64(size))
-	b.ResetTimer()
 	start := time.Now()
-	for i := range b.N {
+	for i := range n {
 		due := start.Add(time.Duration(i) * interval)
 		if d := time.Until(due); d > 0 {
 			time.Sleep(d) // pacing the offered load, not waiting for a condition
 		}
+		e := p.next
+		p.next++
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			e := int64(i)
-			if err := c.AddEntry(ctx, bkproto.AddRequest{LedgerID: 1, EntryID: e, LastAddConfirmed: e - 1, Payload: payload}); err != nil {
+			if err := p.c.AddEntry(context.Background(), bkproto.AddRequest{LedgerID: 1, EntryID: e, LastAddConfirmed: e - 1, Payload: p.payload}); err != nil {
 				failed.Store(err)
 				return
 			}
@@ -312,16 +347,10 @@ func benchAddPaced(b *testing.B, size int, rateMBps float64) {
 		}()
 	}
 	wg.Wait()
-	b.StopTimer()
 	if err := failed.Load(); err != nil {
 		b.Fatal(err)
 	}
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "adds/s")
-	reportLatencies(b, lat)
-	// The journal's own write+fdatasync time, to tell the disk's share of
-	// the latency from the rest (queueing behind a sync, the network, the
-	// scheduler): an upper bound, from the histogram's buckets.
-	b.ReportMetric(histQuantile(bk.m.journalSync, 0.99)*1e6, "sync-p99-µs")
+	return lat
 }
 
 // histQuantile is the upper bound of the bucket holding quantile q.
@@ -340,45 +369,53 @@ func histQuantile(h interface{ Write(*dtoMetric) error }, q float64) float64 {
 	return math.Inf(1)
 }
 
-// benchDiskPaced is BenchmarkAddPaced's floor; see there.
-func benchDiskPaced(b *testing.B, size int, rate float64) {
+// pacedDisk is BenchmarkAddPaced's floor: a bare file on the disk
+// measured, written with the ideal group commit.
+type pacedDisk struct {
+	f       File
+	payload []byte
+	buf     []byte
+}
+
+func newPacedDisk(b *testing.B, payload []byte) *pacedDisk {
 	f, err := OSFS{}.OpenFile(filepath.Join(benchDir(b), "paced.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer f.Close()
-	one := randomPayload(size)
-	var buf []byte
-	interval := time.Duration(float64(time.Second) * float64(size) / (rate * 1e6))
-	lat := make([]time.Duration, 0, b.N)
-	b.SetBytes(int64(size))
-	b.ResetTimer()
+	b.Cleanup(func() { f.Close() })
+	return &pacedDisk{f: f, payload: payload}
+}
+
+// run writes n payloads, one due every interval from now, each round
+// writing everything due so far in one write and one fdatasync, and
+// returns their latencies from when each was due.
+func (p *pacedDisk) run(b *testing.B, n int, interval time.Duration) []time.Duration {
+	lat := make([]time.Duration, 0, n)
 	start := time.Now()
-	for next := 0; next < b.N; {
+	for next := 0; next < n; {
 		due := start.Add(time.Duration(next) * interval)
 		if d := time.Until(due); d > 0 {
 			time.Sleep(d) // pacing the offered load
 		}
 		// Everything due by now goes in this round.
-		n := min(b.N-next, max(1, int(time.Since(start)/interval)+1-next))
-		buf = buf[:0]
-		for range n {
-			buf = append(buf, one...)
+		k := min(n-next, max(1, int(time.Since(start)/interval)+1-next))
+		p.buf = p.buf[:0]
+		for range k {
+			p.buf = append(p.buf, p.payload...)
 		}
-		if _, err := f.Write(buf); err != nil {
+		if _, err := p.f.Write(p.buf); err != nil {
 			b.Fatal(err)
 		}
-		if err := f.Sync(); err != nil {
+		if err := p.f.Sync(); err != nil {
 			b.Fatal(err)
 		}
 		now := time.Now()
-		for i := next; i < next+n; i++ {
+		for i := next; i < next+k; i++ {
 			lat = append(lat, now.Sub(start.Add(time.Duration(i)*interval)))
 		}
-		next += n
+		next += k
 	}
-	b.StopTimer()
-	reportLatencies(b, lat)
+	return lat
 }
 
 func histCount(h interface{ Write(*dtoMetric) error }) uint64 {
@@ -416,7 +453,7 @@ func BenchmarkDiskCeiling(b *testing.B) {
 			}
 			b.StopTimer()
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "syncs/s")
-			reportLatencies(b, lat)
+			reportLatencies(b, "", lat)
 		})
 	}
 }
