@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -36,6 +37,12 @@ const SeedEnv = "MERIDIAN_E2E_SEED"
 // test's is kept: MERIDIAN_E2E_KEEP=1, to read what the processes did in
 // a run that passed but looked slow.
 const KeepEnv = "MERIDIAN_E2E_KEEP"
+
+// LogLevelEnv names the environment variable that sets the processes' log
+// level when the test does not (BedConfig.LogLevel): MERIDIAN_E2E_LOG_LEVEL=info,
+// with MERIDIAN_E2E_KEEP=1, keeps the ownership moves and the replication
+// tasks' claims in a passing run's logs.
+const LogLevelEnv = "MERIDIAN_E2E_LOG_LEVEL"
 
 // How remote users reach a broker. A broker listens on 127.0.0.1:P and
 // advertises the host advertisedHost with the same port P. Its Link
@@ -94,7 +101,8 @@ type BedConfig struct {
 	// Seed drives the run's random choices (Bed.Rand, link jitter). Zero
 	// takes $MERIDIAN_E2E_SEED, or the clock when that is unset.
 	Seed uint64
-	// LogLevel is every process's --log-level. Default "warn".
+	// LogLevel is every process's --log-level. Default $MERIDIAN_E2E_LOG_LEVEL,
+	// or "warn" when that is unset.
 	LogLevel string
 	// EtcdArgs are further flags for every etcd member, the global one
 	// included (e.g. "--auto-compaction-retention", "1m").
@@ -303,7 +311,7 @@ func StartBed(tb testing.TB, cfg BedConfig) *Bed {
 		tb.Fatal(err)
 	}
 	if cfg.LogLevel == "" {
-		cfg.LogLevel = "warn"
+		cfg.LogLevel = cmp.Or(os.Getenv(LogLevelEnv), "warn")
 	}
 	if cfg.StartTimeout == 0 {
 		cfg.StartTimeout = 3 * time.Minute

@@ -112,7 +112,7 @@ func (c *conn) run() {
 		c.lingerClose()
 	}
 	switch {
-	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), c.ctx.Err() != nil:
+	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), c.ctx.Err() != nil, c.stopping.Load():
 		c.log.Debug("connection closed", "err", err)
 	default:
 		c.log.Info("closing connection", "err", err)

@@ -13,9 +13,10 @@ import (
 // store's election at RegionKey(region, "leader") under the broker's
 // ownership session lease, with its Owner as the candidate's value: the
 // leader is the candidate with the oldest key (meta's campaign). It runs
-// the shedder and keeps the region's cluster record. Leadership ends with the lease (the broker died or was cut
-// off from etcd for a TTL), a lost watch on the key, or Close, which
-// resigns; a broker that lost it campaigns again, under its next lease.
+// the shedder and keeps the region's cluster record. Leadership ends with
+// the lease (the broker died or was cut off from etcd for a TTL), a lost
+// watch on the key, or Close, which resigns; a broker that lost it
+// campaigns again, under its next lease.
 //
 // Two leaders at once are possible only for the moment a cut-off leader
 // takes to notice its keep-alive has stopped (meta.Leadership.Done); the
@@ -29,8 +30,8 @@ const leaderRetry = 500 * time.Millisecond
 
 func (s *Service) leaderKey() string { return meta.RegionKey(s.cfg.Region, "leader") }
 
-// leaderLoop campaigns for leadership until the Service closes, and runs
-// the shedder while it leads.
+// leaderLoop campaigns for leadership until the Service closes, and leads
+// while it holds it (lead).
 func (s *Service) leaderLoop() {
 	defer s.wg.Done()
 	value, err := meta.EncodeJSON(1, s.own.self)
