@@ -60,3 +60,38 @@ func TestClusterRecordNamesLiveBrokers(t *testing.T) {
 		t.Fatalf("the operator's record became %+v (%v), want it as written", d, err)
 	}
 }
+
+// TestActiveRegionRedirectNamesOneHost: a lookup in a namespace whose
+// active region is another redirects to one broker of that region's
+// record, the next one at each lookup: a client dials a redirect's URL as
+// it is, so a list of hosts there would be unreachable.
+func TestActiveRegionRedirectNamesOneHost(t *testing.T) {
+	r := startBroker(t, nil)
+	gs := r.Service().Global()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := gs.CreateCluster(ctx, "east", global.ClusterData{
+		ServiceURL: "http://e1:8080", BrokerServiceURL: "pulsar://e1:6650,e2:6650"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := gs.UpdateTenant(ctx, "public", func(ti *global.TenantInfo) error {
+		ti.AllowedClusters = append(ti.AllowedClusters, "east")
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ns := createNamespace(t, r, "activeeast", global.Policies{
+		ReplicationClusters: []string{brokertest.Region, "east"}, ActiveRegion: "east"})
+	topic := "persistent://" + ns + "/t"
+	var got []string
+	for range 3 {
+		loc := lookup(t, r, topic)
+		if !loc.Redirect || loc.WebURL != "http://e1:8080" {
+			t.Fatalf("lookup answered %+v, want a redirect to east", loc)
+		}
+		got = append(got, loc.ServiceURL)
+	}
+	if got[0] == got[1] || got[0] != got[2] || !slices.Contains([]string{"pulsar://e1:6650", "pulsar://e2:6650"}, got[0]) {
+		t.Fatalf("redirects named %q, want e1 and e2 in turn", got)
+	}
+}
