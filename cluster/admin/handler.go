@@ -145,6 +145,12 @@ func (h *handler) authorize(r *http.Request, op operation, tenant string, topic 
 	case opSuperUser:
 		err = fmt.Errorf("role %q is not a superuser", role)
 	default:
+		if _, found := h.svc.Policies().Tenant(tenant); tenant != "" && !found {
+			// Pulsar reads the tenant before it weighs the role's rights on
+			// it (validateAdminAccessForTenant): a tenant that does not
+			// exist is a 404, whoever asks.
+			return pulsarReason{ErrNotFound, "Tenant does not exist"}
+		}
 		err = a.CanAdminTenant(ctx, role, tenant)
 		if err == nil || op == opTenantAdmin {
 			break

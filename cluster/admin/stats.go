@@ -29,6 +29,10 @@ type (
 		Subscriptions       map[string]subscriptionStats `json:"subscriptions"`
 		Replication         map[string]replicatorStats   `json:"replication"`
 		DeduplicationStatus string                       `json:"deduplicationStatus"`
+		// Unix milliseconds, 0 for unknown (a topic created before its
+		// creation time was kept) or never (no message since it loaded).
+		TopicCreationTimeStamp int64 `json:"topicCreationTimeStamp"`
+		LastPublishTimestamp   int64 `json:"lastPublishTimestamp"`
 	}
 	publisherStats struct {
 		AccessMode      string            `json:"accessMode"`
@@ -76,6 +80,10 @@ type (
 		ConnectedSince   string            `json:"connectedSince"`
 		ClientVersion    string            `json:"clientVersion"`
 		Metadata         map[string]string `json:"metadata"`
+		// Unix milliseconds, 0 for never.
+		LastAckedTimestamp        int64 `json:"lastAckedTimestamp"`
+		LastConsumedTimestamp     int64 `json:"lastConsumedTimestamp"`
+		LastConsumedFlowTimestamp int64 `json:"lastConsumedFlowTimestamp"`
 	}
 	// replicatorStats is pulsaradmin's ReplicatorStats, plus LastError
 	// (ours): the last failure of the replication task, empty when none.
@@ -168,12 +176,14 @@ func (h *handler) renderStats(name string, st broker.TopicStats, dedup bool) top
 	out := topicStats{
 		MsgInCounter: st.MsgInCounter, BytesInCounter: st.BytesInCounter,
 		MsgOutCounter: st.MsgOutCounter, BytesOutCounter: st.BytesOutCounter,
-		AverageMsgSize:      average(st.BytesInCounter, st.MsgInCounter),
-		StorageSize:         st.StorageSize,
-		Publishers:          []publisherStats{},
-		Subscriptions:       map[string]subscriptionStats{},
-		Replication:         map[string]replicatorStats{},
-		DeduplicationStatus: map[bool]string{true: "Enabled", false: "Disabled"}[dedup],
+		AverageMsgSize:         average(st.BytesInCounter, st.MsgInCounter),
+		StorageSize:            st.StorageSize,
+		Publishers:             []publisherStats{},
+		Subscriptions:          map[string]subscriptionStats{},
+		Replication:            map[string]replicatorStats{},
+		DeduplicationStatus:    map[bool]string{true: "Enabled", false: "Disabled"}[dedup],
+		TopicCreationTimeStamp: unixMillis(st.Created),
+		LastPublishTimestamp:   unixMillis(st.LastPublish),
 	}
 	out.MsgRateIn, out.MsgThroughputIn = h.rates.rate(name+"\x00in", now, st.MsgInCounter, st.BytesInCounter)
 	out.MsgRateOut, out.MsgThroughputOut = h.rates.rate(name+"\x00out", now, st.MsgOutCounter, st.BytesOutCounter)
@@ -196,7 +206,8 @@ func (h *handler) renderStats(name string, st broker.TopicStats, dedup bool) top
 			cs := consumerStats{ConsumerName: c.ConsumerName, AvailablePermits: c.AvailablePermits,
 				UnackedMessages: c.UnackedMessages, MsgOutCounter: c.MsgOutCounter, BytesOutCounter: c.BytesOutCounter,
 				Address: c.Address, ConnectedSince: since(c.ConnectedSince), ClientVersion: c.ClientVersion,
-				Metadata: c.Metadata}
+				Metadata: c.Metadata, LastAckedTimestamp: unixMillis(c.LastAcked),
+				LastConsumedTimestamp: unixMillis(c.LastConsumed), LastConsumedFlowTimestamp: unixMillis(c.LastFlow)}
 			ss.Consumers = append(ss.Consumers, cs)
 		}
 		out.Subscriptions[sub] = ss
@@ -232,8 +243,13 @@ func (f statsFilter) apply(s *topicStats) {
 // add folds a partition's statistics into the partitioned topic's, as
 // Pulsar's PartitionedTopicStats aggregates them: counters, rates and
 // sizes add up, publishers are listed together, and subscriptions of the
-// same name merge.
+// same name merge. The topic was created when its first partition was,
+// and last published to when its latest partition was.
 func (s *topicStats) add(p topicStats) {
+	if c := p.TopicCreationTimeStamp; c != 0 && (s.TopicCreationTimeStamp == 0 || c < s.TopicCreationTimeStamp) {
+		s.TopicCreationTimeStamp = c
+	}
+	s.LastPublishTimestamp = max(s.LastPublishTimestamp, p.LastPublishTimestamp)
 	s.MsgRateIn += p.MsgRateIn
 	s.MsgThroughputIn += p.MsgThroughputIn
 	s.MsgRateOut += p.MsgRateOut
@@ -324,4 +340,13 @@ func renderInternalStats(st broker.InternalStats) internalStats {
 			MessagesConsumedCounter: c.MsgOutCounter, State: "Open", Properties: map[string]int64{}}
 	}
 	return out
+}
+
+// unixMillis is t in unix milliseconds, 0 for the zero time (never), as
+// Pulsar's timestamps in statistics are.
+func unixMillis(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
 }

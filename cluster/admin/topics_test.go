@@ -114,6 +114,12 @@ func TestTopicLifecycle(t *testing.T) {
 		st.Subscriptions["from-end"].MsgBacklog != 5 || st.Replication == nil || st.AverageMsgSize <= 0 {
 		t.Fatalf("stats %+v", st)
 	}
+	// The topic was created before its messages were published, and both
+	// are in the past.
+	if now := time.Now().UnixMilli(); st.TopicCreationTimeStamp <= 0 || st.LastPublishTimestamp < st.TopicCreationTimeStamp ||
+		st.LastPublishTimestamp > now {
+		t.Fatalf("created at %d, last published at %d (now %d)", st.TopicCreationTimeStamp, st.LastPublishTimestamp, now)
+	}
 	msgs, err := adm.Subscriptions().PeekMessages(plain, "from-start", 2)
 	if err != nil || len(msgs) != 2 || string(msgs[0].Payload) != "m-0" || string(msgs[1].Payload) != "m-1" ||
 		msgs[1].Properties["i"] != "1" {
@@ -178,6 +184,9 @@ func TestTopicLifecycle(t *testing.T) {
 	}
 	if ps.Metadata.Partitions != 4 || ps.Subscriptions["all"].MsgBacklog != 8 || len(ps.Partitions) == 0 {
 		t.Fatalf("partitioned stats %+v", ps)
+	}
+	if ps.TopicCreationTimeStamp <= 0 || ps.LastPublishTimestamp < ps.TopicCreationTimeStamp {
+		t.Fatalf("partitioned topic created at %d, last published at %d", ps.TopicCreationTimeStamp, ps.LastPublishTimestamp)
 	}
 	var in int64
 	for _, p := range ps.Partitions {

@@ -34,6 +34,10 @@ type consumer struct {
 	// joinedAfter is, for a Key_Shared consumer that joined a running
 	// subscription, the read position at its joining (see subscription).
 	joinedAfter *mledger.Position
+	// When it last acked, was sent a message, and sent FLOW, in unix
+	// milliseconds (0: never): Pulsar's lastAckedTimestamp,
+	// lastConsumedTimestamp and lastConsumedFlowTimestamp.
+	lastAck, lastConsumed, lastFlow atomic.Int64
 }
 
 // disconnect is the broker closing the consumer (topic unloaded, or a

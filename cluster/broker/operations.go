@@ -43,8 +43,12 @@ type TopicStats struct {
 	Entries         int64
 	LastConfirmed   mledger.Position
 	Terminated      bool
-	Publishers      []PublisherStats
-	Subscriptions   map[string]SubscriptionStats
+	// Created is when the topic was created (zero when its record
+	// predates the time being kept), LastPublish when a message was last
+	// stored since it loaded (zero: none).
+	Created, LastPublish time.Time
+	Publishers           []PublisherStats
+	Subscriptions        map[string]SubscriptionStats
 }
 
 // PublisherStats is one connected producer.
@@ -86,13 +90,17 @@ type ConsumerStats struct {
 	UnackedMessages  int64
 	MsgOutCounter    int64
 	BytesOutCounter  int64
+	// LastAcked, LastConsumed and LastFlow are when the consumer last
+	// acked, was sent a message and sent FLOW; zero: never.
+	LastAcked, LastConsumed, LastFlow time.Time
 }
 
 // Stats returns the topic's statistics.
 func (t *Topic) Stats() TopicStats {
 	ms := t.ml.Stats()
 	st := TopicStats{StorageSize: ms.StorageSize, Entries: ms.Entries, LastConfirmed: ms.LastConfirmed,
-		Terminated: ms.Terminated, Subscriptions: map[string]SubscriptionStats{}}
+		Terminated: ms.Terminated, Created: ms.Created, LastPublish: unixMilli(t.lastPublish.Load()),
+		Subscriptions: map[string]SubscriptionStats{}}
 	t.mu.Lock()
 	for p := range t.mu.producers {
 		ps := PublisherStats{ProducerID: p.id, ProducerName: p.name, AccessMode: p.mode.String(),
@@ -128,9 +136,18 @@ func (s *subscription) stats() SubscriptionStats {
 		ss.Consumers = append(ss.Consumers, ConsumerStats{ConsumerName: c.name, Address: c.c.nc.RemoteAddr().String(),
 			ConnectedSince: c.since, ClientVersion: c.c.clientVersion, Metadata: maps.Clone(c.metadata),
 			AvailablePermits: c.permits, UnackedMessages: int64(c.unacked),
-			MsgOutCounter: c.out.msgs.Load(), BytesOutCounter: c.out.bytes.Load()})
+			MsgOutCounter: c.out.msgs.Load(), BytesOutCounter: c.out.bytes.Load(),
+			LastAcked: unixMilli(c.lastAck.Load()), LastConsumed: unixMilli(c.lastConsumed.Load()), LastFlow: unixMilli(c.lastFlow.Load())})
 	}
 	return ss
+}
+
+// unixMilli is the time of ms unix milliseconds; 0 is the zero time.
+func unixMilli(ms int64) time.Time {
+	if ms == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms)
 }
 
 // InternalStats are the managed ledger's statistics and the cursors'

@@ -224,6 +224,7 @@ func (p *producer) answer() {
 		if r.fut != nil {
 			p.in.add(r.messages, r.bytes)
 			p.topic.in.add(r.messages, r.bytes)
+			p.topic.lastPublish.Store(p.topic.svc.clock.Now().UnixMilli())
 		}
 		id := pb.MessageIdData_builder{LedgerId: ptr(uint64(pos.Ledger)), EntryId: ptr(uint64(pos.Entry))}
 		if r.fut == nil { // duplicate: Pulsar answers (-1, -1)

@@ -268,6 +268,7 @@ func (s *subscription) consumerCount() int {
 
 // flow adds permits (FLOW), counted in messages.
 func (s *subscription) flow(c *consumer, n uint32) {
+	c.lastFlow.Store(s.clock.Now().UnixMilli())
 	s.mu.Lock()
 	c.permits = min(c.permits+int64(n), maxPermits)
 	if !c.flowed && s.kind == pb.CommandSubscribe_Failover {
@@ -287,6 +288,7 @@ const maxPermits = 1 << 30
 // ack applies an ACK. Acks of positions the topic does not hold are
 // reported; the rest still apply.
 func (s *subscription) ack(c *consumer, cumulative bool, ids []*pb.MessageIdData) error {
+	c.lastAck.Store(s.clock.Now().UnixMilli())
 	var firstErr error
 	for _, id := range ids {
 		p := mledger.Position{Ledger: int64(id.GetLedgerId()), Entry: int64(id.GetEntryId())}
@@ -637,6 +639,7 @@ func (s *subscription) send(out []delivery) (sent int) {
 			continue
 		}
 		sent++
+		d.c.lastConsumed.Store(s.clock.Now().UnixMilli())
 		s.traceDeliver(d)
 		d.c.out.add(d.e.size, len(d.e.msg))
 		s.out.add(d.e.size, len(d.e.msg))

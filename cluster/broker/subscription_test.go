@@ -825,3 +825,38 @@ func TestSubscribeAgainRedelivers(t *testing.T) {
 	rc.send(flow)
 	received(1)
 }
+
+// TestConsumerTimestamps: a consumer's statistics say when it last sent
+// FLOW, was sent a message and acked (Pulsar's lastConsumedFlowTimestamp,
+// lastConsumedTimestamp and lastAckedTimestamp), zero until it has.
+func TestConsumerTimestamps(t *testing.T) {
+	r := startBroker(t, nil)
+	c := newClient(t, r.ServiceURL())
+	topic := topicFor(t)
+	cons := subscribe(t, c, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", AckWithResponse: true})
+	stats := func() broker.ConsumerStats {
+		tp, err := r.Service().Topic(context.Background(), mustTopic(t, topic), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cs := tp.Stats().Subscriptions["s"].Consumers; len(cs) == 1 {
+			return cs[0]
+		}
+		return broker.ConsumerStats{}
+	}
+	poll(t, 10*time.Second, "the consumer's first FLOW", func() bool { return !stats().LastFlow.IsZero() })
+	if s := stats(); !s.LastConsumed.IsZero() || !s.LastAcked.IsZero() {
+		t.Fatalf("before any message: consumed at %v, acked at %v", s.LastConsumed, s.LastAcked)
+	}
+	produce(t, createProducer(t, c, pulsar.ProducerOptions{Topic: topic}), "m", 1)
+	m := receive(t, cons)
+	if s := stats(); s.LastConsumed.IsZero() || !s.LastAcked.IsZero() {
+		t.Fatalf("after a delivery: consumed at %v, acked at %v", s.LastConsumed, s.LastAcked)
+	}
+	if err := cons.Ack(m); err != nil {
+		t.Fatal(err)
+	}
+	if s := stats(); s.LastAcked.Before(s.LastConsumed) {
+		t.Fatalf("after the ack: consumed at %v, acked at %v", s.LastConsumed, s.LastAcked)
+	}
+}

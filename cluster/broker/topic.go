@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/meridian-mq/meridian/cluster/mledger"
@@ -38,6 +39,9 @@ type Topic struct {
 	eff  global.Effective // policies as of load
 	dd   *dedup
 	in   counters // stored messages and bytes
+	// lastPublish is when a SEND was last stored, in unix milliseconds (0:
+	// none since the topic loaded): Pulsar's lastPublishTimestamp.
+	lastPublish atomic.Int64
 	// repl are the remote regions whose meridian.repl.<remote> cursors
 	// this topic was last synced to, sorted (see syncReplicationCursors).
 	// Set by the load, then only by the Service's replicationLoop.

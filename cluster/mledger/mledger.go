@@ -108,6 +108,9 @@ type ManagedLedger struct {
 	curEntries     int64
 	curSize        int64
 	curCreated     time.Time
+	// created is when the record was created (listValue.Created; zero when
+	// it was not kept). Set at open, never changed.
+	created time.Time
 
 	mu   sync.Mutex
 	v    view
@@ -226,12 +229,12 @@ func open(ctx context.Context, f *Factory, topic string) (*ManagedLedger, error)
 	kv, err := f.store.Get(mctx, ml.key)
 	switch {
 	case errors.Is(err, meta.ErrNotFound):
-		b, _ := encodeList(listValue{Ledgers: []ledgerInfo{}})
+		ml.list = listValue{Ledgers: []ledgerInfo{}, Created: f.clock.Now().UnixMilli()}
+		b, _ := encodeList(ml.list)
 		ml.listRev, err = f.store.Create(mctx, ml.key, b, meta.NoLease)
 		if errors.Is(err, meta.ErrExists) {
 			err = fmt.Errorf("%w: %s was created concurrently", ErrFenced, topic)
 		}
-		ml.list.Ledgers = []ledgerInfo{}
 	case err == nil:
 		if ml.list, err = decodeList(kv.Value); err != nil {
 			break
@@ -265,6 +268,9 @@ func open(ctx context.Context, f *Factory, topic string) (*ManagedLedger, error)
 	}
 	if err := ml.loadDormant(ctx); err != nil {
 		return nil, fmt.Errorf("open %s: %w", topic, err)
+	}
+	if ml.list.Created != 0 {
+		ml.created = time.UnixMilli(ml.list.Created)
 	}
 	ml.v = view{ledgers: slices.Clone(ml.list.Ledgers), terminated: ml.list.Terminated, lac: Position{0, -1}}
 	if err := ml.recoverIndex(ctx); err != nil {
@@ -927,7 +933,8 @@ func (ml *ManagedLedger) trim() <-chan struct{} {
 		return nil
 	}
 	gone := slices.Clone(ml.list.Ledgers[:drop])
-	next := listValue{Ledgers: slices.Clone(ml.list.Ledgers[drop:]), Terminated: ml.list.Terminated}
+	next := ml.list
+	next.Ledgers = slices.Clone(ml.list.Ledgers[drop:])
 	if err := ml.casList(ml.runCtx, next); err != nil {
 		return nil
 	}

@@ -155,7 +155,8 @@ func (ml *ManagedLedger) discardLedger(ctx context.Context, w *ledger.Writer) {
 // listWithClosedLast is the list with closedLast's final counts recorded.
 // Called with listMu and the write lock held.
 func (ml *ManagedLedger) listWithClosedLast() listValue {
-	next := listValue{Ledgers: slices.Clone(ml.list.Ledgers), Terminated: ml.list.Terminated}
+	next := ml.list
+	next.Ledgers = slices.Clone(ml.list.Ledgers)
 	if c := ml.closedLast; c != nil {
 		// The closed ledger is the list's last: trim never drops that one.
 		if n := len(next.Ledgers); n > 0 && next.Ledgers[n-1].ID == c.ID {

@@ -1,5 +1,7 @@
 package mledger
 
+import "time"
+
 // Stats is a snapshot of a managed ledger, for topic stats and metrics
 // (Pulsar's storageSize, entries, ledger count, cache figures).
 type Stats struct {
@@ -16,6 +18,9 @@ type Stats struct {
 	ForeignCursors int
 	// Err is why the instance stopped, or nil.
 	Err error
+	// Created is when the topic's managed ledger was first created; zero
+	// for one whose record predates the time being kept.
+	Created time.Time
 }
 
 // Stats returns a snapshot of the managed ledger's state.
@@ -24,6 +29,7 @@ func (ml *ManagedLedger) Stats() Stats {
 	defer ml.mu.Unlock()
 	v := ml.v
 	return Stats{
+		Created:        ml.created,
 		Ledgers:        len(v.ledgers),
 		Entries:        v.count(v.origin(), v.last()),
 		StorageSize:    v.totalSize() + ml.curSizeSeen,

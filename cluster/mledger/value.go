@@ -17,6 +17,10 @@ const (
 type listValue struct {
 	Ledgers    []ledgerInfo `json:"ledgers"`
 	Terminated bool         `json:"terminated"`
+	// Created is when the record was created, in unix milliseconds (0 in
+	// records written before it was kept): the topic's creation time, as
+	// Pulsar takes it from its managed ledger's node.
+	Created int64 `json:"created,omitempty"`
 }
 
 // cursorValue is a durable cursor's record at
