@@ -809,7 +809,13 @@ func (ex exclusions) unknown(pkgs []*pkgTests) []string {
 // listTests returns the top-level tests of the package in dir, as `go
 // test` finds them: func TestXxx(*testing.T) in _test.go files, where Xxx
 // does not start with a lower-case letter. Every file counts, whatever its
-// build constraints.
+// build constraints. They come in the order `go test` runs them, file by
+// file in name order and each file's in declaration order: the suites
+// leave state behind for the tests after them (pulsaradmin's
+// TestNamespaces_SetSchemaCompatibilityStrategy leaves public/default
+// FULL_TRANSITIVE, TestNamespaces_GetSchemaCompatibilityStrategy, next,
+// resets it, and TestSchemas_CreateSchemaBySchemaInfo, later, expects
+// the default).
 func listTests(dir string) ([]string, error) {
 	files, err := filepath.Glob(filepath.Join(dir, "*_test.go"))
 	if err != nil {
@@ -835,7 +841,6 @@ func listTests(dir string) ([]string, error) {
 			}
 		}
 	}
-	sort.Strings(names)
 	return names, nil
 }
 

@@ -43,7 +43,7 @@ func TestNotInATestFile(t *testing.T) {}
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"Test", "TestA", "TestTagged", "Test_b"}
+	want := []string{"TestA", "Test", "Test_b", "TestTagged"} // go test's order
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("listTests = %v, want %v", got, want)
 	}
