@@ -632,6 +632,7 @@ func earliest(a, b time.Time) time.Time {
 func (s *subscription) send(out []delivery) (sent int) {
 	var refused []delivery
 	skipped := map[*consumer]bool{}
+	now := s.clock.Now().UnixMilli()
 	for _, d := range out {
 		if skipped[d.c] || !d.c.c.sendMessage(d.c.id, d.e, d.redelivered, d.ackSet) {
 			skipped[d.c] = true
@@ -639,7 +640,7 @@ func (s *subscription) send(out []delivery) (sent int) {
 			continue
 		}
 		sent++
-		d.c.lastConsumed.Store(s.clock.Now().UnixMilli())
+		d.c.lastConsumed.Store(now)
 		s.traceDeliver(d)
 		d.c.out.add(d.e.size, len(d.e.msg))
 		s.out.add(d.e.size, len(d.e.msg))
