@@ -183,7 +183,7 @@ func (h *handler) renderStats(name string, st broker.TopicStats, dedup bool) top
 		Replication:            map[string]replicatorStats{},
 		DeduplicationStatus:    map[bool]string{true: "Enabled", false: "Disabled"}[dedup],
 		TopicCreationTimeStamp: unixMillis(st.Created),
-		LastPublishTimestamp:   unixMillis(st.LastPublish),
+		LastPublishTimestamp:   st.LastPublishMillis,
 	}
 	out.MsgRateIn, out.MsgThroughputIn = h.rates.rate(name+"\x00in", now, st.MsgInCounter, st.BytesInCounter)
 	out.MsgRateOut, out.MsgThroughputOut = h.rates.rate(name+"\x00out", now, st.MsgOutCounter, st.BytesOutCounter)
@@ -206,8 +206,8 @@ func (h *handler) renderStats(name string, st broker.TopicStats, dedup bool) top
 			cs := consumerStats{ConsumerName: c.ConsumerName, AvailablePermits: c.AvailablePermits,
 				UnackedMessages: c.UnackedMessages, MsgOutCounter: c.MsgOutCounter, BytesOutCounter: c.BytesOutCounter,
 				Address: c.Address, ConnectedSince: since(c.ConnectedSince), ClientVersion: c.ClientVersion,
-				Metadata: c.Metadata, LastAckedTimestamp: unixMillis(c.LastAcked),
-				LastConsumedTimestamp: unixMillis(c.LastConsumed), LastConsumedFlowTimestamp: unixMillis(c.LastFlow)}
+				Metadata: c.Metadata, LastAckedTimestamp: c.LastAckedMillis,
+				LastConsumedTimestamp: c.LastConsumedMillis, LastConsumedFlowTimestamp: c.LastFlowMillis}
 			ss.Consumers = append(ss.Consumers, cs)
 		}
 		out.Subscriptions[sub] = ss

@@ -44,11 +44,13 @@ type TopicStats struct {
 	LastConfirmed   mledger.Position
 	Terminated      bool
 	// Created is when the topic was created (zero when its record
-	// predates the time being kept), LastPublish when a message was last
-	// stored since it loaded (zero: none).
-	Created, LastPublish time.Time
-	Publishers           []PublisherStats
-	Subscriptions        map[string]SubscriptionStats
+	// predates the time being kept).
+	Created time.Time
+	// LastPublishMillis is when a message was last stored since the
+	// topic loaded, in unix milliseconds (0: none), as Pulsar reports it.
+	LastPublishMillis int64
+	Publishers        []PublisherStats
+	Subscriptions     map[string]SubscriptionStats
 }
 
 // PublisherStats is one connected producer.
@@ -90,16 +92,17 @@ type ConsumerStats struct {
 	UnackedMessages  int64
 	MsgOutCounter    int64
 	BytesOutCounter  int64
-	// LastAcked, LastConsumed and LastFlow are when the consumer last
-	// acked, was sent a message and sent FLOW; zero: never.
-	LastAcked, LastConsumed, LastFlow time.Time
+	// LastAckedMillis, LastConsumedMillis and LastFlowMillis are when the
+	// consumer last acked, was sent a message and sent FLOW, in unix
+	// milliseconds (0: never), as Pulsar reports them.
+	LastAckedMillis, LastConsumedMillis, LastFlowMillis int64
 }
 
 // Stats returns the topic's statistics.
 func (t *Topic) Stats() TopicStats {
 	ms := t.ml.Stats()
 	st := TopicStats{StorageSize: ms.StorageSize, Entries: ms.Entries, LastConfirmed: ms.LastConfirmed,
-		Terminated: ms.Terminated, Created: ms.Created, LastPublish: unixMilli(t.lastPublish.Load()),
+		Terminated: ms.Terminated, Created: ms.Created, LastPublishMillis: t.lastPublish.Load(),
 		Subscriptions: map[string]SubscriptionStats{}}
 	t.mu.Lock()
 	for p := range t.mu.producers {
@@ -137,17 +140,9 @@ func (s *subscription) stats() SubscriptionStats {
 			ConnectedSince: c.since, ClientVersion: c.c.clientVersion, Metadata: maps.Clone(c.metadata),
 			AvailablePermits: c.permits, UnackedMessages: int64(c.unacked),
 			MsgOutCounter: c.out.msgs.Load(), BytesOutCounter: c.out.bytes.Load(),
-			LastAcked: unixMilli(c.lastAck.Load()), LastConsumed: unixMilli(c.lastConsumed.Load()), LastFlow: unixMilli(c.lastFlow.Load())})
+			LastAckedMillis: c.lastAck.Load(), LastConsumedMillis: c.lastConsumed.Load(), LastFlowMillis: c.lastFlow.Load()})
 	}
 	return ss
-}
-
-// unixMilli is the time of ms unix milliseconds; 0 is the zero time.
-func unixMilli(ms int64) time.Time {
-	if ms == 0 {
-		return time.Time{}
-	}
-	return time.UnixMilli(ms)
 }
 
 // InternalStats are the managed ledger's statistics and the cursors'
