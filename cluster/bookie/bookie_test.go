@@ -197,6 +197,88 @@ func TestLongPollOnUnknownLedger(t *testing.T) {
 	}
 }
 
+// TestWaitingRead is a tailing reader's long-poll read (ReadRequest.Wait):
+// held while the entry is unconfirmed, even when the bookie already stores
+// it, answered with the entry and the LAC that confirms it once an add (or
+// an explicit LAC) carries that, and answered as a plain read at its
+// timeout.
+func TestWaitingRead(t *testing.T) {
+	ctx := testCtx(t)
+	b := startBookie(t, testConfig(t, t.TempDir(), nil))
+	c := dial(t, b.Addr())
+	mustAdd(t, ctx, c, 5, 0, 10)
+
+	type answer struct {
+		e   bkproto.Entry
+		err error
+	}
+	read := func(entry int64, wait time.Duration) <-chan answer {
+		out := make(chan answer, 1)
+		go func() {
+			e, err := c.ReadEntry(ctx, bkproto.ReadRequest{LedgerID: 5, EntryID: entry, Wait: wait})
+			out <- answer{e, err}
+		}()
+		return out
+	}
+	polled := read(1, time.Minute)
+	waitFor(t, "the long-poll read to register", func() bool {
+		b.store.mu.Lock()
+		defer b.store.mu.Unlock()
+		return len(b.store.mu.ledgers[5].waiters) == 1
+	})
+	mustAdd(t, ctx, c, 5, 1, 20) // stored, but it carries LAC 0 only
+	select {
+	case a := <-polled:
+		t.Fatalf("long-poll read of an unconfirmed entry answered: LAC %d, %v", a.e.LastAddConfirmed, a.err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	mustAdd(t, ctx, c, 5, 2, 30) // LAC 1: entry 1 is confirmed
+	a := <-polled
+	if a.err != nil || a.e.LastAddConfirmed != 1 || string(a.e.Payload) != string(payloadOf(5, 1, 20)) {
+		t.Fatalf("long-poll read of entry 1: LAC %d, %d bytes, %v; want LAC 1 and its payload", a.e.LastAddConfirmed, len(a.e.Payload), a.err)
+	}
+
+	// Confirmed already: answered at once.
+	if a := <-read(1, time.Hour); a.err != nil || a.e.LastAddConfirmed != 1 {
+		t.Fatalf("long-poll read of a confirmed entry: LAC %d, %v", a.e.LastAddConfirmed, a.err)
+	}
+	// At its timeout it answers as a plain read: the entry the bookie
+	// holds, with a LAC that does not confirm it, or NoSuchEntry.
+	start := time.Now()
+	if a := <-read(2, 50*time.Millisecond); a.err != nil || a.e.LastAddConfirmed != 1 {
+		t.Fatalf("timed-out long-poll read of a stored entry: LAC %d, %v; want the entry with LAC 1", a.e.LastAddConfirmed, a.err)
+	}
+	if time.Since(start) < 50*time.Millisecond {
+		t.Fatal("long-poll read returned before its timeout")
+	}
+	a = <-read(3, 50*time.Millisecond)
+	wantErr(t, "timed-out long-poll read of an absent entry", a.err, bkproto.ErrNoSuchEntry)
+	if a.e.LastAddConfirmed != 1 {
+		t.Fatalf("NoSuchEntry carried LAC %d, want 1", a.e.LastAddConfirmed)
+	}
+	// A ledger the bookie has nothing of is waited for.
+	unknown := func() <-chan answer {
+		out := make(chan answer, 1)
+		go func() {
+			e, err := c.ReadEntry(ctx, bkproto.ReadRequest{LedgerID: 9, EntryID: 0, Wait: time.Hour})
+			out <- answer{e, err}
+		}()
+		return out
+	}()
+	waitFor(t, "the long-poll read of an unknown ledger to register", func() bool {
+		b.store.mu.Lock()
+		defer b.store.mu.Unlock()
+		return len(b.store.mu.unknownWaiters[9]) == 1
+	})
+	mustAdd(t, ctx, c, 9, 0, 10)
+	if err := c.WriteLAC(ctx, bkproto.WriteLACRequest{LedgerID: 9, LastAddConfirmed: 0}); err != nil {
+		t.Fatal(err)
+	}
+	if a := <-unknown; a.err != nil || string(a.e.Payload) != string(payloadOf(9, 0, 10)) {
+		t.Fatalf("long-poll read of a new ledger's first entry: %v", a.err)
+	}
+}
+
 func TestRestartReplaysJournal(t *testing.T) {
 	ctx := testCtx(t)
 	dir := t.TempDir()

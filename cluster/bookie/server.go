@@ -193,11 +193,14 @@ func (b *Bookie) dispatch(c *serverConn, id uint64, m bkproto.Message) {
 	case *bkproto.AddRequest:
 		b.handleAdd(c, id, req)
 	case *bkproto.ReadRequest:
-		if req.Fence {
+		switch {
+		case req.Fence:
 			b.handleFencingRead(c, id, req)
-			return
+		case req.Wait > 0:
+			b.handleWaitingRead(c, id, req)
+		default:
+			c.respond(id, b.readResponse(req.LedgerID, req.EntryID))
 		}
-		c.respond(id, b.readResponse(req.LedgerID, req.EntryID))
 	case *bkproto.ReadLACRequest:
 		b.handleReadLAC(c, id, req)
 	case *bkproto.FenceRequest:
@@ -294,10 +297,30 @@ func (b *Bookie) handleReadLAC(c *serverConn, id uint64, req *bkproto.ReadLACReq
 		answer(lac, nil)
 		return
 	}
-	// Whoever claims the waiter first answers it: a LAC update, this
-	// timeout, a GC deletion, or the connection closing (which answers
-	// nobody). The timer belongs to the connection, which stops it.
-	w := &lacWaiter{ledgerID: req.LedgerID, previous: req.Previous}
+	b.longPoll(c, req.LedgerID, req.Previous, req.Timeout, answer)
+}
+
+// handleWaitingRead serves a long-poll read (ReadRequest.Wait): once the
+// LAC reaches the entry, or the wait ends, it answers as a plain read. The
+// read runs on its own goroutine: the LAC update that wakes it runs on the
+// store's apply path, which must not wait on a read.
+func (b *Bookie) handleWaitingRead(c *serverConn, id uint64, req *bkproto.ReadRequest) {
+	b.longPoll(c, req.LedgerID, req.EntryID-1, req.Wait, func(lac int64, err error) {
+		if err != nil && !errors.Is(err, bkproto.ErrNoSuchLedger) {
+			c.respond(id, &bkproto.ReadResponse{Result: result(err), LedgerID: req.LedgerID, EntryID: req.EntryID, LastAddConfirmed: lac})
+			return
+		}
+		go c.respond(id, b.readResponse(req.LedgerID, req.EntryID))
+	})
+}
+
+// longPoll calls answer once the ledger's LAC exceeds previous, or timeout
+// passes (with the LAC then, or ErrNoSuchLedger for a ledger this bookie
+// still holds nothing of), or the ledger is deleted (ErrNoSuchLedger). A
+// connection that closes first answers nobody. Whoever claims the waiter
+// first answers it; the timer belongs to the connection, which stops it.
+func (b *Bookie) longPoll(c *serverConn, ledgerID, previous int64, timeout time.Duration, answer func(lac int64, err error)) {
+	w := &lacWaiter{ledgerID: ledgerID, previous: previous}
 	w.answer = func(lac int64, err error) {
 		c.timers.Lock()
 		if t := c.timers.m[w]; t != nil {
@@ -321,7 +344,7 @@ func (b *Bookie) handleReadLAC(c *serverConn, id uint64, req *bkproto.ReadLACReq
 	if c.timers.m == nil {
 		c.timers.m = make(map[*lacWaiter]clockwork.Timer)
 	}
-	c.timers.m[w] = b.clock.AfterFunc(req.Timeout, func() {
+	c.timers.m[w] = b.clock.AfterFunc(timeout, func() {
 		c.timers.Lock()
 		delete(c.timers.m, w)
 		c.timers.Unlock()
@@ -329,9 +352,9 @@ func (b *Bookie) handleReadLAC(c *serverConn, id uint64, req *bkproto.ReadLACReq
 			return
 		}
 		b.store.forgetWaiter(w)
-		_, lac, ok := b.store.ledger(req.LedgerID)
+		_, lac, ok := b.store.ledger(ledgerID)
 		if !ok {
-			answer(lac, fmt.Errorf("%w: ledger %d", bkproto.ErrNoSuchLedger, req.LedgerID))
+			answer(lac, fmt.Errorf("%w: ledger %d", bkproto.ErrNoSuchLedger, ledgerID))
 			return
 		}
 		answer(lac, nil)

@@ -145,10 +145,14 @@ func (b bkBookie) ReadEntry(ctx context.Context, ledgerID, entryID int64, fence 
 	return BookieEntry{EntryID: e.EntryID, LAC: e.LastAddConfirmed, Payload: e.Payload}, nil
 }
 
-func (b bkBookie) ReadLAC(ctx context.Context, ledgerID, previous int64, wait time.Duration) (int64, error) {
-	wait = min(wait, bkproto.MaxLongPollTimeout)
-	lac, err := b.c.ReadLAC(ctx, bkproto.ReadLACRequest{LedgerID: ledgerID, LongPoll: wait > 0, Previous: previous, Timeout: wait})
+func (b bkBookie) ReadLAC(ctx context.Context, ledgerID int64) (int64, error) {
+	lac, err := b.c.ReadLAC(ctx, bkproto.ReadLACRequest{LedgerID: ledgerID})
 	return lac, mapErr(err)
+}
+
+func (b bkBookie) WaitEntry(ctx context.Context, ledgerID, entryID int64, wait time.Duration) (BookieEntry, error) {
+	e, err := b.c.ReadEntry(ctx, bkproto.ReadRequest{LedgerID: ledgerID, EntryID: entryID, Wait: min(wait, bkproto.MaxLongPollTimeout)})
+	return BookieEntry{EntryID: e.EntryID, LAC: e.LastAddConfirmed, Payload: e.Payload}, mapErr(err)
 }
 
 func (b bkBookie) Fence(ctx context.Context, ledgerID int64) (int64, error) {

@@ -25,11 +25,15 @@ type Bookie interface {
 	// (recovery reads do this, so a bookie that answers NoSuchEntry can
 	// never later accept the old writer's add).
 	ReadEntry(ctx context.Context, ledgerID, entryID int64, fence bool) (BookieEntry, error)
-	// ReadLAC returns the highest LAC the bookie has seen for the ledger. If
-	// wait > 0 and that LAC is not above previous, the bookie holds the call
-	// for up to wait for a higher one (long-poll) and then returns what it
-	// has.
-	ReadLAC(ctx context.Context, ledgerID, previous int64, wait time.Duration) (int64, error)
+	// ReadLAC returns the highest LAC the bookie has seen for the ledger.
+	ReadLAC(ctx context.Context, ledgerID int64) (int64, error)
+	// WaitEntry is a long-poll read, BookKeeper's read with the LAC
+	// piggybacked: the bookie holds the call until its LAC reaches
+	// entryID, or wait passes, and then answers as ReadEntry(entryID)
+	// would. The LAC in the answer (set even with ErrNoSuchEntry and
+	// ErrChecksum) says whether the entry is confirmed; a tailing reader
+	// thus learns the new LAC and gets its next entry in one round trip.
+	WaitEntry(ctx context.Context, ledgerID, entryID int64, wait time.Duration) (BookieEntry, error)
 	// Fence durably marks the ledger fenced, so that later normal adds fail
 	// with ErrBookieFenced, and returns the bookie's LAC for it (-1 when it
 	// knows none). It succeeds for a ledger the bookie has never seen.

@@ -60,6 +60,14 @@ type Config struct {
 	// LACPollWait is how long a tailing reader's LAC long-poll is held by a
 	// bookie. 1ms..10m.
 	LACPollWait time.Duration
+	// SpeculativeLACWait is how long a tailing reader's long-poll waits on
+	// one bookie before it asks the rest of the last ensemble too, as
+	// BookKeeper's firstSpeculativeReadLACTimeout does. While entries come,
+	// one bookie answers each poll with the next entry (one round trip per
+	// entry, not one per ensemble member plus a read); a bookie that is
+	// slow or frozen costs a reader this much once, after which it asks
+	// whichever answered first. 1ms..10m.
+	SpeculativeLACWait time.Duration
 	// Registerer receives the client's metrics; nil registers nowhere. One
 	// client per registry.
 	Registerer prometheus.Registerer
@@ -78,6 +86,7 @@ func DefaultConfig(region string) Config {
 		ExplicitLACInterval: time.Millisecond,
 		RetryInterval:       time.Second,
 		LACPollWait:         10 * time.Second,
+		SpeculativeLACWait:  20 * time.Millisecond,
 	}
 }
 
@@ -99,6 +108,7 @@ func (c Config) Validate() error {
 		{"ExplicitLACInterval", c.ExplicitLACInterval, time.Millisecond, time.Minute},
 		{"RetryInterval", c.RetryInterval, time.Millisecond, time.Minute},
 		{"LACPollWait", c.LACPollWait, time.Millisecond, 10 * time.Minute},
+		{"SpeculativeLACWait", c.SpeculativeLACWait, time.Millisecond, 10 * time.Minute},
 	}
 	for _, d := range durs {
 		if d.v < d.lo || d.v > d.hi {

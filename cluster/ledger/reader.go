@@ -27,6 +27,14 @@ type Reader struct {
 	mu  sync.Mutex
 	md  *Metadata
 	lac int64
+	// next is the entry that a long-poll's bookie sent with the LAC that
+	// confirmed it (Bookie.WaitEntry); a Read of it is served from here
+	// instead of asking a bookie again. nil until a poll brings one; each
+	// poll that brings one replaces it.
+	next *Entry
+	// preferred is the slot of the last ensemble whose long-poll last
+	// answered first: the next poll asks it alone, at first.
+	preferred int
 }
 
 // OpenForRead opens a ledger for reading without recovering it. For an open
@@ -97,6 +105,14 @@ func (r *Reader) Read(ctx context.Context, first, last int64) ([]Entry, error) {
 	if last > lac {
 		return nil, fmt.Errorf("%w: ledger %d entry %d, LAC %d", ErrBeyondLAC, r.id, last, lac)
 	}
+	var polled []Entry
+	if r.mu.Lock(); r.next != nil && r.next.ID == first {
+		polled, first = []Entry{*r.next}, first+1
+	}
+	r.mu.Unlock()
+	if first > last {
+		return polled, nil
+	}
 	ids := make([]int64, 0, last-first+1)
 	for e := first; e <= last; e++ {
 		ids = append(ids, e)
@@ -123,7 +139,7 @@ func (r *Reader) Read(ctx context.Context, first, last int64) ([]Entry, error) {
 			}
 		}
 	}
-	out := make([]Entry, 0, len(ids))
+	out := append(make([]Entry, 0, len(polled)+len(ids)), polled...)
 	for i, id := range ids {
 		if errs[i] != nil {
 			return out, errs[i]
@@ -209,11 +225,15 @@ func (r *Reader) UpdateLAC(ctx context.Context) (int64, error) {
 }
 
 // WaitLAC blocks until the LAC moves past previous and returns it. It
-// long-polls the last ensemble's bookies; once the ledger is closed at or
-// before previous it returns the final LAC with ErrLedgerClosed: nothing
-// more will come. A poll that every bookie failed (none reachable) is
-// followed by a pause of RetryInterval, so that bookies that fail fast are
-// not asked again in a loop.
+// long-polls the last ensemble's bookies for entry previous+1
+// (Bookie.WaitEntry), so that the entry comes back with the LAC that
+// confirms it and the Read that follows needs no round trip for it. It
+// asks the bookie that answered first last time, and the rest of the
+// ensemble too after SpeculativeLACWait or that bookie's failure. Once the
+// ledger is closed at or before previous it returns the final LAC with
+// ErrLedgerClosed: nothing more will come. A poll that every bookie failed
+// (none reachable) is followed by a pause of RetryInterval, so that
+// bookies that fail fast are not asked again in a loop.
 //
 // It re-reads the metadata only after a poll that did not move the LAC:
 // that is when the ledger may have been closed, or its ensemble changed.
@@ -241,20 +261,32 @@ func (r *Reader) WaitLAC(ctx context.Context, previous int64) (int64, error) {
 	}
 }
 
-// pollLAC asks every member of the last ensemble for its LAC, holding each
-// call up to wait for one above previous, and returns as soon as one answer
-// moves past previous (or all have answered). With refresh it first
-// re-reads the metadata, else it uses the metadata it holds. A ledger
-// found closed in the metadata ends the poll with its lastEntry. allFailed
-// says that every member failed the call. A bookie that holds nothing of the ledger
+// pollAnswer is one bookie's answer to a poll.
+type pollAnswer struct {
+	slot   int
+	lac    int64
+	entry  *Entry // entry previous+1, confirmed by lac; nil if not sent
+	failed bool
+}
+
+// pollLAC asks the last ensemble's bookies for their LAC and returns as
+// soon as one answer moves past previous (or all have answered). With wait
+// it long-polls (WaitLAC's way: one bookie first, then the rest) for entry
+// previous+1 and keeps that entry for Read; without, it asks every member
+// at once for its LAC. With refresh it first re-reads the metadata, else
+// it uses the metadata it holds. A ledger found closed in the metadata
+// ends the poll with its lastEntry. allFailed says that every member
+// failed the call. A bookie that holds nothing of the ledger
 // (ErrNoSuchLedger: no entry of it reached that bookie yet) answers the
-// LAC of an empty ledger; that is no failure.
+// LAC of an empty ledger; that is no failure, and neither is an entry it
+// lacks or holds damaged (the LAC still counts; Read then deals with the
+// entry).
 func (r *Reader) pollLAC(ctx context.Context, previous int64, wait time.Duration, refresh bool) (lac int64, allFailed bool, err error) {
 	if r.Closed() {
 		return r.LastAddConfirmed(), false, nil
 	}
 	r.mu.Lock()
-	md := r.md
+	md, preferred := r.md, r.preferred
 	r.mu.Unlock()
 	if refresh {
 		if md, err = r.c.Metadata(ctx, r.id); err != nil {
@@ -270,40 +302,55 @@ func (r *Reader) pollLAC(ctx context.Context, previous int64, wait time.Duration
 	ens := md.LastEnsemble()
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	type answer struct {
-		lac    int64
-		failed bool
-	}
-	answers := make(chan answer, len(ens))
+	answers := make(chan pollAnswer, len(ens))
 	var wg sync.WaitGroup
-	for _, id := range ens {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			cctx, ccancel := context.WithTimeout(pctx, wait+r.c.cfg.ReadTimeout)
-			defer ccancel()
-			b, err := r.c.bookies.Bookie(cctx, id)
-			lac := int64(-1)
-			if err == nil {
-				lac, err = b.ReadLAC(cctx, r.id, previous, wait)
-			}
-			if err != nil {
-				lac = -1
-			}
-			answers <- answer{lac: lac, failed: err != nil && !errors.Is(err, ErrNoSuchLedger)}
-		}()
+	asked := make([]bool, len(ens))
+	ask := func(slot int) {
+		asked[slot] = true
+		wg.Go(func() { answers <- r.pollOne(pctx, ens[slot], slot, previous, wait) })
 	}
-	best, failed := int64(-1), 0
-	for range ens {
-		select {
-		case a := <-answers:
-			best = max(best, a.lac)
-			if a.failed {
-				failed++
+	askRest := func() {
+		for slot := range ens {
+			if !asked[slot] {
+				ask(slot)
 			}
-		case <-ctx.Done():
 		}
-		if best > previous || ctx.Err() != nil {
+	}
+	speculate := make(<-chan time.Time)
+	if wait > 0 && len(ens) > 1 {
+		ask(min(preferred, len(ens)-1))
+		t := time.NewTimer(r.c.cfg.SpeculativeLACWait)
+		defer t.Stop()
+		speculate = t.C
+	} else {
+		askRest()
+	}
+	best, failed, first := int64(-1), 0, -1
+	var polled *Entry
+collect:
+	for range ens {
+		var a pollAnswer
+		for {
+			select {
+			case a = <-answers:
+			case <-speculate:
+				askRest()
+				continue
+			case <-ctx.Done():
+				break collect
+			}
+			break
+		}
+		best = max(best, a.lac)
+		if a.entry != nil {
+			polled = a.entry
+		}
+		if a.failed {
+			failed++
+			askRest()
+		}
+		if best > previous {
+			first = a.slot
 			break
 		}
 	}
@@ -319,7 +366,42 @@ func (r *Reader) pollLAC(ctx context.Context, previous int64, wait time.Duration
 		}
 		r.lac = max(r.lac, best)
 	}
+	if polled != nil && (r.next == nil || r.next.ID < polled.ID) {
+		r.next = polled
+	}
+	if first >= 0 {
+		r.preferred = first
+	}
 	lac = r.lac
 	r.mu.Unlock()
 	return lac, failed == len(ens), ctx.Err()
+}
+
+// pollOne is one bookie's part of a poll: a long-poll read of entry
+// previous+1 when wait > 0, else a LAC read.
+func (r *Reader) pollOne(ctx context.Context, id string, slot int, previous int64, wait time.Duration) pollAnswer {
+	ctx, cancel := context.WithTimeout(ctx, wait+r.c.cfg.ReadTimeout)
+	defer cancel()
+	a := pollAnswer{slot: slot, lac: -1}
+	b, err := r.c.bookies.Bookie(ctx, id)
+	if err == nil && wait <= 0 {
+		a.lac, err = b.ReadLAC(ctx, r.id)
+	} else if err == nil {
+		var e BookieEntry
+		e, err = b.WaitEntry(ctx, r.id, previous+1, wait)
+		switch {
+		case err == nil:
+			a.lac = e.LAC
+			if e.LAC > previous {
+				a.entry = &Entry{ID: previous + 1, Payload: e.Payload}
+			}
+		case errors.Is(err, ErrNoSuchEntry) || errors.Is(err, ErrChecksum):
+			a.lac, err = e.LAC, nil
+		}
+	}
+	if err != nil {
+		a.lac = -1
+		a.failed = !errors.Is(err, ErrNoSuchLedger)
+	}
+	return a
 }

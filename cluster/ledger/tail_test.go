@@ -166,6 +166,114 @@ func TestTailingReaderLag(t *testing.T) {
 	}
 }
 
+// TestTailingReaderOneCallPerEntry: while entries come, a tailing reader's
+// long-poll asks one bookie, whose answer carries the entry with the LAC
+// that confirms it, so each entry costs the reader one bookie call and no
+// read. The bookie it asks first answers its long-polls a second late
+// (reads, which have no speculation of their own, are not slowed): that
+// costs the first entry one SpeculativeLACWait, after which the reader
+// asks a bookie that answers.
+func TestTailingReaderOneCallPerEntry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, 35, "b1", "b2", "b3")
+		var mu sync.Mutex
+		calls := map[ledgertest.Op]int{}
+		slow := "" // the bookie whose long-poll answers take a second
+		e.bookies.SetDelay(func(client, bookie string, op ledgertest.Op, _ int64, back bool) time.Duration {
+			mu.Lock()
+			defer mu.Unlock()
+			if client == "r" && !back {
+				calls[op]++
+			}
+			if client == "r" && back && op == ledgertest.OpWaitEntry && bookie == slow {
+				return time.Second
+			}
+			return 20 * time.Microsecond
+		})
+		cfg := testConfig()
+		cfg.ExplicitLACInterval = ledger.DefaultConfig(region).ExplicitLACInterval
+		ctx := t.Context()
+		w, err := e.client("w", cfg).Create(ctx, 3, 3, 2, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Stop()
+		r, err := e.client("r", cfg).OpenForRead(ctx, w.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		slow = r.Metadata().LastEnsemble()[0]
+		clear(calls)
+		mu.Unlock()
+
+		const n = 50
+		returned := make(chan time.Time, n)
+		tailed := make(chan error, 1)
+		go func() {
+			for next := int64(0); next < n; {
+				lac, err := r.WaitLAC(ctx, next-1)
+				if err != nil {
+					tailed <- err
+					return
+				}
+				ents, err := r.Read(ctx, next, lac)
+				if err != nil {
+					tailed <- err
+					return
+				}
+				for _, en := range ents {
+					if string(en.Payload) != string(payload(int(en.ID))) {
+						tailed <- fmt.Errorf("entry %d: wrong payload", en.ID)
+						return
+					}
+					returned <- time.Now()
+				}
+				next = lac + 1
+			}
+			tailed <- nil
+		}()
+		// The first entry is tailed before the next is added: the slow
+		// bookie's cost falls on it alone.
+		var confirmed, got []time.Time
+		for i := range n {
+			if _, err := w.Add(ctx, payload(i)); err != nil {
+				t.Fatal(err)
+			}
+			confirmed = append(confirmed, time.Now())
+			if i == 0 {
+				got = append(got, <-returned)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		if err := <-tailed; err != nil {
+			t.Fatal(err)
+		}
+		for len(got) < n {
+			got = append(got, <-returned)
+		}
+		for i := range n {
+			lag := got[i].Sub(confirmed[i])
+			limit := time.Millisecond
+			if i == 0 {
+				limit += cfg.SpeculativeLACWait
+			}
+			if lag > limit {
+				t.Errorf("entry %d returned %v after its confirmation, want at most %v", i, lag, limit)
+			}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		t.Logf("reader's calls for %d entries: %d long-poll reads, %d reads, %d LAC reads", n, calls[ledgertest.OpWaitEntry], calls[ledgertest.OpRead], calls[ledgertest.OpReadLAC])
+		if calls[ledgertest.OpRead] != 0 || calls[ledgertest.OpReadLAC] != 0 {
+			t.Errorf("%d reads and %d LAC reads besides the long-polls, want none", calls[ledgertest.OpRead], calls[ledgertest.OpReadLAC])
+		}
+		if got := calls[ledgertest.OpWaitEntry]; got > n+3 {
+			t.Errorf("%d long-poll reads for %d entries, want one per entry (and the whole ensemble once)", got, n)
+		}
+	})
+}
+
 // BenchmarkTailLatency measures, in wall-clock time on in-memory bookies
 // with no latency, how long after the writer's confirmation a tailing reader
 // returns each entry (p50, p99, max), at several add rates, and how many
@@ -256,7 +364,7 @@ func TestWaitLACPausesWhenEveryBookieFails(t *testing.T) {
 	var mu sync.Mutex
 	polls := 0
 	e.bookies.SetDelay(func(client, _ string, op ledgertest.Op, _ int64, back bool) time.Duration {
-		if client == "r" && op == ledgertest.OpReadLAC && !back {
+		if client == "r" && op == ledgertest.OpWaitEntry && !back {
 			mu.Lock()
 			polls++
 			mu.Unlock()

@@ -299,10 +299,12 @@ type Entry struct {
 	Payload          []byte
 }
 
-// ReadEntry reads one entry and verifies its checksum. On ErrNoSuchEntry the
-// returned Entry still carries the bookie's LastAddConfirmed. Errors:
-// ErrNoSuchEntry, ErrNoSuchLedger, ErrChecksumMismatch (on the bookie or on
-// receipt: read another replica), ErrInternal, ErrConnClosed.
+// ReadEntry reads one entry and verifies its checksum. On an error status
+// and on a checksum mismatch the returned Entry still carries the bookie's
+// LastAddConfirmed. With req.Wait it is a long-poll read (ReadRequest.Wait);
+// ctx should outlast the wait. Errors: ErrNoSuchEntry, ErrNoSuchLedger,
+// ErrChecksumMismatch (on the bookie or on receipt: read another replica),
+// ErrInternal, ErrConnClosed.
 func (c *Conn) ReadEntry(ctx context.Context, req ReadRequest) (Entry, error) {
 	m, err := c.call(ctx, &req)
 	if err != nil {
@@ -317,7 +319,7 @@ func (c *Conn) ReadEntry(ctx context.Context, req ReadRequest) (Entry, error) {
 		return Entry{}, c.mismatch(&req, resp.LedgerID, resp.EntryID)
 	}
 	if sum := EntryChecksum(resp.LedgerID, resp.EntryID, resp.Payload); sum != resp.Checksum {
-		return Entry{}, fmt.Errorf("%w: ledger %d entry %d from %s: computed %#x, bookie sent %#x",
+		return e, fmt.Errorf("%w: ledger %d entry %d from %s: computed %#x, bookie sent %#x",
 			ErrChecksumMismatch, req.LedgerID, req.EntryID, c.RemoteAddr(), sum, resp.Checksum)
 	}
 	e.Payload = resp.Payload

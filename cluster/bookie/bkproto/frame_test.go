@@ -17,6 +17,7 @@ func sampleMessages() []Message {
 		&AddRequest{LedgerID: 7, EntryID: 3, LastAddConfirmed: 2, Recovery: true, MasterKey: []byte("key"), Checksum: 99, Payload: []byte("hello")},
 		&AddRequest{LedgerID: 1, EntryID: 0, LastAddConfirmed: NoEntry, Payload: []byte{}},
 		&ReadRequest{LedgerID: 7, EntryID: 3, Fence: true},
+		&ReadRequest{LedgerID: 7, EntryID: 4, Wait: 1500 * time.Millisecond},
 		&ReadLACRequest{LedgerID: 7, LongPoll: true, Previous: 5, Timeout: 1500 * time.Millisecond},
 		&FenceRequest{LedgerID: 9},
 		&WriteLACRequest{LedgerID: 9, LastAddConfirmed: 10, MasterKey: []byte("k")},
@@ -107,6 +108,16 @@ func TestMalformedFrames(t *testing.T) {
 		{"trailing bytes", withLen(append(bytes.Clone(valid), 0), uint32(len(valid)-3)), ErrMalformedFrame},
 		{"short body", withLen(valid[:len(valid)-1], uint32(len(valid)-5)), ErrMalformedFrame},
 		{"unknown flag", func() []byte { b := bytes.Clone(valid); b[len(b)-1] = 0x80; return b }(), ErrMalformedFrame},
+		{"fencing read that waits", func() []byte {
+			b := AppendFrame(nil, 1, &ReadRequest{LedgerID: 1, EntryID: 2, Wait: time.Second})
+			b[len(b)-5] |= flagFence
+			return b
+		}(), ErrMalformedFrame},
+		{"long-poll read of no wait", func() []byte {
+			b := AppendFrame(nil, 1, &ReadRequest{LedgerID: 1, EntryID: 2, Wait: time.Second})
+			binary.BigEndian.PutUint32(b[len(b)-4:], 0)
+			return b
+		}(), ErrMalformedFrame},
 		{"payload length lies", func() []byte {
 			b := AppendFrame(nil, 1, &AddRequest{Payload: []byte("abc")})
 			binary.BigEndian.PutUint32(b[len(b)-7:], 1<<30)

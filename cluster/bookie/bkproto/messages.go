@@ -27,6 +27,7 @@ func EntryChecksum(ledgerID, entryID int64, payload []byte) uint32 {
 const (
 	flagRecovery  = 1 << 0 // AddRequest
 	flagFence     = 1 << 0 // ReadRequest
+	flagWait      = 1 << 1 // ReadRequest
 	flagLongPoll  = 1 << 0 // ReadLACRequest
 	knownAddFlags = flagRecovery
 )
@@ -88,6 +89,14 @@ type ReadRequest struct {
 	// Fence makes this a fencing read: the bookie persists the ledger's
 	// fence before it answers, whether or not it has the entry.
 	Fence bool
+	// Wait makes this a long-poll read, BookKeeper's read with the LAC
+	// piggybacked: the bookie holds the answer until its LAC for the
+	// ledger reaches EntryID or Wait passes, whichever comes first, and
+	// then answers as a plain read would. A tailing reader thus learns the
+	// new LAC and gets the entry after its last one in one round trip.
+	// Sent in whole milliseconds, at most MaxLongPollTimeout; not with
+	// Fence.
+	Wait time.Duration
 }
 
 func (*ReadRequest) Type() MsgType { return TypeReadEntry }
@@ -99,17 +108,36 @@ func (m *ReadRequest) appendBody(dst []byte) []byte {
 	if m.Fence {
 		flags |= flagFence
 	}
-	return append(dst, flags)
+	if m.Wait > 0 {
+		flags |= flagWait
+	}
+	dst = append(dst, flags)
+	if m.Wait > 0 {
+		dst = binary.BigEndian.AppendUint32(dst, uint32(max(min(m.Wait, MaxLongPollTimeout)/time.Millisecond, 1)))
+	}
+	return dst
 }
 
 func (m *ReadRequest) decodeBody(d *decoder) {
 	m.LedgerID = d.i64("ledger id")
 	m.EntryID = d.i64("entry id")
 	flags := d.u8("flags")
-	if d.err == nil && flags&^flagFence != 0 {
+	switch {
+	case d.err != nil:
+		return
+	case flags&^(flagFence|flagWait) != 0:
 		d.fail("unknown flags %#x", flags)
+	case flags&flagFence != 0 && flags&flagWait != 0:
+		d.fail("a fencing read cannot wait")
 	}
 	m.Fence = flags&flagFence != 0
+	if flags&flagWait != 0 {
+		ms := d.u32("wait")
+		if d.err == nil && (ms == 0 || time.Duration(ms)*time.Millisecond > MaxLongPollTimeout) {
+			d.fail("long-poll read wait %dms outside [1ms, %s]", ms, MaxLongPollTimeout)
+		}
+		m.Wait = time.Duration(ms) * time.Millisecond
+	}
 }
 
 // ReadLACRequest asks for a ledger's LastAddConfirmed as this bookie knows it.

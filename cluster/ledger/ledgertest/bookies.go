@@ -31,6 +31,7 @@ const (
 	OpAdd Op = iota
 	OpRead
 	OpReadLAC
+	OpWaitEntry
 	OpFence
 	OpWriteLAC
 )
@@ -303,49 +304,79 @@ func (v *bookieView) AddEntry(ctx context.Context, req ledger.AddRequest) error 
 func (v *bookieView) ReadEntry(ctx context.Context, ledgerID, entryID int64, fence bool) (ledger.BookieEntry, error) {
 	var out ledger.BookieEntry
 	err := v.call(ctx, OpRead, entryID, func(b *bookie) error {
-		l := b.ledgers[ledgerID]
 		if fence {
-			l = b.ledger(ledgerID)
-			l.fenced = true
+			b.ledger(ledgerID).fenced = true
 		}
-		if l == nil {
-			return ledger.ErrNoSuchLedger
-		}
-		data, ok := l.entries[entryID]
-		if !ok {
-			return ledger.ErrNoSuchEntry
-		}
-		if b.corrupt[[2]int64{ledgerID, entryID}] {
-			return ledger.ErrChecksum
-		}
-		out = ledger.BookieEntry{EntryID: entryID, LAC: l.lac, Payload: slices.Clone(data)}
-		return nil
+		var err error
+		out, err = b.read(ledgerID, entryID)
+		return err
 	})
 	return out, err
 }
 
-func (v *bookieView) ReadLAC(ctx context.Context, ledgerID, previous int64, wait time.Duration) (int64, error) {
+// read answers a read of one entry, with the bookie's LAC even when it
+// fails.
+func (b *bookie) read(ledgerID, entryID int64) (ledger.BookieEntry, error) {
+	l := b.ledgers[ledgerID]
+	if l == nil {
+		return ledger.BookieEntry{EntryID: entryID, LAC: -1}, ledger.ErrNoSuchLedger
+	}
+	out := ledger.BookieEntry{EntryID: entryID, LAC: l.lac}
+	data, ok := l.entries[entryID]
+	if !ok {
+		return out, ledger.ErrNoSuchEntry
+	}
+	if b.corrupt[[2]int64{ledgerID, entryID}] {
+		return out, ledger.ErrChecksum
+	}
+	out.Payload = slices.Clone(data)
+	return out, nil
+}
+
+func (v *bookieView) ReadLAC(ctx context.Context, ledgerID int64) (int64, error) {
 	var lac int64
-	var changed chan struct{}
 	err := v.call(ctx, OpReadLAC, -1, func(b *bookie) error {
-		l := b.ledger(ledgerID)
-		lac, changed = l.lac, l.lacChanged
+		lac = b.ledger(ledgerID).lac
 		return nil
 	})
-	if err != nil || lac > previous || wait <= 0 {
-		return lac, err
+	return lac, err
+}
+
+// WaitEntry holds the call while the bookie's LAC is below entryID, up to
+// wait, and then reads the entry. The request's way out is the call's
+// delay model; the answer comes back at once.
+func (v *bookieView) WaitEntry(ctx context.Context, ledgerID, entryID int64, wait time.Duration) (ledger.BookieEntry, error) {
+	var ready bool
+	var changed chan struct{}
+	look := func(b *bookie) error {
+		l := b.ledger(ledgerID)
+		ready, changed = l.lac >= entryID, l.lacChanged
+		return nil
+	}
+	if err := v.call(ctx, OpWaitEntry, entryID, look); err != nil {
+		return ledger.BookieEntry{EntryID: entryID, LAC: -1}, err
 	}
 	t := time.NewTimer(wait)
 	defer t.Stop()
-	select {
-	case <-changed:
-	case <-t.C:
-	case <-ctx.Done():
-		return lac, fmt.Errorf("%w: %s: %v", ledger.ErrBookieUnavailable, v.id, ctx.Err())
+	for !ready && wait > 0 {
+		select {
+		case <-changed:
+		case <-t.C:
+			wait = 0
+		case <-ctx.Done():
+			return ledger.BookieEntry{EntryID: entryID, LAC: -1}, fmt.Errorf("%w: %s: %v", ledger.ErrBookieUnavailable, v.id, ctx.Err())
+		}
+		v.c.mu.Lock()
+		look(v.c.bookies[v.id])
+		v.c.mu.Unlock()
 	}
 	v.c.mu.Lock()
 	defer v.c.mu.Unlock()
-	return v.c.bookies[v.id].ledger(ledgerID).lac, nil
+	b := v.c.bookies[v.id]
+	if b.down || v.c.refused[link{v.client, v.id}] {
+		return ledger.BookieEntry{EntryID: entryID, LAC: -1}, fmt.Errorf("%w: %s refused the connection", ledger.ErrBookieUnavailable, v.id)
+	}
+	return b.read(ledgerID, entryID)
 }
 
 func (v *bookieView) Fence(ctx context.Context, ledgerID int64) (int64, error) {
