@@ -68,3 +68,37 @@ func TestPeekBatchedAndCompressed(t *testing.T) {
 		})
 	}
 }
+
+// TestPeekCreatesTheSubscription peeks under a name no subscription has:
+// as in Pulsar, the subscription is created at the earliest position, so
+// the peek shows the topic's first messages, and it stays.
+func TestPeekCreatesTheSubscription(t *testing.T) {
+	adm := newAdmin(t, web.URL)
+	c := newClient(t, region.ServiceURL())
+	name := "persistent://public/default/peek-new-" + uniq()
+	tn := topicName(t, name)
+	p, err := c.CreateProducer(pulsar.ProducerOptions{Topic: name, DisableBatching: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	for i := range 3 {
+		if _, err := p.Send(context.Background(), &pulsar.ProducerMessage{Payload: []byte(fmt.Sprintf("m%d", i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	msgs, err := adm.Subscriptions().PeekMessages(tn, "never-made", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs) != 2 || string(msgs[0].Payload) != "m0" || string(msgs[1].Payload) != "m1" {
+		t.Fatalf("peeked %d messages %v, want m0 and m1", len(msgs), msgs)
+	}
+	subs, err := adm.Subscriptions().List(tn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(subs) != 1 || subs[0] != "never-made" {
+		t.Fatalf("subscriptions after the peek: %v, want [never-made]", subs)
+	}
+}

@@ -252,14 +252,7 @@ func (t *Topic) CreateSubscription(ctx context.Context, name string, start *mled
 	if _, err := t.existing(name); err == nil {
 		return fmt.Errorf("%w: subscription %s already exists on %s", wire.ErrNotAllowed, name, t.Name())
 	}
-	eff, err := t.svc.resolve(t.name)
-	if err != nil {
-		return err
-	}
-	if err := t.admitSubscription(name, eff.MaxSubscriptionsPerTopic); err != nil {
-		return err
-	}
-	s, err := t.subscription(ctx, name, pb.CommandSubscribe_Exclusive, true, mledger.Latest, nil)
+	s, err := t.createSubscription(ctx, name, mledger.Latest)
 	if err != nil {
 		return err
 	}
@@ -267,6 +260,20 @@ func (t *Topic) CreateSubscription(ctx context.Context, name string, start *mled
 		return s.cursor.ResetAfter(*start)
 	}
 	return nil
+}
+
+// createSubscription creates a durable subscription with no consumers at
+// initial, within the topic's subscription limit; one that exists is
+// returned as it is.
+func (t *Topic) createSubscription(ctx context.Context, name string, initial mledger.InitialPosition) (*subscription, error) {
+	eff, err := t.svc.resolve(t.name)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.admitSubscription(name, eff.MaxSubscriptionsPerTopic); err != nil {
+		return nil, err
+	}
+	return t.subscription(ctx, name, pb.CommandSubscribe_Exclusive, true, initial, nil)
 }
 
 // DeleteSubscription deletes a subscription; with consumers connected it
@@ -347,9 +354,15 @@ func (t *Topic) ExpireMessages(ctx context.Context, name string, age time.Durati
 }
 
 // Peek returns up to n entries a subscription has not consumed, from its
-// mark-delete position on, without moving it.
+// mark-delete position on, without moving it. A subscription that does not
+// exist is first created at the earliest position, as Pulsar's admin API
+// has done since 2.6.2 (apache/pulsar#8182): peeking under a new name shows
+// the topic's oldest messages, and the subscription stays.
 func (t *Topic) Peek(ctx context.Context, name string, n int) ([]mledger.Entry, error) {
 	s, err := t.existing(name)
+	if errors.Is(err, wire.ErrSubscriptionNotFound) {
+		s, err = t.createSubscription(ctx, name, mledger.Earliest)
+	}
 	if err != nil {
 		return nil, err
 	}

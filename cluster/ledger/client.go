@@ -68,6 +68,18 @@ type Config struct {
 	// slow or frozen costs a reader this much once, after which it asks
 	// whichever answered first. 1ms..10m.
 	SpeculativeLACWait time.Duration
+	// SpeculativeReadTimeout is how long an entry read waits on one member
+	// of the entry's write quorum before it asks the next one too, as
+	// BookKeeper's speculativeReadTimeout does; the first good answer wins.
+	// A member that was overtaken this way, or failed a read, is asked last
+	// for the next SlowBookieMemory, so a frozen or cut-off bookie costs a
+	// reader this wait about once, not a ReadTimeout per entry.
+	// 1ms..10m.
+	SpeculativeReadTimeout time.Duration
+	// SlowBookieMemory is how long a bookie that failed or was overtaken on
+	// a read goes to the back of the read order (BookKeeper's
+	// bookieFailureHistoryExpirationMSec). 1ms..1h.
+	SlowBookieMemory time.Duration
 	// Registerer receives the client's metrics; nil registers nowhere. One
 	// client per registry.
 	Registerer prometheus.Registerer
@@ -87,6 +99,9 @@ func DefaultConfig(region string) Config {
 		RetryInterval:       time.Second,
 		LACPollWait:         10 * time.Second,
 		SpeculativeLACWait:  20 * time.Millisecond,
+		// BookKeeper's defaults.
+		SpeculativeReadTimeout: 2 * time.Second,
+		SlowBookieMemory:       time.Minute,
 	}
 }
 
@@ -109,6 +124,8 @@ func (c Config) Validate() error {
 		{"RetryInterval", c.RetryInterval, time.Millisecond, time.Minute},
 		{"LACPollWait", c.LACPollWait, time.Millisecond, 10 * time.Minute},
 		{"SpeculativeLACWait", c.SpeculativeLACWait, time.Millisecond, 10 * time.Minute},
+		{"SpeculativeReadTimeout", c.SpeculativeReadTimeout, time.Millisecond, 10 * time.Minute},
+		{"SlowBookieMemory", c.SlowBookieMemory, time.Millisecond, time.Hour},
 	}
 	for _, d := range durs {
 		if d.v < d.lo || d.v > d.hi {
@@ -143,6 +160,8 @@ type Client struct {
 	statsMu sync.Mutex
 	stats   ClientStats
 	m       *metrics
+
+	slow slowBookies // read order: who failed or lagged recently goes last
 }
 
 // ClientStats counts events across all of a client's ledgers.
@@ -150,7 +169,8 @@ type ClientStats struct {
 	// ChecksumErrors counts reads that failed their checksum and were
 	// retried on another replica.
 	ChecksumErrors int64
-	// ReadRetries counts reads that moved on to another replica.
+	// ReadRetries counts reads that moved on to another replica, after an
+	// error or a SpeculativeReadTimeout.
 	ReadRetries int64
 }
 
@@ -176,6 +196,7 @@ func New(cfg Config, store meta.Store, bookies Bookies, logger *slog.Logger, rnd
 		log:     logger,
 		rnd:     rnd,
 		cancel:  cancel,
+		slow:    slowBookies{memory: cfg.SlowBookieMemory},
 	}
 	c.dir = newDirectory(store, cfg.Region, cfg.RetryInterval, c.log)
 	c.wg.Add(1)

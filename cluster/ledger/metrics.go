@@ -54,7 +54,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 		readRetries: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "meridian_ledger_read_retries_total",
-			Help: "Entry reads that moved on to another replica after an error.",
+			Help: "Entry reads that moved on to another replica, after an error or a speculative read timeout.",
 		}),
 	}
 	if reg == nil {

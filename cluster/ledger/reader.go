@@ -183,35 +183,72 @@ func (r *Reader) refreshMetadata(ctx context.Context) (*Metadata, error) {
 	return r.md, nil
 }
 
-// readEntry reads e from the members of its write quorum in turn.
+// readEntry reads e from a member of its write quorum. It asks the members
+// in read order (slowBookies.order), the next one when the one before
+// failed or has not answered within SpeculativeReadTimeout, keeping the
+// earlier asks outstanding, and returns the first good answer. Only when
+// every member has failed does the read fail.
 func (c *Client) readEntry(ctx context.Context, md *Metadata, e int64) ([]byte, error) {
 	ens := md.EnsembleFor(e)
-	var errs []error
-	for i, slot := range md.Quorum().WriteSet(e) {
-		if i > 0 {
+	order := c.slow.order(ens, md.Quorum().WriteSet(e))
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type answer struct {
+		id      string
+		payload []byte
+		err     error
+	}
+	answers := make(chan answer, len(order)) // never blocks a late ask
+	asked := 0
+	askNext := func() {
+		id := order[asked]
+		if asked > 0 {
 			c.count(func(s *ClientStats) { s.ReadRetries++ })
 			c.m.readRetries.Inc()
 		}
-		id := ens[slot]
-		rctx, cancel := context.WithTimeout(ctx, c.cfg.ReadTimeout)
-		b, err := c.bookies.Bookie(rctx, id)
-		var ent BookieEntry
-		if err == nil {
-			ent, err = b.ReadEntry(rctx, md.ID, e, false)
-		}
-		cancel()
-		if err == nil {
-			return ent.Payload, nil
-		}
-		if errors.Is(err, ErrChecksum) {
-			c.count(func(s *ClientStats) { s.ChecksumErrors++ })
-			c.m.checksumErrors.Inc()
-			c.log.Warn("checksum mismatch, reading another replica", "ledger", md.ID, "entry", e, "bookie", id)
-		}
-		if ctx.Err() != nil {
+		asked++
+		go func() {
+			rctx, cancel := context.WithTimeout(ctx, c.cfg.ReadTimeout)
+			defer cancel()
+			b, err := c.bookies.Bookie(rctx, id)
+			var ent BookieEntry
+			if err == nil {
+				ent, err = b.ReadEntry(rctx, md.ID, e, false)
+			}
+			answers <- answer{id, ent.Payload, err}
+		}()
+	}
+	speculate := time.NewTimer(c.cfg.SpeculativeReadTimeout)
+	defer speculate.Stop()
+	askNext()
+	var errs []error
+	for len(errs) < len(order) {
+		select {
+		case a := <-answers:
+			if a.err == nil {
+				// Whoever was asked before a failed or is still silent.
+				for _, id := range order[:slices.Index(order, a.id)] {
+					c.slow.mark(id)
+				}
+				return a.payload, nil
+			}
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			if errors.Is(a.err, ErrChecksum) {
+				c.count(func(s *ClientStats) { s.ChecksumErrors++ })
+				c.m.checksumErrors.Inc()
+				c.log.Warn("checksum mismatch, reading another replica", "ledger", md.ID, "entry", e, "bookie", a.id)
+			}
+			errs = append(errs, fmt.Errorf("bookie %s: %w", a.id, a.err))
+		case <-speculate.C:
+		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
-		errs = append(errs, fmt.Errorf("bookie %s: %w", id, err))
+		if asked < len(order) {
+			askNext()
+			speculate.Reset(c.cfg.SpeculativeReadTimeout)
+		}
 	}
 	return nil, fmt.Errorf("ledger %d entry %d: %w", md.ID, e, errors.Join(errs...))
 }
@@ -404,4 +441,45 @@ func (r *Reader) pollOne(ctx context.Context, id string, slot int, previous int6
 		a.failed = !errors.Is(err, ErrNoSuchLedger)
 	}
 	return a
+}
+
+// slowBookies remembers, for SlowBookieMemory, the bookies that failed an
+// entry read or were overtaken by a speculative one, and puts them at the
+// back of the read order, as BookKeeper's client does with its bookie
+// failure history. It is safe for concurrent use.
+type slowBookies struct {
+	memory time.Duration
+	mu     sync.Mutex
+	until  map[string]time.Time // bookie id -> when it may go first again
+}
+
+// mark puts id at the back of the read order for the memory from now.
+func (s *slowBookies) mark(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.until == nil {
+		s.until = make(map[string]time.Time)
+	}
+	s.until[id] = time.Now().Add(s.memory)
+}
+
+// order is the read order of an entry stored on the slots writeSet of
+// ens: the write set's order, with the bookies remembered as slow moved to
+// the back (in the same relative order).
+func (s *slowBookies) order(ens []string, writeSet []int) []string {
+	ids := make([]string, 0, len(writeSet))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	var back []string
+	for _, slot := range writeSet {
+		id := ens[slot]
+		if until, ok := s.until[id]; ok && now.Before(until) {
+			back = append(back, id)
+			continue
+		}
+		delete(s.until, id)
+		ids = append(ids, id)
+	}
+	return append(ids, back...)
 }

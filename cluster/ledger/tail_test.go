@@ -169,10 +169,9 @@ func TestTailingReaderLag(t *testing.T) {
 // TestTailingReaderOneCallPerEntry: while entries come, a tailing reader's
 // long-poll asks one bookie, whose answer carries the entry with the LAC
 // that confirms it, so each entry costs the reader one bookie call and no
-// read. The bookie it asks first answers its long-polls a second late
-// (reads, which have no speculation of their own, are not slowed): that
-// costs the first entry one SpeculativeLACWait, after which the reader
-// asks a bookie that answers.
+// read. The bookie it asks first answers its long-polls a second late (its
+// plain reads are not slowed): that costs the first entry one
+// SpeculativeLACWait, after which the reader asks a bookie that answers.
 func TestTailingReaderOneCallPerEntry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, 35, "b1", "b2", "b3")

@@ -75,6 +75,8 @@ func TestConfigValidate(t *testing.T) {
 		"no in-flight":   func(c *ledger.Config) { c.MaxInFlightEntries = 0 },
 		"tiny byte cap":  func(c *ledger.Config) { c.MaxInFlightBytes = 10 },
 		"huge poll wait": func(c *ledger.Config) { c.LACPollWait = time.Hour },
+		"no speculation": func(c *ledger.Config) { c.SpeculativeReadTimeout = 0 },
+		"no slow memory": func(c *ledger.Config) { c.SlowBookieMemory = 0 },
 	} {
 		cfg := ledger.DefaultConfig("r")
 		mut(&cfg)
