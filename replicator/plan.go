@@ -58,16 +58,17 @@ func plan(region string, topics []string, clusters func(topic string) ([]string,
 }
 
 // preferredWorker is the worker that should run t among the live workers:
-// the one with the highest hash of (task, worker) (rendezvous hashing), so
-// that tasks spread evenly and only the tasks of a worker that comes or
-// goes change hands. Empty when there are no workers.
+// the one with the highest hash of (t's topic, worker) (rendezvous hashing),
+// so that topics spread evenly and only the topics of a worker that comes
+// or goes change hands. A topic's tasks, one per remote, all prefer the
+// same worker: there they tail the topic's ledgers through one shared
+// reader (ledger.Client.OpenTail), so the region's bookies serve each
+// entry once, not once per remote. Empty when there are no workers.
 func preferredWorker(t taskID, workers []string) string {
 	best, bestHash := "", uint64(0)
 	for _, w := range workers {
 		h := fnv.New64a()
 		h.Write([]byte(t.Topic))
-		h.Write([]byte{0})
-		h.Write([]byte(t.Remote))
 		h.Write([]byte{0})
 		h.Write([]byte(w))
 		if v := h.Sum64(); best == "" || v > bestHash || (v == bestHash && w < best) {

@@ -26,7 +26,7 @@ func TestPlan(t *testing.T) {
 	}
 }
 
-func TestPreferredWorkerSpreadsAndIsStable(t *testing.T) {
+func TestPreferredWorkerSpreadsKeepsTopicsTogetherAndIsStable(t *testing.T) {
 	if got := preferredWorker(taskID{"t", "r"}, nil); got != "" {
 		t.Fatalf("no workers: %q", got)
 	}
@@ -48,6 +48,12 @@ func TestPreferredWorkerSpreadsAndIsStable(t *testing.T) {
 	for id, w := range owner {
 		if now := preferredWorker(id, []string{"w1", "w3"}); w != "w2" && now != w {
 			t.Fatalf("task %v moved from %s to %s when w2 left", id, w, now)
+		}
+	}
+	// A topic's tasks go together, to share its tail.
+	for id, w := range owner {
+		if other := preferredWorker(taskID{id.Topic, "south"}, workers); other != w {
+			t.Fatalf("%s's task to west prefers %s, its task to south %s", id.Topic, w, other)
 		}
 	}
 }

@@ -26,8 +26,9 @@ import (
 // (or sooner, on a policy change), lists the region's topics, the live
 // workers and the held task keys. A task without a holder is claimed by
 // create-if-absent under the worker's lease: at once by its preferred
-// worker (rendezvous hashing over the live workers, so tasks spread evenly),
-// by any worker once it has gone without a holder for ClaimGrace. When a
+// worker (rendezvous hashing of its topic over the live workers, so topics
+// spread evenly and a topic's tasks share one tail), by any worker once it
+// has gone without a holder for ClaimGrace. When a
 // worker dies its lease ends, its keys vanish, and the others take its tasks
 // within LeaseTTL plus a scan.
 type Worker struct {

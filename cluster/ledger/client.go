@@ -161,7 +161,8 @@ type Client struct {
 	stats   ClientStats
 	m       *metrics
 
-	slow slowBookies // read order: who failed or lagged recently goes last
+	slow  slowBookies   // read order: who failed or lagged recently goes last
+	tails sharedReaders // the Readers OpenTail shares
 }
 
 // ClientStats counts events across all of a client's ledgers.

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
+
+	"golang.org/x/sync/singleflight"
 )
 
 // Entry is one confirmed entry of a ledger.
@@ -35,6 +38,11 @@ type Reader struct {
 	// preferred is the slot of the last ensemble whose long-poll last
 	// answered first: the next poll asks it alone, at first.
 	preferred int
+
+	// polls is the long-poll in flight for each entry awaited, shared by
+	// the WaitLACs that await it at once (a Reader from OpenTail serves
+	// several tailers).
+	polls singleflight.Group
 }
 
 // OpenForRead opens a ledger for reading without recovering it. For an open
@@ -57,6 +65,63 @@ func (c *Client) OpenForRead(ctx context.Context, id int64) (*Reader, error) {
 
 func (c *Client) closedReader(md *Metadata) *Reader {
 	return &Reader{c: c, id: md.ID, md: md, lac: md.LastEntry}
+}
+
+// OpenTail opens ledger id for tailing, as OpenForRead does, but shares
+// one Reader among all of the client's callers that tail the ledger at the
+// same time. The replication tasks of one topic (one per remote region)
+// follow the same ledger in step: with one Reader, their long-polls for
+// the next entry go to the bookies once (WaitLAC shares the poll in
+// flight) and the entry it brings back serves each of them (Read), so a
+// region's bookies serve each new entry once, not once per remote.
+// release gives the caller's share back; the caller must not use the
+// Reader after it. The Reader is dropped when its last user releases it.
+func (c *Client) OpenTail(ctx context.Context, id int64) (r *Reader, release func(), err error) {
+	c.tails.mu.Lock()
+	sr, ok := c.tails.m[id]
+	if ok {
+		sr.users++
+	}
+	c.tails.mu.Unlock()
+	if !ok {
+		fresh, err := c.OpenForRead(ctx, id)
+		if err != nil {
+			return nil, nil, err
+		}
+		c.tails.mu.Lock()
+		// Another caller may have opened it meanwhile: share theirs.
+		if sr, ok = c.tails.m[id]; ok {
+			sr.users++
+		} else {
+			sr = &sharedReader{r: fresh, users: 1}
+			if c.tails.m == nil {
+				c.tails.m = make(map[int64]*sharedReader)
+			}
+			c.tails.m[id] = sr
+		}
+		c.tails.mu.Unlock()
+	}
+	var once sync.Once
+	return sr.r, func() {
+		once.Do(func() {
+			c.tails.mu.Lock()
+			defer c.tails.mu.Unlock()
+			if sr.users--; sr.users == 0 && c.tails.m[id] == sr {
+				delete(c.tails.m, id)
+			}
+		})
+	}, nil
+}
+
+// sharedReaders are the Readers that OpenTail hands out, by ledger id.
+type sharedReaders struct {
+	mu sync.Mutex
+	m  map[int64]*sharedReader
+}
+
+type sharedReader struct {
+	r     *Reader
+	users int
 }
 
 // ID returns the ledger id.
@@ -281,7 +346,7 @@ func (r *Reader) UpdateLAC(ctx context.Context) (int64, error) {
 func (r *Reader) WaitLAC(ctx context.Context, previous int64) (int64, error) {
 	refresh := false
 	for {
-		lac, allFailed, err := r.pollLAC(ctx, previous, r.c.cfg.LACPollWait, refresh)
+		lac, allFailed, err := r.sharedPoll(ctx, previous, refresh)
 		if err != nil {
 			return lac, err
 		}
@@ -294,6 +359,38 @@ func (r *Reader) WaitLAC(ctx context.Context, previous int64) (int64, error) {
 		refresh = true
 		if allFailed && !sleepCtx(ctx, r.c.cfg.RetryInterval) {
 			return lac, ctx.Err()
+		}
+	}
+}
+
+// sharedPoll is WaitLAC's long-poll past previous, shared by the
+// concurrent WaitLACs of r that await the same entry: the first runs it,
+// on its own context, and each takes its answer. A caller whose context
+// lives on when the poll ended on the runner's (a tailer that stopped
+// waiting) polls again, leading the next one.
+func (r *Reader) sharedPoll(ctx context.Context, previous int64, refresh bool) (lac int64, allFailed bool, err error) {
+	type polled struct {
+		lac       int64
+		allFailed bool
+	}
+	key := strconv.FormatInt(previous, 10)
+	if refresh {
+		key += "+refresh"
+	}
+	for {
+		ch := r.polls.DoChan(key, func() (any, error) {
+			lac, allFailed, err := r.pollLAC(ctx, previous, r.c.cfg.LACPollWait, refresh)
+			return polled{lac, allFailed}, err
+		})
+		select {
+		case res := <-ch:
+			if res.Err != nil && ctx.Err() == nil && (errors.Is(res.Err, context.Canceled) || errors.Is(res.Err, context.DeadlineExceeded)) {
+				continue
+			}
+			p := res.Val.(polled)
+			return p.lac, p.allFailed, res.Err
+		case <-ctx.Done():
+			return r.LastAddConfirmed(), false, ctx.Err()
 		}
 	}
 }

@@ -2,6 +2,7 @@ package ledger_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -269,6 +270,160 @@ func TestTailingReaderOneCallPerEntry(t *testing.T) {
 		}
 		if got := calls[ledgertest.OpWaitEntry]; got > n+3 {
 			t.Errorf("%d long-poll reads for %d entries, want one per entry (and the whole ensemble once)", got, n)
+		}
+	})
+}
+
+// TestSharedTailOnePollPerEntry: two tailers of one ledger on one client
+// (the replication tasks of a topic for two remotes) share the Reader
+// OpenTail gives them, so each new entry costs the bookies one long-poll
+// read in all, not one per tailer, and both tailers get every entry.
+// Released by both, the Reader is dropped: the next OpenTail opens afresh.
+func TestSharedTailOnePollPerEntry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, 37, "b1", "b2", "b3")
+		var mu sync.Mutex
+		calls := map[ledgertest.Op]int{}
+		e.bookies.SetDelay(func(client, _ string, op ledgertest.Op, _ int64, back bool) time.Duration {
+			mu.Lock()
+			defer mu.Unlock()
+			if client == "r" && !back {
+				calls[op]++
+			}
+			return 20 * time.Microsecond
+		})
+		cfg := testConfig()
+		cfg.ExplicitLACInterval = ledger.DefaultConfig(region).ExplicitLACInterval
+		ctx := t.Context()
+		w, err := e.client("w", cfg).Create(ctx, 3, 3, 2, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Stop()
+		rc := e.client("r", cfg)
+		r1, release1, err := rc.OpenTail(ctx, w.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		r2, release2, err := rc.OpenTail(ctx, w.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r1 != r2 {
+			t.Fatal("two OpenTails of one ledger on one client gave two Readers")
+		}
+		mu.Lock()
+		clear(calls)
+		mu.Unlock()
+
+		const n = 50
+		tail := func(r *ledger.Reader) error {
+			for next := int64(0); next < n; {
+				lac, err := r.WaitLAC(ctx, next-1)
+				if err != nil {
+					return err
+				}
+				ents, err := r.Read(ctx, next, lac)
+				if err != nil {
+					return err
+				}
+				for _, en := range ents {
+					if string(en.Payload) != string(payload(int(en.ID))) {
+						return fmt.Errorf("entry %d: wrong payload", en.ID)
+					}
+				}
+				next = lac + 1
+			}
+			return nil
+		}
+		tailed := make(chan error, 2)
+		go func() { tailed <- tail(r1) }()
+		go func() { tailed <- tail(r2) }()
+		for i := range n {
+			if _, err := w.Add(ctx, payload(i)); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		for range 2 {
+			if err := <-tailed; err != nil {
+				t.Fatal(err)
+			}
+		}
+		mu.Lock()
+		t.Logf("two tailers' calls for %d entries: %d long-poll reads, %d reads, %d LAC reads", n, calls[ledgertest.OpWaitEntry], calls[ledgertest.OpRead], calls[ledgertest.OpReadLAC])
+		if got := calls[ledgertest.OpWaitEntry]; got > n+3 {
+			t.Errorf("%d long-poll reads for %d entries and two tailers, want one per entry (and the whole ensemble once)", got, n)
+		}
+		if calls[ledgertest.OpRead] != 0 {
+			t.Errorf("%d reads besides the long-polls, want none", calls[ledgertest.OpRead])
+		}
+		mu.Unlock()
+
+		release1()
+		release1() // a second release of the same share is a no-op
+		if r3, release3, err := rc.OpenTail(ctx, w.ID()); err != nil || r3 != r1 {
+			t.Fatalf("with one share left, OpenTail gave another Reader (err %v)", err)
+		} else {
+			release3()
+		}
+		release2()
+		r4, release4, err := rc.OpenTail(ctx, w.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer release4()
+		if r4 == r1 {
+			t.Error("after every share was released, OpenTail gave the old Reader back")
+		}
+	})
+}
+
+// TestSharedTailOutlivesAStoppedTailer: when the tailer whose long-poll
+// another tailer shares stops waiting, the other goes on waiting on a poll
+// of its own and gets the next entry.
+func TestSharedTailOutlivesAStoppedTailer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, 38, "b1", "b2", "b3")
+		cfg := testConfig()
+		ctx := t.Context()
+		w, err := e.client("w", cfg).Create(ctx, 3, 3, 2, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Stop()
+		r, release, err := e.client("r", cfg).OpenTail(ctx, w.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer release()
+		leader, stop := context.WithCancel(ctx)
+		stopped := make(chan error, 1)
+		go func() {
+			_, err := r.WaitLAC(leader, -1)
+			stopped <- err
+		}()
+		synctest.Wait() // the first tailer's poll is in flight
+		waited := make(chan error, 1)
+		var lac int64
+		go func() {
+			var err error
+			lac, err = r.WaitLAC(ctx, -1)
+			waited <- err
+		}()
+		synctest.Wait() // the second shares it
+		stop()
+		if err := <-stopped; !errors.Is(err, context.Canceled) {
+			t.Fatalf("the stopped tailer's WaitLAC: %v, want context.Canceled", err)
+		}
+		if _, err := w.Append(ctx, payload(0)); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-waited; err != nil {
+			t.Fatalf("the other tailer's WaitLAC: %v", err)
+		}
+		if lac != 0 {
+			t.Fatalf("the other tailer's WaitLAC returned LAC %d, want 0", lac)
 		}
 	})
 }

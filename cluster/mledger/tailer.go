@@ -112,8 +112,11 @@ type Tailer struct {
 	// the first one after it.
 	pos Position
 	// cur reads ledger pos.Ledger once it is opened; nil while the tailer
-	// is between ledgers. curDropped says the record no longer names it.
+	// is between ledgers. It is shared with the client's other tailers of
+	// the ledger (ledger.Client.OpenTail); releaseCur gives it back.
+	// curDropped says the record no longer names it.
 	cur        *ledger.Reader
+	releaseCur func()
 	curDropped bool
 	// recordMoved says the record changed since cur's metadata was last
 	// read: a rollover, or a new owner that recovered and closed the
@@ -242,7 +245,7 @@ func (t *Tailer) next(ctx context.Context, max int) ([]Entry, error) {
 			return t.read(ctx, lac, max)
 		}
 		if t.cur.Closed() {
-			t.cur, t.curDropped = nil, false
+			t.dropCur()
 			continue
 		}
 		if err := t.waitLAC(ctx); err != nil {
@@ -314,7 +317,7 @@ func (t *Tailer) openNext(ctx context.Context) (bool, error) {
 			return false, fmt.Errorf("tail %s after %v: %w: ledger %d left the record before it was read", t.topic, t.pos, ErrLedgerGone, l.id)
 		}
 		mctx, cancel := context.WithTimeout(ctx, t.cfg.MetaTimeout)
-		r, err := t.client.OpenForRead(mctx, l.id)
+		r, release, err := t.client.OpenTail(mctx, l.id)
 		cancel()
 		if errors.Is(err, ledger.ErrLedgerNotFound) {
 			return false, t.goneError(ctx, fmt.Errorf("open ledger %d after %v: %w", l.id, t.pos, err))
@@ -328,13 +331,20 @@ func (t *Tailer) openNext(ctx context.Context) (bool, error) {
 		if l.id != t.pos.Ledger {
 			t.pos = Position{l.id, -1}
 		} else if r.Closed() && t.pos.Entry > r.LastAddConfirmed() {
+			release()
 			return false, fmt.Errorf("%w: tail %s from %v: ledger %d ends at entry %d", ErrInvalidPosition, t.topic, t.pos, l.id, r.LastAddConfirmed())
 		}
 		t.ahead = t.ahead[1:]
-		t.cur = r
+		t.cur, t.releaseCur = r, release
 		return true, nil
 	}
 	return false, nil
+}
+
+// dropCur leaves the current ledger, read to its end.
+func (t *Tailer) dropCur() {
+	t.releaseCur()
+	t.cur, t.releaseCur, t.curDropped = nil, nil, false
 }
 
 // restartWatch starts a watch of the record and then reads it: every
@@ -523,6 +533,9 @@ func (t *Tailer) Close() error {
 	t.busy <- struct{}{}
 	defer func() { <-t.busy }()
 	t.closed = true
+	if t.cur != nil {
+		t.dropCur()
+	}
 	if t.watchCancel != nil {
 		t.watchCancel()
 		t.watch, t.watchCancel = nil, nil
