@@ -294,16 +294,23 @@ func (c *conn) goRequest(f func()) {
 
 // send queues a command for the writer. A full queue, by count or by
 // bytes, means the client is not reading its replies: the connection is
-// closed rather than buffered without bound. The bytes are counted before
-// the push, so concurrent senders never overshoot the bound together; a
-// command alone in the queue is taken whatever its size.
+// closed rather than buffered without bound.
 func (c *conn) send(cmd *pb.BaseCommand) {
+	if full := c.queue(cmd); full != "" {
+		c.closeNotReading(full)
+	}
+}
+
+// queue puts cmd on the write queue without waiting, and says which bound
+// is full when it cannot ("" when queued, or dropped on a closed
+// connection). The bytes are counted before the push, so concurrent
+// senders never overshoot the bound together; a command alone in the
+// queue is taken whatever its size.
+func (c *conn) queue(cmd *pb.BaseCommand) (full string) {
 	size := int64(proto.Size(cmd))
 	if queued := c.outBytes.Add(size); queued > int64(c.srv.cfg.WriteQueueBytes) && queued != size {
 		c.outBytes.Add(-size)
-		c.log.Warn("closing connection: client is not reading (write queue bytes full)", "queued_bytes", queued-size, "bytes", c.srv.cfg.WriteQueueBytes)
-		c.close()
-		return
+		return fmt.Sprintf("write queue bytes full: %d of %d queued", queued-size, c.srv.cfg.WriteQueueBytes)
 	}
 	select {
 	case c.out <- outbound{cmd: cmd, size: int32(size)}:
@@ -311,9 +318,16 @@ func (c *conn) send(cmd *pb.BaseCommand) {
 		c.outBytes.Add(-size)
 	default:
 		c.outBytes.Add(-size)
-		c.log.Warn("closing connection: client is not reading (write queue full)", "queue", cap(c.out))
-		c.close()
+		return fmt.Sprintf("write queue full: %d commands", cap(c.out))
 	}
+	return ""
+}
+
+// closeNotReading closes the connection of a client that does not read
+// its replies (full says which bound of the write queue it filled).
+func (c *conn) closeNotReading(full string) {
+	c.log.Warn("closing connection: client is not reading", "queue", full)
+	c.close()
 }
 
 // took uncounts a command the writer took from out.

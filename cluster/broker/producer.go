@@ -27,7 +27,10 @@ const receiptQueue = 4096
 // therefore hands SENDs to the managed ledger in arrival order; the
 // producer's receipt goroutine waits for each append in that same order and
 // answers SEND_RECEIPT or SEND_ERROR, so receipts go out in send order
-// (DESIGN §5). A duplicate takes its place in the same queue.
+// (DESIGN §5). A duplicate takes its place in the same queue. The ledger
+// writer answers a confirmed append itself when every receipt before it
+// is out (early), so that its receipt is queued before any dispatch of
+// the entry; the goroutine then only settles it.
 type producer struct {
 	c     *conn
 	topic *Topic
@@ -68,12 +71,22 @@ type producer struct {
 	// owes goes down, for a hand-off waiting on its last receipts
 	// (awaitReceipts).
 	receipted chan struct{}
+
+	// nextTurn is the turn of the next SEND (the reader goroutine's).
+	nextTurn uint64
+	// turnMu orders the answers between the receipt goroutine and the
+	// ledger writer (early): turn counts the SENDs answered, in SEND
+	// order, and halted ends the writer's answers with the goroutine's.
+	turnMu sync.Mutex
+	turn   uint64
+	halted bool
 }
 
 // receipt is one SEND awaiting its answer: an append to wait for, or a
 // duplicate (fut nil) that is answered in turn.
 type receipt struct {
-	seq, highest int64 // echoed in the receipt
+	turn         uint64 // its place in SEND order
+	seq, highest int64  // echoed in the receipt
 	fut          *mledger.AppendFuture
 	err          error // the SEND was refused before it was appended
 	// The deduplication identity (see publish); track is false for an
@@ -133,7 +146,9 @@ func (p *producer) publish(send *pb.CommandSend, f *wire.Frame) {
 	}
 	defer p.topic.sends.leave()
 	seq := int64(send.GetSequenceId())
-	r := receipt{seq: seq, highest: max(seq, int64(send.GetHighestSequenceId())), track: true, bytes: len(f.Message)}
+	// Every path from here queues exactly one receipt, so turns have no gaps.
+	r := receipt{turn: p.nextTurn, seq: seq, highest: max(seq, int64(send.GetHighestSequenceId())), track: true, bytes: len(f.Message)}
+	p.nextTurn++
 	r.name, r.dedupSeq, r.dedupHighest = p.name, r.seq, r.highest
 	n := 1
 	if send.HasNumMessages() {
@@ -163,7 +178,12 @@ func (p *producer) publish(send *pb.CommandSend, f *wire.Frame) {
 		return
 	}
 	r.trace = p.topic.startPublishTrace(f)
-	r.fut, r.err = p.topic.append(p.c.ctx, f.Message, n, r.track, r.name, r.dedupHighest)
+	var then func(mledger.Position, error)
+	if receiptAfterAppend {
+		answer := r // a copy: the writer reads it while r gets its future
+		then = func(pos mledger.Position, err error) { p.early(answer, pos, err) }
+	}
+	r.fut, r.err = p.topic.append(p.c.ctx, f.Message, n, r.track, r.name, r.dedupHighest, then)
 	if r.err == nil && !receiptAfterAppend {
 		// Only in the broken_ackearly variant (variants.go): the receipt
 		// goes out now, at position 0:0, before the bookies confirm; the
@@ -172,6 +192,43 @@ func (p *producer) publish(send *pb.CommandSend, f *wire.Frame) {
 		r.receipted = true
 	}
 	p.queue(r)
+}
+
+// early answers a confirmed append on the ledger writer's goroutine, in
+// the step that makes the entry visible (mledger's AppendAsync then), when
+// every receipt before it is out: the receipt is then queued before any
+// dispatcher can read the entry, and a consumer on this connection gets
+// the message after the producer's receipt, as on Pulsar. Anything else
+// (a failure, an earlier SEND unanswered, a full write queue, a halted
+// producer) is left to the receipt goroutine. It runs under the managed
+// ledger's lock, so it only queues: a full queue closes the connection
+// from the goroutine instead.
+func (p *producer) early(r receipt, pos mledger.Position, err error) {
+	if err != nil {
+		return
+	}
+	p.turnMu.Lock()
+	defer p.turnMu.Unlock()
+	if p.halted || p.turn != r.turn {
+		return
+	}
+	if p.c.queue(p.sendReceipt(r, storedAt(pos))) != "" {
+		return
+	}
+	p.count(r)
+	p.turn++
+}
+
+// count adds a stored SEND to the producer's and the topic's counters.
+func (p *producer) count(r receipt) {
+	p.in.add(r.messages, r.bytes)
+	p.topic.in.add(r.messages, r.bytes)
+	p.topic.lastPublish.Store(p.topic.svc.clock.Now().UnixMilli())
+}
+
+// storedAt is the message id of an entry stored at pos.
+func storedAt(pos mledger.Position) *pb.MessageIdData {
+	return pb.MessageIdData_builder{LedgerId: ptr(uint64(pos.Ledger)), EntryId: ptr(uint64(pos.Entry))}.Build()
 }
 
 func (p *producer) queue(r receipt) {
@@ -216,25 +273,34 @@ func (p *producer) answer() {
 			p.disconnect()
 			return
 		}
-		if err != nil {
-			p.c.send(sendError(p.id, r.seq, err))
-			p.settle(1, int64(r.bytes))
-			continue
-		}
-		if r.fut != nil {
-			p.in.add(r.messages, r.bytes)
-			p.topic.in.add(r.messages, r.bytes)
-			p.topic.lastPublish.Store(p.topic.svc.clock.Now().UnixMilli())
-		}
-		id := pb.MessageIdData_builder{LedgerId: ptr(uint64(pos.Ledger)), EntryId: ptr(uint64(pos.Entry))}
-		if r.fut == nil { // duplicate: Pulsar answers (-1, -1)
-			id.LedgerId, id.EntryId = ptr(^uint64(0)), ptr(^uint64(0))
-		}
-		if !r.receipted {
-			p.c.send(p.sendReceipt(r, id.Build()))
+		if full := p.answerInTurn(r, pos, err); full != "" {
+			p.c.closeNotReading(full)
 		}
 		p.settle(1, int64(r.bytes))
 	}
+}
+
+// answerInTurn sends r's SEND_ERROR or SEND_RECEIPT unless the ledger
+// writer has (early), and says which bound of the write queue is full if
+// it could not be queued.
+func (p *producer) answerInTurn(r receipt, pos mledger.Position, err error) (full string) {
+	p.turnMu.Lock()
+	defer p.turnMu.Unlock()
+	if p.turn > r.turn {
+		return "" // answered early
+	}
+	p.turn++
+	switch {
+	case err != nil:
+		return p.c.queue(sendError(p.id, r.seq, err))
+	case r.fut == nil: // duplicate: Pulsar answers (-1, -1)
+		return p.c.queue(p.sendReceipt(r, storedAt(mledger.Position{Ledger: -1, Entry: -1})))
+	}
+	p.count(r)
+	if r.receipted {
+		return ""
+	}
+	return p.c.queue(p.sendReceipt(r, storedAt(pos)))
 }
 
 // sendReceipt is the SEND_RECEIPT of r, stored at id.
@@ -285,8 +351,15 @@ func (p *producer) becameReady() {
 	p.c.send(p.success(p.requestID, true))
 }
 
-// halt stops the receipt goroutine.
-func (p *producer) halt() { p.stopOnce.Do(func() { close(p.stop) }) }
+// halt stops the receipt goroutine and the ledger writer's answers.
+func (p *producer) halt() {
+	p.stopOnce.Do(func() {
+		p.turnMu.Lock()
+		p.halted = true
+		p.turnMu.Unlock()
+		close(p.stop)
+	})
+}
 
 // disconnect is the broker closing the producer (topic unloaded, or fenced
 // by an exclusive producer): CLOSE_PRODUCER tells the client to look the

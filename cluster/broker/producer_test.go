@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,6 +33,7 @@ func TestProducers(t *testing.T) {
 			})
 		}
 	})
+	t.Run("receipt before delivery", func(t *testing.T) { testReceiptBeforeDelivery(t, c) })
 	t.Run("compression round trip", func(t *testing.T) {
 		for _, codec := range []struct {
 			name string
@@ -92,6 +94,40 @@ func testReceiptsInOrder(t *testing.T, c pulsar.Client, disableBatching bool) {
 	}
 	if !disableBatching && ids[0].EntryID() == ids[n-1].EntryID() {
 		t.Fatalf("batching on, yet all in one entry: %v .. %v", ids[0], ids[n-1])
+	}
+}
+
+// testReceiptBeforeDelivery: a consumer waiting at the tail on the
+// producer's own connection gets each message after the producer's
+// receipt for it, as on Pulsar (pulsar-client-go's
+// TestProducerWithInterceptors counts on it): the client handles a
+// connection's frames in order, so the send callback has run by the time
+// Receive returns.
+func testReceiptBeforeDelivery(t *testing.T, c pulsar.Client) {
+	topic := topicFor(t)
+	cons := subscribe(t, c, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s"})
+	p := createProducer(t, c, pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	var receipted atomic.Int64
+	receipted.Store(-1)
+	const n = 300
+	for i := range n {
+		p.SendAsync(context.Background(), &pulsar.ProducerMessage{Payload: fmt.Append(nil, i)},
+			func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
+				if err != nil {
+					t.Errorf("send %d: %v", i, err)
+				}
+				receipted.Store(int64(i))
+			})
+		m := receive(t, cons)
+		if got := string(m.Payload()); got != fmt.Sprint(i) {
+			t.Fatalf("received %q, want %d", got, i)
+		}
+		if r := receipted.Load(); r != int64(i) {
+			t.Fatalf("message %d delivered before its receipt (last receipt: %d)", i, r)
+		}
+		if err := cons.Ack(m); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

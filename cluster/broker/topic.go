@@ -94,14 +94,15 @@ func newTopic(ctx context.Context, s *Service, t topology.TopicName, ml *mledger
 	return tp, nil
 }
 
-// append hands msg to the managed ledger and, when deduplication tracks
-// it (track), queues its future for the recorder as the producer's name
-// up to highest. appendMu spans both, so the recorder gets appends in the
-// order they are stored. A failed append is forgotten at once.
-func (t *Topic) append(ctx context.Context, msg []byte, n int, track bool, name string, highest int64) (*mledger.AppendFuture, error) {
+// append hands msg to the managed ledger (then as in AppendAsync) and,
+// when deduplication tracks it (track), queues its future for the recorder
+// as the producer's name up to highest. appendMu spans both, so the
+// recorder gets appends in the order they are stored. A failed append is
+// forgotten at once.
+func (t *Topic) append(ctx context.Context, msg []byte, n int, track bool, name string, highest int64, then func(mledger.Position, error)) (*mledger.AppendFuture, error) {
 	t.appendMu.Lock()
 	defer t.appendMu.Unlock()
-	fut, err := t.ml.AppendAsync(ctx, msg, n)
+	fut, err := t.ml.AppendAsync(ctx, msg, n, then)
 	switch {
 	case err != nil && track:
 		t.dd.failed(name)

@@ -128,7 +128,7 @@ func BenchmarkAppend(b *testing.B) {
 						}
 						window = window[1:]
 					}
-					fut, err := ml.AppendAsync(context.Background(), msg, 1)
+					fut, err := ml.AppendAsync(context.Background(), msg, 1, nil)
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -233,7 +233,7 @@ func benchAppendInterleaved(b *testing.B, base Config) {
 							}
 							window = window[1:]
 						}
-						fut, err := ml.AppendAsync(ctx, msg, 1)
+						fut, err := ml.AppendAsync(ctx, msg, 1, nil)
 						if err != nil {
 							b.Fatal(err)
 						}

@@ -64,7 +64,7 @@ func TestEtcdCursorLoad(t *testing.T) {
 			var ps []Position
 			futs := make([]*AppendFuture, 0, 20000)
 			for i := range 20000 {
-				fut, err := ml.AppendAsync(t.Context(), testMessage(t, 'A', uint64(i), 1, 0), 1)
+				fut, err := ml.AppendAsync(t.Context(), testMessage(t, 'A', uint64(i), 1, 0), 1, nil)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -35,7 +35,8 @@ import (
 //     metadata of the ledgers retention dropped (deleter).
 //   - The ledger writer's goroutine reports each append's outcome, in
 //     entry order (confirmed): it moves view.lac, fills the cache, wakes
-//     tailing readers and completes the caller's future.
+//     tailing readers and completes the caller's future (whose then
+//     callback runs under mu; see AppendAsync).
 //   - mu guards what readers share: the view, the cache, the readers of
 //     ledgers, the cursors' published positions, the terminal error.
 //   - Each durable cursor has its own persistence goroutine.
@@ -165,6 +166,7 @@ type AppendFuture struct {
 	pos   Position
 	index int64
 	err   error
+	then  func(Position, error) // see AppendAsync
 }
 
 // Done is closed when the append is confirmed or has failed.
@@ -196,6 +198,9 @@ func (f *AppendFuture) Wait(ctx context.Context) (Position, error) {
 
 func (f *AppendFuture) complete(p Position, err error) {
 	f.pos, f.err = p, err
+	if f.then != nil {
+		f.then(p, err)
+	}
 	close(f.done)
 }
 
@@ -437,7 +442,7 @@ func (ml *ManagedLedger) Name() string { return ml.topic }
 // Append stores msg (a Pulsar message from its 0x0e01 magic on, holding
 // numMessages messages) and waits until it is confirmed.
 func (ml *ManagedLedger) Append(ctx context.Context, msg []byte, numMessages int) (Position, error) {
-	f, err := ml.AppendAsync(ctx, msg, numMessages)
+	f, err := ml.AppendAsync(ctx, msg, numMessages, nil)
 	if err != nil {
 		return Position{}, err
 	}
@@ -452,7 +457,16 @@ func (ml *ManagedLedger) Append(ctx context.Context, msg []byte, numMessages int
 // next ledger was created ahead (see rollover), and never retention's
 // deletions. ctx bounds only the wait for the write lock. msg is copied
 // into the stored entry before AppendAsync returns.
-func (ml *ManagedLedger) AppendAsync(ctx context.Context, msg []byte, numMessages int) (*AppendFuture, error) {
+//
+// then, unless nil, runs once as the future completes, before Done is
+// closed. For a confirmed entry it runs on the ledger writer's goroutine
+// under the instance's lock (mu), in the same step that makes the entry
+// visible: no reader can see the entry before then has run, nor after
+// without it, as Pulsar runs an add's callback before it notifies the
+// cursors. The broker queues the producer's receipt there, so a consumer
+// on the producer's connection gets the message after the receipt. then
+// must not block or call into the managed ledger.
+func (ml *ManagedLedger) AppendAsync(ctx context.Context, msg []byte, numMessages int, then func(Position, error)) (*AppendFuture, error) {
 	if numMessages < 1 {
 		return nil, fmt.Errorf("%w: numMessages %d", ErrNoMessages, numMessages)
 	}
@@ -466,7 +480,7 @@ func (ml *ManagedLedger) AppendAsync(ctx context.Context, msg []byte, numMessage
 	if ml.writeStopped {
 		return nil, ml.errOr(ErrClosed)
 	}
-	fut := &AppendFuture{done: make(chan struct{}), index: -1}
+	fut := &AppendFuture{done: make(chan struct{}), index: -1, then: then}
 	ml.handleAppend(msg, numMessages, fut)
 	return fut, nil
 }
@@ -742,7 +756,8 @@ func (ml *ManagedLedger) housekeeping() {
 
 // confirmed publishes one append's outcome: the writer calls it on its
 // goroutine, in entry order. A confirmed entry becomes visible to readers
-// (view.lac, the cache) before its future completes.
+// (view.lac, the cache) and its future completes under mu, before the
+// readers waiting for it are woken (see AppendAsync's then).
 func (ml *ManagedLedger) confirmed(ledgerID int64, data []byte, fut *AppendFuture, entry int64, err error) {
 	if err != nil {
 		err = classify(err)
@@ -762,9 +777,9 @@ func (ml *ManagedLedger) confirmed(ledgerID int64, data []byte, fut *AppendFutur
 		// topic), and a cursor opened later reads from the bookies.
 		ml.cache.put(Entry{Position: pos, Data: data})
 	}
+	fut.complete(pos, nil)
 	ml.wakeLocked()
 	ml.mu.Unlock()
-	fut.complete(pos, nil)
 }
 
 // LastConfirmed returns the position of the last confirmed entry; for an

@@ -135,6 +135,42 @@ func TestSplitEntryRejectsBadFraming(t *testing.T) {
 	}
 }
 
+// TestAppendThenRunsBeforeTheWake: an append's then callback runs with
+// the entry's position before the readers waiting at the tail are woken
+// and before its future is done; the broker queues a producer's receipt
+// there, ahead of any dispatch of the entry.
+func TestAppendThenRunsBeforeTheWake(t *testing.T) {
+	e := newEnv(t)
+	ml := e.open(e.factory("a", testConfig()), "then")
+	for i := range 50 {
+		changed := ml.Changed()
+		ran := make(chan Position, 1)
+		f, err := ml.AppendAsync(t.Context(), testMessage(t, 'A', uint64(i), 1, 0), 1, func(p Position, err error) {
+			select {
+			case <-changed:
+				t.Errorf("append %d: readers woken before then ran", i)
+			default:
+			}
+			if err != nil {
+				t.Errorf("append %d: then got %v", i, err)
+			}
+			ran <- p
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-changed
+		select {
+		case p := <-ran:
+			if got, err := f.Wait(t.Context()); err != nil || got != p {
+				t.Fatalf("append %d: future %v, %v; then had %v", i, got, err, p)
+			}
+		default:
+			t.Fatalf("append %d: readers woken, then not run", i)
+		}
+	}
+}
+
 // TestRolloverSeamless pipelines appends across many rollovers and reads
 // them back across every ledger boundary, in order, with a continuous
 // index.
@@ -152,7 +188,7 @@ func testRolloverSeamless(t *testing.T, newEnv func(testing.TB) *env) {
 	const total = 500
 	futs := make([]*AppendFuture, 0, total)
 	for i := range total {
-		f, err := ml.AppendAsync(t.Context(), testMessage(t, 'A', uint64(i), 1+i%3, 0), 1+i%3)
+		f, err := ml.AppendAsync(t.Context(), testMessage(t, 'A', uint64(i), 1+i%3, 0), 1+i%3, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -900,7 +936,7 @@ func testSplitBrain(t *testing.T, newEnv func(testing.TB) *env) {
 						close(aAppended)
 					}
 					var f *AppendFuture
-					if f, err = a.AppendAsync(ctx, testMessage(t, 'A', uint64(i), 1, 0), 1); err != nil {
+					if f, err = a.AppendAsync(ctx, testMessage(t, 'A', uint64(i), 1, 0), 1, nil); err != nil {
 						break
 					}
 					futs = append(futs, f)
@@ -1000,7 +1036,7 @@ func crashRecovery(t *testing.T, e *env, seed uint64) {
 		defer close(confirmed)
 		var futs []*AppendFuture
 		for i := 0; ctx.Err() == nil; i++ {
-			f, err := a.AppendAsync(ctx, testMessage(t, 'A', uint64(i), 1+i%4, 0), 1+i%4)
+			f, err := a.AppendAsync(ctx, testMessage(t, 'A', uint64(i), 1+i%4, 0), 1+i%4, nil)
 			if err != nil {
 				break
 			}
