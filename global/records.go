@@ -530,6 +530,21 @@ const (
 	ExtraTopicMaxUnackedOnConsumer = "maxUnackedMessagesOnConsumer"
 )
 
+// The Extra keys of the auto-subscription-creation overrides, a
+// namespace's and the topic's that wins over it: each an
+// AutoSubscriptionCreationOverride.
+const (
+	ExtraAutoSubscriptionCreation      = "autoSubscriptionCreationOverride"
+	ExtraTopicAutoSubscriptionCreation = "autoSubscriptionCreation"
+)
+
+// AutoSubscriptionCreationOverride is Pulsar's body of that name: whether
+// a consumer's subscribe creates a durable subscription that does not
+// exist. A body without the field disallows, as Pulsar reads it.
+type AutoSubscriptionCreationOverride struct {
+	Allow bool `json:"allowAutoSubscriptionCreation"`
+}
+
 // limit reads key as a count limit: ok is false when it is unset or not a
 // JSON integer of at least zero (the admin API stores no other).
 func (e Extra) limit(key string) (n int, ok bool) {
@@ -538,6 +553,17 @@ func (e Extra) limit(key string) (n int, ok bool) {
 		return 0, false
 	}
 	return n, true
+}
+
+// allowAutoSubscriptionCreation reads key as an
+// AutoSubscriptionCreationOverride: ok is false when it is unset or not a
+// JSON object.
+func (e Extra) allowAutoSubscriptionCreation(key string) (allow, ok bool) {
+	var o AutoSubscriptionCreationOverride
+	if v, set := e[key]; !set || json.Unmarshal(v, &o) != nil {
+		return false, false
+	}
+	return o.Allow, true
 }
 
 // Clone returns a deep copy.

@@ -30,6 +30,10 @@ type BrokerDefaults struct {
 	AllowAutoTopicCreation bool
 	AutoTopicCreationType  TopicType
 	DefaultNumPartitions   int
+	// AllowAutoSubscriptionCreation is allowAutoSubscriptionCreation
+	// (true): a consumer may subscribe under a durable subscription that
+	// does not exist yet, which creates it.
+	AllowAutoSubscriptionCreation bool
 	// BacklogQuotaLimitBytes and BacklogQuotaLimitSeconds are
 	// backlogQuotaDefaultLimitBytes and backlogQuotaDefaultLimitSecond: -1,
 	// no limit; BacklogQuotaPolicy is backlogQuotaDefaultRetentionPolicy,
@@ -45,13 +49,14 @@ type BrokerDefaults struct {
 // BrokerDefaults.
 func DefaultBrokerDefaults() BrokerDefaults {
 	return BrokerDefaults{
-		AllowAutoTopicCreation:      true,
-		AutoTopicCreationType:       NonPartitioned,
-		DefaultNumPartitions:        1,
-		BacklogQuotaLimitBytes:      -1,
-		BacklogQuotaLimitSeconds:    -1,
-		BacklogQuotaPolicy:          ProducerRequestHold,
-		SchemaCompatibilityStrategy: SchemaFull,
+		AllowAutoTopicCreation:        true,
+		AllowAutoSubscriptionCreation: true,
+		AutoTopicCreationType:         NonPartitioned,
+		DefaultNumPartitions:          1,
+		BacklogQuotaLimitBytes:        -1,
+		BacklogQuotaLimitSeconds:      -1,
+		BacklogQuotaPolicy:            ProducerRequestHold,
+		SchemaCompatibilityStrategy:   SchemaFull,
 	}
 }
 
@@ -96,8 +101,11 @@ type Effective struct {
 	DeduplicationEnabled bool
 	// AutoTopicCreation is the namespace's override or the broker's
 	// setting; Partitions is set only for the partitioned type.
-	AutoTopicCreation           AutoTopicCreation
-	SchemaCompatibilityStrategy SchemaCompatibilityStrategy
+	AutoTopicCreation AutoTopicCreation
+	// AllowAutoSubscriptionCreation is the topic's override, else the
+	// namespace's, else the broker's setting.
+	AllowAutoSubscriptionCreation bool
+	SchemaCompatibilityStrategy   SchemaCompatibilityStrategy
 	// ReplicationClusters are the regions the topic replicates among: the
 	// topic's override, else the namespace's, always bounded by the
 	// tenant's allowed clusters (DESIGN §6), sorted. A message's
@@ -141,12 +149,13 @@ func Resolve(d BrokerDefaults, tenant TenantInfo, ns Policies, topic *TopicPolic
 		tp = *topic
 	}
 	e := Effective{
-		Retention:                   RetentionPolicies{d.RetentionTimeInMinutes, d.RetentionSizeInMB},
-		MessageTTLInSeconds:         d.MessageTTLInSeconds,
-		DeduplicationEnabled:        d.DeduplicationEnabled,
-		AutoTopicCreation:           AutoTopicCreation{Allow: d.AllowAutoTopicCreation, Type: d.AutoTopicCreationType},
-		SchemaCompatibilityStrategy: d.SchemaCompatibilityStrategy,
-		Partitions:                  tp.Partitions,
+		Retention:                     RetentionPolicies{d.RetentionTimeInMinutes, d.RetentionSizeInMB},
+		MessageTTLInSeconds:           d.MessageTTLInSeconds,
+		DeduplicationEnabled:          d.DeduplicationEnabled,
+		AutoTopicCreation:             AutoTopicCreation{Allow: d.AllowAutoTopicCreation, Type: d.AutoTopicCreationType},
+		AllowAutoSubscriptionCreation: autoSubscriptionCreation(tp.Extra, ns.Extra, d.AllowAutoSubscriptionCreation),
+		SchemaCompatibilityStrategy:   d.SchemaCompatibilityStrategy,
+		Partitions:                    tp.Partitions,
 	}
 	if d.AutoTopicCreationType == Partitioned {
 		n := d.DefaultNumPartitions
@@ -213,6 +222,18 @@ func limitOf(topic Extra, topicKey string, ns Extra, nsKey string) int {
 	}
 	n, _ := ns.limit(nsKey)
 	return n
+}
+
+// autoSubscriptionCreation resolves allowAutoSubscriptionCreation: the
+// topic's override, else the namespace's, else the broker's setting def.
+func autoSubscriptionCreation(topic, ns Extra, def bool) bool {
+	if allow, ok := topic.allowAutoSubscriptionCreation(ExtraTopicAutoSubscriptionCreation); ok {
+		return allow
+	}
+	if allow, ok := ns.allowAutoSubscriptionCreation(ExtraAutoSubscriptionCreation); ok {
+		return allow
+	}
+	return def
 }
 
 // first returns the first non-nil pointer.

@@ -23,10 +23,11 @@ func TestResolve(t *testing.T) {
 		MessageAge:         {LimitSize: -1, LimitTime: -1, Policy: ProducerRequestHold},
 	}
 	base := Effective{
-		BacklogQuotas:               defQuotas,
-		AutoTopicCreation:           AutoTopicCreation{Allow: true, Type: NonPartitioned},
-		SchemaCompatibilityStrategy: SchemaFull,
-		ReplicationClusters:         []string{"a", "b"},
+		BacklogQuotas:                 defQuotas,
+		AutoTopicCreation:             AutoTopicCreation{Allow: true, Type: NonPartitioned},
+		AllowAutoSubscriptionCreation: true,
+		SchemaCompatibilityStrategy:   SchemaFull,
+		ReplicationClusters:           []string{"a", "b"},
 	}
 	with := func(f func(*Effective)) Effective {
 		e := base
@@ -60,6 +61,15 @@ func TestResolve(t *testing.T) {
 		{"a limit that is not a count is unset", tenant, nsBase(func(p *Policies) {
 			p.Extra = Extra{ExtraMaxProducersPerTopic: []byte(`"2"`), ExtraMaxConsumersPerTopic: []byte("-1")}
 		}), nil, base},
+		{"namespace disallows auto subscription creation", tenant, nsBase(func(p *Policies) {
+			p.Extra = Extra{ExtraAutoSubscriptionCreation: []byte(`{"allowAutoSubscriptionCreation":false}`)}
+		}), nil, with(func(e *Effective) { e.AllowAutoSubscriptionCreation = false })},
+		{"topic allows auto subscription creation over namespace", tenant, nsBase(func(p *Policies) {
+			p.Extra = Extra{ExtraAutoSubscriptionCreation: []byte(`{"allowAutoSubscriptionCreation":false}`)}
+		}), &TopicPolicies{Extra: Extra{ExtraTopicAutoSubscriptionCreation: []byte(`{"allowAutoSubscriptionCreation":true}`)}}, base},
+		{"an override without the field disallows, as Pulsar reads it", tenant, nsBase(nil),
+			&TopicPolicies{Extra: Extra{ExtraTopicAutoSubscriptionCreation: []byte(`{}`)}},
+			with(func(e *Effective) { e.AllowAutoSubscriptionCreation = false })},
 		{"namespace TTL", tenant, nsBase(func(p *Policies) { p.MessageTTLInSeconds = ptr(30) }), nil,
 			with(func(e *Effective) { e.MessageTTLInSeconds = 30 })},
 		{"topic TTL over namespace", tenant, nsBase(func(p *Policies) { p.MessageTTLInSeconds = ptr(30) }), &TopicPolicies{MessageTTLInSeconds: ptr(5)},

@@ -17,9 +17,10 @@ import (
 // limits (namespace maxProducersPerTopic, maxConsumersPerTopic and
 // maxConsumersPerSubscription; topic maxProducers, maxConsumers,
 // maxConsumersPerSubscription, maxSubscriptionsPerTopic and
-// maxUnackedMessagesOnConsumer; global.Resolve reads them), and the
-// replicator the topic's replicatorDispatchRate (dispatchrate.go). Setting any
-// other changes what GET returns and nothing else:
+// maxUnackedMessagesOnConsumer; global.Resolve reads them) and the
+// namespace's and topic's autoSubscriptionCreation, and the replicator the
+// topic's replicatorDispatchRate (dispatchrate.go). Setting any other
+// changes what GET returns and nothing else:
 //
 //   - namespace: maxTopicsPerNamespace, subscriptionExpirationTime,
 //     compactionThreshold, offloadThreshold, offloadThresholdInSeconds,
@@ -30,8 +31,7 @@ import (
 //     delayedDelivery, dispatchRate, publishRate, subscribeRate,
 //     subscriptionDispatchRate, offloadPolicies,
 //     maxMessageSize, deduplicationSnapshotInterval,
-//     schemaValidationEnforced, autoSubscriptionCreation, and the topic's
-//     properties.
+//     schemaValidationEnforced, and the topic's properties.
 //
 // One table describes them all, and one set of handlers serves the table:
 // a policy is its path, its key in Extra (Pulsar's JSON field name), the
@@ -77,6 +77,7 @@ var namespaceStored = []storedPolicy{
 	{path: "offloadDeletionLagMs", key: "offload_deletion_lag_ms", kind: kindNonNegInt},
 	{path: "persistence", key: "persistence", kind: kindObject},
 	{path: "persistence/bookieAffinity", key: "bookie_affinity_group", kind: kindObject},
+	{path: "autoSubscriptionCreation", key: global.ExtraAutoSubscriptionCreation, kind: kindObject},
 	{path: "properties", key: "properties", kind: kindStringMap, unset: "{}"},
 }
 
@@ -98,7 +99,7 @@ var topicStored = []storedPolicy{
 	{path: "maxConsumersPerSubscription", key: global.ExtraTopicMaxConsumersPerSubscription, kind: kindNonNegInt, nsKey: global.ExtraMaxConsumersPerSubscription},
 	{path: "deduplicationSnapshotInterval", key: "deduplicationSnapshotIntervalSeconds", kind: kindNonNegInt},
 	{path: "schemaValidationEnforced", key: "schemaValidationEnforced", kind: kindBool},
-	{path: "autoSubscriptionCreation", key: "autoSubscriptionCreation", kind: kindObject},
+	{path: "autoSubscriptionCreation", key: global.ExtraTopicAutoSubscriptionCreation, kind: kindObject, nsKey: global.ExtraAutoSubscriptionCreation},
 	topicProperties,
 }
 

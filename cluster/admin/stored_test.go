@@ -60,6 +60,23 @@ func TestStoredNamespacePolicies(t *testing.T) {
 		t.Fatalf("persistence as a number: %d %s, want 412", status, body)
 	}
 
+	// The namespace's autoSubscriptionCreation is what a topic's applied
+	// value falls back to (the broker enforces it: TestAutoSubscriptionCreation).
+	const noAuto = `{"allowAutoSubscriptionCreation":false}`
+	topic, err := utils.GetTopicName("persistent://" + ns + "/t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := adm.Topics().Create(*topic, 0); err != nil {
+		t.Fatal(err)
+	}
+	if status, body := call(t, "POST", "/admin/v2/namespaces/"+ns+"/autoSubscriptionCreation", noAuto); status != http.StatusNoContent {
+		t.Fatalf("set autoSubscriptionCreation: %d %s", status, body)
+	}
+	if status, body := call(t, "GET", "/admin/v2/persistent/"+ns+"/t/autoSubscriptionCreation?applied=true", ""); status != http.StatusOK || body != noAuto {
+		t.Fatalf("a topic's applied autoSubscriptionCreation: %d %s, want the namespace's %s", status, body, noAuto)
+	}
+
 	// Properties merge on set and answer {} when none are set.
 	if err := adm.Namespaces().UpdateProperties(*name, map[string]string{"a": "1"}); err != nil {
 		t.Fatal(err)

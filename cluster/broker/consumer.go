@@ -145,6 +145,10 @@ func (c *conn) handleSubscribe(req *pb.CommandSubscribe) {
 		return
 	}
 	durable := !req.HasDurable() || req.GetDurable()
+	if durable && !topic.mayCreateOnSubscribe(req.GetSubscription(), eff) {
+		c.sendError(reqID, fmt.Errorf("%w: Subscription does not exist", wire.ErrSubscriptionNotFound))
+		return
+	}
 	var start *pb.MessageIdData
 	if !durable {
 		start = req.GetStartMessageId()

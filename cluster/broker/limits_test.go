@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+	"google.golang.org/protobuf/proto"
 
+	"github.com/meridian-mq/meridian/cluster/wire/pb"
 	"github.com/meridian-mq/meridian/global"
 )
 
@@ -123,4 +125,61 @@ func TestSubscriptionLimitKeepsExisting(t *testing.T) {
 		!strings.Contains(err.Error(), "NotAllowed") {
 		t.Fatalf("a third subscription under a limit of 1: %v, want NotAllowed", err)
 	}
+}
+
+// TestAutoSubscriptionCreation: a namespace that disallows auto
+// subscription creation refuses a consumer's new durable subscription
+// with SubscriptionNotFound and a producer's new initial subscription with
+// NotAllowed, as Pulsar does, while a subscription created through the
+// admin path, a reader (non-durable) and a non-persistent topic still
+// work; a topic's own override wins over the namespace's.
+func TestAutoSubscriptionCreation(t *testing.T) {
+	r := startBroker(t, nil)
+	c := newClient(t, r.ServiceURL())
+	ns := createNamespace(t, r, "nosubs", global.Policies{Extra: global.Extra{
+		global.ExtraAutoSubscriptionCreation: json.RawMessage(`{"allowAutoSubscriptionCreation":false}`),
+	}})
+	topic := topicIn(t, ns)
+	if _, err := c.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "new"}); err == nil ||
+		!strings.Contains(err.Error(), "SubscriptionNotFound") {
+		t.Fatalf("a new subscription where auto creation is off: %v, want SubscriptionNotFound", err)
+	}
+	tp, err := r.Service().Topic(t.Context(), mustTopic(t, topic), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tp.CreateSubscription(t.Context(), "made", nil); err != nil {
+		t.Fatal(err)
+	}
+	cons := subscribe(t, c, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "made"})
+	reader, err := c.CreateReader(pulsar.ReaderOptions{Topic: topic, StartMessageID: pulsar.EarliestMessageID()})
+	if err != nil {
+		t.Fatalf("a reader where auto creation is off: %v", err)
+	}
+	defer reader.Close()
+	p := createProducer(t, c, pulsar.ProducerOptions{Topic: topic})
+	produce(t, p, "m", 1)
+	if m := receive(t, cons); string(m.Payload()) != "m0" {
+		t.Fatalf("consumer got %q, want m0", m.Payload())
+	}
+	if m := next(t, reader); string(m.Payload()) != "m0" {
+		t.Fatalf("reader got %q, want m0", m.Payload())
+	}
+	subscribe(t, c, pulsar.ConsumerOptions{Topic: "non-persistent://" + strings.TrimPrefix(topic, "persistent://"), SubscriptionName: "np"})
+
+	rc := dialRaw(t, brokerAddr(r))
+	rc.connect(20)
+	rc.send(pb.BaseCommand_builder{Type: pb.BaseCommand_PRODUCER.Enum(), Producer: pb.CommandProducer_builder{
+		Topic: proto.String(topic), ProducerId: proto.Uint64(1), RequestId: proto.Uint64(1), ProducerName: proto.String("p"),
+		InitialSubscriptionName: proto.String("dead"),
+	}.Build()}.Build())
+	if e := rc.expect(pb.BaseCommand_ERROR).GetError(); e.GetError() != pb.ServerError_NotAllowedError {
+		t.Fatalf("a producer's new initial subscription where auto creation is off: %v, want NotAllowed", e)
+	}
+
+	own := topicIn(t, ns, "own")
+	createTopic(t, r, own, global.TopicPolicies{Extra: global.Extra{
+		global.ExtraTopicAutoSubscriptionCreation: json.RawMessage(`{"allowAutoSubscriptionCreation":true}`),
+	}})
+	subscribe(t, c, pulsar.ConsumerOptions{Topic: own, SubscriptionName: "new"})
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/meridian-mq/meridian/cluster/mledger"
 	"github.com/meridian-mq/meridian/cluster/wire"
 	"github.com/meridian-mq/meridian/cluster/wire/pb"
+	"github.com/meridian-mq/meridian/global"
 	"github.com/meridian-mq/meridian/topology"
 )
 
@@ -225,6 +226,21 @@ func (t *Topic) admitSubscription(name string, maxSubscriptions int) error {
 		return fmt.Errorf("%w: topic %s reached max subscriptions limit (%d)", wire.ErrNotAllowed, t.Name(), maxSubscriptions)
 	}
 	return nil
+}
+
+// mayCreateOnSubscribe reports whether a subscribe (or a producer's
+// initial subscription) may create the durable subscription name: it
+// exists already, the topic is non-persistent, or the topic's policies
+// allow it (Pulsar's allowAutoSubscriptionCreation, topic over namespace
+// over broker). The admin API creates subscriptions whatever it says.
+func (t *Topic) mayCreateOnSubscribe(name string, eff global.Effective) bool {
+	if eff.AllowAutoSubscriptionCreation || t.name.Domain == topology.NonPersistent {
+		return true
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	_, known := t.mu.subs[name]
+	return known
 }
 
 func (t *Topic) subscriptions() []*subscription {

@@ -453,6 +453,9 @@ func (c *conn) handleProducer(req *pb.CommandProducer) {
 		// The producer asks for a subscription that keeps what it sends
 		// (a dead-letter producer's), created at the end if it is new.
 		err := topic.admitSubscription(name, eff.MaxSubscriptionsPerTopic)
+		if err == nil && !topic.mayCreateOnSubscribe(name, eff) {
+			err = fmt.Errorf("%w: Could not create the initial subscription due to the auto subscription creation is not allowed", wire.ErrNotAllowed)
+		}
 		if err == nil {
 			_, err = topic.subscription(ctx, name, pb.CommandSubscribe_Exclusive, true, mledger.Latest, nil)
 		}

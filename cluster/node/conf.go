@@ -156,6 +156,7 @@ var pulsarConfKeys = []confMapping{
 
 	{"brokerDeduplicationEnabled", boolean(func(c *RegionConfig) *bool { return &c.Broker.Service.Policies.DeduplicationEnabled })},
 	{"allowAutoTopicCreation", boolean(func(c *RegionConfig) *bool { return &c.Broker.Service.Policies.AllowAutoTopicCreation })},
+	{"allowAutoSubscriptionCreation", boolean(func(c *RegionConfig) *bool { return &c.Broker.Service.Policies.AllowAutoSubscriptionCreation })},
 	{"allowAutoTopicCreationType", func(c *RegionConfig, v string) error {
 		switch t := global.TopicType(v); t {
 		case global.Partitioned, global.NonPartitioned:

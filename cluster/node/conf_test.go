@@ -50,6 +50,7 @@ keepAliveIntervalSeconds=7
 maxUnackedMessagesPerConsumer=0
 brokerDeduplicationEnabled=true
 allowAutoTopicCreationType=partitioned
+allowAutoSubscriptionCreation=false
 defaultNumPartitions=3
 defaultRetentionTimeInMinutes=60
 defaultRetentionSizeInMB=100
@@ -95,6 +96,7 @@ dispatcherReadFailureBackoffMaxTimeInMs=60000
 		{"MaxUnackedPerConsumer", cfg.Service.Dispatch.MaxUnackedPerConsumer, 1<<31 - 1},
 		{"Dedup", cfg.Service.Policies.DeduplicationEnabled, true},
 		{"AutoTopicCreationType", cfg.Service.Policies.AutoTopicCreationType, global.Partitioned},
+		{"AllowAutoSubscriptionCreation", cfg.Service.Policies.AllowAutoSubscriptionCreation, false},
 		{"DefaultNumPartitions", cfg.Service.Policies.DefaultNumPartitions, 3},
 		{"Retention", [2]int64{int64(cfg.Service.Policies.RetentionTimeInMinutes), cfg.Service.Policies.RetentionSizeInMB}, [2]int64{60, 100}},
 		{"Schema", cfg.Service.Policies.SchemaCompatibilityStrategy, global.SchemaBackward},
@@ -109,7 +111,7 @@ dispatcherReadFailureBackoffMaxTimeInMs=60000
 			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
 		}
 	}
-	want := []node.ConfKey{{"zookeeperServers", 35}, {"loadBalancerEnabled", 36}, {"brokerClientAuthenticationParameters", 38}}
+	want := []node.ConfKey{{"zookeeperServers", 36}, {"loadBalancerEnabled", 37}, {"brokerClientAuthenticationParameters", 39}}
 	if !slices.Equal(ignored, want) {
 		t.Errorf("ignored %v, want %v (each key once, at its first line)", ignored, want)
 	}
