@@ -20,9 +20,10 @@ const ExtraReplicatorDispatchRate = "replicatorDispatchRate"
 type DispatchRate struct {
 	DispatchThrottlingRateInMsg  int64 `json:"dispatchThrottlingRateInMsg"`
 	DispatchThrottlingRateInByte int64 `json:"dispatchThrottlingRateInByte"`
-	// RelativeToPublishRate (Pulsar's PIP-52) scales the rate by the
-	// topic's publish rate. Meridian refuses it: the replicator runs apart
-	// from the broker that measures the publish rate.
+	// RelativeToPublishRate (Pulsar's PIP-52) raises both rates by the
+	// topic's publish rate: so many messages and bytes more than are
+	// published. The replicator measures that rate from the entries it reads
+	// (replicator's dispatchLimiter says how).
 	RelativeToPublishRate bool `json:"relativeToPublishRate"`
 	// RatePeriodInSecond is the period the two rates count over: 1 or more.
 	RatePeriodInSecond int `json:"ratePeriodInSecond"`
@@ -37,9 +38,6 @@ func (r DispatchRate) Limited() bool {
 func (r DispatchRate) Validate() error {
 	if r.RatePeriodInSecond < 1 {
 		return fmt.Errorf("%w: ratePeriodInSecond must be 1 or more, got %d", ErrInvalidPolicies, r.RatePeriodInSecond)
-	}
-	if r.RelativeToPublishRate {
-		return fmt.Errorf("%w: relativeToPublishRate is not supported for the replicator dispatch rate: give absolute rates", ErrInvalidPolicies)
 	}
 	return nil
 }

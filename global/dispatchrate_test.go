@@ -42,7 +42,7 @@ func TestDispatchRateValidate(t *testing.T) {
 		{DispatchRate{-1, -1, false, 1}, true},
 		{DispatchRate{10, 1 << 20, false, 60}, true},
 		{DispatchRate{10, 0, false, 0}, false},
-		{DispatchRate{10, 0, true, 1}, false},
+		{DispatchRate{10, 0, true, 1}, true}, // relative to the publish rate
 	} {
 		if err := tc.r.Validate(); (err == nil) != tc.good {
 			t.Errorf("%+v.Validate() = %v, want good=%v", tc.r, err, tc.good)

@@ -26,15 +26,24 @@ import (
 // watched global cache, and a wait never sleeps longer than refresh before
 // reading it again: a new, removed or changed rate applies within refresh
 // without restarting the task. A changed rate starts with a full bucket.
+//
+// A rate relative to the publish rate (Pulsar's PIP-52) is raised by the
+// topic's publish rate at every refresh, keeping the tokens the buckets
+// hold. Pulsar's broker reads that rate off the topic it serves; the
+// replicator runs apart from the broker, so it measures the rate at which
+// the entries it reads were published (published): the current publish
+// rate when the task keeps up, and while it catches up the rate its
+// backlog was written at, which it then gains on by the configured rate.
 type dispatchLimiter struct {
 	policy  func() (global.DispatchRate, bool) // the current rate; false: none
 	refresh time.Duration
 
-	checked time.Time // when policy was last read
-	current global.DispatchRate
-	limited bool
-	msgs    *rate.Limiter // nil: messages are not limited
-	bytes   *rate.Limiter // nil: bytes are not limited
+	checked   time.Time // when policy was last read
+	current   global.DispatchRate
+	limited   bool
+	msgs      *rate.Limiter // nil: messages are not limited
+	bytes     *rate.Limiter // nil: bytes are not limited
+	published publishRate
 }
 
 // dispatchLimiter is the limiter of t's sends, reading t's topic's rate out
@@ -53,6 +62,16 @@ func (t *task) dispatchLimiter() *dispatchLimiter {
 
 func newDispatchLimiter(refresh time.Duration, policy func() (global.DispatchRate, bool)) *dispatchLimiter {
 	return &dispatchLimiter{policy: policy, refresh: refresh}
+}
+
+// observe counts an entry read from the topic, sent or not, published at
+// publishedMs (unix milliseconds; 0, unknown, is not counted) with msgs
+// messages in size bytes: the publish rate a relative rate adds is
+// measured from these.
+func (l *dispatchLimiter) observe(publishedMs int64, msgs, size int) {
+	if publishedMs > 0 {
+		l.published.add(publishedMs, msgs, size)
+	}
 }
 
 // wait blocks until msgs messages of size bytes in all may be sent, or ctx
@@ -91,8 +110,9 @@ func (l *dispatchLimiter) take(ctx context.Context, bucket func() *rate.Limiter,
 	return nil
 }
 
-// read reads the rate when refresh has passed since the last read, and
-// rebuilds the buckets when it changed.
+// read reads the rate when refresh has passed since the last read,
+// rebuilds the buckets when it changed, and otherwise sets them to the rate
+// now (a relative rate follows the publish rate measured now).
 func (l *dispatchLimiter) read() {
 	now := time.Now()
 	if !l.checked.IsZero() && now.Sub(l.checked) < l.refresh {
@@ -100,28 +120,97 @@ func (l *dispatchLimiter) read() {
 	}
 	l.checked = now
 	r, limited := l.policy()
+	var msgsPerSecond, bytesPerSecond float64
+	if limited && r.RelativeToPublishRate {
+		msgsPerSecond, bytesPerSecond = l.published.perSecond()
+	}
+	period := float64(r.RatePeriodInSecond)
+	msgs := float64(r.DispatchThrottlingRateInMsg) + msgsPerSecond*period
+	bytes := float64(r.DispatchThrottlingRateInByte) + bytesPerSecond*period
 	if limited == l.limited && r == l.current {
+		retune(l.msgs, now, msgs, period)
+		retune(l.bytes, now, bytes, period)
 		return
 	}
 	l.current, l.limited = r, limited
 	l.msgs, l.bytes = nil, nil
-	if !limited {
-		return
+	if limited && r.DispatchThrottlingRateInMsg > 0 {
+		l.msgs = bucketOf(msgs, period)
 	}
-	period := float64(r.RatePeriodInSecond)
-	if r.DispatchThrottlingRateInMsg > 0 {
-		l.msgs = bucketOf(r.DispatchThrottlingRateInMsg, period)
-	}
-	if r.DispatchThrottlingRateInByte > 0 {
-		l.bytes = bucketOf(r.DispatchThrottlingRateInByte, period)
+	if limited && r.DispatchThrottlingRateInByte > 0 {
+		l.bytes = bucketOf(bytes, period)
 	}
 }
 
 // bucketOf is a full bucket of perPeriod tokens refilled at perPeriod per
 // period seconds.
-func bucketOf(perPeriod int64, period float64) *rate.Limiter {
-	burst := int(min(perPeriod, math.MaxInt32))
-	return rate.NewLimiter(rate.Limit(float64(perPeriod)/period), burst)
+func bucketOf(perPeriod, period float64) *rate.Limiter {
+	return rate.NewLimiter(rate.Limit(perPeriod/period), burstOf(perPeriod))
+}
+
+// retune sets bucket b (if any) to hold perPeriod tokens, refilled at
+// perPeriod per period seconds, keeping the tokens it holds.
+func retune(b *rate.Limiter, now time.Time, perPeriod, period float64) {
+	if b == nil {
+		return
+	}
+	b.SetLimitAt(now, rate.Limit(perPeriod/period))
+	b.SetBurstAt(now, burstOf(perPeriod))
+}
+
+func burstOf(perPeriod float64) int { return int(min(perPeriod, math.MaxInt32)) }
+
+// publishWindow is how much publish time publishRate averages over.
+const publishWindow = 10 // seconds
+
+// publishRate is the rate at which a topic's entries were published, from
+// the publish times and sizes of the entries read: their messages and
+// bytes per second of publish time over the newest publishWindow seconds
+// of it (fewer while fewer have been seen), in one-second buckets.
+type publishRate struct {
+	buckets       [publishWindow]publishBucket
+	first, newest int64 // the publish seconds of the first and newest entry; first 0: none yet
+}
+
+type publishBucket struct {
+	second       int64 // the unix second it counts, or 0
+	msgs, nbytes int64
+}
+
+// add counts an entry of msgs messages in size bytes published at
+// publishedMs (unix milliseconds). An entry older than the window is left
+// out; publish times only grow per topic, but a new owner's clock may lag.
+func (p *publishRate) add(publishedMs int64, msgs, size int) {
+	sec := publishedMs / 1000
+	if p.first == 0 {
+		p.first, p.newest = sec, sec
+	}
+	if sec <= p.newest-publishWindow {
+		return
+	}
+	p.newest = max(p.newest, sec)
+	b := &p.buckets[sec%publishWindow]
+	if b.second != sec {
+		*b = publishBucket{second: sec}
+	}
+	b.msgs += int64(msgs)
+	b.nbytes += int64(size)
+}
+
+// perSecond is the publish rate over the window, in messages and bytes
+// per second: 0 before any entry.
+func (p *publishRate) perSecond() (msgs, bytes float64) {
+	if p.first == 0 {
+		return 0, 0
+	}
+	var m, b int64
+	for _, k := range p.buckets {
+		if k.second > p.newest-publishWindow {
+			m, b = m+k.msgs, b+k.nbytes
+		}
+	}
+	span := float64(min(publishWindow, p.newest-p.first+1))
+	return float64(m) / span, float64(b) / span
 }
 
 // sleep waits d, or until ctx ends.

@@ -45,7 +45,15 @@ func TestReplicatorDispatchRate(t *testing.T) {
 	if got, _ := adm.Namespaces().GetReplicatorDispatchRate(*ns); got != (utils.DispatchRate{DispatchThrottlingRateInMsg: 7, DispatchThrottlingRateInByte: -1, RatePeriodInSecond: 1}) {
 		t.Fatalf("namespace rate from a partial body %+v", got)
 	}
-	for _, bad := range []string{`{"ratePeriodInSecond": 0}`, `{"relativeToPublishRate": true}`, `{"dispatchThrottlingRateInMsg": "x"}`, `[1]`, ``} {
+	// A rate relative to the publish rate is kept as given (the replicator
+	// measures the publish rate).
+	if status, body := call(t, "POST", nsPath, `{"dispatchThrottlingRateInMsg": 50, "relativeToPublishRate": true}`); status != http.StatusNoContent {
+		t.Fatalf("relative rate: %d %s", status, body)
+	}
+	if status, body := call(t, "GET", nsPath, ""); status != http.StatusOK || !strings.Contains(body, `"relativeToPublishRate":true`) {
+		t.Fatalf("relative namespace rate: %d %s", status, body)
+	}
+	for _, bad := range []string{`{"ratePeriodInSecond": 0}`, `{"dispatchThrottlingRateInMsg": "x"}`, `[1]`, ``} {
 		if status, body := call(t, "POST", nsPath, bad); status != http.StatusPreconditionFailed && status != http.StatusBadRequest {
 			t.Errorf("namespace rate %q: %d %s; want 412 or 400", bad, status, body)
 		}
