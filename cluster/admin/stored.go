@@ -17,10 +17,10 @@ import (
 // limits (namespace maxProducersPerTopic, maxConsumersPerTopic and
 // maxConsumersPerSubscription; topic maxProducers, maxConsumers,
 // maxConsumersPerSubscription, maxSubscriptionsPerTopic and
-// maxUnackedMessagesOnConsumer; global.Resolve reads them) and the
-// namespace's and topic's autoSubscriptionCreation, and the replicator the
-// topic's replicatorDispatchRate (dispatchrate.go). Setting any other
-// changes what GET returns and nothing else:
+// maxUnackedMessagesOnConsumer) and the namespace's and the topic's
+// autoSubscriptionCreation, as global.Resolve reads them; the replicator
+// enforces the topic's replicatorDispatchRate (dispatchrate.go). Setting
+// any other changes what GET returns and nothing else:
 //
 //   - namespace: maxTopicsPerNamespace, subscriptionExpirationTime,
 //     compactionThreshold, offloadThreshold, offloadThresholdInSeconds,
