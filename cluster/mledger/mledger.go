@@ -461,9 +461,8 @@ func (ml *ManagedLedger) Append(ctx context.Context, msg []byte, numMessages int
 // then, unless nil, runs once as the future completes, before Done is
 // closed. For a confirmed entry it runs on the ledger writer's goroutine
 // under the instance's lock (mu), in the same step that makes the entry
-// visible: no reader can see the entry before then has run, nor after
-// without it, as Pulsar runs an add's callback before it notifies the
-// cursors. The broker queues the producer's receipt there, so a consumer
+// visible: no reader can see the entry before then has run, as Pulsar
+// runs an add's callback before it notifies the cursors. The broker queues the producer's receipt there, so a consumer
 // on the producer's connection gets the message after the receipt. then
 // must not block or call into the managed ledger.
 func (ml *ManagedLedger) AppendAsync(ctx context.Context, msg []byte, numMessages int, then func(Position, error)) (*AppendFuture, error) {
