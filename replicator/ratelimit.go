@@ -64,6 +64,11 @@ func newDispatchLimiter(refresh time.Duration, policy func() (global.DispatchRat
 	return &dispatchLimiter{policy: policy, refresh: refresh}
 }
 
+// relative reports whether the rate last read is relative to the publish
+// rate: the task observes its entries' publish times only then, so the
+// measured window starts when such a rate is first read.
+func (l *dispatchLimiter) relative() bool { return l.limited && l.current.RelativeToPublishRate }
+
 // observe counts an entry read from the topic, sent or not, published at
 // publishedMs (unix milliseconds; 0, unknown, is not counted) with msgs
 // messages in size bytes: the publish rate a relative rate adds is
@@ -128,8 +133,10 @@ func (l *dispatchLimiter) read() {
 	msgs := float64(r.DispatchThrottlingRateInMsg) + msgsPerSecond*period
 	bytes := float64(r.DispatchThrottlingRateInByte) + bytesPerSecond*period
 	if limited == l.limited && r == l.current {
-		retune(l.msgs, now, msgs, period)
-		retune(l.bytes, now, bytes, period)
+		if r.RelativeToPublishRate { // an absolute rate stays as it was built
+			retune(l.msgs, now, msgs, period)
+			retune(l.bytes, now, bytes, period)
+		}
 		return
 	}
 	l.current, l.limited = r, limited

@@ -167,11 +167,14 @@ func (t *task) send(ctx context.Context, tail *mledger.Tailer, prod *remote.Prod
 				return fmt.Errorf("entry %v of %s: %w", e.Position, t.id.Topic, err)
 			}
 			msgs := int(max(md.GetNumMessagesInBatch(), 1))
-			published, _ := mledger.EntryTimestamp(e.Data) // 0 when unreadable: not expired, not counted
-			limit.observe(published, msgs, len(e.Data))
+			if limit.relative() { // only then is the publish time needed here
+				if published, err := mledger.EntryTimestamp(e.Data); err == nil {
+					limit.observe(published, msgs, len(e.Data))
+				}
+			}
 			switch {
 			case !forwardTo(md, t.id.Remote): // not for this remote: passed over
-			case ttl.expired(published, time.Now()):
+			case ttl.expired(e, time.Now()):
 				t.stats.expired(msgs)
 			default:
 				if err := limit.wait(ctx, messagesIn(md.GetNumMessagesInBatch()), len(e.Data)); err != nil {

@@ -1,6 +1,10 @@
 package replicator
 
-import "time"
+import (
+	"time"
+
+	"github.com/meridian-mq/meridian/cluster/mledger"
+)
 
 // ttlPolicy applies a topic's message TTL (Pulsar's messageTTLInSeconds) to
 // its replication cursor, as Pulsar's expiry monitor does to a
@@ -26,15 +30,15 @@ func (t *task) messageTTL() *ttlPolicy {
 	}}
 }
 
-// expired reports whether the TTL of an entry published at publishedMs
-// (its broker timestamp, unix milliseconds) had passed at now. An entry
-// whose timestamp could not be read (0) is never expired: it is sent.
-func (p *ttlPolicy) expired(publishedMs int64, now time.Time) bool {
+// expired reports whether e's TTL had passed at now. An entry whose broker
+// timestamp cannot be read is never expired: it is sent.
+func (p *ttlPolicy) expired(e mledger.Entry, now time.Time) bool {
 	if now.Sub(p.checked) >= p.refresh {
 		p.ttl, p.checked = p.read(), now
 	}
 	if p.ttl <= 0 {
 		return false
 	}
-	return publishedMs > 0 && now.Sub(time.UnixMilli(publishedMs)) > p.ttl
+	ms, err := mledger.EntryTimestamp(e.Data)
+	return err == nil && ms > 0 && now.Sub(time.UnixMilli(ms)) > p.ttl
 }

@@ -237,10 +237,8 @@ func (t *Topic) mayCreateOnSubscribe(name string, eff global.Effective) bool {
 	if eff.AllowAutoSubscriptionCreation || t.name.Domain == topology.NonPersistent {
 		return true
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	_, known := t.mu.subs[name]
-	return known
+	_, err := t.existing(name)
+	return err == nil
 }
 
 func (t *Topic) subscriptions() []*subscription {
