@@ -30,7 +30,12 @@ func reportedBundles(b *brokertest.Broker) []string {
 // until the end of the test, when it checks that no send failed.
 func sendTo(t *testing.T, c pulsar.Client, topic string, perTick int, tick time.Duration) *sender {
 	t.Helper()
-	p := createProducer(t, c, pulsar.ProducerOptions{Topic: topic})
+	return sendWith(t, createProducer(t, c, pulsar.ProducerOptions{Topic: topic}), topic, perTick, tick)
+}
+
+// sendWith is sendTo with a producer already created.
+func sendWith(t *testing.T, p pulsar.Producer, topic string, perTick int, tick time.Duration) *sender {
+	t.Helper()
 	s := startSender(p, perTick, tick)
 	t.Cleanup(func() {
 		close(s.stop)
@@ -90,9 +95,15 @@ func TestShedOffHotBroker(t *testing.T) {
 	}
 	hot := ns + "/" + hotBundle.String()
 	c := newClient(t, brokers[0].ServiceURL())
-	sendTo(t, c, topics[0], 20, 10*time.Millisecond) // about 2000 messages/s
-	for _, topic := range topics[1:] {
-		sendTo(t, c, topic, 1, 100*time.Millisecond) // about 10 messages/s each
+	// Every producer is created before any sends: the load they make starts
+	// the shedding, and a producer created while its bundle moves may fail.
+	producers := make([]pulsar.Producer, len(topics))
+	for i, topic := range topics {
+		producers[i] = createProducer(t, c, pulsar.ProducerOptions{Topic: topic})
+	}
+	sendWith(t, producers[0], topics[0], 20, 10*time.Millisecond) // about 2000 messages/s
+	for i, topic := range topics[1:] {
+		sendWith(t, producers[i+1], topic, 1, 100*time.Millisecond) // about 10 messages/s each
 	}
 	var owner *brokertest.Broker
 	poll(t, 60*time.Second, "the hot bundle's broker to shed its other bundles", func() bool {
