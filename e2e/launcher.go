@@ -81,6 +81,11 @@ func BuildMeridianTags(dir, tags string) (string, error) {
 		args = append(args, "-tags", tags)
 	}
 	cmd := exec.Command(goBin, append(args, "github.com/meridian-mq/meridian/cmd/meridian")...)
+	// Built as the README builds it, without cgo: with cgo, pebble takes
+	// a bookie's memtables and block cache from C malloc, and glibc keeps
+	// what they free, so the bookies' RSS rose 15-25% an hour in the
+	// soak (docs/BENCHMARKS.md, "Reading these runs").
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build: %w\n%s", err, out)
 	}

@@ -265,8 +265,9 @@ func memoryClassNames() []string {
 
 // soakMemoryClasses split a process's memory the way the anonymous RSS
 // holds it: the Go runtime's, from every process's go_memstats_* series
-// (etcd's too), and a bookie's index, which pebble allocates outside the Go
-// heap. They are printed, not judged: they say which part grew when the
+// (etcd's too), and a bookie's index (pebble's memtables and block cache,
+// which the bed's cgo-free build allocates in the Go heap: a part of heap
+// objects, shown apart). They are printed, not judged: they say which part grew when the
 // anonymous RSS did. Each is computed from the scraped series by its func,
 // for the processes of its kind ("" for every process).
 var soakMemoryClasses = []struct {
@@ -956,8 +957,8 @@ func writeSoakNote(t *testing.T, n soakNote) {
 		"fitted the same way, each cell the value at the end of the warm-up and the slope ± two standard errors, in MiB per hour. " +
 		"Heap objects are the allocated objects (the live and the dead not yet swept); heap unused, the free slots of spans that hold " +
 		"objects (fragmentation); heap free, the free spans the runtime keeps rather than return to the OS; runtime metadata, its span, " +
-		"cache, GC and profiler structures; bookie index, pebble's block cache in use and memtables as allocated, outside the Go heap " +
-		"(meridian_bookie_index_memory_bytes).\n\n")
+		"cache, GC and profiler structures; bookie index, pebble's block cache in use and memtables as allocated " +
+		"(meridian_bookie_index_memory_bytes), which the bed's build without cgo allocates in the Go heap, so they are also counted in heap objects.\n\n")
 	b.WriteString("| process | anonymous RSS |")
 	for _, class := range soakMemoryClasses {
 		b.WriteString(" " + class.name + " |")

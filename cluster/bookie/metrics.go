@@ -33,9 +33,11 @@ type metrics struct {
 }
 
 // indexMemory serves meridian_bookie_index_memory_bytes: the memory of the
-// index (pebble) while it is open. Pebble allocates its memtables and block
-// cache outside the Go heap, so the process's resident memory holds them
-// though no go_memstats series counts them. Both are bounded by the
+// index (pebble) while it is open. In a cgo build pebble allocates its
+// memtables and block cache with C malloc, outside the Go heap, so the
+// process's resident memory holds them though no go_memstats series counts
+// them; without cgo (as the README builds Meridian) they are Go allocations,
+// counted in go_memstats_heap_* as well. Both are bounded by the
 // configuration (memtables of 32 MiB, one or two at a time, and
 // IndexCacheSize for the cache), and the cache fills as the bookie reads.
 type indexMemory struct {
@@ -124,7 +126,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 	}
 	m.index.desc = prometheus.NewDesc("meridian_bookie_index_memory_bytes",
-		"Memory the index (pebble) holds outside the Go heap, by part: memtables (allocated) and block_cache (in use).",
+		"Memory the index (pebble) holds, by part: memtables (allocated) and block_cache (in use); outside the Go heap in a cgo build, in it without cgo.",
 		[]string{"part"}, nil)
 	m.queueDepth = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "meridian_bookie_journal_queue_depth",
