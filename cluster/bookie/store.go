@@ -246,6 +246,12 @@ func openStore(dir string, cacheSize int64, log *slog.Logger, m *metrics, fp *fa
 		// Index entries are ~60 bytes: 32 MiB holds the index of a few
 		// hundred thousand entries, more than a journal file's worth
 		// between two checkpoints. Cost: up to two memtables of memory.
+		// Pebble sizes them itself: the first is 256 KiB, and after a
+		// flush that found one over half full the next is twice its
+		// size, up to this; they never shrink. So a bookie's index
+		// memory ratchets up to fit the most index written between two
+		// flushes (checkpoints and GC passes), and may step up hours
+		// after start when that most grows.
 		MemTableSize: 32 << 20,
 		Cache:        cache,
 		Logger:       pebbleLogger{log},
