@@ -250,8 +250,8 @@ func openStore(dir string, cacheSize int64, log *slog.Logger, m *metrics, fp *fa
 		// flush that found one over half full the next is twice its
 		// size, up to this; they never shrink. So a bookie's index
 		// memory ratchets up to fit the most index written between two
-		// flushes (checkpoints and GC passes), and may step up hours
-		// after start when that most grows.
+		// flushes (journal checkpoints, GC passes that delete ledgers),
+		// and may step up hours after start when that most grows.
 		MemTableSize: 32 << 20,
 		Cache:        cache,
 		Logger:       pebbleLogger{log},
