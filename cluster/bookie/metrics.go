@@ -38,9 +38,9 @@ type metrics struct {
 // process's resident memory holds them though no go_memstats series counts
 // them; without cgo (as the README builds Meridian) they are Go allocations,
 // counted in go_memstats_heap_* as well. Both are bounded by the
-// configuration (memtables of up to 32 MiB, one or two at a time, which
-// grow from 256 KiB as the index between two flushes does; IndexCacheSize
-// for the cache), and the cache fills as the bookie reads.
+// configuration (memtables of up to 32 MiB, one or two at a time, sized
+// as openStore's pebble options say; IndexCacheSize for the cache), and
+// the cache fills as the bookie reads.
 type indexMemory struct {
 	mu   sync.Mutex // held over a collection, so that close waits for it
 	db   *pebble.DB // nil while the index is closed
