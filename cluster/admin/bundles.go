@@ -28,11 +28,11 @@ func (h *handler) unloadBundle(w http.ResponseWriter, r *http.Request) error {
 	}
 	var destination string
 	if name := r.URL.Query().Get("destinationBroker"); name != "" {
-		if destination, err = h.svc.ResolveBroker(r.Context(), name); err != nil {
+		if destination, err = h.lm.ResolveBroker(r.Context(), name); err != nil {
 			return err
 		}
 	}
-	if err := h.svc.UnloadBundle(r.Context(), tenant, ns, b, destination); err != nil {
+	if err := h.lm.UnloadBundle(r.Context(), tenant, ns, b, destination); err != nil {
 		return err
 	}
 	return noContent(w)
@@ -53,7 +53,7 @@ func (h *handler) namespaceBundle(tenant, ns, rng string) (topology.Bundle, erro
 		// Pulsar's reason here is Java's NumberFormatException text.
 		return topology.Bundle{}, pulsarReason{ErrPrecondition, "Invalid bundle range: " + rng}
 	}
-	bundles, err := h.svc.NamespaceBundles(tenant, ns)
+	bundles, err := h.lm.NamespaceBundles(tenant, ns)
 	if err != nil {
 		return topology.Bundle{}, err
 	}
@@ -75,7 +75,7 @@ func (h *handler) unloadNamespace(w http.ResponseWriter, r *http.Request) error 
 	if err := h.namespaceExists(tenant, ns); err != nil {
 		return err
 	}
-	if err := h.svc.UnloadNamespace(r.Context(), tenant, ns); err != nil {
+	if err := h.lm.UnloadNamespace(r.Context(), tenant, ns); err != nil {
 		return fmt.Errorf("unload namespace %s/%s: %w", tenant, ns, err)
 	}
 	return noContent(w)

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"net/http"
 
-	"github.com/meridian-mq/meridian/cluster/broker"
 	"github.com/meridian-mq/meridian/cluster/broker/auth"
+	"github.com/meridian-mq/meridian/cluster/broker/loadmgr"
 	"github.com/meridian-mq/meridian/cluster/broker/schema"
 	"github.com/meridian-mq/meridian/cluster/wire"
 	"github.com/meridian-mq/meridian/global"
@@ -87,8 +87,8 @@ var statusTable = []struct {
 
 	{topology.ErrInvalidTopicName, http.StatusPreconditionFailed},
 
-	{broker.ErrUnknownBroker, http.StatusPreconditionFailed},
-	{broker.ErrNoBrokerAvailable, http.StatusServiceUnavailable},
+	{loadmgr.ErrUnknownBroker, http.StatusPreconditionFailed},
+	{loadmgr.ErrNoBrokerAvailable, http.StatusServiceUnavailable},
 
 	{wire.ErrTopicNotFound, http.StatusNotFound},
 	{wire.ErrSubscriptionNotFound, http.StatusNotFound},

@@ -15,6 +15,7 @@ import (
 
 	"github.com/meridian-mq/meridian/cluster/broker"
 	"github.com/meridian-mq/meridian/cluster/broker/auth"
+	"github.com/meridian-mq/meridian/cluster/broker/loadmgr"
 	"github.com/meridian-mq/meridian/topology"
 )
 
@@ -22,6 +23,7 @@ import (
 type handler struct {
 	cfg   Config
 	svc   *broker.Service
+	lm    *loadmgr.Manager // svc's load manager: brokers, bundles, leader
 	log   *slog.Logger
 	mux   *http.ServeMux
 	rates *rates
@@ -39,7 +41,7 @@ func New(cfg Config, svc *broker.Service, log *slog.Logger) (http.Handler, error
 	if log == nil {
 		log = slog.Default()
 	}
-	h := &handler{cfg: cfg, svc: svc, log: log.With("component", "admin"), mux: http.NewServeMux(),
+	h := &handler{cfg: cfg, svc: svc, lm: svc.LoadManager(), log: log.With("component", "admin"), mux: http.NewServeMux(),
 		rates: newRates(cfg.MaxRateSamples)}
 	h.routeLookups()
 	h.routeSchemas()

@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/meridian-mq/meridian/cluster/broker"
+	"github.com/meridian-mq/meridian/cluster/broker/loadmgr"
 	"github.com/meridian-mq/meridian/topology"
 )
 
@@ -24,7 +24,7 @@ func (h *handler) routeLoadBalance() {
 // loadReport answers this broker's latest load report, Pulsar's
 // LocalBrokerData.
 func (h *handler) loadReport(w http.ResponseWriter, r *http.Request) error {
-	rep, found := h.svc.LoadReport()
+	rep, found := h.lm.LoadReport()
 	if !found {
 		return fmt.Errorf("%w: this broker has not made its first load report yet; retry", ErrNotReady)
 	}
@@ -34,8 +34,8 @@ func (h *handler) loadReport(w http.ResponseWriter, r *http.Request) error {
 // leaderBroker answers the region's elected leader as Pulsar's
 // BrokerInfo: its broker id and its web service URL.
 func (h *handler) leaderBroker(w http.ResponseWriter, r *http.Request) error {
-	leader, err := h.svc.Leader(r.Context())
-	if errors.Is(err, broker.ErrNoLeader) {
+	leader, err := h.lm.Leader(r.Context())
+	if errors.Is(err, loadmgr.ErrNoLeader) {
 		return fmt.Errorf("%w: %v", ErrNotReady, err)
 	}
 	if err != nil {
@@ -68,7 +68,7 @@ func (h *handler) splitBundle(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	owner, mine, err := h.svc.BundleOwner(r.Context(), tenant, ns, b)
+	owner, mine, err := h.lm.BundleOwner(r.Context(), tenant, ns, b)
 	if err != nil {
 		return err
 	}
@@ -78,8 +78,8 @@ func (h *handler) splitBundle(w http.ResponseWriter, r *http.Request) error {
 		}
 		return &redirect{url: strings.TrimSuffix(owner.WebURL, "/") + r.URL.RequestURI()}
 	}
-	lo, hi, err := h.svc.SplitBundle(r.Context(), tenant, ns, b)
-	if errors.Is(err, broker.ErrBundleNotFound) {
+	lo, hi, err := h.lm.SplitBundle(r.Context(), tenant, ns, b)
+	if errors.Is(err, loadmgr.ErrBundleNotFound) {
 		return pulsarReason{ErrPrecondition, "Cannot find bundle in the bundles list"}
 	}
 	if err != nil {
@@ -87,7 +87,7 @@ func (h *handler) splitBundle(w http.ResponseWriter, r *http.Request) error {
 	}
 	if unload {
 		for _, half := range []topology.Bundle{lo, hi} {
-			if err := h.svc.UnloadBundle(r.Context(), tenant, ns, half, ""); err != nil {
+			if err := h.lm.UnloadBundle(r.Context(), tenant, ns, half, ""); err != nil {
 				return fmt.Errorf("split %s into %s and %s, but unloading them failed: %w", b, lo, hi, err)
 			}
 		}

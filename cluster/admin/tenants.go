@@ -169,7 +169,7 @@ func (h *handler) routeBrokers() {
 // brokerAddrs lists the region's live brokers as Pulsar does: the
 // host:port of their web service, sorted.
 func (h *handler) brokerAddrs(r *http.Request) ([]string, error) {
-	owners, err := h.svc.Brokers(r.Context())
+	owners, err := h.lm.Brokers(r.Context())
 	if err != nil {
 		return nil, err
 	}
@@ -211,7 +211,7 @@ func (h *handler) brokers(w http.ResponseWriter, r *http.Request) error {
 // health answers "ok" once the broker serves: the global configuration is
 // loaded (ServeHTTP checked it) and the broker is registered.
 func (h *handler) health(w http.ResponseWriter, r *http.Request) error {
-	if _, err := h.svc.Brokers(r.Context()); err != nil {
+	if _, err := h.lm.Brokers(r.Context()); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "text/plain")

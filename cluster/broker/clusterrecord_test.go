@@ -14,7 +14,8 @@ import (
 // TestClusterRecordNamesLiveBrokers: the region's leader keeps the cluster
 // record its first broker created naming every live broker, so that the
 // other regions reach the region while any one of them is down; once an
-// operator has written the record, it is theirs and stays as they wrote it.
+// operator has written the record, it is theirs and stays as they wrote it
+// (loadmgr's TestClusterRecordUpkeep).
 func TestClusterRecordNamesLiveBrokers(t *testing.T) {
 	storage := newStorage(t)
 	a, b := startBroker(t, storage), startBroker(t, storage)
@@ -35,30 +36,6 @@ func TestClusterRecordNamesLiveBrokers(t *testing.T) {
 	names(a, b)
 	b.Close()
 	names(a)
-
-	// The operator's record, as the admin API writes it (without the mark).
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	const balancer = "pulsar://balancer.example:6650"
-	if _, _, err := gs.UpdateCluster(ctx, brokertest.Region, func(d *global.ClusterData) error {
-		*d = global.ClusterData{BrokerServiceURL: balancer}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	poll(t, time.Minute, "the broker's cache holding the operator's record", func() bool {
-		d, ok := a.Service().Policies().Cluster(brokertest.Region)
-		return ok && d.BrokerServiceURL == balancer
-	})
-	c := startBroker(t, storage)
-	for _, r := range []*brokertest.Broker{a, c} {
-		if err := r.Service().MaintainClusterRecord(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if d, err := gs.Cluster(ctx, brokertest.Region); err != nil || d.BrokerServiceURL != balancer || d.MaintainedByRegion {
-		t.Fatalf("the operator's record became %+v (%v), want it as written", d, err)
-	}
 }
 
 // TestActiveRegionRedirectNamesOneHost: a lookup in a namespace whose

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meridian-mq/meridian/cluster/broker/auth"
+	"github.com/meridian-mq/meridian/cluster/broker/loadmgr"
 	"github.com/meridian-mq/meridian/cluster/wire"
 	"github.com/meridian-mq/meridian/cluster/wire/pb"
 	"github.com/meridian-mq/meridian/topology"
@@ -512,3 +513,14 @@ func parseTopic(name string) (topology.TopicName, error) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// assignedURLs are the assignedBrokerServiceUrl and
+// assignedBrokerServiceUrlTls of a CLOSE_PRODUCER or CLOSE_CONSUMER
+// sending the client to dest.
+func assignedURLs(dest loadmgr.Owner) (plain, tls *string) {
+	plain = ptr(dest.ServiceURL)
+	if dest.ServiceURLTLS != "" {
+		tls = ptr(dest.ServiceURLTLS)
+	}
+	return plain, tls
+}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/meridian-mq/meridian/cluster/broker/auth"
+	"github.com/meridian-mq/meridian/cluster/broker/loadmgr"
 	"github.com/meridian-mq/meridian/cluster/mledger"
 	"github.com/meridian-mq/meridian/cluster/wire"
 	"github.com/meridian-mq/meridian/cluster/wire/pb"
@@ -47,7 +48,7 @@ func (c *consumer) disconnect(ctx context.Context) { c.disconnectTo(ctx, nil) }
 
 // disconnectTo closes the consumer with CLOSE_CONSUMER, carrying the new
 // owner's URLs when the topic moved to a known broker (dest).
-func (c *consumer) disconnectTo(ctx context.Context, dest *Owner) {
+func (c *consumer) disconnectTo(ctx context.Context, dest *loadmgr.Owner) {
 	if !c.c.forgetConsumer(c) {
 		return
 	}

@@ -66,17 +66,32 @@ type dedup struct {
 	// recorded everything queued before stopRecording.
 	appends      chan trackedAppend
 	recorderDone chan struct{}
-	queue        struct {
+	// stopping is closed as stopRecording begins, so that a queueAppend
+	// waiting for room (the recorder is behind a slow store) gives up
+	// rather than hold queue's lock against it.
+	stopping chan struct{}
+	stopOnce sync.Once
+	// queue serialises the queueing (its caller holds Topic.appendMu, so
+	// appends queue in the managed ledger's order) against the end of the
+	// queue. stopped is set, and appends closed, under it.
+	queue struct {
 		sync.Mutex
 		stopped bool
 	}
+}
+
+// appendResult is what the recorder needs of an append:
+// *mledger.AppendFuture.
+type appendResult interface {
+	Done() <-chan struct{}
+	Result() (mledger.Position, error)
 }
 
 // trackedAppend is an append deduplication tracks, for the recorder.
 type trackedAppend struct {
 	name    string
 	highest int64
-	fut     *mledger.AppendFuture
+	fut     appendResult
 }
 
 // recorderQueue bounds the appends queued for the recorder. The managed
@@ -119,10 +134,16 @@ func openDedup(ctx context.Context, ml *mledger.ManagedLedger, interval int) (*d
 	for name, seq := range d.persisted {
 		d.pushed[name] = seq
 	}
-	d.appends = make(chan trackedAppend, recorderQueue)
-	d.recorderDone = make(chan struct{})
-	go d.record()
+	d.startRecording(recorderQueue)
 	return d, nil
+}
+
+// startRecording starts the recorder, with a queue of n appends.
+func (d *dedup) startRecording(n int) {
+	d.appends = make(chan trackedAppend, n)
+	d.recorderDone = make(chan struct{})
+	d.stopping = make(chan struct{})
+	go d.record()
 }
 
 // record marks each queued append stored or failed as its future
@@ -140,14 +161,35 @@ func (d *dedup) record() {
 }
 
 // queueAppend hands a tracked append to the recorder; the caller holds
-// Topic.appendMu across the append and this call. After stopRecording it
-// drops it: the entry, if stored, is past every snapshot, and a reload
-// replays it.
-func (d *dedup) queueAppend(name string, highest int64, fut *mledger.AppendFuture) {
+// Topic.appendMu across the append and this call. While the queue is full
+// it waits for room, the SEND path's backpressure, until stopRecording
+// begins. From then on it drops the append, and every later one: the
+// entry, if stored, is past every snapshot, and a reload replays it. Every
+// append queued is thus queued before every append dropped, so a snapshot,
+// which covers the last entry recorded, never covers one that was dropped.
+//
+// It never gives up on a SEND's context: the append is in the managed
+// ledger already, and one left out of the queue while a later one goes in
+// would let a snapshot cover it unrecorded.
+func (d *dedup) queueAppend(name string, highest int64, fut appendResult) {
 	d.queue.Lock()
 	defer d.queue.Unlock()
+	if d.queue.stopped {
+		return
+	}
+	a := trackedAppend{name: name, highest: highest, fut: fut}
+	select {
+	case d.appends <- a:
+	case <-d.stopping:
+		d.stopQueueLocked()
+	}
+}
+
+// stopQueueLocked ends the queue; the caller holds queue's lock.
+func (d *dedup) stopQueueLocked() {
 	if !d.queue.stopped {
-		d.appends <- trackedAppend{name: name, highest: highest, fut: fut}
+		d.queue.stopped = true
+		close(d.appends)
 	}
 }
 
@@ -157,11 +199,9 @@ func (d *dedup) queueAppend(name string, highest int64, fut *mledger.AppendFutur
 // recorder ends once the futures still open complete, at the latest when
 // the managed ledger closes.
 func (d *dedup) stopRecording(ctx context.Context) error {
+	d.stopOnce.Do(func() { close(d.stopping) })
 	d.queue.Lock()
-	if !d.queue.stopped {
-		d.queue.stopped = true
-		close(d.appends)
-	}
+	d.stopQueueLocked()
 	d.queue.Unlock()
 	select {
 	case <-d.recorderDone:
@@ -302,3 +342,8 @@ func (d *dedup) snapshotLocked(p mledger.Position) {
 	}
 	d.since = 0
 }
+
+// ReplicationProducerPrefix marks the producers of the replicator
+// (DESIGN §6): their entries keep the metadata as sent, and they are always
+// deduplicated.
+const ReplicationProducerPrefix = "meridian.repl."

@@ -1,7 +1,51 @@
 // Package broker is Meridian's Pulsar protocol server: it accepts client
-// connections, speaks the binary protocol of cluster/wire, and (as it grows)
-// serves topics stored in managed ledgers, owned one broker at a time through
-// etcd leases.
+// connections, speaks the binary protocol of cluster/wire, and serves
+// topics stored in managed ledgers (cluster/mledger), each owned by one
+// broker of the region at a time. Which broker owns what is the load
+// manager's business (the loadmgr subpackage); this package asks it before
+// it loads a topic, and lets go of topics when it says so.
+//
+// # The map
+//
+// Server and connections:
+//
+//	server.go      the listener: accepts connections, within the Server's limits
+//	conn.go        one client connection: its reader, the handshake, command routing
+//	writer.go      a connection's writer and keep-alive
+//	msgqueue.go    a connection's bounded queue of messages to consumers
+//	limits.go      the bounds on connections, requests, publishes, loads, lookups
+//	config.go      Config: the protocol server's settings
+//	topics.go      Topics: what the Server needs of the topic service
+//
+// Topics and producers:
+//
+//	service.go     Service: lookups, loading and unloading topics; ServiceConfig
+//	topic.go       Topic: a loaded topic, its producers, subscriptions and SEND gate
+//	producer.go    one producer: SENDs, receipts, access modes
+//	dedup.go       message deduplication (with the design it rejected)
+//	replication.go the replication cursors a topic keeps for its remote regions
+//	quota.go       backlog quotas
+//	schemas.go     the schema commands, over the schema subpackage
+//	trace.go       spans of publish and delivery for traced messages
+//
+// Dispatch:
+//
+//	subscription.go a subscription's dispatcher: reads, acks, redelivery, seek
+//	consumer.go     one consumer, and the consumer-side commands
+//	keyshared.go    Key_Shared's hash ranges
+//	entry.go        an entry on its way to a consumer
+//
+// Operations and observability:
+//
+//	operations.go  what the admin API does to topics and subscriptions
+//	metrics.go     the broker's meridian_* metrics and Pulsar-named topic figures
+//	collector.go   the Prometheus collector of the Pulsar series
+//	replstats.go   replication figures in topic stats
+//	handoff.go     the broker's side of the load manager (loadmgr.Topics)
+//
+// Subpackages: loadmgr (ownership, placement, load reports, shedding, split,
+// hand-offs), auth (credentials and authorization), schema (the schema
+// registry), brokertest (a broker on in-memory bookies, for tests).
 //
 // # Connections
 //
@@ -57,35 +101,11 @@
 // to resend, the taken ones receipted, dispatch stopped), persists and
 // closes them, moves the key to the new owner's lease in one CAS, and only
 // then sends CLOSE_PRODUCER and CLOSE_CONSUMER with the new owner's URL.
-// handoff.go says it step by step.
+// loadmgr/handoff.go says it step by step, and handoff.go does the
+// broker's steps.
 //
 // # Lock order
 //
-// Locks are taken in this order, never against it:
-//
-//	Topic.mu → subscription.roundMu → subscription.mu → cursor → managed ledger → ledger writer
-//
-// with these rules:
-//   - Topic.mu may be held while taking a subscription's mu (idle, stats)
-//     and while asking the managed ledger a cheap question; never
-//     roundMu.
-//   - roundMu (a dispatch round, a seek) is held across storage reads and
-//     while taking mu, never the other way round.
-//   - subscription.mu is held only for bookkeeping. Under it the cursor may
-//     be asked its positions (stats; a Key_Shared consumer's joining, whose
-//     read position must not move meanwhile), and frames may be queued on a
-//     connection (which never waits); it is never held across a storage
-//     read or a wait. A method that must be called with it held ends in
-//     Locked.
-//   - dedup.mu → cursor: a deduplication snapshot writes cursor properties.
-//   - Leaves, under which nothing else is taken: Service.mu, Server.mu,
-//     ownership.mu, ownership.probes.mu, ownership.rand, Service.handoffs,
-//     a topic's sendGate.mu, conn.mu and a connection's msgQueue.mu (the
-//     writer takes conn.mu only to find the subscriptions to wake, and
-//     wakes them after releasing it).
-//   - ownership.place (a one-slot semaphore) is held across one
-//     placement's store calls, and taken with no lock held.
-//
-// The managed ledger's own order (cursor → managed ledger → ledger writer)
-// is cluster/mledger's.
+// The broker's locks are in the process's lock order, docs/lock-order.md,
+// with the rules for holding them.
 package broker

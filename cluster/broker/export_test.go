@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"context"
 	"net"
 	"sync"
 	"testing"
@@ -44,10 +43,4 @@ func ListenLoopback(t testing.TB, serve func(nc net.Conn, stop <-chan struct{}))
 		}
 	})
 	return "pulsar://" + ln.Addr().String()
-}
-
-// MaintainClusterRecord runs one pass of the leader's upkeep of the
-// region's cluster record, whoever leads.
-func (s *Service) MaintainClusterRecord(ctx context.Context) error {
-	return s.maintainClusterRecord(ctx)
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/meridian-mq/meridian/cluster/broker"
 	"github.com/meridian-mq/meridian/cluster/broker/brokertest"
+	"github.com/meridian-mq/meridian/cluster/broker/loadmgr"
 	"github.com/meridian-mq/meridian/cluster/meta"
 	"github.com/meridian-mq/meridian/cluster/wire/pb"
 )
@@ -83,7 +84,7 @@ func TestDeadOwnerTakenOver(t *testing.T) {
 		return loc.ServiceURL == a.ServiceURL()
 	})
 	t.Logf("lookups took the dead owner's bundle %v after the kill (lease %v)", time.Since(start), failoverTTL)
-	live, err := a.Service().Brokers(ctx)
+	live, err := a.Service().LoadManager().Brokers(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,8 +115,8 @@ func fakeOwnerUnder(t *testing.T, storage *brokertest.Storage, via *brokertest.B
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	owner := broker.Owner{BrokerID: id, ServiceURL: url}
-	rec, err := meta.EncodeJSON(1, broker.BrokerRecord{Owner: owner})
+	owner := loadmgr.Owner{BrokerID: id, ServiceURL: url}
+	rec, err := meta.EncodeJSON(1, loadmgr.BrokerRecord{Owner: owner})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,8 +15,8 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/meridian-mq/meridian/cluster/broker"
 	"github.com/meridian-mq/meridian/cluster/broker/brokertest"
+	"github.com/meridian-mq/meridian/cluster/broker/loadmgr"
 	"github.com/meridian-mq/meridian/cluster/wire"
 	"github.com/meridian-mq/meridian/cluster/wire/pb"
 	"github.com/meridian-mq/meridian/topology"
@@ -299,7 +299,7 @@ func TestUnloadHandsOver(t *testing.T) {
 	defer cancel()
 	// Asked through the broker that does not own it: the request reaches
 	// the owner through the key.
-	if err := b.Service().UnloadBundle(ctx, "public", "default", u.bundle, b.ID()); err != nil {
+	if err := b.Service().LoadManager().UnloadBundle(ctx, "public", "default", u.bundle, b.ID()); err != nil {
 		t.Fatalf("unload: %v", err)
 	}
 	u.moved(t, b.ServiceURL())
@@ -328,7 +328,7 @@ func TestUnloadAlone(t *testing.T) {
 	u := startUnderLoad(t, a, a.ServiceURL(), 1000)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := a.Service().UnloadBundle(ctx, "public", "default", u.bundle, ""); err != nil {
+	if err := a.Service().LoadManager().UnloadBundle(ctx, "public", "default", u.bundle, ""); err != nil {
 		t.Fatalf("unload: %v", err)
 	}
 	u.moved(t, "")
@@ -343,28 +343,28 @@ func TestUnloadRequests(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
-	if err := b.Service().UnloadBundle(ctx, "public", "default", bundle, a.ID()); !errors.Is(err, wire.ErrNotAllowed) {
+	if err := b.Service().LoadManager().UnloadBundle(ctx, "public", "default", bundle, a.ID()); !errors.Is(err, wire.ErrNotAllowed) {
 		t.Fatalf("unload to its own owner: %v, want %v", err, wire.ErrNotAllowed)
 	}
 	free := topology.Bundle{Lower: 0, Upper: 0x40000000}
 	if free == bundle {
 		free = topology.Bundle{Lower: 0x40000000, Upper: 0x80000000}
 	}
-	if err := a.Service().UnloadBundle(ctx, "public", "default", free, ""); err != nil {
+	if err := a.Service().LoadManager().UnloadBundle(ctx, "public", "default", free, ""); err != nil {
 		t.Fatalf("unload of a bundle nobody owns: %v", err)
 	}
-	if _, err := a.Service().ResolveBroker(ctx, "nobody:80"); !errors.Is(err, broker.ErrUnknownBroker) {
-		t.Fatalf("resolve an unknown broker: %v, want %v", err, broker.ErrUnknownBroker)
+	if _, err := a.Service().LoadManager().ResolveBroker(ctx, "nobody:80"); !errors.Is(err, loadmgr.ErrUnknownBroker) {
+		t.Fatalf("resolve an unknown broker: %v, want %v", err, loadmgr.ErrUnknownBroker)
 	}
-	if id, err := a.Service().ResolveBroker(ctx, b.ID()); err != nil || id != b.ID() {
+	if id, err := a.Service().LoadManager().ResolveBroker(ctx, b.ID()); err != nil || id != b.ID() {
 		t.Fatalf("resolve %s: %q, %v", b.ID(), id, err)
 	}
-	if _, err := a.Service().NamespaceBundles("public", "absent"); !errors.Is(err, wire.ErrTopicNotFound) {
+	if _, err := a.Service().LoadManager().NamespaceBundles("public", "absent"); !errors.Is(err, wire.ErrTopicNotFound) {
 		t.Fatalf("bundles of a namespace that does not exist: %v", err)
 	}
 	// The namespace unload reaches the owner (a) from b, and the bundle
 	// goes to the only other broker.
-	if err := b.Service().UnloadNamespace(ctx, "public", "default"); err != nil {
+	if err := b.Service().LoadManager().UnloadNamespace(ctx, "public", "default"); err != nil {
 		t.Fatalf("namespace unload: %v", err)
 	}
 	mustOwn(t, b, topic)

@@ -210,10 +210,6 @@ func (p *LookupPermits) Acquire() (release func(), err error) {
 // Refused is how many lookups Acquire has turned away.
 func (p *LookupPermits) Refused() int64 { return p.refused.Load() }
 
-// LookupPermits is the Service's bound on the lookups answered at once
-// (ServiceConfig.MaxConcurrentLookups).
-func (s *Service) LookupPermits() *LookupPermits { return s.lookups }
-
 // connLimits is a connection's share of the bounds.
 type connLimits struct {
 	// requests holds one token per request goroutine running; its
@@ -387,7 +383,3 @@ func (l *loadSlots) acquire(ctx context.Context, t topology.TopicName) (release 
 			wire.ErrServiceNotReady, t, cap(l.slots), ctx.Err())
 	}
 }
-
-// TopicLoadsQueued is how many topic loads have had to wait for a slot
-// (MaxConcurrentTopicLoads) since the Service started.
-func (s *Service) TopicLoadsQueued() int64 { return s.loads.queued.Load() }

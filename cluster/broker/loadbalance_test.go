@@ -14,8 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/meridian-mq/meridian/cluster/broker"
 	"github.com/meridian-mq/meridian/cluster/broker/brokertest"
+	"github.com/meridian-mq/meridian/cluster/broker/loadmgr"
 	"github.com/meridian-mq/meridian/cluster/meta"
 	"github.com/meridian-mq/meridian/cluster/wire"
 	"github.com/meridian-mq/meridian/global"
@@ -139,10 +139,10 @@ func TestLoadReportUnderProducer(t *testing.T) {
 		t.Fatal(err)
 	}
 	name := "public/default/" + bundle.String()
-	var rep broker.LoadReport
+	var rep loadmgr.LoadReport
 	poll(t, 30*time.Second, "a load report with the producer's traffic", func() bool {
 		var ok bool
-		rep, ok = b.Service().LoadReport()
+		rep, ok = b.Service().LoadManager().LoadReport()
 		st := rep.LastStats[name]
 		return ok && rep.NumTopics == 1 && rep.NumProducers == 1 && rep.NumConsumers == 1 &&
 			rep.MsgRateIn > 0 && rep.MsgThroughputIn > 0 && rep.MsgRateOut > 0 && rep.MsgThroughputOut > 0 &&
@@ -155,7 +155,7 @@ func TestLoadReportUnderProducer(t *testing.T) {
 		t.Fatalf("report %+v", rep)
 	}
 	poll(t, 30*time.Second, "the report in the broker's registration", func() bool {
-		brokers, err := b.Service().Brokers(context.Background())
+		brokers, err := b.Service().LoadManager().Brokers(context.Background())
 		return err == nil && len(brokers) == 1 && brokers[0].Load != nil && brokers[0].Load.NumProducers == 1
 	})
 }
@@ -185,7 +185,7 @@ func TestLeadershipMovesOnClose(t *testing.T) {
 	leaderOf := func() (string, bool) {
 		var ids []string
 		for _, b := range brokers {
-			l, err := b.Service().Leader(context.Background())
+			l, err := b.Service().LoadManager().Leader(context.Background())
 			if err != nil {
 				return "", false
 			}
@@ -242,7 +242,7 @@ func TestSplitUnderProducer(t *testing.T) {
 		flows = append(flows, flow{p: p, cons: cons, s: startSender(p, 10, 10*time.Millisecond)})
 	}
 	poll(t, 60*time.Second, "the bundle to split", func() bool {
-		bs, err := b.Service().NamespaceBundles("public", "split")
+		bs, err := b.Service().LoadManager().NamespaceBundles("public", "split")
 		return err == nil && len(bs) > 1
 	})
 	// Keep sending across the split for a while: a few more reports.
@@ -269,7 +269,7 @@ func TestSplitUnderProducer(t *testing.T) {
 	// Each split makes one more bundle and counts once (the count comes
 	// after the cache shows the new bundles: read it between two reads of
 	// them).
-	bundles := func() int { bs, _ := b.Service().NamespaceBundles("public", "split"); return len(bs) }
+	bundles := func() int { bs, _ := b.Service().LoadManager().NamespaceBundles("public", "split"); return len(bs) }
 	var n int
 	poll(t, 30*time.Second, "one split counted per new bundle", func() bool {
 		n = bundles()
@@ -283,8 +283,8 @@ func TestSplitUnderProducer(t *testing.T) {
 func TestSplitBadInput(t *testing.T) {
 	b := startBroker(t, nil, fastLoadBalance)
 	ctx := context.Background()
-	svc := b.Service()
-	bs, err := svc.NamespaceBundles("public", "default")
+	lm := b.Service().LoadManager()
+	bs, err := lm.NamespaceBundles("public", "default")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,20 +296,20 @@ func TestSplitBadInput(t *testing.T) {
 		wantError error
 	}{
 		{"namespace does not exist", "public", "missing", bs[0], wire.ErrTopicNotFound},
-		{"not a bundle of the namespace", "public", "default", topology.Bundle{Lower: bs[0].Lower, Upper: bs[0].Upper - 1}, broker.ErrBundleNotFound},
+		{"not a bundle of the namespace", "public", "default", topology.Bundle{Lower: bs[0].Lower, Upper: bs[0].Upper - 1}, loadmgr.ErrBundleNotFound},
 	}
 	for _, tc := range cases {
-		if _, _, err := svc.SplitBundle(ctx, tc.tenant, tc.ns, tc.bundle); !errors.Is(err, tc.wantError) {
+		if _, _, err := lm.SplitBundle(ctx, tc.tenant, tc.ns, tc.bundle); !errors.Is(err, tc.wantError) {
 			t.Errorf("%s: %v, want %v", tc.name, err, tc.wantError)
 		}
 	}
 	// A bundle of one hash cannot be split.
 	tiny := global.BundlesData{NumBundles: 2, Boundaries: []string{"0x00000000", "0x00000001", "0xffffffff"}}
 	createNamespace(t, b, "tiny", global.Policies{Bundles: &tiny})
-	if _, _, err := svc.SplitBundle(ctx, "public", "tiny", topology.Bundle{Lower: 0, Upper: 1}); !errors.Is(err, wire.ErrNotAllowed) {
+	if _, _, err := lm.SplitBundle(ctx, "public", "tiny", topology.Bundle{Lower: 0, Upper: 1}); !errors.Is(err, wire.ErrNotAllowed) {
 		t.Errorf("split of a one-hash bundle: %v, want NotAllowed", err)
 	}
-	if got, _ := svc.NamespaceBundles("public", "default"); !slices.Equal(got, bs) {
+	if got, _ := lm.NamespaceBundles("public", "default"); !slices.Equal(got, bs) {
 		t.Errorf("bundles changed by refused splits: %v, was %v", got, bs)
 	}
 }
@@ -332,7 +332,7 @@ func TestSplitSeenByOtherBroker(t *testing.T) {
 	})
 	ctx := context.Background()
 	whole := topology.Bundle{Lower: 0, Upper: 0xffffffff}
-	owner, _, err := a.Service().BundleOwner(ctx, "public", "splitseen", whole)
+	owner, _, err := a.Service().LoadManager().BundleOwner(ctx, "public", "splitseen", whole)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -341,11 +341,11 @@ func TestSplitSeenByOtherBroker(t *testing.T) {
 	if other == splitter {
 		other = b
 	}
-	if _, _, err := splitter.Service().SplitBundle(ctx, "public", "splitseen", whole); err != nil {
+	if _, _, err := splitter.Service().LoadManager().SplitBundle(ctx, "public", "splitseen", whole); err != nil {
 		t.Fatal(err)
 	}
 	poll(t, 30*time.Second, "the halves in the other broker's cache", func() bool {
-		bs, err := other.Service().NamespaceBundles("public", "splitseen")
+		bs, err := other.Service().LoadManager().NamespaceBundles("public", "splitseen")
 		return err == nil && len(bs) == 2
 	})
 	for i := range 8 {

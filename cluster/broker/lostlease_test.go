@@ -54,7 +54,7 @@ func TestLoadOutlivingLostLease(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the load made no bookie request")
 	}
-	live, err := b.Service().Brokers(context.Background())
+	live, err := b.Service().LoadManager().Brokers(context.Background())
 	if err != nil || len(live) != 1 {
 		t.Fatalf("brokers: %v, %v", live, err)
 	}

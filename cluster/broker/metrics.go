@@ -16,41 +16,21 @@ import (
 )
 
 // This file is the broker's metrics: the meridian_* families it records as
-// it works (lookup latency, ownership changes, dispatch read sizes, region
-// leadership, sheds and splits), and
-// the Pulsar-named view of its topics (TopicMetrics), which the Prometheus
+// it works (lookup latency, dispatch read sizes; the load manager records
+// ownership changes, region leadership, sheds and splits), and the
+// Pulsar-named view of its topics (TopicMetrics), which the Prometheus
 // collector (PulsarCollector) and the admin API's broker-stats read at
 // scrape time from the counters the topics keep anyway for their stats.
 // Reading at scrape time keeps the publish path free of metric updates
 // but for the managed ledger's write buckets (mledger.WriteStats).
 
-// brokerMetrics are the meridian_* families of one broker. A nil
+// brokerMetrics are the meridian_* families of one broker's topic service
+// (the load manager declares its own: loadmgr/metrics.go). A nil
 // *brokerMetrics (metrics disabled) records nothing.
 type brokerMetrics struct {
 	lookup     prometheus.Histogram
-	ownership  *prometheus.CounterVec
 	dispatched prometheus.Histogram
-	leader     prometheus.Gauge
-	balance    *prometheus.CounterVec
 }
-
-// The values of meridian_broker_load_balance_total's action label.
-const (
-	balanceShed       = "shed"        // the leader moved a bundle off a broker
-	balanceShedFailed = "shed_failed" // the leader asked for a move that did not happen
-	balanceSplit      = "split"       // this broker split one of its bundles
-)
-
-// The values of meridian_broker_ownership_changes_total's change label.
-const (
-	ownershipAcquired = "acquired" // this broker claimed a bundle
-	ownershipReleased = "released" // it gave every bundle up on a clean stop
-	ownershipLost     = "lost"     // its lease ended: every topic was unloaded
-	ownershipHanded   = "handed"   // a bundle was handed to another broker (unload, drain)
-	ownershipUnloaded = "unloaded" // a bundle was unloaded with no broker to hand it to
-	ownershipPlaced   = "placed"   // it placed an unowned bundle on another broker
-	ownershipRevoked  = "revoked"  // it revoked the session of an owner a probe found dead
-)
 
 func newBrokerMetrics(cfg ServiceConfig) (*brokerMetrics, error) {
 	if cfg.Metrics.Disabled {
@@ -62,32 +42,14 @@ func newBrokerMetrics(cfg ServiceConfig) (*brokerMetrics, error) {
 			Help:    "Time to answer a topic lookup (policy resolution and the bundle's ownership, claimed when free).",
 			Buckets: prometheus.ExponentialBuckets(50e-6, 2, 16),
 		}),
-		ownership: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "meridian_broker_ownership_changes_total",
-			Help: "Changes of this broker's bundle ownership: acquired (a bundle claimed), released (all given up on a clean stop), lost (the lease ended), handed (a bundle handed to another broker), unloaded (a bundle given up with no broker to take it), placed (an unowned bundle placed on another broker), revoked (a dead owner's session revoked to take its bundles).",
-		}, []string{"change"}),
 		dispatched: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "meridian_broker_dispatch_read_entries",
 			Help:    "Entries read by one dispatch round of a subscription (new and replayed; at most Dispatch.MaxReadEntries of new ones).",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 12),
 		}),
-		leader: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "meridian_broker_region_leader",
-			Help: "1 while this broker is its region's elected leader (it runs the shedder), else 0.",
-		}),
-		balance: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "meridian_broker_load_balance_total",
-			Help: "Load balancing done by this broker: shed (as leader, a bundle moved off a broker), shed_failed (a move asked for that did not happen), split (one of its bundles split in two).",
-		}, []string{"action"}),
-	}
-	for _, a := range []string{balanceShed, balanceShedFailed, balanceSplit} {
-		m.balance.WithLabelValues(a)
-	}
-	for _, c := range []string{ownershipAcquired, ownershipReleased, ownershipLost, ownershipHanded, ownershipUnloaded, ownershipPlaced, ownershipRevoked} {
-		m.ownership.WithLabelValues(c)
 	}
 	if cfg.Registerer != nil {
-		for _, c := range []prometheus.Collector{m.lookup, m.ownership, m.dispatched, m.leader, m.balance} {
+		for _, c := range []prometheus.Collector{m.lookup, m.dispatched} {
 			if err := cfg.Registerer.Register(c); err != nil {
 				return nil, err
 			}
@@ -100,28 +62,6 @@ func newBrokerMetrics(cfg ServiceConfig) (*brokerMetrics, error) {
 func (m *brokerMetrics) lookedUp(start time.Time) {
 	if m != nil {
 		m.lookup.Observe(time.Since(start).Seconds())
-	}
-}
-
-func (m *brokerMetrics) ownershipChanged(change string) {
-	if m != nil {
-		m.ownership.WithLabelValues(change).Inc()
-	}
-}
-
-func (m *brokerMetrics) leading(on bool) {
-	if m != nil {
-		v := 0.0
-		if on {
-			v = 1
-		}
-		m.leader.Set(v)
-	}
-}
-
-func (m *brokerMetrics) balanced(action string) {
-	if m != nil {
-		m.balance.WithLabelValues(action).Inc()
 	}
 }
 
@@ -391,13 +331,6 @@ func NamespaceMetrics(topics []TopicMetrics) (namespaces []TopicMetrics, topicsC
 		namespaces = append(namespaces, *byNS[name])
 	}
 	return namespaces, topicsCount
-}
-
-// LoadedTopics returns the topics loaded on this broker, sorted by name.
-func (s *Service) LoadedTopics() []*Topic {
-	topics := s.loadedTopics()
-	slices.SortFunc(topics, func(a, b *Topic) int { return strings.Compare(a.Name(), b.Name()) })
-	return topics
 }
 
 // TopicName returns the topic's parsed name.

@@ -6,14 +6,13 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sync/atomic"
 	"time"
 
+	"github.com/meridian-mq/meridian/cluster/broker/loadmgr"
 	"github.com/meridian-mq/meridian/cluster/broker/schema"
 	"github.com/meridian-mq/meridian/cluster/mledger"
 	"github.com/meridian-mq/meridian/cluster/wire"
 	"github.com/meridian-mq/meridian/cluster/wire/pb"
-	"github.com/meridian-mq/meridian/global"
 	"github.com/meridian-mq/meridian/topology"
 )
 
@@ -22,16 +21,6 @@ import (
 // wire sentinels, which the admin API maps to HTTP statuses
 // (TopicNotFound and SubscriptionNotFound → 404, NotAllowed → 405 or 409,
 // ServiceNotReady → 503 or a redirect).
-
-// counters are a producer's or consumer's message and byte counts.
-type counters struct {
-	msgs, bytes atomic.Int64
-}
-
-func (c *counters) add(msgs, bytes int) {
-	c.msgs.Add(int64(msgs))
-	c.bytes.Add(int64(bytes))
-}
 
 // TopicStats is a topic's state as pulsar-admin's `topics stats` shows it
 // (the admin API renders Pulsar's JSON from it).
@@ -188,76 +177,6 @@ func (t *Topic) Subscriptions() []string {
 	}
 	slices.Sort(names)
 	return names
-}
-
-// admitConsumer refuses a new consumer when the topic's subscriptions
-// already have maxConsumers between them (0: no limit). It runs before the
-// subscription is looked up or created, as Pulsar's check does, and like it
-// is not atomic with the attach: consumers subscribing at the same moment
-// may all pass it.
-func (t *Topic) admitConsumer(maxConsumers int) error {
-	if maxConsumers <= 0 {
-		return nil
-	}
-	n := 0
-	for _, s := range t.subscriptions() {
-		n += s.consumerCount()
-	}
-	if n >= maxConsumers {
-		return fmt.Errorf("%w: topic %s reached max consumers limit (%d)", wire.ErrConsumerBusy, t.Name(), maxConsumers)
-	}
-	return nil
-}
-
-// admitSubscription refuses a new subscription name when the topic already
-// has maxSubscriptions (0: no limit). Only what clients and the admin API
-// create is checked: the subscriptions a topic restores from its cursors
-// when it loads always come back. Like Pulsar's, the check is not atomic
-// with the creation.
-func (t *Topic) admitSubscription(name string, maxSubscriptions int) error {
-	if maxSubscriptions <= 0 {
-		return nil
-	}
-	t.mu.Lock()
-	_, known := t.mu.subs[name]
-	n := len(t.mu.subs)
-	t.mu.Unlock()
-	if !known && n >= maxSubscriptions {
-		return fmt.Errorf("%w: topic %s reached max subscriptions limit (%d)", wire.ErrNotAllowed, t.Name(), maxSubscriptions)
-	}
-	return nil
-}
-
-// mayCreateOnSubscribe reports whether a subscribe (or a producer's
-// initial subscription) may create the durable subscription name: it
-// exists already, the topic is non-persistent, or the topic's policies
-// allow it (Pulsar's allowAutoSubscriptionCreation, topic over namespace
-// over broker). The admin API creates subscriptions whatever it says.
-func (t *Topic) mayCreateOnSubscribe(name string, eff global.Effective) bool {
-	if eff.AllowAutoSubscriptionCreation || t.name.Domain == topology.NonPersistent {
-		return true
-	}
-	_, err := t.existing(name)
-	return err == nil
-}
-
-func (t *Topic) subscriptions() []*subscription {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	subs := make([]*subscription, 0, len(t.mu.subs))
-	for _, s := range t.mu.subs {
-		subs = append(subs, s)
-	}
-	return subs
-}
-
-func (t *Topic) existing(name string) (*subscription, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if s, ok := t.mu.subs[name]; ok {
-		return s, nil
-	}
-	return nil, fmt.Errorf("%w: subscription %s does not exist on %s", wire.ErrSubscriptionNotFound, name, t.Name())
 }
 
 // CreateSubscription creates a durable subscription positioned after
@@ -512,20 +431,6 @@ func (s *Service) Unload(t topology.TopicName) {
 	}
 }
 
-// Bundle returns the bundle t falls in.
-func (s *Service) Bundle(t topology.TopicName) (topology.Bundle, error) {
-	eff, err := s.resolve(t)
-	if err != nil {
-		return topology.Bundle{}, err
-	}
-	return bundleOf(t, eff)
-}
-
-// Brokers returns the live brokers of this region, in registration key order.
-func (s *Service) Brokers(ctx context.Context) ([]LiveBroker, error) {
-	return liveBrokers(ctx, s.store, s.cfg.Region)
-}
-
 // Config returns the service's configuration.
 func (s *Service) Config() ServiceConfig { return s.cfg }
 
@@ -533,7 +438,7 @@ func (s *Service) Config() ServiceConfig { return s.cfg }
 func (s *Service) Region() string { return s.cfg.Region }
 
 // Self is this broker's ownership record: its id and URLs.
-func (s *Service) Self() Owner { return s.own.self }
+func (s *Service) Self() loadmgr.Owner { return s.cfg.self() }
 
 // Schemas returns the schema registry.
 func (s *Service) Schemas() *schema.Registry { return s.schemas }

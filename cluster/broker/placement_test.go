@@ -12,6 +12,7 @@ import (
 
 	"github.com/meridian-mq/meridian/cluster/broker"
 	"github.com/meridian-mq/meridian/cluster/broker/brokertest"
+	"github.com/meridian-mq/meridian/cluster/broker/loadmgr"
 	"github.com/meridian-mq/meridian/cluster/meta"
 	"github.com/meridian-mq/meridian/global"
 )
@@ -127,7 +128,7 @@ func TestPlacementSpreads(t *testing.T) {
 	if len(owned) != len(brokers) {
 		t.Errorf("bundles went to %d of %d brokers: %v", len(owned), len(brokers), owned)
 	}
-	live, err := brokers[0].Service().Brokers(context.Background())
+	live, err := brokers[0].Service().LoadManager().Brokers(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +141,7 @@ func TestPlacementSpreads(t *testing.T) {
 		t.Fatalf("%d ownership keys for %d bundles", len(keys), bundles)
 	}
 	for key, kv := range keys {
-		var o broker.Owner
+		var o loadmgr.Owner
 		if _, err := meta.DecodeJSON(kv.Value, 1, &o); err != nil {
 			t.Fatal(err)
 		}

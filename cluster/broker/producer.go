@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/meridian-mq/meridian/cluster/broker/auth"
+	"github.com/meridian-mq/meridian/cluster/broker/loadmgr"
 	"github.com/meridian-mq/meridian/cluster/mledger"
 	"github.com/meridian-mq/meridian/cluster/wire"
 	"github.com/meridian-mq/meridian/cluster/wire/pb"
@@ -369,7 +370,7 @@ func (p *producer) disconnect() { p.disconnectTo(nil) }
 // disconnectTo closes the producer with CLOSE_PRODUCER, carrying the new
 // owner's URLs when the topic moved to a known broker (dest), so that the
 // client connects there at once instead of looking the topic up.
-func (p *producer) disconnectTo(dest *Owner) {
+func (p *producer) disconnectTo(dest *loadmgr.Owner) {
 	if !p.c.forgetProducer(p) {
 		return
 	}
@@ -535,3 +536,18 @@ func (c *conn) producerFor(id uint64) (*producer, bool) { return registered(c, c
 func (c *conn) addProducer(p *producer) bool { return register(c, c.mu.producers, p.id, p) }
 
 func (c *conn) forgetProducer(p *producer) bool { return unregister(c, c.mu.producers, p.id, p) }
+
+// awaitReceipts waits, within ctx, until every SEND the producer took has
+// been answered (or the producer has ended).
+func (p *producer) awaitReceipts(ctx context.Context) error {
+	for p.owed.sends.Load() > 0 {
+		select {
+		case <-p.receipted:
+		case <-p.done:
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("producer %s: %d receipts still owed: %w", p.name, p.owed.sends.Load(), ctx.Err())
+		}
+	}
+	return nil
+}

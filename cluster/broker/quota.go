@@ -147,20 +147,3 @@ func (s *Service) quotaLoop(interval time.Duration) {
 		}
 	}
 }
-
-// loadedTopics returns the topics loaded here.
-func (s *Service) loadedTopics() []*Topic {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []*Topic
-	for _, l := range s.mu.topics {
-		select {
-		case <-l.done:
-			if l.topic != nil {
-				out = append(out, l.topic)
-			}
-		default:
-		}
-	}
-	return out
-}

@@ -53,7 +53,7 @@ func TestReaderFromEarliestAcrossLedgers(t *testing.T) {
 		// As in the nemesis: the lease ends, every topic is unloaded,
 		// and the topic loads again, on a new ledger, when the reader
 		// subscribes again.
-		live, err := b.Service().Brokers(context.Background())
+		live, err := b.Service().LoadManager().Brokers(context.Background())
 		if err != nil || len(live) != 1 {
 			t.Fatalf("brokers: %v, %v", live, err)
 		}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/meridian-mq/meridian/cluster/broker/loadmgr"
 	"github.com/meridian-mq/meridian/cluster/broker/schema"
 	"github.com/meridian-mq/meridian/cluster/meta"
 	"github.com/meridian-mq/meridian/cluster/mledger"
@@ -47,7 +49,7 @@ type ServiceConfig struct {
 	OwnershipTTL time.Duration
 	// Lookup bounds a lookup's metadata calls and its probe of an owner
 	// that may be dead (fast failover).
-	Lookup LookupConfig
+	Lookup loadmgr.LookupConfig
 	// Policies are the broker-level policy defaults (Pulsar's broker.conf).
 	Policies global.BrokerDefaults
 	// Dispatch bounds consumer dispatch.
@@ -111,8 +113,8 @@ type ServiceConfig struct {
 	// due. Nil is the wall clock; tests inject a fake one.
 	Clock clockwork.Clock
 	// LoadBalance configures load reports, shedding and bundle split
-	// (loadbalance.go).
-	LoadBalance LoadBalanceConfig
+	// (loadmgr.BalanceConfig).
+	LoadBalance loadmgr.BalanceConfig
 }
 
 // DispatchConfig bounds what a subscription reads and holds.
@@ -157,7 +159,7 @@ func DefaultServiceConfig(region, brokerID, serviceURL string) ServiceConfig {
 		BrokerID:              brokerID,
 		ServiceURL:            serviceURL,
 		OwnershipTTL:          4 * time.Second,
-		Lookup:                DefaultLookupConfig(),
+		Lookup:                loadmgr.DefaultLookupConfig(),
 		Policies:              global.DefaultBrokerDefaults(),
 		Dispatch:              DefaultDispatchConfig(),
 		DedupSnapshotInterval: 1000,
@@ -169,7 +171,7 @@ func DefaultServiceConfig(region, brokerID, serviceURL string) ServiceConfig {
 		BacklogQuotaCheckInterval: time.Minute,
 		ReplicationStartAt:        ReplicationStartLatest,
 		CloseTimeout:              5 * time.Second,
-		LoadBalance:               DefaultLoadBalanceConfig(),
+		LoadBalance:               loadmgr.DefaultBalanceConfig(),
 	}
 }
 
@@ -178,8 +180,6 @@ func (c ServiceConfig) Validate() error {
 	switch {
 	case c.Region == "" || c.BrokerID == "" || c.ServiceURL == "":
 		return fmt.Errorf("%w: Region, BrokerID and ServiceURL are required", ErrInvalidConfig)
-	case c.OwnershipTTL < time.Second:
-		return fmt.Errorf("%w: OwnershipTTL %v, want at least 1s", ErrInvalidConfig, c.OwnershipTTL)
 	case c.Dispatch.MaxReadEntries < 1 || c.Dispatch.MaxReadEntries > 10000:
 		return fmt.Errorf("%w: Dispatch.MaxReadEntries %d, want 1..10000", ErrInvalidConfig, c.Dispatch.MaxReadEntries)
 	case c.Dispatch.MaxRedeliveries < 1 || c.Dispatch.MaxRedeliveries > 1<<20:
@@ -207,19 +207,31 @@ func (c ServiceConfig) Validate() error {
 	if err := c.Metrics.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	if err := c.LoadBalance.Validate(); err != nil {
-		return err
-	}
-	if err := c.Lookup.Validate(); err != nil {
+	if err := c.loadManager().Validate(); err != nil {
 		return err
 	}
 	return c.Policies.Validate()
 }
 
+// self is this broker's ownership record: its id and URLs.
+func (c ServiceConfig) self() loadmgr.Owner {
+	return loadmgr.Owner{BrokerID: c.BrokerID, ServiceURL: c.ServiceURL, ServiceURLTLS: c.ServiceURLTLS,
+		WebURL: c.WebURL, WebURLTLS: c.WebURLTLS}
+}
+
+// loadManager is the configuration of the broker's load manager: the
+// operator's settings above, and the rest from the broker's own.
+func (c ServiceConfig) loadManager() loadmgr.Config {
+	return loadmgr.Config{Region: c.Region, Self: c.self(), OwnershipTTL: c.OwnershipTTL, Lookup: c.Lookup,
+		LoadBalance: c.LoadBalance, CloseTimeout: c.CloseTimeout, TopicLoadTimeout: c.TopicLoadTimeout,
+		Clock: c.Clock, Metrics: c.Metrics, Registerer: c.Registerer}
+}
+
 // Service is a broker's topics: it answers lookups from bundle ownership,
-// loads the topics this broker owns onto managed ledgers, hands bundles to
-// other brokers when asked (handoff.go), and unloads them when ownership
-// is lost. It implements Topics for the protocol Server.
+// which its load manager (loadmgr.Manager) keeps, loads the topics this
+// broker owns onto managed ledgers, and lets go of them when the load
+// manager hands their bundle to another broker or loses its session
+// (managedTopics). It implements Topics for the protocol Server.
 //
 // Loading: the first request for a topic starts its load in a goroutine
 // owned by the Service; every request for it meanwhile waits on the same
@@ -233,7 +245,7 @@ type Service struct {
 	ledgers  *mledger.Factory
 	schemas  *schema.Registry
 	log      *slog.Logger
-	own      *ownership
+	lm       *loadmgr.Manager
 	traces   *traceHooks     // nil: not tracing
 	metrics  *brokerMetrics  // nil when metrics are disabled
 	clock    clockwork.Clock // the dispatchers' (ServiceConfig.Clock)
@@ -250,15 +262,6 @@ type Service struct {
 
 	loads   loadSlots      // MaxConcurrentTopicLoads (limits.go)
 	lookups *LookupPermits // MaxConcurrentLookups (limits.go)
-
-	loadState loadState // load reports (loadreport.go)
-
-	// handoffs are the ownership keys of the bundles being handed over
-	// (handoff.go), so that one bundle has one hand-off at a time.
-	handoffs struct {
-		sync.Mutex
-		keys map[string]struct{}
-	}
 
 	mu struct {
 		sync.Mutex
@@ -305,30 +308,24 @@ func NewService(cfg ServiceConfig, store meta.Store, policies *global.Cache, gst
 	s.mu.topics = make(map[string]*topicLoad)
 	s.loads = newLoadSlots(cfg.MaxConcurrentTopicLoads)
 	s.lookups = NewLookupPermits(cfg.MaxConcurrentLookups)
-	self := Owner{BrokerID: cfg.BrokerID, ServiceURL: cfg.ServiceURL, ServiceURLTLS: cfg.ServiceURLTLS,
-		WebURL: cfg.WebURL, WebURLTLS: cfg.WebURLTLS}
-	s.own = newOwnership(store, cfg.Region, self, cfg.OwnershipTTL, cfg.Lookup, s.clock, log, func() {
-		ctx, cancel := context.WithTimeout(context.Background(), cfg.CloseTimeout)
-		defer cancel()
-		s.unloadAll(ctx)
-	})
-	s.own.metrics = metrics
+	lcfg := cfg.loadManager()
+	lcfg.Clock = s.clock
+	if s.lm, err = loadmgr.New(lcfg, store, policies, gstore, managedTopics{s}, log); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
-// Start removes the previous run's claims, registers the broker and starts
-// the backlog quota checks, the watch for unload requests, the load
-// reports and the campaign for region leader.
+// Start starts the load manager (which removes the previous run's claims
+// and registers the broker), the backlog quota checks and the replication
+// cursors' upkeep.
 func (s *Service) Start(ctx context.Context) error {
-	if err := s.own.start(ctx); err != nil {
+	if err := s.lm.Start(ctx); err != nil {
 		return err
 	}
-	s.wg.Add(4)
+	s.wg.Add(2)
 	go s.quotaLoop(s.cfg.BacklogQuotaCheckInterval)
 	go s.replicationLoop()
-	go s.loadLoop()
-	go s.leaderLoop()
-	s.wg.Go(s.watchUnloads)
 	return nil
 }
 
@@ -347,12 +344,12 @@ func (s *Service) Close(ctx context.Context) error {
 	if deadline, ok := ctx.Deadline(); ok {
 		dctx, cancel = context.WithTimeout(ctx, time.Until(deadline)/2)
 	}
-	s.Drain(dctx)
+	s.lm.Drain(dctx)
 	cancel()
 	s.unloadAll(ctx)
 	s.cancel()
 	s.wg.Wait()
-	s.own.release(ctx)
+	s.lm.Close(ctx)
 	return nil
 }
 
@@ -363,18 +360,14 @@ func (s *Service) Effective(t topology.TopicName) (global.Effective, error) { re
 // it for this broker when nobody holds it (Lookup places it instead);
 // unlike Lookup it ignores the namespace's active region. It is bounded by
 // Lookup.MetadataTimeout.
-func (s *Service) Owner(ctx context.Context, t topology.TopicName) (owner Owner, mine bool, err error) {
-	eff, err := s.resolve(t)
+func (s *Service) Owner(ctx context.Context, t topology.TopicName) (owner loadmgr.Owner, mine bool, err error) {
+	b, err := s.Bundle(t)
 	if err != nil {
-		return Owner{}, false, err
-	}
-	b, err := bundleOf(t, eff)
-	if err != nil {
-		return Owner{}, false, err
+		return loadmgr.Owner{}, false, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Lookup.MetadataTimeout)
 	defer cancel()
-	return s.own.acquire(ctx, t.Tenant, t.Namespace, b, placeHere)
+	return s.lm.ClaimBundle(ctx, t.Tenant, t.Namespace, b)
 }
 
 // resolve returns topic's effective policies from the watched cache, which
@@ -385,15 +378,6 @@ func (s *Service) resolve(t topology.TopicName) (global.Effective, error) {
 		return eff, fmt.Errorf("%w: %v", wire.ErrTopicNotFound, err)
 	}
 	return eff, err
-}
-
-// bundle returns the bundle topic t falls in.
-func bundleOf(t topology.TopicName, eff global.Effective) (topology.Bundle, error) {
-	bundles := eff.Bundles
-	if len(bundles) == 0 {
-		bundles, _ = topology.EvenBundles(topology.DefaultBundleCount)
-	}
-	return topology.BundleOf(t, bundles)
 }
 
 // Lookup implements Topics: the broker that owns t's bundle, placed on the
@@ -419,13 +403,13 @@ func (s *Service) Lookup(ctx context.Context, t topology.TopicName) (Location, e
 		return Location{ServiceURL: global.OneHost(c.BrokerServiceURL, i), ServiceURLTLS: global.OneHost(c.BrokerServiceURLTLS, i),
 			WebURL: global.OneHost(c.ServiceURL, i), Redirect: true}, nil
 	}
-	b, err := bundleOf(t, eff)
+	b, err := loadmgr.BundleOf(t, eff)
 	if err != nil {
 		return Location{}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Lookup.MetadataTimeout)
 	defer cancel()
-	owner, _, err := s.own.acquire(ctx, t.Tenant, t.Namespace, b, placeLeastLoaded)
+	owner, _, err := s.lm.BundleOwner(ctx, t.Tenant, t.Namespace, b)
 	if err != nil {
 		return Location{}, err
 	}
@@ -638,13 +622,13 @@ func (s *Service) loadTopic(ctx context.Context, t topology.TopicName, create cr
 	if !t.IsPartition() && eff.Partitions > 0 {
 		return nil, fmt.Errorf("%w: %s is a partitioned topic: use its partitions", wire.ErrNotAllowed, t)
 	}
-	b, err := bundleOf(t, eff)
+	b, err := loadmgr.BundleOf(t, eff)
 	if err != nil {
 		return nil, err
 	}
 	// A client that reached this broker for the topic is served here when
 	// the bundle is free: it was placed here, or came loose since.
-	owner, mine, err := s.own.acquire(ctx, t.Tenant, t.Namespace, b, placeHere)
+	owner, mine, err := s.lm.ClaimBundle(ctx, t.Tenant, t.Namespace, b)
 	if err != nil {
 		return nil, err
 	}
@@ -751,3 +735,48 @@ func (s *Service) Global() *global.Store { return s.gstore }
 
 // Policies returns the watched cache of the global configuration.
 func (s *Service) Policies() *global.Cache { return s.policies }
+
+// LoadManager returns the broker's load manager: bundle ownership,
+// placement, load reports, hand-offs and splits, and the region's leader.
+func (s *Service) LoadManager() *loadmgr.Manager { return s.lm }
+
+// LookupPermits is the Service's bound on the lookups answered at once
+// (ServiceConfig.MaxConcurrentLookups).
+func (s *Service) LookupPermits() *LookupPermits { return s.lookups }
+
+// TopicLoadsQueued is how many topic loads have had to wait for a slot
+// (MaxConcurrentTopicLoads) since the Service started.
+func (s *Service) TopicLoadsQueued() int64 { return s.loads.queued.Load() }
+
+// loadedTopics returns the topics loaded here.
+func (s *Service) loadedTopics() []*Topic {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*Topic
+	for _, l := range s.mu.topics {
+		select {
+		case <-l.done:
+			if l.topic != nil {
+				out = append(out, l.topic)
+			}
+		default:
+		}
+	}
+	return out
+}
+
+// LoadedTopics returns the topics loaded on this broker, sorted by name.
+func (s *Service) LoadedTopics() []*Topic {
+	topics := s.loadedTopics()
+	slices.SortFunc(topics, func(a, b *Topic) int { return strings.Compare(a.Name(), b.Name()) })
+	return topics
+}
+
+// Bundle returns the bundle t falls in.
+func (s *Service) Bundle(t topology.TopicName) (topology.Bundle, error) {
+	eff, err := s.resolve(t)
+	if err != nil {
+		return topology.Bundle{}, err
+	}
+	return loadmgr.BundleOf(t, eff)
+}

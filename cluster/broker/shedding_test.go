@@ -22,7 +22,7 @@ func fastShedding(c *brokertest.Config) {
 
 // reportedBundles returns the bundles b's last load report lists.
 func reportedBundles(b *brokertest.Broker) []string {
-	r, _ := b.Service().LoadReport()
+	r, _ := b.Service().LoadManager().LoadReport()
 	return r.Bundles
 }
 

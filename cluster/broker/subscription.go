@@ -15,6 +15,7 @@ import (
 
 	"github.com/jonboulle/clockwork"
 
+	"github.com/meridian-mq/meridian/cluster/broker/loadmgr"
 	"github.com/meridian-mq/meridian/cluster/mledger"
 	"github.com/meridian-mq/meridian/cluster/wire"
 	"github.com/meridian-mq/meridian/cluster/wire/pb"
@@ -258,6 +259,15 @@ func (s *subscription) consumerList() []*consumer {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.mu.consumers)
+}
+
+// consumerConns returns the connections of the subscription's consumers.
+func (s *subscription) consumerConns() []*conn {
+	var out []*conn
+	for _, c := range s.consumerList() {
+		out = append(out, c.c)
+	}
+	return out
 }
 
 func (s *subscription) consumerCount() int {
@@ -916,7 +926,7 @@ func (s *subscription) close(ctx context.Context, disconnect bool) { s.closeTo(c
 // when known). A subscription a hand-off has stopped (its dispatcher ended,
 // its consumers left attached, its cursor closed with the managed ledger)
 // only has its consumers disconnected.
-func (s *subscription) closeTo(ctx context.Context, disconnect bool, dest *Owner) {
+func (s *subscription) closeTo(ctx context.Context, disconnect bool, dest *loadmgr.Owner) {
 	wasStopped, consumers := s.stop(ctx)
 	if disconnect {
 		for _, c := range consumers {

@@ -10,17 +10,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/meridian-mq/meridian/cluster/broker/loadmgr"
 	"github.com/meridian-mq/meridian/cluster/mledger"
 	"github.com/meridian-mq/meridian/cluster/wire"
 	"github.com/meridian-mq/meridian/cluster/wire/pb"
 	"github.com/meridian-mq/meridian/global"
 	"github.com/meridian-mq/meridian/topology"
 )
-
-// ReplicationProducerPrefix marks the producers of the replicator
-// (DESIGN §6): their entries keep the metadata as sent, and they are always
-// deduplicated.
-const ReplicationProducerPrefix = "meridian.repl."
 
 // Topic is a topic loaded on this broker: its managed ledger, producers,
 // subscriptions and deduplication state. A non-persistent topic is served
@@ -140,7 +136,7 @@ func (t *Topic) close(ctx context.Context) { t.closeTo(ctx, nil) }
 
 // closeTo is close, with the clients told where the topic moved (dest,
 // when known: CLOSE_PRODUCER and CLOSE_CONSUMER carry its URLs).
-func (t *Topic) closeTo(ctx context.Context, dest *Owner) {
+func (t *Topic) closeTo(ctx context.Context, dest *loadmgr.Owner) {
 	t.closeOnce.Do(func() {
 		t.mu.Lock()
 		t.mu.closing = true
@@ -384,4 +380,199 @@ func isEarliestOrLatest(id *pb.MessageIdData) bool {
 // treats every start id as a batch id.
 func startAfter(id *pb.MessageIdData) mledger.Position {
 	return mledger.Position{Ledger: int64(id.GetLedgerId()), Entry: int64(id.GetEntryId()) - 1}
+}
+
+// sendGate admits a topic's SENDs until a hand-off fences the topic, and
+// tells the fence when the last SEND it admitted has been queued for its
+// receipt. Its zero value admits.
+type sendGate struct {
+	mu     sync.Mutex
+	shut   bool
+	inside int
+	idle   chan struct{} // closed once shut with nobody inside
+}
+
+// enter admits one SEND, or reports false once the gate is shut.
+func (g *sendGate) enter() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.shut {
+		return false
+	}
+	g.inside++
+	return true
+}
+
+func (g *sendGate) leave() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.inside--
+	if g.shut && g.inside == 0 {
+		close(g.idle)
+	}
+}
+
+// close shuts the gate and waits, within ctx, for the SENDs inside.
+func (g *sendGate) close(ctx context.Context) error {
+	g.mu.Lock()
+	if !g.shut {
+		g.shut = true
+		g.idle = make(chan struct{})
+		if g.inside == 0 {
+			close(g.idle)
+		}
+	}
+	idle := g.idle
+	g.mu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("SENDs still being taken: %w", ctx.Err())
+	}
+}
+
+// fence readies t to be served by another broker without closing its
+// clients' sessions (step 2 of the hand-off, with seal): no SEND is taken
+// from now on, the ones taken are receipted, and dispatch stops. Acks
+// still reach the cursors until seal.
+func (t *Topic) fence(ctx context.Context) error {
+	t.mu.Lock()
+	t.mu.closing = true // no producer or subscription is added from here on
+	producers := slices.Collect(maps.Keys(t.mu.producers))
+	t.mu.Unlock()
+	if err := t.settleSends(ctx, producers); err != nil {
+		return err
+	}
+	for _, s := range t.subscriptions() {
+		s.stop(ctx) // the consumers stay, to be told where to go
+	}
+	return nil
+}
+
+// settleSends shuts the topic's SEND gate and waits, within ctx, until
+// every SEND taken before has its receipt. SENDs that arrive later are
+// dropped unanswered. Every close does this before it tells the producers
+// to go: a client resends whatever it has no receipt for, so a SEND
+// stored but not receipted would be stored twice on a topic without
+// deduplication.
+func (t *Topic) settleSends(ctx context.Context, producers []*producer) error {
+	if err := t.sends.close(ctx); err != nil {
+		return err
+	}
+	for _, p := range producers {
+		if err := p.awaitReceipts(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// seal persists the fenced topic's deduplication state and closes its
+// managed ledger, which persists every cursor: the last step before the
+// key moves, so that the acks of every message delivered before the fence
+// count, but the few that arrive between seal and CLOSE_CONSUMER.
+func (t *Topic) seal(ctx context.Context) error {
+	t.dd.snapshotRecorded(ctx)
+	if err := t.ml.Close(ctx); err != nil {
+		return fmt.Errorf("close managed ledger: %w", err)
+	}
+	return nil
+}
+
+// clientConns returns the connections of t's producers and consumers.
+func (t *Topic) clientConns() []*conn {
+	var out []*conn
+	t.mu.Lock()
+	for p := range t.mu.producers {
+		out = append(out, p.c)
+	}
+	for _, p := range t.mu.waiting {
+		out = append(out, p.c)
+	}
+	t.mu.Unlock()
+	for _, sub := range t.subscriptions() {
+		out = append(out, sub.consumerConns()...)
+	}
+	return out
+}
+
+// admitSubscription refuses a new subscription name when the topic already
+// has maxSubscriptions (0: no limit). Only what clients and the admin API
+// create is checked: the subscriptions a topic restores from its cursors
+// when it loads always come back. Like Pulsar's, the check is not atomic
+// with the creation.
+func (t *Topic) admitSubscription(name string, maxSubscriptions int) error {
+	if maxSubscriptions <= 0 {
+		return nil
+	}
+	t.mu.Lock()
+	_, known := t.mu.subs[name]
+	n := len(t.mu.subs)
+	t.mu.Unlock()
+	if !known && n >= maxSubscriptions {
+		return fmt.Errorf("%w: topic %s reached max subscriptions limit (%d)", wire.ErrNotAllowed, t.Name(), maxSubscriptions)
+	}
+	return nil
+}
+
+// mayCreateOnSubscribe reports whether a subscribe (or a producer's
+// initial subscription) may create the durable subscription name: it
+// exists already, the topic is non-persistent, or the topic's policies
+// allow it (Pulsar's allowAutoSubscriptionCreation, topic over namespace
+// over broker). The admin API creates subscriptions whatever it says.
+func (t *Topic) mayCreateOnSubscribe(name string, eff global.Effective) bool {
+	if eff.AllowAutoSubscriptionCreation || t.name.Domain == topology.NonPersistent {
+		return true
+	}
+	_, err := t.existing(name)
+	return err == nil
+}
+
+func (t *Topic) subscriptions() []*subscription {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	subs := make([]*subscription, 0, len(t.mu.subs))
+	for _, s := range t.mu.subs {
+		subs = append(subs, s)
+	}
+	return subs
+}
+
+// counters are a producer's or consumer's message and byte counts.
+type counters struct {
+	msgs, bytes atomic.Int64
+}
+
+func (c *counters) add(msgs, bytes int) {
+	c.msgs.Add(int64(msgs))
+	c.bytes.Add(int64(bytes))
+}
+
+// admitConsumer refuses a new consumer when the topic's subscriptions
+// already have maxConsumers between them (0: no limit). It runs before the
+// subscription is looked up or created, as Pulsar's check does, and like it
+// is not atomic with the attach: consumers subscribing at the same moment
+// may all pass it.
+func (t *Topic) admitConsumer(maxConsumers int) error {
+	if maxConsumers <= 0 {
+		return nil
+	}
+	n := 0
+	for _, s := range t.subscriptions() {
+		n += s.consumerCount()
+	}
+	if n >= maxConsumers {
+		return fmt.Errorf("%w: topic %s reached max consumers limit (%d)", wire.ErrConsumerBusy, t.Name(), maxConsumers)
+	}
+	return nil
+}
+
+func (t *Topic) existing(name string) (*subscription, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s, ok := t.mu.subs[name]; ok {
+		return s, nil
+	}
+	return nil, fmt.Errorf("%w: subscription %s does not exist on %s", wire.ErrSubscriptionNotFound, name, t.Name())
 }

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"errors"
 	"net"
 	"time"
@@ -167,5 +168,23 @@ func (c *conn) keepAliveLoop() {
 			}
 			c.send(pb.BaseCommand_builder{Type: pb.BaseCommand_PING.Enum(), Ping: &pb.CommandPing{}}.Build())
 		}
+	}
+}
+
+// awaitFlushed waits, within ctx, until everything queued on the
+// connection so far is written (or the connection has ended).
+func (c *conn) awaitFlushed(ctx context.Context) {
+	flushed := make(chan struct{})
+	select {
+	case c.out <- outbound{flushed: flushed}:
+	case <-c.ctx.Done():
+		return
+	case <-ctx.Done():
+		return
+	}
+	select {
+	case <-flushed:
+	case <-c.ctx.Done():
+	case <-ctx.Done():
 	}
 }

@@ -129,8 +129,8 @@ func (ml *ManagedLedger) OpenNonDurableCursor(name string, initial InitialPositi
 	v := ml.snapshot()
 	c.mu.Lock()
 	c.st = initialState(&v, initial)
-	c.mu.Unlock()
 	c.publish()
+	c.mu.Unlock()
 	close(c.done)
 	return c, nil
 }

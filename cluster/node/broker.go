@@ -313,7 +313,7 @@ func startBroker(ctx context.Context, r *regionParts, cfg BrokerConfig) (_ *Brok
 	n.closers = append(n.closers, func() {
 		cctx, cancel := context.WithTimeout(context.Background(), cfg.DrainTimeout)
 		defer cancel()
-		n.service.Drain(cctx)
+		n.service.LoadManager().Drain(cctx)
 	})
 	adm, err := admin.New(admin.BrokerConfig(pcfg, n.service.Config()), n.service, log)
 	if err != nil {

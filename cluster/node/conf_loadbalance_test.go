@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meridian-mq/meridian/cluster/broker"
+	"github.com/meridian-mq/meridian/cluster/broker/loadmgr"
 	"github.com/meridian-mq/meridian/cluster/node"
 )
 
@@ -32,7 +32,7 @@ loadBalancerNamespaceMaximumBundles=16
 	if err != nil || len(ignored) != 0 {
 		t.Fatalf("%v, ignored %v", err, ignored)
 	}
-	want := broker.LoadBalanceConfig{
+	want := loadmgr.BalanceConfig{
 		ReportInterval: 2 * time.Second, SheddingEnabled: false, SheddingInterval: 3 * time.Minute,
 		SheddingThreshold: 15, SheddingGracePeriod: 0, MinSheddingThroughput: 0.5 * (1 << 20),
 		AutoBundleSplit: false, BundleMaxTopics: 10, BundleMaxSessions: 20, BundleMaxMsgRate: 300,
@@ -44,7 +44,7 @@ loadBalancerNamespaceMaximumBundles=16
 	if err := cfg.Service.LoadBalance.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if def := node.DefaultBrokerConfig("localhost").Service.LoadBalance; !reflect.DeepEqual(def, broker.DefaultLoadBalanceConfig()) {
+	if def := node.DefaultBrokerConfig("localhost").Service.LoadBalance; !reflect.DeepEqual(def, loadmgr.DefaultBalanceConfig()) {
 		t.Fatalf("default LoadBalance %+v", def)
 	}
 	for _, text := range []string{"loadBalancerReportUpdateMinIntervalMillis=10", "loadBalancerSheddingIntervalMinutes=0",

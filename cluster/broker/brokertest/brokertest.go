@@ -234,7 +234,7 @@ func Start(ctx context.Context, s *Storage, cfg Config) (_ *Broker, err error) {
 	b.closers = append(b.closers, func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		b.service.Drain(cctx)
+		b.service.LoadManager().Drain(cctx)
 	})
 	go func() {
 		defer close(b.served)

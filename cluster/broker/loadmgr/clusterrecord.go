@@ -1,4 +1,4 @@
-package broker
+package loadmgr
 
 import (
 	"context"
@@ -34,12 +34,12 @@ var errOperatorsRecord = errors.New("the cluster record is the operator's")
 
 // maintainClusterRecord rewrites the region's record to name its live
 // brokers, if the region maintains the record and it names others.
-func (s *Service) maintainClusterRecord(ctx context.Context) error {
-	d, ok := s.policies.Cluster(s.cfg.Region)
+func (m *Manager) maintainClusterRecord(ctx context.Context) error {
+	d, ok := m.policies.Cluster(m.cfg.Region)
 	if !ok || !d.MaintainedByRegion {
 		return nil
 	}
-	brokers, err := liveBrokers(ctx, s.store, s.cfg.Region)
+	brokers, err := liveBrokers(ctx, m.store, m.cfg.Region)
 	if err != nil {
 		return err
 	}
@@ -47,7 +47,7 @@ func (s *Service) maintainClusterRecord(ctx context.Context) error {
 	if !ok || sameURLs(d, want) {
 		return nil
 	}
-	_, _, err = s.gstore.UpdateCluster(ctx, s.cfg.Region, func(d *global.ClusterData) error {
+	_, _, err = m.gstore.UpdateCluster(ctx, m.cfg.Region, func(d *global.ClusterData) error {
 		if !d.MaintainedByRegion {
 			return errOperatorsRecord
 		}
@@ -59,9 +59,9 @@ func (s *Service) maintainClusterRecord(ctx context.Context) error {
 	case errors.Is(err, errOperatorsRecord):
 		return nil
 	case err != nil:
-		return fmt.Errorf("update the cluster record of %s: %w", s.cfg.Region, err)
+		return fmt.Errorf("update the cluster record of %s: %w", m.cfg.Region, err)
 	}
-	s.log.Info("the cluster record names the region's brokers", "region", s.cfg.Region,
+	m.log.Info("the cluster record names the region's brokers", "region", m.cfg.Region,
 		"brokerServiceUrl", want.BrokerServiceURL, "serviceUrl", want.ServiceURL)
 	return nil
 }

@@ -1,4 +1,4 @@
-package broker
+package loadmgr
 
 import (
 	"cmp"
@@ -54,7 +54,7 @@ type bundleMove struct {
 // shedder is the leader's shedding state: the bundles it moved and when.
 // Only the leader's loop uses it; a new leader starts with none.
 type shedder struct {
-	cfg   LoadBalanceConfig
+	cfg   BalanceConfig
 	now   func() time.Time
 	moved map[string]time.Time // bundle → when it was moved
 	// settled holds, after a round that moved bundles, each broker's
@@ -62,7 +62,7 @@ type shedder struct {
 	settled map[string]int64
 }
 
-func newShedder(cfg LoadBalanceConfig, now func() time.Time) *shedder {
+func newShedder(cfg BalanceConfig, now func() time.Time) *shedder {
 	return &shedder{cfg: cfg, now: now, moved: map[string]time.Time{}}
 }
 
@@ -300,37 +300,37 @@ func (sh *shedder) finished(brokers []LiveBroker) {
 // bundle's owner to hand it over (requestUnload), one at a time; it stops
 // when leadership is lost. A round is bounded by SheddingInterval, and at
 // least TopicLoadTimeout, since a hand-off fences and closes topics.
-func (s *Service) shedOnce(lost <-chan struct{}, sh *shedder) {
-	ctx, cancel := context.WithTimeout(s.ctx, max(s.cfg.LoadBalance.SheddingInterval, s.cfg.TopicLoadTimeout))
+func (m *Manager) shedOnce(lost <-chan struct{}, sh *shedder) {
+	ctx, cancel := context.WithTimeout(m.ctx, max(m.cfg.LoadBalance.SheddingInterval, m.cfg.TopicLoadTimeout))
 	defer cancel()
-	brokers, err := s.Brokers(ctx)
+	brokers, err := m.Brokers(ctx)
 	if err != nil {
-		s.log.Warn("shedding: reading the brokers' load reports", "err", err)
+		m.log.Warn("shedding: reading the brokers' load reports", "err", err)
 		return
 	}
 	moves := sh.plan(brokers)
 	if len(moves) == 0 {
 		return
 	}
-	for _, m := range moves {
+	for _, mv := range moves {
 		select {
 		case <-lost:
 			return
 		default:
 		}
-		tenant, ns, b, err := parseBundleName(m.Bundle)
+		tenant, ns, b, err := parseBundleName(mv.Bundle)
 		if err != nil {
 			continue
 		}
-		if err := s.requestUnload(ctx, tenant, ns, b, m.To); err != nil {
-			s.metrics.balanced(balanceShedFailed)
-			s.log.Warn("shedding a bundle", "bundle", m.Bundle, "from", m.From, "to", m.To, "err", err)
+		if err := m.requestUnload(ctx, tenant, ns, b, mv.To); err != nil {
+			m.metrics.balanced(balanceShedFailed)
+			m.log.Warn("shedding a bundle", "bundle", mv.Bundle, "from", mv.From, "to", mv.To, "err", err)
 			continue
 		}
-		s.metrics.balanced(balanceShed)
-		s.log.Info("shed bundle", "bundle", m.Bundle, "from", m.From, "to", m.To)
+		m.metrics.balanced(balanceShed)
+		m.log.Info("shed bundle", "bundle", mv.Bundle, "from", mv.From, "to", mv.To)
 	}
-	if after, err := s.Brokers(ctx); err == nil {
+	if after, err := m.Brokers(ctx); err == nil {
 		brokers = after
 	}
 	sh.finished(brokers)

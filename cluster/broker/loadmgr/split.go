@@ -1,4 +1,4 @@
-package broker
+package loadmgr
 
 import (
 	"context"
@@ -44,8 +44,8 @@ func splitRange(b topology.Bundle) (lo, hi topology.Bundle, err error) {
 	return topology.Bundle{Lower: b.Lower, Upper: mid}, topology.Bundle{Lower: mid, Upper: b.Upper}, nil
 }
 
-// namespaceBundles returns p's bundles, or the default bundles bundleOf
-// uses for a namespace that has none (Service.NamespaceBundles).
+// namespaceBundles returns p's bundles, or the default bundles BundleOf
+// uses for a namespace that has none (NamespaceBundles).
 func namespaceBundles(p global.Policies) ([]topology.Bundle, error) {
 	if p.Bundles == nil {
 		return topology.EvenBundles(topology.DefaultBundleCount)
@@ -63,20 +63,12 @@ func bundlesData(bs []topology.Bundle) *global.BundlesData {
 	return d
 }
 
-// BundleOwner returns the broker of this region that owns tenant/ns's
-// bundle b, placed on the least-loaded broker when nobody holds it, as a
-// lookup of one of its topics would; mine reports whether it is this
-// broker.
-func (s *Service) BundleOwner(ctx context.Context, tenant, ns string, b topology.Bundle) (owner Owner, mine bool, err error) {
-	return s.own.acquire(ctx, tenant, ns, b, placeLeastLoaded)
-}
-
 // SplitBundle splits tenant/ns's bundle b, which this broker must own, in
 // two halves, which it keeps and returns (see the file comment). A bundle
 // that is not one of the namespace's is ErrBundleNotFound; one owned
 // elsewhere is wire.ErrServiceNotReady, naming its owner.
-func (s *Service) SplitBundle(ctx context.Context, tenant, ns string, b topology.Bundle) (lo, hi topology.Bundle, err error) {
-	bundles, err := s.NamespaceBundles(tenant, ns)
+func (m *Manager) SplitBundle(ctx context.Context, tenant, ns string, b topology.Bundle) (lo, hi topology.Bundle, err error) {
+	bundles, err := m.NamespaceBundles(tenant, ns)
 	if err != nil {
 		return lo, hi, err
 	}
@@ -87,28 +79,28 @@ func (s *Service) SplitBundle(ctx context.Context, tenant, ns string, b topology
 	if err != nil {
 		return lo, hi, err
 	}
-	owner, mine, err := s.own.acquire(ctx, tenant, ns, b, placeHere)
+	owner, mine, err := m.own.acquire(ctx, tenant, ns, b, placeHere)
 	if err != nil {
 		return lo, hi, err
 	}
 	if !mine {
 		return lo, hi, fmt.Errorf("%w: bundle %s of %s/%s is served by %s", wire.ErrServiceNotReady, b, tenant, ns, owner.BrokerID)
 	}
-	l, err := s.own.currentLease(ctx)
+	l, err := m.own.currentLease(ctx)
 	if err != nil {
 		return lo, hi, err
 	}
 	var claimed []string
 	release := func() {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.CloseTimeout)
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.CloseTimeout)
 		defer cancel()
 		for _, key := range claimed {
-			s.own.deleteOwnKey(dctx, key, l.ID())
+			m.own.deleteOwnKey(dctx, key, l.ID())
 		}
 	}
 	for _, half := range []topology.Bundle{lo, hi} {
-		key := s.own.bundleKey(tenant, ns, half)
-		created, err := s.own.claimUnder(ctx, key, l.ID())
+		key := m.own.bundleKey(tenant, ns, half)
+		created, err := m.own.claimUnder(ctx, key, l.ID())
 		if err != nil {
 			release()
 			return lo, hi, err
@@ -117,7 +109,7 @@ func (s *Service) SplitBundle(ctx context.Context, tenant, ns string, b topology
 			claimed = append(claimed, key)
 		}
 	}
-	_, rc, err := s.gstore.UpdateNamespace(ctx, tenant, ns, func(p *global.Policies) error {
+	_, rc, err := m.gstore.UpdateNamespace(ctx, tenant, ns, func(p *global.Policies) error {
 		cur, err := namespaceBundles(*p)
 		if err != nil {
 			return err
@@ -136,13 +128,13 @@ func (s *Service) SplitBundle(ctx context.Context, tenant, ns string, b topology
 		}
 		return lo, hi, fmt.Errorf("split %s of %s/%s: %w", b, tenant, ns, err)
 	}
-	if err := s.policies.Await(ctx, rc); err != nil {
+	if err := m.policies.Await(ctx, rc); err != nil {
 		// The split is made; the old key goes with the lease at worst.
 		return lo, hi, fmt.Errorf("split %s of %s/%s: waiting for the policy cache: %w", b, tenant, ns, err)
 	}
-	s.own.deleteOwnKey(ctx, s.own.bundleKey(tenant, ns, b), l.ID())
-	s.metrics.balanced(balanceSplit)
-	s.log.Info("split bundle", "namespace", tenant+"/"+ns, "bundle", b.String(), "into", []string{lo.String(), hi.String()})
+	m.own.deleteOwnKey(ctx, m.own.bundleKey(tenant, ns, b), l.ID())
+	m.metrics.balanced(balanceSplit)
+	m.log.Info("split bundle", "namespace", tenant+"/"+ns, "bundle", b.String(), "into", []string{lo.String(), hi.String()})
 	return lo, hi, nil
 }
 
@@ -191,8 +183,8 @@ func (o *ownership) deleteOwnKey(ctx context.Context, key string, lease meta.Lea
 // LoadBalance bounds, while its namespace has fewer than MaxBundles.
 // Bundles of one topic are left alone, as Pulsar does: a split cannot
 // spread a single topic.
-func (s *Service) splitHotBundles(r LoadReport) {
-	cfg := s.cfg.LoadBalance
+func (m *Manager) splitHotBundles(r LoadReport) {
+	cfg := m.cfg.LoadBalance
 	for _, name := range r.Bundles {
 		st := r.LastStats[name]
 		hot := st.TopicsCount > int64(cfg.BundleMaxTopics) ||
@@ -206,14 +198,14 @@ func (s *Service) splitHotBundles(r LoadReport) {
 		if err != nil {
 			continue
 		}
-		if bs, err := s.NamespaceBundles(tenant, ns); err != nil || len(bs) >= cfg.MaxBundles {
+		if bs, err := m.NamespaceBundles(tenant, ns); err != nil || len(bs) >= cfg.MaxBundles {
 			continue
 		}
-		ctx, cancel := context.WithTimeout(s.ctx, s.cfg.TopicLoadTimeout)
-		_, _, err = s.SplitBundle(ctx, tenant, ns, b)
+		ctx, cancel := context.WithTimeout(m.ctx, m.cfg.TopicLoadTimeout)
+		_, _, err = m.SplitBundle(ctx, tenant, ns, b)
 		cancel()
-		if err != nil && s.ctx.Err() == nil {
-			s.log.Warn("automatic bundle split failed", "namespace", tenant+"/"+ns, "bundle", b.String(), "err", err)
+		if err != nil && m.ctx.Err() == nil {
+			m.log.Warn("automatic bundle split failed", "namespace", tenant+"/"+ns, "bundle", b.String(), "err", err)
 		}
 	}
 }

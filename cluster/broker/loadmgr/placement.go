@@ -1,64 +1,14 @@
-package broker
+package loadmgr
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/meridian-mq/meridian/cluster/meta"
 	"github.com/meridian-mq/meridian/cluster/wire"
 )
-
-// LookupConfig bounds how a lookup finds, places or takes over a bundle's
-// owner.
-type LookupConfig struct {
-	// MetadataTimeout bounds the metadata reads and writes of one lookup.
-	// Past it the lookup answers ServiceNotReady, on which clients
-	// reconnect and retry (but a first CreateProducer or Subscribe fails
-	// with it), so a region whose etcd is away answers within it and never
-	// with a guessed owner. Longer rides out a slow etcd (a burst of
-	// placements through one broker is serialised), shorter frees the
-	// client sooner; past the client's operation timeout (30s by default)
-	// it only keeps work alive that nobody waits for. Default 15s; at
-	// least 100ms.
-	MetadataTimeout time.Duration
-	// ProbeTimeout bounds the probe of an owner found by a lookup: dialling
-	// its service URL and waiting for any reply to CONNECT. A refused
-	// connection proves the owner dead, and the lookup takes its bundles;
-	// a probe that times out, or a connection closed without a reply,
-	// proves nothing, and the lookup answers the owner. Shorter answers sooner for
-	// an owner that is paused; too short on a loaded host only means the
-	// owner is reported as is, never taken over. Default 500ms; 10ms..10s.
-	ProbeTimeout time.Duration
-	// ProbeAliveFor is how long a broker that answered a probe is taken to
-	// be alive without another probe, so that a burst of lookups of its
-	// bundles dials it once (probes under way are shared anyway). It is
-	// also the most a takeover after a crash waits on an answer from just
-	// before it: a broker that dies within it keeps its bundles until the
-	// next probe after it. Default 250ms; 0 probes on every lookup; at most
-	// 1m.
-	ProbeAliveFor time.Duration
-}
-
-// DefaultLookupConfig returns the defaults documented on LookupConfig.
-func DefaultLookupConfig() LookupConfig {
-	return LookupConfig{MetadataTimeout: 15 * time.Second, ProbeTimeout: 500 * time.Millisecond, ProbeAliveFor: 250 * time.Millisecond}
-}
-
-// Validate checks every field against its bounds.
-func (c LookupConfig) Validate() error {
-	switch {
-	case c.MetadataTimeout < 100*time.Millisecond:
-		return fmt.Errorf("%w: Lookup.MetadataTimeout %v, want at least 100ms", ErrInvalidConfig, c.MetadataTimeout)
-	case c.ProbeTimeout < 10*time.Millisecond || c.ProbeTimeout > 10*time.Second:
-		return fmt.Errorf("%w: Lookup.ProbeTimeout %v, want 10ms..10s", ErrInvalidConfig, c.ProbeTimeout)
-	case c.ProbeAliveFor < 0 || c.ProbeAliveFor > time.Minute:
-		return fmt.Errorf("%w: Lookup.ProbeAliveFor %v, want 0..1m", ErrInvalidConfig, c.ProbeAliveFor)
-	}
-	return nil
-}
 
 // choose returns the broker that should own a bundle placed now: the
 // least-loaded live broker that is not draining and whose id is not in

@@ -1,4 +1,4 @@
-package broker
+package loadmgr
 
 import (
 	"context"
@@ -15,7 +15,6 @@ import (
 
 	"github.com/meridian-mq/meridian/cluster/meta"
 	"github.com/meridian-mq/meridian/cluster/wire"
-	"github.com/meridian-mq/meridian/global"
 	"github.com/meridian-mq/meridian/topology"
 )
 
@@ -355,7 +354,7 @@ func TestDialProbe(t *testing.T) {
 	// Long enough for a loaded machine's listeners to answer; the silent
 	// case waits it out.
 	o.cfg.ProbeTimeout = 2 * time.Second
-	listen := func(serve func(nc net.Conn, stop <-chan struct{})) string { return ListenLoopback(t, serve) }
+	listen := func(serve func(nc net.Conn, stop <-chan struct{})) string { return listenLoopback(t, serve) }
 	refused := func() string {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -435,26 +434,5 @@ func TestProbeRemembersAlive(t *testing.T) {
 	defer mu.Unlock()
 	if dials != 2 {
 		t.Fatalf("%d dials for 5 probes within ProbeAliveFor and one after, want 2", dials)
-	}
-}
-
-// TestRetentionOf: Pulsar's retention policy in the managed ledger's
-// terms: -1 keeps forever (or without a size limit), 0 keeps nothing
-// once consumed.
-func TestRetentionOf(t *testing.T) {
-	for _, tc := range []struct {
-		minutes, mb int
-		keep        time.Duration
-		size        int64
-	}{
-		{-1, -1, -1, -1},
-		{0, 0, 0, 0},
-		{60, -1, time.Hour, -1},
-		{-1, 100, -1, 100 << 20},
-	} {
-		eff := global.Effective{Retention: global.RetentionPolicies{RetentionTimeInMinutes: tc.minutes, RetentionSizeInMB: int64(tc.mb)}}
-		if keep, size := retentionOf(eff); keep != tc.keep || size != tc.size {
-			t.Errorf("retentionOf(%d min, %d MB) = %v, %d; want %v, %d", tc.minutes, tc.mb, keep, size, tc.keep, tc.size)
-		}
 	}
 }

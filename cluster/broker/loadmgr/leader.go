@@ -1,4 +1,4 @@
-package broker
+package loadmgr
 
 import (
 	"context"
@@ -28,82 +28,81 @@ import (
 // lease gone), so that a broker cut off from etcd does not spin.
 const leaderRetry = 500 * time.Millisecond
 
-func (s *Service) leaderKey() string { return meta.RegionKey(s.cfg.Region, "leader") }
+func (m *Manager) leaderKey() string { return meta.RegionKey(m.cfg.Region, "leader") }
 
 // leaderLoop campaigns for leadership until the Service closes, and leads
 // while it holds it (lead).
-func (s *Service) leaderLoop() {
-	defer s.wg.Done()
-	value, err := meta.EncodeJSON(1, s.own.self)
+func (m *Manager) leaderLoop() {
+	value, err := meta.EncodeJSON(1, m.own.self)
 	if err != nil {
-		s.log.Error("encoding the leader candidate", "err", err)
+		m.log.Error("encoding the leader candidate", "err", err)
 		return
 	}
-	for s.ctx.Err() == nil {
-		lead, err := s.campaign(value)
+	for m.ctx.Err() == nil {
+		lead, err := m.campaign(value)
 		if err != nil {
-			if s.ctx.Err() == nil {
-				s.log.Info("campaign for region leader failed; retrying", "err", err)
+			if m.ctx.Err() == nil {
+				m.log.Info("campaign for region leader failed; retrying", "err", err)
 			}
 			select {
 			case <-time.After(leaderRetry):
-			case <-s.ctx.Done():
+			case <-m.ctx.Done():
 			}
 			continue
 		}
-		s.log.Info("elected region leader", "region", s.cfg.Region)
-		s.lead(lead)
+		m.log.Info("elected region leader", "region", m.cfg.Region)
+		m.lead(lead)
 	}
 }
 
 // campaign waits to lead under the current session lease.
-func (s *Service) campaign(value []byte) (meta.Leadership, error) {
-	l, err := s.own.currentLease(s.ctx)
+func (m *Manager) campaign(value []byte) (meta.Leadership, error) {
+	l, err := m.own.currentLease(m.ctx)
 	if err != nil {
 		return nil, err
 	}
-	return s.store.Campaign(s.ctx, s.leaderKey(), value, l)
+	return m.store.Campaign(m.ctx, m.leaderKey(), value, l)
 }
 
 // lead runs the shedder every SheddingInterval, and keeps the region's
 // cluster record (clusterrecord.go), until leadership is lost or the
 // Service closes, and then resigns (a no-op when the key is already gone).
-func (s *Service) lead(lead meta.Leadership) {
-	s.metrics.leading(true)
-	defer s.metrics.leading(false)
+func (m *Manager) lead(lead meta.Leadership) {
+	m.metrics.leading(true)
+	defer m.metrics.leading(false)
 	defer func() {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), s.cfg.CloseTimeout)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(m.ctx), m.cfg.CloseTimeout)
 		defer cancel()
 		if err := lead.Resign(ctx); err != nil {
-			s.log.Info("resigning region leadership", "err", err)
+			m.log.Info("resigning region leadership", "err", err)
 		}
 	}()
-	sh := newShedder(s.cfg.LoadBalance, time.Now)
-	tick := time.NewTicker(s.cfg.LoadBalance.SheddingInterval)
+	sh := newShedder(m.cfg.LoadBalance, time.Now)
+	tick := time.NewTicker(m.cfg.LoadBalance.SheddingInterval)
 	defer tick.Stop()
 	records := time.NewTicker(clusterRecordInterval)
 	defer records.Stop()
-	s.keepClusterRecord() // at once: the leader before may have died, and still be named
+	m.keepClusterRecord() // at once: the leader before may have died, and still be named
 	for {
 		select {
 		case <-tick.C:
-			if s.cfg.LoadBalance.SheddingEnabled {
-				s.shedOnce(lead.Done(), sh)
+			if m.cfg.LoadBalance.SheddingEnabled {
+				m.shedOnce(lead.Done(), sh)
 			}
 		case <-records.C:
-			s.keepClusterRecord()
+			m.keepClusterRecord()
 		case <-lead.Done():
-			s.log.Info("lost region leadership", "region", s.cfg.Region)
+			m.log.Info("lost region leadership", "region", m.cfg.Region)
 			return
-		case <-s.ctx.Done():
+		case <-m.ctx.Done():
 			return
 		}
 	}
 }
 
 // Leader returns the region's elected leader.
-func (s *Service) Leader(ctx context.Context) (Owner, error) {
-	return readLeader(ctx, s.store, s.leaderKey())
+func (m *Manager) Leader(ctx context.Context) (Owner, error) {
+	return readLeader(ctx, m.store, m.leaderKey())
 }
 
 // readLeader returns the value of the election's leading candidate: the
@@ -131,10 +130,10 @@ func readLeader(ctx context.Context, store meta.Store, key string) (Owner, error
 
 // keepClusterRecord runs one pass of maintainClusterRecord, within one
 // interval; a failed pass is retried at the next.
-func (s *Service) keepClusterRecord() {
-	ctx, cancel := context.WithTimeout(s.ctx, clusterRecordInterval)
+func (m *Manager) keepClusterRecord() {
+	ctx, cancel := context.WithTimeout(m.ctx, clusterRecordInterval)
 	defer cancel()
-	if err := s.maintainClusterRecord(ctx); err != nil && s.ctx.Err() == nil {
-		s.log.Warn("keeping the cluster record", "err", err)
+	if err := m.maintainClusterRecord(ctx); err != nil && m.ctx.Err() == nil {
+		m.log.Warn("keeping the cluster record", "err", err)
 	}
 }

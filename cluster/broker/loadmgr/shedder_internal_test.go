@@ -1,4 +1,4 @@
-package broker
+package loadmgr
 
 import (
 	"fmt"
@@ -31,8 +31,8 @@ func ratedBundles(prefix string, n int, rate float64) map[string]float64 {
 	return m
 }
 
-func testShedConfig() LoadBalanceConfig {
-	cfg := DefaultLoadBalanceConfig()
+func testShedConfig() BalanceConfig {
+	cfg := DefaultBalanceConfig()
 	cfg.ReportInterval = time.Second
 	cfg.SheddingInterval = time.Minute
 	cfg.SheddingGracePeriod = 10 * time.Minute

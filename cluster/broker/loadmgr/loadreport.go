@@ -1,11 +1,11 @@
-package broker
+package loadmgr
 
 import (
 	"context"
 	"fmt"
 	"math"
 	"runtime"
-	"runtime/metrics"
+	rtmetrics "runtime/metrics"
 	"slices"
 	"strings"
 	"sync"
@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/meridian-mq/meridian/cluster/meta"
+	"github.com/meridian-mq/meridian/global"
 	"github.com/meridian-mq/meridian/topology"
 )
 
@@ -33,10 +34,10 @@ import (
 // sampling fields; mu guards the last report, which the admin API reads.
 type loadState struct {
 	// owned by the load loop
-	at      time.Time                // when the last sample was taken
-	cpu     time.Duration            // the process's CPU time then
-	topics  map[string]topicCounters // by topic, as of the last sample
-	bundles []string                 // the bundles owned at the last report
+	at      time.Time           // when the last sample was taken
+	cpu     time.Duration       // the process's CPU time then
+	topics  map[string]Counters // by topic, as of the last sample
+	bundles []string            // the bundles owned at the last report
 
 	mu struct {
 		sync.Mutex
@@ -44,51 +45,16 @@ type loadState struct {
 	}
 }
 
-// topicCounters are a topic's cumulative message counts, in and out.
-type topicCounters struct {
-	inMsgs, inBytes, outMsgs, outBytes int64
-}
-
 // rates returns the rates from prev to c over dt; a counter below its
 // previous value (a reloaded topic) counts from zero.
-func (c topicCounters) rates(prev topicCounters, dt time.Duration) (rateIn, tpIn, rateOut, tpOut float64) {
+func (c Counters) rates(prev Counters, dt time.Duration) (rateIn, tpIn, rateOut, tpOut float64) {
 	per := func(cur, old int64) float64 {
 		if old > cur {
 			old = 0
 		}
 		return float64(cur-old) / dt.Seconds()
 	}
-	return per(c.inMsgs, prev.inMsgs), per(c.inBytes, prev.inBytes), per(c.outMsgs, prev.outMsgs), per(c.outBytes, prev.outBytes)
-}
-
-// topicLoad is one topic's sample: its counters and its clients.
-type topicLoadSample struct {
-	counters             topicCounters
-	producers, consumers int
-	conns                []*conn
-}
-
-// loadSample reads the topic's counters and clients.
-func (t *Topic) loadSample() topicLoadSample {
-	var ls topicLoadSample
-	t.mu.Lock()
-	for p := range t.mu.producers {
-		ls.producers++
-		ls.conns = append(ls.conns, p.c)
-	}
-	t.mu.Unlock()
-	ls.counters.inMsgs, ls.counters.inBytes = t.in.msgs.Load(), t.in.bytes.Load()
-	for _, s := range t.subscriptions() {
-		ls.counters.outMsgs += s.out.msgs.Load()
-		ls.counters.outBytes += s.out.bytes.Load()
-		s.mu.Lock()
-		for _, c := range s.mu.consumers {
-			ls.consumers++
-			ls.conns = append(ls.conns, c.c)
-		}
-		s.mu.Unlock()
-	}
-	return ls
+	return per(c.InMsgs, prev.InMsgs), per(c.InBytes, prev.InBytes), per(c.OutMsgs, prev.OutMsgs), per(c.OutBytes, prev.OutBytes)
 }
 
 // bundleKeyName is the name of a bundle in a load report's LastStats and
@@ -142,13 +108,13 @@ func processCPU() time.Duration {
 // heapUsage is the Go heap in use and the memory limit (GOMEMLIMIT), in
 // MiB; the limit is 0 when none is set.
 func heapUsage() ResourceUsage {
-	samples := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/gc/gomemlimit:bytes"}}
-	metrics.Read(samples)
+	samples := []rtmetrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/gc/gomemlimit:bytes"}}
+	rtmetrics.Read(samples)
 	var u ResourceUsage
-	if samples[0].Value.Kind() == metrics.KindUint64 {
+	if samples[0].Value.Kind() == rtmetrics.KindUint64 {
 		u.Usage = float64(samples[0].Value.Uint64()) / (1 << 20)
 	}
-	if samples[1].Value.Kind() == metrics.KindUint64 {
+	if samples[1].Value.Kind() == rtmetrics.KindUint64 {
 		if lim := samples[1].Value.Uint64(); lim < math.MaxInt64 {
 			u.Limit = float64(lim) / (1 << 20)
 		}
@@ -158,13 +124,13 @@ func heapUsage() ResourceUsage {
 
 // makeLoadReport samples the broker and returns its report, advancing the
 // sampling window to now. Only the load loop calls it.
-func (s *Service) makeLoadReport(ctx context.Context, now time.Time) (LoadReport, error) {
-	owned, err := s.own.ownedBundles(ctx)
+func (m *Manager) makeLoadReport(ctx context.Context, now time.Time) (LoadReport, error) {
+	owned, err := m.own.ownedBundles(ctx)
 	if err != nil {
 		return LoadReport{}, err
 	}
-	st := &s.loadState
-	self := s.own.self
+	st := &m.loadState
+	self := m.own.self
 	r := LoadReport{
 		WebServiceURL: self.WebURL, PulsarServiceURL: self.ServiceURL, PulsarServiceURLTLS: self.ServiceURLTLS,
 		PersistentTopicsEnabled: true, NonPersistentTopicsEnabled: true,
@@ -195,28 +161,28 @@ func (s *Service) makeLoadReport(ctx context.Context, now time.Time) (LoadReport
 	r.CPU.Limit = 100 * float64(runtime.NumCPU())
 	st.at, st.cpu = now, cpu
 
-	conns := map[*conn]struct{}{}
-	seen := make(map[string]topicCounters)
-	for _, t := range s.LoadedTopics() {
-		ls := t.loadSample()
-		seen[t.Name()] = ls.counters
-		for _, c := range ls.conns {
-			conns[c] = struct{}{}
-		}
+	sample := m.topics.Sample()
+	seen := make(map[string]Counters, len(sample.Topics))
+	for _, ts := range sample.Topics {
+		seen[ts.Name.String()] = ts.Counters
 		r.NumTopics++
-		r.NumProducers += ls.producers
-		r.NumConsumers += ls.consumers
-		b, err := s.Bundle(t.name)
+		r.NumProducers += ts.Producers
+		r.NumConsumers += ts.Consumers
+		eff, err := m.policies.Resolve(ts.Name, global.BrokerDefaults{})
 		if err != nil {
 			continue // its policies went away: it unloads
 		}
-		name := bundleKeyName(t.name.Tenant, t.name.Namespace, b)
+		b, err := BundleOf(ts.Name, eff)
+		if err != nil {
+			continue
+		}
+		name := bundleKeyName(ts.Name.Tenant, ts.Name.Namespace, b)
 		bs := r.LastStats[name]
 		bs.TopicsCount++
-		bs.ProducerCount += ls.producers
-		bs.ConsumerCount += ls.consumers
+		bs.ProducerCount += ts.Producers
+		bs.ConsumerCount += ts.Consumers
 		if !first {
-			rateIn, tpIn, rateOut, tpOut := ls.counters.rates(st.topics[t.Name()], dt)
+			rateIn, tpIn, rateOut, tpOut := ts.Counters.rates(st.topics[ts.Name.String()], dt)
 			bs.MsgRateIn += rateIn
 			bs.MsgThroughputIn += tpIn
 			bs.MsgRateOut += rateOut
@@ -235,7 +201,7 @@ func (s *Service) makeLoadReport(ctx context.Context, now time.Time) (LoadReport
 	// reports NIC usage, with no known limit.
 	r.BandwidthIn.Usage = r.MsgThroughputIn * 8 / 1000
 	r.BandwidthOut.Usage = r.MsgThroughputOut * 8 / 1000
-	r.Connections = len(conns)
+	r.Connections = sample.Connections
 	return r, nil
 }
 
@@ -258,15 +224,15 @@ func diffSorted(prev, next []string) (gains, losses []string) {
 
 // publishLoadReport makes a report, keeps it for LoadReport and writes it
 // into the broker's registration.
-func (s *Service) publishLoadReport(ctx context.Context) (LoadReport, error) {
-	r, err := s.makeLoadReport(ctx, time.Now())
+func (m *Manager) publishLoadReport(ctx context.Context) (LoadReport, error) {
+	r, err := m.makeLoadReport(ctx, time.Now())
 	if err != nil {
 		return LoadReport{}, err
 	}
-	s.loadState.mu.Lock()
-	s.loadState.mu.report = &r
-	s.loadState.mu.Unlock()
-	err = s.own.updateRecord(ctx, func(rec *BrokerRecord) {
+	m.loadState.mu.Lock()
+	m.loadState.mu.report = &r
+	m.loadState.mu.Unlock()
+	err = m.own.updateRecord(ctx, func(rec *BrokerRecord) {
 		rec.Load = &r
 	})
 	return r, err
@@ -274,13 +240,13 @@ func (s *Service) publishLoadReport(ctx context.Context) (LoadReport, error) {
 
 // LoadReport returns the broker's latest load report (pulsar-admin's
 // broker-stats load-report); ok is false before the first.
-func (s *Service) LoadReport() (r LoadReport, ok bool) {
-	s.loadState.mu.Lock()
-	defer s.loadState.mu.Unlock()
-	if s.loadState.mu.report == nil {
+func (m *Manager) LoadReport() (r LoadReport, ok bool) {
+	m.loadState.mu.Lock()
+	defer m.loadState.mu.Unlock()
+	if m.loadState.mu.report == nil {
 		return LoadReport{}, false
 	}
-	return *s.loadState.mu.report, true
+	return *m.loadState.mu.report, true
 }
 
 // reportTimeout is the least time a report may take to make and write.
@@ -288,26 +254,25 @@ const reportTimeout = 5 * time.Second
 
 // loadLoop publishes a load report every ReportInterval, the first at
 // once, and after each checks the owned bundles for a split.
-func (s *Service) loadLoop() {
-	defer s.wg.Done()
-	cfg := s.cfg.LoadBalance
+func (m *Manager) loadLoop() {
+	cfg := m.cfg.LoadBalance
 	tick := time.NewTicker(cfg.ReportInterval)
 	defer tick.Stop()
 	for {
 		// At least reportTimeout: a write cut short on a loaded etcd only
 		// delays the next report.
-		ctx, cancel := context.WithTimeout(s.ctx, max(cfg.ReportInterval, reportTimeout))
-		r, err := s.publishLoadReport(ctx)
+		ctx, cancel := context.WithTimeout(m.ctx, max(cfg.ReportInterval, reportTimeout))
+		r, err := m.publishLoadReport(ctx)
 		if err != nil {
-			s.log.Warn("publishing the load report", "err", err)
+			m.log.Warn("publishing the load report", "err", err)
 		}
 		cancel()
 		if err == nil && cfg.AutoBundleSplit {
-			s.splitHotBundles(r)
+			m.splitHotBundles(r)
 		}
 		select {
 		case <-tick.C:
-		case <-s.ctx.Done():
+		case <-m.ctx.Done():
 			return
 		}
 	}

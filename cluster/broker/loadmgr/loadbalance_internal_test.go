@@ -1,4 +1,4 @@
-package broker
+package loadmgr
 
 import (
 	"context"
@@ -7,25 +7,25 @@ import (
 	"time"
 )
 
-func TestLoadBalanceConfigValidate(t *testing.T) {
-	if err := DefaultLoadBalanceConfig().Validate(); err != nil {
+func TestBalanceConfigValidate(t *testing.T) {
+	if err := DefaultBalanceConfig().Validate(); err != nil {
 		t.Fatalf("defaults: %v", err)
 	}
-	for name, mutate := range map[string]func(*LoadBalanceConfig){
-		"report interval too short":         func(c *LoadBalanceConfig) { c.ReportInterval = time.Millisecond },
-		"shedding faster than reports":      func(c *LoadBalanceConfig) { c.SheddingInterval = c.ReportInterval / 2 },
-		"threshold zero":                    func(c *LoadBalanceConfig) { c.SheddingThreshold = 0 },
-		"threshold over 100":                func(c *LoadBalanceConfig) { c.SheddingThreshold = 101 },
-		"negative grace period":             func(c *LoadBalanceConfig) { c.SheddingGracePeriod = -time.Second },
-		"negative minimum throughput":       func(c *LoadBalanceConfig) { c.MinSheddingThroughput = -1 },
-		"no topics per bundle":              func(c *LoadBalanceConfig) { c.BundleMaxTopics = 0 },
-		"no sessions per bundle":            func(c *LoadBalanceConfig) { c.BundleMaxSessions = 0 },
-		"no message rate per bundle":        func(c *LoadBalanceConfig) { c.BundleMaxMsgRate = 0 },
-		"no throughput per bundle":          func(c *LoadBalanceConfig) { c.BundleMaxThroughput = 0 },
-		"no bundles":                        func(c *LoadBalanceConfig) { c.MaxBundles = 0 },
-		"more bundles than a namespace has": func(c *LoadBalanceConfig) { c.MaxBundles = 1025 },
+	for name, mutate := range map[string]func(*BalanceConfig){
+		"report interval too short":         func(c *BalanceConfig) { c.ReportInterval = time.Millisecond },
+		"shedding faster than reports":      func(c *BalanceConfig) { c.SheddingInterval = c.ReportInterval / 2 },
+		"threshold zero":                    func(c *BalanceConfig) { c.SheddingThreshold = 0 },
+		"threshold over 100":                func(c *BalanceConfig) { c.SheddingThreshold = 101 },
+		"negative grace period":             func(c *BalanceConfig) { c.SheddingGracePeriod = -time.Second },
+		"negative minimum throughput":       func(c *BalanceConfig) { c.MinSheddingThroughput = -1 },
+		"no topics per bundle":              func(c *BalanceConfig) { c.BundleMaxTopics = 0 },
+		"no sessions per bundle":            func(c *BalanceConfig) { c.BundleMaxSessions = 0 },
+		"no message rate per bundle":        func(c *BalanceConfig) { c.BundleMaxMsgRate = 0 },
+		"no throughput per bundle":          func(c *BalanceConfig) { c.BundleMaxThroughput = 0 },
+		"no bundles":                        func(c *BalanceConfig) { c.MaxBundles = 0 },
+		"more bundles than a namespace has": func(c *BalanceConfig) { c.MaxBundles = 1025 },
 	} {
-		c := DefaultLoadBalanceConfig()
+		c := DefaultBalanceConfig()
 		mutate(&c)
 		if err := c.Validate(); !errors.Is(err, ErrInvalidConfig) {
 			t.Errorf("%s: %v, want ErrInvalidConfig", name, err)

@@ -1,4 +1,4 @@
-package broker
+package loadmgr
 
 import (
 	"context"
@@ -114,7 +114,7 @@ type ownership struct {
 	wg     sync.WaitGroup // the watch goroutine of each lease
 
 	// metrics counts ownership changes; nil records nothing.
-	metrics *brokerMetrics
+	metrics *metrics
 
 	mu struct {
 		sync.Mutex
