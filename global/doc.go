@@ -29,4 +29,6 @@
 // segment, as Pulsar's own metadata layout does, so that persistent://t/n/x
 // and non-persistent://t/n/x never share a record. A partition has no record
 // of its own: its partitioned topic's applies.
+//
+// Its locks are ordered with the rest of the process's in docs/lock-order.md.
 package global

@@ -28,4 +28,6 @@
 // cursor write is one etcd transaction that also requires the task key to be
 // at the revision its holder claimed it at, and a new holder's claim created
 // the key anew.
+//
+// Its locks are ordered with the rest of the process's in docs/lock-order.md.
 package replicator

@@ -47,4 +47,6 @@
 // write is a single conditional update of one global record, validated by
 // the global store as a whole: a refused request leaves the stored
 // configuration as it was.
+//
+// Its locks are ordered with the rest of the process's in docs/lock-order.md.
 package admin

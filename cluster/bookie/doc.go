@@ -89,15 +89,7 @@
 // by the checkpointer, GC or the compactor. Bookie.Close stops and waits for
 // all of them.
 //
-// Lock order (a lock may be taken while holding those above it, never the
-// reverse): store.maint, then serverConn.timers, then store.mu, then a
-// logReader's mu. Bookie.mu (the connection set) and bkproto.Conn.mu are
-// leaves. store.maint is held across I/O (flushes, file scans, and the
-// compactor's wait for its copies), which is why only background work takes
-// it; no other lock is held across I/O or a channel send, except that a
-// logReader's read lock is held across the pread it protects, and the apply
-// stage's pebble write happens under no lock at all (phase 2 of
-// store.apply).
+// Its locks are ordered with the rest of the process's in docs/lock-order.md.
 //
 // # Metadata
 //

@@ -263,7 +263,7 @@ func TestCompactionCrashBeforeDelete(t *testing.T) {
 	}
 	victim := cands[0]
 	b.store.maint.Lock()
-	moved, err := b.journal.relocateLocked(ctx, victim)
+	moved, err := b.journal.relocateInMaint(ctx, victim)
 	b.store.maint.Unlock()
 	if err != nil || moved == 0 {
 		t.Fatalf("relocate file %d: moved %d bytes, %v", victim, moved, err)
@@ -280,9 +280,9 @@ func TestCompactionCrashBeforeDelete(t *testing.T) {
 	}
 	before := metricValue(b.m.compactedBytes)
 	b.store.maint.Lock()
-	moved, err = b.journal.relocateLocked(ctx, victim)
+	moved, err = b.journal.relocateInMaint(ctx, victim)
 	if err == nil {
-		b.store.retireLocked(victim)
+		b.store.retireInMaint(victim)
 	}
 	b.store.maint.Unlock()
 	if err != nil || moved != 0 {

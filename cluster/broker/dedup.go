@@ -181,12 +181,12 @@ func (d *dedup) queueAppend(name string, highest int64, fut appendResult) {
 	select {
 	case d.appends <- a:
 	case <-d.stopping:
-		d.stopQueueLocked()
+		d.endQueue()
 	}
 }
 
-// stopQueueLocked ends the queue; the caller holds queue's lock.
-func (d *dedup) stopQueueLocked() {
+// endQueue ends the queue. The caller holds queue's lock.
+func (d *dedup) endQueue() {
 	if !d.queue.stopped {
 		d.queue.stopped = true
 		close(d.appends)
@@ -201,7 +201,7 @@ func (d *dedup) stopQueueLocked() {
 func (d *dedup) stopRecording(ctx context.Context) error {
 	d.stopOnce.Do(func() { close(d.stopping) })
 	d.queue.Lock()
-	d.stopQueueLocked()
+	d.endQueue()
 	d.queue.Unlock()
 	select {
 	case <-d.recorderDone:

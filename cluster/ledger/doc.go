@@ -42,4 +42,6 @@
 // ledgertest provides an in-memory set with fault injection. Live bookies are
 // watched under /meridian/regions/<region>/bookies/ (Directory) and chosen by
 // topology's rack-aware placement.
+//
+// Its locks are ordered with the rest of the process's in docs/lock-order.md.
 package ledger

@@ -21,6 +21,8 @@
 // Which to use: Dial (or NewEtcd) in every process and every integration
 // test; NewMemory only in unit tests, where its manual clock and Expire hook
 // reach failures that a real server makes slow to produce.
+//
+// Its locks are ordered with the rest of the process's in docs/lock-order.md.
 package meta
 
 import (

@@ -116,4 +116,6 @@
 // Confirmed entries go into a cache bounded in bytes (CacheMaxBytes), which
 // serves tailing reads; an entry leaves once every open cursor has read
 // past it, or when the cache is full, oldest first.
+//
+// Its locks are ordered with the rest of the process's in docs/lock-order.md.
 package mledger

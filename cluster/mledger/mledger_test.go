@@ -392,7 +392,8 @@ func testRetention(t *testing.T, newEnv func(testing.TB) *env) {
 
 // TestRetentionClosedCursorPins: a durable cursor that is not open (a
 // subscription without a consumer, or one not opened since a restart)
-// still pins its ledgers; deleting it releases them.
+// still pins its ledgers, and so does one closing; deleting it releases
+// them.
 func TestRetentionClosedCursorPins(t *testing.T) {
 	e := newEnv(t)
 	cfg := testConfig()
@@ -404,9 +405,11 @@ func TestRetentionClosedCursorPins(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := idle.Close(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	// Close's first step alone (stop drops the live position): the trims
+	// on the owner goroutine (after each rollover here) may run between it
+	// and the end of Close.
+	first := ml.Ledgers()[0]
+	idle.stop(true)
 	for i := range 30 {
 		if _, err := ml.Append(t.Context(), testMessage(t, 'A', uint64(i), 1, 0), 1); err != nil {
 			t.Fatal(err)
@@ -414,6 +417,15 @@ func TestRetentionClosedCursorPins(t *testing.T) {
 	}
 	settle(t, ml)
 	before := ml.Ledgers()
+	if err := ml.Trim(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := ml.Ledgers(); got[0] != first || !slices.Equal(got, before) {
+		t.Fatalf("a closing cursor did not pin ledger %d: %v, then %v after a trim", first, before, got)
+	}
+	if err := idle.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	if err := ml.Trim(t.Context()); err != nil {
 		t.Fatal(err)
 	}

@@ -28,4 +28,6 @@
 // closed and Err says why. The caller (the replication task) then opens a
 // new Producer, with backoff, and resends from its cursor; the destination
 // drops what it already stored, so nothing is lost and nothing doubles.
+//
+// Its locks are ordered with the rest of the process's in docs/lock-order.md.
 package remote

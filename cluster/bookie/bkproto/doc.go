@@ -15,4 +15,6 @@
 //
 // The package imports nothing else of Meridian's, so the ledger client can use
 // it without the bookie server.
+//
+// Its locks are ordered with the rest of the process's in docs/lock-order.md.
 package bkproto
