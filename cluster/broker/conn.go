@@ -188,10 +188,20 @@ func (c *conn) release(ctx context.Context) {
 }
 
 // close ends the connection; safe from any goroutine, any number of times.
+//
+// It never waits on the peer, since it runs under other locks (a
+// subscription's or a topic's, when a queue is full; docs/lock-order.md): a
+// TLS connection's socket is closed under it, as crypto/tls itself does
+// while a write is in flight, because tls.Conn.Close would first send a
+// close_notify alert and wait up to 5 s for a peer that takes no bytes.
 func (c *conn) close() {
 	c.once.Do(func() {
 		c.cancel()
-		c.nc.Close() // unblocks the reader and a blocked writer
+		nc := c.nc
+		if tc, ok := nc.(*tls.Conn); ok {
+			nc = tc.NetConn()
+		}
+		nc.Close() // unblocks the reader and a blocked writer
 	})
 }
 
