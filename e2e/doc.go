@@ -12,8 +12,10 @@
 //   - link.go: the TCP proxy (latency, jitter, bandwidth cap, cut and
 //     restore, partition and heal, byte counts), changeable while it runs;
 //   - checker.go: the recorded history and the properties checked over it;
-//   - launcher.go: processes, regions and the bed that owns them
-//     (build tag e2e);
+//   - launcher.go: building the binary, and the bed with its regions
+//     and brokers, which cuts whole regions off (build tag e2e);
+//   - process.go: one meridian process, started, signalled and
+//     restarted by PID, and its log (build tag e2e);
 //   - workload.go: producers, consumers and read-back that record the
 //     history (build tag e2e);
 //   - main_test.go builds the meridian binary once per run; the other
