@@ -59,5 +59,7 @@
 // outside e2e may import it (arch_test.go). The bed's own tools live under
 // it and may: e2e/sidebyside (a module of its own: the side-by-side
 // benchmarks, on GeoBed), e2e/compat (pulsar-client-go's suites against
-// Meridian) and e2e/plot (the charts of docs/BENCHMARKS.md).
+// Meridian), e2e/plot (the charts of docs/BENCHMARKS.md) and e2e/deploy (a
+// module of its own: deploy/'s dashboard and rules against a running
+// region).
 package e2e
