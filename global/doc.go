@@ -18,6 +18,11 @@
 //     tenant's allowed clusters.
 //   - Store.Ensure: the idempotent bootstrap of standalone and dev mode.
 //
+// records.go holds the records and their validation, store.go the Store,
+// cache.go the Cache, resolve.go Resolve, bootstrap.go Ensure, and
+// dispatchrate.go the replicator dispatch rates, which live in the records'
+// Extra maps.
+//
 // Key layout under the prefix (segments URL-escaped, meta.Key):
 //
 //	clusters/<region>

@@ -96,4 +96,15 @@
 // The bookie registers at /meridian/regions/<r>/bookies/<id> under a lease
 // (bkproto.Registration) and deletes local ledgers whose
 // /meridian/regions/<r>/ledgers/<id> key is gone (CollectGarbage).
+//
+// # Where things are
+//
+// bookie.go starts and stops a Bookie, which config.go configures, and
+// server.go serves its connections. journal.go is the journal, its replay
+// and its group commit, in records of record.go's format; store.go is the
+// pebble index, the ledger state and the read path; space.go is the life of
+// the journal files (checkpoint, accounting, deletion, compaction).
+// register.go keeps the registration and gc.go collects garbage. fs.go,
+// failpoint.go and failpoint_endpoint.go inject faults, and metrics.go
+// declares every metric.
 package bookie
