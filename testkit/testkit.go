@@ -21,7 +21,8 @@ import (
 	"go.uber.org/goleak"
 )
 
-// WaitDeadline is how long WaitFor waits before it fails the test.
+// WaitDeadline is how long WaitFor and WaitCond wait before they fail the
+// test.
 //
 // It is the longest bound the copies it replaced had, a minute (cluster/node's
 // waits for a second region's replicator to take a task, through leases and
@@ -64,6 +65,36 @@ func waitFor(t testing.TB, deadline time.Duration, what string, cond func() bool
 			t.Fatalf("waited %v for %s", deadline, what)
 		}
 		<-tick.C
+	}
+}
+
+// WaitCond waits until cond holds, as WaitFor does, for a state guarded by
+// c.L whose every change is signalled on c (a fake server's count of the
+// frames it got, say): it checks cond with c.L held, at once and after each
+// c.Broadcast, so it sees each change as it happens instead of at the next
+// poll. It fails the test, naming what, after WaitDeadline.
+func WaitCond(t testing.TB, c *sync.Cond, what string, cond func() bool) {
+	t.Helper()
+	waitCond(t, WaitDeadline, c, what, cond)
+}
+
+func waitCond(t testing.TB, deadline time.Duration, c *sync.Cond, what string, cond func() bool) {
+	t.Helper()
+	expired := false // guarded by c.L
+	timer := time.AfterFunc(deadline, func() {
+		c.L.Lock()
+		defer c.L.Unlock()
+		expired = true
+		c.Broadcast()
+	})
+	defer timer.Stop()
+	c.L.Lock()
+	defer c.L.Unlock()
+	for !cond() {
+		if expired {
+			t.Fatalf("waited %v for %s", deadline, what)
+		}
+		c.Wait()
 	}
 }
 

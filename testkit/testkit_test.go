@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -57,6 +58,55 @@ func TestWaitForFailsNamingWhat(t *testing.T) {
 	}
 	if took := time.Since(start); took < 50*time.Millisecond {
 		t.Fatalf("gave up after %v, before its 50ms deadline", took)
+	}
+}
+
+func TestWaitCondSeesEachChange(t *testing.T) {
+	var mu sync.Mutex
+	c := sync.NewCond(&mu)
+	n, seen := 0, []int{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 3 {
+			mu.Lock()
+			n++
+			c.Broadcast()
+			for len(seen) == 0 || seen[len(seen)-1] != n { // until the waiter has looked
+				c.Wait()
+			}
+			mu.Unlock()
+		}
+	}()
+	WaitCond(t, c, "the third change", func() bool {
+		seen = append(seen, n)
+		c.Broadcast()
+		return n == 3
+	})
+	<-done
+	if seen[0] == 0 { // it looked before the first change
+		seen = seen[1:]
+	}
+	if !slices.Equal(seen, []int{1, 2, 3}) {
+		t.Fatalf("saw %v: not each change as it happened", seen)
+	}
+}
+
+func TestWaitCondFailsNamingWhat(t *testing.T) {
+	var mu sync.Mutex
+	c := sync.NewCond(&mu)
+	tb := &failingTB{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		waitCond(tb, 50*time.Millisecond, c, "a signal", func() bool { return false })
+	}()
+	<-done
+	if !strings.Contains(tb.msg, "a signal") {
+		t.Fatalf("failure %q does not say what it waited for", tb.msg)
+	}
+	if !mu.TryLock() {
+		t.Fatal("it failed holding the lock")
 	}
 }
 
