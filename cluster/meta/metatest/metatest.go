@@ -1,9 +1,10 @@
 // Package metatest is the embedded-etcd harness for the tests of the
 // packages above the metadata store: a real etcd is their metadata store in
-// integration tests (house rule 11), and starting one costs about a second,
-// so a package's tests share one member (Shared), each under a key prefix of
-// its own (Prefix). A test that stops, restarts or loads its etcd starts one
-// of its own (Start). Dial connects a client, closed when the test ends.
+// integration tests (house rule 11). Rather than start one each, a package's
+// tests share one member (Shared), each under a key prefix of its own
+// (Prefix). A test that stops, restarts or loads its etcd, or writes keys
+// that other tests write too, starts one of its own (Start). Dial connects a
+// client, closed when the test ends.
 //
 // The shared member is closed after the package's tests by testkit.Main, so
 // a package that uses it has
