@@ -18,6 +18,7 @@ import (
 	"github.com/jonboulle/clockwork"
 	"github.com/meridian-mq/meridian/cluster/bookie/bkproto"
 	"github.com/meridian-mq/meridian/cluster/meta"
+	"github.com/meridian-mq/meridian/testkit"
 )
 
 func TestAddReadFenceLAC(t *testing.T) {
@@ -119,7 +120,7 @@ func TestOutOfOrderResponses(t *testing.T) {
 		polled <- lac
 	}()
 	// While the poll waits, other requests on the connection complete.
-	waitFor(t, "the long-poll to register", func() bool {
+	testkit.WaitFor(t, "the long-poll to register", func() bool {
 		b.store.mu.Lock()
 		defer b.store.mu.Unlock()
 		return len(b.store.mu.ledgers[5].waiters) == 1
@@ -171,7 +172,7 @@ func TestLongPollOnUnknownLedger(t *testing.T) {
 		lac, err = c.ReadLAC(ctx, bkproto.ReadLACRequest{LedgerID: 8, LongPoll: true, Previous: bkproto.NoEntry, Timeout: time.Hour})
 		polled <- err
 	}()
-	waitFor(t, "the long-poll to register", func() bool { return unknownWaiters(8) == 1 })
+	testkit.WaitFor(t, "the long-poll to register", func() bool { return unknownWaiters(8) == 1 })
 	select {
 	case err := <-polled:
 		t.Fatalf("long-poll on an unknown ledger answered at once: %d, %v", lac, err)
@@ -221,7 +222,7 @@ func TestWaitingRead(t *testing.T) {
 		return out
 	}
 	polled := read(1, time.Minute)
-	waitFor(t, "the long-poll read to register", func() bool {
+	testkit.WaitFor(t, "the long-poll read to register", func() bool {
 		b.store.mu.Lock()
 		defer b.store.mu.Unlock()
 		return len(b.store.mu.ledgers[5].waiters) == 1
@@ -265,7 +266,7 @@ func TestWaitingRead(t *testing.T) {
 		}()
 		return out
 	}()
-	waitFor(t, "the long-poll read of an unknown ledger to register", func() bool {
+	testkit.WaitFor(t, "the long-poll read of an unknown ledger to register", func() bool {
 		b.store.mu.Lock()
 		defer b.store.mu.Unlock()
 		return len(b.store.mu.unknownWaiters[9]) == 1
@@ -462,11 +463,11 @@ func TestGroupCommit(t *testing.T) {
 	}
 	go add(0)
 	// The first add's sync is held; everything sent meanwhile queues.
-	waitFor(t, "the first sync to start", func() bool { return fs.waiting.Load() == 1 })
+	testkit.WaitFor(t, "the first sync to start", func() bool { return fs.waiting.Load() == 1 })
 	for e := int64(1); e <= n; e++ {
 		go add(e)
 	}
-	waitFor(t, "the other adds to queue", func() bool { return len(b.journal.queue) == n })
+	testkit.WaitFor(t, "the other adds to queue", func() bool { return len(b.journal.queue) == n })
 	select {
 	case err := <-errs:
 		t.Fatalf("an add was acknowledged before its sync: %v", err)
@@ -985,10 +986,10 @@ func TestLongPollCleanup(t *testing.T) {
 		defer b.store.mu.Unlock()
 		return len(b.store.mu.ledgers[6].waiters)
 	}
-	waitFor(t, "the long-poll to register", func() bool { return waiters() == 1 })
+	testkit.WaitFor(t, "the long-poll to register", func() bool { return waiters() == 1 })
 	c2.Close()
 	wantErr(t, "poll on a closed connection", <-polled, bkproto.ErrConnClosed)
-	waitFor(t, "the waiter to go", func() bool { return waiters() == 0 })
+	testkit.WaitFor(t, "the waiter to go", func() bool { return waiters() == 0 })
 }
 
 // TestLongPollTimeoutOnClock: a LAC long-poll's timeout runs on the
@@ -1019,7 +1020,7 @@ func TestLongPollTimeoutOnClock(t *testing.T) {
 		lac, err := c.ReadLAC(ctx, bkproto.ReadLACRequest{LedgerID: 9, LongPoll: true, Previous: 0, Timeout: pollTimeout})
 		polled <- answer{lac, err}
 	}()
-	waitFor(t, "the poll's timer", func() bool {
+	testkit.WaitFor(t, "the poll's timer", func() bool {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		for sc := range b.mu.conns {

@@ -15,6 +15,7 @@ import (
 	"github.com/meridian-mq/meridian/cluster/ledger"
 	"github.com/meridian-mq/meridian/cluster/meta"
 	"github.com/meridian-mq/meridian/cluster/wire/pb"
+	"github.com/meridian-mq/meridian/testkit"
 )
 
 // settle waits until the owner goroutine has finished what it was doing
@@ -335,7 +336,7 @@ func testRetention(t *testing.T, newEnv func(testing.TB) *env) {
 	if err := sub.AckCumulative(ps[54]); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "the watch to see the foreign cursor", func() bool { _, ok := ml.ForeignCursors()["meridian.repl.eu-west"]; return ok })
+	testkit.WaitFor(t, "the watch to see the foreign cursor", func() bool { _, ok := ml.ForeignCursors()["meridian.repl.eu-west"]; return ok })
 	if err := ml.Trim(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -346,7 +347,7 @@ func testRetention(t *testing.T, newEnv func(testing.TB) *env) {
 	if err := repl.MarkDelete(t.Context(), ps[24]); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "the watch to see the move", func() bool { return ml.ForeignCursors()["meridian.repl.eu-west"] == ps[24] })
+	testkit.WaitFor(t, "the watch to see the move", func() bool { return ml.ForeignCursors()["meridian.repl.eu-west"] == ps[24] })
 	if err := ml.Trim(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -363,7 +364,7 @@ func testRetention(t *testing.T, newEnv func(testing.TB) *env) {
 	if err := repl.MarkDelete(t.Context(), ps[124]); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "the watch to see the move", func() bool { return ml.ForeignCursors()["meridian.repl.eu-west"] == ps[124] })
+	testkit.WaitFor(t, "the watch to see the move", func() bool { return ml.ForeignCursors()["meridian.repl.eu-west"] == ps[124] })
 	if err := ml.Trim(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -817,7 +818,7 @@ func TestCursorPersistence(t *testing.T) {
 		t.Fatalf("%d writes within the interval after the cursor was created", w)
 	}
 	e.clock.Advance(time.Nanosecond)
-	waitFor(t, 10*time.Second, "the write at the end of the interval", func() bool { return cs.writes.Load()-w0 == 1 })
+	testkit.WaitFor(t, "the write at the end of the interval", func() bool { return cs.writes.Load()-w0 == 1 })
 	// The one write holds all eleven acks.
 	first := stored()
 	if first.MarkDelete != ps[1] {
@@ -839,7 +840,7 @@ func TestCursorPersistence(t *testing.T) {
 		t.Fatalf("%d writes, want still 1, %v after the first", w, e.clock.Since(firstWrite))
 	}
 	e.clock.Advance(time.Nanosecond)
-	waitFor(t, 10*time.Second, "the second write", func() bool { return cs.writes.Load()-w0 == 2 })
+	testkit.WaitFor(t, "the second write", func() bool { return cs.writes.Load()-w0 == 2 })
 	if second := stored(); second.Properties["k"] != "v" {
 		t.Fatalf("second write holds properties %v", second.Properties)
 	}
