@@ -23,16 +23,6 @@ func ctxT(t *testing.T) context.Context {
 	return ctx
 }
 
-func newMemory(t *testing.T) *meta.Memory {
-	t.Helper()
-	m, err := meta.NewMemory(meta.DefaultMemoryConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close() })
-	return m
-}
-
 // newStore is a Store over st under prefix, with a short request timeout
 // so that outage tests fail fast.
 func newStore(t *testing.T, st meta.Store, prefix string) *Store {

@@ -56,7 +56,7 @@ func runSuite(t *testing.T, h harness) {
 
 func TestMemorySuite(t *testing.T) {
 	runSuite(t, func(t *testing.T) (meta.Store, meta.Store) {
-		m := newMemory(t)
+		m := metatest.Memory(t)
 		return m, m
 	})
 }

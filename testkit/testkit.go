@@ -1,6 +1,7 @@
 // Package testkit is what every package's tests share, whatever their row of
 // DESIGN §2's table: one way to wait for a condition (WaitFor) and one
-// TestMain (Main) that fails a run whose goroutines outlive its tests. It
+// TestMain (Main) that fails a run whose goroutines outlive its tests, and a
+// stand-in peer on a loopback port (ListenLoopback). It
 // imports nothing of Meridian's, so that the tests of topology, telemetry
 // and cluster/wire may use it too; the embedded-etcd harness, which needs
 // cluster/meta, is cluster/meta/metatest, built on this. Only tests, and
@@ -34,9 +35,9 @@ import (
 // milliseconds alone (an etcd election, a lease's expiry, a broker's first
 // load report) can take seconds, and this repository's history has flakes
 // of that kind (the defragment test failed 1 run in 3 under load; perf's
-// deadline timer fired late on a busy CI machine). A minute still ends well within go test's default 10-minute timeout, with a
-// message that names what never happened instead of a dump of every
-// goroutine.
+// deadline timer fired late on a busy CI machine). A minute still ends
+// well within go test's default 10-minute timeout, with a message that
+// names what never happened instead of a dump of every goroutine.
 const WaitDeadline = time.Minute
 
 // pollInterval is how often WaitFor looks at its condition: short next to

@@ -18,6 +18,7 @@ import (
 	"github.com/jonboulle/clockwork"
 	"github.com/meridian-mq/meridian/cluster/bookie/bkproto"
 	"github.com/meridian-mq/meridian/cluster/meta"
+	"github.com/meridian-mq/meridian/cluster/meta/metatest"
 	"github.com/meridian-mq/meridian/testkit"
 )
 
@@ -515,7 +516,7 @@ func TestJournalSyncFailureIsFatal(t *testing.T) {
 
 func TestDiskFullTurnsReadOnly(t *testing.T) {
 	ctx := testCtx(t)
-	store := newMemStore(t)
+	store := metatest.Memory(t)
 	fs := NewFaultFS(OSFS{})
 	cfg := testConfig(t, t.TempDir(), store)
 	cfg.FS = fs
@@ -695,7 +696,7 @@ func TestMalformedFramesRefused(t *testing.T) {
 
 func TestGarbageCollection(t *testing.T) {
 	ctx := testCtx(t)
-	store := newMemStore(t)
+	store := metatest.Memory(t)
 	cfg := testConfig(t, t.TempDir(), store)
 	b := startBookie(t, cfg)
 	c := dial(t, b.Addr())
@@ -749,7 +750,7 @@ func TestGarbageCollection(t *testing.T) {
 
 func TestRegistrationLifecycle(t *testing.T) {
 	ctx := testCtx(t)
-	store := newMemStore(t)
+	store := metatest.Memory(t)
 	cfg := testConfig(t, t.TempDir(), store)
 	key := bkproto.BookieKey(cfg.Region, cfg.ID)
 	watch := store.Watch(ctx, key, 0)
@@ -844,7 +845,7 @@ func (s *stopDuringCreateStore) Create(ctx context.Context, key string, value []
 // the key with even odds; TestRegistrationLifecycle hit it under load.
 func TestRegistrationRevokedWhenLeaseEndsWithStop(t *testing.T) {
 	ctx := testCtx(t)
-	store := &stopDuringCreateStore{Store: newMemStore(t), leases: map[meta.LeaseID]meta.Lease{}}
+	store := &stopDuringCreateStore{Store: metatest.Memory(t), leases: map[meta.LeaseID]meta.Lease{}}
 	cfg := testConfig(t, t.TempDir(), store)
 	key := bkproto.BookieKey(cfg.Region, cfg.ID)
 	for run := range 20 {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/meridian-mq/meridian/cluster/bookie/bkproto"
+	"github.com/meridian-mq/meridian/cluster/meta/metatest"
 	"github.com/meridian-mq/meridian/testkit"
 )
 
@@ -102,7 +103,7 @@ func (l *addLoad) since(from time.Time) []loadAdd {
 }
 
 func startFailpointBookie(t *testing.T) *testBookie {
-	cfg := testConfig(t, t.TempDir(), newMemStore(t))
+	cfg := testConfig(t, t.TempDir(), metatest.Memory(t))
 	cfg.FailpointEndpoint = "127.0.0.1:0"
 	cfg.ReadOnlyProbeInterval = time.Second
 	return startBookie(t, cfg)

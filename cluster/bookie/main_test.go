@@ -61,16 +61,6 @@ func startBookie(t testing.TB, cfg Config) *testBookie {
 	return &testBookie{Bookie: b, cfg: cfg, reg: reg}
 }
 
-func newMemStore(t testing.TB) meta.Store {
-	t.Helper()
-	s, err := meta.NewMemory(meta.DefaultMemoryConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
-}
-
 func dial(t testing.TB, addr string) *bkproto.Conn {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

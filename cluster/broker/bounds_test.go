@@ -19,6 +19,7 @@ import (
 	"github.com/meridian-mq/meridian/cluster/ledger/ledgertest"
 	"github.com/meridian-mq/meridian/cluster/wire"
 	"github.com/meridian-mq/meridian/cluster/wire/pb"
+	"github.com/meridian-mq/meridian/testkit"
 	"github.com/meridian-mq/meridian/topology"
 )
 
@@ -115,7 +116,7 @@ func TestLookupBound(t *testing.T) {
 	rc.connect(20)
 	rc.send(lookupCmd(1))
 	rc.send(partitionsCmd(2))
-	waitFor(t, "two lookups in progress", func() bool { return g.inFlight.Load() == 2 })
+	testkit.WaitFor(t, "two lookups in progress", func() bool { return g.inFlight.Load() == 2 })
 
 	rc.send(lookupCmd(3))
 	resp := rc.expect(pb.BaseCommand_LOOKUP_RESPONSE).GetLookupTopicResponse()
@@ -166,7 +167,7 @@ func TestRequestsPerConnectionBound(t *testing.T) {
 		rc.send(lookupCmd(req))
 	}
 	rc.send(pingCmd)
-	waitFor(t, "the reader to pause behind two requests", func() bool {
+	testkit.WaitFor(t, "the reader to pause behind two requests", func() bool {
 		return g.inFlight.Load() == 2 && s.LimitCounts().ReadPauses == 1
 	})
 	close(g.open)
@@ -214,7 +215,7 @@ func TestConnectionBounds(t *testing.T) {
 		t.Fatalf("ConnectionsRefused = %d, want 2", n)
 	}
 	a.nc.Close()
-	waitFor(t, "the closed connection to leave", func() bool { return s.Connections() == 2 })
+	testkit.WaitFor(t, "the closed connection to leave", func() bool { return s.Connections() == 2 })
 	dialFrom("127.0.0.1").connect(20)
 }
 
@@ -408,7 +409,7 @@ func TestReplyQueueByteBound(t *testing.T) {
 	}
 	rc := &rawClient{t: t, nc: nc, r: wire.NewReader(nc, 0), w: wire.NewWriter(nc)}
 	rc.connect(20)
-	waitFor(t, "the connection", func() bool { return s.Connections() == 1 })
+	testkit.WaitFor(t, "the connection", func() bool { return s.Connections() == 1 })
 	// 500 replies of 64 KiB: 32 MiB, more than loopback's socket buffers
 	// hold and 4 times the bound past them, in half the count bound.
 	for i := range 500 {
@@ -419,5 +420,5 @@ func TestReplyQueueByteBound(t *testing.T) {
 	if err := rc.w.Flush(); err != nil {
 		t.Logf("flush: %v (the broker closed the connection already)", err)
 	}
-	waitFor(t, "the broker to close the connection that reads none of its replies", func() bool { return s.Connections() == 0 })
+	testkit.WaitFor(t, "the broker to close the connection that reads none of its replies", func() bool { return s.Connections() == 0 })
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/meridian-mq/meridian/cluster/broker/brokertest"
 	"github.com/meridian-mq/meridian/global"
+	"github.com/meridian-mq/meridian/testkit"
 )
 
 // TestClusterRecordNamesLiveBrokers: the region's leader keeps the cluster
@@ -28,7 +29,7 @@ func TestClusterRecordNamesLiveBrokers(t *testing.T) {
 			hosts = append(hosts, brokerAddr(r))
 		}
 		url := "pulsar://" + strings.Join(hosts, ",")
-		poll(t, time.Minute, "the cluster record naming "+url, func() bool {
+		testkit.WaitFor(t, "the cluster record naming "+url, func() bool {
 			d, err := gs.Cluster(context.Background(), brokertest.Region)
 			return err == nil && d.BrokerServiceURL == url && d.MaintainedByRegion
 		})

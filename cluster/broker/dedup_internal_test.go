@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/meridian-mq/meridian/cluster/mledger"
+	"github.com/meridian-mq/meridian/testkit"
 )
 
 // stuckAppend is an append the store has not confirmed yet.
@@ -31,14 +32,14 @@ func TestDedupStopWhileQueueFull(t *testing.T) {
 		<-d.recorderDone
 	}()
 	d.queueAppend("p", 1, stuck) // taken by the recorder, which waits on it
-	awaitCond(t, "the recorder to take the first append", func() bool { return len(d.appends) == 0 })
+	testkit.WaitFor(t, "the recorder to take the first append", func() bool { return len(d.appends) == 0 })
 	d.queueAppend("p", 2, stuck) // fills the queue
 	blocked := make(chan struct{})
 	go func() {
 		defer close(blocked)
 		d.queueAppend("p", 3, stuck) // waits for room, holding the queue's lock
 	}()
-	awaitCond(t, "the third append to wait for room", func() bool {
+	testkit.WaitFor(t, "the third append to wait for room", func() bool {
 		if d.queue.TryLock() {
 			d.queue.Unlock()
 			return false
@@ -62,15 +63,5 @@ func TestDedupStopWhileQueueFull(t *testing.T) {
 	case <-blocked:
 	case <-time.After(time.Minute):
 		t.Fatal("the SEND waiting for room in the queue is still blocked after the recorder stopped")
-	}
-}
-
-// awaitCond polls cond until it holds, failing after a minute with what.
-func awaitCond(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
 	}
 }

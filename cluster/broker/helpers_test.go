@@ -168,18 +168,6 @@ func createTopic(t testing.TB, r *brokertest.Broker, topic string, p global.Topi
 	}
 }
 
-// poll waits until cond holds, failing the test after d.
-func poll(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // meridianGoroutines counts the goroutines with a Meridian cluster
 // function on their stack (the broker's, the bookie's, etcd wrappers';
 // the test's own goroutine counts too, the same before and after).

@@ -3,6 +3,7 @@ package broker_test
 import (
 	"testing"
 
+	"github.com/meridian-mq/meridian/testkit"
 	"go.uber.org/goleak"
 )
 
@@ -13,7 +14,7 @@ import (
 // context of its own for up to the client's OperationTimeout
 // (rpcClient.requestToHost uses context.Background()).
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
+	testkit.Main(m,
 		goleak.IgnoreTopFunction("github.com/apache/pulsar-client-go/pulsar.(*partitionProducer).failTimeoutMessages"),
 		goleak.IgnoreAnyFunction("github.com/apache/pulsar-client-go/pulsar/internal.(*rpcClient).requestToHost"))
 }

@@ -109,3 +109,16 @@ var prefixes atomic.Int64
 func Prefix(t testing.TB) string {
 	return meta.Key("test", strconv.FormatInt(prefixes.Add(1), 10), t.Name())
 }
+
+// Memory is an in-memory Store with the default config, closed at the end
+// of the test: the store of unit tests (integration tests use an embedded
+// etcd, Shared or Start).
+func Memory(t testing.TB) *meta.Memory {
+	t.Helper()
+	m, err := meta.NewMemory(meta.DefaultMemoryConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
