@@ -75,6 +75,9 @@ type producer struct {
 
 	// nextTurn is the turn of the next SEND (the reader goroutine's).
 	nextTurn uint64
+	// appendErr is the first error of an append of this producer's; every
+	// SEND after it fails with it (the reader goroutine's, see publish).
+	appendErr error
 	// turnMu orders the answers between the receipt goroutine and the
 	// ledger writer (early): turn counts the SENDs answered, in SEND
 	// order, and halted ends the writer's answers with the goroutine's.
@@ -174,9 +177,26 @@ func (p *producer) publish(send *pb.CommandSend, f *wire.Frame) {
 			r.track = isLastChunk(md)
 		}
 	}
-	if r.track && p.topic.dd.push(r.name, r.dedupSeq, r.dedupHighest, p.dedup) {
-		p.queue(r) // duplicate: receipt only
+	if p.appendErr != nil {
+		// An earlier SEND of this producer failed to append: none after it
+		// is stored, or the producer's messages would be stored out of
+		// order, and a resend of the failed one then taken for a duplicate
+		// of what followed it. The client resends them all on a new
+		// connection.
+		r.err = p.appendErr
+		p.queue(r)
 		return
+	}
+	if r.track {
+		switch p.topic.dd.push(r.name, r.dedupSeq, r.dedupHighest, p.dedup) {
+		case sendDuplicate:
+			p.queue(r) // receipt only
+			return
+		case sendInDoubt:
+			r.err = fmt.Errorf("%w: an earlier copy of sequence id %d is still being stored; send it again", wire.ErrServiceNotReady, r.dedupSeq)
+			p.queue(r)
+			return
+		}
 	}
 	r.trace = p.topic.startPublishTrace(f)
 	var then func(mledger.Position, error)
@@ -185,6 +205,9 @@ func (p *producer) publish(send *pb.CommandSend, f *wire.Frame) {
 		then = func(pos mledger.Position, err error) { p.early(answer, pos, err) }
 	}
 	r.fut, r.err = p.topic.append(p.c.ctx, f.Message, n, r.track, r.name, r.dedupHighest, then)
+	if r.err != nil {
+		p.appendErr = r.err
+	}
 	if r.err == nil && !receiptAfterAppend {
 		// Only in the broken_ackearly variant (variants.go): the receipt
 		// goes out now, at position 0:0, before the bookies confirm; the
