@@ -68,7 +68,7 @@ type dedup struct {
 	// failure must not forget, since those may yet be stored.
 	pending map[string]pendingAppends
 	changed map[string]struct{} // persisted entries not yet in a snapshot
-	since     int                 // entries stored since the last snapshot
+	since   int                 // entries stored since the last snapshot
 	// recorded is the position of the last entry the recorder marked
 	// stored (valid when hasRecorded): what a snapshot may cover.
 	recorded    mledger.Position
