@@ -46,11 +46,11 @@ func (g *gatedTopics) hold(ctx context.Context) error {
 	}
 }
 
-func (g *gatedTopics) Lookup(ctx context.Context, t topology.TopicName) (broker.Location, error) {
+func (g *gatedTopics) Lookup(ctx context.Context, t topology.TopicName, opts broker.LookupOptions) (broker.Location, error) {
 	if err := g.hold(ctx); err != nil {
 		return broker.Location{}, err
 	}
-	return g.fakeTopics.Lookup(ctx, t)
+	return g.fakeTopics.Lookup(ctx, t, opts)
 }
 
 func (g *gatedTopics) Partitions(ctx context.Context, t topology.TopicName) (int, error) {
@@ -355,10 +355,10 @@ type deafTopics struct {
 	open    chan struct{}
 }
 
-func (d *deafTopics) Lookup(ctx context.Context, t topology.TopicName) (broker.Location, error) {
+func (d *deafTopics) Lookup(ctx context.Context, t topology.TopicName, opts broker.LookupOptions) (broker.Location, error) {
 	d.entered <- struct{}{}
 	<-d.open
-	return d.fakeTopics.Lookup(ctx, t)
+	return d.fakeTopics.Lookup(ctx, t, opts)
 }
 
 // TestServerCloseBounded: Close returns by its context's deadline, with
@@ -387,7 +387,7 @@ func TestServerCloseBounded(t *testing.T) {
 // enough for the reply queue's byte bound to matter before its count.
 type bigLookups struct{ *fakeTopics }
 
-func (b bigLookups) Lookup(context.Context, topology.TopicName) (broker.Location, error) {
+func (b bigLookups) Lookup(context.Context, topology.TopicName, broker.LookupOptions) (broker.Location, error) {
 	return broker.Location{ServiceURL: "pulsar://" + strings.Repeat("x", 64<<10)}, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meridian-mq/meridian/cluster/broker"
 	"github.com/meridian-mq/meridian/cluster/broker/brokertest"
 	"github.com/meridian-mq/meridian/global"
 	"github.com/meridian-mq/meridian/testkit"
@@ -71,5 +72,11 @@ func TestActiveRegionRedirectNamesOneHost(t *testing.T) {
 	}
 	if got[0] == got[1] || got[0] != got[2] || !slices.Contains([]string{"pulsar://e1:6650", "pulsar://e2:6650"}, got[0]) {
 		t.Fatalf("redirects named %q, want e1 and e2 in turn", got)
+	}
+	// A replicator's lookup is answered here: replication into this region
+	// must not land in the active one.
+	loc, err := r.Service().Lookup(ctx, mustTopic(t, topic), broker.LookupOptions{Replication: true})
+	if err != nil || loc.Redirect || loc.ServiceURL != r.ServiceURL() {
+		t.Fatalf("replication lookup answered %+v, %v; want this broker, %s", loc, err, r.ServiceURL())
 	}
 }

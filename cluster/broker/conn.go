@@ -429,7 +429,7 @@ func (e errClosing) Unwrap() error { return e.error }
 
 func (c *conn) handleLookup(req *pb.CommandLookupTopic) {
 	resp := pb.CommandLookupTopicResponse_builder{RequestId: ptr(req.GetRequestId())}
-	loc, err := c.lookup(req.GetTopic())
+	loc, err := c.lookup(req.GetTopic(), LookupOptions{Replication: isReplicationLookup(req)})
 	if err != nil {
 		// The response must carry `response` even on failure: the client
 		// dereferences it (DESIGN §5).
@@ -451,7 +451,7 @@ func (c *conn) handleLookup(req *pb.CommandLookupTopic) {
 	c.send(pb.BaseCommand_builder{Type: pb.BaseCommand_LOOKUP_RESPONSE.Enum(), LookupTopicResponse: resp.Build()}.Build())
 }
 
-func (c *conn) lookup(name string) (Location, error) {
+func (c *conn) lookup(name string, opts LookupOptions) (Location, error) {
 	release, err := c.srv.topics.LookupPermits().Acquire()
 	if err != nil {
 		return Location{}, err
@@ -464,7 +464,18 @@ func (c *conn) lookup(name string) (Location, error) {
 	if err := c.authorize(auth.ActionLookup, topic); err != nil {
 		return Location{}, err
 	}
-	return c.srv.topics.Lookup(c.ctx, topic)
+	return c.srv.topics.Lookup(c.ctx, topic, opts)
+}
+
+// isReplicationLookup reports whether req is a replicator's lookup
+// (wire.LookupPropertyReplication).
+func isReplicationLookup(req *pb.CommandLookupTopic) bool {
+	for _, kv := range req.GetProperties() {
+		if kv.GetKey() == wire.LookupPropertyReplication {
+			return true
+		}
+	}
+	return false
 }
 
 func (c *conn) handlePartitionedMetadata(req *pb.CommandPartitionedTopicMetadata) {

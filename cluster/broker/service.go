@@ -383,16 +383,18 @@ func (s *Service) resolve(t topology.TopicName) (global.Effective, error) {
 // Lookup implements Topics: the broker that owns t's bundle, placed on the
 // region's least-loaded live broker when nobody holds it, and taken from
 // an owner that a probe finds dead (see ownership). A namespace whose
-// active region is elsewhere (DESIGN §6) redirects to that region. While
-// the metadata store does not answer within Lookup.MetadataTimeout the
-// lookup fails with ServiceNotReady, never a guessed owner.
-func (s *Service) Lookup(ctx context.Context, t topology.TopicName) (Location, error) {
+// active region is elsewhere (DESIGN §6) redirects a client's lookup to
+// that region; a replicator's (opts.Replication) is answered here, so
+// that replication into this region does not land in the active one.
+// While the metadata store does not answer within Lookup.MetadataTimeout
+// the lookup fails with ServiceNotReady, never a guessed owner.
+func (s *Service) Lookup(ctx context.Context, t topology.TopicName, opts LookupOptions) (Location, error) {
 	defer s.metrics.lookedUp(time.Now())
 	eff, err := s.resolve(t)
 	if err != nil {
 		return Location{}, err
 	}
-	if eff.ActiveRegion != "" && eff.ActiveRegion != s.cfg.Region {
+	if eff.ActiveRegion != "" && eff.ActiveRegion != s.cfg.Region && !opts.Replication {
 		c, ok := s.policies.Cluster(eff.ActiveRegion)
 		if !ok {
 			return Location{}, fmt.Errorf("%w: active region %s has no cluster record", wire.ErrServiceNotReady, eff.ActiveRegion)
