@@ -40,12 +40,10 @@ func TestClusterRecordNamesLiveBrokers(t *testing.T) {
 	names(a)
 }
 
-// TestActiveRegionRedirectNamesOneHost: a lookup in a namespace whose
-// active region is another redirects to one broker of that region's
-// record, the next one at each lookup: a client dials a redirect's URL as
-// it is, so a list of hosts there would be unreachable.
-func TestActiveRegionRedirectNamesOneHost(t *testing.T) {
-	r := startBroker(t, nil)
+// addEastRegion records a region east, of brokers e1 and e2 that nothing
+// serves, and lets tenant public use it.
+func addEastRegion(t *testing.T, r *brokertest.Broker) {
+	t.Helper()
 	gs := r.Service().Global()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -59,6 +57,17 @@ func TestActiveRegionRedirectNamesOneHost(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestActiveRegionRedirectNamesOneHost: a lookup in a namespace whose
+// active region is another redirects to one broker of that region's
+// record, the next one at each lookup: a client dials a redirect's URL as
+// it is, so a list of hosts there would be unreachable.
+func TestActiveRegionRedirectNamesOneHost(t *testing.T) {
+	r := startBroker(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	addEastRegion(t, r)
 	ns := createNamespace(t, r, "activeeast", global.Policies{
 		ReplicationClusters: []string{brokertest.Region, "east"}, ActiveRegion: "east"})
 	topic := "persistent://" + ns + "/t"

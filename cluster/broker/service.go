@@ -317,15 +317,17 @@ func NewService(cfg ServiceConfig, store meta.Store, policies *global.Cache, gst
 }
 
 // Start starts the load manager (which removes the previous run's claims
-// and registers the broker), the backlog quota checks and the replication
-// cursors' upkeep.
+// and registers the broker), the backlog quota checks, the replication
+// cursors' upkeep and the moving of clients of namespaces active elsewhere
+// (migrate.go).
 func (s *Service) Start(ctx context.Context) error {
 	if err := s.lm.Start(ctx); err != nil {
 		return err
 	}
-	s.wg.Add(2)
+	s.wg.Add(3)
 	go s.quotaLoop(s.cfg.BacklogQuotaCheckInterval)
 	go s.replicationLoop()
+	go s.migrationLoop()
 	return nil
 }
 

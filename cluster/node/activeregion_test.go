@@ -2,10 +2,15 @@ package node_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/apache/pulsar-client-go/pulsaradmin"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 
 	"github.com/meridian-mq/meridian/cluster/broker"
@@ -84,4 +89,132 @@ func TestReplicationIgnoresTheActiveRegion(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestSwitchMovesConnectedClients: a producer that keeps sending and a
+// consumer, connected in east through a service URL that lists both
+// regions, move to west within seconds of west becoming the active region:
+// east tells each of them where to go (TOPIC_MIGRATED, with every region's
+// brokers) and closes it. The producer gets no send error and the consumer
+// every message; the pause is printed.
+func TestSwitchMovesConnectedClients(t *testing.T) {
+	n, urls := startDev(t, "east", "west")
+	updateNamespace(t, n, func(p *global.Policies) { p.ActiveRegion = "east" })
+	const topic, total, switchAt = "persistent://public/default/switched", 600, 200
+	both := urls["east"] + "," + strings.TrimPrefix(urls["west"], "pulsar://")
+	c := newClient(t, pulsar.ClientOptions{URL: both})
+	cons, err := c.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Type: pulsar.Shared,
+		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	p, err := c.CreateProducer(pulsar.ProducerOptions{Topic: topic, Name: "switcher"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	name, err := utils.GetTopicName(topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	east, west := adminOf(t, n, "east"), adminOf(t, n, "west")
+	if !servesClients(t, east, *name, "switcher", "s") {
+		t.Fatal("the producer and the consumer are not in east, the active region")
+	}
+
+	var (
+		mu        sync.Mutex
+		latencies []time.Duration
+		sendErrs  []error
+		got       = map[string]int{}
+		lastRecv  time.Time
+		recvGap   time.Duration
+	)
+	go func() {
+		for {
+			m, err := cons.Receive(context.Background())
+			if err != nil {
+				return // closed
+			}
+			cons.Ack(m)
+			mu.Lock()
+			now := time.Now()
+			if !lastRecv.IsZero() && len(got) < total {
+				recvGap = max(recvGap, now.Sub(lastRecv))
+			}
+			lastRecv = now
+			got[string(m.Payload())]++
+			mu.Unlock()
+		}
+	}()
+	receipts := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(latencies) + len(sendErrs)
+	}
+	pace := time.NewTicker(2 * time.Millisecond) // ~500 msg/s: the workload's rate, not a wait
+	defer pace.Stop()
+	for i := range total {
+		<-pace.C
+		if i == switchAt {
+			testkit.WaitFor(t, "the receipts of the messages sent before the switch", func() bool { return receipts() == switchAt })
+			updateNamespace(t, n, func(p *global.Policies) { p.ActiveRegion = "west" })
+		}
+		sent := time.Now()
+		p.SendAsync(context.Background(), &pulsar.ProducerMessage{Payload: fmt.Appendf(nil, "m-%d", i)},
+			func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					sendErrs = append(sendErrs, err)
+					return
+				}
+				latencies = append(latencies, time.Since(sent))
+			})
+	}
+	if err := p.FlushWithCtx(context.Background()); err != nil {
+		t.Fatalf("flush: %v", err)
+	}
+	testkit.WaitFor(t, "every receipt", func() bool { return receipts() == total })
+	testkit.WaitFor(t, "the producer and the consumer to serve in west", func() bool {
+		return servesClients(t, west, *name, "switcher", "s")
+	})
+	if servesClients(t, east, *name, "switcher", "s") {
+		t.Fatal("the producer or the consumer is still in east")
+	}
+	testkit.WaitFor(t, "the consumer to receive every message", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(got) == total
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if len(sendErrs) > 0 {
+		t.Fatalf("%d sends failed, the first: %v", len(sendErrs), sendErrs[0])
+	}
+	for i := range total {
+		if got[fmt.Sprintf("m-%d", i)] == 0 {
+			t.Fatalf("m-%d was never received", i)
+		}
+	}
+	slices.Sort(latencies)
+	pause := latencies[len(latencies)-1]
+	t.Logf("switch: send latency median %v, max %v (the producer's pause); longest gap between two deliveries %v",
+		latencies[len(latencies)/2].Round(time.Millisecond), pause.Round(time.Millisecond), recvGap.Round(time.Millisecond))
+	if pause > 10*time.Second {
+		t.Fatalf("a send waited %v across the switch, want a few seconds at most", pause)
+	}
+}
+
+// servesClients reports whether adm's region serves topic's producer named
+// producer and a consumer of subscription sub.
+func servesClients(t *testing.T, adm pulsaradmin.Client, topic utils.TopicName, producer, sub string) bool {
+	t.Helper()
+	st, err := adm.Topics().GetStats(topic)
+	if err != nil {
+		return false
+	}
+	hasProducer := slices.ContainsFunc(st.Publishers, func(p utils.PublisherStats) bool { return p.ProducerName == producer })
+	return hasProducer && len(st.Subscriptions[sub].Consumers) > 0
 }
