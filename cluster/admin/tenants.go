@@ -85,6 +85,7 @@ func (h *handler) routeClusters() {
 	h.handle("POST /admin/v2/clusters/{cluster}", opSuperUser, h.updateCluster)
 	h.handle("DELETE /admin/v2/clusters/{cluster}", opSuperUser, h.deleteCluster)
 	h.handle("GET /admin/v2/clusters/{cluster}/peers", opNone, h.clusterPeers)
+	h.routeClusterMigration()
 }
 
 func (h *handler) listClusters(w http.ResponseWriter, r *http.Request) error {
@@ -130,6 +131,9 @@ func (h *handler) updateCluster(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	_, rc, err := h.svc.Global().UpdateCluster(r.Context(), r.PathValue("cluster"), func(old *global.ClusterData) error {
+		// The migration is set apart (migrate.go); pulsar-admin's update
+		// sends the URLs alone.
+		c.Migration = old.Migration
 		*old = c
 		return nil
 	})

@@ -41,6 +41,12 @@ import (
 // this region must go on whichever region is active, as their lookups are
 // never redirected (LookupOptions.Replication).
 //
+// A cluster migration (Pulsar's PIP-188: POST
+// /admin/v2/clusters/{cluster}/migrate?migrated=true) moves the clients of
+// every topic of the region the same way, to the URL the operator gave,
+// except that a subscription's consumers move only once they have drained
+// its backlog here, as in Pulsar.
+//
 // The Service runs a pass whenever the global configuration changes and
 // every migrationResync, so that a client whose lookup was answered here
 // just before the switch, and that attached after the pass, moves too.
@@ -70,21 +76,33 @@ func (s *Service) migrationLoop() {
 }
 
 // migrateInactiveTopics moves the clients of every loaded topic whose
-// namespace is active in another region, all topics at once, each within
-// CloseTimeout.
+// namespace is active in another region, and, once this region's cluster
+// is migrated (Pulsar's PIP-188), of every other loaded topic: all topics
+// at once, each within CloseTimeout.
 func (s *Service) migrateInactiveTopics() {
+	var migrated *global.ClusterMigration
+	if own, ok := s.policies.Cluster(s.cfg.Region); ok && own.Migration != nil && own.Migration.Migrated {
+		migrated = own.Migration
+	}
 	var wg sync.WaitGroup
 	for _, t := range s.loadedTopics() {
 		eff, err := s.resolve(t.name)
-		if err != nil || eff.ActiveRegion == "" || eff.ActiveRegion == s.cfg.Region {
-			continue
-		}
-		to, err := s.migrationTarget(eff)
 		if err != nil {
-			s.log.Warn("cannot move the clients of a topic active elsewhere", "topic", t.Name(), "err", err)
 			continue
 		}
-		wg.Go(func() { t.migrateClients(s.ctx, to) })
+		switch {
+		case eff.ActiveRegion != "" && eff.ActiveRegion != s.cfg.Region:
+			to, err := s.migrationTarget(eff)
+			if err != nil {
+				s.log.Warn("cannot move the clients of a topic active elsewhere", "topic", t.Name(), "err", err)
+				continue
+			}
+			wg.Go(func() { t.migrateClients(s.ctx, to, false) })
+		case migrated != nil:
+			u := migrated.MigratedClusterURL
+			to := migrationTarget{serviceURL: u.BrokerServiceURL, serviceURLTLS: u.BrokerServiceURLTLS}
+			wg.Go(func() { t.migrateClients(s.ctx, to, true) })
+		}
 	}
 	wg.Wait()
 }
@@ -139,8 +157,11 @@ func appendHosts(hosts []string, url string) []string {
 // migrateClients moves t's producers (but the replicator's) and consumers
 // to, each within CloseTimeout. The topic stays loaded: replication into
 // it goes on, and clients may come back when the namespace is active here
-// again.
-func (t *Topic) migrateClients(ctx context.Context, to migrationTarget) {
+// again. With drainFirst (a cluster migration, as Pulsar's) a
+// subscription's consumers move only once they have acked everything the
+// topic holds here, so that a namespace that is not replicated loses
+// nothing; the passes every migrationResync try again until then.
+func (t *Topic) migrateClients(ctx context.Context, to migrationTarget, drainFirst bool) {
 	t.mu.Lock()
 	var producers []*producer
 	for p := range t.mu.producers {
@@ -159,7 +180,7 @@ func (t *Topic) migrateClients(ctx context.Context, to migrationTarget) {
 		wg.Go(func() { p.migrate(ctx, to) })
 	}
 	for _, s := range t.subscriptions() {
-		if s.consumerCount() > 0 {
+		if s.consumerCount() > 0 && (!drainFirst || s.cursor.Backlog() == 0) {
 			wg.Go(func() { s.migrate(ctx, to) })
 		}
 	}

@@ -3,6 +3,8 @@ package node_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -211,10 +213,109 @@ func TestSwitchMovesConnectedClients(t *testing.T) {
 // producer and a consumer of subscription sub.
 func servesClients(t *testing.T, adm pulsaradmin.Client, topic utils.TopicName, producer, sub string) bool {
 	t.Helper()
+	return servesProducer(adm, topic, producer) && servesConsumer(adm, topic, sub)
+}
+
+// servesProducer reports whether adm's region serves topic's producer
+// named producer.
+func servesProducer(adm pulsaradmin.Client, topic utils.TopicName, producer string) bool {
 	st, err := adm.Topics().GetStats(topic)
+	return err == nil && slices.ContainsFunc(st.Publishers, func(p utils.PublisherStats) bool { return p.ProducerName == producer })
+}
+
+// servesConsumer reports whether adm's region serves a consumer of topic's
+// subscription sub.
+func servesConsumer(adm pulsaradmin.Client, topic utils.TopicName, sub string) bool {
+	st, err := adm.Topics().GetStats(topic)
+	return err == nil && len(st.Subscriptions[sub].Consumers) > 0
+}
+
+// migrateCluster posts Pulsar's cluster migration of region to the
+// broker and web URLs given, and returns the status and body.
+func migrateCluster(t *testing.T, n *node.Node, region string, migrated bool, brokerURL, webURL string) (int, string) {
+	t.Helper()
+	body := fmt.Sprintf(`{"serviceUrl":%q,"brokerServiceUrl":%q}`, webURL, brokerURL)
+	url := fmt.Sprintf("%s/admin/v2/clusters/%s/migrate?migrated=%t", n.Broker().WebURL(), region, migrated)
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
 	if err != nil {
-		return false
+		t.Fatal(err)
 	}
-	hasProducer := slices.ContainsFunc(st.Publishers, func(p utils.PublisherStats) bool { return p.ProducerName == producer })
-	return hasProducer && len(st.Subscriptions[sub].Consumers) > 0
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestClusterMigrationMovesConsumersOnceDrained: Pulsar's cluster migration
+// (PIP-188) of east to west, on a namespace that only east serves. With
+// migrated=false the URLs are recorded and nobody moves; with
+// migrated=true the producer moves to west at once, while the consumer
+// stays in east until it has acked east's backlog, and then moves too: it
+// gets every message, those stored in east and those stored in west after.
+func TestClusterMigrationMovesConsumersOnceDrained(t *testing.T) {
+	n, urls := startDev(t, "east", "west")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rcpt, err := n.Broker().Service().Global().CreateNamespace(ctx, "public", "eastonly", global.Policies{ReplicationClusters: []string{"east"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range n.Regions() {
+		if err := r.Broker().Service().Policies().Await(ctx, rcpt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const topic, before, after = "persistent://public/eastonly/migrated", 10, 5
+	c := newClient(t, pulsar.ClientOptions{URL: urls["east"]})
+	cons, err := c.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Type: pulsar.Shared,
+		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	p, err := c.CreateProducer(pulsar.ProducerOptions{Topic: topic, Name: "mover", DisableBatching: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	publish(t, p, "m", before)
+
+	westWeb := region(t, n, "west").Broker().WebURL()
+	if status, body := migrateCluster(t, n, "east", false, urls["west"], westWeb); status != http.StatusOK {
+		t.Fatalf("recording the migration: %d %s", status, body)
+	}
+	east, west := adminOf(t, n, "east"), adminOf(t, n, "west")
+	name, err := utils.GetTopicName(topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var policies struct {
+		Migrated bool `json:"migrated"`
+		URL      struct {
+			BrokerServiceURL string `json:"brokerServiceUrl"`
+		} `json:"migratedClusterUrl"`
+	}
+	getJSON(t, n.Broker().WebURL()+"/admin/v2/clusters/east/migrate", &policies)
+	if policies.Migrated || policies.URL.BrokerServiceURL != urls["west"] {
+		t.Fatalf("after migrated=false: %+v, want not migrated, to %s", policies, urls["west"])
+	}
+
+	if status, body := migrateCluster(t, n, "east", true, urls["west"], westWeb); status != http.StatusOK {
+		t.Fatalf("migrating: %d %s", status, body)
+	}
+	testkit.WaitFor(t, "the producer to move to west", func() bool { return servesProducer(west, *name, "mover") })
+	if servesProducer(east, *name, "mover") {
+		t.Fatal("the producer is still in east")
+	}
+	if !servesConsumer(east, *name, "s") {
+		t.Fatal("the consumer left east before draining its backlog there")
+	}
+	got := receiveAll(t, cons, before, time.Millisecond)
+	checkPayloads(t, got, payloads("m", 0, before))
+	testkit.WaitFor(t, "the drained consumer to move to west", func() bool { return servesConsumer(west, *name, "s") })
+	for i := before; i < before+after; i++ {
+		if _, err := p.Send(ctx, &pulsar.ProducerMessage{Payload: fmt.Appendf(nil, "m-%d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkPayloads(t, receiveAll(t, cons, after, 500*time.Millisecond), payloads("m", before, before+after))
 }
