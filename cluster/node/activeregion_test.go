@@ -98,7 +98,8 @@ func TestReplicationIgnoresTheActiveRegion(t *testing.T) {
 // regions, move to west within seconds of west becoming the active region:
 // east tells each of them where to go (TOPIC_MIGRATED, with every region's
 // brokers) and closes it. The producer gets no send error and the consumer
-// every message; the pause is printed.
+// every message; the pause is printed. Switched back, both return to east,
+// whose subscription takes its consumer again.
 func TestSwitchMovesConnectedClients(t *testing.T) {
 	n, urls := startDev(t, "east", "west")
 	updateNamespace(t, n, func(p *global.Policies) { p.ActiveRegion = "east" })
@@ -191,7 +192,6 @@ func TestSwitchMovesConnectedClients(t *testing.T) {
 		return len(got) == total
 	})
 	mu.Lock()
-	defer mu.Unlock()
 	if len(sendErrs) > 0 {
 		t.Fatalf("%d sends failed, the first: %v", len(sendErrs), sendErrs[0])
 	}
@@ -204,9 +204,26 @@ func TestSwitchMovesConnectedClients(t *testing.T) {
 	pause := latencies[len(latencies)-1]
 	t.Logf("switch: send latency median %v, max %v (the producer's pause); longest gap between two deliveries %v",
 		latencies[len(latencies)/2].Round(time.Millisecond), pause.Round(time.Millisecond), recvGap.Round(time.Millisecond))
+	mu.Unlock()
 	if pause > 10*time.Second {
 		t.Fatalf("a send waited %v across the switch, want a few seconds at most", pause)
 	}
+
+	// And back: the TOPIC_MIGRATED URL listed east too, and east's
+	// subscription, opened again without consumers when they left, takes
+	// its consumer back.
+	updateNamespace(t, n, func(p *global.Policies) { p.ActiveRegion = "east" })
+	testkit.WaitFor(t, "the producer and the consumer to come back to east", func() bool {
+		return servesClients(t, east, *name, "switcher", "s")
+	})
+	if _, err := p.Send(context.Background(), &pulsar.ProducerMessage{Payload: []byte("back")}); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, "the consumer to receive what was sent back in east", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return got["back"] > 0
+	})
 }
 
 // servesClients reports whether adm's region serves topic's producer named
