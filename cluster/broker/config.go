@@ -69,13 +69,16 @@ type Config struct {
 	Authz *auth.Authorizer
 
 	// MaxConnections bounds the broker's open connections (Pulsar's
-	// brokerMaxConnections); 0, the default, is no bound. A connection
-	// past it is answered an ERROR (NotAllowedError, "Reached the maximum
-	// number of connections") before CONNECT, and closed, as on Pulsar.
+	// brokerMaxConnections); 0 is no bound. A connection past it is
+	// answered an ERROR (NotAllowedError, "Reached the maximum number of
+	// connections") before CONNECT, and closed, as on Pulsar. Pulsar's
+	// default is no bound; Meridian's is 10000, so that a flood of sockets
+	// cannot exhaust the broker's memory or file descriptors by default.
 	MaxConnections int
 	// MaxConnectionsPerIP bounds the open connections from one remote IP
 	// address (Pulsar's brokerMaxConnectionsPerIp), refused the same way;
-	// 0, the default, is no bound.
+	// 0 is no bound. Default 2000: one address cannot take every slot, and
+	// many clients behind one NAT address still fit.
 	MaxConnectionsPerIP int
 	// MaxPendingPublishes bounds the SENDs of one connection whose receipt
 	// has not gone out yet (Pulsar's maxPendingPublishRequestsPerConnection,
@@ -115,6 +118,8 @@ func DefaultConfig(serviceURL string) Config {
 		ServerVersion:     "Meridian",
 		OperationTimeout:  30 * time.Second,
 
+		MaxConnections:           10000,
+		MaxConnectionsPerIP:      2000,
 		MaxPendingPublishes:      1000,
 		MaxPendingPublishBytes:   64 << 20,
 		MaxRequestsPerConnection: 1000,

@@ -208,7 +208,7 @@ func (c *conn) close() {
 // readLoop reads frames until the connection fails or closes. The first
 // frame must be CONNECT, within ConnectTimeout.
 func (c *conn) readLoop() error {
-	r := wire.NewReader(c.nc, c.srv.cfg.maxFrameSize())
+	r := wire.NewReader(c.nc, maxFrameSizeBeforeConnect)
 	var f wire.Frame
 	if err := c.nc.SetReadDeadline(time.Now().Add(c.srv.cfg.ConnectTimeout)); err != nil {
 		return err
@@ -226,6 +226,7 @@ func (c *conn) readLoop() error {
 	if err := c.handleConnect(f.Command.GetConnect()); err != nil {
 		return err
 	}
+	r.SetMaxFrameSize(c.srv.cfg.maxFrameSize())
 	for {
 		if err := r.ReadFrame(&f); err != nil {
 			return err
