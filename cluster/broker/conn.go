@@ -513,6 +513,19 @@ func (c *conn) authorize(act auth.Action, topic topology.TopicName) error {
 	return nil
 }
 
+// authorizeListTopics checks the connection's role for listing the topics
+// of tenant/namespace, when authorization is on.
+func (c *conn) authorizeListTopics(tenant, namespace string) error {
+	a := c.srv.cfg.Authz
+	if a == nil {
+		return nil
+	}
+	if err := a.CanListTopics(c.ctx, c.role, tenant, namespace); err != nil {
+		return fmt.Errorf("%w: %v", wire.ErrAuthorization, err)
+	}
+	return nil
+}
+
 // parseTopic normalises a topic name from the wire, giving a bad one the
 // InvalidTopicName code.
 func parseTopic(name string) (topology.TopicName, error) {
