@@ -503,24 +503,23 @@ func (c *conn) partitions(name string) (int, error) {
 // authorize checks the connection's role for act on topic, when
 // authorization is on.
 func (c *conn) authorize(act auth.Action, topic topology.TopicName) error {
-	a := c.srv.cfg.Authz
-	if a == nil {
-		return nil
-	}
-	if err := a.Can(c.ctx, c.role, act, topic); err != nil {
-		return fmt.Errorf("%w: %v", wire.ErrAuthorization, err)
-	}
-	return nil
+	return c.authorized(func(a *auth.Authorizer) error { return a.Can(c.ctx, c.role, act, topic) })
 }
 
 // authorizeListTopics checks the connection's role for listing the topics
 // of tenant/namespace, when authorization is on.
 func (c *conn) authorizeListTopics(tenant, namespace string) error {
+	return c.authorized(func(a *auth.Authorizer) error { return a.CanListTopics(c.ctx, c.role, tenant, namespace) })
+}
+
+// authorized runs check when authorization is on, giving a refusal the
+// AuthorizationError code.
+func (c *conn) authorized(check func(*auth.Authorizer) error) error {
 	a := c.srv.cfg.Authz
 	if a == nil {
 		return nil
 	}
-	if err := a.CanListTopics(c.ctx, c.role, tenant, namespace); err != nil {
+	if err := check(a); err != nil {
 		return fmt.Errorf("%w: %v", wire.ErrAuthorization, err)
 	}
 	return nil
