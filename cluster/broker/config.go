@@ -64,6 +64,12 @@ type Config struct {
 	// Auth authenticates clients at CONNECT; nil accepts everyone with an
 	// empty role (Pulsar's authenticationEnabled=false).
 	Auth *auth.Authenticator
+	// AuthRefreshInterval is how often a connection's expiring credentials
+	// (a token's exp) are checked; once they have expired the client is
+	// asked for fresh ones, and a connection that has not sent them by the
+	// next check is closed (Pulsar's authenticationRefreshCheckSeconds,
+	// default 60s; see reauth.go). 0 never checks.
+	AuthRefreshInterval time.Duration
 	// Authz authorizes lookups, producers and consumers by role; nil
 	// allows everything (Pulsar's authorizationEnabled=false).
 	Authz *auth.Authorizer
@@ -118,6 +124,8 @@ func DefaultConfig(serviceURL string) Config {
 		ServerVersion:     "Meridian",
 		OperationTimeout:  30 * time.Second,
 
+		AuthRefreshInterval: 60 * time.Second,
+
 		MaxConnections:           10000,
 		MaxConnectionsPerIP:      2000,
 		MaxPendingPublishes:      1000,
@@ -143,6 +151,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: WriteQueue %d, want at least 16", ErrInvalidConfig, c.WriteQueue)
 	case c.WriteQueueBytes < 64<<10:
 		return fmt.Errorf("%w: WriteQueueBytes %d, want at least 64 KiB", ErrInvalidConfig, c.WriteQueueBytes)
+	case c.AuthRefreshInterval != 0 && c.AuthRefreshInterval < 100*time.Millisecond:
+		return fmt.Errorf("%w: AuthRefreshInterval %v, want 0 (never) or at least 100ms", ErrInvalidConfig, c.AuthRefreshInterval)
 	case c.MaxConnections < 0 || c.MaxConnectionsPerIP < 0:
 		return fmt.Errorf("%w: MaxConnections %d, MaxConnectionsPerIP %d: want 0 (no bound) or more", ErrInvalidConfig, c.MaxConnections, c.MaxConnectionsPerIP)
 	case c.MaxPendingPublishes < 0:

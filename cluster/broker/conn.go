@@ -59,6 +59,7 @@ type conn struct {
 	brokerEntryMetadata bool   // the client takes entries with their BrokerEntryMetadata
 	role                string // the authenticated role; empty without authentication
 	clientVersion       string
+	creds               credentials // when they expire (reauth.go)
 
 	mu struct {
 		sync.Mutex
@@ -249,6 +250,8 @@ func (c *conn) dispatch(f *wire.Frame) error {
 		c.send(pb.BaseCommand_builder{Type: pb.BaseCommand_PONG.Enum(), Pong: &pb.CommandPong{}}.Build())
 	case pb.BaseCommand_PONG:
 		// lastReceived is all a PONG is for.
+	case pb.BaseCommand_AUTH_RESPONSE:
+		return c.handleAuthResponse(cmd.GetAuthResponse())
 	case pb.BaseCommand_LOOKUP:
 		c.goRequest(func() { c.handleLookup(cmd.GetLookupTopic()) })
 	case pb.BaseCommand_PARTITIONED_METADATA:
@@ -401,6 +404,12 @@ func (c *conn) handleConnect(connect *pb.CommandConnect) error {
 			return c.closeAfterFlush(fmt.Errorf("authentication failed: %w", err))
 		}
 		c.role = role
+		c.creds.method = connect.GetAuthMethodName()
+		c.noteCredentials(a, creds)
+		if c.srv.cfg.AuthRefreshInterval > 0 && c.creds.expiresAt.Load() != 0 {
+			c.wg.Add(1)
+			go c.reauthLoop()
+		}
 	}
 	c.log.Debug("connected", "client", connect.GetClientVersion(), "protocol", c.protocolVersion)
 	c.send(pb.BaseCommand_builder{Type: pb.BaseCommand_CONNECTED.Enum(), Connected: pb.CommandConnected_builder{
