@@ -6,7 +6,6 @@ import (
 	"testing"
 )
 
-
 // FuzzJSONBodies sends arbitrary bodies to the admin routes that decode
 // JSON. Whatever the body, the answer is a success or a 4xx with a reason:
 // never a 5xx, never a hang, and the server keeps serving.
