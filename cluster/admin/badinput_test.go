@@ -54,6 +54,8 @@ func TestBadInputChangesNothing(t *testing.T) {
 			[]string{part + "/partitions"}},
 		{"invalid topic name", "PUT", "/admin/v2/persistent/pub%20lic/default/x", ``, 412,
 			[]string{"/admin/v2/tenants"}},
+		{"a partition beyond the partitioned topic's count", "PUT", part + "-partition-7", ``, 412,
+			[]string{part + "/partitions"}},
 		{"topic name with a NUL", "PUT", "/admin/v2/persistent/public/default/a%00b", ``, 412,
 			[]string{"/admin/v2/persistent/public/default"}},
 		{"topic name of 600 bytes", "PUT", "/admin/v2/persistent/public/default/" + strings.Repeat("x", 600), ``, 412,
