@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"net/url"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -27,11 +26,13 @@ import (
 // newest it reads.
 const recordVersion = 1
 
-// nameRE is Pulsar's rule for tenant, namespace and cluster names.
-var nameRE = regexp.MustCompile(`^[-=:.\w]+$`)
-
+// validName applies Pulsar's rule for tenant, namespace and cluster names
+// (topology.ValidName).
 func validName(kind, name string) error {
-	if !nameRE.MatchString(name) {
+	if !topology.ValidName(name) {
+		if len(name) > topology.MaxNameLength {
+			return fmt.Errorf("%w: %s name of %d bytes (at most %d)", ErrInvalidName, kind, len(name), topology.MaxNameLength)
+		}
 		return fmt.Errorf("%w: %s %q (use letters, digits, '_', '-', '=', ':', '.')", ErrInvalidName, kind, name)
 	}
 	return nil

@@ -3,6 +3,7 @@ package admin_test
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 )
 
@@ -52,6 +53,14 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"shrinking partitions", "POST", part + "/partitions", `1`, 412,
 			[]string{part + "/partitions"}},
 		{"invalid topic name", "PUT", "/admin/v2/persistent/pub%20lic/default/x", ``, 412,
+			[]string{"/admin/v2/tenants"}},
+		{"a partition beyond the partitioned topic's count", "PUT", part + "-partition-7", ``, 412,
+			[]string{part + "/partitions"}},
+		{"topic name with a NUL", "PUT", "/admin/v2/persistent/public/default/a%00b", ``, 412,
+			[]string{"/admin/v2/persistent/public/default"}},
+		{"topic name of 600 bytes", "PUT", "/admin/v2/persistent/public/default/" + strings.Repeat("x", 600), ``, 412,
+			[]string{"/admin/v2/persistent/public/default"}},
+		{"tenant name of 300 bytes", "PUT", "/admin/v2/tenants/" + strings.Repeat("t", 300), `{"allowedClusters":["standalone"]}`, 412,
 			[]string{"/admin/v2/tenants"}},
 		{"skip with a bad count", "POST", part + "/subscription/s/skip/x", ``, 400, nil},
 		{"cluster migration without a URL", "POST", "/admin/v2/clusters/" + outside + "/migrate?migrated=true", `{}`, 400,

@@ -2,6 +2,7 @@ package broker_test
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -217,6 +218,22 @@ func TestConnectionBounds(t *testing.T) {
 	a.nc.Close()
 	testkit.WaitFor(t, "the closed connection to leave", func() bool { return s.Connections() == 2 })
 	dialFrom("127.0.0.1").connect(20)
+}
+
+// TestConnectFrameBound: before CONNECT a client may send only a small
+// frame, so a client that has not said who it is cannot make the broker
+// wait for (and buffer) a message-sized frame; it is closed at once, long
+// before ConnectTimeout, and CONNECT and large frames after it still work.
+func TestConnectFrameBound(t *testing.T) {
+	s := startServer(t, func(c *broker.Config) { c.ConnectTimeout = time.Minute })
+	c := dialRaw(t, s.addr)
+	if _, err := c.nc.Write(binary.BigEndian.AppendUint32(nil, 1<<20)); err != nil {
+		t.Fatal(err)
+	}
+	if !c.closed() {
+		t.Fatal("a connection that declared a 1 MiB frame before CONNECT stayed open")
+	}
+	testkit.WaitFor(t, "the refused connection to leave", func() bool { return s.Connections() == 0 })
 }
 
 // TestPendingPublishesPauseReading: a connection at MaxPendingPublishes

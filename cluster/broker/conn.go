@@ -59,6 +59,7 @@ type conn struct {
 	brokerEntryMetadata bool   // the client takes entries with their BrokerEntryMetadata
 	role                string // the authenticated role; empty without authentication
 	clientVersion       string
+	creds               credentials // when they expire (reauth.go)
 
 	mu struct {
 		sync.Mutex
@@ -208,7 +209,7 @@ func (c *conn) close() {
 // readLoop reads frames until the connection fails or closes. The first
 // frame must be CONNECT, within ConnectTimeout.
 func (c *conn) readLoop() error {
-	r := wire.NewReader(c.nc, c.srv.cfg.maxFrameSize())
+	r := wire.NewReader(c.nc, maxFrameSizeBeforeConnect)
 	var f wire.Frame
 	if err := c.nc.SetReadDeadline(time.Now().Add(c.srv.cfg.ConnectTimeout)); err != nil {
 		return err
@@ -226,6 +227,7 @@ func (c *conn) readLoop() error {
 	if err := c.handleConnect(f.Command.GetConnect()); err != nil {
 		return err
 	}
+	r.SetMaxFrameSize(c.srv.cfg.maxFrameSize())
 	for {
 		if err := r.ReadFrame(&f); err != nil {
 			return err
@@ -248,6 +250,8 @@ func (c *conn) dispatch(f *wire.Frame) error {
 		c.send(pb.BaseCommand_builder{Type: pb.BaseCommand_PONG.Enum(), Pong: &pb.CommandPong{}}.Build())
 	case pb.BaseCommand_PONG:
 		// lastReceived is all a PONG is for.
+	case pb.BaseCommand_AUTH_RESPONSE:
+		return c.handleAuthResponse(cmd.GetAuthResponse())
 	case pb.BaseCommand_LOOKUP:
 		c.goRequest(func() { c.handleLookup(cmd.GetLookupTopic()) })
 	case pb.BaseCommand_PARTITIONED_METADATA:
@@ -400,6 +404,12 @@ func (c *conn) handleConnect(connect *pb.CommandConnect) error {
 			return c.closeAfterFlush(fmt.Errorf("authentication failed: %w", err))
 		}
 		c.role = role
+		c.creds.method = connect.GetAuthMethodName()
+		c.noteCredentials(a, creds)
+		if c.srv.cfg.AuthRefreshInterval > 0 && c.creds.expiresAt.Load() != 0 {
+			c.wg.Add(1)
+			go c.reauthLoop()
+		}
 	}
 	c.log.Debug("connected", "client", connect.GetClientVersion(), "protocol", c.protocolVersion)
 	c.send(pb.BaseCommand_builder{Type: pb.BaseCommand_CONNECTED.Enum(), Connected: pb.CommandConnected_builder{
@@ -513,11 +523,23 @@ func (c *conn) partitions(name string) (int, error) {
 // authorize checks the connection's role for act on topic, when
 // authorization is on.
 func (c *conn) authorize(act auth.Action, topic topology.TopicName) error {
+	return c.authorized(func(a *auth.Authorizer) error { return a.Can(c.ctx, c.role, act, topic) })
+}
+
+// authorizeListTopics checks the connection's role for listing the topics
+// of tenant/namespace, when authorization is on.
+func (c *conn) authorizeListTopics(tenant, namespace string) error {
+	return c.authorized(func(a *auth.Authorizer) error { return a.CanListTopics(c.ctx, c.role, tenant, namespace) })
+}
+
+// authorized runs check when authorization is on, giving a refusal the
+// AuthorizationError code.
+func (c *conn) authorized(check func(*auth.Authorizer) error) error {
 	a := c.srv.cfg.Authz
 	if a == nil {
 		return nil
 	}
-	if err := a.Can(c.ctx, c.role, act, topic); err != nil {
+	if err := check(a); err != nil {
 		return fmt.Errorf("%w: %v", wire.ErrAuthorization, err)
 	}
 	return nil

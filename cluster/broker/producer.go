@@ -169,6 +169,13 @@ func (p *producer) publish(send *pb.CommandSend, f *wire.Frame) {
 		n = max(int(send.GetNumMessages()), 1)
 	}
 	r.messages = n
+	if err := wire.CheckBatchCount(f.Metadata, f.Payload); err != nil {
+		// A count its payload cannot hold would drain the permits of every
+		// consumer it reaches (wire.BatchMessages).
+		r.err = fmt.Errorf("%w: %v", wire.ErrNotAllowed, err)
+		p.queue(r)
+		return
+	}
 	if send.GetIsChunk() || p.repl {
 		md, err := f.DecodeMetadata()
 		if err != nil {

@@ -643,6 +643,12 @@ func (s *Service) loadTopic(ctx context.Context, t topology.TopicName, create cr
 	if err != nil {
 		return nil, err
 	}
+	if !exists && t.IsPartition() && eff.Partitions > 0 && t.Partition >= eff.Partitions {
+		// Created, it would be a topic of its own that the partitioned
+		// topic's clients never read, and that an increase of the
+		// partitions would later adopt with whatever it holds.
+		return nil, fmt.Errorf("%w: %s is beyond the %d partitions of %s", wire.ErrNotAllowed, t, eff.Partitions, t.Base())
+	}
 	// A partition of a partitioned topic exists once its metadata does.
 	partition := t.IsPartition() && t.Partition < eff.Partitions
 	allowed := create == forceCreate || (create == autoCreate && eff.AutoTopicCreation.Allow)
