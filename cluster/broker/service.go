@@ -273,9 +273,10 @@ type Service struct {
 // topicLoad is a topic being loaded or loaded: done is closed when topic or
 // err is set.
 type topicLoad struct {
-	done  chan struct{}
-	topic *Topic
-	err   error
+	done   chan struct{}
+	create creation // what the load may do when the topic does not exist
+	topic  *Topic
+	err    error
 }
 
 // NewService returns a Service over its dependencies: the region's metadata
@@ -539,30 +540,40 @@ const (
 	forceCreate          // always (admin)
 )
 
+// topic returns the loaded topic, loading it (and creating it, as create
+// allows) once for all its concurrent callers. A caller that joined a load
+// that could not create the topic (a stats request's beside a PRODUCER's)
+// and found it missing loads again with its own creation: the failed load
+// has left the map by then.
 func (s *Service) topic(ctx context.Context, t topology.TopicName, create creation) (*Topic, error) {
 	name := t.String()
-	s.mu.Lock()
-	if s.mu.closed {
+	for {
+		s.mu.Lock()
+		if s.mu.closed {
+			s.mu.Unlock()
+			return nil, fmt.Errorf("%w: broker is shutting down", wire.ErrServiceNotReady)
+		}
+		l, ok := s.mu.topics[name]
+		if !ok {
+			l = &topicLoad{done: make(chan struct{}), create: create}
+			s.mu.topics[name] = l
+			s.wg.Add(1)
+			go s.load(l, t, create)
+		}
 		s.mu.Unlock()
-		return nil, fmt.Errorf("%w: broker is shutting down", wire.ErrServiceNotReady)
+		select {
+		case <-l.done:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: topic %s is still loading", wire.ErrServiceNotReady, name)
+		}
+		if l.err != nil && l.create < create && errors.Is(l.err, wire.ErrTopicNotFound) {
+			continue
+		}
+		if l.err != nil {
+			return nil, l.err
+		}
+		return l.topic, nil
 	}
-	l, ok := s.mu.topics[name]
-	if !ok {
-		l = &topicLoad{done: make(chan struct{})}
-		s.mu.topics[name] = l
-		s.wg.Add(1)
-		go s.load(l, t, create)
-	}
-	s.mu.Unlock()
-	select {
-	case <-l.done:
-	case <-ctx.Done():
-		return nil, fmt.Errorf("%w: topic %s is still loading", wire.ErrServiceNotReady, name)
-	}
-	if l.err != nil {
-		return nil, l.err
-	}
-	return l.topic, nil
 }
 
 // load loads one topic; a failed load is forgotten so the next request
