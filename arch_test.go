@@ -4,7 +4,8 @@
 // never depends on the broker, nothing below the assembly (cluster/node)
 // depends on it, and nothing depends on cmd or e2e. Outside modules stay
 // behind the package that wraps them (etcd behind cluster/meta, the Pulsar
-// client in cmd and e2e, the metrics endpoint in telemetry).
+// client in cmd and e2e, the metrics endpoint in telemetry), and test kits
+// stay in tests.
 package meridian_test
 
 import (
@@ -56,6 +57,20 @@ var allowedImports = map[string][]string{
 		"cluster/meta", "cluster/bookie/bkproto", "cluster/bookie", "cluster/ledger", "cluster/mledger", "global"},
 	"cmd": {"*"},
 	"e2e": {"*"},
+	// The test kits (see kits): testkit imports nothing of ours, metatest
+	// (the embedded-etcd harness) only the metadata store and testkit.
+	"testkit":               nil,
+	"cluster/meta/metatest": {"cluster/meta", "telemetry", "testkit"},
+}
+
+// kits are the packages of test support, each with the row it serves: the
+// tests of a row may import a kit when the row may import what the kit
+// serves ("" for a kit that serves every row, tests of topology and
+// telemetry included). No row lists a kit, so no code imports one, but
+// another kit's code may, and cmd's and e2e's.
+var kits = map[string]string{
+	"testkit":               "",
+	"cluster/meta/metatest": "cluster/meta",
 }
 
 // notInCode narrows a row for non-test files: the broker reaches storage only
@@ -244,6 +259,7 @@ func importErrors(r string, files []goFile) []string {
 				errs = append(errs, fmt.Sprintf("%s imports %s: %s's code may not (its tests may): %v", f.path, imp, r, notInCode[r]))
 			case target == r, slices.Contains(allowed, "*"), slices.Contains(allowed, target):
 			case f.isTest && slices.Contains(testsMayAlsoImport[r], target):
+			case f.isTest && kitServes(target, r, allowed):
 			default:
 				errs = append(errs, fmt.Sprintf("%s imports %s: %s may import only %v (DESIGN §2)", f.path, imp, r, allowed))
 			}
@@ -261,11 +277,19 @@ func importErrors(r string, files []goFile) []string {
 	return errs
 }
 
+// kitServes reports whether kit is a test kit that the tests of row r, which
+// may import allowed, may import.
+func kitServes(kit, r string, allowed []string) bool {
+	serves, ok := kits[kit]
+	return ok && (serves == "" || serves == r || slices.Contains(allowed, serves))
+}
+
 // TestImportRulesCatch shows the rules fail where they must: a broker test
 // that imports the admin API above it, broker code that reaches the ledger
 // client, etcd outside cluster/meta, pulsar-client-go outside cmd and e2e, a
-// registry built outside telemetry, and a package below the assembly that
-// imports it.
+// registry built outside telemetry, a package below the assembly that
+// imports it, a test kit imported by code or by the tests of a row that may
+// not import what it serves, and a kit that imports more than its row.
 func TestImportRulesCatch(t *testing.T) {
 	for _, tc := range []struct {
 		row  string
@@ -280,6 +304,10 @@ func TestImportRulesCatch(t *testing.T) {
 		{"cluster/admin", goFile{path: "cluster/admin/x_test.go", isTest: true, imports: []string{"cluster/node"}}},
 		{"cluster/mledger", goFile{path: "cluster/mledger/x_test.go", isTest: true, imports: []string{"cluster/broker"}}},
 		{"cluster/bookie", goFile{path: "cluster/bookie/x_test.go", isTest: true, imports: []string{"cluster/broker/brokertest"}}},
+		{"cluster/wire", goFile{path: "cluster/wire/x_test.go", isTest: true, imports: []string{"cluster/meta/metatest"}}},
+		{"global", goFile{path: "global/x.go", imports: []string{"cluster/meta/metatest"}}},
+		{"topology", goFile{path: "topology/x.go", imports: []string{"testkit"}}},
+		{"testkit", goFile{path: "testkit/x.go", imports: []string{"cluster/meta"}}},
 	} {
 		if errs := importErrors(tc.row, []goFile{tc.file}); len(errs) == 0 {
 			t.Errorf("%s importing %v (source %q) passed the rules", tc.file.path, tc.file.imports, tc.file.source)
@@ -292,6 +320,9 @@ func TestImportRulesCatch(t *testing.T) {
 		{"cluster/broker", goFile{path: "cluster/broker/x_test.go", isTest: true, imports: []string{"cluster/ledger", "github.com/apache/pulsar-client-go/pulsar"}}},
 		{"cluster/ledger", goFile{path: "cluster/ledger/x_test.go", isTest: true, imports: []string{"cluster/bookie"}}},
 		{"cluster/node", goFile{path: "cluster/node/x.go", imports: []string{"cluster/admin", "replicator"}, source: "prometheus.NewRegistry()"}},
+		{"topology", goFile{path: "topology/x_test.go", isTest: true, imports: []string{"testkit"}}},
+		{"global", goFile{path: "global/x_test.go", isTest: true, imports: []string{"cluster/meta/metatest", "testkit"}}},
+		{"cluster/meta/metatest", goFile{path: "cluster/meta/metatest/x.go", imports: []string{"cluster/meta", "testkit"}}},
 	} {
 		if errs := importErrors(ok.row, []goFile{ok.file}); len(errs) != 0 {
 			t.Errorf("%s: %v", ok.file.path, errs)
@@ -308,6 +339,9 @@ func TestRowsCoverTheirSubpackages(t *testing.T) {
 		"cmd/meridian":              "cmd",
 		"cluster/node":              "cluster/node",
 		"cluster/broker/brokertest": "cluster/broker/brokertest",
+		"cluster/meta/metatest":     "cluster/meta/metatest",
+		"testkit":                   "testkit",
+		"testkitx":                  "",
 		"cluster/wirex":             "",
 		"internal/x":                "",
 	} {

@@ -128,9 +128,9 @@ type entry struct {
 // failure re-lists (at once after ErrCompacted, with backoff otherwise).
 // Everyone else only reads under mu's read lock.
 //
-// Lock order: Cache.mu, then Subscription.mu. The owner never blocks on a
-// subscriber: it records the change under the subscriber's mutex (held only
-// to swap a map) and pokes a one-slot channel without waiting.
+// Lock order: docs/lock-order.md. The owner never blocks on a subscriber:
+// it records the change under the subscriber's mutex (held only to swap a
+// map) and pokes a one-slot channel without waiting.
 type Cache struct {
 	st     meta.Store
 	prefix string // the store's prefix plus "/"

@@ -18,6 +18,11 @@
 //     tenant's allowed clusters.
 //   - Store.Ensure: the idempotent bootstrap of standalone and dev mode.
 //
+// records.go holds the records and their validation, store.go the Store,
+// cache.go the Cache, resolve.go Resolve, bootstrap.go Ensure, and
+// dispatchrate.go the replicator dispatch rates, which live in the records'
+// Extra maps.
+//
 // Key layout under the prefix (segments URL-escaped, meta.Key):
 //
 //	clusters/<region>
@@ -29,4 +34,6 @@
 // segment, as Pulsar's own metadata layout does, so that persistent://t/n/x
 // and non-persistent://t/n/x never share a record. A partition has no record
 // of its own: its partitioned topic's applies.
+//
+// Its locks are ordered with the rest of the process's in docs/lock-order.md.
 package global

@@ -3,97 +3,24 @@ package global
 import (
 	"context"
 	"errors"
-	"fmt"
-	"os"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/meridian-mq/meridian/cluster/meta"
-	"go.uber.org/goleak"
+	"github.com/meridian-mq/meridian/testkit"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	// The shared etcd outlives the tests that use it; stop it before
-	// looking for leaked goroutines.
-	if shared.e != nil {
-		if err := shared.e.Close(); err != nil {
-			fmt.Fprintln(os.Stderr, "closing the shared etcd:", err)
-			code = 1
-		}
-	}
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+// TestMain closes the shared etcd (metatest.Shared), then fails the run if a
+// goroutine outlives the tests.
+func TestMain(m *testing.M) { testkit.Main(m) }
 
-// waitFor bounds every wait in the tests.
+// waitFor bounds each test's context.
 const waitFor = 20 * time.Second
-
-// shared is one embedded etcd member for the etcd tests, started on first
-// use; every test writes under its own prefix.
-var shared struct {
-	once sync.Once
-	e    *meta.Embed
-	err  error
-}
-
-// runs numbers prefixes, unique across -count=N runs on the shared etcd.
-var runs atomic.Int64
-
-func fastEmbedConfig() meta.EmbedConfig {
-	cfg := meta.DefaultEmbedConfig()
-	cfg.HeartbeatInterval = 20 * time.Millisecond
-	cfg.ElectionTimeout = 200 * time.Millisecond
-	cfg.StartTimeout = 30 * time.Second
-	cfg.Logger = nil
-	return cfg
-}
-
-func sharedEtcd(t *testing.T) *meta.Embed {
-	t.Helper()
-	shared.once.Do(func() {
-		shared.e, shared.err = meta.StartEmbed(context.Background(), fastEmbedConfig())
-	})
-	if shared.err != nil {
-		t.Fatalf("start embedded etcd: %v", shared.err)
-	}
-	return shared.e
-}
-
-func dialT(t *testing.T, endpoints []string) *meta.Etcd {
-	t.Helper()
-	cfg := meta.DefaultEtcdConfig()
-	cfg.Logger = nil
-	cfg.DialTimeout = 5 * time.Second
-	s, err := meta.Dial(ctxT(t), endpoints, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
-}
 
 func ctxT(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(t.Context(), waitFor)
 	t.Cleanup(cancel)
 	return ctx
-}
-
-func newMemory(t *testing.T) *meta.Memory {
-	t.Helper()
-	m, err := meta.NewMemory(meta.DefaultMemoryConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close() })
-	return m
 }
 
 // newStore is a Store over st under prefix, with a short request timeout
@@ -127,21 +54,6 @@ func startCache(t *testing.T, s *Store, mod ...func(*CacheConfig)) *Cache {
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
-}
-
-// eventually waits until cond holds, polling on a short ticker, failing
-// after waitFor with what.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitFor)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		<-tick.C
-	}
 }
 
 // must(f()).ok(t) is f's value, or fails the test with f's error.

@@ -7,7 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meridian-mq/meridian/cluster/meta"
+	"github.com/meridian-mq/meridian/cluster/meta/metatest"
+	"github.com/meridian-mq/meridian/testkit"
 )
 
 // DESIGN §3: the data path never waits on the global etcd. With the etcd
@@ -17,19 +18,10 @@ import (
 func TestCacheSurvivesEtcdOutage(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
-	cfg := fastEmbedConfig()
+	cfg := metatest.FastEmbedConfig()
 	cfg.DataDir = t.TempDir()
-	e, err := meta.StartEmbed(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stopped := false
-	t.Cleanup(func() {
-		if !stopped {
-			e.Close()
-		}
-	})
-	st := dialT(t, e.Endpoints())
+	e := metatest.Start(t, cfg)
+	st := metatest.Dial(t, e.Endpoints())
 	s := newStore(t, st, DefaultConfig().Prefix)
 	if err := s.Ensure(ctx, Bootstrap{Clusters: map[string]ClusterData{"standalone": east}}); err != nil {
 		t.Fatal(err)
@@ -40,7 +32,6 @@ func TestCacheSurvivesEtcdOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	stopped = true
 	phase := time.Now()
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
@@ -53,7 +44,7 @@ func TestCacheSurvivesEtcdOutage(t *testing.T) {
 	if got := c.Namespaces("public"); !slices.Equal(got, []string{"default"}) {
 		t.Fatalf("Namespaces with etcd down = %v", got)
 	}
-	eventually(t, "the cache reporting the store unreachable", func() bool { return errors.Is(c.Err(), ErrUnavailable) })
+	testkit.WaitFor(t, "the cache reporting the store unreachable", func() bool { return errors.Is(c.Err(), ErrUnavailable) })
 	start := time.Now()
 	_, err = s.CreateNamespace(ctx, "public", "during", Policies{})
 	wantErr(t, "write with etcd down", err, ErrUnavailable)
@@ -65,18 +56,14 @@ func TestCacheSurvivesEtcdOutage(t *testing.T) {
 	// Same data, same ports (the member's peer URL is in its data).
 	cfg.ListenClientURLs, cfg.ListenPeerURLs = e.Endpoints(), e.PeerURLs()
 	phase = time.Now()
-	e2, err := meta.StartEmbed(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e2.Close() })
-	s2 := newStore(t, dialT(t, e2.Endpoints()), DefaultConfig().Prefix)
+	e2 := metatest.Start(t, cfg)
+	s2 := newStore(t, metatest.Dial(t, e2.Endpoints()), DefaultConfig().Prefix)
 	r = must(s2.CreateNamespace(ctx, "public", "after", Policies{MessageTTLInSeconds: ptr(3)})).ok(t)
 	if err := c.Await(ctx, r); err != nil {
 		t.Fatalf("cache did not converge after the restart: %v (cache Err %v)", err, c.Err())
 	}
 	t.Logf("cache converged %v after the restart began", time.Since(phase).Round(time.Millisecond))
-	eventually(t, "the cache reporting the store reachable", func() bool { return c.Err() == nil })
+	testkit.WaitFor(t, "the cache reporting the store reachable", func() bool { return c.Err() == nil })
 	if p, ok := c.Namespace("public", "after"); !ok || *p.MessageTTLInSeconds != 3 {
 		t.Fatalf("cache after restart: %+v, %v", p, ok)
 	}

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/meridian-mq/meridian/cluster/meta"
+	"github.com/meridian-mq/meridian/cluster/meta/metatest"
+	"github.com/meridian-mq/meridian/testkit"
 	"github.com/meridian-mq/meridian/topology"
 )
 
@@ -46,7 +48,7 @@ func runSuite(t *testing.T, h harness) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			ma, mb := h(t)
-			prefix := fmt.Sprintf("/test/%d/global", runs.Add(1))
+			prefix := metatest.Prefix(t)
 			tc.run(t, env{ma: ma, mb: mb, a: newStore(t, ma, prefix), b: newStore(t, mb, prefix), prefix: prefix})
 		})
 	}
@@ -54,15 +56,15 @@ func runSuite(t *testing.T, h harness) {
 
 func TestMemorySuite(t *testing.T) {
 	runSuite(t, func(t *testing.T) (meta.Store, meta.Store) {
-		m := newMemory(t)
+		m := metatest.Memory(t)
 		return m, m
 	})
 }
 
 func TestEtcdSuite(t *testing.T) {
-	e := sharedEtcd(t)
+	e := metatest.Shared(t)
 	runSuite(t, func(t *testing.T) (meta.Store, meta.Store) {
-		return dialT(t, e.Endpoints()), dialT(t, e.Endpoints())
+		return metatest.Dial(t, e.Endpoints()), metatest.Dial(t, e.Endpoints())
 	})
 }
 
@@ -657,9 +659,9 @@ func testCacheRelists(t *testing.T, e env) {
 	}
 	nextBatch(t, sub) // the initial resync
 
-	eventually(t, "the cache's watch", func() bool { return fs.watches.Load() == 1 })
+	testkit.WaitFor(t, "the cache's watch", func() bool { return fs.watches.Load() == 1 })
 	fs.killWatches()
-	eventually(t, "a re-list after ErrCompacted", func() bool { return fs.lists.Load() >= 2 })
+	testkit.WaitFor(t, "a re-list after ErrCompacted", func() bool { return fs.lists.Load() >= 2 })
 	if b := nextBatch(t, sub); !b.Resync {
 		t.Fatalf("batch after a re-list %+v, want Resync", b)
 	}
@@ -684,7 +686,7 @@ func testCacheServesClosed(t *testing.T, e env) {
 	if err := e.mb.Close(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the cache noticing the closed store", func() bool { return c.Err() != nil })
+	testkit.WaitFor(t, "the cache noticing the closed store", func() bool { return c.Err() != nil })
 	eff, err := c.Resolve(topic(t, "acme/ns/t"), DefaultBrokerDefaults())
 	if err != nil || eff.MessageTTLInSeconds != 7 || eff.Partitions != 1 {
 		t.Fatalf("Resolve from the cache of a closed store = %+v, %v", eff, err)

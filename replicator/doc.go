@@ -28,4 +28,20 @@
 // cursor write is one etcd transaction that also requires the task key to be
 // at the revision its holder claimed it at, and a new holder's claim created
 // the key anew.
+//
+// Two policies act on a task's sends: the topic's replicator dispatch rate
+// holds them to its rate, and its message TTL skips an entry stored longer
+// ago than the TTL, counted as expired: the one way the cursor passes an
+// entry that was not sent.
+//
+// worker.go holds the Worker, which claims and runs tasks, and plan.go which
+// tasks the region needs and which entries go to a remote; task.go is one
+// task, and cursor.go how it opens its cursor. ratelimit.go and ttl.go are
+// the two policies. stats.go is what the tasks report and the worker
+// publishes for the brokers' replication stats (mledger's replication state
+// record); trace.go is the replicate span; metrics.go the worker's own
+// metrics. variants.go and broken_cursorearly.go are a deliberately broken
+// build for e2e's TestBrokenVariants.
+//
+// Its locks are ordered with the rest of the process's in docs/lock-order.md.
 package replicator

@@ -32,14 +32,16 @@
 // # Stored, not enforced
 //
 // Many of Pulsar's namespace and topic policies (the subscription's
-// unacked-message limit, dispatch, publish and subscribe rates, offload and compaction
-// thresholds, persistence, delayed delivery, max message size, schema
-// validation, auto subscription creation, subscription expiration,
-// properties) are accepted, validated for their JSON shape, stored in the
-// global record's Extra map and answered back, but the broker does not act
-// on them. stored.go lists them in one table. The producer, consumer and
-// subscription limits and a topic's unacked-message limit per consumer are
-// stored the same way, and the broker enforces them.
+// unacked-message limit, the consumers' dispatch, publish and subscribe
+// rates, offload and compaction thresholds, persistence, delayed delivery,
+// max message size, schema validation, the deduplication snapshot interval,
+// subscription expiration, properties) are accepted, validated for their
+// JSON shape, stored in the global record's Extra map and answered back, but
+// nothing acts on them. stored.go lists them in one table. The producer,
+// consumer and subscription limits, a topic's unacked-message limit per
+// consumer and auto subscription creation are stored the same way, and the
+// broker enforces them; so is the replicator dispatch rate
+// (dispatchrate.go), which the replicator enforces.
 //
 // # Bad input changes nothing
 //
@@ -47,4 +49,17 @@
 // write is a single conditional update of one global record, validated by
 // the global store as a whole: a refused request leaves the stored
 // configuration as it was.
+//
+// # Where things are
+//
+// handler.go builds the handler, authenticates and routes; config.go is its
+// Config and the Authorizer; errors.go the status table. Each group of
+// routes has its file: tenants.go (tenants, clusters, brokers), namespaces.go,
+// topics.go, messages.go (peek and message lookups, with trail.go's
+// headers), schemas.go, lookup.go, bundles.go, loadbalance.go,
+// brokerstats.go and brokerconfig.go. Policies are in topicpolicies.go (the
+// topic-level overrides global resolves), stored.go and dispatchrate.go;
+// statistics in stats.go and replication.go (a topic's replication stats).
+//
+// Its locks are ordered with the rest of the process's in docs/lock-order.md.
 package admin

@@ -8,30 +8,19 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
-)
 
-// waitFor polls cond until it holds, failing the test after d.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %v for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
+	"github.com/meridian-mq/meridian/testkit"
+)
 
 // TestLoadReport checks that pulsaradmin decodes the broker's load report
 // and that it describes this broker.
 func TestLoadReport(t *testing.T) {
 	adm := newAdmin(t, web.URL)
 	var rep *utils.LocalBrokerData
-	waitFor(t, 30*time.Second, "a load report", func() bool {
+	testkit.WaitFor(t, "a load report", func() bool {
 		r, err := adm.BrokerStats().GetLoadReport() // pulsaradmin drops the error: nil means it failed
 		rep = r
 		return err == nil && r != nil && r.LastUpdate > 0
@@ -48,7 +37,7 @@ func TestLoadReport(t *testing.T) {
 // one broker of the region.
 func TestLeaderBroker(t *testing.T) {
 	adm := newAdmin(t, web.URL)
-	waitFor(t, 30*time.Second, "the leader", func() bool {
+	testkit.WaitFor(t, "the leader", func() bool {
 		leader, err := adm.Brokers().GetLeaderBroker()
 		return err == nil && leader.BrokerID == region.ID() && leader.ServiceURL == webURL()
 	})

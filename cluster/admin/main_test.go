@@ -19,6 +19,7 @@ import (
 
 	"github.com/meridian-mq/meridian/cluster/admin"
 	"github.com/meridian-mq/meridian/cluster/broker/brokertest"
+	"github.com/meridian-mq/meridian/testkit"
 )
 
 // region is the broker the package's tests share (starting one is the
@@ -38,20 +39,19 @@ func testLogger() *slog.Logger {
 	return slog.New(slog.DiscardHandler)
 }
 
+// TestMain runs the tests with the shared region up, then fails the run if
+// a goroutine outlives them. A producer's send-timeout timer in
+// pulsar-client-go outlives the client's Close, for up to SendTimeout.
 func TestMain(m *testing.M) {
-	code := run(m)
-	if code == 0 {
-		if err := goleak.Find(
-			goleak.IgnoreTopFunction("github.com/apache/pulsar-client-go/pulsar.(*partitionProducer).failTimeoutMessages"),
-		); err != nil {
-			fmt.Fprintln(os.Stderr, "goroutines leaked:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	testkit.Main(withRegion{m},
+		goleak.IgnoreTopFunction("github.com/apache/pulsar-client-go/pulsar.(*partitionProducer).failTimeoutMessages"))
 }
 
-func run(m *testing.M) int {
+// withRegion runs the tests between starting the shared region and
+// stopping it, so that testkit.Main looks for leaks once it is stopped.
+type withRegion struct{ *testing.M }
+
+func (m withRegion) Run() int {
 	slog.SetDefault(testLogger()) // parts below log to the default logger
 	dir, err := os.MkdirTemp("", "admin-test-")
 	if err != nil {
@@ -85,7 +85,7 @@ func run(m *testing.M) int {
 	defer web.Close()
 	defer web.CloseClientConnections()
 	defer http.DefaultClient.CloseIdleConnections()
-	return m.Run()
+	return m.M.Run()
 }
 
 // startBroker starts another broker with cfg in the shared region, and

@@ -4,9 +4,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
+
+	"github.com/meridian-mq/meridian/testkit"
 )
 
 // TestTenantsNamespacesClusters drives tenants, clusters and namespace
@@ -194,7 +195,7 @@ func TestBrokers(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The leader is elected once the broker runs: wait for it.
-	waitFor(t, 30*time.Second, "the leader", func() bool {
+	testkit.WaitFor(t, "the leader", func() bool {
 		leader, err := adm.Brokers().GetLeaderBroker()
 		return err == nil && leader.BrokerID == region.ID()
 	})

@@ -18,6 +18,8 @@ import (
 	"github.com/jonboulle/clockwork"
 	"github.com/meridian-mq/meridian/cluster/bookie/bkproto"
 	"github.com/meridian-mq/meridian/cluster/meta"
+	"github.com/meridian-mq/meridian/cluster/meta/metatest"
+	"github.com/meridian-mq/meridian/testkit"
 )
 
 func TestAddReadFenceLAC(t *testing.T) {
@@ -119,7 +121,7 @@ func TestOutOfOrderResponses(t *testing.T) {
 		polled <- lac
 	}()
 	// While the poll waits, other requests on the connection complete.
-	waitFor(t, "the long-poll to register", func() bool {
+	testkit.WaitFor(t, "the long-poll to register", func() bool {
 		b.store.mu.Lock()
 		defer b.store.mu.Unlock()
 		return len(b.store.mu.ledgers[5].waiters) == 1
@@ -171,7 +173,7 @@ func TestLongPollOnUnknownLedger(t *testing.T) {
 		lac, err = c.ReadLAC(ctx, bkproto.ReadLACRequest{LedgerID: 8, LongPoll: true, Previous: bkproto.NoEntry, Timeout: time.Hour})
 		polled <- err
 	}()
-	waitFor(t, "the long-poll to register", func() bool { return unknownWaiters(8) == 1 })
+	testkit.WaitFor(t, "the long-poll to register", func() bool { return unknownWaiters(8) == 1 })
 	select {
 	case err := <-polled:
 		t.Fatalf("long-poll on an unknown ledger answered at once: %d, %v", lac, err)
@@ -221,7 +223,7 @@ func TestWaitingRead(t *testing.T) {
 		return out
 	}
 	polled := read(1, time.Minute)
-	waitFor(t, "the long-poll read to register", func() bool {
+	testkit.WaitFor(t, "the long-poll read to register", func() bool {
 		b.store.mu.Lock()
 		defer b.store.mu.Unlock()
 		return len(b.store.mu.ledgers[5].waiters) == 1
@@ -265,7 +267,7 @@ func TestWaitingRead(t *testing.T) {
 		}()
 		return out
 	}()
-	waitFor(t, "the long-poll read of an unknown ledger to register", func() bool {
+	testkit.WaitFor(t, "the long-poll read of an unknown ledger to register", func() bool {
 		b.store.mu.Lock()
 		defer b.store.mu.Unlock()
 		return len(b.store.mu.unknownWaiters[9]) == 1
@@ -462,11 +464,11 @@ func TestGroupCommit(t *testing.T) {
 	}
 	go add(0)
 	// The first add's sync is held; everything sent meanwhile queues.
-	waitFor(t, "the first sync to start", func() bool { return fs.waiting.Load() == 1 })
+	testkit.WaitFor(t, "the first sync to start", func() bool { return fs.waiting.Load() == 1 })
 	for e := int64(1); e <= n; e++ {
 		go add(e)
 	}
-	waitFor(t, "the other adds to queue", func() bool { return len(b.journal.queue) == n })
+	testkit.WaitFor(t, "the other adds to queue", func() bool { return len(b.journal.queue) == n })
 	select {
 	case err := <-errs:
 		t.Fatalf("an add was acknowledged before its sync: %v", err)
@@ -514,7 +516,7 @@ func TestJournalSyncFailureIsFatal(t *testing.T) {
 
 func TestDiskFullTurnsReadOnly(t *testing.T) {
 	ctx := testCtx(t)
-	store := newMemStore(t)
+	store := metatest.Memory(t)
 	fs := NewFaultFS(OSFS{})
 	cfg := testConfig(t, t.TempDir(), store)
 	cfg.FS = fs
@@ -694,7 +696,7 @@ func TestMalformedFramesRefused(t *testing.T) {
 
 func TestGarbageCollection(t *testing.T) {
 	ctx := testCtx(t)
-	store := newMemStore(t)
+	store := metatest.Memory(t)
 	cfg := testConfig(t, t.TempDir(), store)
 	b := startBookie(t, cfg)
 	c := dial(t, b.Addr())
@@ -748,7 +750,7 @@ func TestGarbageCollection(t *testing.T) {
 
 func TestRegistrationLifecycle(t *testing.T) {
 	ctx := testCtx(t)
-	store := newMemStore(t)
+	store := metatest.Memory(t)
 	cfg := testConfig(t, t.TempDir(), store)
 	key := bkproto.BookieKey(cfg.Region, cfg.ID)
 	watch := store.Watch(ctx, key, 0)
@@ -843,7 +845,7 @@ func (s *stopDuringCreateStore) Create(ctx context.Context, key string, value []
 // the key with even odds; TestRegistrationLifecycle hit it under load.
 func TestRegistrationRevokedWhenLeaseEndsWithStop(t *testing.T) {
 	ctx := testCtx(t)
-	store := &stopDuringCreateStore{Store: newMemStore(t), leases: map[meta.LeaseID]meta.Lease{}}
+	store := &stopDuringCreateStore{Store: metatest.Memory(t), leases: map[meta.LeaseID]meta.Lease{}}
 	cfg := testConfig(t, t.TempDir(), store)
 	key := bkproto.BookieKey(cfg.Region, cfg.ID)
 	for run := range 20 {
@@ -985,10 +987,10 @@ func TestLongPollCleanup(t *testing.T) {
 		defer b.store.mu.Unlock()
 		return len(b.store.mu.ledgers[6].waiters)
 	}
-	waitFor(t, "the long-poll to register", func() bool { return waiters() == 1 })
+	testkit.WaitFor(t, "the long-poll to register", func() bool { return waiters() == 1 })
 	c2.Close()
 	wantErr(t, "poll on a closed connection", <-polled, bkproto.ErrConnClosed)
-	waitFor(t, "the waiter to go", func() bool { return waiters() == 0 })
+	testkit.WaitFor(t, "the waiter to go", func() bool { return waiters() == 0 })
 }
 
 // TestLongPollTimeoutOnClock: a LAC long-poll's timeout runs on the
@@ -1019,7 +1021,7 @@ func TestLongPollTimeoutOnClock(t *testing.T) {
 		lac, err := c.ReadLAC(ctx, bkproto.ReadLACRequest{LedgerID: 9, LongPoll: true, Previous: 0, Timeout: pollTimeout})
 		polled <- answer{lac, err}
 	}()
-	waitFor(t, "the poll's timer", func() bool {
+	testkit.WaitFor(t, "the poll's timer", func() bool {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		for sc := range b.mu.conns {

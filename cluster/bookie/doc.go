@@ -89,19 +89,22 @@
 // by the checkpointer, GC or the compactor. Bookie.Close stops and waits for
 // all of them.
 //
-// Lock order (a lock may be taken while holding those above it, never the
-// reverse): store.maint, then serverConn.timers, then store.mu, then a
-// logReader's mu. Bookie.mu (the connection set) and bkproto.Conn.mu are
-// leaves. store.maint is held across I/O (flushes, file scans, and the
-// compactor's wait for its copies), which is why only background work takes
-// it; no other lock is held across I/O or a channel send, except that a
-// logReader's read lock is held across the pread it protects, and the apply
-// stage's pebble write happens under no lock at all (phase 2 of
-// store.apply).
+// Its locks are ordered with the rest of the process's in docs/lock-order.md.
 //
 // # Metadata
 //
 // The bookie registers at /meridian/regions/<r>/bookies/<id> under a lease
 // (bkproto.Registration) and deletes local ledgers whose
 // /meridian/regions/<r>/ledgers/<id> key is gone (CollectGarbage).
+//
+// # Where things are
+//
+// bookie.go starts and stops a Bookie, which config.go configures, and
+// server.go serves its connections. journal.go is the journal, its replay
+// and its group commit, in records of record.go's format; store.go is the
+// pebble index, the ledger state and the read path; space.go is the life of
+// the journal files (checkpoint, accounting, deletion, compaction).
+// register.go keeps the registration and gc.go collects garbage. fs.go,
+// failpoint.go and failpoint_endpoint.go inject faults, and metrics.go
+// declares every metric.
 package bookie

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/meridian-mq/meridian/cluster/bookie/bkproto"
+	"github.com/meridian-mq/meridian/cluster/meta/metatest"
+	"github.com/meridian-mq/meridian/testkit"
 )
 
 func TestParseFailpointsRoundTrip(t *testing.T) {
@@ -101,7 +103,7 @@ func (l *addLoad) since(from time.Time) []loadAdd {
 }
 
 func startFailpointBookie(t *testing.T) *testBookie {
-	cfg := testConfig(t, t.TempDir(), newMemStore(t))
+	cfg := testConfig(t, t.TempDir(), metatest.Memory(t))
 	cfg.FailpointEndpoint = "127.0.0.1:0"
 	cfg.ReadOnlyProbeInterval = time.Second
 	return startBookie(t, cfg)
@@ -206,11 +208,11 @@ func TestSlowSyncSwitchedUnderLoad(t *testing.T) {
 	b := startFailpointBookie(t)
 	load := startAddLoad(t, dial(t, b.Addr()), 4)
 	began := time.Now()
-	waitFor(t, "adds before the switch", func() bool { return len(load.since(began)) >= 50 })
+	testkit.WaitFor(t, "adds before the switch", func() bool { return len(load.since(began)) >= 50 })
 
 	mustSetFailpoints(t, b, http.MethodPut, "journal-fsync=delay:"+delay.String())
 	slowFrom := time.Now()
-	waitFor(t, "adds under the slow sync", func() bool { return len(load.since(slowFrom)) >= 8 })
+	testkit.WaitFor(t, "adds under the slow sync", func() bool { return len(load.since(slowFrom)) >= 8 })
 	mustSetFailpoints(t, b, http.MethodDelete, "")
 	fastFrom := time.Now()
 	// Every add that started while the delay was armed, and completed
@@ -232,7 +234,7 @@ func TestSlowSyncSwitchedUnderLoad(t *testing.T) {
 		t.Fatal("no add completed under the slow sync")
 	}
 	var fastest time.Duration
-	waitFor(t, "an add faster than the delay after the clear", func() bool {
+	testkit.WaitFor(t, "an add faster than the delay after the clear", func() bool {
 		for _, a := range load.since(fastFrom) {
 			if a.err != nil {
 				t.Fatalf("add after the clear failed: %v", a.err)
@@ -254,7 +256,7 @@ func TestFsyncErrorSwitchedUnderLoad(t *testing.T) {
 	b := startFailpointBookie(t)
 	load := startAddLoad(t, dial(t, b.Addr()), 4)
 	began := time.Now()
-	waitFor(t, "adds before the switch", func() bool { return len(load.since(began)) >= 50 })
+	testkit.WaitFor(t, "adds before the switch", func() bool { return len(load.since(began)) >= 50 })
 	fp, _ := ParseFailpoints("journal-fsync=error")
 	if err := b.SetFailpoints(fp); err != nil {
 		t.Fatal(err)
@@ -283,14 +285,14 @@ func TestDiskFullSwitchedUnderLoad(t *testing.T) {
 	c := dial(t, b.Addr())
 	load := startAddLoad(t, c, 4)
 	began := time.Now()
-	waitFor(t, "adds before the switch", func() bool { return len(load.since(began)) >= 50 })
+	testkit.WaitFor(t, "adds before the switch", func() bool { return len(load.since(began)) >= 50 })
 	mustSetFailpoints(t, b, http.MethodPut, "journal-write=enospc")
-	waitFor(t, "the bookie to turn read-only", b.ReadOnly)
+	testkit.WaitFor(t, "the bookie to turn read-only", b.ReadOnly)
 	readOnlyFrom := time.Now()
 	err := c.AddEntry(ctx, bkproto.AddRequest{LedgerID: 1, EntryID: 0, LastAddConfirmed: -1, Payload: []byte("x")})
 	wantErr(t, "add on a full disk", err, bkproto.ErrReadOnly)
 	mustSetFailpoints(t, b, http.MethodDelete, "")
-	waitFor(t, "the probe to find room", func() bool { return !b.ReadOnly() })
+	testkit.WaitFor(t, "the probe to find room", func() bool { return !b.ReadOnly() })
 	mustAdd(t, ctx, c, 1, 0, 100)
 	// Between the two switches adds were refused, never acknowledged.
 	refused := 0

@@ -63,7 +63,7 @@ func (b *Bookie) CollectGarbage(ctx context.Context) (int, error) {
 		if live[id] {
 			continue
 		}
-		if err := b.store.deleteLedgerLocked(id); err != nil {
+		if err := b.store.deleteLedgerInMaint(id); err != nil {
 			b.fatal(err)
 			return deleted, err
 		}
@@ -81,7 +81,7 @@ func (b *Bookie) CollectGarbage(ctx context.Context) (int, error) {
 			b.fatal(err)
 			return deleted, err
 		}
-		b.store.reclaimLocked()
+		b.store.reclaimInMaint()
 	}
 	return deleted, nil
 }

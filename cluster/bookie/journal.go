@@ -176,7 +176,7 @@ func openJournal(j *journal) error {
 	// The checkpointer is not running yet; maint is for form.
 	j.store.maint.Lock()
 	defer j.store.maint.Unlock()
-	if err := j.store.persistFilesLocked(0, next); err != nil {
+	if err := j.store.persistFilesInMaint(0, next); err != nil {
 		return err
 	}
 	if err := j.store.flush(); err != nil {
@@ -188,7 +188,7 @@ func openJournal(j *journal) error {
 	j.store.mu.Lock()
 	j.store.mu.checkpoint = next
 	j.store.mu.Unlock()
-	j.store.reclaimLocked()
+	j.store.reclaimInMaint()
 	if err := j.openFile(next); err != nil {
 		return err
 	}

@@ -11,14 +11,12 @@ import (
 
 	"github.com/meridian-mq/meridian/cluster/bookie/bkproto"
 	"github.com/meridian-mq/meridian/cluster/meta"
+	"github.com/meridian-mq/meridian/testkit"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
-	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
-}
+func TestMain(m *testing.M) { testkit.Main(m) }
 
 type testBookie struct {
 	*Bookie
@@ -61,16 +59,6 @@ func startBookie(t testing.TB, cfg Config) *testBookie {
 	}
 	t.Cleanup(func() { b.Close() })
 	return &testBookie{Bookie: b, cfg: cfg, reg: reg}
-}
-
-func newMemStore(t testing.TB) meta.Store {
-	t.Helper()
-	s, err := meta.NewMemory(meta.DefaultMemoryConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
 }
 
 func dial(t testing.TB, addr string) *bkproto.Conn {
@@ -123,22 +111,6 @@ func wantErr(t testing.TB, what string, err, want error) {
 	t.Helper()
 	if !errors.Is(err, want) {
 		t.Fatalf("%s: got %v, want %v", what, err, want)
-	}
-}
-
-// waitFor polls cond, yielding between tries, until it holds or the test's
-// deadline passes. It is for conditions that have no event to wait on (a
-// queue's length); everything else waits on channels.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		<-tick.C
 	}
 }
 

@@ -30,6 +30,7 @@ import (
 
 	"github.com/meridian-mq/meridian/cluster/bookie/bkproto"
 	"github.com/meridian-mq/meridian/cluster/meta"
+	"github.com/meridian-mq/meridian/cluster/meta/metatest"
 )
 
 var buildOnce struct {
@@ -64,27 +65,13 @@ func meridianBinary(t *testing.T) string {
 	return buildOnce.path
 }
 
+// startEtcd starts an etcd of the test's own: the bookie process's
+// registration outlives a SIGKILL by its lease's TTL, so tests do not share
+// one.
 func startEtcd(t *testing.T) (*meta.Embed, meta.Store) {
 	t.Helper()
-	cfg := meta.DefaultEmbedConfig()
-	cfg.DataDir = t.TempDir()
-	cfg.HeartbeatInterval = 20 * time.Millisecond
-	cfg.ElectionTimeout = 200 * time.Millisecond
-	cfg.Logger = nil
-	ctx := testCtx(t)
-	e, err := meta.StartEmbed(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.Close() })
-	ecfg := meta.DefaultEtcdConfig()
-	ecfg.Logger = nil
-	s, err := meta.Dial(ctx, e.Endpoints(), ecfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return e, s
+	e := metatest.Start(t, metatest.FastEmbedConfig())
+	return e, metatest.Dial(t, e.Endpoints())
 }
 
 type bookieProc struct {

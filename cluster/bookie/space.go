@@ -118,9 +118,9 @@ func (s *store) recount(files []uint64, adds []record) error {
 	return nil
 }
 
-// persistFilesLocked writes the accounting of the files in [from, to) to
+// persistFilesInMaint writes the accounting of the files in [from, to) to
 // pebble, to be flushed by the caller's checkpoint. The caller holds maint.
-func (s *store) persistFilesLocked(from, to uint64) error {
+func (s *store) persistFilesInMaint(from, to uint64) error {
 	b := s.db.NewBatch()
 	defer b.Close()
 	s.mu.Lock()
@@ -142,8 +142,9 @@ func (s *store) checkpointed() uint64 {
 	return s.mu.checkpoint
 }
 
-// emptyFilesLocked lists the checkpointed files that hold no indexed entry.
-func (s *store) emptyFilesLocked() []uint64 {
+// emptyFilesInMaint lists the checkpointed files that hold no indexed entry.
+// The caller holds maint.
+func (s *store) emptyFilesInMaint() []uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var empty []uint64
@@ -156,11 +157,11 @@ func (s *store) emptyFilesLocked() []uint64 {
 	return empty
 }
 
-// retireLocked deletes journal file n, which must be checkpointed and hold
+// retireInMaint deletes journal file n, which must be checkpointed and hold
 // no entry the durable index names. The caller holds maint. A failed unlink
 // only leaves a file that the next start finds unaccounted, recounts as
 // empty and deletes.
-func (s *store) retireLocked(n uint64) {
+func (s *store) retireInMaint(n uint64) {
 	s.mu.Lock()
 	delete(s.mu.files, n)
 	r := s.mu.readers[n]
@@ -181,12 +182,12 @@ func (s *store) retireLocked(n uint64) {
 	s.log.Debug("deleted journal file", "file", n)
 }
 
-// reclaimLocked deletes the checkpointed files that hold no indexed entry.
+// reclaimInMaint deletes the checkpointed files that hold no indexed entry.
 // The caller holds maint and has flushed since the index stopped naming
 // them.
-func (s *store) reclaimLocked() {
-	for _, n := range s.emptyFilesLocked() {
-		s.retireLocked(n)
+func (s *store) reclaimInMaint() {
+	for _, n := range s.emptyFilesInMaint() {
+		s.retireInMaint(n)
 	}
 }
 
@@ -197,7 +198,7 @@ func (j *journal) checkpoint(n uint64) error {
 	s := j.store
 	s.maint.Lock()
 	defer s.maint.Unlock()
-	if err := s.persistFilesLocked(s.checkpointed(), n); err != nil {
+	if err := s.persistFilesInMaint(s.checkpointed(), n); err != nil {
 		return err
 	}
 	if err := s.flush(); err != nil {
@@ -213,7 +214,7 @@ func (j *journal) checkpoint(n uint64) error {
 	s.mu.Lock()
 	s.mu.checkpoint = n
 	s.mu.Unlock()
-	s.reclaimLocked()
+	s.reclaimInMaint()
 	return nil
 }
 
@@ -321,7 +322,7 @@ func (j *journal) compact(ctx context.Context, threshold float64) (int, error) {
 		if j.readOnly.Load() {
 			return done, nil // copies would be refused; GC may make room
 		}
-		moved, err := j.relocateLocked(ctx, n)
+		moved, err := j.relocateInMaint(ctx, n)
 		if errors.Is(err, ErrJournalCorrupt) {
 			j.log.Error("cannot compact a damaged journal file; keeping it", "file", n, "err", err)
 			continue
@@ -329,7 +330,7 @@ func (j *journal) compact(ctx context.Context, threshold float64) (int, error) {
 		if err != nil {
 			return done, err
 		}
-		s.retireLocked(n)
+		s.retireInMaint(n)
 		s.m.compactedFiles.Inc()
 		s.m.compactedBytes.Add(float64(moved))
 		j.log.Info("compacted journal file", "file", n, "moved_bytes", moved)
@@ -338,10 +339,10 @@ func (j *journal) compact(ctx context.Context, threshold float64) (int, error) {
 	return done, nil
 }
 
-// relocateLocked copies the live entries of file n to the journal's current
+// relocateInMaint copies the live entries of file n to the journal's current
 // file and waits until every copy is durable and indexed. An entry is live
 // if the index names its record here. The caller holds maint.
-func (j *journal) relocateLocked(ctx context.Context, n uint64) (int64, error) {
+func (j *journal) relocateInMaint(ctx context.Context, n uint64) (int64, error) {
 	var (
 		pending  atomic.Int64
 		failed   atomic.Pointer[error]

@@ -11,6 +11,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/meridian-mq/meridian/cluster/bookie/bkproto"
 	"github.com/meridian-mq/meridian/cluster/meta"
+	"github.com/meridian-mq/meridian/cluster/meta/metatest"
 )
 
 // journalLedgers maps each journal file on disk to the ledgers that have an
@@ -66,7 +67,7 @@ func deleteLedgerMeta(t *testing.T, ctx context.Context, store meta.Store, regio
 // a live ledger's entries stay, and the deletion holds across a restart.
 func TestGCDeletesEmptiedJournalFiles(t *testing.T) {
 	ctx := testCtx(t)
-	store := newMemStore(t)
+	store := metatest.Memory(t)
 	cfg := testConfig(t, t.TempDir(), store)
 	b := startBookie(t, cfg)
 	c := dial(t, b.Addr())
@@ -149,7 +150,7 @@ func TestGCDeletesEmptiedJournalFiles(t *testing.T) {
 func compactionLayout(t *testing.T) (Config, meta.Store, *testBookie) {
 	t.Helper()
 	ctx := testCtx(t)
-	store := newMemStore(t)
+	store := metatest.Memory(t)
 	cfg := testConfig(t, t.TempDir(), store)
 	b := startBookie(t, cfg)
 	c := dial(t, b.Addr())
@@ -263,7 +264,7 @@ func TestCompactionCrashBeforeDelete(t *testing.T) {
 	}
 	victim := cands[0]
 	b.store.maint.Lock()
-	moved, err := b.journal.relocateLocked(ctx, victim)
+	moved, err := b.journal.relocateInMaint(ctx, victim)
 	b.store.maint.Unlock()
 	if err != nil || moved == 0 {
 		t.Fatalf("relocate file %d: moved %d bytes, %v", victim, moved, err)
@@ -280,9 +281,9 @@ func TestCompactionCrashBeforeDelete(t *testing.T) {
 	}
 	before := metricValue(b.m.compactedBytes)
 	b.store.maint.Lock()
-	moved, err = b.journal.relocateLocked(ctx, victim)
+	moved, err = b.journal.relocateInMaint(ctx, victim)
 	if err == nil {
-		b.store.retireLocked(victim)
+		b.store.retireInMaint(victim)
 	}
 	b.store.maint.Unlock()
 	if err != nil || moved != 0 {
@@ -369,7 +370,7 @@ func TestDamagedEntryOnDisk(t *testing.T) {
 // are neither kept forever nor deleted while they hold live entries.
 func TestLostAccountingIsRecounted(t *testing.T) {
 	ctx := testCtx(t)
-	store := newMemStore(t)
+	store := metatest.Memory(t)
 	cfg := testConfig(t, t.TempDir(), store)
 	b := startBookie(t, cfg)
 	c := dial(t, b.Addr())

@@ -58,8 +58,8 @@ type store struct {
 
 	// maint serializes the checkpointer, GC and the compactor: each of
 	// them snapshots file accounting under mu and writes it to pebble
-	// outside it, and the writes must land in snapshot order. Lock order:
-	// maint before mu.
+	// outside it, and the writes must land in snapshot order. Its place in
+	// the lock order: docs/lock-order.md.
 	maint sync.Mutex
 
 	mu struct {
@@ -706,12 +706,12 @@ func (s *store) ledgerIDs() []int64 {
 	return ids
 }
 
-// deleteLedgerLocked removes a ledger, its index entries and its bytes from
+// deleteLedgerInMaint removes a ledger, its index entries and its bytes from
 // the journal files' accounting. Like every pebble write it is durable at the
 // next flush; a crash before that resurrects the ledger, and the next GC pass
 // deletes it again. The caller holds maint, and flushes before it deletes the
 // files this emptied: an index entry must never outlive its file.
-func (s *store) deleteLedgerLocked(ledgerID int64) error {
+func (s *store) deleteLedgerInMaint(ledgerID int64) error {
 	b := s.db.NewBatch()
 	defer b.Close()
 	s.mu.Lock()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/meridian-mq/meridian/cluster/wire"
 	"github.com/meridian-mq/meridian/cluster/wire/pb"
+	"github.com/meridian-mq/meridian/testkit"
 )
 
 // TestBadInput sends the standalone broker what no client should, through
@@ -260,7 +261,7 @@ func TestBadInput(t *testing.T) {
 			}
 			bystandersWork(t)
 			rc.nc.Close()
-			poll(t, 10*time.Second, "the raw connection to be gone", func() bool { return r.Server().Connections() == conns })
+			testkit.WaitFor(t, "the raw connection to be gone", func() bool { return r.Server().Connections() == conns })
 			awaitGoroutines(t, base)
 			bystandersWork(t)
 		})

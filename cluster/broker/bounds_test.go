@@ -2,6 +2,7 @@ package broker_test
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -19,6 +20,7 @@ import (
 	"github.com/meridian-mq/meridian/cluster/ledger/ledgertest"
 	"github.com/meridian-mq/meridian/cluster/wire"
 	"github.com/meridian-mq/meridian/cluster/wire/pb"
+	"github.com/meridian-mq/meridian/testkit"
 	"github.com/meridian-mq/meridian/topology"
 )
 
@@ -45,11 +47,11 @@ func (g *gatedTopics) hold(ctx context.Context) error {
 	}
 }
 
-func (g *gatedTopics) Lookup(ctx context.Context, t topology.TopicName) (broker.Location, error) {
+func (g *gatedTopics) Lookup(ctx context.Context, t topology.TopicName, opts broker.LookupOptions) (broker.Location, error) {
 	if err := g.hold(ctx); err != nil {
 		return broker.Location{}, err
 	}
-	return g.fakeTopics.Lookup(ctx, t)
+	return g.fakeTopics.Lookup(ctx, t, opts)
 }
 
 func (g *gatedTopics) Partitions(ctx context.Context, t topology.TopicName) (int, error) {
@@ -115,7 +117,7 @@ func TestLookupBound(t *testing.T) {
 	rc.connect(20)
 	rc.send(lookupCmd(1))
 	rc.send(partitionsCmd(2))
-	waitFor(t, "two lookups in progress", func() bool { return g.inFlight.Load() == 2 })
+	testkit.WaitFor(t, "two lookups in progress", func() bool { return g.inFlight.Load() == 2 })
 
 	rc.send(lookupCmd(3))
 	resp := rc.expect(pb.BaseCommand_LOOKUP_RESPONSE).GetLookupTopicResponse()
@@ -166,7 +168,7 @@ func TestRequestsPerConnectionBound(t *testing.T) {
 		rc.send(lookupCmd(req))
 	}
 	rc.send(pingCmd)
-	waitFor(t, "the reader to pause behind two requests", func() bool {
+	testkit.WaitFor(t, "the reader to pause behind two requests", func() bool {
 		return g.inFlight.Load() == 2 && s.LimitCounts().ReadPauses == 1
 	})
 	close(g.open)
@@ -214,8 +216,24 @@ func TestConnectionBounds(t *testing.T) {
 		t.Fatalf("ConnectionsRefused = %d, want 2", n)
 	}
 	a.nc.Close()
-	waitFor(t, "the closed connection to leave", func() bool { return s.Connections() == 2 })
+	testkit.WaitFor(t, "the closed connection to leave", func() bool { return s.Connections() == 2 })
 	dialFrom("127.0.0.1").connect(20)
+}
+
+// TestConnectFrameBound: before CONNECT a client may send only a small
+// frame, so a client that has not said who it is cannot make the broker
+// wait for (and buffer) a message-sized frame; it is closed at once, long
+// before ConnectTimeout, and CONNECT and large frames after it still work.
+func TestConnectFrameBound(t *testing.T) {
+	s := startServer(t, func(c *broker.Config) { c.ConnectTimeout = time.Minute })
+	c := dialRaw(t, s.addr)
+	if _, err := c.nc.Write(binary.BigEndian.AppendUint32(nil, 1<<20)); err != nil {
+		t.Fatal(err)
+	}
+	if !c.closed() {
+		t.Fatal("a connection that declared a 1 MiB frame before CONNECT stayed open")
+	}
+	testkit.WaitFor(t, "the refused connection to leave", func() bool { return s.Connections() == 0 })
 }
 
 // TestPendingPublishesPauseReading: a connection at MaxPendingPublishes
@@ -354,10 +372,10 @@ type deafTopics struct {
 	open    chan struct{}
 }
 
-func (d *deafTopics) Lookup(ctx context.Context, t topology.TopicName) (broker.Location, error) {
+func (d *deafTopics) Lookup(ctx context.Context, t topology.TopicName, opts broker.LookupOptions) (broker.Location, error) {
 	d.entered <- struct{}{}
 	<-d.open
-	return d.fakeTopics.Lookup(ctx, t)
+	return d.fakeTopics.Lookup(ctx, t, opts)
 }
 
 // TestServerCloseBounded: Close returns by its context's deadline, with
@@ -386,7 +404,7 @@ func TestServerCloseBounded(t *testing.T) {
 // enough for the reply queue's byte bound to matter before its count.
 type bigLookups struct{ *fakeTopics }
 
-func (b bigLookups) Lookup(context.Context, topology.TopicName) (broker.Location, error) {
+func (b bigLookups) Lookup(context.Context, topology.TopicName, broker.LookupOptions) (broker.Location, error) {
 	return broker.Location{ServiceURL: "pulsar://" + strings.Repeat("x", 64<<10)}, nil
 }
 
@@ -408,7 +426,7 @@ func TestReplyQueueByteBound(t *testing.T) {
 	}
 	rc := &rawClient{t: t, nc: nc, r: wire.NewReader(nc, 0), w: wire.NewWriter(nc)}
 	rc.connect(20)
-	waitFor(t, "the connection", func() bool { return s.Connections() == 1 })
+	testkit.WaitFor(t, "the connection", func() bool { return s.Connections() == 1 })
 	// 500 replies of 64 KiB: 32 MiB, more than loopback's socket buffers
 	// hold and 4 times the bound past them, in half the count bound.
 	for i := range 500 {
@@ -419,5 +437,5 @@ func TestReplyQueueByteBound(t *testing.T) {
 	if err := rc.w.Flush(); err != nil {
 		t.Logf("flush: %v (the broker closed the connection already)", err)
 	}
-	waitFor(t, "the broker to close the connection that reads none of its replies", func() bool { return s.Connections() == 0 })
+	testkit.WaitFor(t, "the broker to close the connection that reads none of its replies", func() bool { return s.Connections() == 0 })
 }

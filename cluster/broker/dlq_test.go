@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/meridian-mq/meridian/testkit"
 )
 
 // TestDeadLetterInitialSubscription: a dead-letter producer that names an
@@ -24,7 +25,7 @@ func TestDeadLetterInitialSubscription(t *testing.T) {
 		t.Fatal(err)
 	}
 	cons.Nack(receive(t, cons))
-	poll(t, 20*time.Second, "the dead-letter topic's initial subscription", func() bool {
+	testkit.WaitFor(t, "the dead-letter topic's initial subscription", func() bool {
 		tp, err := r.Service().Topic(context.Background(), mustTopic(t, dlq), false)
 		return err == nil && tp.Stats().Subscriptions["init"].MsgBacklog == 1
 	})

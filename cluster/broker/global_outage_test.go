@@ -11,7 +11,9 @@ import (
 
 	"github.com/meridian-mq/meridian/cluster/broker/brokertest"
 	"github.com/meridian-mq/meridian/cluster/meta"
+	"github.com/meridian-mq/meridian/cluster/meta/metatest"
 	"github.com/meridian-mq/meridian/global"
+	"github.com/meridian-mq/meridian/testkit"
 )
 
 // freeURL reserves a loopback port for an etcd member that must come back
@@ -35,14 +37,9 @@ func startEtcd(t *testing.T, dir, clientURL string) *meta.Embed {
 		cfg.ListenClientURLs = []string{clientURL}
 		cfg.AdvertiseClientURLs = []string{clientURL}
 	}
-	e, err := meta.StartEmbed(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Registered before the stores that dial it, so that it closes after
+	// Started before the stores that dial it, so that it closes after
 	// them: etcd's graceful stop waits for open client streams.
-	t.Cleanup(func() { e.Close() })
-	return e
+	return metatest.Start(t, cfg)
 }
 
 // TestGlobalStoreDown: a region whose global configuration store is a
@@ -101,7 +98,7 @@ func TestGlobalStoreDown(t *testing.T) {
 
 	startEtcd(t, globalDir, globalURL)
 	var r global.Receipt
-	poll(t, 30*time.Second, "a configuration write after the store is back", func() bool {
+	testkit.WaitFor(t, "a configuration write after the store is back", func() bool {
 		wctx, wcancel := context.WithTimeout(ctx, 2*time.Second)
 		defer wcancel()
 		r, err = gs.CreateTenant(wctx, "acme", global.TenantInfo{AllowedClusters: []string{brokertest.Region}})

@@ -19,6 +19,7 @@ import (
 	"github.com/meridian-mq/meridian/cluster/broker/loadmgr"
 	"github.com/meridian-mq/meridian/cluster/wire"
 	"github.com/meridian-mq/meridian/cluster/wire/pb"
+	"github.com/meridian-mq/meridian/testkit"
 	"github.com/meridian-mq/meridian/topology"
 )
 
@@ -116,7 +117,7 @@ func (l *handOffLoad) check() {
 	if n := l.sendErrs.Load(); n > 0 {
 		t.Fatalf("%d send errors, the first: %v", n, l.firstErr.Load())
 	}
-	poll(t, time.Minute, "every message delivered", func() bool {
+	testkit.WaitFor(t, "every message delivered", func() bool {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		return len(l.received) == l.total
@@ -273,7 +274,7 @@ func startUnderLoad(t *testing.T, owner *brokertest.Broker, serviceURL string, t
 	u.c = newClient(t, serviceURL)
 	u.load = startHandOffLoad(t, u.c, u.topic, total)
 	u.raw = rawSession(t, owner, u.topic)
-	poll(t, time.Minute, "a third of the messages receipted", func() bool { return u.load.sent.Load() >= int64(total/3) })
+	testkit.WaitFor(t, "a third of the messages receipted", func() bool { return u.load.sent.Load() >= int64(total/3) })
 	return u
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -168,18 +169,6 @@ func createTopic(t testing.TB, r *brokertest.Broker, topic string, p global.Topi
 	}
 }
 
-// poll waits until cond holds, failing the test after d.
-func poll(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // meridianGoroutines counts the goroutines with a Meridian cluster
 // function on their stack (the broker's, the bookie's, etcd wrappers';
 // the test's own goroutine counts too, the same before and after).
@@ -219,13 +208,20 @@ func brokerAddr(r *brokertest.Broker) string { return strings.TrimPrefix(r.Servi
 // expect returns the next command, failing unless it has type want.
 func (c *rawClient) expect(want pb.BaseCommand_Type) *pb.BaseCommand {
 	c.t.Helper()
+	return c.expectOneOf(want)
+}
+
+// expectOneOf returns the next command, failing unless its type is one of
+// want.
+func (c *rawClient) expectOneOf(want ...pb.BaseCommand_Type) *pb.BaseCommand {
+	c.t.Helper()
 	c.nc.SetReadDeadline(time.Now().Add(receiveWait))
 	defer c.nc.SetReadDeadline(time.Time{})
 	cmd, err := c.next()
 	if err != nil {
 		c.t.Fatalf("waiting for %v: %v", want, err)
 	}
-	if cmd.GetType() != want {
+	if !slices.Contains(want, cmd.GetType()) {
 		c.t.Fatalf("got %v, want %v", cmd, want)
 	}
 	return cmd

@@ -16,6 +16,7 @@ import (
 	"github.com/meridian-mq/meridian/cluster/broker/brokertest"
 	"github.com/meridian-mq/meridian/cluster/wire"
 	"github.com/meridian-mq/meridian/cluster/wire/pb"
+	"github.com/meridian-mq/meridian/testkit"
 )
 
 // The tests of this file assert behaviour only (who is disconnected, who
@@ -179,7 +180,7 @@ func TestFrozenConsumerIsSkipped(t *testing.T) {
 			}
 			// The frozen consumer's messages could only reach the live one
 			// through its disconnection.
-			poll(t, 30*time.Second, "the frozen consumer's disconnection", func() bool {
+			testkit.WaitFor(t, "the frozen consumer's disconnection", func() bool {
 				return r.Server().Connections() == clientConns
 			})
 		})
@@ -226,7 +227,7 @@ func TestHalfASendFrame(t *testing.T) {
 			t.Fatalf("got %q, want m%d", m.Payload(), i)
 		}
 	}
-	poll(t, 30*time.Second, "the half-frame producer's disconnection", func() bool {
+	testkit.WaitFor(t, "the half-frame producer's disconnection", func() bool {
 		return r.Server().Connections() == clientConns
 	})
 	rc.nc.SetReadDeadline(time.Now().Add(10 * time.Second))

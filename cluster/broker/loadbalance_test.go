@@ -19,6 +19,7 @@ import (
 	"github.com/meridian-mq/meridian/cluster/meta"
 	"github.com/meridian-mq/meridian/cluster/wire"
 	"github.com/meridian-mq/meridian/global"
+	"github.com/meridian-mq/meridian/testkit"
 	"github.com/meridian-mq/meridian/topology"
 )
 
@@ -140,7 +141,7 @@ func TestLoadReportUnderProducer(t *testing.T) {
 	}
 	name := "public/default/" + bundle.String()
 	var rep loadmgr.LoadReport
-	poll(t, 30*time.Second, "a load report with the producer's traffic", func() bool {
+	testkit.WaitFor(t, "a load report with the producer's traffic", func() bool {
 		var ok bool
 		rep, ok = b.Service().LoadManager().LoadReport()
 		st := rep.LastStats[name]
@@ -154,7 +155,7 @@ func TestLoadReportUnderProducer(t *testing.T) {
 	if rep.PulsarServiceURL != b.ServiceURL() || rep.CPU.Limit <= 0 || rep.Memory.Usage <= 0 {
 		t.Fatalf("report %+v", rep)
 	}
-	poll(t, 30*time.Second, "the report in the broker's registration", func() bool {
+	testkit.WaitFor(t, "the report in the broker's registration", func() bool {
 		brokers, err := b.Service().LoadManager().Brokers(context.Background())
 		return err == nil && len(brokers) == 1 && brokers[0].Load != nil && brokers[0].Load.NumProducers == 1
 	})
@@ -196,21 +197,21 @@ func TestLeadershipMovesOnClose(t *testing.T) {
 		return ids[0], len(ids) == 1 && live
 	}
 	var first string
-	poll(t, 30*time.Second, "a leader every broker agrees on", func() bool {
+	testkit.WaitFor(t, "a leader every broker agrees on", func() bool {
 		var ok bool
 		first, ok = leaderOf()
 		return ok
 	})
-	poll(t, 30*time.Second, "the leader's gauge", func() bool { return slices.Equal(leadersByGauge(), []string{first}) })
+	testkit.WaitFor(t, "the leader's gauge", func() bool { return slices.Equal(leadersByGauge(), []string{first}) })
 	brokers[first].Close()
 	delete(brokers, first)
 	var next string
-	poll(t, 30*time.Second, "a new leader", func() bool {
+	testkit.WaitFor(t, "a new leader", func() bool {
 		var ok bool
 		next, ok = leaderOf()
 		return ok && next != first
 	})
-	poll(t, 30*time.Second, "the new leader's gauge", func() bool { return slices.Equal(leadersByGauge(), []string{next}) })
+	testkit.WaitFor(t, "the new leader's gauge", func() bool { return slices.Equal(leadersByGauge(), []string{next}) })
 }
 
 // TestSplitUnderProducer has a broker split a namespace's one bundle,
@@ -241,13 +242,13 @@ func TestSplitUnderProducer(t *testing.T) {
 		p := createProducer(t, c, pulsar.ProducerOptions{Topic: topic})
 		flows = append(flows, flow{p: p, cons: cons, s: startSender(p, 10, 10*time.Millisecond)})
 	}
-	poll(t, 60*time.Second, "the bundle to split", func() bool {
+	testkit.WaitFor(t, "the bundle to split", func() bool {
 		bs, err := b.Service().LoadManager().NamespaceBundles("public", "split")
 		return err == nil && len(bs) > 1
 	})
 	// Keep sending across the split for a while: a few more reports.
 	before := flows[0].s.acked.Load()
-	poll(t, 30*time.Second, "sends after the split", func() bool { return flows[0].s.acked.Load() > before+100 })
+	testkit.WaitFor(t, "sends after the split", func() bool { return flows[0].s.acked.Load() > before+100 })
 	for _, f := range flows {
 		f.s.halt(t, f.p)
 		if n := f.s.failed.Load(); n > 0 {
@@ -271,7 +272,7 @@ func TestSplitUnderProducer(t *testing.T) {
 	// them).
 	bundles := func() int { bs, _ := b.Service().LoadManager().NamespaceBundles("public", "split"); return len(bs) }
 	var n int
-	poll(t, 30*time.Second, "one split counted per new bundle", func() bool {
+	testkit.WaitFor(t, "one split counted per new bundle", func() bool {
 		n = bundles()
 		splits := metricValue(t, reg, "meridian_broker_load_balance_total", "action", "split")
 		return int(splits) == n-1 && bundles() == n
@@ -326,7 +327,7 @@ func TestSplitSeenByOtherBroker(t *testing.T) {
 		t.Fatal(err)
 	}
 	createNamespace(t, a, "splitseen", global.Policies{Bundles: &one})
-	poll(t, 30*time.Second, "the namespace in the other broker's cache", func() bool {
+	testkit.WaitFor(t, "the namespace in the other broker's cache", func() bool {
 		_, ok := b.Service().Policies().Namespace("public", "splitseen")
 		return ok
 	})
@@ -344,7 +345,7 @@ func TestSplitSeenByOtherBroker(t *testing.T) {
 	if _, _, err := splitter.Service().LoadManager().SplitBundle(ctx, "public", "splitseen", whole); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, 30*time.Second, "the halves in the other broker's cache", func() bool {
+	testkit.WaitFor(t, "the halves in the other broker's cache", func() bool {
 		bs, err := other.Service().LoadManager().NamespaceBundles("public", "splitseen")
 		return err == nil && len(bs) == 2
 	})

@@ -15,6 +15,7 @@ import (
 	"github.com/meridian-mq/meridian/cluster/broker/loadmgr"
 	"github.com/meridian-mq/meridian/cluster/meta"
 	"github.com/meridian-mq/meridian/global"
+	"github.com/meridian-mq/meridian/testkit"
 )
 
 // startBrokers starts n brokers on one storage.
@@ -37,7 +38,7 @@ func namespaceOfBundles(t *testing.T, brokers []*brokertest.Broker, name string,
 	}
 	ns := createNamespace(t, brokers[0], name, global.Policies{Bundles: &d})
 	for _, b := range brokers[1:] {
-		poll(t, 30*time.Second, "the namespace in every broker's cache", func() bool {
+		testkit.WaitFor(t, "the namespace in every broker's cache", func() bool {
 			_, ok := b.Service().Policies().Namespace("public", name)
 			return ok
 		})
@@ -72,7 +73,7 @@ func lookup(t *testing.T, b *brokertest.Broker, topic string) broker.Location {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	loc, err := b.Service().Lookup(ctx, mustTopic(t, topic))
+	loc, err := b.Service().Lookup(ctx, mustTopic(t, topic), broker.LookupOptions{})
 	if err != nil {
 		t.Fatalf("lookup %s: %v", topic, err)
 	}
@@ -182,7 +183,7 @@ func TestRacingLookupsOneOwner(t *testing.T) {
 				<-start
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 				defer cancel()
-				loc, err := brokers[i%len(brokers)].Service().Lookup(ctx, mustTopic(t, topic))
+				loc, err := brokers[i%len(brokers)].Service().Lookup(ctx, mustTopic(t, topic), broker.LookupOptions{})
 				answers[i], errs[i] = loc.ServiceURL, err
 			})
 		}

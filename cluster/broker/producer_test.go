@@ -18,6 +18,7 @@ import (
 	"github.com/meridian-mq/meridian/cluster/broker/brokertest"
 	"github.com/meridian-mq/meridian/cluster/wire/pb"
 	"github.com/meridian-mq/meridian/global"
+	"github.com/meridian-mq/meridian/testkit"
 )
 
 // TestProducers runs pulsar-client-go producers against one standalone
@@ -360,7 +361,7 @@ func testChunking(t *testing.T, c pulsar.Client) {
 	// ExpireTimeOfIncompleteChunk, even once it is complete: short, and
 	// waited for at the end.
 	cons := subscribe(t, c, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", ExpireTimeOfIncompleteChunk: time.Second})
-	defer poll(t, 10*time.Second, "pulsar-client-go's chunk expiry goroutines to end", func() bool {
+	defer testkit.WaitFor(t, "pulsar-client-go's chunk expiry goroutines to end", func() bool {
 		buf := make([]byte, 1<<20)
 		return !strings.Contains(string(buf[:runtime.Stack(buf, true)]), "discardChunkIfExpire")
 	})

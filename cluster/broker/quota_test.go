@@ -9,6 +9,7 @@ import (
 
 	"github.com/meridian-mq/meridian/cluster/broker/brokertest"
 	"github.com/meridian-mq/meridian/global"
+	"github.com/meridian-mq/meridian/testkit"
 	"github.com/meridian-mq/meridian/topology"
 )
 
@@ -50,7 +51,7 @@ func TestBacklogQuota(t *testing.T) {
 	for range 20 {
 		cons.Ack(receive(t, cons))
 	}
-	poll(t, 10*time.Second, "a producer admitted once the backlog is consumed", func() bool {
+	testkit.WaitFor(t, "a producer admitted once the backlog is consumed", func() bool {
 		p, err := short.CreateProducer(pulsar.ProducerOptions{Topic: topic})
 		if err == nil {
 			p.Close()
@@ -61,7 +62,7 @@ func TestBacklogQuota(t *testing.T) {
 	ns = createNamespace(t, r, "quota-evict", global.Policies{BacklogQuotaMap: quota(global.ConsumerBacklogEviction)})
 	topic = "persistent://" + ns + "/t"
 	fill(topic)
-	poll(t, 10*time.Second, "the slow subscription moved under the quota", func() bool {
+	testkit.WaitFor(t, "the slow subscription moved under the quota", func() bool {
 		tp, err := r.Service().Topic(context.Background(), mustTopic(t, topic), false)
 		if err != nil {
 			return false
@@ -119,7 +120,7 @@ func TestBacklogQuotaCountsReplication(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer short.Close()
-	poll(t, 10*time.Second, "a producer refused on a topic whose replication backlog is over the quota", func() bool {
+	testkit.WaitFor(t, "a producer refused on a topic whose replication backlog is over the quota", func() bool {
 		p, err := short.CreateProducer(pulsar.ProducerOptions{Topic: topic})
 		if err == nil {
 			p.Close()

@@ -14,6 +14,7 @@ import (
 	"github.com/meridian-mq/meridian/cluster/broker/brokertest"
 	"github.com/meridian-mq/meridian/cluster/mledger"
 	"github.com/meridian-mq/meridian/cluster/wire/pb"
+	"github.com/meridian-mq/meridian/testkit"
 )
 
 // TestReaderFromEarliestAcrossLedgers: a pulsar-client-go reader from the
@@ -60,11 +61,11 @@ func TestReaderFromEarliestAcrossLedgers(t *testing.T) {
 		if err := storage.Store.Revoke(context.Background(), live[0].Lease); err != nil {
 			t.Fatal(err)
 		}
-		poll(t, 30*time.Second, "the topic unloaded", func() bool { return !slices.Contains(b.Service().LoadedTopics(), before) })
+		testkit.WaitFor(t, "the topic unloaded", func() bool { return !slices.Contains(b.Service().LoadedTopics(), before) })
 		// A new producer is refused (ServiceNotReady) until the broker
 		// holds a lease again; pulsar-client-go hands that to the caller.
 		var p pulsar.Producer
-		poll(t, 30*time.Second, "a producer on the reloaded topic", func() bool {
+		testkit.WaitFor(t, "a producer on the reloaded topic", func() bool {
 			p, err = c.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
 			return err == nil
 		})
@@ -120,11 +121,11 @@ func TestReaderFromEarliestAcrossLedgers(t *testing.T) {
 		ledgers := loaded.InternalStats().Ledgers
 		// The next rollover trims the two ledgers the subscription has
 		// consumed.
-		poll(t, 30*time.Second, "the acks on the cursor", func() bool {
+		testkit.WaitFor(t, "the acks on the cursor", func() bool {
 			return loaded.InternalStats().Cursors["s"].MarkDelete == mledger.Position{Ledger: ledgers[1], Entry: perLedger - 1}
 		})
 		produceUnbatched(t, c, topic, 25, 35)
-		poll(t, 30*time.Second, "the consumed ledgers trimmed", func() bool { return loaded.InternalStats().Ledgers[0] == ledgers[2] })
+		testkit.WaitFor(t, "the consumed ledgers trimmed", func() bool { return loaded.InternalStats().Ledgers[0] == ledgers[2] })
 		checkRead(t, readToEnd(t, earliestReader(t, c, topic)), 20, 35)
 	})
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/meridian-mq/meridian/cluster/broker/brokertest"
 	"github.com/meridian-mq/meridian/cluster/ledger/ledgertest"
 	"github.com/meridian-mq/meridian/global"
+	"github.com/meridian-mq/meridian/testkit"
 )
 
 // TestReaderFromEarliestAfterAFailedRead is the nemesis read-back that
@@ -57,7 +58,7 @@ func TestReaderFromEarliestAfterAFailedRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rd.Close()
-	poll(t, 30*time.Second, "the reader's first storage read", func() bool { return reads.Load() >= perLedger })
+	testkit.WaitFor(t, "the reader's first storage read", func() bool { return reads.Load() >= perLedger })
 	storage.Bookies.HealAll()
 
 	// As the read-back reads (e2e.ReadTopic): while HasNext, Next.
@@ -101,7 +102,7 @@ func TestRedeliveryAfterAFailedRead(t *testing.T) {
 	for _, m := range got {
 		cons.Nack(m)
 	}
-	poll(t, 30*time.Second, "the dispatcher's read of a nacked entry", func() bool { return reads.Load() >= 1 })
+	testkit.WaitFor(t, "the dispatcher's read of a nacked entry", func() bool { return reads.Load() >= 1 })
 	storage.Bookies.HealAll()
 	for i := range total {
 		m := receive(t, cons)

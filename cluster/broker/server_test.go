@@ -18,6 +18,7 @@ import (
 	"github.com/meridian-mq/meridian/cluster/broker/schema"
 	"github.com/meridian-mq/meridian/cluster/wire"
 	"github.com/meridian-mq/meridian/cluster/wire/pb"
+	"github.com/meridian-mq/meridian/testkit"
 	"github.com/meridian-mq/meridian/topology"
 )
 
@@ -31,7 +32,7 @@ type fakeTopics struct {
 
 func (f *fakeTopics) LookupPermits() *broker.LookupPermits { return f.lookups }
 
-func (f *fakeTopics) Lookup(_ context.Context, t topology.TopicName) (broker.Location, error) {
+func (f *fakeTopics) Lookup(_ context.Context, t topology.TopicName, _ broker.LookupOptions) (broker.Location, error) {
 	if t.Namespace == "missing" {
 		return broker.Location{}, fmt.Errorf("%w: namespace %s", wire.ErrTopicNotFound, t.NamespaceName())
 	}
@@ -107,18 +108,6 @@ func startServerWith(t *testing.T, mutate func(*broker.Config), wrap func(*fakeT
 		}
 	})
 	return &testServer{Server: s, addr: ln.Addr().String()}
-}
-
-// waitFor polls cond until it holds or 10 seconds pass.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 func TestPartitionsWithPulsarClientGo(t *testing.T) {
@@ -342,7 +331,7 @@ func TestBadInputClosesOnlyThatConnection(t *testing.T) {
 	if cmd, err := bystander.next(); err != nil || cmd.GetType() != pb.BaseCommand_PONG {
 		t.Fatalf("bystander after bad input elsewhere: %v, %v", cmd, err)
 	}
-	waitFor(t, "only the bystander to remain", func() bool { return s.Connections() == 1 })
+	testkit.WaitFor(t, "only the bystander to remain", func() bool { return s.Connections() == 1 })
 }
 
 func TestConfigValidate(t *testing.T) {

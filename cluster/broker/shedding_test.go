@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/meridian-mq/meridian/cluster/broker/brokertest"
+	"github.com/meridian-mq/meridian/testkit"
 )
 
 // fastShedding sheds every second on reports every 200ms, and moves
@@ -64,13 +65,13 @@ func TestShedToNewBroker(t *testing.T) {
 		sendTo(t, c, topic, 2, 10*time.Millisecond)
 	}
 	var owned int
-	poll(t, 30*time.Second, "every bundle owned and reported", func() bool {
+	testkit.WaitFor(t, "every bundle owned and reported", func() bool {
 		owned = len(reportedBundles(first))
 		return owned == 8
 	})
 	joined := startBroker(t, storage, fastShedding)
 	started := time.Now()
-	poll(t, 30*time.Second, "the broker that joined to report its share", func() bool {
+	testkit.WaitFor(t, "the broker that joined to report its share", func() bool {
 		return len(reportedBundles(joined)) >= 4
 	})
 	if shed := metricValue(t, reg, "meridian_broker_load_balance_total", "action", "shed"); shed < 4 {
@@ -106,7 +107,7 @@ func TestShedOffHotBroker(t *testing.T) {
 		sendWith(t, producers[i+1], topic, 1, 100*time.Millisecond) // about 10 messages/s each
 	}
 	var owner *brokertest.Broker
-	poll(t, 60*time.Second, "the hot bundle's broker to shed its other bundles", func() bool {
+	testkit.WaitFor(t, "the hot bundle's broker to shed its other bundles", func() bool {
 		owner = nil
 		total := 0
 		for _, b := range brokers {

@@ -67,7 +67,7 @@ type subscription struct {
 	out     counters    // delivered messages and bytes
 
 	// readRetry is the wait before the next retry of a storage read that
-	// failed, 0 while reads succeed (see retryReadLocked). Guarded by
+	// failed, 0 while reads succeed (see retryReadInRound). Guarded by
 	// roundMu.
 	readRetry time.Duration
 
@@ -588,7 +588,7 @@ func (s *subscription) round() (progressed bool, due time.Time) {
 		entries = append(entries, es...)
 	}
 	if readErr != nil {
-		retry = s.retryReadLocked(now, readErr)
+		retry = s.retryReadInRound(now, readErr)
 	} else {
 		s.readRetry = 0
 	}
@@ -604,7 +604,7 @@ func (s *subscription) round() (progressed bool, due time.Time) {
 	return sent > 0 || fresh > 0, due
 }
 
-// retryReadLocked schedules the retry of a storage read that failed with
+// retryReadInRound schedules the retry of a storage read that failed with
 // err: Dispatch.ReadRetryInitial after the first failure in a row, twice
 // the previous wait after each next one, up to Dispatch.ReadRetryMax. It
 // returns when the retry is due. Called with roundMu held.
@@ -613,7 +613,7 @@ func (s *subscription) round() (progressed bool, due time.Time) {
 // is appended, and a client sends FLOW only once it has taken half of what
 // it asked for, so a consumer (a reader from the earliest position, say)
 // that got nothing would wait for ever.
-func (s *subscription) retryReadLocked(now time.Time, err error) time.Time {
+func (s *subscription) retryReadInRound(now time.Time, err error) time.Time {
 	if s.readRetry == 0 {
 		s.readRetry = s.cfg.ReadRetryInitial
 	} else {
@@ -799,7 +799,8 @@ func (s *subscription) canTakeLocked(c *consumer, p mledger.Position) bool {
 
 // readyLocked reports whether the consumer can take a message now: it has
 // permits, is under its unacked limit, and its connection has room. A
-// connection without room wakes the dispatcher when it drains.
+// connection without room wakes the dispatcher when it drains. Its mu is
+// the subscription's.
 func (c *consumer) readyLocked() bool {
 	return c.permits > 0 && c.unacked < c.maxUnacked && c.c.msgs.room()
 }

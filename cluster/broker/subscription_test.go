@@ -17,6 +17,7 @@ import (
 	"github.com/meridian-mq/meridian/cluster/broker"
 	"github.com/meridian-mq/meridian/cluster/broker/brokertest"
 	"github.com/meridian-mq/meridian/cluster/wire/pb"
+	"github.com/meridian-mq/meridian/testkit"
 )
 
 // TestSubscriptions runs pulsar-client-go consumers of every subscription
@@ -629,9 +630,9 @@ func testSeekByTime(t *testing.T, c pulsar.Client) {
 	produce(t, p, "old", 3)
 	// Publish times have millisecond resolution: let the clock move on.
 	first := time.Now()
-	poll(t, time.Second, "the clock to advance", func() bool { return time.Since(first) > 5*time.Millisecond })
+	testkit.WaitFor(t, "the clock to advance", func() bool { return time.Since(first) > 5*time.Millisecond })
 	cut := time.Now()
-	poll(t, time.Second, "the clock to advance", func() bool { return time.Since(cut) > 5*time.Millisecond })
+	testkit.WaitFor(t, "the clock to advance", func() bool { return time.Since(cut) > 5*time.Millisecond })
 	produce(t, p, "new", 3)
 	for range 6 {
 		cons.Ack(receive(t, cons))
@@ -844,7 +845,7 @@ func TestConsumerTimestamps(t *testing.T) {
 		}
 		return broker.ConsumerStats{}
 	}
-	poll(t, 10*time.Second, "the consumer's first FLOW", func() bool { return stats().LastFlowMillis != 0 })
+	testkit.WaitFor(t, "the consumer's first FLOW", func() bool { return stats().LastFlowMillis != 0 })
 	if s := stats(); s.LastConsumedMillis != 0 || s.LastAckedMillis != 0 {
 		t.Fatalf("before any message: consumed at %v, acked at %v", s.LastConsumedMillis, s.LastAckedMillis)
 	}

@@ -343,16 +343,22 @@ func (t *Topic) subscription(ctx context.Context, name string, kind pb.CommandSu
 	}
 	s := newSubscription(t, name, kind, cur)
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	if other, ok := t.mu.subs[name]; ok { // lost a race with another subscribe
+	other, raced := t.mu.subs[name] // lost a race with another subscribe
+	closing := t.mu.closing
+	if !raced && !closing {
+		t.mu.subs[name] = s
+	}
+	t.mu.Unlock()
+	// A subscription that is not kept closes without Topic.mu: its close
+	// waits for its dispatcher and persists its cursor.
+	switch {
+	case raced:
 		s.close(ctx, false)
 		return other, nil
-	}
-	if t.mu.closing {
+	case closing:
 		s.close(ctx, false)
 		return nil, fmt.Errorf("%w: topic %s is closing", wire.ErrServiceNotReady, t.Name())
 	}
-	t.mu.subs[name] = s
 	return s, nil
 }
 

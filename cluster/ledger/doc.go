@@ -53,4 +53,15 @@
 // ledgertest provides an in-memory set with fault injection. Live bookies are
 // watched under /meridian/regions/<region>/bookies/ (Directory) and chosen by
 // topology's rack-aware placement.
+//
+// # Where things are
+//
+// client.go is the Client, its Config, and creating and deleting ledgers;
+// writer.go the Writer; reader.go the Reader, which also tails an open
+// ledger; recovery.go OpenAndRecover. metadata.go and quorum.go are a
+// ledger's metadata and its quorum; bookie.go, bkproto.go and directory.go
+// are the bookies as the client sees, reaches and finds them; metrics.go
+// declares every metric.
+//
+// Its locks are ordered with the rest of the process's in docs/lock-order.md.
 package ledger

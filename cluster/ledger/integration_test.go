@@ -17,6 +17,7 @@ import (
 	"github.com/meridian-mq/meridian/cluster/bookie/bkproto"
 	"github.com/meridian-mq/meridian/cluster/ledger"
 	"github.com/meridian-mq/meridian/cluster/meta"
+	"github.com/meridian-mq/meridian/cluster/meta/metatest"
 )
 
 var flagEntries = flag.Int("ledger.entries", 2000, "entries written by the real-bookie integration test (100000 for the long run)")
@@ -34,24 +35,10 @@ func newRealWorld(t testing.TB) *realWorld {
 	if testing.Short() {
 		t.Skip("starts embedded etcd and real bookies")
 	}
-	cfg := meta.DefaultEmbedConfig()
-	cfg.DataDir = t.TempDir()
-	cfg.HeartbeatInterval = 20 * time.Millisecond
-	cfg.ElectionTimeout = 200 * time.Millisecond
+	cfg := metatest.FastEmbedConfig()
 	cfg.Logger = testLogger(t)
-	e, err := meta.StartEmbed(t.Context(), cfg)
-	if err != nil {
-		t.Fatalf("embedded etcd: %v", err)
-	}
-	t.Cleanup(func() { e.Close() })
-	ecfg := meta.DefaultEtcdConfig()
-	ecfg.Logger = testLogger(t)
-	store, err := meta.Dial(t.Context(), e.Endpoints(), ecfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	return &realWorld{t: t, store: store, bookies: map[string]*bookie.Bookie{}, dirs: map[string]string{}}
+	e := metatest.Start(t, cfg)
+	return &realWorld{t: t, store: metatest.Dial(t, e.Endpoints()), bookies: map[string]*bookie.Bookie{}, dirs: map[string]string{}}
 }
 
 func (w *realWorld) startBookie(id string) {

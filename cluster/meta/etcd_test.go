@@ -12,10 +12,14 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/meridian-mq/meridian/testkit"
 )
 
 // The etcd tests share one embedded member, started on first use and closed
-// by TestMain; every test writes under its own prefix.
+// by TestMain; every test writes under its own prefix. (The other packages'
+// tests share one through metatest, which these cannot import: it imports
+// this package.)
 var shared struct {
 	once sync.Once
 	e    *Embed
@@ -53,18 +57,14 @@ func sharedEtcd(t *testing.T) *Embed {
 		cfg.Logger = slog.New(countHandler{n: &shared.records, level: slog.LevelInfo})
 		cfg.LogLevel = slog.LevelInfo
 		shared.e, shared.err = StartEmbed(context.Background(), cfg)
+		if shared.err == nil {
+			testkit.AfterTests(shared.e.Close)
+		}
 	})
 	if shared.err != nil {
 		t.Fatalf("start embedded etcd: %v", shared.err)
 	}
 	return shared.e
-}
-
-func closeSharedEtcd() error {
-	if shared.e == nil {
-		return nil
-	}
-	return shared.e.Close()
 }
 
 func dialT(t *testing.T, endpoints []string) *Etcd {
@@ -259,21 +259,14 @@ func TestEmbedDefragment(t *testing.T) {
 	before := e.etcd.Server.Backend().Size()
 	// The freed pages count as free only once the backend has committed and
 	// no reader still holds them, so wait for Defragment to see them.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testkit.WaitFor(t, "Defragment to find the deleted 4 MiB free (DefragMinFree is 1 MiB)", func() bool {
 		e.etcd.Server.Backend().ForceCommit()
 		did, err := e.Defragment(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if did {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Defragment after deleting 4 MiB still finds less than %d bytes free", cfg.DefragMinFree)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return did
+	})
 	if after := e.etcd.Server.Backend().Size(); after >= before {
 		t.Fatalf("database size %d after defragmentation, %d before", after, before)
 	}

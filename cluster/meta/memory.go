@@ -391,6 +391,8 @@ func (l *memLease) ID() LeaseID                      { return l.id }
 func (l *memLease) Done() <-chan struct{}            { return l.done }
 func (l *memLease) Revoke(ctx context.Context) error { return l.m.Revoke(ctx, l.id) }
 func (l *memLease) String() string                   { return fmt.Sprintf("lease %x", int64(l.id)) }
+
+// closeDoneLocked closes done once; its mu is the store's.
 func (l *memLease) closeDoneLocked() {
 	if !l.doneSent {
 		l.doneSent = true

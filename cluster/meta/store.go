@@ -1,8 +1,10 @@
 // Package meta is Meridian's metadata store: a small, etcd-shaped interface
 // (get, range, create-if-absent, compare-and-swap on ModRevision (alone, or
-// guarded by a second key's ModRevision in the same transaction), prefix watch,
-// leases and elections) with two implementations: one over etcd
-// (go.etcd.io/etcd/client/v3) and one in memory for unit tests.
+// guarded by a second key's ModRevision in the same transaction), moving a key
+// to another lease, prefix watch, leases and elections) in store.go, with two
+// implementations: one over etcd (go.etcd.io/etcd/client/v3, etcd.go) and one
+// in memory for unit tests (memory.go, whose lease expiry runs on a Clock).
+// Both campaign in elections by the one algorithm of election.go.
 //
 // Every write to shared state is conditional. Keys are created only when absent
 // (CreateRevision == 0) and changed or deleted only at the ModRevision the
@@ -12,15 +14,28 @@
 //
 // Around the interface:
 //   - Key, GlobalKey and RegionKey build DESIGN §3's keys from escaped name
-//     segments; EncodeJSON and DecodeJSON read and write versioned values.
-//   - NextID hands out unique, increasing ids from a counter key.
-//   - RevokeStale removes a previous run's lease after a restart.
+//     segments; EncodeJSON and DecodeJSON read and write versioned values
+//     (keys.go).
+//   - NextID hands out unique, increasing ids from a counter key
+//     (sequence.go).
+//   - RevokeStale removes a previous run's lease after a restart (stale.go).
+//   - ListWatch keeps a view of a prefix current: it lists, watches from the
+//     listing's revision, and lists again after a watch error (listwatch.go).
+//   - Instrument wraps a Store so that each operation's latency and errors
+//     are measured (metrics.go).
 //   - StartEmbed launches an embedded etcd member (see Embed), used by the
-//     tests, `meridian etcd`, `meridian standalone` and `meridian dev`.
+//     tests, `meridian etcd`, `meridian standalone` and `meridian dev`. The
+//     member compacts its history, caps its database and defragments itself
+//     on a schedule; EmbedConfig, in embed.go, says how, and what an operator
+//     does about a NOSPACE alarm.
+//   - etcd logs through zap; zaplog.go hands those records to the slog
+//     logger of the client or of the embedded member.
 //
 // Which to use: Dial (or NewEtcd) in every process and every integration
 // test; NewMemory only in unit tests, where its manual clock and Expire hook
 // reach failures that a real server makes slow to produce.
+//
+// Its locks are ordered with the rest of the process's in docs/lock-order.md.
 package meta
 
 import (

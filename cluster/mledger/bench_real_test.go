@@ -13,6 +13,7 @@ import (
 	"github.com/meridian-mq/meridian/cluster/bookie/bkproto"
 	"github.com/meridian-mq/meridian/cluster/ledger"
 	"github.com/meridian-mq/meridian/cluster/meta"
+	"github.com/meridian-mq/meridian/cluster/meta/metatest"
 )
 
 func init() { realBenchWorld = startRealBenchWorld }
@@ -21,20 +22,9 @@ func init() { realBenchWorld = startRealBenchWorld }
 // TCP on 127.0.0.1, journaling with fdatasync.
 func startRealBenchWorld(b *testing.B) *benchWorld {
 	ecfg := meta.DefaultEmbedConfig()
-	ecfg.DataDir = b.TempDir()
 	ecfg.Logger = testLogger(b)
-	emb, err := meta.StartEmbed(context.Background(), ecfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { emb.Close() })
-	dcfg := meta.DefaultEtcdConfig()
-	dcfg.Logger = testLogger(b)
-	store, err := meta.Dial(context.Background(), emb.Endpoints(), dcfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { store.Close() })
+	emb := metatest.Start(b, ecfg)
+	store := metatest.Dial(b, emb.Endpoints())
 	for i := range 3 {
 		cfg := bookie.DefaultConfig()
 		cfg.Region, cfg.ID, cfg.DataDir = region, fmt.Sprintf("bk%d", i), b.TempDir()

@@ -110,7 +110,7 @@ func (ml *ManagedLedger) OpenCursor(ctx context.Context, name string, initial In
 		return nil, fmt.Errorf("open cursor %s: %w", name, err)
 	}
 	c.mu.Lock()
-	c.publish()
+	c.publishLocked()
 	c.mu.Unlock()
 	ml.mu.Lock()
 	delete(ml.dormant, name) // its live position counts from now on
@@ -129,7 +129,7 @@ func (ml *ManagedLedger) OpenNonDurableCursor(name string, initial InitialPositi
 	v := ml.snapshot()
 	c.mu.Lock()
 	c.st = initialState(&v, initial)
-	c.publish()
+	c.publishLocked()
 	c.mu.Unlock()
 	close(c.done)
 	return c, nil
@@ -164,10 +164,17 @@ func errOrClosed(err error) error {
 	return ErrClosed
 }
 
-func (ml *ManagedLedger) dropCursor(c *Cursor) {
+// dropCursor forgets c once its persistence goroutine has stopped. With
+// pin (a durable cursor closed, not deleted or crashed), its last written
+// position goes on holding back retention (dormant) from the same step
+// that drops its live one, so that no trim in between sees neither.
+func (ml *ManagedLedger) dropCursor(c *Cursor, pin bool) {
 	ml.mu.Lock()
 	if ml.cursors[c.name] == c {
 		delete(ml.cursors, c.name)
+		if pin {
+			ml.dormant[c.name] = c.persisted.MarkDelete
+		}
 	}
 	delete(ml.marks, c)
 	ml.evictLocked()
@@ -176,7 +183,7 @@ func (ml *ManagedLedger) dropCursor(c *Cursor) {
 
 // evictLocked drops cached entries every open cursor has read past. It
 // scans the cursors, so it is called only when the slowest reader may have
-// moved (see publish), not on every ack.
+// moved (see publishLocked), not on every ack.
 func (ml *ManagedLedger) evictLocked() {
 	ml.slowestValid = false
 	if len(ml.marks) == 0 {
@@ -193,9 +200,8 @@ func (ml *ManagedLedger) evictLocked() {
 	ml.cache.evictThrough(slowest)
 }
 
-// publish tells the managed ledger where the cursor stands. Called with
-// c.mu held.
-func (c *Cursor) publish() {
+// publishLocked tells the managed ledger where the cursor stands.
+func (c *Cursor) publishLocked() {
 	ml := c.ml
 	ml.mu.Lock()
 	old, had := ml.marks[c]
@@ -212,9 +218,9 @@ func (c *Cursor) publish() {
 	ml.mu.Unlock()
 }
 
-// changed publishes and schedules a write. Called with c.mu held.
-func (c *Cursor) changed() {
-	c.publish()
+// changedLocked publishes and schedules a write.
+func (c *Cursor) changedLocked() {
+	c.publishLocked()
 	if !c.durable {
 		return
 	}
@@ -255,7 +261,7 @@ func (c *Cursor) update(f func(v *view) error) error {
 		c.st = before
 		return err
 	}
-	c.changed()
+	c.changedLocked()
 	return nil
 }
 
@@ -399,7 +405,7 @@ func (c *Cursor) Read(ctx context.Context, n int) ([]Entry, error) {
 	prev := c.st.readAfter
 	ps := c.st.readNext(&v, n)
 	after := c.st.readAfter
-	c.publish()
+	c.publishLocked()
 	c.mu.Unlock()
 	if len(ps) == 0 {
 		return nil, nil
@@ -414,7 +420,7 @@ func (c *Cursor) Read(ctx context.Context, n int) ([]Entry, error) {
 			if len(es) > 0 {
 				c.st.readAfter = maxPos(es[len(es)-1].Position, c.st.markDelete)
 			}
-			c.publish()
+			c.publishLocked()
 		}
 		c.mu.Unlock()
 	}
@@ -541,7 +547,7 @@ func (c *Cursor) stop(flush bool) {
 		c.quitO.Do(func() { c.quit <- flush })
 	}
 	<-c.done
-	c.ml.dropCursor(c)
+	c.ml.dropCursor(c, flush && c.durable)
 }
 
 // Close writes the cursor's state (durable cursors) and closes it. A
@@ -549,12 +555,6 @@ func (c *Cursor) stop(flush bool) {
 // position until it is deleted.
 func (c *Cursor) Close(ctx context.Context) error {
 	c.stop(true)
-	if c.durable {
-		// persistLoop has exited: c.persisted is ours to read.
-		c.ml.mu.Lock()
-		c.ml.dormant[c.name] = c.persisted.MarkDelete
-		c.ml.mu.Unlock()
-	}
 	c.mu.Lock()
 	dirty := c.dirty
 	c.mu.Unlock()

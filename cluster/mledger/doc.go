@@ -116,4 +116,20 @@
 // Confirmed entries go into a cache bounded in bytes (CacheMaxBytes), which
 // serves tailing reads; an entry leaves once every open cursor has read
 // past it, or when the cache is full, oldest first.
+//
+// # Where things are
+//
+// factory.go opens managed ledgers, which config.go configures. mledger.go
+// is the ManagedLedger and its appends, with rollover.go (rollover and the
+// ledger made ahead), deleter.go (retention's deletions), read.go and
+// cache.go (reads and the entry cache), and entry.go (the stored entry's
+// layout). view.go is the ledger list in memory and value.go its stored
+// form. A cursor is cursor.go, over state.go's state machine and ackset.go's
+// ranges; position.go names an entry. foreign.go and external.go are the
+// cursors another process writes, and replstats.go the replication state
+// record through which the replicator's workers report their tasks to the
+// brokers. tailer.go is the Tailer; stats.go and metrics.go are what the
+// broker reports.
+//
+// Its locks are ordered with the rest of the process's in docs/lock-order.md.
 package mledger

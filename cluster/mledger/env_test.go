@@ -235,16 +235,3 @@ func appendInBackground(ctx context.Context, t testing.TB, ml *ManagedLedger, to
 	}()
 	return done
 }
-
-// waitFor polls cond, yielding between polls, until it holds or d passes.
-// Tests wait on conditions, never on a fixed sleep.
-func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond) // a poll interval, not a wait for an outcome
-	}
-}

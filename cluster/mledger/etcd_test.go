@@ -2,34 +2,20 @@ package mledger
 
 import (
 	"testing"
-	"time"
 
-	"github.com/meridian-mq/meridian/cluster/meta"
+	"github.com/meridian-mq/meridian/cluster/meta/metatest"
 )
 
 // newEtcdEnv is an env whose metadata store is a real (embedded) etcd, so
 // that the CAS, watch and delete paths meet etcd's own semantics. Bookies
-// stay in memory.
+// stay in memory. The etcd is the test's own: the tests write the same
+// bookies' registrations and the same topics.
 func newEtcdEnv(t testing.TB) *env {
 	t.Helper()
-	cfg := meta.DefaultEmbedConfig()
-	cfg.DataDir = t.TempDir()
-	cfg.HeartbeatInterval = 20 * time.Millisecond
-	cfg.ElectionTimeout = 200 * time.Millisecond
+	cfg := metatest.FastEmbedConfig()
 	cfg.Logger = testLogger(t)
-	emb, err := meta.StartEmbed(t.Context(), cfg)
-	if err != nil {
-		t.Fatalf("embedded etcd: %v", err)
-	}
-	t.Cleanup(func() { emb.Close() })
-	dcfg := meta.DefaultEtcdConfig()
-	dcfg.Logger = testLogger(t)
-	store, err := meta.Dial(t.Context(), emb.Endpoints(), dcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	return newEnvOn(t, store, 3)
+	emb := metatest.Start(t, cfg)
+	return newEnvOn(t, metatest.Dial(t, emb.Endpoints()), 3)
 }
 
 // TestOnEtcd runs the ownership, crash, retention and deletion tests with

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/meridian-mq/meridian/cluster/meta"
+	"github.com/meridian-mq/meridian/cluster/meta/metatest"
+	"github.com/meridian-mq/meridian/testkit"
 )
 
 var (
@@ -29,22 +31,11 @@ func TestEtcdCursorLoad(t *testing.T) {
 	if !*flagEtcdLoad {
 		t.Skip("behind -mledger.etcdload")
 	}
+	// etcd's default timing, as in production: its load is what is measured.
 	ecfg := meta.DefaultEmbedConfig()
-	ecfg.DataDir = t.TempDir()
 	ecfg.Logger = testLogger(t)
-	emb, err := meta.StartEmbed(t.Context(), ecfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { emb.Close() })
-	dcfg := meta.DefaultEtcdConfig()
-	dcfg.Logger = testLogger(t)
-	etcd, err := meta.Dial(t.Context(), emb.Endpoints(), dcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { etcd.Close() })
-	cs := &countingStore{Store: etcd}
+	emb := metatest.Start(t, ecfg)
+	cs := &countingStore{Store: metatest.Dial(t, emb.Endpoints())}
 	e := newEnvOn(t, cs, 3)
 	for _, sc := range []struct {
 		interval time.Duration
@@ -79,9 +70,11 @@ func TestEtcdCursorLoad(t *testing.T) {
 			}
 			cursors := make([]*Cursor, *flagEtcdLoadCursors)
 			for i := range cursors {
-				if cursors[i], err = ml.OpenCursor(t.Context(), fmt.Sprintf("sub-%04d", i), Earliest); err != nil {
+				c, err := ml.OpenCursor(t.Context(), fmt.Sprintf("sub-%04d", i), Earliest)
+				if err != nil {
 					t.Fatal(err)
 				}
+				cursors[i] = c
 			}
 			w0, b0 := cs.writes.Load(), cs.bytes.Load()
 			start := time.Now()
@@ -116,7 +109,7 @@ func TestEtcdCursorLoad(t *testing.T) {
 			wg.Wait()
 			// Wait for the last changes to be written: the lag of the
 			// slowest cursor.
-			waitFor(t, time.Minute, "every cursor written", func() bool {
+			testkit.WaitFor(t, "every cursor written", func() bool {
 				for _, c := range cursors {
 					c.mu.Lock()
 					dirty := c.dirty

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/meridian-mq/meridian/cluster/meta"
+	"github.com/meridian-mq/meridian/testkit"
 )
 
 // TestExternalCursorGuardedFrozenWorker: a worker frozen past its lease,
@@ -85,7 +86,7 @@ func TestExternalCursorGuardedFrozenWorker(t *testing.T) {
 	if got := storedMarkDelete(t, mem, "repl", name); got != ps[4] {
 		t.Fatalf("stored %v, want the new holder's %v", got, ps[4])
 	}
-	waitFor(t, 5*time.Second, "the owner's watch to see the new holder's write", func() bool {
+	testkit.WaitFor(t, "the owner's watch to see the new holder's write", func() bool {
 		return ml.ForeignCursors()[name] == ps[4]
 	})
 }
@@ -121,7 +122,7 @@ func TestDeleteExternalCursorFreesRetention(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "the watch to see the foreign cursor", func() bool { _, ok := ml.ForeignCursors()[name]; return ok })
+	testkit.WaitFor(t, "the watch to see the foreign cursor", func() bool { _, ok := ml.ForeignCursors()[name]; return ok })
 	appendSeqs(t, ml, 0, 35)
 	settle(t, ml)
 	ledgers := ml.Ledgers()
@@ -141,7 +142,7 @@ func TestDeleteExternalCursorFreesRetention(t *testing.T) {
 	if _, err := e.store.Get(t.Context(), CursorKey(region, "unrepl", name)); !errors.Is(err, meta.ErrNotFound) {
 		t.Fatalf("cursor still stored: %v", err)
 	}
-	waitFor(t, 5*time.Second, "the watch to see the deletion", func() bool { _, ok := ml.ForeignCursors()[name]; return !ok })
+	testkit.WaitFor(t, "the watch to see the deletion", func() bool { _, ok := ml.ForeignCursors()[name]; return !ok })
 	if err := ml.Trim(t.Context()); err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/meridian-mq/meridian/cluster/ledger"
 	"github.com/meridian-mq/meridian/cluster/meta"
+	"github.com/meridian-mq/meridian/testkit"
 )
 
 // ledgerKeysStore watches the store operations on ledger metadata: it
@@ -118,7 +119,7 @@ func TestRetentionNeverHoldsUpAppends(t *testing.T) {
 	}
 	// Retention went on dropping the closed ledgers from the list: the
 	// record is written before the deletes, which wait behind the held one.
-	waitFor(t, 10*time.Second, "retention to drop the closed ledgers from the list", func() bool { return len(ml.Ledgers()) == 1 })
+	testkit.WaitFor(t, "retention to drop the closed ledgers from the list", func() bool { return len(ml.Ledgers()) == 1 })
 	if _, err := f.client.Metadata(t.Context(), first); err != nil {
 		t.Fatalf("the held ledger's metadata is gone before the release: %v", err)
 	}
@@ -126,7 +127,7 @@ func TestRetentionNeverHoldsUpAppends(t *testing.T) {
 	// The dropped ledgers (the first and the four after it; the topic's
 	// are the only ledgers of this store) are deleted once the store
 	// answers again.
-	waitFor(t, 10*time.Second, "the dropped ledgers' deletion", func() bool {
+	testkit.WaitFor(t, "the dropped ledgers' deletion", func() bool {
 		for id := first; id < ml.Ledgers()[0]; id++ {
 			if _, err := f.client.Metadata(t.Context(), id); !errors.Is(err, ledger.ErrLedgerNotFound) {
 				return false
@@ -171,7 +172,7 @@ func TestNextLedgerCreatedAhead(t *testing.T) {
 		t.Fatalf("ledger %d created ahead at 5 of 8 entries", id)
 	}
 	appendN(5, 1) // 6 of 8: three quarters
-	waitFor(t, 10*time.Second, "the next ledger to be created ahead", func() bool { return ahead() != 0 })
+	testkit.WaitFor(t, "the next ledger to be created ahead", func() bool { return ahead() != 0 })
 	next := ahead()
 	creates := s.creates.Load()
 	appendN(6, 2) // the 8th rolls over
@@ -182,7 +183,7 @@ func TestNextLedgerCreatedAhead(t *testing.T) {
 		t.Fatalf("the rollover created %d ledgers with one made ahead", n)
 	}
 	appendN(8, 6)
-	waitFor(t, 10*time.Second, "the next ledger to be created ahead", func() bool { return ahead() != 0 })
+	testkit.WaitFor(t, "the next ledger to be created ahead", func() bool { return ahead() != 0 })
 	unused := ahead()
 	if err := ml.Close(t.Context()); err != nil {
 		t.Fatal(err)
@@ -215,7 +216,7 @@ func TestHousekeepingOnTheClock(t *testing.T) {
 		t.Fatalf("%d ledgers before the maximum age, want 1", n)
 	}
 	e.clock.Advance(time.Minute)
-	waitFor(t, 10*time.Second, "the aged ledger to roll over", func() bool { return len(ml.Ledgers()) == 2 })
+	testkit.WaitFor(t, "the aged ledger to roll over", func() bool { return len(ml.Ledgers()) == 2 })
 }
 
 // TestLedgerIDsIncreaseAlongTheList: the ledger made ahead and the one a

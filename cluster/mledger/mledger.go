@@ -41,11 +41,9 @@ import (
 //     ledgers, the cursors' published positions, the terminal error.
 //   - Each durable cursor has its own persistence goroutine.
 //
-// Lock order: the write lock before listMu before ManagedLedger.mu, and
-// Cursor.mu before ManagedLedger.mu; nextLedger.mu and ledgerDeleter.mu
-// are leaves (nothing is taken under them). Code holding ml.mu never calls
-// into a cursor. The view's ledger ids equal the list's whenever listMu is
-// free: whoever writes the list publishes it under listMu.
+// Lock order: docs/lock-order.md. The view's ledger ids equal the list's
+// whenever listMu is free: whoever writes the list publishes it under
+// listMu.
 //
 // Invariants:
 //   - An entry is visible to readers only once the bookies confirmed it, and

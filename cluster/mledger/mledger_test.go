@@ -15,6 +15,7 @@ import (
 	"github.com/meridian-mq/meridian/cluster/ledger"
 	"github.com/meridian-mq/meridian/cluster/meta"
 	"github.com/meridian-mq/meridian/cluster/wire/pb"
+	"github.com/meridian-mq/meridian/testkit"
 )
 
 // settle waits until the owner goroutine has finished what it was doing
@@ -335,7 +336,7 @@ func testRetention(t *testing.T, newEnv func(testing.TB) *env) {
 	if err := sub.AckCumulative(ps[54]); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "the watch to see the foreign cursor", func() bool { _, ok := ml.ForeignCursors()["meridian.repl.eu-west"]; return ok })
+	testkit.WaitFor(t, "the watch to see the foreign cursor", func() bool { _, ok := ml.ForeignCursors()["meridian.repl.eu-west"]; return ok })
 	if err := ml.Trim(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -346,7 +347,7 @@ func testRetention(t *testing.T, newEnv func(testing.TB) *env) {
 	if err := repl.MarkDelete(t.Context(), ps[24]); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "the watch to see the move", func() bool { return ml.ForeignCursors()["meridian.repl.eu-west"] == ps[24] })
+	testkit.WaitFor(t, "the watch to see the move", func() bool { return ml.ForeignCursors()["meridian.repl.eu-west"] == ps[24] })
 	if err := ml.Trim(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -363,7 +364,7 @@ func testRetention(t *testing.T, newEnv func(testing.TB) *env) {
 	if err := repl.MarkDelete(t.Context(), ps[124]); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "the watch to see the move", func() bool { return ml.ForeignCursors()["meridian.repl.eu-west"] == ps[124] })
+	testkit.WaitFor(t, "the watch to see the move", func() bool { return ml.ForeignCursors()["meridian.repl.eu-west"] == ps[124] })
 	if err := ml.Trim(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -392,7 +393,8 @@ func testRetention(t *testing.T, newEnv func(testing.TB) *env) {
 
 // TestRetentionClosedCursorPins: a durable cursor that is not open (a
 // subscription without a consumer, or one not opened since a restart)
-// still pins its ledgers; deleting it releases them.
+// still pins its ledgers, and so does one closing; deleting it releases
+// them.
 func TestRetentionClosedCursorPins(t *testing.T) {
 	e := newEnv(t)
 	cfg := testConfig()
@@ -404,9 +406,11 @@ func TestRetentionClosedCursorPins(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := idle.Close(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	// Close's first step alone (stop drops the live position): the trims
+	// on the owner goroutine (after each rollover here) may run between it
+	// and the end of Close.
+	first := ml.Ledgers()[0]
+	idle.stop(true)
 	for i := range 30 {
 		if _, err := ml.Append(t.Context(), testMessage(t, 'A', uint64(i), 1, 0), 1); err != nil {
 			t.Fatal(err)
@@ -414,6 +418,15 @@ func TestRetentionClosedCursorPins(t *testing.T) {
 	}
 	settle(t, ml)
 	before := ml.Ledgers()
+	if err := ml.Trim(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := ml.Ledgers(); got[0] != first || !slices.Equal(got, before) {
+		t.Fatalf("a closing cursor did not pin ledger %d: %v, then %v after a trim", first, before, got)
+	}
+	if err := idle.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	if err := ml.Trim(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -805,7 +818,7 @@ func TestCursorPersistence(t *testing.T) {
 		t.Fatalf("%d writes within the interval after the cursor was created", w)
 	}
 	e.clock.Advance(time.Nanosecond)
-	waitFor(t, 10*time.Second, "the write at the end of the interval", func() bool { return cs.writes.Load()-w0 == 1 })
+	testkit.WaitFor(t, "the write at the end of the interval", func() bool { return cs.writes.Load()-w0 == 1 })
 	// The one write holds all eleven acks.
 	first := stored()
 	if first.MarkDelete != ps[1] {
@@ -827,7 +840,7 @@ func TestCursorPersistence(t *testing.T) {
 		t.Fatalf("%d writes, want still 1, %v after the first", w, e.clock.Since(firstWrite))
 	}
 	e.clock.Advance(time.Nanosecond)
-	waitFor(t, 10*time.Second, "the second write", func() bool { return cs.writes.Load()-w0 == 2 })
+	testkit.WaitFor(t, "the second write", func() bool { return cs.writes.Load()-w0 == 2 })
 	if second := stored(); second.Properties["k"] != "v" {
 		t.Fatalf("second write holds properties %v", second.Properties)
 	}

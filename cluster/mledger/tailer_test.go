@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/meridian-mq/meridian/cluster/ledger"
+	"github.com/meridian-mq/meridian/testkit"
 )
 
 // tailer opens a Tailer as its own process: its own ledger client, the
@@ -281,7 +282,7 @@ func TestTailerLedgerGone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, "the tailer to see the record's last change", func() bool {
+	testkit.WaitFor(t, "the tailer to see the record's last change", func() bool {
 		if err := tl.syncRecord(t.Context(), false); err != nil {
 			t.Fatal(err)
 		}

@@ -11,10 +11,11 @@ import (
 	"github.com/meridian-mq/meridian/cluster/bookie"
 	"github.com/meridian-mq/meridian/cluster/broker"
 	"github.com/meridian-mq/meridian/cluster/ledger/ledgertest"
-	"github.com/meridian-mq/meridian/cluster/meta"
+	"github.com/meridian-mq/meridian/cluster/meta/metatest"
 	"github.com/meridian-mq/meridian/cluster/mledger"
 	"github.com/meridian-mq/meridian/cluster/node"
 	"github.com/meridian-mq/meridian/replicator"
+	"github.com/meridian-mq/meridian/testkit"
 )
 
 // TestReplicationStopsAtACorruptEntry: a source entry that fails its
@@ -26,11 +27,7 @@ func TestReplicationStopsAtACorruptEntry(t *testing.T) {
 	defer cancel()
 	etcd := startStandalone(t, func(*node.BrokerConfig) {}) // its embedded etcd, for both regions
 	endpoints := etcd.EtcdEndpoints()
-	store, err := meta.Dial(ctx, endpoints, meta.DefaultEtcdConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
+	store := metatest.Dial(t, endpoints)
 	// east's entries live on an in-memory bookie whose replicas the test
 	// can corrupt; west's on a real one.
 	memory := ledgertest.NewCluster("east-bookie")
@@ -81,7 +78,7 @@ func TestReplicationStopsAtACorruptEntry(t *testing.T) {
 	cons := subscribeIn(t, map[string]string{"west": urls["west"]}, topic)["west"]
 	checkPayloads(t, receiveAll(t, cons, 1, time.Second), []string{"m-0"})
 	var state mledger.ReplicationTaskState
-	waitFor(t, "the checksum error as the task's lastError", func() bool {
+	testkit.WaitFor(t, "the checksum error as the task's lastError", func() bool {
 		tasks, err := mledger.ReplicationTasks(ctx, store, "east", topic)
 		state = tasks["west"]
 		return err == nil && strings.Contains(strings.ToLower(state.LastError), "checksum")

@@ -18,6 +18,7 @@ import (
 
 	"github.com/meridian-mq/meridian/cluster/node"
 	"github.com/meridian-mq/meridian/telemetry"
+	"github.com/meridian-mq/meridian/testkit"
 )
 
 // goldenSeries is one family a running region serves: its type and the
@@ -229,7 +230,7 @@ func TestPulsarMetrics(t *testing.T) {
 	onTopic := map[string]string{"topic": topic}
 	toWest := map[string]string{"topic": topic, "remote_cluster": "west"}
 	fromEast := map[string]string{"topic": topic, "remote_cluster": "east"}
-	waitFor(t, "rates, write buckets and replication in both regions", func() bool {
+	testkit.WaitFor(t, "rates, write buckets and replication in both regions", func() bool {
 		e, w := scrape(t, eastURL), scrape(t, westURL)
 		for _, probe := range []struct {
 			f     map[string]*dto.MetricFamily
@@ -261,7 +262,7 @@ func TestPulsarMetrics(t *testing.T) {
 	// and the last acks are in: both are read until they agree.
 	webURL := east.Broker().WebURL()
 	var mismatch string
-	waitFor(t, "the metrics to agree with the admin API's stats", func() bool {
+	testkit.WaitFor(t, "the metrics to agree with the admin API's stats", func() bool {
 		st := adminStats(t, webURL, topic)
 		f := scrape(t, eastURL)
 		s := map[string]string{"topic": topic, "subscription": "s"}

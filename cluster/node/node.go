@@ -1,17 +1,20 @@
 // Package node assembles what one meridian process runs: its metadata
 // stores (an embedded etcd, or clients of etcd clusters that run elsewhere),
 // and for each region it serves, that region's bookies, its broker with the
-// admin REST API, its replication worker, and its telemetry (one Prometheus registry and /metrics
-// endpoint per region, one logger). It sits above everything it assembles;
-// only cmd and e2e import it.
+// admin REST API, its replication worker, and its telemetry (one Prometheus
+// registry and /metrics endpoint per region, one logger, and one
+// OpenTelemetry Tracing for the process). It sits above everything it
+// assembles; only cmd and e2e import it.
 //
-// Every command of the binary is one configuration of the same Config:
+// Every server command of the binary but `meridian etcd` (which runs one
+// meta.StartEmbed member and nothing else) is one configuration of the same
+// Config:
 //
 //	meridian standalone   embedded etcd; one region with a bookie, a broker and a replicator (Standalone)
 //	meridian dev          embedded etcd; several regions, each with a bookie, a broker and a replicator (Dev)
 //	meridian broker       etcd elsewhere; one region with a broker
-//	meridian bookie       etcd elsewhere; one region with a bookie and a /metrics listener
-//	meridian replicator   etcd elsewhere; one region with a replicator and a /metrics listener
+//	meridian bookie       etcd elsewhere; one region with a bookie (and /metrics with --metrics-listen)
+//	meridian replicator   etcd elsewhere; one region with a replicator (and /metrics with --metrics-listen)
 //
 // so there is one way to wire a part, and a region's name, stores, logger and
 // registry are set once, in the region, and handed to each part. Pulsar's
@@ -26,6 +29,11 @@
 // broker id, the advertised host:port, so restart on the same ports), and
 // every topic is fenced and recovered as in a takeover when it is first
 // used again.
+//
+// node.go holds Config, the regions and their parts, and Standalone and Dev;
+// broker.go a region's broker with its web listener; conf.go
+// ApplyPulsarConf's table; tracing.go the process's Tracing; schemas.go the
+// replicator's read-only view of a region's schema registry.
 package node
 
 import (

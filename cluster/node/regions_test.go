@@ -19,6 +19,7 @@ import (
 	"github.com/meridian-mq/meridian/cluster/node"
 	"github.com/meridian-mq/meridian/global"
 	"github.com/meridian-mq/meridian/replicator"
+	"github.com/meridian-mq/meridian/testkit"
 	"github.com/meridian-mq/meridian/topology"
 )
 
@@ -41,18 +42,6 @@ func region(t *testing.T, n *node.Node, name string) *node.Region {
 	}
 	t.Fatalf("no region %s", name)
 	return nil
-}
-
-// waitFor polls cond until it holds, failing after a minute.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // replCursor reads topic's meridian.repl.<remote> cursor in r: its
@@ -81,21 +70,7 @@ func replCursor(t *testing.T, r *node.Region, topic, remote string) (mledger.Pos
 // every region's brokers see them.
 func setClusters(t *testing.T, n *node.Node, clusters ...string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	gs := n.Broker().Service().Global()
-	_, rcpt, err := gs.UpdateNamespace(ctx, "public", "default", func(p *global.Policies) error {
-		p.ReplicationClusters = clusters
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range n.Regions() {
-		if err := r.Broker().Service().Policies().Await(ctx, rcpt); err != nil {
-			t.Fatal(err)
-		}
-	}
+	updateNamespace(t, n, func(p *global.Policies) { p.ReplicationClusters = clusters })
 }
 
 // publish sends the messages prefix-0 .. prefix-(n-1) to topic in order,
@@ -206,7 +181,7 @@ func TestReplicationToAnAddedRegion(t *testing.T) {
 				t.Fatal("a cursor for west before west is a cluster of the namespace")
 			}
 			setClusters(t, n, "east", "west")
-			waitFor(t, "east's cursor for west", func() bool { _, ok := replCursor(t, east, topic, "west"); return ok })
+			testkit.WaitFor(t, "east's cursor for west", func() bool { _, ok := replCursor(t, east, topic, "west"); return ok })
 			cons := subscribeIn(t, map[string]string{"west": urls["west"]}, topic)["west"]
 			publish(t, p, "new", 10)
 			checkPayloads(t, receiveAll(t, cons, len(tc.want), 500*time.Millisecond), tc.want)
@@ -233,8 +208,8 @@ func TestReplicationToARemovedRegion(t *testing.T) {
 	checkPayloads(t, receiveAll(t, cons, 5, 100*time.Millisecond), payloads("before", 0, 5))
 
 	setClusters(t, n, "east")
-	waitFor(t, "east's cursor for west deleted", func() bool { _, ok := replCursor(t, east, topic, "west"); return !ok })
-	waitFor(t, "east's worker to drop the task", func() bool {
+	testkit.WaitFor(t, "east's cursor for west deleted", func() bool { _, ok := replCursor(t, east, topic, "west"); return !ok })
+	testkit.WaitFor(t, "east's worker to drop the task", func() bool {
 		tasks, err := east.Replicator().Tasks(context.Background())
 		return err == nil && len(tasks) == 0
 	})
@@ -255,7 +230,7 @@ func TestReplicationToARemovedRegion(t *testing.T) {
 
 	// Added back, west gets what is published from then on (latest).
 	setClusters(t, n, "east", "west")
-	waitFor(t, "east's cursor for west again", func() bool { _, ok := replCursor(t, east, topic, "west"); return ok })
+	testkit.WaitFor(t, "east's cursor for west again", func() bool { _, ok := replCursor(t, east, topic, "west"); return ok })
 	publish(t, p, "back", 5)
 	checkPayloads(t, receiveAll(t, cons, 5, 500*time.Millisecond), payloads("back", 0, 5))
 }
@@ -295,7 +270,7 @@ func TestReplicationCursorOfARemovedRegionWithoutAWorker(t *testing.T) {
 		}
 	}
 	setClusters(t, n, "east")
-	waitFor(t, "the loaded topic's cursor for west deleted", func() bool { _, ok := replCursor(t, east, loaded, "west"); return !ok })
+	testkit.WaitFor(t, "the loaded topic's cursor for west deleted", func() bool { _, ok := replCursor(t, east, loaded, "west"); return !ok })
 	if _, ok := replCursor(t, east, unloaded, "west"); !ok {
 		t.Fatal("the unloaded topic's cursor is gone before its load: who deleted it?")
 	}
@@ -583,7 +558,7 @@ func TestReplicationExpiresByMessageTTL(t *testing.T) {
 	cons := subscribeIn(t, map[string]string{"west": urls["west"]}, topic)["west"]
 	publish(t, p, "new", 5)
 	checkPayloads(t, receiveAll(t, cons, 5, 500*time.Millisecond), payloads("new", 0, 5))
-	waitFor(t, "the 10 old messages counted as expired", func() bool {
+	testkit.WaitFor(t, "the 10 old messages counted as expired", func() bool {
 		tasks, err := mledger.ReplicationTasks(ctx, east.Store(), "east", topic)
 		return err == nil && tasks["west"].MsgExpiredCounter == 10
 	})

@@ -11,7 +11,7 @@ import (
 
 	"github.com/meridian-mq/meridian/cluster/bookie"
 	"github.com/meridian-mq/meridian/cluster/ledger/ledgertest"
-	"github.com/meridian-mq/meridian/cluster/meta"
+	"github.com/meridian-mq/meridian/cluster/meta/metatest"
 	"github.com/meridian-mq/meridian/cluster/node"
 	"github.com/meridian-mq/meridian/telemetry"
 	"github.com/meridian-mq/meridian/topology"
@@ -60,11 +60,7 @@ func brokerWithTopics(b *testing.B, topics int, mc telemetry.MetricsConfig) stri
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { seed.Close() })
-	store, err := meta.Dial(ctx, seed.EtcdEndpoints(), meta.DefaultEtcdConfig())
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { store.Close() })
+	store := metatest.Dial(b, seed.EtcdEndpoints())
 	memory := ledgertest.NewCluster("bench-bookie")
 	if err := ledgertest.Register(ctx, store, "bench", "bench-bookie", "", false); err != nil {
 		b.Fatal(err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/meridian-mq/meridian/cluster/node"
 	"github.com/meridian-mq/meridian/telemetry"
+	"github.com/meridian-mq/meridian/testkit"
 )
 
 // spanRegion is the region a span was recorded in.
@@ -85,7 +86,7 @@ func TestTraceAcrossRegions(t *testing.T) {
 		{telemetry.SpanPublish, "eu-west"}, {telemetry.SpanDeliver, "us-east"}, {telemetry.SpanDeliver, "eu-west"},
 	}
 	var spans tracetest.SpanStubs
-	waitFor(t, "the spans of publish, replicate and deliver in both regions", func() bool {
+	testkit.WaitFor(t, "the spans of publish, replicate and deliver in both regions", func() bool {
 		spans = exporter.GetSpans()
 		for _, w := range want {
 			if _, ok := find(spans, w.name, w.region); !ok {

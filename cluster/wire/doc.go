@@ -23,4 +23,12 @@
 //
 // Nothing here does I/O beyond the io.Reader and io.Writer it is given, and
 // nothing here keeps state across connections.
+//
+// frame.go holds the frame and message codec and the checksum, batch.go the
+// batch payload codec, and servererror.go the ServerError table. Two files
+// read what Meridian itself adds to a message's metadata: replication.go the
+// reserved properties a replicator adds to a replicated entry (its source,
+// its origin time, the replicate span's trace context), and trace.go the
+// trace context a broker continues for an entry, from the decoded metadata
+// or straight from its bytes.
 package wire

@@ -19,6 +19,7 @@ import (
 
 	"github.com/meridian-mq/meridian/cluster/wire"
 	"github.com/meridian-mq/meridian/cluster/wire/pb"
+	"github.com/meridian-mq/meridian/testkit"
 )
 
 // tinyServer is the smallest Pulsar server that a real client will produce
@@ -79,20 +80,10 @@ func (s *tinyServer) close() {
 	s.wg.Wait()
 }
 
-// waitFor blocks until cond holds (checked under s.mu) or the deadline passes.
+// waitFor blocks until cond holds under s.mu, which s.cond signals.
 func (s *tinyServer) waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.AfterFunc(10*time.Second, func() { s.mu.Lock(); s.cond.Broadcast(); s.mu.Unlock() })
-	defer deadline.Stop()
-	start := time.Now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for !cond() {
-		if time.Since(start) > 10*time.Second {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		s.cond.Wait()
-	}
+	testkit.WaitCond(t, s.cond, what, cond)
 }
 
 func (s *tinyServer) serve(c net.Conn) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 
+	"github.com/meridian-mq/meridian/cluster/meta/metatest"
 	"github.com/meridian-mq/meridian/global"
 )
 
@@ -57,7 +58,7 @@ func TestDevTwoRegions(t *testing.T) {
 		}
 	}
 
-	store := dialEtcd(ctx, t, etcd)
+	store := metatest.Dial(t, strings.Split(etcd, ","))
 	defer store.Close()
 	gs, err := global.NewStore(store, global.DefaultConfig())
 	if err != nil {

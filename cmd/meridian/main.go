@@ -1,6 +1,16 @@
-// Command meridian is the one Meridian binary: every component (etcd, bookie,
-// broker, standalone, dev) and every client tool is a subcommand. Each
-// subcommand is thin wiring over the packages that do the work.
+// Command meridian is the one Meridian binary: every server (etcd, bookie,
+// broker, replicator, standalone, dev) and every client tool (admin,
+// produce, consume, perf, token) is a subcommand. Each subcommand is thin
+// wiring over the packages that do the work.
+//
+// root.go holds the command tree, which main.go runs. Each server command
+// has its file, named after it; all but etcd.go configure cluster/node, and
+// config.go holds what they share (the config file, the TLS and log flags,
+// running a node). credentials.go holds the authentication and TLS flags of
+// the tools that connect to a region. client.go is produce and consume, with
+// hops.go's hop trail for consume --hops; perf.go and perftrace.go are perf;
+// token.go is token; admin.go and the admin_*.go files are admin, and
+// admin.go's opening comment says which file holds which group of verbs.
 package main
 
 import (

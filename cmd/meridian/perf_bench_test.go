@@ -10,6 +10,7 @@ import (
 
 	"github.com/meridian-mq/meridian/cluster/ledger/ledgertest"
 	"github.com/meridian-mq/meridian/cluster/meta"
+	"github.com/meridian-mq/meridian/cluster/meta/metatest"
 	"github.com/meridian-mq/meridian/cluster/node"
 	"github.com/meridian-mq/meridian/telemetry"
 )
@@ -83,19 +84,9 @@ func startMemoryRegion(ctx context.Context, t testing.TB, tracing *telemetry.Tra
 func startMemoryRegionWith(ctx context.Context, t testing.TB, tracing *telemetry.Tracing, mc telemetry.MetricsConfig) *node.Node {
 	t.Helper()
 	ecfg := meta.DefaultEmbedConfig()
-	ecfg.DataDir, ecfg.Logger = t.TempDir(), discardLogger()
-	etcd, err := meta.StartEmbed(ctx, ecfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { etcd.Close() })
-	dcfg := meta.DefaultEtcdConfig()
-	dcfg.Logger = discardLogger()
-	store, err := meta.Dial(ctx, etcd.Endpoints(), dcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
+	ecfg.Logger = discardLogger()
+	etcd := metatest.Start(t, ecfg)
+	store := metatest.Dial(t, etcd.Endpoints())
 
 	const region, bookieID = "standalone", "memory-0"
 	bookies := ledgertest.NewCluster(bookieID)

@@ -18,6 +18,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/meridian-mq/meridian/cluster/meta"
+	"github.com/meridian-mq/meridian/cluster/meta/metatest"
 	"github.com/meridian-mq/meridian/global"
 )
 
@@ -48,17 +49,6 @@ func newPulsarClient(t *testing.T, url string, opTimeout time.Duration) pulsar.C
 		t.Fatal(err)
 	}
 	return c
-}
-
-func dialEtcd(ctx context.Context, t *testing.T, endpoints string) *meta.Etcd {
-	t.Helper()
-	cfg := meta.DefaultEtcdConfig()
-	cfg.Logger = nil
-	s, err := meta.Dial(ctx, strings.Split(endpoints, ","), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
 }
 
 // enableDedup turns deduplication on for public/default through the global
@@ -205,7 +195,7 @@ func TestStandaloneCrashRestart(t *testing.T) {
 	if want := fmt.Sprintf("pulsar://127.0.0.1:%d", ports[0]); ready.serviceURL != want {
 		t.Fatalf("service URL %s, want %s", ready.serviceURL, want)
 	}
-	store := dialEtcd(ctx, t, ready.etcd)
+	store := metatest.Dial(t, strings.Split(ready.etcd, ","))
 	brokerKey := meta.RegionKey("standalone", "brokers", fmt.Sprintf("127.0.0.1:%d", ports[0]))
 	kv, err := store.Get(ctx, brokerKey)
 	if err != nil {
@@ -213,7 +203,7 @@ func TestStandaloneCrashRestart(t *testing.T) {
 	}
 	oldLease := kv.Lease
 	store.Close()
-	store = dialEtcd(ctx, t, ready.etcd)
+	store = metatest.Dial(t, strings.Split(ready.etcd, ","))
 
 	// Its operation timeout bounds how long Close waits on the dead broker.
 	c1 := newPulsarClient(t, ready.serviceURL, 10*time.Second)
@@ -298,7 +288,7 @@ func TestStandaloneCrashRestart(t *testing.T) {
 	p2 := startProcess(t, "standalone (run 2)", filepath.Join(dir, "run2.log"), args...)
 	ready2 := parseStandaloneReady(t, p2.waitReady(ctx, t))
 	restartReady := time.Since(began)
-	store = dialEtcd(ctx, t, ready2.etcd)
+	store = metatest.Dial(t, strings.Split(ready2.etcd, ","))
 	defer store.Close()
 	// The previous run's lease is gone at once, not after its TTL: etcd
 	// renews leases to a full TTL when it restarts, so only a revoke can

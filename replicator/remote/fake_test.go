@@ -24,6 +24,7 @@ import (
 
 	"github.com/meridian-mq/meridian/cluster/wire"
 	"github.com/meridian-mq/meridian/cluster/wire/pb"
+	"github.com/meridian-mq/meridian/testkit"
 )
 
 // fakeBroker is a small Pulsar server on cluster/wire that a Producer can
@@ -112,20 +113,10 @@ func (b *fakeBroker) close() {
 	b.wg.Wait()
 }
 
-// waitFor blocks until cond holds under b.mu, failing the test after 20 s.
+// waitFor blocks until cond holds under b.mu, which b.cond signals.
 func (b *fakeBroker) waitFor(what string, cond func() bool) {
 	b.t.Helper()
-	deadline := time.AfterFunc(20*time.Second, func() { b.mu.Lock(); b.cond.Broadcast(); b.mu.Unlock() })
-	defer deadline.Stop()
-	start := time.Now()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for !cond() {
-		if time.Since(start) > 20*time.Second {
-			b.t.Fatalf("timed out waiting for %s", what)
-		}
-		b.cond.Wait()
-	}
+	testkit.WaitCond(b.t, b.cond, what, cond)
 }
 
 // release answers the n oldest held SENDs.

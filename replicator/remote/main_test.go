@@ -3,7 +3,7 @@ package remote
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/meridian-mq/meridian/testkit"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { testkit.Main(m) }

@@ -27,9 +27,8 @@ const producerID uint64 = 1
 // Ownership: Send is called by one goroutine at a time, the replication
 // task, whose call order is the order on the wire. The Producer owns two
 // goroutines, stopped and waited for by Close: the reader, which matches
-// receipts to the in-flight entries in order, and the keep-alive. The
-// lock order is mu, then wmu; the reader takes wmu (to answer PINGs) only
-// without mu, so a slow write never stalls the matching of receipts.
+// receipts to the in-flight entries in order, and the keep-alive. Lock
+// order: docs/lock-order.md.
 type Producer struct {
 	cfg            Config
 	log            *slog.Logger
@@ -203,7 +202,7 @@ func lookup(ctx context.Context, cfg Config, auth authMethod) (*session, error) 
 	}
 	authoritative := false
 	for redirects := 0; ; redirects++ {
-		resp, err := s.lookup(ctx, cfg.Topic, authoritative)
+		resp, err := s.lookup(ctx, cfg.Topic, cfg.SourceRegion, authoritative)
 		if err != nil {
 			s.conn.Close()
 			return nil, err
@@ -298,7 +297,6 @@ func (p *Producer) Send(ctx context.Context, entry []byte) (*Receipt, error) {
 		return nil, err
 	}
 	// reserve returned holding wmu, so that the wire order is the window's.
-	defer p.wmu.Unlock()
 	send := pb.CommandSend_builder{
 		ProducerId: proto.Uint64(producerID), SequenceId: proto.Uint64(uint64(out.firstIndex)),
 		HighestSequenceId: proto.Uint64(uint64(out.lastIndex)), NumMessages: proto.Int32(out.numMessages),
@@ -307,7 +305,9 @@ func (p *Producer) Send(ctx context.Context, entry []byte) (*Receipt, error) {
 		send.IsChunk = proto.Bool(true)
 	}
 	cmd := pb.BaseCommand_builder{Type: pb.BaseCommand_SEND.Enum(), Send: send.Build()}.Build()
-	if err := p.writeLocked(cmd, out.message); err != nil {
+	err = p.writeFrame(cmd, out.message)
+	p.wmu.Unlock() // before fail, which takes mu: the order is mu, then wmu
+	if err != nil {
 		p.fail(err) // fails r too: it is in the window
 	}
 	return r, nil
@@ -356,10 +356,12 @@ func (p *Producer) InFlight() (entries, bytes int) {
 func (p *Producer) write(cmd *pb.BaseCommand) error {
 	p.wmu.Lock()
 	defer p.wmu.Unlock()
-	return p.writeLocked(cmd, nil)
+	return p.writeFrame(cmd, nil)
 }
 
-func (p *Producer) writeLocked(cmd *pb.BaseCommand, message []byte) error {
+// writeFrame writes and flushes one command (with its message, if any),
+// within OperationTimeout. The caller holds wmu.
+func (p *Producer) writeFrame(cmd *pb.BaseCommand, message []byte) error {
 	var err error
 	if message != nil {
 		err = p.s.w.WritePayloadCommand(cmd, nil, message)

@@ -13,6 +13,14 @@
 // Every decoding failure is an error, never a panic: a peer that sends an
 // oversized or malformed frame gets its connection closed.
 //
+// frame.go holds the framing, messages.go the requests, the responses and
+// the entry checksum, errors.go the status codes, and conn.go the client
+// connection. registration.go is the bookie's registration value and the
+// keys of the region's bookies and ledgers, which the bookie and the ledger
+// client both use.
+//
 // The package imports nothing else of Meridian's, so the ledger client can use
 // it without the bookie server.
+//
+// Its locks are ordered with the rest of the process's in docs/lock-order.md.
 package bkproto

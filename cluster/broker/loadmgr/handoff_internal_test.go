@@ -2,6 +2,7 @@ package loadmgr
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/meridian-mq/meridian/cluster/meta"
+	"github.com/meridian-mq/meridian/testkit"
 )
 
 // failFirstWatch is a store whose first watch fails at once, after a key
@@ -68,19 +70,11 @@ func TestWatchPutsRelists(t *testing.T) {
 	defer func() { stop(); wg.Wait() }()
 	waitSeen := func(key string, n int) {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for {
+		testkit.WaitFor(t, fmt.Sprintf("%s to be seen %d times", key, n), func() bool {
 			mu.Lock()
-			got := seen[key]
-			mu.Unlock()
-			if got >= n {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s seen %d times, want %d", key, got, n)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+			defer mu.Unlock()
+			return seen[key] >= n
+		})
 	}
 	waitSeen(prefix+"during", 1)
 	waitSeen(prefix+"before", 2) // listed again after the failed watch

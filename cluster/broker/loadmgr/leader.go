@@ -30,7 +30,7 @@ const leaderRetry = 500 * time.Millisecond
 
 func (m *Manager) leaderKey() string { return meta.RegionKey(m.cfg.Region, "leader") }
 
-// leaderLoop campaigns for leadership until the Service closes, and leads
+// leaderLoop campaigns for leadership until the Manager closes, and leads
 // while it holds it (lead).
 func (m *Manager) leaderLoop() {
 	value, err := meta.EncodeJSON(1, m.own.self)
@@ -66,7 +66,7 @@ func (m *Manager) campaign(value []byte) (meta.Leadership, error) {
 
 // lead runs the shedder every SheddingInterval, and keeps the region's
 // cluster record (clusterrecord.go), until leadership is lost or the
-// Service closes, and then resigns (a no-op when the key is already gone).
+// Manager closes, and then resigns (a no-op when the key is already gone).
 func (m *Manager) lead(lead meta.Leadership) {
 	m.metrics.leading(true)
 	defer m.metrics.leading(false)

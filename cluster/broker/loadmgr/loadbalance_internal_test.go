@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/meridian-mq/meridian/cluster/meta/metatest"
 )
 
 func TestBalanceConfigValidate(t *testing.T) {
@@ -48,7 +50,7 @@ func TestParseBundleName(t *testing.T) {
 // TestUpdateRecordAfterLostAnswer: a registration write that landed though
 // its caller gave up on it (a timeout) does not stop later writes.
 func TestUpdateRecordAfterLostAnswer(t *testing.T) {
-	store := memoryStore(t)
+	store := metatest.Memory(t)
 	ctx := context.Background()
 	o := testOwnership(t, store, "b1", func() {})
 	// A write of ours lands, but we never learn its revision.

@@ -30,7 +30,7 @@ import (
 // of one core, and memory its Go heap: brokers that share a host would
 // otherwise all report the host's figures.
 
-// loadState is the Service's load-report state. The load loop owns the
+// loadState is the Manager's load-report state. The load loop owns the
 // sampling fields; mu guards the last report, which the admin API reads.
 type loadState struct {
 	// owned by the load loop

@@ -3,8 +3,8 @@ package loadmgr
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/meridian-mq/meridian/testkit"
 )
 
 // TestMain fails the run if a goroutine outlives the tests.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { testkit.Main(m) }

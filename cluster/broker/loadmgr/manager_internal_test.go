@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/meridian-mq/meridian/cluster/meta"
+	"github.com/meridian-mq/meridian/cluster/meta/metatest"
 	"github.com/meridian-mq/meridian/global"
 	"github.com/meridian-mq/meridian/topology"
 )
@@ -68,7 +69,7 @@ func testManager(t *testing.T, store meta.Store, gs *global.Store, cache *global
 // maintains to name its live brokers, and leaves one the operator wrote (no
 // MaintainedByRegion mark) as it is.
 func TestClusterRecordUpkeep(t *testing.T) {
-	store := memoryStore(t)
+	store := metatest.Memory(t)
 	gs, cache := testGlobal(t, store)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

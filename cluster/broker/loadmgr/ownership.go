@@ -42,8 +42,8 @@ type Owner struct {
 // the key with the least-loaded live broker's id, under that broker's lease
 // (etcd lets a key hang on any live lease), and the chosen broker serves
 // the bundle when a client arrives, because it finds its own id under its
-// own lease. A topic load (a client that reached this broker) and
-// Service.Owner claim a free bundle for this broker instead.
+// own lease. A topic load (a client that reached this broker) claims a
+// free bundle for this broker instead (ClaimBundle).
 //
 // # The lost lease
 //
@@ -62,7 +62,7 @@ type Owner struct {
 // # Fast failover, and why it is safe
 //
 // A lookup that finds the bundle owned by another broker X probes X
-// (ownerprobe.go): it dials X's advertised service URL and sends CONNECT,
+// (probe.go): it dials X's advertised service URL and sends CONNECT,
 // within LookupConfig.ProbeTimeout. Any reply means X is alive, and the
 // lookup answers X. A refused connection means X's process is gone: the lookup revokes X's lease, which deletes
 // X's registration and every claim it held, and places the bundle afresh,
@@ -135,7 +135,7 @@ type ownership struct {
 	place chan struct{}
 
 	// probes remembers which brokers answered a probe lately, and shares a
-	// probe under way between the lookups that need it (ownerprobe.go).
+	// probe under way between the lookups that need it (probe.go).
 	probes probeState
 
 	// rand breaks placement ties.

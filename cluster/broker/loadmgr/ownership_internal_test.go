@@ -14,21 +14,13 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/meridian-mq/meridian/cluster/meta"
+	"github.com/meridian-mq/meridian/cluster/meta/metatest"
 	"github.com/meridian-mq/meridian/cluster/wire"
+	"github.com/meridian-mq/meridian/testkit"
 	"github.com/meridian-mq/meridian/topology"
 )
 
 const testRegion = "r"
-
-func memoryStore(t *testing.T) *meta.Memory {
-	t.Helper()
-	m, err := meta.NewMemory(meta.DefaultMemoryConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close() })
-	return m
-}
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
@@ -70,7 +62,7 @@ func (o *ownership) leaseForTest() meta.Lease {
 // onLost outside the lock, so a lookup meanwhile claimed under a new lease
 // while the old topics were still loaded.
 func TestLostLeaseClaimsNothingUntilUnloaded(t *testing.T) {
-	store := memoryStore(t)
+	store := metatest.Memory(t)
 	unloading, finish := make(chan struct{}), make(chan struct{})
 	var lostCalls int
 	o := testOwnership(t, store, "b1", func() {
@@ -115,18 +107,14 @@ func TestLostLeaseClaimsNothingUntilUnloaded(t *testing.T) {
 
 	endUnload()
 	var mine bool
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testkit.WaitFor(t, "an acquire after the unload", func() bool {
 		_, m, err := o.acquire(ctx, "t", "ns", bundles[0], placeLeastLoaded)
-		if err == nil {
-			mine = m
-			break
-		}
-		if !errors.Is(err, wire.ErrServiceNotReady) || time.Now().After(deadline) {
+		if err != nil && !errors.Is(err, wire.ErrServiceNotReady) {
 			t.Fatalf("acquire after the unload: %v", err)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		mine = m
+		return err == nil
+	})
 	if !mine {
 		t.Fatal("after the unload the broker, alone in its region, does not own the bundle")
 	}
@@ -162,7 +150,7 @@ func (s *blockingGrants) Grant(ctx context.Context, ttl time.Duration) (meta.Lea
 // grant, which runs outside ownership.mu (the registration record can be
 // updated, and release called, while it is blocked).
 func TestOneGrantInFlight(t *testing.T) {
-	store := &blockingGrants{Store: memoryStore(t), entered: make(chan struct{}, 16), release: make(chan struct{})}
+	store := &blockingGrants{Store: metatest.Memory(t), entered: make(chan struct{}, 16), release: make(chan struct{})}
 	o := newOwnership(store, testRegion, Owner{BrokerID: "b1", ServiceURL: "pulsar://b1:6650"}, 30*time.Second,
 		DefaultLookupConfig(), clockwork.NewRealClock(), discardLogger(), func() {})
 	defer o.release(context.Background())
@@ -266,7 +254,7 @@ func TestChoose(t *testing.T) {
 		{"nobody left", []broker{{"a", 0, 0, true}, {"b", 0, 0, false}}, []string{"b"}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			store := memoryStore(t)
+			store := metatest.Memory(t)
 			for _, b := range tc.brokers {
 				var load *LoadReport
 				if b.rate >= 0 {
@@ -331,7 +319,7 @@ func (s staleListing) List(ctx context.Context, prefix string) ([]meta.KV, int64
 // TestPlaceSkipsAnEndedLease: a broker whose lease ended between the
 // listing and the create is passed over for the next one.
 func TestPlaceSkipsAnEndedLease(t *testing.T) {
-	mem := memoryStore(t)
+	mem := metatest.Memory(t)
 	v, err := meta.EncodeJSON(1, BrokerRecord{Owner: Owner{BrokerID: "gone", ServiceURL: "pulsar://gone:6650"}})
 	if err != nil {
 		t.Fatal(err)
@@ -349,12 +337,12 @@ func TestPlaceSkipsAnEndedLease(t *testing.T) {
 
 // TestDialProbe: what each kind of answer to a probe proves.
 func TestDialProbe(t *testing.T) {
-	o := newOwnership(memoryStore(t), testRegion, Owner{BrokerID: "self"}, time.Minute, DefaultLookupConfig(),
+	o := newOwnership(metatest.Memory(t), testRegion, Owner{BrokerID: "self"}, time.Minute, DefaultLookupConfig(),
 		clockwork.NewRealClock(), discardLogger(), func() {})
 	// Long enough for a loaded machine's listeners to answer; the silent
 	// case waits it out.
 	o.cfg.ProbeTimeout = 2 * time.Second
-	listen := func(serve func(nc net.Conn, stop <-chan struct{})) string { return listenLoopback(t, serve) }
+	listen := func(serve func(nc net.Conn, stop <-chan struct{})) string { return testkit.ListenLoopback(t, serve) }
 	refused := func() string {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -394,7 +382,7 @@ func TestDialProbe(t *testing.T) {
 // alive without a dial; after it, it is probed again.
 func TestProbeRemembersAlive(t *testing.T) {
 	clock := clockwork.NewFakeClock()
-	o := newOwnership(memoryStore(t), testRegion, Owner{BrokerID: "self"}, time.Minute, DefaultLookupConfig(),
+	o := newOwnership(metatest.Memory(t), testRegion, Owner{BrokerID: "self"}, time.Minute, DefaultLookupConfig(),
 		clock, discardLogger(), func() {})
 	o.cfg.ProbeTimeout = 5 * time.Second // the answer is all that counts here
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/meridian-mq/meridian/cluster/meta/metatest"
 	"github.com/meridian-mq/meridian/cluster/wire/pb"
 	"github.com/meridian-mq/meridian/global"
 )
@@ -12,7 +13,7 @@ import (
 // them (its SchemaInfo, sent on the wire with the type's number as is).
 func TestClientSchemas(t *testing.T) {
 	ctx := ctxT(t)
-	r := newRegistry(t, memoryStore(t), "r")
+	r := newRegistry(t, metatest.Memory(t), "r")
 	fromClient := func(si *pulsar.SchemaInfo) Info {
 		typ := pb.Schema_Type(si.Type)
 		return FromProto(pb.Schema_builder{Type: &typ, SchemaData: []byte(si.Schema)}.Build())

@@ -4,46 +4,20 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/hamba/avro/v2"
 	"github.com/meridian-mq/meridian/cluster/meta"
-	"go.uber.org/goleak"
+	"github.com/meridian-mq/meridian/cluster/meta/metatest"
+	"github.com/meridian-mq/meridian/testkit"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	// The shared etcd outlives the tests that use it; stop it before
-	// looking for leaked goroutines.
-	if shared.e != nil {
-		if err := shared.e.Close(); err != nil {
-			fmt.Fprintln(os.Stderr, "closing the shared etcd:", err)
-			code = 1
-		}
-	}
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testkit.Main(m) }
 
 // waitFor bounds every test's context.
 const waitFor = 30 * time.Second
-
-// shared is one embedded etcd member for the etcd tests, started on first
-// use; every test writes under a region of its own.
-var shared struct {
-	once sync.Once
-	e    *meta.Embed
-	err  error
-}
 
 // regions numbers the tests' regions, unique across -count=N runs.
 var regions atomic.Int64
@@ -56,38 +30,9 @@ func ctxT(t *testing.T) context.Context {
 	return ctx
 }
 
-func memoryStore(t *testing.T) meta.Store {
-	t.Helper()
-	m, err := meta.NewMemory(meta.DefaultMemoryConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close() })
-	return m
-}
-
 func etcdStore(t *testing.T) meta.Store {
 	t.Helper()
-	shared.once.Do(func() {
-		cfg := meta.DefaultEmbedConfig()
-		cfg.HeartbeatInterval = 20 * time.Millisecond
-		cfg.ElectionTimeout = 200 * time.Millisecond
-		cfg.StartTimeout = 30 * time.Second
-		cfg.Logger = nil
-		shared.e, shared.err = meta.StartEmbed(context.Background(), cfg)
-	})
-	if shared.err != nil {
-		t.Fatalf("start embedded etcd: %v", shared.err)
-	}
-	cfg := meta.DefaultEtcdConfig()
-	cfg.Logger = nil
-	cfg.DialTimeout = 5 * time.Second
-	s, err := meta.Dial(ctxT(t), shared.e.Endpoints(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
+	return metatest.Dial(t, metatest.Shared(t).Endpoints())
 }
 
 // stores are the two Store implementations every registry test runs on.
@@ -95,7 +40,7 @@ var stores = []struct {
 	name string
 	open func(t *testing.T) meta.Store
 }{
-	{"memory", memoryStore},
+	{"memory", func(t *testing.T) meta.Store { return metatest.Memory(t) }},
 	{"etcd", etcdStore},
 }
 

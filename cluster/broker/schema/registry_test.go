@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/meridian-mq/meridian/cluster/meta"
+	"github.com/meridian-mq/meridian/cluster/meta/metatest"
 	"github.com/meridian-mq/meridian/global"
 )
 
@@ -312,7 +313,7 @@ func TestProducerAndConsumerRules(t *testing.T) {
 // TestCorruptValueRefused: a damaged version is an error, never served.
 func TestCorruptValueRefused(t *testing.T) {
 	ctx := ctxT(t)
-	st := memoryStore(t)
+	st := metatest.Memory(t)
 	r := newRegistry(t, st, "r")
 	mustCreate(t, r, avroInfo(t, record(fID)), global.SchemaFull, 0)
 	kv, err := st.Get(ctx, versionKey("r", topic, 0))

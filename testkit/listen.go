@@ -1,4 +1,4 @@
-package loadmgr
+package testkit
 
 import (
 	"net"
@@ -6,11 +6,11 @@ import (
 	"testing"
 )
 
-// listenLoopback accepts connections on a loopback port and hands each to
+// ListenLoopback accepts connections on a loopback port and hands each to
 // serve, which must return once stop is closed, at the end of the test. It
-// returns the port's pulsar:// URL: a stand-in for a broker that answers
-// a probe in serve's way.
-func listenLoopback(t testing.TB, serve func(nc net.Conn, stop <-chan struct{})) string {
+// returns the port's pulsar:// URL: a stand-in for a broker that answers a
+// probe in serve's way (silent, closing, or answering).
+func ListenLoopback(t testing.TB, serve func(nc net.Conn, stop <-chan struct{})) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

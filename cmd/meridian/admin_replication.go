@@ -11,7 +11,7 @@ import (
 
 // The replication commands of `meridian admin`: the replicator dispatch
 // rate of a namespace (the region's, as Pulsar keys it by cluster) and of a
-// topic, and a topic's override of its namespace's replication clusters,
+// topic, a namespace's replication clusters and a topic's override of them,
 // with pulsar-admin's verbs and flags.
 
 // dispatchRateFlags are pulsar-admin's flags of set-replicator-dispatch-rate,
@@ -124,6 +124,28 @@ func (a *adminCLI) removeTopicDispatchRateCommand() *cobra.Command {
 		func(ctx context.Context, c pulsaradmin.Client, _ *printer, t utils.TopicName) error {
 			return c.Topics().RemoveReplicatorDispatchRateWithContext(ctx, t)
 		})
+}
+
+func (a *adminCLI) setClustersCommand() *cobra.Command {
+	var clusters []string
+	cmd := a.verb("set-clusters NAMESPACE", "Set the clusters a namespace's topics replicate to", 1, func(ctx context.Context, c pulsaradmin.Client, _ *printer, args []string) error {
+		if len(clusters) == 0 {
+			return errors.New("give --clusters (comma-separated)")
+		}
+		return c.Namespaces().SetNamespaceReplicationClustersWithContext(ctx, args[0], clusters)
+	})
+	cmd.Flags().StringSliceVarP(&clusters, "clusters", "c", nil, "comma-separated replication clusters (required)")
+	return cmd
+}
+
+func (a *adminCLI) getClustersCommand() *cobra.Command {
+	return a.verb("get-clusters NAMESPACE", "Show the clusters a namespace replicates to", 1, func(ctx context.Context, c pulsaradmin.Client, p *printer, args []string) error {
+		cs, err := c.Namespaces().GetNamespaceReplicationClustersWithContext(ctx, args[0])
+		if err != nil {
+			return err
+		}
+		return p.list(cs)
+	})
 }
 
 func (a *adminCLI) setTopicClustersCommand() *cobra.Command {

@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"strconv"
+
+	"github.com/apache/pulsar-client-go/pulsaradmin"
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
+	"github.com/spf13/cobra"
+)
+
+// `meridian admin topics`: the group, and its verbs on topics themselves
+// (create, delete, statistics, lookup). The verbs on a topic's
+// subscriptions are in admin_subscriptions.go; see admin.go for the rest.
+
+func (a *adminCLI) topicsCommand() *cobra.Command {
+	list := a.verb("list NAMESPACE", "List a namespace's topics: partitioned topics and the others", 1, func(ctx context.Context, c pulsaradmin.Client, p *printer, args []string) error {
+		ns, err := namespaceArg(args[0])
+		if err != nil {
+			return err
+		}
+		part, nonPart, err := c.Topics().ListWithContext(ctx, ns)
+		if err != nil {
+			return err
+		}
+		sort.Strings(part)
+		sort.Strings(nonPart)
+		if p.json {
+			return p.jsonValue(map[string][]string{"partitioned": nonNil(part), "nonPartitioned": nonNil(nonPart)})
+		}
+		return p.list(append(part, nonPart...))
+	})
+	create := a.topicVerb("create TOPIC", "Create a non-partitioned topic", func(ctx context.Context, c pulsaradmin.Client, _ *printer, t utils.TopicName) error {
+		return c.Topics().CreateWithContext(ctx, t, 0)
+	})
+	partitionsVerb := func(use, short string, fn func(context.Context, pulsaradmin.Client, utils.TopicName, int) error) *cobra.Command {
+		var n int
+		cmd := a.topicVerb(use, short, func(ctx context.Context, c pulsaradmin.Client, _ *printer, t utils.TopicName) error {
+			if n <= 0 {
+				return errors.New("give --partitions (-p) of 1 or more")
+			}
+			return fn(ctx, c, t, n)
+		})
+		cmd.Flags().IntVarP(&n, "partitions", "p", 0, "number of partitions (required)")
+		return cmd
+	}
+	createPart := partitionsVerb("create-partitioned-topic TOPIC", "Create a partitioned topic", func(ctx context.Context, c pulsaradmin.Client, t utils.TopicName, n int) error {
+		return c.Topics().CreateWithContext(ctx, t, n)
+	})
+	updatePart := partitionsVerb("update-partitioned-topic TOPIC", "Add partitions to a partitioned topic", func(ctx context.Context, c pulsaradmin.Client, t utils.TopicName, n int) error {
+		return c.Topics().UpdateWithContext(ctx, t, n)
+	})
+
+	var force bool
+	del := a.topicVerb("delete TOPIC", "Delete a topic, partitioned or not (-f: even with producers or consumers)", func(ctx context.Context, c pulsaradmin.Client, _ *printer, t utils.TopicName) error {
+		// One verb for both kinds: the partitioned metadata says which
+		// endpoint to call (0 partitions: a plain topic, or none at all).
+		md, err := c.Topics().GetMetadataWithContext(ctx, t)
+		if err != nil {
+			return err
+		}
+		return c.Topics().DeleteWithContext(ctx, t, force, md.Partitions == 0)
+	})
+	del.Flags().BoolVarP(&force, "force", "f", false, "delete even with connected producers or consumers")
+	var forcePart bool
+	delPart := a.topicVerb("delete-partitioned-topic TOPIC", "Delete a partitioned topic and its partitions", func(ctx context.Context, c pulsaradmin.Client, _ *printer, t utils.TopicName) error {
+		return c.Topics().DeleteWithContext(ctx, t, forcePart, false)
+	})
+	delPart.Flags().BoolVarP(&forcePart, "force", "f", false, "delete even with connected producers or consumers")
+
+	stats := a.topicVerb("stats TOPIC", "Show a topic's statistics (the server's JSON, as it sent it)", func(ctx context.Context, _ pulsaradmin.Client, p *printer, t utils.TopicName) error {
+		body, err := a.rawGet(ctx, topicPath(t, "stats"), nil)
+		if err != nil {
+			return err
+		}
+		return p.raw(body)
+	})
+	var perPartition bool
+	pstats := a.topicVerb("partitioned-stats TOPIC", "Show a partitioned topic's statistics, summed over its partitions", func(ctx context.Context, c pulsaradmin.Client, p *printer, t utils.TopicName) error {
+		body, err := a.rawGet(ctx, topicPath(t, "partitioned-stats"), map[string]string{"perPartition": strconv.FormatBool(perPartition)})
+		if err != nil {
+			return err
+		}
+		return p.raw(body)
+	})
+	pstats.Flags().BoolVar(&perPartition, "per-partition", false, "also show each partition's statistics")
+	internal := a.topicVerb("stats-internal TOPIC", "Show a topic's internal statistics (ledgers and cursors)", func(ctx context.Context, c pulsaradmin.Client, p *printer, t utils.TopicName) error {
+		s, err := c.Topics().GetInternalStatsWithContext(ctx, t)
+		if err != nil {
+			return err
+		}
+		return p.object(s)
+	})
+	subs := a.topicVerb("subscriptions TOPIC", "List a topic's subscriptions", func(ctx context.Context, c pulsaradmin.Client, p *printer, t utils.TopicName) error {
+		ss, err := c.Subscriptions().ListWithContext(ctx, t)
+		if err != nil {
+			return err
+		}
+		sort.Strings(ss)
+		return p.list(ss)
+	})
+	terminate := a.topicVerb("terminate TOPIC", "Seal a topic: no more messages may be published", func(ctx context.Context, c pulsaradmin.Client, p *printer, t utils.TopicName) error {
+		id, err := c.Topics().TerminateWithContext(ctx, t)
+		if err != nil {
+			return err
+		}
+		return p.scalar("Topic successfully terminated at "+shortID(id), id)
+	})
+	unload := a.topicVerb("unload TOPIC", "Unload a topic from its broker (it loads again on next use)", func(ctx context.Context, c pulsaradmin.Client, _ *printer, t utils.TopicName) error {
+		return c.Topics().UnloadWithContext(ctx, t)
+	})
+	lookup := a.topicVerb("lookup TOPIC", "Show the broker that serves a topic", func(ctx context.Context, c pulsaradmin.Client, p *printer, t utils.TopicName) error {
+		l, err := c.Topics().LookupWithContext(ctx, t)
+		if err != nil {
+			return err
+		}
+		return p.scalar(l.BrokerURL, l)
+	})
+	last := a.topicVerb("last-message-id TOPIC", "Show the id of a topic's last message", func(ctx context.Context, c pulsaradmin.Client, p *printer, t utils.TopicName) error {
+		id, err := c.Topics().GetLastMessageIDWithContext(ctx, t)
+		if err != nil {
+			return err
+		}
+		return p.scalar(shortID(id), id)
+	})
+
+	return group("topics", "Manage topics and their subscriptions", list, create, createPart, updatePart, del, delPart,
+		stats, pstats, internal, subs, a.createSubCommand(), a.unsubscribeCommand(), a.skipCommand(),
+		a.clearBacklogCommand(), a.resetCursorCommand(), a.expireCommand(), a.peekCommand(),
+		terminate, unload, lookup, last, a.bundleRangeCommand(),
+		a.setTopicDispatchRateCommand(), a.getTopicDispatchRateCommand(), a.removeTopicDispatchRateCommand(),
+		a.setTopicClustersCommand(), a.getTopicClustersCommand(), a.removeTopicClustersCommand())
+}
