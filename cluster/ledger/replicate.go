@@ -98,6 +98,9 @@ type CopyOptions struct {
 	// Throttle, if set, is called with each entry's size before the entry
 	// is written, and may block to hold a rate; its error ends the copy.
 	Throttle func(ctx context.Context, bytes int) error
+	// Copied, if set, is called with each entry's size once the
+	// replacement has acknowledged it.
+	Copied func(bytes int)
 	// InFlight bounds the entries copied at once: 1..1024, 0 means 16.
 	InFlight int
 }
@@ -174,6 +177,9 @@ entries:
 			if err != nil {
 				fail(err)
 				return
+			}
+			if opts.Copied != nil {
+				opts.Copied(n)
 			}
 			mu.Lock()
 			stats.Entries++
