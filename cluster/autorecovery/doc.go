@@ -42,11 +42,9 @@
 // replacement acknowledged every entry (on its fsynced journal): the
 // metadata never names a bookie without the data. The CAS is guarded by
 // the worker's claim, so a worker that lost its claim (its lease lapsed)
-// can never publish, and a bookie's garbage collector, which takes the
-// same claim before deleting a copy no ensemble names, never deletes a copy
-// being made. The writer, whose own CAS then fails, re-reads, sees that
-// only earlier fragments' bookies changed (ledger's onlyRepairs), adopts
-// the change and makes its own on top, so producers see nothing. A
+// can never publish. The writer, whose own CAS then fails, re-reads, sees
+// that only earlier fragments' bookies changed (ledger's onlyRepairs),
+// adopts the change and makes its own on top, so producers see nothing. A
 // recovery owns the ledger from IN_RECOVERY to CLOSED: a repair is refused
 // for a ledger in recovery, and a repair planned before recovery began
 // fails its CAS; the recovery's CASes therefore never meet a repair, and
@@ -58,10 +56,15 @@
 //
 // A copy that no ensemble names is an orphan: a repair whose swap failed,
 // a replacement that died mid-copy, or a lost bookie that came back after
-// its slots were given away. A bookie's garbage collector deletes such a
-// copy once the ledger is closed, names the bookie in no fragment, has
-// been so for the bookie's OverReplicatedGrace, and the collector holds
-// the ledger's claim (cluster/bookie's gc.go).
+// its slots were given away. A bookie's garbage collector deletes a
+// ledger's copies once the ledger's metadata is gone (cluster/bookie's
+// CollectGarbage), so orphans last as long as their ledger, which a
+// topic's retention bounds; they are never read, since readers go by the
+// metadata. Collecting them earlier (a copy of a closed ledger that names
+// the bookie in no fragment, deleted under the ledger's claim so that it
+// never races a repair making it) is not built yet. The garbage collector
+// never deletes a copy being made: it deletes only copies of ledgers whose
+// metadata is gone, and a repair's swap needs that metadata.
 //
 // # Pausing
 //

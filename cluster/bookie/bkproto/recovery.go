@@ -18,10 +18,9 @@ import (
 //	bookies/<bookie>          an operator's state for a bookie (BookieState)
 //	disabled                  present while recovery is paused (`autorecovery disable`)
 //
-// The keys live here, beside LedgerKey, because a bookie reads two of them:
-// its own state (a decommissioned bookie turns read-only) and the claims (its
-// garbage collector takes a ledger's claim before it deletes a copy that no
-// ensemble names any more, so it never deletes a copy a repair is making).
+// The keys live here, beside LedgerKey, because a bookie reads one of them:
+// its own state (a decommissioning bookie refuses writers' adds and
+// registers as read-only).
 
 // AutoRecoveryPrefix is the prefix of every auto-recovery key of region.
 func AutoRecoveryPrefix(region string) string { return regionPrefix(region) + "autorecovery/" }
@@ -44,7 +43,7 @@ func ClaimsPrefix(region string) string { return AutoRecoveryPrefix(region) + "c
 
 // ClaimKey is the claim on one ledger: whoever holds it (created under its
 // lease) is the only one copying the ledger's entries to bookies that its
-// metadata does not name, or deleting such copies.
+// metadata does not name.
 func ClaimKey(region string, ledgerID int64) string {
 	return ClaimsPrefix(region) + strconv.FormatInt(ledgerID, 10)
 }
