@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -261,4 +262,83 @@ func bytesCopied(ctx context.Context, t *testing.T, brk *Broker) float64 {
 		t.Fatal(err)
 	}
 	return v[series]
+}
+
+// TestBookieDecommissionUnderLoad is issue 32's decommission: a live
+// bookie of the open ledger's ensemble is decommissioned (`meridian admin
+// bookies decommission --wait`) while a producer sends 500 msg/s. It ends
+// with the bookie in no ensemble; it is then SIGKILLed and wiped, and the
+// checker finds nothing lost. A second decommission, which would leave
+// fewer writable bookies than an ensemble needs, and one of an unknown
+// bookie are refused with their reasons.
+func TestBookieDecommissionUnderLoad(t *testing.T) {
+	const topic = "persistent://e2e/ns/drained"
+	conf := filepath.Join(t.TempDir(), "broker.conf")
+	if err := os.WriteFile(conf, []byte("managedLedgerMaxEntriesPerLedger=1000\nmanagedLedgerMinLedgerRolloverTimeMinutes=0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bed := StartBed(t, BedConfig{Binary: meridianBin, Regions: []RegionConfig{{Name: "r1", EtcdMembers: 1, Bookies: 4, Brokers: 1,
+		EnsembleSize: 3, WriteQuorum: 3, AckQuorum: 2, BrokerArgs: []string{"--config", conf, "--autorecovery-retry-interval", "500ms"}}}})
+	region := bed.Region("r1")
+	brk := region.Brokers[0]
+	ctx, cancel := context.WithTimeout(t.Context(), 8*time.Minute)
+	defer cancel()
+	store := bed.Dial(ctx, region.EtcdEndpoints())
+	gs := bed.GlobalStore(ctx)
+	if _, err := gs.CreateTenant(ctx, "e2e", global.TenantInfo{AllowedClusters: []string{region.Name}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gs.CreateNamespace(ctx, "e2e", "ns", global.Policies{ReplicationClusters: []string{region.Name}}); err != nil {
+		t.Fatal(err)
+	}
+	client := NewClient(t, brk.ServiceURL())
+	KeepForReadBack(ctx, t, client, topic)
+	rec := bed.Recorder()
+	prod, err := StartProducer(ctx, client, rec, ProducerConfig{Region: region.Name, Topic: topic, Name: "e2e-p0", Interval: 2 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.WaitAcknowledged(ctx, t, 2500, "before the decommission")
+
+	ledgers := regionLedgers(ctx, t, store, region.Name)
+	open := ledgers[len(ledgers)-1]
+	victim := open.Fragments[len(open.Fragments)-1].Ensemble[0]
+	other := open.Fragments[len(open.Fragments)-1].Ensemble[1]
+	adminFails(ctx, t, brk, `no bookie "nobody"`, "bookies", "decommission", "nobody")
+	began, before := time.Now(), rec.Acknowledged()
+	var d autorecovery.Decommission
+	adminJSON(ctx, t, brk, &d, "bookies", "decommission", victim, "--wait", "3m")
+	if !d.Done {
+		t.Fatalf("decommission of %s not done after 3 minutes: %+v", victim, d)
+	}
+	t.Logf("decommission of %s (in the open ledger %d's ensemble) done in %v, %d receipts meanwhile: %s",
+		victim, open.ID, time.Since(began).Round(time.Millisecond), rec.Acknowledged()-before, d.Message)
+	adminFails(ctx, t, brk, "start another bookie first", "bookies", "decommission", other)
+	if naming := ledgersNaming(regionLedgers(ctx, t, store, region.Name), victim); len(naming) != 0 {
+		t.Fatalf("after the decommission ledgers %v still name %s", naming, victim)
+	}
+	rec.WaitAcknowledged(ctx, t, rec.Acknowledged()+500, "after the decommission")
+	if err := prod.Stop(ctx); err != nil {
+		t.Fatalf("flush: %v", err)
+	}
+	p := ensembleBookies(t, region, []string{victim})[0]
+	p.Kill()
+	if err := os.RemoveAll(filepath.Join(bed.Dir, victim)); err != nil {
+		t.Fatal(err)
+	}
+	if err := ReadTopic(ctx, client, rec, region.Name, topic); err != nil {
+		t.Fatal(err)
+	}
+	bed.Verify(rec.History(), Rules{})
+}
+
+// adminFails runs `meridian admin ARGS...` against brk and wants it to
+// fail with want in its message.
+func adminFails(ctx context.Context, t *testing.T, brk *Broker, want string, args ...string) {
+	t.Helper()
+	out, err := exec.CommandContext(ctx, meridianBin, append([]string{"admin", "--admin-url", brk.WebURL()}, args...)...).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), want) {
+		t.Fatalf("meridian admin %v: %v, %s; want a failure saying %q", args, err, out, want)
+	}
+	t.Logf("meridian admin %v refused: %s", args, strings.TrimSpace(string(out)))
 }
