@@ -97,7 +97,10 @@ type WriterStats struct {
 	FailedBookies []string
 	// UnderReplicated is true when some confirmed entry is known to have
 	// fewer than Qw copies, or the ensemble still holds a failed bookie.
-	// Auto-recovery will re-replicate; until then this shows in stats.
+	// Auto-recovery (cluster/autorecovery) re-replicates such entries once
+	// they lie in a fragment before the last: at once if the bookie stays
+	// unregistered past the recovery delay, or at the auditor's periodic
+	// check if it came back without them.
 	UnderReplicated bool
 	// MissingCopies counts copies of confirmed entries the writer knows were
 	// never stored (one per entry and missing bookie).
