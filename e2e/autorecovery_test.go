@@ -50,28 +50,14 @@ func repeatedLoss(t *testing.T, recovery bool) {
 		total     = 6000
 		afterLoss = 100 // sends after each loss: the open ledger's writer moves off the lost bookie at its next add
 	)
-	conf := filepath.Join(t.TempDir(), "broker.conf")
-	if err := os.WriteFile(conf, []byte("managedLedgerMaxEntriesPerLedger="+strconv.Itoa(perLedger)+"\nmanagedLedgerMinLedgerRolloverTimeMinutes=0\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	brokerArgs := []string{"--config", conf, "--autorecovery=" + strconv.FormatBool(recovery)}
+	brokerArgs := []string{"--autorecovery=" + strconv.FormatBool(recovery)}
 	if recovery {
 		brokerArgs = append(brokerArgs, "--lost-bookie-recovery-delay", "2s", "--autorecovery-retry-interval", "500ms")
 	}
-	bed := StartBed(t, BedConfig{Binary: meridianBin, Regions: []RegionConfig{{Name: "r1", EtcdMembers: 1, Bookies: 6, Brokers: 1,
-		EnsembleSize: 3, WriteQuorum: 3, AckQuorum: 2, BrokerArgs: brokerArgs}}})
+	bed, brk, store := startRecoveryBed(t, 6, perLedger, brokerArgs...)
 	region := bed.Region("r1")
-	brk := region.Brokers[0]
 	ctx, cancel := context.WithTimeout(t.Context(), 8*time.Minute)
 	defer cancel()
-	store := bed.Dial(ctx, region.EtcdEndpoints())
-	gs := bed.GlobalStore(ctx)
-	if _, err := gs.CreateTenant(ctx, "e2e", global.TenantInfo{AllowedClusters: []string{region.Name}}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := gs.CreateNamespace(ctx, "e2e", "ns", global.Policies{ReplicationClusters: []string{region.Name}}); err != nil {
-		t.Fatal(err)
-	}
 
 	client := NewClient(t, brk.ServiceURL())
 	KeepForReadBack(ctx, t, client, topic) // else retention deletes the closed ledgers
@@ -273,24 +259,10 @@ func bytesCopied(ctx context.Context, t *testing.T, brk *Broker) float64 {
 // bookie are refused with their reasons.
 func TestBookieDecommissionUnderLoad(t *testing.T) {
 	const topic = "persistent://e2e/ns/drained"
-	conf := filepath.Join(t.TempDir(), "broker.conf")
-	if err := os.WriteFile(conf, []byte("managedLedgerMaxEntriesPerLedger=1000\nmanagedLedgerMinLedgerRolloverTimeMinutes=0\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	bed := StartBed(t, BedConfig{Binary: meridianBin, Regions: []RegionConfig{{Name: "r1", EtcdMembers: 1, Bookies: 4, Brokers: 1,
-		EnsembleSize: 3, WriteQuorum: 3, AckQuorum: 2, BrokerArgs: []string{"--config", conf, "--autorecovery-retry-interval", "500ms"}}}})
+	bed, brk, store := startRecoveryBed(t, 4, 1000, "--autorecovery-retry-interval", "500ms")
 	region := bed.Region("r1")
-	brk := region.Brokers[0]
 	ctx, cancel := context.WithTimeout(t.Context(), 8*time.Minute)
 	defer cancel()
-	store := bed.Dial(ctx, region.EtcdEndpoints())
-	gs := bed.GlobalStore(ctx)
-	if _, err := gs.CreateTenant(ctx, "e2e", global.TenantInfo{AllowedClusters: []string{region.Name}}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := gs.CreateNamespace(ctx, "e2e", "ns", global.Policies{ReplicationClusters: []string{region.Name}}); err != nil {
-		t.Fatal(err)
-	}
 	client := NewClient(t, brk.ServiceURL())
 	KeepForReadBack(ctx, t, client, topic)
 	rec := bed.Recorder()
@@ -341,4 +313,27 @@ func adminFails(ctx context.Context, t *testing.T, brk *Broker, want string, arg
 		t.Fatalf("meridian admin %v: %v, %s; want a failure saying %q", args, err, out, want)
 	}
 	t.Logf("meridian admin %v refused: %s", args, strings.TrimSpace(string(out)))
+}
+
+// startRecoveryBed starts region r1 with bookies bookies, E=3 Qw=3 Qa=2,
+// ledgers of perLedger entries (rolled over at once) and one broker with
+// brokerArgs, and creates namespace e2e/ns in it.
+func startRecoveryBed(t *testing.T, bookies, perLedger int, brokerArgs ...string) (*Bed, *Broker, meta.Store) {
+	t.Helper()
+	conf := filepath.Join(t.TempDir(), "broker.conf")
+	if err := os.WriteFile(conf, []byte(fmt.Sprintf("managedLedgerMaxEntriesPerLedger=%d\nmanagedLedgerMinLedgerRolloverTimeMinutes=0\n", perLedger)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bed := StartBed(t, BedConfig{Binary: meridianBin, Regions: []RegionConfig{{Name: "r1", EtcdMembers: 1, Bookies: bookies, Brokers: 1,
+		EnsembleSize: 3, WriteQuorum: 3, AckQuorum: 2, BrokerArgs: append([]string{"--config", conf}, brokerArgs...)}}})
+	region := bed.Region("r1")
+	ctx := t.Context()
+	gs := bed.GlobalStore(ctx)
+	if _, err := gs.CreateTenant(ctx, "e2e", global.TenantInfo{AllowedClusters: []string{region.Name}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gs.CreateNamespace(ctx, "e2e", "ns", global.Policies{ReplicationClusters: []string{region.Name}}); err != nil {
+		t.Fatal(err)
+	}
+	return bed, region.Brokers[0], bed.Dial(ctx, region.EtcdEndpoints())
 }
