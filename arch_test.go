@@ -38,6 +38,12 @@ var allowedImports = map[string][]string{
 	"cluster/ledger":         {"cluster/bookie/bkproto", "cluster/meta", "topology", "telemetry"},
 	"cluster/mledger":        {"cluster/ledger", "cluster/wire", "cluster/meta", "telemetry"},
 	"global":                 {"cluster/meta", "topology", "telemetry"},
+	// Auto-recovery (the auditor and the replication workers) re-replicates
+	// through the ledger client. The bookie may not import it (nor the
+	// ledger client): the keys a bookie shares with it live in bkproto.
+	// The admin API serves its bookie administration, and the assembly runs
+	// it beside the bookies.
+	"cluster/autorecovery": {"cluster/ledger", "cluster/bookie/bkproto", "cluster/meta", "topology", "telemetry"},
 	// The load manager drives the broker through an interface of its own
 	// (loadmgr.Topics), so it never imports the broker, nor storage.
 	"cluster/broker/loadmgr": {"cluster/wire", "cluster/meta", "global", "topology", "telemetry"},
@@ -48,12 +54,12 @@ var allowedImports = map[string][]string{
 	// the broker's row as the tests are, not to the broker code's tighter rule.
 	"cluster/broker/brokertest": {"cluster/broker", "cluster/broker/loadmgr", "topology", "telemetry", "cluster/wire", "cluster/meta",
 		"cluster/bookie/bkproto", "cluster/ledger", "cluster/mledger", "global"},
-	"cluster/admin": {"cluster/broker", "cluster/broker/loadmgr", "topology", "telemetry", "cluster/wire", "cluster/meta",
+	"cluster/admin": {"cluster/broker", "cluster/broker/loadmgr", "cluster/autorecovery", "topology", "telemetry", "cluster/wire", "cluster/meta",
 		"cluster/bookie/bkproto", "cluster/bookie", "cluster/ledger", "cluster/mledger", "global"},
 	"replicator": {"cluster/wire", "cluster/ledger", "cluster/mledger", "cluster/meta", "global", "topology", "telemetry"},
 	// The assembly of a process's parts sits above all of them; nothing but
 	// cmd and e2e imports it.
-	"cluster/node": {"cluster/admin", "cluster/broker", "cluster/broker/loadmgr", "replicator", "topology", "telemetry", "cluster/wire",
+	"cluster/node": {"cluster/admin", "cluster/autorecovery", "cluster/broker", "cluster/broker/loadmgr", "replicator", "topology", "telemetry", "cluster/wire",
 		"cluster/meta", "cluster/bookie/bkproto", "cluster/bookie", "cluster/ledger", "cluster/mledger", "global"},
 	"cmd": {"*"},
 	"e2e": {"*"},
@@ -82,14 +88,15 @@ var notInCode = map[string][]string{
 
 // testsMayAlsoImport are the few imports a package's tests need beyond its
 // row: the ledger client's integration tests and the managed ledger's
-// real-bookie benchmark run them against real bookie servers, which their
-// code never imports; the broker's and the admin API's tests start brokers
+// real-bookie benchmark, and auto-recovery's tests, run them against real
+// bookie servers, which their code never imports; the broker's and the admin API's tests start brokers
 // with brokertest.
 var testsMayAlsoImport = map[string][]string{
-	"cluster/ledger":  {"cluster/bookie"},
-	"cluster/mledger": {"cluster/bookie", "cluster/bookie/bkproto"},
-	"cluster/broker":  {"cluster/broker/brokertest"},
-	"cluster/admin":   {"cluster/broker/brokertest"},
+	"cluster/ledger":       {"cluster/bookie"},
+	"cluster/autorecovery": {"cluster/bookie"},
+	"cluster/mledger":      {"cluster/bookie", "cluster/bookie/bkproto"},
+	"cluster/broker":       {"cluster/broker/brokertest"},
+	"cluster/admin":        {"cluster/broker/brokertest"},
 }
 
 // externalOnlyIn says which rows alone may import an outside module (by

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/meridian-mq/meridian/cluster/autorecovery"
 	"github.com/meridian-mq/meridian/cluster/broker"
 	"github.com/meridian-mq/meridian/cluster/broker/auth"
 	"github.com/meridian-mq/meridian/global"
@@ -65,6 +66,11 @@ type Config struct {
 	// samples are forgotten and rates start again from 0. Default 10000;
 	// at least 1.
 	MaxRateSamples int
+	// Bookies is the region's bookie administration (auto-recovery's:
+	// the bookies' states, decommission, under-replicated ledgers, the
+	// pause switch), served under /admin/v2/bookies/ to superusers. Nil:
+	// those endpoints answer 404.
+	Bookies *autorecovery.Admin
 	// Client makes the requests this broker sends to other brokers (stats
 	// and subscription operations on partitions another broker owns).
 	// Default: a client with a 30s timeout.

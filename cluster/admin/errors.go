@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/meridian-mq/meridian/cluster/autorecovery"
 	"github.com/meridian-mq/meridian/cluster/broker/auth"
 	"github.com/meridian-mq/meridian/cluster/broker/loadmgr"
 	"github.com/meridian-mq/meridian/cluster/broker/schema"
@@ -86,6 +87,9 @@ var statusTable = []struct {
 	{schema.ErrCorrupt, http.StatusInternalServerError},
 
 	{topology.ErrInvalidTopicName, http.StatusPreconditionFailed},
+
+	{autorecovery.ErrUnknownBookie, http.StatusNotFound},
+	{autorecovery.ErrQuorumNeedsBookie, http.StatusPreconditionFailed},
 
 	{loadmgr.ErrUnknownBroker, http.StatusPreconditionFailed},
 	{loadmgr.ErrNoBrokerAvailable, http.StatusServiceUnavailable},

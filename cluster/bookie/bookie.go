@@ -49,6 +49,10 @@ type Bookie struct {
 
 	readOnly  atomic.Bool
 	readOnlyC chan struct{} // wakes the registration loop; capacity 1
+	// decommissioning is the operator's drain (decommission.go): writers'
+	// adds are refused and the registration says readOnly, as readOnly
+	// does, but reads, recovery adds and the disk probe are unaffected.
+	decommissioning atomic.Bool
 
 	fatalOnce sync.Once
 	fatalErr  error // set once before cancel
@@ -176,6 +180,7 @@ func Start(ctx context.Context, cfg Config) (*Bookie, error) {
 	})
 	if cfg.Meta != nil {
 		b.goroutine(func() { b.registerLoop(b.ctx) })
+		b.goroutine(func() { b.decommissionLoop(b.ctx) })
 		if cfg.GCInterval > 0 {
 			b.goroutine(func() { b.gcLoop(b.ctx) })
 		}
@@ -332,5 +337,5 @@ func (b *Bookie) acceptLoop() {
 
 // registration is the bookie's current registration value.
 func (b *Bookie) registration() []byte {
-	return bkproto.Registration{ID: b.cfg.ID, Address: b.addr, Rack: b.cfg.Rack, ReadOnly: b.readOnly.Load()}.Marshal()
+	return bkproto.Registration{ID: b.cfg.ID, Address: b.addr, Rack: b.cfg.Rack, ReadOnly: b.readOnly.Load() || b.decommissioning.Load()}.Marshal()
 }

@@ -95,7 +95,12 @@
 //
 // The bookie registers at /meridian/regions/<r>/bookies/<id> under a lease
 // (bkproto.Registration) and deletes local ledgers whose
-// /meridian/regions/<r>/ledgers/<id> key is gone (CollectGarbage).
+// /meridian/regions/<r>/ledgers/<id> key is gone (CollectGarbage). It
+// follows the operator's state for it (bkproto.BookieStateKey): while an
+// operator decommissions it, it refuses writers' adds with ReadOnly and
+// registers as read-only, so writers and placement move off it, and
+// auto-recovery (cluster/autorecovery) copies what it holds elsewhere;
+// reads and recovery adds go on (decommission.go).
 //
 // # Where things are
 //

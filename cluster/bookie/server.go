@@ -232,6 +232,9 @@ func (b *Bookie) handleAdd(c *serverConn, id uint64, req *bkproto.AddRequest) {
 	case b.readOnly.Load():
 		refuse(fmt.Errorf("%w: bookie %s's disk is full; write to another bookie", bkproto.ErrReadOnly, b.cfg.ID))
 		return
+	case b.decommissioning.Load() && !req.Recovery:
+		refuse(fmt.Errorf("%w: bookie %s is being decommissioned; write to another bookie", bkproto.ErrReadOnly, b.cfg.ID))
+		return
 	case len(req.Payload) > b.cfg.MaxEntrySize:
 		refuse(fmt.Errorf("%w: %d-byte entry, this bookie accepts at most %d", bkproto.ErrTooLarge, len(req.Payload), b.cfg.MaxEntrySize))
 		return

@@ -34,6 +34,17 @@
 // back to a full Qw and closes by CAS, which also settles concurrent
 // recoverers: the loser returns the winner's result.
 //
+// # Repairs
+//
+// Auto-recovery (cluster/autorecovery) re-replicates with replicate.go's
+// primitives: CopyFragment copies what one ensemble slot of a fragment
+// holds onto a replacement bookie, and ApplyRepair swaps the replacement in
+// by CAS at the revision the copy was planned from. Only final fragments
+// are repaired (all of a closed ledger's; all but an open ledger's last),
+// never a ledger in recovery, and the writer adopts such a swap instead of
+// taking it for fencing (onlyRepairs), so a repair never fails producers
+// and never moves anything the writer or a recoverer is still deciding.
+//
 // # Bookies
 //
 // The client sees a bookie through the narrow Bookie interface and finds

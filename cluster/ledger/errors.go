@@ -50,6 +50,16 @@ var (
 	// ErrLedgerOpen: the operation needs a closed ledger; close or recover
 	// it first.
 	ErrLedgerOpen = errors.New("ledger: ledger is not closed")
+	// ErrNoGoodCopy: every member of an entry's write set answered that it
+	// lacks the entry or holds it damaged: the ledger has lost it. A
+	// repair reports it and leaves the ledger marked; it is never skipped.
+	ErrNoGoodCopy = errors.New("ledger: no good copy of an entry left")
+	// ErrInRecovery: the ledger is being recovered; a repair waits until it
+	// is closed.
+	ErrInRecovery = errors.New("ledger: ledger is in recovery")
+	// ErrReplacementFailed: the bookie a repair copied to refused or failed
+	// the copies; choose another replacement.
+	ErrReplacementFailed = errors.New("ledger: replacement bookie failed the copy")
 	// ErrBadMetadata: the stored ledger metadata cannot be decoded or breaks
 	// an invariant (E >= Qw >= Qa >= 1, fragments in order).
 	ErrBadMetadata = errors.New("ledger: bad ledger metadata")

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -32,7 +33,8 @@ var propertyQuorums = [][3]int{
 // entries in a pipeline, cuts the writer off from some bookies (a partial
 // partition), and, with adds still in flight, runs one or two recoverers at
 // once; some seeds partition a recoverer from a bookie for a while (its reads
-// time out, or are refused at once) or restart a bookie during recovery. Latencies are random, so
+// time out, or are refused at once) or restart a bookie during recovery, and
+// half of them run a repairer (auto-recovery's copy and swap) throughout. Latencies are random, so
 // adds land on bookies before, during and after fencing. Then it checks:
 //
 //   - the old writer's next add fails with ErrFenced, and no add it had in
@@ -209,6 +211,18 @@ func fencingScenario(t *testing.T, seed uint64) {
 		}
 	}()
 
+	// On half the seeds a repairer re-replicates the fragments the
+	// writer's ensemble changes left behind, and the closed ledger's, while
+	// all the rest goes on (auto-recovery's copy and swap). Its choices
+	// come from a source of their own, so that every seed keeps the
+	// schedule it had before repairs were added.
+	repairsDone := make(chan int, 1)
+	if rrnd := rand.New(rand.NewPCG(seed, 0x4e9a1)); rrnd.IntN(2) == 0 {
+		go func() { repairsDone <- repairer(ctx, e.client("rep", cfg), w.ID(), ids, rrnd, stopAdding) }()
+	} else {
+		close(repairsDone)
+	}
+
 	// Faults, on a virtual-time schedule.
 	time.Sleep(time.Duration(rnd.IntN(30)) * time.Millisecond)
 	cut := rnd.IntN(q[0] + 1) // 0..E members cut from the writer
@@ -274,6 +288,7 @@ func fencingScenario(t *testing.T, seed uint64) {
 	// The old writer's next add must fail with ErrFenced.
 	close(stopAdding)
 	<-adderDone
+	repairs := <-repairsDone
 	if f, err := w.Add(ctx, []byte("after fencing")); err != nil {
 		t.Errorf("next add refused with %v, want a future failing with ErrFenced", err)
 	} else if id, err := f.Wait(ctx); !errors.Is(err, ledger.ErrFenced) {
@@ -318,6 +333,50 @@ func fencingScenario(t *testing.T, seed uint64) {
 			t.Errorf("tailing reader saw a wrong payload for entry %d", s.entry)
 		}
 	}
-	t.Logf("seed %d: cut %d, recoverers %d, adds %d, confirmed %d, lastEntry %d, reader saw %d",
-		seed, cut, recoverers, len(outcomes), confirmed, last, len(readerSaw))
+	t.Logf("seed %d: cut %d, recoverers %d, adds %d, confirmed %d, lastEntry %d, reader saw %d, repairs %d",
+		seed, cut, recoverers, len(outcomes), confirmed, last, len(readerSaw), repairs)
+}
+
+// repairer swaps random members of the ledger's final fragments (every
+// fragment but an open ledger's last) for bookies outside them, copying
+// first, until stop closes and once more after; it returns how many swaps
+// landed. Copies and swaps that fail (a bookie down, a conflict, recovery
+// under way) are dropped, as a repair worker drops and retries them.
+func repairer(ctx context.Context, c *ledger.Client, id int64, bookies []string, rnd *rand.Rand, stop <-chan struct{}) int {
+	landed := 0
+	for done := false; !done; {
+		select {
+		case <-stop:
+			done = true
+		case <-time.After(time.Duration(1+rnd.IntN(20)) * time.Millisecond):
+		}
+		s, err := c.Snapshot(ctx, id)
+		if err != nil {
+			continue
+		}
+		md := s.Metadata
+		frag := rnd.IntN(len(md.Fragments))
+		if _, _, final := md.FragmentEntries(frag); !final {
+			continue
+		}
+		ens := md.Fragments[frag].Ensemble
+		slot := rnd.IntN(len(ens))
+		var spares []string
+		for _, b := range bookies {
+			if !slices.Contains(ens, b) {
+				spares = append(spares, b)
+			}
+		}
+		if len(spares) == 0 {
+			continue
+		}
+		to := spares[rnd.IntN(len(spares))]
+		if _, err := c.CopyFragment(ctx, md, frag, slot, to, ledger.CopyOptions{InFlight: 1 + rnd.IntN(8)}); err != nil {
+			continue
+		}
+		if _, err := c.ApplyRepair(ctx, s, []ledger.Swap{{Fragment: frag, Slot: slot, From: ens[slot], To: to}}, "", 0); err == nil {
+			landed++
+		}
+	}
+	return landed
 }

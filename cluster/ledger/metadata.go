@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/meridian-mq/meridian/cluster/bookie/bkproto"
@@ -93,6 +94,28 @@ func (m *Metadata) clone() *Metadata {
 		}
 	}
 	return &c
+}
+
+// onlyRepairs reports whether cur differs from base only by the bookies of
+// fragments before base's last one: what auto-recovery changes when it
+// re-replicates a fragment (cluster/autorecovery). Everything else is the
+// same: state, lastEntry, length, quorum, custom data, every fragment's
+// first entry, and the last fragment's ensemble, which stays its writer's.
+// A writer that finds its ledger changed this way adopts the change and
+// goes on; any other change is someone else taking the ledger.
+func onlyRepairs(base, cur *Metadata) bool {
+	if base.ID != cur.ID || base.Quorum() != cur.Quorum() || base.State != cur.State ||
+		base.LastEntry != cur.LastEntry || base.Length != cur.Length || base.CTime != cur.CTime ||
+		!maps.Equal(base.Custom, cur.Custom) || len(base.Fragments) != len(cur.Fragments) {
+		return false
+	}
+	last := len(base.Fragments) - 1
+	for i, f := range base.Fragments {
+		if cur.Fragments[i].FirstEntry != f.FirstEntry || len(cur.Fragments[i].Ensemble) != len(f.Ensemble) {
+			return false
+		}
+	}
+	return slices.Equal(base.Fragments[last].Ensemble, cur.Fragments[last].Ensemble)
 }
 
 // validate checks the invariants every reader relies on.

@@ -19,6 +19,7 @@ type metrics struct {
 	recoveries      *prometheus.CounterVec
 	checksumErrors  prometheus.Counter
 	readRetries     prometheus.Counter
+	repairsAdopted  prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -56,11 +57,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "meridian_ledger_read_retries_total",
 			Help: "Entry reads that moved on to another replica, after an error or a speculative read timeout.",
 		}),
+		repairsAdopted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "meridian_ledger_writer_repairs_adopted_total",
+			Help: "Times a ledger writer found its metadata changed by a repair of earlier fragments (auto-recovery) and went on with it.",
+		}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.adds, m.addLatency, m.ensembleChanges, m.missingCopies, m.explicitLACs, m.recoveries, m.checksumErrors, m.readRetries} {
+	for _, c := range []prometheus.Collector{m.adds, m.addLatency, m.ensembleChanges, m.missingCopies, m.explicitLACs, m.recoveries, m.checksumErrors, m.readRetries, m.repairsAdopted} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if errors.As(err, &are) {

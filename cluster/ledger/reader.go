@@ -183,10 +183,11 @@ func (r *Reader) Read(ctx context.Context, first, last int64) ([]Entry, error) {
 		ids = append(ids, e)
 	}
 	payloads, errs := r.c.readEntries(ctx, md, ids)
-	if md.State != StateClosed && ctx.Err() == nil && slices.ContainsFunc(errs, func(err error) bool { return err != nil }) {
+	if ctx.Err() == nil && slices.ContainsFunc(errs, func(err error) bool { return err != nil }) {
 		// The writer may have moved a failed entry's fragment to a new
-		// ensemble since this reader last read the metadata: read those
-		// entries again where they are now.
+		// ensemble since this reader last read the metadata, or a repair
+		// (auto-recovery) may have moved its copies, even in a closed
+		// ledger: read those entries again where they are now.
 		if fresh, err := r.refreshMetadata(ctx); err == nil {
 			var moved []int // indexes into ids
 			for i, err := range errs {
@@ -231,7 +232,9 @@ func (c *Client) readEntries(ctx context.Context, md *Metadata, ids []int64) ([]
 	return payloads, errs
 }
 
-// refreshMetadata re-reads the metadata and keeps it if it is newer.
+// refreshMetadata re-reads the metadata and keeps it if it is newer: a
+// ledger's metadata only moves forward (more fragments, then closed; and
+// repairs, which only move copies).
 func (r *Reader) refreshMetadata(ctx context.Context) (*Metadata, error) {
 	md, err := r.c.Metadata(ctx, r.id)
 	if err != nil {
@@ -239,11 +242,15 @@ func (r *Reader) refreshMetadata(ctx context.Context) (*Metadata, error) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.md.State != StateClosed {
+	switch {
+	case r.md.State != StateClosed:
 		r.md = md
 		if md.State == StateClosed {
 			r.lac = md.LastEntry
 		}
+	case md.State == StateClosed && md.LastEntry == r.md.LastEntry:
+		// A closed ledger changes only by repairs, which move copies.
+		r.md = md
 	}
 	return r.md, nil
 }

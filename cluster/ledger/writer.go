@@ -28,8 +28,15 @@ import (
 //     ensemble change, an ack from a replaced bookie is ignored and the entry
 //     is sent to its replacement.
 //   - The writer never changes metadata unless it is OPEN at the revision it
-//     last wrote. A failed CAS means recovery (or a closer) took the ledger:
-//     the writer turns terminal with ErrFenced and never re-tries over it.
+//     last wrote or read. A failed CAS means recovery (or a closer) took the
+//     ledger: the writer turns terminal with ErrFenced and never re-tries
+//     over it. The one exception is a change that only swaps bookies in
+//     fragments before the writer's last one (onlyRepairs): auto-recovery
+//     re-replicating entries the writer confirmed long ago. Those fragments
+//     are no longer the writer's (every entry in them is confirmed, and no
+//     pending add lies in them: pending[0] is lac+1, at or after the last
+//     fragment's first entry), so the writer adopts the new metadata and
+//     goes on, and its own change is made again on top of it.
 //   - Once terminal (fenced, closed, stopped), every add fails.
 type Writer struct {
 	c   *Client
@@ -90,7 +97,10 @@ type WriterStats struct {
 	FailedBookies []string
 	// UnderReplicated is true when some confirmed entry is known to have
 	// fewer than Qw copies, or the ensemble still holds a failed bookie.
-	// Auto-recovery will re-replicate; until then this shows in stats.
+	// Auto-recovery (cluster/autorecovery) re-replicates such entries once
+	// they lie in a fragment before the last: at once if the bookie stays
+	// unregistered past the recovery delay, or at the auditor's periodic
+	// check if it came back without them.
 	UnderReplicated bool
 	// MissingCopies counts copies of confirmed entries the writer knows were
 	// never stored (one per entry and missing bookie).
@@ -554,16 +564,16 @@ func (w *Writer) changeEnsemble() error {
 	if replaced == 0 {
 		return nil
 	}
-	md := w.v.md.clone()
 	first := w.lac + 1
-	if last := &md.Fragments[len(md.Fragments)-1]; last.FirstEntry == first {
-		// Nothing in the last fragment is confirmed: amend it rather than
-		// leave an empty fragment behind.
-		last.Ensemble = next
-	} else {
-		md.Fragments = append(md.Fragments, Fragment{FirstEntry: first, Ensemble: next})
-	}
-	v, err := w.casDefinite(md)
+	v, err := w.casDefinite(func(md *Metadata) {
+		if last := &md.Fragments[len(md.Fragments)-1]; last.FirstEntry == first {
+			// Nothing in the last fragment is confirmed: amend it rather
+			// than leave an empty fragment behind.
+			last.Ensemble = next
+		} else {
+			md.Fragments = append(md.Fragments, Fragment{FirstEntry: first, Ensemble: next})
+		}
+	})
 	if err != nil {
 		return err
 	}
@@ -574,21 +584,29 @@ func (w *Writer) changeEnsemble() error {
 	return nil
 }
 
-// casDefinite writes md over the writer's metadata by CAS and insists on a
-// definite answer. A write that got no answer may have landed, and the
-// writer must not go on as if it had not: had an ensemble change landed,
-// entries confirmed afterwards under the old ensemble could lack copies on
-// the new one. So it repeats the same CAS (same expected revision: at most
-// one of the tries can apply) until the store answers. A conflict whose
-// stored value is md itself is an earlier try that landed; any other
-// conflict means the ledger is no longer ours (ErrFenced). The owner blocks
-// meanwhile, so nothing is confirmed until the answer is known.
-func (w *Writer) casDefinite(md *Metadata) (versioned, error) {
-	want, err := encodeMetadata(md)
-	if err != nil {
-		return versioned{}, err
-	}
+// casDefinite writes the writer's metadata with change applied by CAS, and
+// insists on a definite answer. A write that got no answer may have landed,
+// and the writer must not go on as if it had not: had an ensemble change
+// landed, entries confirmed afterwards under the old ensemble could lack
+// copies on the new one. So it repeats the same CAS (same expected
+// revision: at most one of the tries can apply) until the store answers.
+//
+// A conflict is settled by reading what is stored. If it is the writer's
+// change, alone or with repairs of earlier fragments made after it, an
+// earlier try landed. If it is the writer's metadata with repairs only
+// (onlyRepairs), auto-recovery got there first: the writer adopts it and
+// applies change again on top, at the new revision (the old tries can no
+// longer apply). Any other conflict means the ledger is no longer ours
+// (ErrFenced). The owner blocks meanwhile, so nothing is confirmed until
+// the answer is known.
+func (w *Writer) casDefinite(change func(*Metadata)) (versioned, error) {
 	for {
+		md := w.v.md.clone()
+		change(md)
+		want, err := encodeMetadata(md)
+		if err != nil {
+			return versioned{}, err
+		}
 		ctx, cancel := w.c.metaCtx(w.runCtx)
 		v, err := casMetadata(ctx, w.c.store, w.c.cfg.Region, md, w.v.modRev)
 		if errors.Is(err, meta.ErrConflict) {
@@ -597,8 +615,12 @@ func (w *Writer) casDefinite(md *Metadata) (versioned, error) {
 			cancel()
 			switch {
 			case err == nil:
-				if got, _ := encodeMetadata(cur.md); string(got) == string(want) {
+				if got, _ := encodeMetadata(cur.md); string(got) == string(want) || onlyRepairs(md, cur.md) {
 					return cur, nil
+				}
+				if onlyRepairs(w.v.md, cur.md) {
+					w.adoptRepair(cur)
+					continue
 				}
 				return versioned{}, fmt.Errorf("%w: ledger is %s", ErrFenced, cur.md.State)
 			case errors.Is(err, ErrLedgerNotFound):
@@ -618,6 +640,15 @@ func (w *Writer) casDefinite(md *Metadata) (versioned, error) {
 			return versioned{}, ErrWriterClosed
 		}
 	}
+}
+
+// adoptRepair takes v, the writer's metadata with earlier fragments
+// re-replicated by auto-recovery (onlyRepairs), as the writer's own: its
+// next CAS names v's revision.
+func (w *Writer) adoptRepair(v versioned) {
+	w.log.Info("ledger metadata changed by a repair of earlier fragments; going on", "revision", v.modRev)
+	w.v = v
+	w.c.m.repairsAdopted.Inc()
 }
 
 func (w *Writer) needRetry() bool {
@@ -649,6 +680,8 @@ func (w *Writer) handleRetry() {
 	v, err := readMetadata(ctx, w.c.store, w.c.cfg.Region, w.id)
 	cancel()
 	switch {
+	case err == nil && v.modRev != w.v.modRev && onlyRepairs(w.v.md, v.md):
+		w.adoptRepair(v)
 	case err == nil && v.modRev != w.v.modRev:
 		w.fail(fmt.Errorf("%w: ledger is %s", ErrFenced, v.md.State))
 		return
@@ -777,12 +810,12 @@ func (w *Writer) finishClose() {
 			// its long-poll (LACPollWait) ends.
 			w.sendExplicitLAC(time.Now())
 		}
-		md := w.v.md.clone()
-		md.State = StateClosed
-		md.LastEntry = w.lac
-		md.Length = w.length
 		var v versioned
-		if v, err = w.casDefinite(md); err == nil {
+		if v, err = w.casDefinite(func(md *Metadata) {
+			md.State = StateClosed
+			md.LastEntry = w.lac
+			md.Length = w.length
+		}); err == nil {
 			w.v = v
 			w.log.Debug("ledger closed", "lastEntry", w.lac)
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/meridian-mq/meridian/cluster/admin"
+	"github.com/meridian-mq/meridian/cluster/autorecovery"
 	"github.com/meridian-mq/meridian/cluster/broker"
 	"github.com/meridian-mq/meridian/cluster/broker/auth"
 	"github.com/meridian-mq/meridian/cluster/ledger"
@@ -315,7 +316,9 @@ func startBroker(ctx context.Context, r *regionParts, cfg BrokerConfig) (_ *Brok
 		defer cancel()
 		n.service.LoadManager().Drain(cctx)
 	})
-	adm, err := admin.New(admin.BrokerConfig(pcfg, n.service.Config()), n.service, log)
+	acfg := admin.BrokerConfig(pcfg, n.service.Config())
+	acfg.Bookies = autorecovery.NewAdmin(r.store, r.name, lc)
+	adm, err := admin.New(acfg, n.service, log)
 	if err != nil {
 		return nil, fmt.Errorf("node: admin API: %w", err)
 	}

@@ -45,6 +45,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -52,6 +53,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/meridian-mq/meridian/cluster/autorecovery"
 	"github.com/meridian-mq/meridian/cluster/bookie"
 	"github.com/meridian-mq/meridian/cluster/bookie/bkproto"
 	"github.com/meridian-mq/meridian/cluster/ledger"
@@ -120,6 +122,15 @@ type RegionConfig struct {
 	// copies the region's topics to the other regions of their replication
 	// clusters; its Region is the region's name.
 	Replicator *replicator.Config
+	// AutoRecovery, when set, runs auto-recovery in this process on the
+	// region's ledger client: a candidate for the region's auditor and
+	// replication workers (cluster/autorecovery). Standalone and Dev set
+	// it, and `meridian broker` does unless --autorecovery=false: every
+	// region has brokers, so it runs with no process of its own (see
+	// docs/architecture.md). Its Region, Logger and Registerer are the
+	// region's; an empty WorkerID is the broker's id, or the region's name
+	// and the process id without a broker.
+	AutoRecovery *autorecovery.Config
 	// MetricsAddr, when set, serves the region's /metrics on a listener of
 	// its own: for processes without a broker (a bookie, a replicator).
 	MetricsAddr string
@@ -213,7 +224,8 @@ func Dev(dataDir string, regions []string, portBase, webPortBase int) Config {
 		bk := bookie.DefaultConfig()
 		bk.ID, bk.ListenAddr = "bookie-0", "127.0.0.1:0"
 		rep := replicator.DefaultConfig(r)
-		cfg.Regions = append(cfg.Regions, RegionConfig{Name: r, Bookies: []bookie.Config{bk}, Broker: &b, Replicator: &rep})
+		ar := autorecovery.DefaultConfig(r, "")
+		cfg.Regions = append(cfg.Regions, RegionConfig{Name: r, Bookies: []bookie.Config{bk}, Broker: &b, Replicator: &rep, AutoRecovery: &ar})
 	}
 	return cfg
 }
@@ -233,11 +245,12 @@ type Node struct {
 
 // Region is one region's running parts.
 type Region struct {
-	parts      regionParts
-	bookies    []*bookie.Bookie
-	broker     *Broker            // nil without one
-	replicator *replicator.Worker // nil without one
-	metrics    *http.Server
+	parts        regionParts
+	bookies      []*bookie.Bookie
+	broker       *Broker               // nil without one
+	replicator   *replicator.Worker    // nil without one
+	autoRecovery *autorecovery.Service // nil without one
+	metrics      *http.Server
 	// metricsLn is nil without MetricsAddr.
 	metricsLn net.Listener
 	served    chan struct{} // closed once the metrics server has stopped
@@ -454,6 +467,12 @@ func (n *Node) startRegion(ctx context.Context, p regionParts, rc RegionConfig) 
 			return r, fmt.Errorf("node: start the replicator of region %s: %w", p.name, err)
 		}
 	}
+	if rc.AutoRecovery != nil {
+		if err := r.startAutoRecovery(*rc.AutoRecovery); err != nil {
+			close(r.served)
+			return r, fmt.Errorf("node: start auto-recovery of region %s: %w", p.name, err)
+		}
+	}
 	if rc.MetricsAddr == "" {
 		close(r.served)
 		return r, nil
@@ -497,6 +516,27 @@ func (r *Region) startReplicator(ctx context.Context, cfg replicator.Config) err
 		}
 	}
 	r.replicator, err = replicator.Start(ctx, cfg, r.parts.store, lc, cache, r.parts.log)
+	return err
+}
+
+// startAutoRecovery starts the region's auditor candidate and replication
+// workers on its ledger client.
+func (r *Region) startAutoRecovery(cfg autorecovery.Config) error {
+	lc, err := r.parts.ledgerClient()
+	if err != nil {
+		return err
+	}
+	cfg.Region, cfg.Logger = r.parts.name, r.parts.log
+	if !r.parts.metrics.Disabled {
+		cfg.Registerer = r.parts.registry
+	}
+	if cfg.WorkerID == "" {
+		cfg.WorkerID = fmt.Sprintf("%s-%d", r.parts.name, os.Getpid())
+		if r.broker != nil {
+			cfg.WorkerID = r.broker.BrokerID()
+		}
+	}
+	r.autoRecovery, err = autorecovery.Start(cfg, r.parts.store, lc, rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())))
 	return err
 }
 
@@ -607,6 +647,9 @@ func (r *Region) close() error {
 	<-r.served
 	if r.replicator != nil {
 		r.replicator.Close()
+	}
+	if r.autoRecovery != nil {
+		r.autoRecovery.Close()
 	}
 	if r.broker != nil {
 		r.broker.Close()

@@ -84,7 +84,7 @@ JSON. Authenticate with --token / --token-file, with --auth-plugin and
 	a.register(cmd)
 	pf.StringVarP(&a.output, "output", "o", "table", "output format: table (text, as pulsar-admin prints) or json")
 	cmd.AddCommand(a.tenantsCommand(), a.namespacesCommand(), a.topicsCommand(),
-		a.clustersCommand(), a.brokersCommand(), a.brokerStatsCommand())
+		a.clustersCommand(), a.brokersCommand(), a.brokerStatsCommand(), a.bookiesCommand())
 	return cmd
 }
 

@@ -87,9 +87,10 @@ func joinOrNone(s []string) string {
 	return strings.Join(s, ",")
 }
 
-func nonNil(s []string) []string {
+// nonNil makes a nil slice empty, so that JSON prints [] rather than null.
+func nonNil[T any](s []T) []T {
 	if s == nil {
-		return []string{}
+		return []T{}
 	}
 	return s
 }

@@ -22,6 +22,7 @@ func newBrokerCommand() *cobra.Command {
 		configFile       string
 	)
 	var logs *logFlags
+	var autoRecovery *autoRecoveryFlags
 	cmd := &cobra.Command{
 		Use:   "broker",
 		Short: "Run one broker (Pulsar protocol) until SIGINT or SIGTERM",
@@ -60,6 +61,11 @@ clients waiting --ownership-ttl for it to expire.`,
 			case b.AdvertisedHost == "":
 				return errors.New("--advertised-address is required: it is the host clients are sent to (or advertisedAddress in --config)")
 			}
+			ar, err := autoRecovery.config()
+			if err != nil {
+				return err
+			}
+			region.AutoRecovery = ar
 			cfg := node.Config{Etcd: etcd, GlobalEtcd: globalEtcd, Regions: []node.RegionConfig{region}, Logger: log}
 			return runNode(cmd, "broker", cfg, func(n *node.Node) (string, error) {
 				return fmt.Sprintf("broker %s ready: %s", n.Broker().BrokerID(), strings.Join(readyURLs(n.Broker()), " ")), nil
@@ -82,6 +88,7 @@ clients waiting --ownership-ttl for it to expire.`,
 	f.DurationVar(&b.Service.OwnershipTTL, "ownership-ttl", b.Service.OwnershipTTL, "lease on the bundles this broker owns: how long its topics wait for another broker when it is frozen or cut off from etcd (a crashed broker's port refuses, and a lookup takes its bundles at once)")
 	f.DurationVar(&b.Ledgers.CursorPersistInterval, "cursor-persist-interval", b.Ledgers.CursorPersistInterval, "shortest time between two writes of one subscription's position (acks of the last interval are redelivered after a crash)")
 	f.DurationVar(&b.BookieWait, "bookie-wait", b.BookieWait, "how long to wait at start for --ensemble-size bookies to register")
+	autoRecovery = addAutoRecoveryFlags(f)
 	logs = addLogFlags(f)
 	return cmd
 }

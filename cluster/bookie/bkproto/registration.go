@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
-	"strings"
 )
 
 // Registration is the value a live bookie keeps, under a lease, at
@@ -76,13 +75,5 @@ func LedgerKey(region string, ledgerID int64) string {
 
 // ParseLedgerKey returns the ledger id of a key under LedgersPrefix(region).
 func ParseLedgerKey(region, key string) (int64, bool) {
-	rest, ok := strings.CutPrefix(key, LedgersPrefix(region))
-	if !ok || rest == "" || strings.Contains(rest, "/") {
-		return 0, false
-	}
-	id, err := strconv.ParseInt(rest, 10, 64)
-	if err != nil || id < 0 || strconv.FormatInt(id, 10) != rest {
-		return 0, false
-	}
-	return id, true
+	return ParseIDKey(LedgersPrefix(region), key)
 }

@@ -1,0 +1,378 @@
+package autorecovery
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/meridian-mq/meridian/cluster/bookie/bkproto"
+	"github.com/meridian-mq/meridian/cluster/ledger"
+	"github.com/meridian-mq/meridian/cluster/meta"
+)
+
+// Admin is one region's bookie administration, which the admin REST API
+// serves: the bookies and their states, decommissioning, marking a bookie
+// lost, the under-replicated ledgers, and the pause switch. It reads and
+// writes the metadata store only; the auditor and the workers, wherever
+// they run, act on what it writes. Safe for concurrent use.
+type Admin struct {
+	store  meta.Store
+	region string
+	lc     *ledger.Client
+}
+
+// NewAdmin returns the bookie administration of region, on its store and
+// ledger client.
+func NewAdmin(store meta.Store, region string, lc *ledger.Client) *Admin {
+	return &Admin{store: store, region: region, lc: lc}
+}
+
+// The states `meridian admin bookies list` shows (BookieInfo.State).
+const (
+	StateWritable = "writable"
+	// StateReadOnly: registered but refusing adds (its disk is full).
+	StateReadOnly = "read-only"
+	// StateDecommissioning and StateLost are an operator's
+	// (bkproto.BookieState); a bookie that ledgers name, is not
+	// registered, and has ledgers marked for it is lost too.
+	StateDecommissioning = bkproto.StateDecommissioning
+	StateLost            = bkproto.StateLost
+	// StateUnregistered: ledgers name the bookie but it is not
+	// registered, and no ledger is marked for it yet: it is restarting,
+	// or within the recovery delay.
+	StateUnregistered = "unregistered"
+)
+
+// BookieInfo is one bookie as `meridian admin bookies list` shows it.
+type BookieInfo struct {
+	ID      string `json:"id"`
+	Address string `json:"address,omitempty"`
+	Rack    string `json:"rack"`
+	State   string `json:"state"`
+	// Ledgers is how many ledgers' metadata name the bookie.
+	Ledgers int `json:"ledgers"`
+	// UnderReplicated is how many under-replicated ledgers are marked
+	// for it.
+	UnderReplicated int `json:"underReplicated"`
+}
+
+// region is what the admin reads of the region at once.
+type region struct {
+	registered map[string]bkproto.Registration
+	states     map[string]string
+	ledgers    []ledger.Snapshot
+	named      map[string]int // bookie -> ledgers naming it
+	marks      []storedMark
+	marked     map[string]int // bookie -> marks naming it
+}
+
+func (a *Admin) read(ctx context.Context) (*region, error) {
+	kvs, _, err := a.store.List(ctx, bkproto.BookiesPrefix(a.region))
+	if err != nil {
+		return nil, fmt.Errorf("list bookies: %w", err)
+	}
+	r := &region{registered: make(map[string]bkproto.Registration), named: make(map[string]int), marked: make(map[string]int)}
+	for _, kv := range kvs {
+		reg, err := bkproto.ParseRegistration(kv.Value)
+		id, nerr := meta.Name(kv.Key)
+		if err == nil && nerr == nil {
+			reg.ID = id
+			r.registered[id] = reg
+		}
+	}
+	if r.states, err = BookieStates(ctx, a.store, a.region); err != nil {
+		return nil, err
+	}
+	if r.ledgers, _, err = a.lc.Ledgers(ctx); err != nil {
+		return nil, err
+	}
+	for _, l := range r.ledgers {
+		for _, b := range members(l.Metadata) {
+			r.named[b]++
+		}
+	}
+	if r.marks, err = listMarks(ctx, a.store, a.region); err != nil {
+		return nil, err
+	}
+	for _, sm := range r.marks {
+		for _, b := range sm.Mark.Bookies {
+			r.marked[b]++
+		}
+	}
+	return r, nil
+}
+
+func (r *region) info(id string) BookieInfo {
+	reg, registered := r.registered[id]
+	bi := BookieInfo{ID: id, Address: reg.Address, Rack: reg.Rack, Ledgers: r.named[id], UnderReplicated: r.marked[id]}
+	switch {
+	case r.states[id] != "":
+		bi.State = r.states[id]
+	case registered && reg.ReadOnly:
+		bi.State = StateReadOnly
+	case registered:
+		bi.State = StateWritable
+	case r.marked[id] > 0:
+		bi.State = StateLost
+	default:
+		bi.State = StateUnregistered
+	}
+	return bi
+}
+
+func (r *region) known(id string) bool {
+	_, ok := r.registered[id]
+	return ok || r.named[id] > 0 || r.states[id] != ""
+}
+
+// Bookies lists every bookie that is registered, named by a ledger, or
+// given a state by an operator, sorted by id.
+func (a *Admin) Bookies(ctx context.Context) ([]BookieInfo, error) {
+	r, err := a.read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ids := make(map[string]bool)
+	for id := range r.registered {
+		ids[id] = true
+	}
+	for id := range r.named {
+		ids[id] = true
+	}
+	for id := range r.states {
+		ids[id] = true
+	}
+	out := make([]BookieInfo, 0, len(ids))
+	for _, id := range slices.Sorted(maps.Keys(ids)) {
+		out = append(out, r.info(id))
+	}
+	return out, nil
+}
+
+// Registered returns the registered bookies, sorted by id: Pulsar's
+// /admin/v2/bookies/all and racks-info are made of them.
+func (a *Admin) Registered(ctx context.Context) ([]bkproto.Registration, error) {
+	r, err := a.read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := slices.Collect(maps.Values(r.registered))
+	slices.SortFunc(out, func(x, y bkproto.Registration) int { return cmp.Compare(x.ID, y.ID) })
+	return out, nil
+}
+
+// Decommission is the progress of a bookie's decommissioning.
+type Decommission struct {
+	Bookie string `json:"bookie"`
+	State  string `json:"state"`
+	// Ledgers is how many ledgers' metadata still name the bookie.
+	Ledgers int `json:"ledgers"`
+	// UnderReplicated is how many of them are marked for repair.
+	UnderReplicated int `json:"underReplicated"`
+	// Done says no ledger names the bookie any more: it can be stopped
+	// and removed (its data is not needed).
+	Done    bool   `json:"done"`
+	Message string `json:"message"`
+}
+
+func (r *region) progress(id string) Decommission {
+	bi := r.info(id)
+	d := Decommission{Bookie: id, State: bi.State, Ledgers: bi.Ledgers, UnderReplicated: bi.UnderReplicated, Done: bi.Ledgers == 0}
+	switch {
+	case d.Done:
+		d.Message = fmt.Sprintf("bookie %s holds no ledger any more: it can be stopped and removed", id)
+	case bi.State != StateDecommissioning:
+		d.Message = fmt.Sprintf("bookie %s is %s, not being decommissioned; %d ledgers name it", id, bi.State, bi.Ledgers)
+	default:
+		d.Message = fmt.Sprintf("bookie %s is read-only; %d ledgers still name it (%d marked for repair); an open ledger's writer moves off it at its next add, and the ledger is repaired once it rolls over or closes",
+			id, bi.Ledgers, bi.UnderReplicated)
+	}
+	return d
+}
+
+// Decommission starts draining bookie id: it turns read-only (writers move
+// their ensembles off it), and auto-recovery copies everything it holds to
+// other bookies. It is refused for a bookie unknown to the region
+// (ErrUnknownBookie) and for one whose leaving would leave fewer writable
+// bookies than the region's largest ensemble (ErrQuorumNeedsBookie). It
+// returns the progress; asking again is harmless.
+func (a *Admin) Decommission(ctx context.Context, id string) (Decommission, error) {
+	r, err := a.read(ctx)
+	if err != nil {
+		return Decommission{}, err
+	}
+	if !r.known(id) {
+		return Decommission{}, fmt.Errorf("%w: no bookie %q is registered in region %s or named by a ledger", ErrUnknownBookie, id, a.region)
+	}
+	if r.states[id] == StateDecommissioning {
+		return r.progress(id), nil
+	}
+	need := 1
+	for _, l := range r.ledgers {
+		need = max(need, l.Metadata.EnsembleSize)
+	}
+	writable := 0
+	for b, reg := range r.registered {
+		if b != id && !reg.ReadOnly && r.states[b] == "" {
+			writable++
+		}
+	}
+	if writable < need {
+		return Decommission{}, fmt.Errorf("%w: without %s the region has %d writable bookies, and its ledgers need ensembles of %d: start another bookie first",
+			ErrQuorumNeedsBookie, id, writable, need)
+	}
+	if err := a.setState(ctx, id, bkproto.StateDecommissioning); err != nil {
+		return Decommission{}, err
+	}
+	r.states[id] = StateDecommissioning
+	return r.progress(id), nil
+}
+
+// DecommissionStatus returns the progress of a bookie's decommissioning.
+func (a *Admin) DecommissionStatus(ctx context.Context, id string) (Decommission, error) {
+	r, err := a.read(ctx)
+	if err != nil {
+		return Decommission{}, err
+	}
+	if !r.known(id) {
+		return Decommission{}, fmt.Errorf("%w: no bookie %q in region %s", ErrUnknownBookie, id, a.region)
+	}
+	return r.progress(id), nil
+}
+
+// MarkLost tells auto-recovery that bookie id is gone for good: its
+// ledgers are re-replicated at once, without the recovery delay.
+func (a *Admin) MarkLost(ctx context.Context, id string) error {
+	r, err := a.read(ctx)
+	if err != nil {
+		return err
+	}
+	if !r.known(id) {
+		return fmt.Errorf("%w: no bookie %q in region %s", ErrUnknownBookie, id, a.region)
+	}
+	return a.setState(ctx, id, bkproto.StateLost)
+}
+
+// ClearState cancels a decommissioning or a lost mark: the bookie takes
+// adds again (if registered), and ledgers already repaired stay where they
+// are now.
+func (a *Admin) ClearState(ctx context.Context, id string) error {
+	key := bkproto.BookieStateKey(a.region, id)
+	kv, err := a.store.Get(ctx, key)
+	if errors.Is(err, meta.ErrNotFound) {
+		return fmt.Errorf("%w: bookie %q has no state set", ErrUnknownBookie, id)
+	}
+	if err != nil {
+		return err
+	}
+	return a.store.Delete(ctx, key, kv.ModRevision)
+}
+
+func (a *Admin) setState(ctx context.Context, id, state string) error {
+	key := bkproto.BookieStateKey(a.region, id)
+	v := bkproto.BookieState{State: state, Since: time.Now().UnixMilli()}.Marshal()
+	for {
+		kv, err := a.store.Get(ctx, key)
+		if errors.Is(err, meta.ErrNotFound) {
+			if _, err = a.store.Create(ctx, key, v, meta.NoLease); errors.Is(err, meta.ErrExists) {
+				continue
+			}
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		if _, err = a.store.Update(ctx, key, v, kv.ModRevision); errors.Is(err, meta.ErrConflict) {
+			continue
+		}
+		return err
+	}
+}
+
+// UnderReplicatedLedger is one marked ledger as `meridian admin bookies
+// under-replicated` shows it.
+type UnderReplicatedLedger struct {
+	Ledger  int64    `json:"ledger"`
+	Bookies []string `json:"bookies"`
+	Since   int64    `json:"since"`
+	Reason  string   `json:"reason"`
+	// State is the ledger's (OPEN, IN_RECOVERY, CLOSED; "" once deleted).
+	State string `json:"state"`
+	// Worker is who holds the ledger's claim, repairing it now.
+	Worker    string `json:"worker,omitempty"`
+	LastError string `json:"lastError,omitempty"`
+	ErrorAt   int64  `json:"errorAt,omitempty"`
+	EntryLost bool   `json:"entryLost,omitempty"`
+}
+
+// UnderReplicated lists the marked ledgers, by id.
+func (a *Admin) UnderReplicated(ctx context.Context) ([]UnderReplicatedLedger, error) {
+	r, err := a.read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	claims, _, err := a.store.List(ctx, bkproto.ClaimsPrefix(a.region))
+	if err != nil {
+		return nil, err
+	}
+	holder := make(map[int64]string)
+	for _, kv := range claims {
+		if id, ok := bkproto.ParseIDKey(bkproto.ClaimsPrefix(a.region), kv.Key); ok {
+			var c claimValue
+			if _, err := meta.DecodeJSON(kv.Value, 1, &c); err == nil {
+				holder[id] = c.Worker
+			}
+		}
+	}
+	state := make(map[int64]string, len(r.ledgers))
+	for _, l := range r.ledgers {
+		state[l.Metadata.ID] = string(l.Metadata.State)
+	}
+	out := make([]UnderReplicatedLedger, 0, len(r.marks))
+	for _, sm := range r.marks {
+		out = append(out, UnderReplicatedLedger{
+			Ledger: sm.Ledger, Bookies: sm.Mark.Bookies, Since: sm.Mark.Since, Reason: sm.Mark.Reason,
+			State: state[sm.Ledger], Worker: holder[sm.Ledger],
+			LastError: sm.Mark.LastError, ErrorAt: sm.Mark.ErrorAt, EntryLost: sm.Mark.EntryLost,
+		})
+	}
+	return out, nil
+}
+
+// SetPaused pauses (true) or resumes auto-recovery of the region,
+// BookKeeper's `autorecovery disable|enable`: while paused the auditor
+// marks nothing and the workers take no ledger (one being copied stops
+// after its current slot).
+func (a *Admin) SetPaused(ctx context.Context, paused bool) error {
+	key := bkproto.RecoveryDisabledKey(a.region)
+	if paused {
+		v, err := meta.EncodeJSON(1, struct {
+			Since int64 `json:"since"`
+		}{time.Now().UnixMilli()})
+		if err != nil {
+			return err
+		}
+		if _, err := a.store.Create(ctx, key, v, meta.NoLease); err != nil && !errors.Is(err, meta.ErrExists) {
+			return err
+		}
+		return nil
+	}
+	kv, err := a.store.Get(ctx, key)
+	if errors.Is(err, meta.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := a.store.Delete(ctx, key, kv.ModRevision); err != nil && !errors.Is(err, meta.ErrConflict) {
+		return err
+	}
+	return nil
+}
+
+// Paused reports whether auto-recovery of the region is paused.
+func (a *Admin) Paused(ctx context.Context) (bool, error) { return Paused(ctx, a.store, a.region) }
