@@ -130,7 +130,8 @@ func inspect(t *testing.T, expr string, u uses) {
 }
 
 // servedLabels maps every series name a region serves (a histogram's
-// _bucket, _sum and _count included) to its label names.
+// _bucket, _sum and _count, and a summary's _sum and _count, included) to
+// its label names.
 func servedLabels(families map[string]*dto.MetricFamily) map[string]map[string]bool {
 	out := map[string]map[string]bool{}
 	add := func(name string, m *dto.Metric) {
@@ -144,8 +145,12 @@ func servedLabels(families map[string]*dto.MetricFamily) map[string]map[string]b
 	for name, f := range families {
 		for _, m := range f.GetMetric() {
 			add(name, m)
-			if f.GetType() == dto.MetricType_HISTOGRAM {
+			switch f.GetType() {
+			case dto.MetricType_HISTOGRAM:
 				add(name+"_bucket", m)
+				add(name+"_sum", m)
+				add(name+"_count", m)
+			case dto.MetricType_SUMMARY:
 				add(name+"_sum", m)
 				add(name+"_count", m)
 			}
