@@ -577,7 +577,6 @@ func (s *subscription) round() (progressed bool, due time.Time) {
 		}
 		entries = append(entries, es...)
 	}
-	replayed := len(entries)
 	fresh := 0
 	if readNew {
 		es, err := s.cursor.Read(s.ctx, int(budget))
@@ -597,7 +596,7 @@ func (s *subscription) round() (progressed bool, due time.Time) {
 		return false, due
 	}
 
-	sent := s.send(s.assign(entries, replayed, now))
+	sent := s.send(s.assign(entries, now))
 	s.mu.Lock()
 	due = s.mu.delayed.next()
 	s.mu.Unlock()
@@ -707,14 +706,15 @@ func (s *subscription) replayableLocked(n int) []mledger.Position {
 
 // assign picks a consumer for each entry, under mu: delayed entries wait,
 // entries nobody can take now go to replay. The first replayed entries
-// come from the replay set, the earliest of their keys there; a fresh
-// entry of a key with entries waiting in replay waits behind them.
-func (s *subscription) assign(entries []mledger.Entry, replayed int, now time.Time) []delivery {
+// come from the replay set, the earliest of their keys there when the
+// round took them; a fresh entry of a key with entries waiting in replay
+// waits behind them.
+func (s *subscription) assign(entries []mledger.Entry, now time.Time) []delivery {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []delivery
 	held := map[uint32]bool{} // Key_Shared: keys with an entry held this round
-	for i, raw := range entries {
+	for _, raw := range entries {
 		if _, taken := s.mu.pending[raw.Position]; taken {
 			continue
 		}
@@ -733,7 +733,7 @@ func (s *subscription) assign(entries []mledger.Entry, replayed int, now time.Ti
 		}
 		var c *consumer
 		if s.kind == pb.CommandSubscribe_Key_Shared {
-			if !held[h] && (i < replayed || s.mu.replayKeys[h] == 0) {
+			if !held[h] && !s.replayHoldsEarlierLocked(h, e.pos) {
 				c = s.mu.keys.pick(h)
 				if c != nil && !s.canTakeLocked(c, e.pos) {
 					c = nil
@@ -755,6 +755,28 @@ func (s *subscription) assign(entries []mledger.Entry, replayed int, now time.Ti
 	}
 	s.learnEntrySizeLocked(out)
 	return out
+}
+
+// replayHoldsEarlierLocked reports whether the replay set holds an entry
+// of key hash h before p, which p must then wait behind (Key_Shared). A
+// fresh entry comes after every replay entry, so for it this is whether the
+// key waits at all. A replayed one was the earliest of its key when the
+// round took it from the set, but a consumer that left while the round
+// read storage has handed its entries back since, and those can be earlier:
+// delivered first, the replayed entry would overtake them (message 84 of a
+// key before its message 4, once the consumer that held 4 was dropped).
+// The set is scanned only for a key that waits, once per key and round
+// (assign holds the key after).
+func (s *subscription) replayHoldsEarlierLocked(h uint32, p mledger.Position) bool {
+	if s.mu.replayKeys[h] == 0 {
+		return false
+	}
+	for q, qh := range s.mu.replay {
+		if qh == h && q.Less(p) {
+			return true
+		}
+	}
+	return false
 }
 
 // learnEntrySizeLocked folds a round's deliveries into msgsPerEntry, which
