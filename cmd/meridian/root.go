@@ -22,6 +22,9 @@ func newRootCommand() *cobra.Command {
 		Short:         "Meridian: a geo-replicated messaging plane that speaks the Pulsar protocol",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// A command with a PersistentPreRunE of its own (admin) calls
+		// applyEnv first itself: cobra runs only the nearest one.
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error { return applyEnv(cmd) },
 	}
 	root.AddCommand(newVersionCommand())
 	root.AddCommand(newEtcdCommand())
