@@ -102,6 +102,7 @@ type SubscriptionMetrics struct {
 	Consumers                      int
 	RateOut, ThroughputOut         float64
 	MsgOutCounter, BytesOutCounter int64
+	IgnoredAcks                    int64
 }
 
 // ReplicationMetrics is a topic's replication with one remote region:
@@ -244,7 +245,8 @@ func (t *Topic) metrics(ctx context.Context, tasks map[string]mledger.Replicatio
 		tm.Consumers += len(ss.Consumers)
 		tm.MsgBacklog += ss.MsgBacklog
 		tm.Subs[name] = SubscriptionMetrics{Backlog: ss.MsgBacklog, Unacked: ss.UnackedMessages, Delayed: ss.DelayedMessages,
-			Consumers: len(ss.Consumers), MsgOutCounter: ss.MsgOutCounter, BytesOutCounter: ss.BytesOutCounter}
+			Consumers: len(ss.Consumers), MsgOutCounter: ss.MsgOutCounter, BytesOutCounter: ss.BytesOutCounter,
+			IgnoredAcks: ss.IgnoredAcks}
 		cur[windowSubPrefix+name] = [2]int64{ss.MsgOutCounter, ss.BytesOutCounter}
 	}
 	// Inbound: the replication producers the remote regions connected
