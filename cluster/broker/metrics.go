@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/meridian-mq/meridian/cluster/mledger"
+	"github.com/meridian-mq/meridian/global"
 	"github.com/meridian-mq/meridian/telemetry"
 	"github.com/meridian-mq/meridian/topology"
 )
@@ -32,7 +33,7 @@ type brokerMetrics struct {
 	dispatched prometheus.Histogram
 }
 
-func newBrokerMetrics(cfg ServiceConfig) (*brokerMetrics, error) {
+func newBrokerMetrics(cfg ServiceConfig, policies *global.Cache) (*brokerMetrics, error) {
 	if cfg.Metrics.Disabled {
 		return nil, nil
 	}
@@ -49,7 +50,7 @@ func newBrokerMetrics(cfg ServiceConfig) (*brokerMetrics, error) {
 		}),
 	}
 	if cfg.Registerer != nil {
-		for _, c := range []prometheus.Collector{m.lookup, m.dispatched} {
+		for _, c := range []prometheus.Collector{m.lookup, m.dispatched, newActiveRegionCollector(cfg.Region, policies)} {
 			if err := cfg.Registerer.Register(c); err != nil {
 				return nil, err
 			}
@@ -68,6 +69,38 @@ func (m *brokerMetrics) lookedUp(start time.Time) {
 func (m *brokerMetrics) dispatchRead(entries int) {
 	if m != nil && entries > 0 {
 		m.dispatched.Observe(float64(entries))
+	}
+}
+
+// activeRegionCollector serves meridian_namespace_active_region: one
+// series per namespace with an active region, labelled with it, read from
+// the watched global cache at scrape time (so it shows what this broker's
+// lookups follow, also while the global store is unreachable).
+type activeRegionCollector struct {
+	region   string
+	policies *global.Cache
+	desc     *prometheus.Desc
+}
+
+func newActiveRegionCollector(region string, policies *global.Cache) *activeRegionCollector {
+	return &activeRegionCollector{region: region, policies: policies, desc: prometheus.NewDesc(
+		"meridian_namespace_active_region",
+		"1 for each namespace with an active region (the region that answers its lookups), labelled with it; a namespace without one has no series.",
+		[]string{telemetry.LabelCluster, telemetry.LabelNamespace, "active_region"}, nil)}
+}
+
+func (c *activeRegionCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *activeRegionCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.policies == nil {
+		return
+	}
+	for _, tenant := range c.policies.Tenants() {
+		for _, ns := range c.policies.Namespaces(tenant) {
+			if p, ok := c.policies.Namespace(tenant, ns); ok && p.ActiveRegion != "" {
+				ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, 1, c.region, tenant+"/"+ns, p.ActiveRegion)
+			}
+		}
 	}
 }
 
