@@ -122,9 +122,15 @@ func TestAuthentication(t *testing.T) {
 		{"namespace admin removes the active region", "DELETE", policies + "/activeRegion", "", basic("alice", "alice-pw"), 204},
 		{"consumer looks up", "GET", "/lookup/v2/topic/persistent/public/default/auth-t", "", token(key, "reader", time.Time{}), 200},
 		{"consumer reads no stats", "GET", "/admin/v2/persistent/public/default/auth-t/stats", "", token(key, "reader", time.Time{}), 403},
-		{"a cluster record without credentials is open", "GET", "/admin/v2/clusters/standalone", "", basic("alice", "alice-pw"), 200},
-		{"a cluster record with credentials is not", "GET", "/admin/v2/clusters/" + secured, "", basic("alice", "alice-pw"), 403},
+		{"a tenant admin lists no tenants", "GET", "/admin/v2/tenants", "", basic("alice", "alice-pw"), 403},
+		{"a cluster record is a superuser's", "GET", "/admin/v2/clusters/standalone", "", basic("alice", "alice-pw"), 403},
+		{"a cluster record with credentials too", "GET", "/admin/v2/clusters/" + secured, "", basic("alice", "alice-pw"), 403},
 		{"a superuser reads it", "GET", "/admin/v2/clusters/" + secured, "", token(key, "root", time.Now().Add(time.Hour)), 200},
+		{"a cluster migration is a superuser's", "POST", "/admin/v2/clusters/" + secured + "/migrate?migrated=false",
+			`{"brokerServiceUrl":"pulsar://w1:6650"}`, basic("alice", "alice-pw"), 403},
+		{"and so is reading it", "GET", "/admin/v2/clusters/" + secured + "/migrate", "", basic("alice", "alice-pw"), 403},
+		{"a superuser records one", "POST", "/admin/v2/clusters/" + secured + "/migrate?migrated=false",
+			`{"brokerServiceUrl":"pulsar://w1:6650"}`, token(key, "root", time.Now().Add(time.Hour)), 200},
 	} {
 		if got := do(tc.method, tc.path, tc.body, tc.authz); got != tc.status {
 			t.Errorf("%s: %s %s: status %d, want %d", tc.name, tc.method, tc.path, got, tc.status)

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/meridian-mq/meridian/cluster/mledger"
+	"github.com/meridian-mq/meridian/cluster/wire/pb"
 	"github.com/meridian-mq/meridian/global"
 	"github.com/meridian-mq/meridian/telemetry"
 	"github.com/meridian-mq/meridian/topology"
@@ -31,6 +32,9 @@ import (
 type brokerMetrics struct {
 	lookup     prometheus.Histogram
 	dispatched prometheus.Histogram
+	// clientsMigrated counts the producers and consumers sent to the
+	// namespace's active region in another region (migrate.go).
+	clientsMigrated *prometheus.CounterVec
 }
 
 func newBrokerMetrics(cfg ServiceConfig, policies *global.Cache) (*brokerMetrics, error) {
@@ -48,9 +52,13 @@ func newBrokerMetrics(cfg ServiceConfig, policies *global.Cache) (*brokerMetrics
 			Help:    "Entries read by one dispatch round of a subscription (new and replayed; at most Dispatch.MaxReadEntries of new ones).",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 12),
 		}),
+		clientsMigrated: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "meridian_broker_clients_migrated_total",
+			Help: "Producers and consumers (kind) told to go to their namespace's active region in another region (TOPIC_MIGRATED, then closed).",
+		}, []string{"kind"}),
 	}
 	if cfg.Registerer != nil {
-		for _, c := range []prometheus.Collector{m.lookup, m.dispatched, newActiveRegionCollector(cfg.Region, policies)} {
+		for _, c := range []prometheus.Collector{m.lookup, m.dispatched, m.clientsMigrated, newActiveRegionCollector(cfg.Region, policies)} {
 			if err := cfg.Registerer.Register(c); err != nil {
 				return nil, err
 			}
@@ -63,6 +71,13 @@ func newBrokerMetrics(cfg ServiceConfig, policies *global.Cache) (*brokerMetrics
 func (m *brokerMetrics) lookedUp(start time.Time) {
 	if m != nil {
 		m.lookup.Observe(time.Since(start).Seconds())
+	}
+}
+
+// migrated counts one producer or consumer sent to another region.
+func (m *brokerMetrics) migrated(kind pb.CommandTopicMigrated_ResourceType) {
+	if m != nil {
+		m.clientsMigrated.WithLabelValues(strings.ToLower(kind.String())).Inc()
 	}
 }
 

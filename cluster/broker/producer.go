@@ -63,6 +63,10 @@ type producer struct {
 	stopOnce sync.Once
 	done     chan struct{}
 
+	// migrating admits the producer's SENDs until it is moved to another
+	// region (migrate.go), which shuts it.
+	migrating sendGate
+
 	// owed is this producer's share of its connection's pending
 	// publishes; receiptsDone is set when the receipt goroutine exits (see
 	// conn.notePublish).
@@ -140,15 +144,21 @@ func (p *producer) start() {
 //     source offsets) are echoed in the receipt. An entry without that
 //     property is refused (NotAllowed), never stored without its identity.
 //
-// A SEND that arrives once the topic is fenced for a hand-off is dropped
-// unanswered: it was not stored, and the client resends it, with every
-// other SEND it has pending, to the new owner after CLOSE_PRODUCER.
+// A SEND that arrives once the topic is fenced for a hand-off, or the
+// producer is being moved to another region, is dropped unanswered: it was
+// not stored, and the client resends it, with every other SEND it has
+// pending, to the new owner after CLOSE_PRODUCER.
 func (p *producer) publish(send *pb.CommandSend, f *wire.Frame) {
 	if !p.topic.sends.enter() {
 		p.settle(1, int64(len(f.Message)))
 		return
 	}
 	defer p.topic.sends.leave()
+	if !p.migrating.enter() {
+		p.settle(1, int64(len(f.Message)))
+		return
+	}
+	defer p.migrating.leave()
 	seq := int64(send.GetSequenceId())
 	// Every path from here queues exactly one receipt, so turns have no gaps.
 	r := receipt{turn: p.nextTurn, seq: seq, highest: max(seq, int64(send.GetHighestSequenceId())), track: true, bytes: len(f.Message)}
@@ -159,6 +169,13 @@ func (p *producer) publish(send *pb.CommandSend, f *wire.Frame) {
 		n = max(int(send.GetNumMessages()), 1)
 	}
 	r.messages = n
+	if err := wire.CheckBatchCount(f.Metadata, f.Payload); err != nil {
+		// A count its payload cannot hold would drain the permits of every
+		// consumer it reaches (wire.BatchMessages).
+		r.err = fmt.Errorf("%w: %v", wire.ErrNotAllowed, err)
+		p.queue(r)
+		return
+	}
 	if send.GetIsChunk() || p.repl {
 		md, err := f.DecodeMetadata()
 		if err != nil {

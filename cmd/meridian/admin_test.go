@@ -451,6 +451,26 @@ func TestAdminRequests(t *testing.T) {
 			want: []want{{"DELETE", "/admin/v2/clusters/eu-west", "", ""}},
 		},
 		{
+			name: "clusters update-cluster-migration",
+			args: []string{"clusters", "update-cluster-migration", "us-east", "--migrated", "--broker-url", "pulsar://eu:6650",
+				"--service-url", "http://eu:8080"},
+			want: []want{{"POST", "/admin/v2/clusters/us-east/migrate", "migrated=true",
+				`{"serviceUrl":"http://eu:8080","brokerServiceUrl":"pulsar://eu:6650"}`}},
+		},
+		{
+			name: "clusters update-cluster-migration, recorded only",
+			args: []string{"clusters", "update-cluster-migration", "us-east", "--broker-url", "pulsar://eu:6650"},
+			want: []want{{"POST", "/admin/v2/clusters/us-east/migrate", "migrated=false", `{"brokerServiceUrl":"pulsar://eu:6650"}`}},
+		},
+		{
+			name: "clusters get-cluster-migration",
+			args: []string{"clusters", "get-cluster-migration", "us-east"},
+			canned: map[string]cannedResponse{"GET /admin/v2/clusters/us-east/migrate": {200,
+				`{"migrated":true,"migratedClusterUrl":{"brokerServiceUrl":"pulsar://eu:6650"}}`}},
+			want: []want{{"GET", "/admin/v2/clusters/us-east/migrate", "", ""}},
+			out:  "{\n  \"migrated\": true,\n  \"migratedClusterUrl\": {\n    \"brokerServiceUrl\": \"pulsar://eu:6650\"\n  }\n}\n",
+		},
+		{
 			name:   "brokers list",
 			args:   []string{"brokers", "list", "standalone"},
 			canned: map[string]cannedResponse{"GET /admin/v2/brokers/standalone": {200, `["localhost:8080"]`}},
