@@ -31,7 +31,8 @@
 // used again.
 //
 // node.go holds Config, the regions and their parts, and Standalone and Dev;
-// broker.go a region's broker with its web listener; conf.go
+// broker.go a region's broker with its web listener; health.go the health
+// and readiness endpoints of every role; conf.go
 // ApplyPulsarConf's table; tracing.go the process's Tracing; schemas.go the
 // replicator's read-only view of a region's schema registry.
 package node
@@ -120,8 +121,9 @@ type RegionConfig struct {
 	// copies the region's topics to the other regions of their replication
 	// clusters; its Region is the region's name.
 	Replicator *replicator.Config
-	// MetricsAddr, when set, serves the region's /metrics on a listener of
-	// its own: for processes without a broker (a bookie, a replicator).
+	// MetricsAddr, when set, serves the region's /metrics, with its
+	// health and readiness endpoints (health.go), on a listener of its
+	// own: for processes without a broker (a bookie, a replicator).
 	MetricsAddr string
 	// Ledger tunes the region's ledger client, which its broker and its
 	// replicator share; the zero value is ledger.DefaultConfig. Its Region,
@@ -507,7 +509,7 @@ func (n *Node) startRegion(ctx context.Context, p regionParts, rc RegionConfig) 
 		return r, fmt.Errorf("node: metrics listener of region %s: %w", p.name, err)
 	}
 	r.metricsLn = ln
-	r.metrics = &http.Server{Handler: telemetry.MetricsHandler(p.registry), ReadHeaderTimeout: 10 * time.Second}
+	r.metrics = &http.Server{Handler: r.metricsHandler(), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		defer close(r.served)
 		if err := r.metrics.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -18,8 +18,7 @@ var defaultStandaloneDir = filepath.Join("data", "standalone")
 // etcd, one bookie and one broker (node.Standalone).
 func newStandaloneCommand() *cobra.Command {
 	cfg := node.Standalone(defaultStandaloneDir)
-	region := &cfg.Regions[0]
-	b := region.Broker
+	b := cfg.Regions[0].Broker
 	var configFile string
 	var logs *logFlags
 	cmd := &cobra.Command{
@@ -45,14 +44,16 @@ delivered again).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log := logs.logger(cmd)
-			if configFile != "" {
-				if err := applyConfigFile(cmd, configFile, region, log); err != nil {
-					return err
-				}
+			if err := applyPulsarConf(cmd, configFile, &cfg, log); err != nil {
+				return err
 			}
 			cfg.Logger = log
 			return runNode(cmd, "standalone", cfg, func(n *node.Node) (string, error) {
-				return "standalone ready: " + strings.Join(readyURLs(n.Broker(), "etcd="+strings.Join(n.EtcdEndpoints(), ",")), " "), nil
+				etcd := n.EtcdEndpoints()
+				if etcd == nil { // metadataStoreUrl: an etcd of its own
+					etcd = cfg.Etcd
+				}
+				return "standalone ready: " + strings.Join(readyURLs(n.Broker(), "etcd="+strings.Join(etcd, ",")), " "), nil
 			})
 		},
 	}
