@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"net/url"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -27,11 +26,13 @@ import (
 // newest it reads.
 const recordVersion = 1
 
-// nameRE is Pulsar's rule for tenant, namespace and cluster names.
-var nameRE = regexp.MustCompile(`^[-=:.\w]+$`)
-
+// validName applies Pulsar's rule for tenant, namespace and cluster names
+// (topology.ValidName).
 func validName(kind, name string) error {
-	if !nameRE.MatchString(name) {
+	if !topology.ValidName(name) {
+		if len(name) > topology.MaxNameLength {
+			return fmt.Errorf("%w: %s name of %d bytes (at most %d)", ErrInvalidName, kind, len(name), topology.MaxNameLength)
+		}
 		return fmt.Errorf("%w: %s %q (use letters, digits, '_', '-', '=', ':', '.')", ErrInvalidName, kind, name)
 	}
 	return nil
@@ -74,6 +75,51 @@ type ClusterData struct {
 	// (pulsar-admin sends no such field), and the record is the operator's
 	// from then on, never rewritten; one that sets it hands the record back.
 	MaintainedByRegion bool `json:"maintainedByRegion,omitempty"`
+
+	// Migration is the region's cluster migration (Pulsar's PIP-188,
+	// POST /admin/v2/clusters/{cluster}/migrate): where its clients go once
+	// it is migrated. Nil when it was never set. The cluster record's own
+	// update keeps it.
+	Migration *ClusterMigration `json:"migration,omitempty"`
+}
+
+// ClusterMigration is Pulsar's ClusterPolicies: whether the cluster is
+// migrated and the cluster its clients move to.
+type ClusterMigration struct {
+	Migrated           bool       `json:"migrated"`
+	MigratedClusterURL ClusterURL `json:"migratedClusterUrl"`
+}
+
+// ClusterURL is Pulsar's ClusterUrl: a cluster's web and broker service
+// URLs, each of which may list several hosts.
+type ClusterURL struct {
+	ServiceURL          string `json:"serviceUrl,omitempty"`
+	ServiceURLTLS       string `json:"serviceUrlTls,omitempty"`
+	BrokerServiceURL    string `json:"brokerServiceUrl,omitempty"`
+	BrokerServiceURLTLS string `json:"brokerServiceUrlTls,omitempty"`
+}
+
+// Empty reports a ClusterURL with no URL set.
+func (u ClusterURL) Empty() bool { return u == ClusterURL{} }
+
+// Validate checks each set URL's scheme as ClusterData.Validate does, and
+// that a migration's target has a broker service URL, the one a client can
+// be sent to (CommandTopicMigrated carries no web URL).
+func (m ClusterMigration) Validate() error {
+	u := m.MigratedClusterURL
+	if err := validServiceURLs(u.ServiceURL, u.ServiceURLTLS, u.BrokerServiceURL, u.BrokerServiceURLTLS); err != nil {
+		return fmt.Errorf("migratedClusterUrl: %w", err)
+	}
+	// Clients are sent these as they are: each must list hosts only.
+	for _, b := range []string{u.BrokerServiceURL, u.BrokerServiceURLTLS} {
+		if _, _, ok := ServiceHosts(b); b != "" && !ok {
+			return fmt.Errorf("%w: migratedClusterUrl: broker service URL %q is not scheme://host:port[,host:port...]", ErrInvalidCluster, b)
+		}
+	}
+	if m.Migrated && u.BrokerServiceURL == "" && u.BrokerServiceURLTLS == "" {
+		return fmt.Errorf("%w: a migrated cluster's migratedClusterUrl needs brokerServiceUrl or brokerServiceUrlTls, where its clients go", ErrInvalidCluster)
+	}
+	return nil
 }
 
 // ServiceHosts splits a service URL that lists one or several hosts
@@ -115,11 +161,32 @@ func (c ClusterData) Validate() error {
 	if c.ServiceURL == "" && c.ServiceURLTLS == "" && c.BrokerServiceURL == "" && c.BrokerServiceURLTLS == "" {
 		return fmt.Errorf("%w: set at least one of serviceUrl, serviceUrlTls, brokerServiceUrl, brokerServiceUrlTls", ErrInvalidCluster)
 	}
+	if err := validServiceURLs(c.ServiceURL, c.ServiceURLTLS, c.BrokerServiceURL, c.BrokerServiceURLTLS); err != nil {
+		return err
+	}
+	if c.Migration != nil {
+		if err := c.Migration.Validate(); err != nil {
+			return err
+		}
+	}
+	if c.AuthenticationParameters != "" && c.AuthenticationPlugin == "" {
+		return fmt.Errorf("%w: authenticationParameters are set but authenticationPlugin is not: name the plugin they are for", ErrInvalidCluster)
+	}
+	if c.BrokerClientTLSEnabled && c.BrokerServiceURLTLS == "" {
+		return fmt.Errorf("%w: brokerClientTlsEnabled needs brokerServiceUrlTls (pulsar+ssl://host:port)", ErrInvalidCluster)
+	}
+	return nil
+}
+
+// validServiceURLs checks that each set URL has its scheme: http for the
+// service URL, https for its TLS one, pulsar for the broker service URL,
+// pulsar+ssl for its TLS one; each may list several hosts.
+func validServiceURLs(service, serviceTLS, broker, brokerTLS string) error {
 	for _, f := range []struct{ field, value, scheme string }{
-		{"serviceUrl", c.ServiceURL, "http"},
-		{"serviceUrlTls", c.ServiceURLTLS, "https"},
-		{"brokerServiceUrl", c.BrokerServiceURL, "pulsar"},
-		{"brokerServiceUrlTls", c.BrokerServiceURLTLS, "pulsar+ssl"},
+		{"serviceUrl", service, "http"},
+		{"serviceUrlTls", serviceTLS, "https"},
+		{"brokerServiceUrl", broker, "pulsar"},
+		{"brokerServiceUrlTls", brokerTLS, "pulsar+ssl"},
 	} {
 		if f.value == "" {
 			continue
@@ -128,12 +195,6 @@ func (c ClusterData) Validate() error {
 		if err != nil || u.Scheme != f.scheme || u.Host == "" {
 			return fmt.Errorf("%w: %s %q is not %s://host:port", ErrInvalidCluster, f.field, f.value, f.scheme)
 		}
-	}
-	if c.AuthenticationParameters != "" && c.AuthenticationPlugin == "" {
-		return fmt.Errorf("%w: authenticationParameters are set but authenticationPlugin is not: name the plugin they are for", ErrInvalidCluster)
-	}
-	if c.BrokerClientTLSEnabled && c.BrokerServiceURLTLS == "" {
-		return fmt.Errorf("%w: brokerClientTlsEnabled needs brokerServiceUrlTls (pulsar+ssl://host:port)", ErrInvalidCluster)
 	}
 	return nil
 }
@@ -481,7 +542,9 @@ type Policies struct {
 	SchemaCompatibilityStrategy SchemaCompatibilityStrategy `json:"schema_compatibility_strategy"`
 	// ActiveRegion is the region that answers lookups for the namespace
 	// (DESIGN §6, failover without client changes); empty means each region
-	// serves its own clients. It must be one of ReplicationClusters.
+	// serves its own clients. It must be one of ReplicationClusters. The
+	// regions that take over from it, in order, are in Extra under
+	// ExtraFallbackRegions (see FallbackRegions).
 	ActiveRegion string `json:"active_region,omitempty"`
 	// Extra holds the Pulsar policies Meridian stores and returns but does
 	// not enforce (offload thresholds, rates, …), and the limits on
@@ -537,6 +600,79 @@ const (
 	ExtraAutoSubscriptionCreation      = "autoSubscriptionCreationOverride"
 	ExtraTopicAutoSubscriptionCreation = "autoSubscriptionCreation"
 )
+
+// ExtraFallbackRegions is the Extra key of the regions that take over from
+// the namespace's active region, in order: a JSON list of region names,
+// each one of the replication clusters, none the active region, none
+// twice, and only while an active region is set.
+//
+// It lives in Extra, not in a field of its own, so that brokers that
+// predate it keep it: a binary decodes the "v":1 record into Policies, and
+// an unknown field would be dropped by the next update such a broker
+// writes (of the TTL, say), while an unknown Extra key is carried through
+// it unchanged. Bumping the record to "v":2 instead would make every
+// older broker refuse the namespace (meta.DecodeJSON reads only the
+// versions it knows) for as long as a rolling upgrade lasts.
+const ExtraFallbackRegions = "meridianFallbackRegions"
+
+// FallbackRegions returns the regions that take over from the active
+// region, in order (nil: none). A stored value that is not a list of
+// names reads as none; validate refuses to store one.
+func (p Policies) FallbackRegions() []string {
+	regions, _ := p.fallbackRegions()
+	return regions
+}
+
+func (p Policies) fallbackRegions() ([]string, error) {
+	raw, set := p.Extra[ExtraFallbackRegions]
+	if !set {
+		return nil, nil
+	}
+	var regions []string
+	if err := json.Unmarshal(raw, &regions); err != nil {
+		return nil, fmt.Errorf("%w: %s is not a list of region names: %v", ErrInvalidPolicies, ExtraFallbackRegions, err)
+	}
+	return regions, nil
+}
+
+// SetFallbackRegions stores regions as the fallback list; none removes it.
+func (p *Policies) SetFallbackRegions(regions []string) {
+	if len(regions) == 0 {
+		delete(p.Extra, ExtraFallbackRegions)
+		return
+	}
+	raw, _ := json.Marshal(regions) // a []string always marshals
+	if p.Extra == nil {
+		p.Extra = Extra{}
+	}
+	p.Extra[ExtraFallbackRegions] = raw
+}
+
+// validateActiveRegion checks the active region and its fallback list
+// against the replication clusters.
+func (p Policies) validateActiveRegion() error {
+	if p.ActiveRegion != "" && !slices.Contains(p.ReplicationClusters, p.ActiveRegion) {
+		return fmt.Errorf("%w: active region %q is not one of the replication clusters %v", ErrNotAllowedCluster, p.ActiveRegion, p.ReplicationClusters)
+	}
+	fallback, err := p.fallbackRegions()
+	if err != nil || len(fallback) == 0 {
+		return err
+	}
+	if p.ActiveRegion == "" {
+		return fmt.Errorf("%w: fallback regions %v without an active region", ErrInvalidPolicies, fallback)
+	}
+	for i, r := range fallback {
+		switch {
+		case r == p.ActiveRegion:
+			return fmt.Errorf("%w: fallback region %q is the active region", ErrInvalidPolicies, r)
+		case slices.Contains(fallback[:i], r):
+			return fmt.Errorf("%w: fallback region %q is named twice", ErrInvalidPolicies, r)
+		case !slices.Contains(p.ReplicationClusters, r):
+			return fmt.Errorf("%w: fallback region %q is not one of the replication clusters %v", ErrNotAllowedCluster, r, p.ReplicationClusters)
+		}
+	}
+	return nil
+}
 
 // AutoSubscriptionCreationOverride is Pulsar's body of that name: whether
 // a consumer's subscribe creates a durable subscription that does not
@@ -611,10 +747,10 @@ func (p Policies) validate() error {
 	if !p.SchemaCompatibilityStrategy.valid() {
 		return fmt.Errorf("%w: schema_compatibility_strategy %q", ErrInvalidPolicies, p.SchemaCompatibilityStrategy)
 	}
-	if p.ActiveRegion != "" && !slices.Contains(p.ReplicationClusters, p.ActiveRegion) {
-		return fmt.Errorf("%w: active region %q is not one of the replication clusters %v", ErrNotAllowedCluster, p.ActiveRegion, p.ReplicationClusters)
-	}
 	if err := p.Extra.validate(); err != nil {
+		return err
+	}
+	if err := p.validateActiveRegion(); err != nil {
 		return err
 	}
 	return p.AuthPolicies.validate()

@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Domain is a topic's persistence domain.
@@ -45,6 +47,40 @@ type TopicName struct {
 // nameSegment is what Pulsar accepts for tenant, cluster and namespace names.
 var nameSegment = regexp.MustCompile(`^[-=:.\w]+$`)
 
+// MaxNameLength bounds a tenant, namespace or cluster name, and
+// MaxLocalNameLength a topic's name within its namespace, in bytes. Pulsar
+// sets no bound; without one a name of a megabyte reached the metadata
+// store and failed there.
+const (
+	MaxNameLength      = 255
+	MaxLocalNameLength = 512
+)
+
+// ValidName reports whether name is a valid tenant, namespace or cluster
+// name: Pulsar's characters (letters, digits, '_', '-', '=', ':', '.'),
+// at most MaxNameLength bytes.
+func ValidName(name string) bool {
+	return len(name) <= MaxNameLength && nameSegment.MatchString(name)
+}
+
+// checkLocalName says what is wrong with a topic's local name, if anything:
+// it must be valid UTF-8 without control characters (NUL, line breaks),
+// at most MaxLocalNameLength bytes. Pulsar allows other characters, so
+// this is as far as Meridian narrows it.
+func checkLocalName(local string) string {
+	switch {
+	case local == "":
+		return "empty topic"
+	case len(local) > MaxLocalNameLength:
+		return fmt.Sprintf("the topic's name is %d bytes, at most %d", len(local), MaxLocalNameLength)
+	case !utf8.ValidString(local):
+		return "the topic's name is not valid UTF-8"
+	case strings.IndexFunc(local, unicode.IsControl) >= 0:
+		return "the topic's name has a control character"
+	}
+	return ""
+}
+
 // ParseTopicName normalises a topic name the way Pulsar clients and brokers
 // do:
 //
@@ -81,19 +117,20 @@ func ParseTopicName(name string) (TopicName, error) {
 		t.Tenant, t.Namespace, t.Local = parts[0], parts[1], parts[2]
 	case 4:
 		t.Tenant, t.Cluster, t.Namespace, t.Local = parts[0], parts[1], parts[2], parts[3]
-		if !nameSegment.MatchString(t.Cluster) {
+		if !ValidName(t.Cluster) {
 			return invalid("bad cluster segment")
 		}
 	default:
 		return invalid("want <domain>://<tenant>/<namespace>/<topic>")
 	}
 	switch {
-	case !nameSegment.MatchString(t.Tenant):
+	case !ValidName(t.Tenant):
 		return invalid("bad tenant segment")
-	case !nameSegment.MatchString(t.Namespace):
+	case !ValidName(t.Namespace):
 		return invalid("bad namespace segment")
-	case t.Local == "":
-		return invalid("empty topic")
+	}
+	if why := checkLocalName(t.Local); why != "" {
+		return invalid(why)
 	}
 	if i := strings.LastIndex(t.Local, partitionSuffix); i >= 0 {
 		n, err := strconv.Atoi(t.Local[i+len(partitionSuffix):])

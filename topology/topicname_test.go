@@ -2,6 +2,7 @@ package topology
 
 import (
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -35,9 +36,26 @@ func TestParseTopicNameRefuses(t *testing.T) {
 	for _, in := range []string{
 		"", "a/b", "a/b/c/d", "queue://t/ns/x", "persistent://t/ns", "persistent://t/ns/",
 		"persistent://t!/ns/x", "persistent:///ns/x", "persistent://t/n s/x",
+		"persistent://t/ns/a\x00b", "persistent://t/ns/\xff\xfe", "persistent://t/ns/line\nbreak",
+		"persistent://t/ns/" + strings.Repeat("x", MaxLocalNameLength+1),
+		"persistent://" + strings.Repeat("t", MaxNameLength+1) + "/ns/x",
 	} {
 		if _, err := ParseTopicName(in); !errors.Is(err, ErrInvalidTopicName) {
 			t.Errorf("ParseTopicName(%q) = %v, want ErrInvalidTopicName", in, err)
+		}
+	}
+}
+
+// TestParseTopicNameAccepts: the bounds leave Pulsar's names alone: other
+// scripts, punctuation, and names up to the limits.
+func TestParseTopicNameAccepts(t *testing.T) {
+	for _, in := range []string{
+		"persistent://t/ns/заказы", "persistent://t/ns/orders.v2@eu#1",
+		"persistent://t/ns/" + strings.Repeat("x", MaxLocalNameLength),
+		"persistent://" + strings.Repeat("t", MaxNameLength) + "/ns/x",
+	} {
+		if _, err := ParseTopicName(in); err != nil {
+			t.Errorf("ParseTopicName(%.40q...) = %v", in, err)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package admin_test
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 )
 
@@ -53,7 +54,27 @@ func TestBadInputChangesNothing(t *testing.T) {
 			[]string{part + "/partitions"}},
 		{"invalid topic name", "PUT", "/admin/v2/persistent/pub%20lic/default/x", ``, 412,
 			[]string{"/admin/v2/tenants"}},
+		{"a partition beyond the partitioned topic's count", "PUT", part + "-partition-7", ``, 412,
+			[]string{part + "/partitions"}},
+		{"topic name with a NUL", "PUT", "/admin/v2/persistent/public/default/a%00b", ``, 412,
+			[]string{"/admin/v2/persistent/public/default"}},
+		{"topic name of 600 bytes", "PUT", "/admin/v2/persistent/public/default/" + strings.Repeat("x", 600), ``, 412,
+			[]string{"/admin/v2/persistent/public/default"}},
+		{"tenant name of 300 bytes", "PUT", "/admin/v2/tenants/" + strings.Repeat("t", 300), `{"allowedClusters":["standalone"]}`, 412,
+			[]string{"/admin/v2/tenants"}},
 		{"skip with a bad count", "POST", part + "/subscription/s/skip/x", ``, 400, nil},
+		{"cluster migration without a URL", "POST", "/admin/v2/clusters/" + outside + "/migrate?migrated=true", `{}`, 400,
+			[]string{"/admin/v2/clusters/" + outside + "/migrate"}},
+		{"cluster migration to a web URL alone", "POST", "/admin/v2/clusters/" + outside + "/migrate?migrated=true", `{"serviceUrl":"http://w1:8080"}`, 412,
+			[]string{"/admin/v2/clusters/" + outside + "/migrate"}},
+		{"cluster migration to a URL of the wrong scheme", "POST", "/admin/v2/clusters/" + outside + "/migrate?migrated=true",
+			`{"brokerServiceUrl":"http://w1:6650"}`, 412, []string{"/admin/v2/clusters/" + outside + "/migrate"}},
+		{"cluster migration to a host list with a hole", "POST", "/admin/v2/clusters/" + outside + "/migrate?migrated=true",
+			`{"brokerServiceUrl":"pulsar://w1:6650,,w2:6650"}`, 412, []string{"/admin/v2/clusters/" + outside + "/migrate"}},
+		{"cluster migration neither true nor false", "POST", "/admin/v2/clusters/" + outside + "/migrate?migrated=maybe",
+			`{"brokerServiceUrl":"pulsar://w1:6650"}`, 400, []string{"/admin/v2/clusters/" + outside + "/migrate"}},
+		{"migration of a cluster that does not exist", "POST", "/admin/v2/clusters/nowhere/migrate?migrated=true",
+			`{"brokerServiceUrl":"pulsar://w1:6650"}`, 404, []string{"/admin/v2/clusters"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := snapshot(t, tc.unchanged)

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/meridian-mq/meridian/cluster/broker"
 	"github.com/meridian-mq/meridian/topology"
 )
 
@@ -43,7 +44,7 @@ func (h *handler) lookup(w http.ResponseWriter, r *http.Request, t topology.Topi
 		return err
 	}
 	defer release()
-	loc, err := h.svc.Lookup(r.Context(), t)
+	loc, err := h.svc.Lookup(r.Context(), t, broker.LookupOptions{})
 	if err != nil {
 		return err
 	}
@@ -126,7 +127,7 @@ func sameURL(a, b string) bool {
 // elsewhere is still administered where its topics are stored: the topic
 // is tried here.
 func (h *handler) owner(r *http.Request, t topology.TopicName) (local bool, webURL string, err error) {
-	loc, err := h.svc.Lookup(r.Context(), t)
+	loc, err := h.svc.Lookup(r.Context(), t, broker.LookupOptions{})
 	if err != nil {
 		return false, "", err
 	}

@@ -8,11 +8,10 @@ import (
 	"strings"
 
 	"github.com/meridian-mq/meridian/global"
-	"github.com/meridian-mq/meridian/topology"
 )
 
 func (h *handler) routeTenants() {
-	h.handle("GET /admin/v2/tenants", opNone, h.listTenants)
+	h.handle("GET /admin/v2/tenants", opSuperUser, h.listTenants) // as on Pulsar: the names of every tenant
 	h.handle("GET /admin/v2/tenants/{tenant}", opTenantAdmin, h.getTenant)
 	h.handle("PUT /admin/v2/tenants/{tenant}", opSuperUser, h.createTenant)
 	h.handle("POST /admin/v2/tenants/{tenant}", opSuperUser, h.updateTenant)
@@ -80,11 +79,12 @@ func (h *handler) deleteTenant(w http.ResponseWriter, r *http.Request) error {
 
 func (h *handler) routeClusters() {
 	h.handle("GET /admin/v2/clusters", opNone, h.listClusters)
-	h.handle("GET /admin/v2/clusters/{cluster}", opNone, h.getCluster)
+	h.handle("GET /admin/v2/clusters/{cluster}", opSuperUser, h.getCluster) // as on Pulsar: it may hold the replicator's credentials
 	h.handle("PUT /admin/v2/clusters/{cluster}", opSuperUser, h.createCluster)
 	h.handle("POST /admin/v2/clusters/{cluster}", opSuperUser, h.updateCluster)
 	h.handle("DELETE /admin/v2/clusters/{cluster}", opSuperUser, h.deleteCluster)
 	h.handle("GET /admin/v2/clusters/{cluster}/peers", opNone, h.clusterPeers)
+	h.routeClusterMigration()
 }
 
 func (h *handler) listClusters(w http.ResponseWriter, r *http.Request) error {
@@ -100,13 +100,6 @@ func (h *handler) getCluster(w http.ResponseWriter, r *http.Request) error {
 	c, found := h.svc.Policies().Cluster(name)
 	if !found {
 		return fmt.Errorf("%w: cluster %s does not exist", ErrNotFound, name)
-	}
-	// A record that carries the replicator's credentials is a superuser's
-	// to read, as in Pulsar: it holds another region's secret.
-	if c.AuthenticationParameters != "" {
-		if err := h.authorize(r, opSuperUser, "", topology.TopicName{}); err != nil {
-			return err
-		}
 	}
 	return ok(w, c)
 }
@@ -130,6 +123,9 @@ func (h *handler) updateCluster(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	_, rc, err := h.svc.Global().UpdateCluster(r.Context(), r.PathValue("cluster"), func(old *global.ClusterData) error {
+		// The migration is set apart (migrate.go); pulsar-admin's update
+		// sends the URLs alone.
+		c.Migration = old.Migration
 		*old = c
 		return nil
 	})

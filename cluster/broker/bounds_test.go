@@ -2,6 +2,7 @@ package broker_test
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -46,11 +47,11 @@ func (g *gatedTopics) hold(ctx context.Context) error {
 	}
 }
 
-func (g *gatedTopics) Lookup(ctx context.Context, t topology.TopicName) (broker.Location, error) {
+func (g *gatedTopics) Lookup(ctx context.Context, t topology.TopicName, opts broker.LookupOptions) (broker.Location, error) {
 	if err := g.hold(ctx); err != nil {
 		return broker.Location{}, err
 	}
-	return g.fakeTopics.Lookup(ctx, t)
+	return g.fakeTopics.Lookup(ctx, t, opts)
 }
 
 func (g *gatedTopics) Partitions(ctx context.Context, t topology.TopicName) (int, error) {
@@ -219,6 +220,22 @@ func TestConnectionBounds(t *testing.T) {
 	dialFrom("127.0.0.1").connect(20)
 }
 
+// TestConnectFrameBound: before CONNECT a client may send only a small
+// frame, so a client that has not said who it is cannot make the broker
+// wait for (and buffer) a message-sized frame; it is closed at once, long
+// before ConnectTimeout, and CONNECT and large frames after it still work.
+func TestConnectFrameBound(t *testing.T) {
+	s := startServer(t, func(c *broker.Config) { c.ConnectTimeout = time.Minute })
+	c := dialRaw(t, s.addr)
+	if _, err := c.nc.Write(binary.BigEndian.AppendUint32(nil, 1<<20)); err != nil {
+		t.Fatal(err)
+	}
+	if !c.closed() {
+		t.Fatal("a connection that declared a 1 MiB frame before CONNECT stayed open")
+	}
+	testkit.WaitFor(t, "the refused connection to leave", func() bool { return s.Connections() == 0 })
+}
+
 // TestPendingPublishesPauseReading: a connection at MaxPendingPublishes
 // SENDs without their receipt is not read (a PING behind them waits), and
 // is read again once half of them are answered; nothing fails.
@@ -355,10 +372,10 @@ type deafTopics struct {
 	open    chan struct{}
 }
 
-func (d *deafTopics) Lookup(ctx context.Context, t topology.TopicName) (broker.Location, error) {
+func (d *deafTopics) Lookup(ctx context.Context, t topology.TopicName, opts broker.LookupOptions) (broker.Location, error) {
 	d.entered <- struct{}{}
 	<-d.open
-	return d.fakeTopics.Lookup(ctx, t)
+	return d.fakeTopics.Lookup(ctx, t, opts)
 }
 
 // TestServerCloseBounded: Close returns by its context's deadline, with
@@ -387,7 +404,7 @@ func TestServerCloseBounded(t *testing.T) {
 // enough for the reply queue's byte bound to matter before its count.
 type bigLookups struct{ *fakeTopics }
 
-func (b bigLookups) Lookup(context.Context, topology.TopicName) (broker.Location, error) {
+func (b bigLookups) Lookup(context.Context, topology.TopicName, broker.LookupOptions) (broker.Location, error) {
 	return broker.Location{ServiceURL: "pulsar://" + strings.Repeat("x", 64<<10)}, nil
 }
 

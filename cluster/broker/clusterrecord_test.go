@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meridian-mq/meridian/cluster/broker"
 	"github.com/meridian-mq/meridian/cluster/broker/brokertest"
 	"github.com/meridian-mq/meridian/global"
 	"github.com/meridian-mq/meridian/testkit"
@@ -39,12 +40,10 @@ func TestClusterRecordNamesLiveBrokers(t *testing.T) {
 	names(a)
 }
 
-// TestActiveRegionRedirectNamesOneHost: a lookup in a namespace whose
-// active region is another redirects to one broker of that region's
-// record, the next one at each lookup: a client dials a redirect's URL as
-// it is, so a list of hosts there would be unreachable.
-func TestActiveRegionRedirectNamesOneHost(t *testing.T) {
-	r := startBroker(t, nil)
+// addEastRegion records a region east, of brokers e1 and e2 that nothing
+// serves, and lets tenant public use it.
+func addEastRegion(t *testing.T, r *brokertest.Broker) {
+	t.Helper()
 	gs := r.Service().Global()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -58,6 +57,17 @@ func TestActiveRegionRedirectNamesOneHost(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestActiveRegionRedirectNamesOneHost: a lookup in a namespace whose
+// active region is another redirects to one broker of that region's
+// record, the next one at each lookup: a client dials a redirect's URL as
+// it is, so a list of hosts there would be unreachable.
+func TestActiveRegionRedirectNamesOneHost(t *testing.T) {
+	r := startBroker(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	addEastRegion(t, r)
 	ns := createNamespace(t, r, "activeeast", global.Policies{
 		ReplicationClusters: []string{brokertest.Region, "east"}, ActiveRegion: "east"})
 	topic := "persistent://" + ns + "/t"
@@ -71,5 +81,11 @@ func TestActiveRegionRedirectNamesOneHost(t *testing.T) {
 	}
 	if got[0] == got[1] || got[0] != got[2] || !slices.Contains([]string{"pulsar://e1:6650", "pulsar://e2:6650"}, got[0]) {
 		t.Fatalf("redirects named %q, want e1 and e2 in turn", got)
+	}
+	// A replicator's lookup is answered here: replication into this region
+	// must not land in the active one.
+	loc, err := r.Service().Lookup(ctx, mustTopic(t, topic), broker.LookupOptions{Replication: true})
+	if err != nil || loc.Redirect || loc.ServiceURL != r.ServiceURL() {
+		t.Fatalf("replication lookup answered %+v, %v; want this broker, %s", loc, err, r.ServiceURL())
 	}
 }

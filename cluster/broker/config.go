@@ -72,18 +72,27 @@ type Config struct {
 	// Auth authenticates clients at CONNECT; nil accepts everyone with an
 	// empty role (Pulsar's authenticationEnabled=false).
 	Auth *auth.Authenticator
+	// AuthRefreshInterval is how often a connection's expiring credentials
+	// (a token's exp) are checked; once they have expired the client is
+	// asked for fresh ones, and a connection that has not sent them by the
+	// next check is closed (Pulsar's authenticationRefreshCheckSeconds,
+	// default 60s; see reauth.go). 0 never checks.
+	AuthRefreshInterval time.Duration
 	// Authz authorizes lookups, producers and consumers by role; nil
 	// allows everything (Pulsar's authorizationEnabled=false).
 	Authz *auth.Authorizer
 
 	// MaxConnections bounds the broker's open connections (Pulsar's
-	// brokerMaxConnections); 0, the default, is no bound. A connection
-	// past it is answered an ERROR (NotAllowedError, "Reached the maximum
-	// number of connections") before CONNECT, and closed, as on Pulsar.
+	// brokerMaxConnections); 0 is no bound. A connection past it is
+	// answered an ERROR (NotAllowedError, "Reached the maximum number of
+	// connections") before CONNECT, and closed, as on Pulsar. Pulsar's
+	// default is no bound; Meridian's is 10000, so that a flood of sockets
+	// cannot exhaust the broker's memory or file descriptors by default.
 	MaxConnections int
 	// MaxConnectionsPerIP bounds the open connections from one remote IP
 	// address (Pulsar's brokerMaxConnectionsPerIp), refused the same way;
-	// 0, the default, is no bound.
+	// 0 is no bound. Default 2000: one address cannot take every slot, and
+	// many clients behind one NAT address still fit.
 	MaxConnectionsPerIP int
 	// MaxPendingPublishes bounds the SENDs of one connection whose receipt
 	// has not gone out yet (Pulsar's maxPendingPublishRequestsPerConnection,
@@ -123,6 +132,10 @@ func DefaultConfig(serviceURL string) Config {
 		ServerVersion:     "Meridian",
 		OperationTimeout:  30 * time.Second,
 
+		AuthRefreshInterval: 60 * time.Second,
+
+		MaxConnections:           10000,
+		MaxConnectionsPerIP:      2000,
 		MaxPendingPublishes:      1000,
 		MaxPendingPublishBytes:   64 << 20,
 		MaxRequestsPerConnection: 1000,
@@ -146,6 +159,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: WriteQueue %d, want at least 16", ErrInvalidConfig, c.WriteQueue)
 	case c.WriteQueueBytes < 64<<10:
 		return fmt.Errorf("%w: WriteQueueBytes %d, want at least 64 KiB", ErrInvalidConfig, c.WriteQueueBytes)
+	case c.AuthRefreshInterval != 0 && c.AuthRefreshInterval < 100*time.Millisecond:
+		return fmt.Errorf("%w: AuthRefreshInterval %v, want 0 (never) or at least 100ms", ErrInvalidConfig, c.AuthRefreshInterval)
 	case c.MaxConnections < 0 || c.MaxConnectionsPerIP < 0:
 		return fmt.Errorf("%w: MaxConnections %d, MaxConnectionsPerIP %d: want 0 (no bound) or more", ErrInvalidConfig, c.MaxConnections, c.MaxConnectionsPerIP)
 	case c.MaxPendingPublishes < 0:

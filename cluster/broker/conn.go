@@ -59,6 +59,7 @@ type conn struct {
 	brokerEntryMetadata bool   // the client takes entries with their BrokerEntryMetadata
 	role                string // the authenticated role; empty without authentication
 	clientVersion       string
+	creds               credentials // when they expire (reauth.go)
 
 	mu struct {
 		sync.Mutex
@@ -208,7 +209,7 @@ func (c *conn) close() {
 // readLoop reads frames until the connection fails or closes. The first
 // frame must be CONNECT, within ConnectTimeout.
 func (c *conn) readLoop() error {
-	r := wire.NewReader(c.nc, c.srv.cfg.maxFrameSize())
+	r := wire.NewReader(c.nc, maxFrameSizeBeforeConnect)
 	var f wire.Frame
 	if err := c.nc.SetReadDeadline(time.Now().Add(c.srv.cfg.ConnectTimeout)); err != nil {
 		return err
@@ -226,6 +227,7 @@ func (c *conn) readLoop() error {
 	if err := c.handleConnect(f.Command.GetConnect()); err != nil {
 		return err
 	}
+	r.SetMaxFrameSize(c.srv.cfg.maxFrameSize())
 	for {
 		if err := r.ReadFrame(&f); err != nil {
 			return err
@@ -248,6 +250,8 @@ func (c *conn) dispatch(f *wire.Frame) error {
 		c.send(pb.BaseCommand_builder{Type: pb.BaseCommand_PONG.Enum(), Pong: &pb.CommandPong{}}.Build())
 	case pb.BaseCommand_PONG:
 		// lastReceived is all a PONG is for.
+	case pb.BaseCommand_AUTH_RESPONSE:
+		return c.handleAuthResponse(cmd.GetAuthResponse())
 	case pb.BaseCommand_LOOKUP:
 		c.goRequest(func() { c.handleLookup(cmd.GetLookupTopic()) })
 	case pb.BaseCommand_PARTITIONED_METADATA:
@@ -400,6 +404,12 @@ func (c *conn) handleConnect(connect *pb.CommandConnect) error {
 			return c.closeAfterFlush(fmt.Errorf("authentication failed: %w", err))
 		}
 		c.role = role
+		c.creds.method = connect.GetAuthMethodName()
+		c.noteCredentials(a, creds)
+		if c.srv.cfg.AuthRefreshInterval > 0 && c.creds.expiresAt.Load() != 0 {
+			c.wg.Add(1)
+			go c.reauthLoop()
+		}
 	}
 	c.log.Debug("connected", "client", connect.GetClientVersion(), "protocol", c.protocolVersion)
 	c.send(pb.BaseCommand_builder{Type: pb.BaseCommand_CONNECTED.Enum(), Connected: pb.CommandConnected_builder{
@@ -429,7 +439,7 @@ func (e errClosing) Unwrap() error { return e.error }
 
 func (c *conn) handleLookup(req *pb.CommandLookupTopic) {
 	resp := pb.CommandLookupTopicResponse_builder{RequestId: ptr(req.GetRequestId())}
-	loc, err := c.lookup(req.GetTopic())
+	loc, err := c.lookup(req.GetTopic(), LookupOptions{Replication: isReplicationLookup(req)})
 	if err != nil {
 		// The response must carry `response` even on failure: the client
 		// dereferences it (DESIGN §5).
@@ -451,7 +461,7 @@ func (c *conn) handleLookup(req *pb.CommandLookupTopic) {
 	c.send(pb.BaseCommand_builder{Type: pb.BaseCommand_LOOKUP_RESPONSE.Enum(), LookupTopicResponse: resp.Build()}.Build())
 }
 
-func (c *conn) lookup(name string) (Location, error) {
+func (c *conn) lookup(name string, opts LookupOptions) (Location, error) {
 	release, err := c.srv.topics.LookupPermits().Acquire()
 	if err != nil {
 		return Location{}, err
@@ -464,7 +474,18 @@ func (c *conn) lookup(name string) (Location, error) {
 	if err := c.authorize(auth.ActionLookup, topic); err != nil {
 		return Location{}, err
 	}
-	return c.srv.topics.Lookup(c.ctx, topic)
+	return c.srv.topics.Lookup(c.ctx, topic, opts)
+}
+
+// isReplicationLookup reports whether req is a replicator's lookup
+// (wire.LookupPropertyReplication).
+func isReplicationLookup(req *pb.CommandLookupTopic) bool {
+	for _, kv := range req.GetProperties() {
+		if kv.GetKey() == wire.LookupPropertyReplication {
+			return true
+		}
+	}
+	return false
 }
 
 func (c *conn) handlePartitionedMetadata(req *pb.CommandPartitionedTopicMetadata) {
@@ -502,11 +523,23 @@ func (c *conn) partitions(name string) (int, error) {
 // authorize checks the connection's role for act on topic, when
 // authorization is on.
 func (c *conn) authorize(act auth.Action, topic topology.TopicName) error {
+	return c.authorized(func(a *auth.Authorizer) error { return a.Can(c.ctx, c.role, act, topic) })
+}
+
+// authorizeListTopics checks the connection's role for listing the topics
+// of tenant/namespace, when authorization is on.
+func (c *conn) authorizeListTopics(tenant, namespace string) error {
+	return c.authorized(func(a *auth.Authorizer) error { return a.CanListTopics(c.ctx, c.role, tenant, namespace) })
+}
+
+// authorized runs check when authorization is on, giving a refusal the
+// AuthorizationError code.
+func (c *conn) authorized(check func(*auth.Authorizer) error) error {
 	a := c.srv.cfg.Authz
 	if a == nil {
 		return nil
 	}
-	if err := a.Can(c.ctx, c.role, act, topic); err != nil {
+	if err := check(a); err != nil {
 		return fmt.Errorf("%w: %v", wire.ErrAuthorization, err)
 	}
 	return nil

@@ -340,7 +340,9 @@ func (c *conn) handleGetTopicsOfNamespace(req *pb.CommandGetTopicsOfNamespace) {
 	ns, err := topology.ParseTopicName(req.GetNamespace() + "/x")
 	var names []string
 	if err == nil {
-		names, err = c.srv.topics.TopicsOfNamespace(c.ctx, ns.Tenant, ns.Namespace)
+		if err = c.authorizeListTopics(ns.Tenant, ns.Namespace); err == nil {
+			names, err = c.srv.topics.TopicsOfNamespace(c.ctx, ns.Tenant, ns.Namespace)
+		}
 	} else {
 		err = fmt.Errorf("%w: bad namespace %q", wire.ErrNotAllowed, req.GetNamespace())
 	}

@@ -19,9 +19,17 @@ const dedupCursor = "pulsar.dedup"
 // highest sequence id stored (persisted) and the highest handed to the
 // managed ledger (pushed, which runs ahead by the appends in flight).
 //
-// The rule (DESIGN §5): a SEND whose sequence id is not above the pushed
+// The rule (DESIGN §5): a SEND whose sequence id is not above the persisted
 // highest of its producer is a duplicate. It is not stored and still gets a
-// receipt, after the receipts of everything sent before it.
+// receipt, after the receipts of everything sent before it. One above the
+// persisted highest but not above the pushed one is in doubt: an earlier
+// copy is on its way to storage and may still fail, so it gets a
+// SEND_ERROR and the client sends it again (see push).
+//
+// A failure never lets a producer's messages be stored out of order or
+// twice: once one of a producer's appends fails, its later SENDs fail too
+// (producer.publish), and what was pushed falls back to what is persisted,
+// but not below the appends still pending (failedLocked).
 //
 // Recording: a tracked append's future goes to the state's recorder in the
 // managed ledger's order (Topic.append holds appendMu across the append
@@ -55,8 +63,12 @@ type dedup struct {
 	mu        sync.Mutex
 	pushed    map[string]int64
 	persisted map[string]int64
-	changed   map[string]struct{} // persisted entries not yet in a snapshot
-	since     int                 // entries stored since the last snapshot
+	// pending counts, per producer name, the appends queued for the
+	// recorder and not yet recorded, with the highest of them: what a
+	// failure must not forget, since those may yet be stored.
+	pending map[string]pendingAppends
+	changed map[string]struct{} // persisted entries not yet in a snapshot
+	since   int                 // entries stored since the last snapshot
 	// recorded is the position of the last entry the recorder marked
 	// stored (valid when hasRecorded): what a snapshot may cover.
 	recorded    mledger.Position
@@ -87,6 +99,16 @@ type appendResult interface {
 	Result() (mledger.Position, error)
 }
 
+// pendingAppends are one producer name's appends that the recorder has not
+// recorded yet. highest is the highest id of them: appends complete in the
+// order they were queued, and a name's new appends only ever raise its
+// ids, so the last one queued, which has the highest, is pending as long as
+// any is.
+type pendingAppends struct {
+	n       int
+	highest int64
+}
+
 // trackedAppend is an append deduplication tracks, for the recorder.
 type trackedAppend struct {
 	name    string
@@ -99,14 +121,20 @@ type trackedAppend struct {
 // below it, so queueing waits only while the recorder catches up.
 const recorderQueue = 4096
 
+// newDedup is an empty state, snapshotting every interval entries.
+func newDedup(interval int) *dedup {
+	return &dedup{interval: interval, pushed: map[string]int64{}, persisted: map[string]int64{},
+		pending: map[string]pendingAppends{}, changed: map[string]struct{}{}}
+}
+
 // openDedup opens the snapshot cursor and rebuilds the state.
 func openDedup(ctx context.Context, ml *mledger.ManagedLedger, interval int) (*dedup, error) {
 	c, err := ml.OpenCursor(ctx, dedupCursor, mledger.Earliest)
 	if err != nil {
 		return nil, fmt.Errorf("open deduplication cursor: %w", err)
 	}
-	d := &dedup{cursor: c, interval: interval, pushed: map[string]int64{},
-		persisted: map[string]int64{}, changed: map[string]struct{}{}}
+	d := newDedup(interval)
+	d.cursor = c
 	for name, v := range c.Properties() {
 		seq, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
@@ -152,11 +180,15 @@ func (d *dedup) record() {
 	defer close(d.recorderDone)
 	for a := range d.appends {
 		<-a.fut.Done()
-		if pos, err := a.fut.Result(); err == nil {
-			d.stored(a.name, a.highest, pos)
+		pos, err := a.fut.Result()
+		d.mu.Lock()
+		d.settlePendingLocked(a.name)
+		if err == nil {
+			d.storedLocked(a.name, a.highest, pos)
 		} else {
-			d.failed(a.name)
+			d.failedLocked(a.name)
 		}
+		d.mu.Unlock()
 	}
 }
 
@@ -178,6 +210,11 @@ func (d *dedup) queueAppend(name string, highest int64, fut appendResult) {
 		return
 	}
 	a := trackedAppend{name: name, highest: highest, fut: fut}
+	d.mu.Lock()
+	pa := d.pending[name]
+	pa.n, pa.highest = pa.n+1, max(pa.highest, highest)
+	d.pending[name] = pa
+	d.mu.Unlock()
 	select {
 	case d.appends <- a:
 	case <-d.stopping:
@@ -268,26 +305,56 @@ func (d *dedup) lastSequence(name string) int64 {
 	return -1
 }
 
-// push records a SEND about to be appended and reports whether it is a
-// duplicate (only when apply is set).
-func (d *dedup) push(name string, seq, highest int64, apply bool) (duplicate bool) {
+// dedupStatus is what push found of a SEND.
+type dedupStatus int
+
+const (
+	// sendNew: above everything pushed for its producer name: store it.
+	sendNew dedupStatus = iota
+	// sendDuplicate: not above the highest persisted id: stored already,
+	// it gets a receipt only.
+	sendDuplicate
+	// sendInDoubt: above the highest persisted id but not above the
+	// highest pushed: an earlier copy is on its way to storage and may
+	// still fail. It is neither stored nor receipted: a SEND_ERROR makes
+	// the client send it again, by when the copy's fate is known (Pulsar's
+	// MessageDupStatus.Unknown). Answered as a duplicate, it would be lost
+	// if the copy failed.
+	sendInDoubt
+)
+
+// push records a SEND about to be appended and says what it is; with
+// apply unset (a producer that does not deduplicate) it is always new.
+func (d *dedup) push(name string, seq, highest int64, apply bool) dedupStatus {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	last, seen := d.pushed[name]
 	if apply && seen && seq <= last {
-		return true
+		if persisted, ok := d.persisted[name]; ok && seq <= persisted {
+			return sendDuplicate
+		}
+		return sendInDoubt
 	}
 	if !seen || highest > last {
 		d.pushed[name] = highest
 	}
-	return false
+	return sendNew
 }
 
-// stored records that an entry of producer name up to highest is stored at
-// p, snapshotting when the interval is reached.
-func (d *dedup) stored(name string, highest int64, p mledger.Position) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
+// settlePendingLocked counts one of name's pending appends recorded.
+func (d *dedup) settlePendingLocked(name string) {
+	pa := d.pending[name]
+	if pa.n <= 1 {
+		delete(d.pending, name)
+		return
+	}
+	pa.n--
+	d.pending[name] = pa
+}
+
+// storedLocked records that an entry of producer name up to highest is
+// stored at p, snapshotting when the interval is reached.
+func (d *dedup) storedLocked(name string, highest int64, p mledger.Position) {
 	if last, ok := d.persisted[name]; !ok || highest > last {
 		d.persisted[name] = highest
 		d.changed[name] = struct{}{}
@@ -306,7 +373,21 @@ func (d *dedup) stored(name string, highest int64, p mledger.Position) {
 func (d *dedup) failed(name string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if seq, ok := d.persisted[name]; ok {
+	d.failedLocked(name)
+}
+
+// failedLocked is failed with d.mu held. What was pushed goes back to what
+// is persisted, but never below the appends of name still pending: they
+// were handed to the managed ledger before the one that failed and may
+// yet be stored, so that a resend of one of them is in doubt (push), not
+// new. (Lowered to the persisted id alone, the state let a resend of an
+// entry whose store was still under way be stored a second time.)
+func (d *dedup) failedLocked(name string) {
+	seq, ok := d.persisted[name]
+	if pa, pending := d.pending[name]; pending && (!ok || pa.highest > seq) {
+		seq, ok = pa.highest, true
+	}
+	if ok {
 		d.pushed[name] = seq
 	} else {
 		delete(d.pushed, name)

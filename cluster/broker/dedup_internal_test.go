@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -10,13 +11,30 @@ import (
 	"github.com/meridian-mq/meridian/testkit"
 )
 
-// stuckAppend is an append the store has not confirmed yet.
-type stuckAppend struct{ done chan struct{} }
+// testAppend is an append whose outcome the test decides (finishOnce).
+type testAppend struct {
+	once sync.Once
+	done chan struct{}
+	pos  mledger.Position
+	err  error
+}
 
-func (a stuckAppend) Done() <-chan struct{} { return a.done }
-func (a stuckAppend) Result() (mledger.Position, error) {
+func newTestAppend() *testAppend { return &testAppend{done: make(chan struct{})} }
+
+func (a *testAppend) Done() <-chan struct{} { return a.done }
+
+func (a *testAppend) Result() (mledger.Position, error) {
 	<-a.done
-	return mledger.Position{}, errors.New("failed")
+	return a.pos, a.err
+}
+
+// finishOnce completes the append with its outcome, the first time it is
+// called.
+func (a *testAppend) finishOnce(pos mledger.Position, err error) {
+	a.once.Do(func() {
+		a.pos, a.err = pos, err
+		close(a.done)
+	})
 }
 
 // TestDedupStopWhileQueueFull: a topic's close stops the deduplication
@@ -24,11 +42,11 @@ func (a stuckAppend) Result() (mledger.Position, error) {
 // append lock, for room in the recorder's queue (the store is slow to
 // confirm), and that SEND then goes on: it is dropped, not left blocked.
 func TestDedupStopWhileQueueFull(t *testing.T) {
-	d := &dedup{pushed: map[string]int64{}, persisted: map[string]int64{}, changed: map[string]struct{}{}}
+	d := newDedup(1000)
 	d.startRecording(1)
-	stuck := stuckAppend{done: make(chan struct{})}
+	stuck := newTestAppend()
 	defer func() {
-		close(stuck.done) // the store answers at last: the recorder ends
+		stuck.finishOnce(mledger.Position{}, errors.New("failed")) // the store answers at last: the recorder ends
 		<-d.recorderDone
 	}()
 	d.queueAppend("p", 1, stuck) // taken by the recorder, which waits on it
@@ -63,5 +81,54 @@ func TestDedupStopWhileQueueFull(t *testing.T) {
 	case <-blocked:
 	case <-time.After(time.Minute):
 		t.Fatal("the SEND waiting for room in the queue is still blocked after the recorder stopped")
+	}
+}
+
+// TestDedupResendWhileEarlierCopyPending: after an append fails, a resend
+// of an earlier message whose append is still under way is in doubt (the
+// client is asked to send it again), not new: once that append is stored
+// the resend is a duplicate, and had it failed the resend would be new. On
+// the old rule (pushed fell back to the persisted id on any failure) the
+// resend was taken as new and stored a second time (a nemesis run stored
+// replicated entries twice so).
+func TestDedupResendWhileEarlierCopyPending(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		firstErr   error
+		afterwards dedupStatus
+	}{
+		{"earlier copy stored", nil, sendDuplicate},
+		{"earlier copy failed", errors.New("bookies gone"), sendNew},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := newDedup(1000)
+			d.startRecording(16)
+			first := newTestAppend()
+			defer func() {
+				first.finishOnce(mledger.Position{}, errors.New("test over")) // the recorder waits on it
+				_ = d.stopRecording(context.Background())
+			}()
+			if got := d.push("p", 1, 1, true); got != sendNew {
+				t.Fatalf("first send: %v, want new", got)
+			}
+			d.queueAppend("p", 1, first) // handed to the managed ledger, not yet confirmed
+			if got := d.push("p", 2, 2, true); got != sendNew {
+				t.Fatalf("second send: %v, want new", got)
+			}
+			d.failed("p") // the second's append failed (its connection closed)
+
+			if got := d.push("p", 1, 1, true); got != sendInDoubt {
+				t.Fatalf("resend of the first while its append is under way: %v, want in doubt", got)
+			}
+			first.finishOnce(mledger.Position{Ledger: 1, Entry: 0}, tc.firstErr)
+			testkit.WaitFor(t, "the recorder to record the first append", func() bool {
+				d.mu.Lock()
+				defer d.mu.Unlock()
+				return len(d.pending) == 0
+			})
+			if got := d.push("p", 1, 1, true); got != tc.afterwards {
+				t.Fatalf("resend of the first once its append ended: %v, want %v", got, tc.afterwards)
+			}
+		})
 	}
 }

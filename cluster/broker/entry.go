@@ -22,15 +22,15 @@ func newDispatchEntry(e mledger.Entry) (*dispatchEntry, error) {
 	if err != nil {
 		return nil, err
 	}
-	md, err := wire.DecodeMessageMetadata(msg)
+	metadata, payload, err := wire.SplitMessage(msg)
 	if err != nil {
 		return nil, err
 	}
-	n := 1
-	if md.HasNumMessagesInBatch() {
-		n = max(int(md.GetNumMessagesInBatch()), 1)
+	md, err := (&wire.Frame{Metadata: metadata}).DecodeMetadata()
+	if err != nil {
+		return nil, err
 	}
-	return &dispatchEntry{pos: e.Position, bem: bem, msg: msg, md: md, size: n}, nil
+	return &dispatchEntry{pos: e.Position, bem: bem, msg: msg, md: md, size: wire.BatchMessages(md, len(payload))}, nil
 }
 
 // stickyKey is the key Key_Shared routes on: the ordering key, else the

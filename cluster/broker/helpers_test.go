@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -207,13 +208,20 @@ func brokerAddr(r *brokertest.Broker) string { return strings.TrimPrefix(r.Servi
 // expect returns the next command, failing unless it has type want.
 func (c *rawClient) expect(want pb.BaseCommand_Type) *pb.BaseCommand {
 	c.t.Helper()
+	return c.expectOneOf(want)
+}
+
+// expectOneOf returns the next command, failing unless its type is one of
+// want.
+func (c *rawClient) expectOneOf(want ...pb.BaseCommand_Type) *pb.BaseCommand {
+	c.t.Helper()
 	c.nc.SetReadDeadline(time.Now().Add(receiveWait))
 	defer c.nc.SetReadDeadline(time.Time{})
 	cmd, err := c.next()
 	if err != nil {
 		c.t.Fatalf("waiting for %v: %v", want, err)
 	}
-	if cmd.GetType() != want {
+	if !slices.Contains(want, cmd.GetType()) {
 		c.t.Fatalf("got %v, want %v", cmd, want)
 	}
 	return cmd

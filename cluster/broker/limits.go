@@ -19,6 +19,11 @@ import (
 //
 //   - connections: MaxConnections and MaxConnectionsPerIP. One past either
 //     is answered an ERROR before CONNECT and closed (admitConnection);
+//   - a connection before its CONNECT: one frame of at most
+//     maxFrameSizeBeforeConnect, within ConnectTimeout, and the frame
+//     reader never allocates ahead of the bytes that arrived (wire.Reader),
+//     so a client that has not authenticated holds what it sent, at most
+//     about maxFrameSizeBeforeConnect;
 //   - lookups: ServiceConfig.MaxConcurrentLookups over the whole broker,
 //     binary and HTTP lookups alike. One past it is answered
 //     TooManyRequests (HTTP 429) at once (LookupPermits);
@@ -36,6 +41,12 @@ import (
 // the socket buffers and then in the client, whose sends block or time out
 // as they do against a slow broker, and nothing fails that would not fail
 // anyway. The broker holds at most the bound plus one frame per connection.
+
+// maxFrameSizeBeforeConnect bounds the first frame of a connection, its
+// CONNECT: room for a client's bearer token many times over (a JWT is a
+// few KiB), far from the MiBs of a message frame that an unauthenticated
+// client could otherwise make the broker buffer.
+const maxFrameSizeBeforeConnect = 64 << 10
 
 // refuseTimeout bounds how long the broker spends telling a refused
 // connection why; refusals in progress are bounded by maxRefusing, past

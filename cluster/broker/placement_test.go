@@ -73,7 +73,7 @@ func lookup(t *testing.T, b *brokertest.Broker, topic string) broker.Location {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	loc, err := b.Service().Lookup(ctx, mustTopic(t, topic))
+	loc, err := b.Service().Lookup(ctx, mustTopic(t, topic), broker.LookupOptions{})
 	if err != nil {
 		t.Fatalf("lookup %s: %v", topic, err)
 	}
@@ -183,7 +183,7 @@ func TestRacingLookupsOneOwner(t *testing.T) {
 				<-start
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 				defer cancel()
-				loc, err := brokers[i%len(brokers)].Service().Lookup(ctx, mustTopic(t, topic))
+				loc, err := brokers[i%len(brokers)].Service().Lookup(ctx, mustTopic(t, topic), broker.LookupOptions{})
 				answers[i], errs[i] = loc.ServiceURL, err
 			})
 		}

@@ -63,6 +63,10 @@ type producer struct {
 	stopOnce sync.Once
 	done     chan struct{}
 
+	// migrating admits the producer's SENDs until it is moved to another
+	// region (migrate.go), which shuts it.
+	migrating sendGate
+
 	// owed is this producer's share of its connection's pending
 	// publishes; receiptsDone is set when the receipt goroutine exits (see
 	// conn.notePublish).
@@ -75,6 +79,9 @@ type producer struct {
 
 	// nextTurn is the turn of the next SEND (the reader goroutine's).
 	nextTurn uint64
+	// appendErr is the first error of an append of this producer's; every
+	// SEND after it fails with it (the reader goroutine's, see publish).
+	appendErr error
 	// turnMu orders the answers between the receipt goroutine and the
 	// ledger writer (early): turn counts the SENDs answered, in SEND
 	// order, and halted ends the writer's answers with the goroutine's.
@@ -137,15 +144,21 @@ func (p *producer) start() {
 //     source offsets) are echoed in the receipt. An entry without that
 //     property is refused (NotAllowed), never stored without its identity.
 //
-// A SEND that arrives once the topic is fenced for a hand-off is dropped
-// unanswered: it was not stored, and the client resends it, with every
-// other SEND it has pending, to the new owner after CLOSE_PRODUCER.
+// A SEND that arrives once the topic is fenced for a hand-off, or the
+// producer is being moved to another region, is dropped unanswered: it was
+// not stored, and the client resends it, with every other SEND it has
+// pending, to the new owner after CLOSE_PRODUCER.
 func (p *producer) publish(send *pb.CommandSend, f *wire.Frame) {
 	if !p.topic.sends.enter() {
 		p.settle(1, int64(len(f.Message)))
 		return
 	}
 	defer p.topic.sends.leave()
+	if !p.migrating.enter() {
+		p.settle(1, int64(len(f.Message)))
+		return
+	}
+	defer p.migrating.leave()
 	seq := int64(send.GetSequenceId())
 	// Every path from here queues exactly one receipt, so turns have no gaps.
 	r := receipt{turn: p.nextTurn, seq: seq, highest: max(seq, int64(send.GetHighestSequenceId())), track: true, bytes: len(f.Message)}
@@ -156,6 +169,13 @@ func (p *producer) publish(send *pb.CommandSend, f *wire.Frame) {
 		n = max(int(send.GetNumMessages()), 1)
 	}
 	r.messages = n
+	if err := wire.CheckBatchCount(f.Metadata, f.Payload); err != nil {
+		// A count its payload cannot hold would drain the permits of every
+		// consumer it reaches (wire.BatchMessages).
+		r.err = fmt.Errorf("%w: %v", wire.ErrNotAllowed, err)
+		p.queue(r)
+		return
+	}
 	if send.GetIsChunk() || p.repl {
 		md, err := f.DecodeMetadata()
 		if err != nil {
@@ -174,9 +194,26 @@ func (p *producer) publish(send *pb.CommandSend, f *wire.Frame) {
 			r.track = isLastChunk(md)
 		}
 	}
-	if r.track && p.topic.dd.push(r.name, r.dedupSeq, r.dedupHighest, p.dedup) {
-		p.queue(r) // duplicate: receipt only
+	if p.appendErr != nil {
+		// An earlier SEND of this producer failed to append: none after it
+		// is stored, or the producer's messages would be stored out of
+		// order, and a resend of the failed one then taken for a duplicate
+		// of what followed it. The client resends them all on a new
+		// connection.
+		r.err = p.appendErr
+		p.queue(r)
 		return
+	}
+	if r.track {
+		switch p.topic.dd.push(r.name, r.dedupSeq, r.dedupHighest, p.dedup) {
+		case sendDuplicate:
+			p.queue(r) // receipt only
+			return
+		case sendInDoubt:
+			r.err = fmt.Errorf("%w: an earlier copy of sequence id %d is still being stored; send it again", wire.ErrServiceNotReady, r.dedupSeq)
+			p.queue(r)
+			return
+		}
 	}
 	r.trace = p.topic.startPublishTrace(f)
 	var then func(mledger.Position, error)
@@ -185,6 +222,9 @@ func (p *producer) publish(send *pb.CommandSend, f *wire.Frame) {
 		then = func(pos mledger.Position, err error) { p.early(answer, pos, err) }
 	}
 	r.fut, r.err = p.topic.append(p.c.ctx, f.Message, n, r.track, r.name, r.dedupHighest, then)
+	if r.err != nil {
+		p.appendErr = r.err
+	}
 	if r.err == nil && !receiptAfterAppend {
 		// Only in the broken_ackearly variant (variants.go): the receipt
 		// goes out now, at position 0:0, before the bookies confirm; the

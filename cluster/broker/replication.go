@@ -119,6 +119,39 @@ func (t *Topic) replicationStart() mledger.Position {
 // writer of each loaded Topic's repl.
 func (s *Service) replicationLoop() {
 	defer s.wg.Done()
+	s.policyPasses(replicationResync, s.syncLoadedTopics)
+}
+
+// syncLoadedTopics is one pass of replicationLoop.
+func (s *Service) syncLoadedTopics() {
+	for _, t := range s.loadedTopics() {
+		eff, err := s.resolve(t.name)
+		if err != nil {
+			continue // the namespace is going away; the topic with it
+		}
+		t.ml.SetRetention(retentionOf(eff))
+		ctx, cancel := context.WithTimeout(s.ctx, s.cfg.TopicLoadTimeout)
+		repl, err := s.syncReplicationCursors(ctx, t.name, eff, t.repl, t.replicationStart)
+		cancel()
+		if err != nil {
+			if s.ctx.Err() == nil {
+				s.log.Warn("syncing replication cursors failed; retrying", "topic", t.Name(), "err", err)
+			}
+			// What the failed sync left is unknown: the next pass
+			// syncs in full, even if the clusters are back to what
+			// the last success saw.
+			t.repl = nil
+			continue
+		}
+		t.repl = repl
+	}
+}
+
+// policyPasses runs pass whenever the global configuration changes (a
+// burst of changes coalesces into one pass), and every resync even
+// without a change, until the Service closes. Passes run one at a time,
+// on the caller's goroutine.
+func (s *Service) policyPasses(resync time.Duration, pass func()) {
 	sub := s.policies.Subscribe()
 	defer sub.Close()
 	changed := make(chan struct{}, 1)
@@ -136,7 +169,7 @@ func (s *Service) replicationLoop() {
 		}
 	}()
 	defer func() { <-watchDone }()
-	tick := time.NewTicker(replicationResync)
+	tick := time.NewTicker(resync)
 	defer tick.Stop()
 	for {
 		select {
@@ -145,26 +178,6 @@ func (s *Service) replicationLoop() {
 		case <-changed:
 		case <-tick.C:
 		}
-		for _, t := range s.loadedTopics() {
-			eff, err := s.resolve(t.name)
-			if err != nil {
-				continue // the namespace is going away; the topic with it
-			}
-			t.ml.SetRetention(retentionOf(eff))
-			ctx, cancel := context.WithTimeout(s.ctx, s.cfg.TopicLoadTimeout)
-			repl, err := s.syncReplicationCursors(ctx, t.name, eff, t.repl, t.replicationStart)
-			cancel()
-			if err != nil {
-				if s.ctx.Err() == nil {
-					s.log.Warn("syncing replication cursors failed; retrying", "topic", t.Name(), "err", err)
-				}
-				// What the failed sync left is unknown: the next pass
-				// syncs in full, even if the clusters are back to what
-				// the last success saw.
-				t.repl = nil
-				continue
-			}
-			t.repl = repl
-		}
+		pass()
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/meridian-mq/meridian/cluster/broker/auth"
 	"github.com/meridian-mq/meridian/cluster/broker/schema"
 	"github.com/meridian-mq/meridian/cluster/wire"
 	"github.com/meridian-mq/meridian/cluster/wire/pb"
@@ -60,6 +61,9 @@ func (c *conn) handleGetSchema(req *pb.CommandGetSchema) {
 	var v schema.Version
 	t, err := parseTopic(req.GetTopic())
 	if err == nil {
+		err = c.authorize(auth.ActionLookup, t) // a producer's or a consumer's
+	}
+	if err == nil {
 		info, v, err = c.srv.topics.Schema(c.ctx, t, req.GetSchemaVersion())
 	}
 	if err != nil {
@@ -77,6 +81,11 @@ func (c *conn) handleGetOrCreateSchema(req *pb.CommandGetOrCreateSchema) {
 	resp := pb.CommandGetOrCreateSchemaResponse_builder{RequestId: ptr(req.GetRequestId())}
 	var v schema.Version
 	t, err := parseTopic(req.GetTopic())
+	if err == nil {
+		// Registering a schema decides what producers may send: the
+		// producer's permission, as on Pulsar.
+		err = c.authorize(auth.ActionProduce, t)
+	}
 	if err == nil {
 		v, err = c.srv.topics.GetOrCreateSchema(c.ctx, t, req.GetSchema())
 	}

@@ -32,7 +32,7 @@ type fakeTopics struct {
 
 func (f *fakeTopics) LookupPermits() *broker.LookupPermits { return f.lookups }
 
-func (f *fakeTopics) Lookup(_ context.Context, t topology.TopicName) (broker.Location, error) {
+func (f *fakeTopics) Lookup(_ context.Context, t topology.TopicName, _ broker.LookupOptions) (broker.Location, error) {
 	if t.Namespace == "missing" {
 		return broker.Location{}, fmt.Errorf("%w: namespace %s", wire.ErrTopicNotFound, t.NamespaceName())
 	}

@@ -273,9 +273,10 @@ type Service struct {
 // topicLoad is a topic being loaded or loaded: done is closed when topic or
 // err is set.
 type topicLoad struct {
-	done  chan struct{}
-	topic *Topic
-	err   error
+	done   chan struct{}
+	create creation // what the load may do when the topic does not exist
+	topic  *Topic
+	err    error
 }
 
 // NewService returns a Service over its dependencies: the region's metadata
@@ -293,7 +294,7 @@ func NewService(cfg ServiceConfig, store meta.Store, policies *global.Cache, gst
 	if err != nil {
 		return nil, err
 	}
-	metrics, err := newBrokerMetrics(cfg)
+	metrics, err := newBrokerMetrics(cfg, policies)
 	if err != nil {
 		return nil, err
 	}
@@ -317,15 +318,17 @@ func NewService(cfg ServiceConfig, store meta.Store, policies *global.Cache, gst
 }
 
 // Start starts the load manager (which removes the previous run's claims
-// and registers the broker), the backlog quota checks and the replication
-// cursors' upkeep.
+// and registers the broker), the backlog quota checks, the replication
+// cursors' upkeep and the moving of clients of namespaces active elsewhere
+// (migrate.go).
 func (s *Service) Start(ctx context.Context) error {
 	if err := s.lm.Start(ctx); err != nil {
 		return err
 	}
-	s.wg.Add(2)
+	s.wg.Add(3)
 	go s.quotaLoop(s.cfg.BacklogQuotaCheckInterval)
 	go s.replicationLoop()
+	go s.migrationLoop()
 	return nil
 }
 
@@ -383,16 +386,18 @@ func (s *Service) resolve(t topology.TopicName) (global.Effective, error) {
 // Lookup implements Topics: the broker that owns t's bundle, placed on the
 // region's least-loaded live broker when nobody holds it, and taken from
 // an owner that a probe finds dead (see ownership). A namespace whose
-// active region is elsewhere (DESIGN §6) redirects to that region. While
-// the metadata store does not answer within Lookup.MetadataTimeout the
-// lookup fails with ServiceNotReady, never a guessed owner.
-func (s *Service) Lookup(ctx context.Context, t topology.TopicName) (Location, error) {
+// active region is elsewhere (DESIGN §6) redirects a client's lookup to
+// that region; a replicator's (opts.Replication) is answered here, so
+// that replication into this region does not land in the active one.
+// While the metadata store does not answer within Lookup.MetadataTimeout
+// the lookup fails with ServiceNotReady, never a guessed owner.
+func (s *Service) Lookup(ctx context.Context, t topology.TopicName, opts LookupOptions) (Location, error) {
 	defer s.metrics.lookedUp(time.Now())
 	eff, err := s.resolve(t)
 	if err != nil {
 		return Location{}, err
 	}
-	if eff.ActiveRegion != "" && eff.ActiveRegion != s.cfg.Region {
+	if eff.ActiveRegion != "" && eff.ActiveRegion != s.cfg.Region && !opts.Replication {
 		c, ok := s.policies.Cluster(eff.ActiveRegion)
 		if !ok {
 			return Location{}, fmt.Errorf("%w: active region %s has no cluster record", wire.ErrServiceNotReady, eff.ActiveRegion)
@@ -535,30 +540,40 @@ const (
 	forceCreate          // always (admin)
 )
 
+// topic returns the loaded topic, loading it (and creating it, as create
+// allows) once for all its concurrent callers. A caller that joined a load
+// that could not create the topic (a stats request's beside a PRODUCER's)
+// and found it missing loads again with its own creation: the failed load
+// has left the map by then.
 func (s *Service) topic(ctx context.Context, t topology.TopicName, create creation) (*Topic, error) {
 	name := t.String()
-	s.mu.Lock()
-	if s.mu.closed {
+	for {
+		s.mu.Lock()
+		if s.mu.closed {
+			s.mu.Unlock()
+			return nil, fmt.Errorf("%w: broker is shutting down", wire.ErrServiceNotReady)
+		}
+		l, ok := s.mu.topics[name]
+		if !ok {
+			l = &topicLoad{done: make(chan struct{}), create: create}
+			s.mu.topics[name] = l
+			s.wg.Add(1)
+			go s.load(l, t, create)
+		}
 		s.mu.Unlock()
-		return nil, fmt.Errorf("%w: broker is shutting down", wire.ErrServiceNotReady)
+		select {
+		case <-l.done:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: topic %s is still loading", wire.ErrServiceNotReady, name)
+		}
+		if l.err != nil && l.create < create && errors.Is(l.err, wire.ErrTopicNotFound) {
+			continue
+		}
+		if l.err != nil {
+			return nil, l.err
+		}
+		return l.topic, nil
 	}
-	l, ok := s.mu.topics[name]
-	if !ok {
-		l = &topicLoad{done: make(chan struct{})}
-		s.mu.topics[name] = l
-		s.wg.Add(1)
-		go s.load(l, t, create)
-	}
-	s.mu.Unlock()
-	select {
-	case <-l.done:
-	case <-ctx.Done():
-		return nil, fmt.Errorf("%w: topic %s is still loading", wire.ErrServiceNotReady, name)
-	}
-	if l.err != nil {
-		return nil, l.err
-	}
-	return l.topic, nil
 }
 
 // load loads one topic; a failed load is forgotten so the next request
@@ -638,6 +653,12 @@ func (s *Service) loadTopic(ctx context.Context, t topology.TopicName, create cr
 	exists, err := s.exists(ctx, t)
 	if err != nil {
 		return nil, err
+	}
+	if !exists && t.IsPartition() && eff.Partitions > 0 && t.Partition >= eff.Partitions {
+		// Created, it would be a topic of its own that the partitioned
+		// topic's clients never read, and that an increase of the
+		// partitions would later adopt with whatever it holds.
+		return nil, fmt.Errorf("%w: %s is beyond the %d partitions of %s", wire.ErrNotAllowed, t, eff.Partitions, t.Base())
 	}
 	// A partition of a partitioned topic exists once its metadata does.
 	partition := t.IsPartition() && t.Partition < eff.Partitions

@@ -16,7 +16,7 @@ import (
 // code the client acts on.
 type Topics interface {
 	// Lookup returns the broker that serves topic.
-	Lookup(ctx context.Context, topic topology.TopicName) (Location, error)
+	Lookup(ctx context.Context, topic topology.TopicName, opts LookupOptions) (Location, error)
 	// Partitions returns topic's partition count, 0 when it is not
 	// partitioned.
 	Partitions(ctx context.Context, topic topology.TopicName) (int, error)
@@ -36,6 +36,15 @@ type Topics interface {
 	// one for each LOOKUP and PARTITIONED_METADATA, and the HTTP lookups
 	// take theirs from the same.
 	LookupPermits() *LookupPermits
+}
+
+// LookupOptions qualify a lookup.
+type LookupOptions struct {
+	// Replication marks a replicator's lookup (the LOOKUP carried
+	// wire.LookupPropertyReplication): it is answered with this region's
+	// owner of the topic, never redirected to the namespace's active
+	// region, since every region of the set must get the entries.
+	Replication bool
 }
 
 // Location is where a topic is served.

@@ -191,7 +191,7 @@ func startBroker(ctx context.Context, r *regionParts, cfg BrokerConfig) (_ *Brok
 			return nil, fmt.Errorf("node: authentication: %w", err)
 		}
 	}
-	lc, err := r.ledgerClient()
+	lc, err := r.ledgerClient(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -159,6 +159,7 @@ var pulsarConfKeys = []confMapping{
 
 	{"maxMessageSize", integer(1, 100<<20, func(c *RegionConfig) *int { return &c.Broker.Broker.MaxMessageSize })},
 	{"keepAliveIntervalSeconds", seconds(1, 3600, func(c *RegionConfig) *time.Duration { return &c.Broker.Broker.KeepAliveInterval })},
+	{"authenticationRefreshCheckSeconds", seconds(0, 86400, func(c *RegionConfig) *time.Duration { return &c.Broker.Broker.AuthRefreshInterval })},
 	{"maxConcurrentLookupRequest", integer(1, 1<<31-1, func(c *RegionConfig) *int { return &c.Broker.Service.MaxConcurrentLookups })},
 	{"maxConcurrentTopicLoadRequest", integer(1, 1<<31-1, func(c *RegionConfig) *int { return &c.Broker.Service.MaxConcurrentTopicLoads })},
 	{"brokerMaxConnections", integer(0, 1<<31-1, func(c *RegionConfig) *int { return &c.Broker.Broker.MaxConnections })},

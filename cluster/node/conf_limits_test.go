@@ -28,8 +28,8 @@ maxPendingPublishRequestsPerConnection=0
 	}
 	def := node.DefaultBrokerConfig("localhost")
 	if d := def.Broker; def.Service.MaxConcurrentLookups != 50_000 || def.Service.MaxConcurrentTopicLoads != 5000 ||
-		d.MaxConnections != 0 || d.MaxConnectionsPerIP != 0 || d.MaxPendingPublishes != 1000 {
-		t.Fatalf("defaults %+v, %d: want Pulsar's", d, def.Service.MaxConcurrentTopicLoads)
+		d.MaxConnections != 10000 || d.MaxConnectionsPerIP != 2000 || d.MaxPendingPublishes != 1000 {
+		t.Fatalf("defaults %+v, %d: want Pulsar's, and connection bounds on", d, def.Service.MaxConcurrentTopicLoads)
 	}
 	for _, text := range []string{"maxConcurrentLookupRequest=0", "maxConcurrentTopicLoadRequest=0", "brokerMaxConnections=-1",
 		"brokerMaxConnectionsPerIp=x", "maxPendingPublishRequestsPerConnection=-5"} {

@@ -70,6 +70,7 @@ brokerClientAuthenticationParameters={"tlsCertFile":"/a", \
 replicationStartAt=Earliest
 dispatcherReadFailureBackoffInitialTimeInMs=15000
 dispatcherReadFailureBackoffMaxTimeInMs=60000
+authenticationRefreshCheckSeconds=5
 `)
 	if err != nil {
 		t.Fatal(err)
@@ -93,6 +94,7 @@ dispatcherReadFailureBackoffMaxTimeInMs=60000
 		{"Authorization", cfg.Authorization, node.AuthorizationConfig{Enabled: true, SuperUserRoles: []string{"admin", "super"}}},
 		{"MaxMessageSize", cfg.Broker.MaxMessageSize, 1048576},
 		{"KeepAliveInterval", cfg.Broker.KeepAliveInterval, 7 * time.Second},
+		{"AuthRefreshInterval", cfg.Broker.AuthRefreshInterval, 5 * time.Second},
 		{"MaxUnackedPerConsumer", cfg.Service.Dispatch.MaxUnackedPerConsumer, 1<<31 - 1},
 		{"Dedup", cfg.Service.Policies.DeduplicationEnabled, true},
 		{"AutoTopicCreationType", cfg.Service.Policies.AutoTopicCreationType, global.Partitioned},

@@ -58,7 +58,7 @@ var golden = func() []goldenSeries {
 		g = append(g, goldenSeries{n, counter, topicLabels})
 	}
 	// At topic level Pulsar counts what goes out per subscription.
-	for _, n := range []string{"pulsar_out_messages_total", "pulsar_out_bytes_total"} {
+	for _, n := range []string{"pulsar_out_messages_total", "pulsar_out_bytes_total", "pulsar_subscription_ignored_acks_total"} {
 		g = append(g, goldenSeries{n, counter, subLabels})
 	}
 	for _, n := range []string{"pulsar_subscription_back_log", "pulsar_subscription_msg_rate_out", "pulsar_subscription_unacked_messages",

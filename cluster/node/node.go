@@ -126,8 +126,9 @@ type RegionConfig struct {
 	// own: for processes without a broker (a bookie, a replicator).
 	MetricsAddr string
 	// Ledger tunes the region's ledger client, which its broker and its
-	// replicator share; the zero value is ledger.DefaultConfig. Its Region
-	// and Registerer are set by the node.
+	// replicator share; the zero value is ledger.DefaultConfig. Its Region,
+	// RegionNumber (from the global store) and Registerer are set by the
+	// node.
 	Ledger ledger.Config
 	// Metrics is whether the region's parts record their metrics, and how
 	// the broker exposes its topics' Pulsar series; the zero value is
@@ -288,9 +289,13 @@ func (p *regionParts) instrumentStores() error {
 }
 
 // ledgerClient is the region's ledger client.
-func (p *regionParts) ledgerClient() (*ledger.Client, error) {
+func (p *regionParts) ledgerClient(ctx context.Context) (*ledger.Client, error) {
 	if p.ledgers != nil {
 		return p.ledgers, nil
+	}
+	number, err := p.regionNumber(ctx)
+	if err != nil {
+		return nil, err
 	}
 	bookies := p.bookieTransport
 	if bookies == nil {
@@ -302,7 +307,7 @@ func (p *regionParts) ledgerClient() (*ledger.Client, error) {
 		bookies = bk
 	}
 	cfg := p.ledgerCfg
-	cfg.Region, cfg.Registerer = p.name, p.registry
+	cfg.Region, cfg.RegionNumber, cfg.Registerer = p.name, number, p.registry
 	lc, err := ledger.New(cfg, p.store, bookies, p.log, rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())))
 	if err != nil {
 		return nil, err
@@ -310,6 +315,44 @@ func (p *regionParts) ledgerClient() (*ledger.Client, error) {
 	p.closers = append(p.closers, func() { lc.Close() })
 	p.ledgers = lc
 	return lc, nil
+}
+
+// regionNumber is the region's number, which its ledger ids carry
+// (ledger.LedgerID). The global store assigns it once; the region keeps a
+// copy in its own store, which it reads first, so that a restart needs no
+// global store and the number cannot change under the region's ledgers.
+func (p *regionParts) regionNumber(ctx context.Context) (int, error) {
+	key := meta.RegionKey(p.name, "region-number")
+	var local struct {
+		Number int `json:"number"`
+	}
+	kv, err := p.store.Get(ctx, key)
+	if err == nil {
+		if _, err := meta.DecodeJSON(kv.Value, 1, &local); err != nil {
+			return 0, fmt.Errorf("node: region %s's number at %s: %w", p.name, key, err)
+		}
+		return local.Number, nil
+	}
+	if !errors.Is(err, meta.ErrNotFound) {
+		return 0, fmt.Errorf("node: region %s's number: %w", p.name, err)
+	}
+	gstore, err := global.NewStore(p.global, global.DefaultConfig())
+	if err != nil {
+		return 0, err
+	}
+	number, err := gstore.RegionNumber(ctx, p.name)
+	if err != nil {
+		return 0, fmt.Errorf("node: region %s's number: %w", p.name, err)
+	}
+	local.Number = number
+	val, err := meta.EncodeJSON(1, local)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := p.store.Create(ctx, key, val, meta.NoLease); err != nil && !errors.Is(err, meta.ErrExists) {
+		return 0, fmt.Errorf("node: keep region %s's number: %w", p.name, err)
+	}
+	return number, nil
 }
 
 // policyCache is the region's watched view of the global configuration,
@@ -392,7 +435,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 			return nil, err
 		}
 		if parts.ledgerCfg == (ledger.Config{}) {
-			parts.ledgerCfg = ledger.DefaultConfig(rc.Name)
+			parts.ledgerCfg = ledger.DefaultConfig(rc.Name, 0) // ledgerClient sets the number
 		}
 		r, err := n.startRegion(ctx, parts, rc)
 		if r != nil {
@@ -480,7 +523,7 @@ func (n *Node) startRegion(ctx context.Context, p regionParts, rc RegionConfig) 
 // startReplicator starts the region's replication worker on its ledger
 // client and policy cache.
 func (r *Region) startReplicator(ctx context.Context, cfg replicator.Config) error {
-	lc, err := r.parts.ledgerClient()
+	lc, err := r.parts.ledgerClient(ctx)
 	if err != nil {
 		return err
 	}

@@ -70,21 +70,7 @@ func replCursor(t *testing.T, r *node.Region, topic, remote string) (mledger.Pos
 // every region's brokers see them.
 func setClusters(t *testing.T, n *node.Node, clusters ...string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	gs := n.Broker().Service().Global()
-	_, rcpt, err := gs.UpdateNamespace(ctx, "public", "default", func(p *global.Policies) error {
-		p.ReplicationClusters = clusters
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range n.Regions() {
-		if err := r.Broker().Service().Policies().Await(ctx, rcpt); err != nil {
-			t.Fatal(err)
-		}
-	}
+	updateNamespace(t, n, func(p *global.Policies) { p.ReplicationClusters = clusters })
 }
 
 // publish sends the messages prefix-0 .. prefix-(n-1) to topic in order,

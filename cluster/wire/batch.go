@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meridian-mq/meridian/cluster/wire/pb"
@@ -16,6 +17,94 @@ import (
 //
 // The broker never needs to open one to store or dispatch it; the decoder is
 // for flow control checks, the replicator and tests.
+
+// minBatchMessageSize is the fewest bytes one message takes in a batch
+// payload: its 4-byte size field and a SingleMessageMetadata holding at
+// least its required payload_size (a tag and a one-byte varint).
+const minBatchMessageSize = 6
+
+// BatchMessages is how many messages a stored message counts for in flow
+// control: 1 unless md declares a batch, and never more than the payload
+// can hold (its bytes, or its declared uncompressed size when compressed).
+// The count is the client's claim, and a consumer earns back permits only
+// for the messages it really receives: a batch that claimed 2^31-1
+// messages in a few bytes would otherwise take every permit its consumers
+// will ever send.
+func BatchMessages(md *pb.MessageMetadata, payloadSize int) int {
+	if !md.HasNumMessagesInBatch() {
+		return 1
+	}
+	if md.GetCompression() != pb.CompressionType_NONE {
+		payloadSize = int(md.GetUncompressedSize())
+	}
+	return min(max(int(md.GetNumMessagesInBatch()), 1), max(payloadSize/minBatchMessageSize, 1))
+}
+
+// CheckBatchCount verifies, when a message arrives, that the batch count
+// its metadata declares is one its payload holds, without decoding the
+// metadata (a scan of three fields). An uncompressed batch holds at most
+// one message per minBatchMessageSize bytes. A compressed one is opened
+// and walked only when its count exceeds what its compressed bytes could
+// hold uncompressed, which only very compressible batches of tiny messages
+// do; its messages must then be exactly the count. Consumers earn back
+// permits only for messages they really receive, so a false count would
+// drain their permits for good (see BatchMessages).
+func CheckBatchCount(metadata, payload []byte) error {
+	count, compression, err := scanBatchFields(metadata)
+	if err != nil || count <= int64(max(len(payload)/minBatchMessageSize, 1)) {
+		return err
+	}
+	if compression == int64(pb.CompressionType_NONE) {
+		return fmt.Errorf("%w: %d messages declared in a payload of %d bytes", ErrMalformedBatch, count, len(payload))
+	}
+	md := &pb.MessageMetadata{}
+	if err := proto.Unmarshal(metadata, md); err != nil {
+		return fmt.Errorf("%w: message metadata: %v", ErrMalformedFrame, err)
+	}
+	uncompressed, err := Uncompress(md, payload)
+	if err != nil {
+		return fmt.Errorf("%w: %d messages declared in a payload that does not uncompress: %v", ErrMalformedBatch, count, err)
+	}
+	br := NewBatchReader(uncompressed, int(count))
+	for br.Next() {
+	}
+	return br.Err()
+}
+
+// scanBatchFields reads num_messages_in_batch (1 when absent) and
+// compression from an encoded MessageMetadata.
+func scanBatchFields(metadata []byte) (count, compression int64, err error) {
+	const compressionField, countField = 8, 11 // MessageMetadata's field numbers
+	malformed := func(n int) error {
+		return fmt.Errorf("%w: message metadata: %v", ErrMalformedFrame, protowire.ParseError(n))
+	}
+	count = 1
+	for b := metadata; len(b) > 0; {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return 0, 0, malformed(n)
+		}
+		b = b[n:]
+		if typ == protowire.VarintType && (num == compressionField || num == countField) {
+			v, n := protowire.ConsumeVarint(b)
+			if n < 0 {
+				return 0, 0, malformed(n)
+			}
+			b = b[n:]
+			if num == countField {
+				count = int64(int32(v))
+			} else {
+				compression = int64(v)
+			}
+			continue
+		}
+		if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
+			return 0, 0, malformed(n)
+		}
+		b = b[n:]
+	}
+	return count, compression, nil
+}
 
 // BatchMessage is one message of a batch. Payload aliases the batch bytes.
 type BatchMessage struct {

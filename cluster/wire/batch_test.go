@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/pierrec/lz4/v4"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meridian-mq/meridian/cluster/wire"
@@ -96,4 +97,90 @@ func FuzzBatch(f *testing.F) {
 			t.Fatalf("clean end after %d messages of %d", n, count)
 		}
 	})
+}
+
+// TestCheckBatchCount: a declared batch count must be one the payload can
+// hold; a compressed batch that claims more than its compressed bytes
+// could hold is opened and counted.
+func TestCheckBatchCount(t *testing.T) {
+	batch := func(n int) []byte {
+		var b []byte
+		for range n {
+			var err error
+			if b, err = wire.AppendBatchMessage(b, &pb.SingleMessageMetadata{}, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return b
+	}
+	lz4Block := func(b []byte) []byte {
+		out := make([]byte, lz4.CompressBlockBound(len(b)))
+		n, err := lz4.CompressBlock(b, out, nil)
+		if err != nil || n == 0 {
+			t.Fatalf("lz4: %d, %v", n, err)
+		}
+		return out[:n]
+	}
+	metadata := func(count int32, compression pb.CompressionType, uncompressed int) []byte {
+		b, err := proto.Marshal(pb.MessageMetadata_builder{ProducerName: proto.String("p"), SequenceId: proto.Uint64(1),
+			PublishTime: proto.Uint64(1), NumMessagesInBatch: proto.Int32(count),
+			Compression: compression.Enum(), UncompressedSize: proto.Uint32(uint32(uncompressed))}.Build())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	none, lz := pb.CompressionType_NONE, pb.CompressionType_LZ4
+	real := batch(1000) // 6 bytes a message: the smallest a batch can be
+	for _, tc := range []struct {
+		name     string
+		metadata []byte
+		payload  []byte
+		ok       bool
+	}{
+		{"no batch", []byte{}, []byte("x"), true},
+		{"a real batch", metadata(1000, none, 0), real, true},
+		{"one more than its bytes hold", metadata(1001, none, 0), real, false},
+		{"a million in eight bytes", metadata(1_000_000, none, 0), []byte("8 bytes!"), false},
+		{"a real batch compressed far below six bytes a message", metadata(1000, lz, len(real)), lz4Block(real), true},
+		{"a compressed batch that claims more than it holds", metadata(1001, lz, len(real)), lz4Block(real), false},
+		{"a compressed batch that does not uncompress", metadata(1_000_000, lz, 6_000_000), []byte("8 bytes!"), false},
+		{"metadata cut inside the count", []byte{0x58}, real, false},
+	} {
+		err := wire.CheckBatchCount(tc.metadata, tc.payload)
+		if (err == nil) != tc.ok {
+			t.Errorf("%s: %v, want ok=%v", tc.name, err, tc.ok)
+		}
+	}
+}
+
+// TestBatchMessages: flow control counts what a stored batch can hold,
+// whatever it claims, and checking a count costs no allocation on the
+// publish path.
+func TestBatchMessages(t *testing.T) {
+	md := func(count int32) *pb.MessageMetadata {
+		return pb.MessageMetadata_builder{NumMessagesInBatch: proto.Int32(count)}.Build()
+	}
+	for _, tc := range []struct {
+		md      *pb.MessageMetadata
+		payload int
+		want    int
+	}{
+		{&pb.MessageMetadata{}, 100, 1},
+		{md(1000), 6000, 1000},
+		{md(1_000_000), 8, 1},
+		{md(-5), 100, 1},
+	} {
+		if got := wire.BatchMessages(tc.md, tc.payload); got != tc.want {
+			t.Errorf("BatchMessages(%v, %d) = %d, want %d", tc.md, tc.payload, got, tc.want)
+		}
+	}
+	metadata, err := proto.MarshalOptions{AllowPartial: true}.Marshal(md(10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload := make([]byte, 1000)
+	if n := testing.AllocsPerRun(100, func() { wire.CheckBatchCount(metadata, payload) }); n != 0 {
+		t.Errorf("CheckBatchCount allocated %v times for a plausible count", n)
+	}
 }

@@ -218,25 +218,47 @@ func AppendMessage(dst []byte, md *pb.MessageMetadata, payload []byte) ([]byte, 
 // and only the partial frame is moved into it. One read from the network
 // therefore fills many small frames, and handed-out slices stay valid forever
 // (see Frame).
+//
+// Memory follows the bytes that arrived, never a size the peer declared: the
+// first chunk is small and each new one doubles up to maxChunkSize, so a
+// connection that sends little holds little; and a frame larger than a chunk
+// grows its buffer as its bytes arrive, to at most twice what has arrived. A
+// peer that sends a four-byte size and nothing more costs one small chunk,
+// whatever the size says (a broker must not reserve memory for a client that
+// has not yet said who it is).
 type Reader struct {
 	r            io.Reader
 	maxFrameSize int
-	chunkSize    int
+	chunkSize    int    // the size of the next chunk, doubling to maxChunkSize
 	buf          []byte // the current chunk; buf[start:end] is read but not yet decoded
 	start, end   int
 }
 
-// defaultChunkSize is the read chunk: large enough that a read from a busy
-// connection brings many frames, small enough that a pinned chunk costs little.
-const defaultChunkSize = 64 << 10
+// firstChunkSize and maxChunkSize bound the read chunks: the first holds a
+// CONNECT and a few small commands; the largest is big enough that a read
+// from a busy connection brings many frames, small enough that a pinned
+// chunk costs little.
+const (
+	firstChunkSize = 4 << 10
+	maxChunkSize   = 64 << 10
+)
 
 // NewReader returns a Reader that refuses frames larger than maxFrameSize
 // (the total-size field; DefaultMaxFrameSize when maxFrameSize <= 0).
 func NewReader(r io.Reader, maxFrameSize int) *Reader {
+	rd := &Reader{r: r, chunkSize: firstChunkSize}
+	rd.SetMaxFrameSize(maxFrameSize)
+	return rd
+}
+
+// SetMaxFrameSize changes the limit for the frames read from now on
+// (DefaultMaxFrameSize when maxFrameSize <= 0): a server reads with a small
+// limit until the client has authenticated, and the full one after.
+func (r *Reader) SetMaxFrameSize(maxFrameSize int) {
 	if maxFrameSize <= 0 {
 		maxFrameSize = DefaultMaxFrameSize
 	}
-	return &Reader{r: r, maxFrameSize: maxFrameSize, chunkSize: defaultChunkSize}
+	r.maxFrameSize = maxFrameSize
 }
 
 // ReadFrame reads and decodes the next frame into f. It returns io.EOF at a
@@ -265,27 +287,41 @@ func (r *Reader) ReadFrame(f *Frame) error {
 
 // fill makes at least n undecoded bytes available in buf[start:end].
 func (r *Reader) fill(n int) error {
+	for r.end-r.start < n {
+		// A frame that does not fit in what is left of this chunk moves to a
+		// new one: at once if it fits in a chunk, and otherwise only once this
+		// chunk is full, so that its buffer grows with its bytes.
+		if len(r.buf)-r.start < n && (n <= r.chunkSize || r.end == len(r.buf)) {
+			r.moveToNewChunk(n)
+		}
+		read, err := r.r.Read(r.buf[r.end:])
+		r.end += read
+		if err != nil {
+			if r.end-r.start >= n {
+				return nil
+			}
+			if err == io.EOF && r.end > r.start {
+				return io.ErrUnexpectedEOF
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// moveToNewChunk starts a new chunk for a frame of n bytes and moves the
+// frame's partial bytes into it. The old chunk is never written again
+// because frames already handed out may point into it.
+func (r *Reader) moveToNewChunk(n int) {
 	have := r.end - r.start
-	if have >= n {
-		return nil
+	size := r.chunkSize
+	if n > size {
+		size = min(n, max(size, 2*have))
 	}
-	if len(r.buf)-r.start < n {
-		// The frame does not fit in what is left of this chunk: start a new
-		// one, moving only the partial frame. The old chunk is never written
-		// again because frames already handed out may point into it.
-		next := make([]byte, max(r.chunkSize, n))
-		copy(next, r.buf[r.start:r.end])
-		r.buf, r.start, r.end = next, 0, have
-	}
-	read, err := io.ReadAtLeast(r.r, r.buf[r.end:], n-have)
-	r.end += read
-	if err != nil && r.end-r.start >= n {
-		err = nil
-	}
-	if err == io.ErrUnexpectedEOF || (err == io.EOF && have > 0) {
-		return io.ErrUnexpectedEOF
-	}
-	return err
+	next := make([]byte, size)
+	copy(next, r.buf[r.start:r.end])
+	r.buf, r.start, r.end = next, 0, have
+	r.chunkSize = min(2*r.chunkSize, maxChunkSize)
 }
 
 // Writer buffers frames and writes them out on Flush, so that a connection's

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"runtime"
 	"testing"
 	"testing/iotest"
 
@@ -106,6 +107,62 @@ func TestRoundTrip(t *testing.T) {
 	if string(sent.Payload) != "hello" {
 		t.Fatalf("an earlier frame's payload changed to %q", sent.Payload)
 	}
+}
+
+// TestReaderFramesLargerThanAChunk reads frames of many sizes, small ones
+// and ones larger than any read chunk, from a stream cut into irregular
+// reads: each arrives whole, and a frame already read stays unchanged while
+// later ones grow their buffers.
+func TestReaderFramesLargerThanAChunk(t *testing.T) {
+	sizes := []int{5, 300 << 10, 1, 3 << 10, 70 << 10, 0, 1 << 20, 17}
+	var stream []byte
+	for i, size := range sizes {
+		stream = append(stream, sendFrame(t, bytes.Repeat([]byte{byte(i + 1)}, size))...)
+	}
+	for name, src := range map[string]io.Reader{
+		"whole":     bytes.NewReader(stream),
+		"in chunks": &chunkedReader{data: stream, sizes: []byte{250, 3, 200, 255, 7}},
+	} {
+		r := wire.NewReader(src, 0)
+		var got []wire.Frame
+		for range sizes {
+			var f wire.Frame
+			if err := r.ReadFrame(&f); err != nil {
+				t.Fatalf("%s: frame %d: %v", name, len(got), err)
+			}
+			got = append(got, f)
+		}
+		for i, f := range got {
+			if want := bytes.Repeat([]byte{byte(i + 1)}, sizes[i]); !bytes.Equal(f.Payload, want) {
+				t.Fatalf("%s: frame %d: payload of %d bytes differs from the %d sent", name, i, len(f.Payload), sizes[i])
+			}
+		}
+	}
+}
+
+// TestReaderHoldsOnlyWhatArrived sends what an attacker would: a size field
+// that declares the largest frame allowed, then a few bytes. The reader must
+// not reserve the declared size (300 such connections took a broker to
+// 1.6 GB when it did).
+func TestReaderHoldsOnlyWhatArrived(t *testing.T) {
+	const readers = 50
+	stream := binary.BigEndian.AppendUint32(nil, wire.DefaultMaxFrameSize)
+	stream = append(stream, make([]byte, 100)...)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range readers {
+		r := wire.NewReader(bytes.NewReader(stream), 0)
+		var f wire.Frame
+		if err := r.ReadFrame(&f); err != io.ErrUnexpectedEOF {
+			t.Fatalf("a truncated frame: %v, want io.ErrUnexpectedEOF", err)
+		}
+	}
+	runtime.ReadMemStats(&after)
+	perReader := (after.TotalAlloc - before.TotalAlloc) / readers
+	if perReader > 16<<10 {
+		t.Fatalf("each reader allocated %d bytes for a frame of which 104 bytes arrived (declared %d)", perReader, wire.DefaultMaxFrameSize)
+	}
+	t.Logf("each reader allocated %d bytes for 104 bytes of a frame declared at %d", perReader, wire.DefaultMaxFrameSize)
 }
 
 func TestBadFrames(t *testing.T) {

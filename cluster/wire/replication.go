@@ -30,6 +30,16 @@ const (
 	PropReplicationTraceParent = "__MERIDIAN_REPL_TRACEPARENT"
 )
 
+// LookupPropertyReplication is the LOOKUP property (CommandLookupTopic's
+// properties, Pulsar's lookupProperties) by which a replicator marks its
+// lookups; its value is the source region. A broker answers such a lookup
+// with its own region's owner of the topic, whatever the namespace's
+// active region: replication must reach every region of the set, and the
+// redirect to the active region exists for clients (DESIGN §6). It grants
+// nothing a client could not have by connecting to the region's brokers
+// itself: it only chooses which answer the lookup gets.
+const LookupPropertyReplication = "__MERIDIAN_REPL_LOOKUP"
+
 // ReplicationSource is where a replicated entry came from in its origin
 // region: the source topic's incarnation (its managed-ledger record's
 // creation revision, so that a topic deleted and created again, whose

@@ -3,11 +3,15 @@ package main
 import (
 	"context"
 	"errors"
+	"net/url"
 	"sort"
+	"strconv"
 
 	"github.com/apache/pulsar-client-go/pulsaradmin"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 	"github.com/spf13/cobra"
+
+	"github.com/meridian-mq/meridian/global"
 )
 
 // `meridian admin clusters`: the regions, as Pulsar's clusters.
@@ -54,5 +58,47 @@ func (a *adminCLI) clustersCommand() *cobra.Command {
 	del := a.verb("delete CLUSTER", "Delete a cluster (no tenant or namespace may still use it)", 1, func(ctx context.Context, c pulsaradmin.Client, _ *printer, args []string) error {
 		return c.Clusters().DeleteWithContext(ctx, args[0])
 	})
-	return group("clusters", "Manage clusters (regions)", list, get, create, update, del)
+	return group("clusters", "Manage clusters (regions)", list, get, create, update, del,
+		a.updateClusterMigrationCommand(), a.getClusterMigrationCommand())
+}
+
+// updateClusterMigrationCommand is pulsar-admin's `clusters
+// update-cluster-migration` (PIP-188): with --migrated, every client of the
+// cluster moves to the URLs given (producers at once, consumers once they
+// have drained the cluster's backlog); without it, the URLs are only
+// recorded.
+func (a *adminCLI) updateClusterMigrationCommand() *cobra.Command {
+	var (
+		migrated bool
+		to       global.ClusterURL
+	)
+	cmd := a.verb("update-cluster-migration CLUSTER", "Move every client of a cluster to another cluster (--migrated), or only record where they would go",
+		1, func(ctx context.Context, _ pulsaradmin.Client, _ *printer, args []string) error {
+			rc, err := a.restClient()
+			if err != nil {
+				return err
+			}
+			return rc.PostWithQueryParamsWithContext(ctx, "/admin/v2/clusters/"+url.PathEscape(args[0])+"/migrate", &to,
+				map[string]string{"migrated": strconv.FormatBool(migrated)})
+		})
+	f := cmd.Flags()
+	f.BoolVar(&migrated, "migrated", false, "move the cluster's clients now (without it the URLs are only recorded)")
+	f.StringVar(&to.ServiceURL, "service-url", "", "the new cluster's web service URL (http://host:8080)")
+	f.StringVar(&to.ServiceURLTLS, "service-url-secure", "", "the new cluster's web service TLS URL (https://host:8443)")
+	f.StringVar(&to.BrokerServiceURL, "broker-url", "", "the new cluster's broker service URL (pulsar://host:6650[,host:6650...])")
+	f.StringVar(&to.BrokerServiceURLTLS, "broker-url-secure", "", "the new cluster's broker service TLS URL (pulsar+ssl://host:6651[,...])")
+	return cmd
+}
+
+// getClusterMigrationCommand is pulsar-admin's `clusters
+// get-cluster-migration`: Pulsar's ClusterPolicies, as the server sends it.
+func (a *adminCLI) getClusterMigrationCommand() *cobra.Command {
+	return a.verb("get-cluster-migration CLUSTER", "Show whether a cluster is migrated, and where to", 1,
+		func(ctx context.Context, _ pulsaradmin.Client, p *printer, args []string) error {
+			body, err := a.rawGet(ctx, "/admin/v2/clusters/"+url.PathEscape(args[0])+"/migrate", nil)
+			if err != nil {
+				return err
+			}
+			return p.raw(body)
+		})
 }

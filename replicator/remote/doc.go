@@ -24,7 +24,11 @@
 // meridian.repl.<source-region>, opened by Open after a LOOKUP on the
 // remote region's broker service URL (redirects followed) and, with the
 // source's schemas given, after registering each of them on the remote
-// topic. Entries are pipelined within a window bounded by count and bytes;
+// topic. The LOOKUP carries wire.LookupPropertyReplication, so that the
+// remote region answers with its own owner of the topic even when the
+// namespace's active region is another: otherwise the entries meant for
+// the remote would land in the active region, and the remote would never
+// get them. Entries are pipelined within a window bounded by count and bytes;
 // each Send returns a Receipt that completes when the remote broker's
 // SEND_RECEIPT arrives, and only then may the caller move its replication
 // cursor. The Producer never

@@ -202,7 +202,7 @@ func lookup(ctx context.Context, cfg Config, auth authMethod) (*session, error) 
 	}
 	authoritative := false
 	for redirects := 0; ; redirects++ {
-		resp, err := s.lookup(ctx, cfg.Topic, authoritative)
+		resp, err := s.lookup(ctx, cfg.Topic, cfg.SourceRegion, authoritative)
 		if err != nil {
 			s.conn.Close()
 			return nil, err

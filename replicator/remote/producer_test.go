@@ -57,6 +57,17 @@ func sendT(t *testing.T, p *Producer, entry []byte) *Receipt {
 	return r
 }
 
+// markedAsReplication reports whether l carries the replicator's mark
+// naming source.
+func markedAsReplication(l *pb.CommandLookupTopic, source string) bool {
+	for _, kv := range l.GetProperties() {
+		if kv.GetKey() == wire.LookupPropertyReplication && kv.GetValue() == source {
+			return true
+		}
+	}
+	return false
+}
+
 func resultT(t *testing.T, r *Receipt) MessageID {
 	t.Helper()
 	id, err := r.Wait(ctxT(t))
@@ -86,6 +97,15 @@ func TestSendKeepsTheEntry(t *testing.T) {
 		t.Fatalf("receipt id %+v", id)
 	}
 
+	for _, b := range []*fakeBroker{front, owner} {
+		b.locked(func() {
+			for _, l := range b.lookups {
+				if !markedAsReplication(l, cfg.SourceRegion) {
+					t.Errorf("lookup %v lacks %s=%s: the remote would redirect it to the active region", l, wire.LookupPropertyReplication, cfg.SourceRegion)
+				}
+			}
+		})
+	}
 	front.locked(func() {
 		if len(front.lookups) != 1 || front.lookups[0].GetAuthoritative() || len(front.producers) != 0 {
 			t.Errorf("front broker: lookups %v, producers %d; want one non-authoritative lookup and no producer", front.lookups, len(front.producers))

@@ -160,11 +160,16 @@ func (s *session) requestID() uint64 {
 	return s.nextRequestID
 }
 
-// lookup sends LOOKUP for topic and returns the answer.
-func (s *session) lookup(ctx context.Context, topic string, authoritative bool) (*pb.CommandLookupTopicResponse, error) {
+// lookup sends LOOKUP for topic and returns the answer. The lookup is
+// marked as the replicator's (wire.LookupPropertyReplication, naming the
+// source region), so that the remote region answers with its own owner of
+// the topic rather than redirect to the namespace's active region.
+func (s *session) lookup(ctx context.Context, topic, sourceRegion string, authoritative bool) (*pb.CommandLookupTopicResponse, error) {
 	id := s.requestID()
+	mark := pb.KeyValue_builder{Key: proto.String(wire.LookupPropertyReplication), Value: proto.String(sourceRegion)}.Build()
 	cmd := pb.BaseCommand_builder{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: pb.CommandLookupTopic_builder{
 		Topic: proto.String(topic), RequestId: proto.Uint64(id), Authoritative: proto.Bool(authoritative),
+		Properties: []*pb.KeyValue{mark},
 	}.Build()}.Build()
 	var resp *pb.CommandLookupTopicResponse
 	err := s.exchange(ctx, cmd, func(reply *pb.BaseCommand) (bool, error) {

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Method names, as Pulsar clients send them in CONNECT's auth_method_name
@@ -36,6 +37,16 @@ type Credentials struct {
 type Provider interface {
 	Method() string
 	Authenticate(ctx context.Context, c Credentials) (role string, err error)
+}
+
+// Expiring is implemented by the providers whose credentials stop being
+// valid at a time they carry (a token's exp). A broker asks a connection
+// that outlives its credentials for fresh ones (Pulsar's
+// authenticationRefreshCheckSeconds).
+type Expiring interface {
+	// ExpiresAt returns when c stops being valid; zero when never. It is
+	// asked only of credentials Authenticate accepted.
+	ExpiresAt(c Credentials) time.Time
 }
 
 // pulsarProviderClasses maps the class names of Pulsar's
@@ -226,4 +237,14 @@ func (a *Authenticator) Authenticate(ctx context.Context, method string, c Crede
 		return "", refuse(method, "provider returned an empty role")
 	}
 	return role, nil
+}
+
+// ExpiresAt returns when credentials that Authenticate accepted for method
+// stop being valid: zero when never, or when the method's credentials do
+// not expire.
+func (a *Authenticator) ExpiresAt(method string, c Credentials) time.Time {
+	if p, ok := a.providers[method].(Expiring); ok && a.enabled {
+		return p.ExpiresAt(c)
+	}
+	return time.Time{}
 }

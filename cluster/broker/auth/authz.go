@@ -92,3 +92,22 @@ func (a *Authorizer) can(ctx context.Context, role string, topic topology.TopicN
 	}
 	return fmt.Errorf("%w: role %q may not %s on %s", ErrForbidden, role, act, topic)
 }
+
+// CanListTopics allows role to list a namespace's topics, as Pulsar's
+// GET_TOPICS namespace operation does: a tenant admin, or a role that the
+// namespace itself grants produce or consume (a grant on one topic does
+// not reveal the others).
+func (a *Authorizer) CanListTopics(ctx context.Context, role, tenant, namespace string) error {
+	if a.CanAdminTenant(ctx, role, tenant) == nil {
+		return nil
+	}
+	if role != "" {
+		if ns, ok := a.policies.Namespace(tenant, namespace); ok {
+			granted := ns.AuthPolicies.NamespaceAuth[role]
+			if slices.Contains(granted, global.ActionProduce) || slices.Contains(granted, global.ActionConsume) {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("%w: role %q may not list the topics of %s/%s", ErrForbidden, role, tenant, namespace)
+}

@@ -158,6 +158,20 @@ func (t *Token) Authenticate(_ context.Context, c Credentials) (string, error) {
 	return info.Role, err
 }
 
+// ExpiresAt returns the exp of the token in c.Data (Expiring). The token
+// was verified by Authenticate, and may have expired since: its claims are
+// read without verifying it again.
+func (t *Token) ExpiresAt(c Credentials) time.Time {
+	claims := jwt.MapClaims{}
+	if _, _, err := jwt.NewParser().ParseUnverified(bareToken(string(c.Data)), claims); err != nil {
+		return time.Time{}
+	}
+	if exp, err := claims.GetExpirationTime(); err == nil && exp != nil {
+		return exp.Time
+	}
+	return time.Time{}
+}
+
 // errAlg carries the keyfunc's refusal of a token's algorithm through
 // jwt's error wrapping.
 type errAlg struct{ msg string }
@@ -167,10 +181,7 @@ func (e errAlg) Error() string { return e.msg }
 // Verify checks a token's signature, algorithm, exp, nbf and audience, and
 // returns its role. A leading "Bearer " is ignored.
 func (t *Token) Verify(token string) (TokenInfo, error) {
-	token = strings.TrimSpace(token)
-	if len(token) > 7 && strings.EqualFold(token[:7], "bearer ") {
-		token = strings.TrimSpace(token[7:])
-	}
+	token = bareToken(token)
 	if token == "" {
 		return TokenInfo{}, refuse(MethodToken, "no token presented")
 	}
@@ -265,4 +276,13 @@ func (t *Token) refusal(err error, claims jwt.MapClaims) error {
 	default:
 		return &refusal{method: MethodToken, msg: "invalid token", cause: err}
 	}
+}
+
+// bareToken strips the blanks and a leading "Bearer " around a token.
+func bareToken(token string) string {
+	token = strings.TrimSpace(token)
+	if len(token) > 7 && strings.EqualFold(token[:7], "bearer ") {
+		token = strings.TrimSpace(token[7:])
+	}
+	return token
 }

@@ -1,0 +1,99 @@
+package broker_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/meridian-mq/meridian/cluster/broker"
+	"github.com/meridian-mq/meridian/cluster/wire/pb"
+	"github.com/meridian-mq/meridian/global"
+)
+
+// TestSwitchTellsClientsEveryRegion: when its namespace's active region
+// becomes east, the broker answers the SEND it took, then sends the
+// producer and the consumer TOPIC_MIGRATED with the brokers of every
+// region of the set (east's first, then its own region's) and closes them;
+// the replicator's producer stays and replicates on.
+func TestSwitchTellsClientsEveryRegion(t *testing.T) {
+	r := startBroker(t, nil)
+	addEastRegion(t, r)
+	ns := createNamespace(t, r, "switching", global.Policies{ReplicationClusters: []string{"standalone", "east"}})
+	topic := "persistent://" + ns + "/t"
+
+	rc := dialRaw(t, brokerAddr(r))
+	rc.connect(int32(pb.ProtocolVersion_v20))
+	rc.send(pb.BaseCommand_builder{Type: pb.BaseCommand_PRODUCER.Enum(), Producer: pb.CommandProducer_builder{
+		Topic: proto.String(topic), ProducerId: proto.Uint64(1), RequestId: proto.Uint64(1), ProducerName: proto.String("app"),
+	}.Build()}.Build())
+	rc.expect(pb.BaseCommand_PRODUCER_SUCCESS)
+	rc.send(pb.BaseCommand_builder{Type: pb.BaseCommand_SUBSCRIBE.Enum(), Subscribe: pb.CommandSubscribe_builder{
+		Topic: proto.String(topic), Subscription: proto.String("s"), SubType: pb.CommandSubscribe_Shared.Enum(),
+		ConsumerId: proto.Uint64(2), RequestId: proto.Uint64(2),
+	}.Build()}.Build())
+	rc.expect(pb.BaseCommand_SUCCESS)
+	repl := openReplicationProducer(t, r.ServiceURL(), topic)
+
+	// The SEND goes out with the switch: it is answered before the producer
+	// is told to go, or dropped unanswered (the client sends it again in
+	// the new region); never lost in between.
+	rc.sendMessage(1, "app", 0, []byte("m0"))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, rcpt, err := r.Service().Global().UpdateNamespace(ctx, "public", "switching", func(p *global.Policies) error {
+		p.ActiveRegion = "east"
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Service().Policies().Await(ctx, rcpt); err != nil {
+		t.Fatal(err)
+	}
+
+	want := "pulsar://e1:6650,e2:6650," + brokerAddr(r)
+	migrated := map[pb.CommandTopicMigrated_ResourceType]bool{}
+	closed := map[string]bool{}
+	for len(closed) < 2 {
+		cmd := rc.expectOneOf(pb.BaseCommand_SEND_RECEIPT, pb.BaseCommand_TOPIC_MIGRATED, pb.BaseCommand_CLOSE_PRODUCER, pb.BaseCommand_CLOSE_CONSUMER)
+		switch cmd.GetType() {
+		case pb.BaseCommand_SEND_RECEIPT:
+			if migrated[pb.CommandTopicMigrated_Producer] {
+				t.Fatal("the receipt came after TOPIC_MIGRATED")
+			}
+		case pb.BaseCommand_TOPIC_MIGRATED:
+			tm := cmd.GetTopicMigrated()
+			if got := tm.GetBrokerServiceUrl(); got != want {
+				t.Fatalf("TOPIC_MIGRATED for %v names %q, want every region's brokers, %q", tm.GetResourceType(), got, want)
+			}
+			wantID := map[pb.CommandTopicMigrated_ResourceType]uint64{pb.CommandTopicMigrated_Producer: 1, pb.CommandTopicMigrated_Consumer: 2}
+			if tm.GetResourceId() != wantID[tm.GetResourceType()] {
+				t.Fatalf("TOPIC_MIGRATED %v", tm)
+			}
+			migrated[tm.GetResourceType()] = true
+		case pb.BaseCommand_CLOSE_PRODUCER:
+			if !migrated[pb.CommandTopicMigrated_Producer] || cmd.GetCloseProducer().GetProducerId() != 1 {
+				t.Fatalf("%v before its TOPIC_MIGRATED", cmd)
+			}
+			closed["producer"] = true
+		case pb.BaseCommand_CLOSE_CONSUMER:
+			if !migrated[pb.CommandTopicMigrated_Consumer] || cmd.GetCloseConsumer().GetConsumerId() != 2 {
+				t.Fatalf("%v before its TOPIC_MIGRATED", cmd)
+			}
+			closed["consumer"] = true
+		}
+	}
+	md := pb.MessageMetadata_builder{ProducerName: proto.String("app"), SequenceId: proto.Uint64(0),
+		PublishTime: proto.Uint64(uint64(time.Now().UnixMilli()))}.Build()
+	repl.replicate(1, 7, md, []byte("replicated"))
+	for _, tp := range r.Service().LoadedTopics() {
+		for _, p := range tp.Stats().Publishers {
+			if !strings.HasPrefix(p.ProducerName, broker.ReplicationProducerPrefix) {
+				t.Fatalf("producer %s still on %s", p.ProducerName, tp.Name())
+			}
+		}
+	}
+}
