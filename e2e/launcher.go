@@ -150,11 +150,6 @@ type RegionConfig struct {
 	// a scenario switches its disk faults while it runs, with
 	// Process.SetFailpoints.
 	BookieFailpoints bool
-	// MetricsListen gives every bookie and replicator of the region
-	// `--metrics-listen` on a free loopback port, so that its /metrics
-	// (go_goroutines, say) is at Process.MetricsURL, as a broker's and an
-	// etcd member's always are.
-	MetricsListen bool
 }
 
 // withDefaults fills the ledger settings left zero.
@@ -448,7 +443,7 @@ func (b *Bed) startBookie(r *Region, i int) *Process {
 		endpoint = fmt.Sprintf("127.0.0.1:%d", b.freePorts(1)[0])
 		args = append(args, "--failpoint-endpoint", endpoint)
 	}
-	metrics := b.metricsListen(r, &args)
+	metrics := b.metricsListen(&args)
 	p := b.newProcess(r.Name, name, "bookie", append(args, r.Config.BookieArgs...)...)
 	p.FailpointEndpoint, p.MetricsURL = endpoint, metrics
 	p.Start()
@@ -540,7 +535,7 @@ func (b *Bed) startReplicator(r *Region, i int) *Process {
 	if r.GlobalLink != nil {
 		args = append(args, "--global-etcd", "http://"+r.GlobalLink.Addr())
 	}
-	metrics := b.metricsListen(r, &args)
+	metrics := b.metricsListen(&args)
 	p := b.newProcess(r.Name, name, "replicator", args...)
 	p.MetricsURL = metrics
 	p.Start()
@@ -549,12 +544,10 @@ func (b *Bed) startReplicator(r *Region, i int) *Process {
 }
 
 // metricsListen appends `--metrics-listen` on a free loopback port to
-// args when the region has RegionConfig.MetricsListen, and returns the
-// URL of that /metrics; "" otherwise.
-func (b *Bed) metricsListen(r *Region, args *[]string) string {
-	if !r.Config.MetricsListen {
-		return ""
-	}
+// args, and returns the URL of that /metrics: a bookie's and a
+// replicator's default port is fixed (8000, 8001), and a bed runs many of
+// them on one host. Their /ready and /health are beside it.
+func (b *Bed) metricsListen(args *[]string) string {
 	addr := fmt.Sprintf("127.0.0.1:%d", b.freePorts(1)[0])
 	*args = append(*args, "--metrics-listen", addr)
 	return "http://" + addr + "/metrics"

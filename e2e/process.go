@@ -30,9 +30,8 @@ type Process struct {
 	// its region has RegionConfig.BookieFailpoints; "" otherwise.
 	FailpointEndpoint string
 	// MetricsURL is the process's Prometheus /metrics, read directly (not
-	// through a link): an etcd member's and a broker's always, a bookie's
-	// and a replicator's when its region has RegionConfig.MetricsListen;
-	// "" otherwise.
+	// through a link): every process of the bed has one (a bookie's and a
+	// replicator's on a free port, with /ready beside it).
 	MetricsURL string
 
 	region  string // the region it runs in; "" for the global etcd member

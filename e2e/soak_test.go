@@ -445,7 +445,7 @@ func TestSoak(t *testing.T) {
 	var regions []RegionConfig
 	for _, name := range soakRegions {
 		regions = append(regions, RegionConfig{Name: name, EtcdMembers: 1, Bookies: 2, Brokers: 1, Replicators: 2,
-			MetricsListen: true, BrokerArgs: []string{"--config", conf}, BookieArgs: soakBookieArgs})
+			BrokerArgs: []string{"--config", conf}, BookieArgs: soakBookieArgs})
 	}
 	bed := StartBed(t, BedConfig{Binary: meridianBin, Regions: regions, GlobalEtcd: true, LocalClients: true, EtcdArgs: soakEtcdArgs})
 	procs := bed.processes()

@@ -4,8 +4,10 @@
 //
 //   - Records: ClusterData (the cluster registry, one entry per region),
 //     TenantInfo, a namespace's Policies (including Meridian's active
-//     region, DESIGN §6) and a topic's TopicPolicies (partitioned-topic
-//     metadata and topic-level overrides). Their JSON is Pulsar's, so the
+//     region, DESIGN §6, and its fallback regions, kept in Extra so that
+//     older brokers carry them through their updates) and a topic's
+//     TopicPolicies (partitioned-topic metadata and topic-level
+//     overrides). Their JSON is Pulsar's, so the
 //     admin API serves them as Pulsar does; in etcd each carries "v":1.
 //   - Store: validated create, read, update and delete, every write a
 //     conditional one. It is the admin API's write path.
@@ -18,6 +20,9 @@
 //     tenant's allowed clusters.
 //   - Store.Ensure: the idempotent bootstrap of standalone and dev mode.
 //
+// Region numbers (regionnumber.go) are assigned here once per region; a
+// region's ledger ids carry its number (cluster/ledger's LedgerID).
+//
 // records.go holds the records and their validation, store.go the Store,
 // cache.go the Cache, resolve.go Resolve, bootstrap.go Ensure, and
 // dispatchrate.go the replicator dispatch rates, which live in the records'
@@ -29,6 +34,7 @@
 //	tenants/<tenant>
 //	namespaces/<tenant>/<namespace>
 //	topics/<tenant>/<namespace>/<domain>/<topic>
+//	region-numbers/<region>        and the counter region-number-counter
 //
 // The topic key has the domain (persistent, non-persistent) as its own
 // segment, as Pulsar's own metadata layout does, so that persistent://t/n/x

@@ -542,7 +542,9 @@ type Policies struct {
 	SchemaCompatibilityStrategy SchemaCompatibilityStrategy `json:"schema_compatibility_strategy"`
 	// ActiveRegion is the region that answers lookups for the namespace
 	// (DESIGN §6, failover without client changes); empty means each region
-	// serves its own clients. It must be one of ReplicationClusters.
+	// serves its own clients. It must be one of ReplicationClusters. The
+	// regions that take over from it, in order, are in Extra under
+	// ExtraFallbackRegions (see FallbackRegions).
 	ActiveRegion string `json:"active_region,omitempty"`
 	// Extra holds the Pulsar policies Meridian stores and returns but does
 	// not enforce (offload thresholds, rates, …), and the limits on
@@ -598,6 +600,79 @@ const (
 	ExtraAutoSubscriptionCreation      = "autoSubscriptionCreationOverride"
 	ExtraTopicAutoSubscriptionCreation = "autoSubscriptionCreation"
 )
+
+// ExtraFallbackRegions is the Extra key of the regions that take over from
+// the namespace's active region, in order: a JSON list of region names,
+// each one of the replication clusters, none the active region, none
+// twice, and only while an active region is set.
+//
+// It lives in Extra, not in a field of its own, so that brokers that
+// predate it keep it: a binary decodes the "v":1 record into Policies, and
+// an unknown field would be dropped by the next update such a broker
+// writes (of the TTL, say), while an unknown Extra key is carried through
+// it unchanged. Bumping the record to "v":2 instead would make every
+// older broker refuse the namespace (meta.DecodeJSON reads only the
+// versions it knows) for as long as a rolling upgrade lasts.
+const ExtraFallbackRegions = "meridianFallbackRegions"
+
+// FallbackRegions returns the regions that take over from the active
+// region, in order (nil: none). A stored value that is not a list of
+// names reads as none; validate refuses to store one.
+func (p Policies) FallbackRegions() []string {
+	regions, _ := p.fallbackRegions()
+	return regions
+}
+
+func (p Policies) fallbackRegions() ([]string, error) {
+	raw, set := p.Extra[ExtraFallbackRegions]
+	if !set {
+		return nil, nil
+	}
+	var regions []string
+	if err := json.Unmarshal(raw, &regions); err != nil {
+		return nil, fmt.Errorf("%w: %s is not a list of region names: %v", ErrInvalidPolicies, ExtraFallbackRegions, err)
+	}
+	return regions, nil
+}
+
+// SetFallbackRegions stores regions as the fallback list; none removes it.
+func (p *Policies) SetFallbackRegions(regions []string) {
+	if len(regions) == 0 {
+		delete(p.Extra, ExtraFallbackRegions)
+		return
+	}
+	raw, _ := json.Marshal(regions) // a []string always marshals
+	if p.Extra == nil {
+		p.Extra = Extra{}
+	}
+	p.Extra[ExtraFallbackRegions] = raw
+}
+
+// validateActiveRegion checks the active region and its fallback list
+// against the replication clusters.
+func (p Policies) validateActiveRegion() error {
+	if p.ActiveRegion != "" && !slices.Contains(p.ReplicationClusters, p.ActiveRegion) {
+		return fmt.Errorf("%w: active region %q is not one of the replication clusters %v", ErrNotAllowedCluster, p.ActiveRegion, p.ReplicationClusters)
+	}
+	fallback, err := p.fallbackRegions()
+	if err != nil || len(fallback) == 0 {
+		return err
+	}
+	if p.ActiveRegion == "" {
+		return fmt.Errorf("%w: fallback regions %v without an active region", ErrInvalidPolicies, fallback)
+	}
+	for i, r := range fallback {
+		switch {
+		case r == p.ActiveRegion:
+			return fmt.Errorf("%w: fallback region %q is the active region", ErrInvalidPolicies, r)
+		case slices.Contains(fallback[:i], r):
+			return fmt.Errorf("%w: fallback region %q is named twice", ErrInvalidPolicies, r)
+		case !slices.Contains(p.ReplicationClusters, r):
+			return fmt.Errorf("%w: fallback region %q is not one of the replication clusters %v", ErrNotAllowedCluster, r, p.ReplicationClusters)
+		}
+	}
+	return nil
+}
 
 // AutoSubscriptionCreationOverride is Pulsar's body of that name: whether
 // a consumer's subscribe creates a durable subscription that does not
@@ -672,10 +747,10 @@ func (p Policies) validate() error {
 	if !p.SchemaCompatibilityStrategy.valid() {
 		return fmt.Errorf("%w: schema_compatibility_strategy %q", ErrInvalidPolicies, p.SchemaCompatibilityStrategy)
 	}
-	if p.ActiveRegion != "" && !slices.Contains(p.ReplicationClusters, p.ActiveRegion) {
-		return fmt.Errorf("%w: active region %q is not one of the replication clusters %v", ErrNotAllowedCluster, p.ActiveRegion, p.ReplicationClusters)
-	}
 	if err := p.Extra.validate(); err != nil {
+		return err
+	}
+	if err := p.validateActiveRegion(); err != nil {
 		return err
 	}
 	return p.AuthPolicies.validate()

@@ -44,6 +44,7 @@ func runSuite(t *testing.T, h harness) {
 		{"CacheServesWhenStoreClosed", testCacheServesClosed},
 		{"Bootstrap", testBootstrap},
 		{"NewerRecordVersion", testNewerRecordVersion},
+		{"RegionNumbers", testRegionNumbers},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

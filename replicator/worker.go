@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/meridian-mq/meridian/cluster/ledger"
@@ -52,6 +53,10 @@ type Worker struct {
 
 	mu   sync.Mutex // guards lost
 	lost []*task    // tasks that found another holder; loop forgets them
+
+	// registered is true while the worker is listed under a live lease in
+	// its region's store (Ready).
+	registered atomic.Bool
 }
 
 // Start registers a worker and starts its loop. ledgers reads the region's
@@ -91,6 +96,15 @@ func Start(ctx context.Context, cfg Config, store meta.Store, ledgers *ledger.Cl
 	return w, nil
 }
 
+// Ready reports whether the worker is registered in its region's store
+// under a live lease, which its keep-alives renew: the worker can claim
+// tasks, and its peers see it. A worker holding no task (a standby) is
+// ready; a remote region's outage never makes it unready, since that
+// stalls only the tasks replicating there. It turns false while the lease
+// is lost (the region's etcd unreachable for longer than LeaseTTL) until
+// the worker registers again, and once it closes.
+func (w *Worker) Ready() bool { return w.registered.Load() }
+
 // ID is the worker's id in its region.
 func (w *Worker) ID() string { return w.cfg.WorkerID }
 
@@ -113,6 +127,7 @@ func (w *Worker) register(ctx context.Context) (meta.Lease, error) {
 		return nil, fmt.Errorf("replicator: register worker: %w", err)
 	}
 	w.states.setLease(lease.ID())
+	w.registered.Store(true)
 	return lease, nil
 }
 
@@ -145,12 +160,14 @@ func (w *Worker) loop(lease meta.Lease) {
 		w.reconcile(lease)
 		select {
 		case <-w.ctx.Done():
+			w.registered.Store(false)
 			w.stopAll()
 			cctx, cancel := context.WithTimeout(context.Background(), w.cfg.LeaseTTL)
 			w.store.Revoke(cctx, lease.ID()) // frees the tasks for the others at once
 			cancel()
 			return
 		case <-lease.Done():
+			w.registered.Store(false)
 			w.log.Warn("replicator worker lease lost; stopping its tasks and registering again")
 			w.stopAll()
 			for {

@@ -8,7 +8,8 @@
 //
 // DESIGN §2 also places region ids and the replication graph here, and
 // neither has a type of its own. A region is its name, a string, which the
-// cluster registry in global records. The replication graph is the full mesh
+// cluster registry in global records; region.go bounds the number each
+// region is also given, which its ledger ids carry. The replication graph is the full mesh
 // of each topic's effective replication clusters, which global.Resolve
 // works out and the replicator reads.
 //

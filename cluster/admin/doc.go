@@ -55,7 +55,8 @@
 // handler.go builds the handler, authenticates and routes; config.go is its
 // Config and the Authorizer; errors.go the status table. Each group of
 // routes has its file: tenants.go (tenants, clusters, brokers), namespaces.go,
-// topics.go, messages.go (peek and message lookups, with trail.go's
+// activeregion.go (a namespace's active region and fallback regions,
+// Meridian's own endpoint), topics.go, messages.go (peek and message lookups, with trail.go's
 // headers), schemas.go, lookup.go, bundles.go, loadbalance.go,
 // brokerstats.go and brokerconfig.go. Policies are in topicpolicies.go (the
 // topic-level overrides global resolves), stored.go and dispatchrate.go;

@@ -48,6 +48,7 @@ func New(cfg Config, svc *broker.Service, log *slog.Logger) (http.Handler, error
 	h.routeTopics()
 	h.routeTopicPolicies()
 	h.routeNamespaces()
+	h.routeActiveRegion()
 	h.routeTenants()
 	h.routeClusters()
 	h.routeBrokers()

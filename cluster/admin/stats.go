@@ -49,19 +49,22 @@ type (
 		Metadata        map[string]string `json:"metadata"`
 	}
 	subscriptionStats struct {
-		Type                             string            `json:"type"`
-		MsgRateOut                       float64           `json:"msgRateOut"`
-		MsgThroughputOut                 float64           `json:"msgThroughputOut"`
-		MsgRateRedeliver                 float64           `json:"msgRateRedeliver"`
-		MsgRateExpired                   float64           `json:"msgRateExpired"`
-		MsgBacklog                       int64             `json:"msgBacklog"`
-		MsgBacklogNoDelayed              int64             `json:"msgBacklogNoDelayed"`
-		MsgDelayed                       int64             `json:"msgDelayed"`
-		BacklogSize                      int64             `json:"backlogSize"`
-		UnackedMessages                  int64             `json:"unackedMessages"`
-		ActiveConsumerName               string            `json:"activeConsumerName"`
-		MsgOutCounter                    int64             `json:"msgOutCounter"`
-		BytesOutCounter                  int64             `json:"bytesOutCounter"`
+		Type                string  `json:"type"`
+		MsgRateOut          float64 `json:"msgRateOut"`
+		MsgThroughputOut    float64 `json:"msgThroughputOut"`
+		MsgRateRedeliver    float64 `json:"msgRateRedeliver"`
+		MsgRateExpired      float64 `json:"msgRateExpired"`
+		MsgBacklog          int64   `json:"msgBacklog"`
+		MsgBacklogNoDelayed int64   `json:"msgBacklogNoDelayed"`
+		MsgDelayed          int64   `json:"msgDelayed"`
+		BacklogSize         int64   `json:"backlogSize"`
+		UnackedMessages     int64   `json:"unackedMessages"`
+		ActiveConsumerName  string  `json:"activeConsumerName"`
+		MsgOutCounter       int64   `json:"msgOutCounter"`
+		BytesOutCounter     int64   `json:"bytesOutCounter"`
+		// IgnoredAckCount is Meridian's: the acked ids the broker ignored
+		// as never delivered to the consumer that acked them.
+		IgnoredAckCount                  int64             `json:"ignoredAckCount"`
 		IsDurable                        bool              `json:"isDurable"`
 		IsReplicated                     bool              `json:"isReplicated"`
 		Consumers                        []consumerStats   `json:"consumers"`
@@ -198,7 +201,7 @@ func (h *handler) renderStats(name string, st broker.TopicStats, dedup bool) top
 	for sub, s := range st.Subscriptions {
 		ss := subscriptionStats{Type: s.Type, MsgBacklog: s.MsgBacklog, MsgBacklogNoDelayed: max(0, s.MsgBacklog-s.DelayedMessages),
 			MsgDelayed: s.DelayedMessages, UnackedMessages: s.UnackedMessages, ActiveConsumerName: s.ActiveConsumerName,
-			MsgOutCounter: s.MsgOutCounter, BytesOutCounter: s.BytesOutCounter, IsDurable: s.Durable,
+			MsgOutCounter: s.MsgOutCounter, BytesOutCounter: s.BytesOutCounter, IgnoredAckCount: s.IgnoredAcks, IsDurable: s.Durable,
 			Consumers: []consumerStats{}, ConsumersAfterMarkDeletePosition: map[string]string{},
 			SubscriptionProperties: map[string]string{}}
 		ss.MsgRateOut, ss.MsgThroughputOut = h.rates.rate(name+"\x00s\x00"+sub, now, s.MsgOutCounter, s.BytesOutCounter)
@@ -282,6 +285,7 @@ func (s *topicStats) add(p topicStats) {
 		ss.UnackedMessages += ps.UnackedMessages
 		ss.MsgOutCounter += ps.MsgOutCounter
 		ss.BytesOutCounter += ps.BytesOutCounter
+		ss.IgnoredAckCount += ps.IgnoredAckCount
 		ss.Consumers = append(ss.Consumers, ps.Consumers...)
 		s.Subscriptions[name] = ss
 	}

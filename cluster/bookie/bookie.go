@@ -53,6 +53,9 @@ type Bookie struct {
 	// adds are refused and the registration says readOnly, as readOnly
 	// does, but reads, recovery adds and the disk probe are unaffected.
 	decommissioning atomic.Bool
+	// registered is true while the registration loop holds the bookie's
+	// key under a live lease: writers can choose it (Registered).
+	registered atomic.Bool
 
 	fatalOnce sync.Once
 	fatalErr  error // set once before cancel
@@ -218,6 +221,12 @@ func (b *Bookie) Err() error {
 
 // ReadOnly reports whether the bookie refuses adds because its disk is full.
 func (b *Bookie) ReadOnly() bool { return b.readOnly.Load() }
+
+// Registered reports whether the bookie is listed in its region's
+// metadata store under a live lease, so that writers can choose it: false
+// before the first registration, while it registers again after losing
+// its lease, and once it stops. A read-only bookie stays registered.
+func (b *Bookie) Registered() bool { return b.registered.Load() && b.ctx.Err() == nil }
 
 // Close stops the bookie, waits for every goroutine it started and closes its
 // storage. It returns the fatal error, if one stopped the bookie.

@@ -89,7 +89,7 @@ func startProc(t *testing.T, e *meta.Embed, dataDir, failpoints string, extra ..
 	t.Helper()
 	args := []string{"bookie", "--region", "e2e", "--id", "proc-bookie",
 		"--etcd", strings.Join(e.Endpoints(), ","), "--data-dir", dataDir, "--listen", "127.0.0.1:0",
-		"--lease-ttl", "60s", "--log-level", "info"}
+		"--lease-ttl", "60s", "--log-level", "info", "--metrics-listen", ""}
 	cmd := exec.Command(meridianBinary(t), append(args, extra...)...)
 	cmd.Env = append(os.Environ(), failpointsEnvName+"="+failpoints)
 	stdout, err := cmd.StdoutPipe()

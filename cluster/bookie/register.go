@@ -45,7 +45,9 @@ func (b *Bookie) registerLoop(ctx context.Context) {
 			continue
 		}
 		b.log.Info("bookie registered", "key", key, "lease", fmt.Sprintf("%x", lease.ID()), "read_only", b.readOnly.Load())
+		b.registered.Store(true)
 		b.holdRegistration(ctx, key, lease, modRev)
+		b.registered.Store(false)
 		if ctx.Err() != nil {
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 			if err := lease.Revoke(rctx); err != nil {

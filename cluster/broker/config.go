@@ -15,6 +15,14 @@ type Config struct {
 	ServiceURL string
 	// ServiceURLTLS is the pulsar+ssl:// URL, if TLS is served.
 	ServiceURLTLS string
+	// ProxyThroughServiceURL answers every lookup of a topic this broker
+	// owns with Pulsar's proxyThroughServiceUrl, so that the client reaches
+	// it through the service URL it was given rather than the advertised
+	// address. For a region of one broker behind a port mapping (a
+	// container, whose clients reach it on a host port the broker cannot
+	// know); with several brokers the client would land on whichever the
+	// service URL reaches. Default false.
+	ProxyThroughServiceURL bool
 	// KeepAliveInterval is how often the broker pings an idle client; a
 	// connection on which nothing arrives for two intervals is closed.
 	// Shorter detects dead peers sooner at the cost of more pings. Pulsar's

@@ -456,7 +456,7 @@ func (c *conn) handleLookup(req *pb.CommandLookupTopic) {
 			resp.BrokerServiceUrlTls = &loc.ServiceURLTLS
 		}
 		resp.Authoritative = ptr(true)
-		resp.ProxyThroughServiceUrl = ptr(false)
+		resp.ProxyThroughServiceUrl = ptr(c.srv.cfg.ProxyThroughServiceURL && !loc.Redirect)
 	}
 	c.send(pb.BaseCommand_builder{Type: pb.BaseCommand_LOOKUP_RESPONSE.Enum(), LookupTopicResponse: resp.Build()}.Build())
 }

@@ -2,8 +2,10 @@ package broker
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/meridian-mq/meridian/cluster/broker/loadmgr"
+	"github.com/meridian-mq/meridian/cluster/wire"
 )
 
 var (
@@ -16,4 +18,10 @@ var (
 	// is the load manager's sentinel, so that one errors.Is covers every
 	// part of a broker's configuration.
 	ErrInvalidConfig = loadmgr.ErrInvalidConfig
+	// ErrAckNotDelivered: an ack named a position this subscription never
+	// delivered to that consumer, such as an id a client brought from
+	// another region after a failover. It was ignored and counted (see
+	// subscription.ack); a client that asked for an ack response gets it
+	// as NotAllowed.
+	ErrAckNotDelivered = fmt.Errorf("%w: ack of a position never delivered to this consumer; ignored", wire.ErrNotAllowed)
 )

@@ -12,6 +12,7 @@ import (
 
 	"github.com/meridian-mq/meridian/cluster/mledger"
 	"github.com/meridian-mq/meridian/cluster/wire/pb"
+	"github.com/meridian-mq/meridian/global"
 	"github.com/meridian-mq/meridian/telemetry"
 	"github.com/meridian-mq/meridian/topology"
 )
@@ -36,7 +37,7 @@ type brokerMetrics struct {
 	clientsMigrated *prometheus.CounterVec
 }
 
-func newBrokerMetrics(cfg ServiceConfig) (*brokerMetrics, error) {
+func newBrokerMetrics(cfg ServiceConfig, policies *global.Cache) (*brokerMetrics, error) {
 	if cfg.Metrics.Disabled {
 		return nil, nil
 	}
@@ -57,7 +58,7 @@ func newBrokerMetrics(cfg ServiceConfig) (*brokerMetrics, error) {
 		}, []string{"kind"}),
 	}
 	if cfg.Registerer != nil {
-		for _, c := range []prometheus.Collector{m.lookup, m.dispatched, m.clientsMigrated} {
+		for _, c := range []prometheus.Collector{m.lookup, m.dispatched, m.clientsMigrated, newActiveRegionCollector(cfg.Region, policies)} {
 			if err := cfg.Registerer.Register(c); err != nil {
 				return nil, err
 			}
@@ -83,6 +84,38 @@ func (m *brokerMetrics) migrated(kind pb.CommandTopicMigrated_ResourceType) {
 func (m *brokerMetrics) dispatchRead(entries int) {
 	if m != nil && entries > 0 {
 		m.dispatched.Observe(float64(entries))
+	}
+}
+
+// activeRegionCollector serves meridian_namespace_active_region: one
+// series per namespace with an active region, labelled with it, read from
+// the watched global cache at scrape time (so it shows what this broker's
+// lookups follow, also while the global store is unreachable).
+type activeRegionCollector struct {
+	region   string
+	policies *global.Cache
+	desc     *prometheus.Desc
+}
+
+func newActiveRegionCollector(region string, policies *global.Cache) *activeRegionCollector {
+	return &activeRegionCollector{region: region, policies: policies, desc: prometheus.NewDesc(
+		"meridian_namespace_active_region",
+		"1 for each namespace with an active region (the region that answers its lookups), labelled with it; a namespace without one has no series.",
+		[]string{telemetry.LabelCluster, telemetry.LabelNamespace, "active_region"}, nil)}
+}
+
+func (c *activeRegionCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *activeRegionCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.policies == nil {
+		return
+	}
+	for _, tenant := range c.policies.Tenants() {
+		for _, ns := range c.policies.Namespaces(tenant) {
+			if p, ok := c.policies.Namespace(tenant, ns); ok && p.ActiveRegion != "" {
+				ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, 1, c.region, tenant+"/"+ns, p.ActiveRegion)
+			}
+		}
 	}
 }
 
@@ -117,6 +150,7 @@ type SubscriptionMetrics struct {
 	Consumers                      int
 	RateOut, ThroughputOut         float64
 	MsgOutCounter, BytesOutCounter int64
+	IgnoredAcks                    int64
 }
 
 // ReplicationMetrics is a topic's replication with one remote region:
@@ -259,7 +293,8 @@ func (t *Topic) metrics(ctx context.Context, tasks map[string]mledger.Replicatio
 		tm.Consumers += len(ss.Consumers)
 		tm.MsgBacklog += ss.MsgBacklog
 		tm.Subs[name] = SubscriptionMetrics{Backlog: ss.MsgBacklog, Unacked: ss.UnackedMessages, Delayed: ss.DelayedMessages,
-			Consumers: len(ss.Consumers), MsgOutCounter: ss.MsgOutCounter, BytesOutCounter: ss.BytesOutCounter}
+			Consumers: len(ss.Consumers), MsgOutCounter: ss.MsgOutCounter, BytesOutCounter: ss.BytesOutCounter,
+			IgnoredAcks: ss.IgnoredAcks}
 		cur[windowSubPrefix+name] = [2]int64{ss.MsgOutCounter, ss.BytesOutCounter}
 	}
 	// Inbound: the replication producers the remote regions connected

@@ -58,15 +58,18 @@ type PublisherStats struct {
 
 // SubscriptionStats is one subscription.
 type SubscriptionStats struct {
-	Type               string // Exclusive, Shared, Failover, Key_Shared
-	Durable            bool
-	MsgBacklog         int64
-	MarkDelete         mledger.Position
-	ReadPosition       mledger.Position
-	UnackedMessages    int64
-	MsgOutCounter      int64
-	BytesOutCounter    int64
-	DelayedMessages    int64
+	Type            string // Exclusive, Shared, Failover, Key_Shared
+	Durable         bool
+	MsgBacklog      int64
+	MarkDelete      mledger.Position
+	ReadPosition    mledger.Position
+	UnackedMessages int64
+	MsgOutCounter   int64
+	BytesOutCounter int64
+	DelayedMessages int64
+	// IgnoredAcks counts the acked ids ignored since the topic was
+	// loaded: positions never delivered to the consumer that acked them.
+	IgnoredAcks        int64
 	Consumers          []ConsumerStats
 	ActiveConsumerName string
 }
@@ -121,6 +124,7 @@ func (s *subscription) stats() SubscriptionStats {
 		MarkDelete: s.cursor.MarkDeletePosition(), ReadPosition: s.cursor.ReadPosition(),
 		DelayedMessages: int64(s.mu.delayed.Len())}
 	ss.MsgOutCounter, ss.BytesOutCounter = s.out.msgs.Load(), s.out.bytes.Load()
+	ss.IgnoredAcks = s.ignoredAcks.Load()
 	if s.mu.active != nil {
 		ss.ActiveConsumerName = s.mu.active.name
 	}

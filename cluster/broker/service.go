@@ -294,7 +294,7 @@ func NewService(cfg ServiceConfig, store meta.Store, policies *global.Cache, gst
 	if err != nil {
 		return nil, err
 	}
-	metrics, err := newBrokerMetrics(cfg)
+	metrics, err := newBrokerMetrics(cfg, policies)
 	if err != nil {
 		return nil, err
 	}

@@ -65,6 +65,10 @@ type subscription struct {
 	roundMu sync.Mutex
 	seeking atomic.Bool // a seek is disconnecting the consumers
 	out     counters    // delivered messages and bytes
+	// ignoredAcks counts the acked ids this subscription ignored since the
+	// topic was loaded: positions never delivered to the consumer that
+	// acked them (see ack).
+	ignoredAcks atomic.Int64
 
 	// readRetry is the wait before the next retry of a storage read that
 	// failed, 0 while reads succeed (see retryReadInRound). Guarded by
@@ -295,14 +299,34 @@ const maxPermits = 1 << 30
 
 // ---- acks ----
 
-// ack applies an ACK. Acks of positions the topic does not hold are
-// reported; the rest still apply.
+// ack applies an ACK's ids, each only if it is c's to ack (ackableLocked);
+// the others are ignored, counted in ignoredAcks, and reported as
+// ErrAckNotDelivered. The rest of the ACK still applies.
+//
+// Why ignore rather than apply: a message id is only (ledger, entry), and
+// the same id can name another entry in another region (ledgers made
+// before ids were unique across regions, see cluster/ledger's LedgerID).
+// After a failover a client may still hold acks of the old region's ids:
+// its ack grouping waits up to 100 ms, and its application acks messages
+// it received before the move. Applying them here would ack entries the
+// client was never given, and those would be lost to it. Ignoring one
+// costs at most a redelivery of a message the client was really given,
+// which at-least-once allows.
 func (s *subscription) ack(c *consumer, cumulative bool, ids []*pb.MessageIdData) error {
 	c.lastAck.Store(s.clock.Now().UnixMilli())
 	var firstErr error
 	for _, id := range ids {
 		p := mledger.Position{Ledger: int64(id.GetLedgerId()), Entry: int64(id.GetEntryId())}
-		if err := s.ackOne(c, cumulative, p, id.GetAckSet()); err != nil && firstErr == nil {
+		s.mu.Lock()
+		ackable := s.ackableLocked(c, p)
+		s.mu.Unlock()
+		err := ErrAckNotDelivered
+		if ackable {
+			err = s.ackOne(c, cumulative, p, id.GetAckSet())
+		} else {
+			s.ignoredAcks.Add(1)
+		}
+		if err != nil && firstErr == nil {
 			firstErr = err
 		}
 	}
@@ -313,6 +337,21 @@ func (s *subscription) ack(c *consumer, cumulative bool, ids []*pb.MessageIdData
 		s.poke() // a recently joined consumer may be released
 	}
 	return firstErr
+}
+
+// ackableLocked reports whether c may ack p: p was delivered to c and is
+// not acked yet, or this subscription delivered it and took it back for
+// redelivery (its consumer left or asked for it again). The latter keeps
+// Pulsar's behaviour for a client that reconnects: the acks its
+// application still holds spare the redelivery of what they name. An ack
+// that arrives after the topic moved to another broker of the region
+// finds nothing delivered there and is ignored; the message comes again.
+func (s *subscription) ackableLocked(c *consumer, p mledger.Position) bool {
+	if pe := s.mu.pending[p]; pe != nil {
+		return pe.c == c
+	}
+	_, takenBack := s.mu.replay[p]
+	return takenBack
 }
 
 func (s *subscription) ackOne(c *consumer, cumulative bool, p mledger.Position, ackSet []int64) error {

@@ -50,7 +50,7 @@ func BenchmarkAddInMemory(b *testing.B) {
 	cfg := testConfig()
 	cfg.MaxInFlightEntries = 1024
 	cfg.AddTimeout = 10 * time.Second
-	cfg.ExplicitLACInterval = ledger.DefaultConfig(region).ExplicitLACInterval
+	cfg.ExplicitLACInterval = ledger.DefaultConfig(region, 1).ExplicitLACInterval
 	w, err := e.client("bench", cfg).Create(b.Context(), 3, 3, 2, nil)
 	if err != nil {
 		b.Fatal(err)

@@ -80,16 +80,24 @@ type Config struct {
 	// a read goes to the back of the read order (BookKeeper's
 	// bookieFailureHistoryExpirationMSec). 1ms..1h.
 	SlowBookieMemory time.Duration
+	// RegionNumber is the region's number, which every ledger id it creates
+	// carries in its high bits so that ids are unique across regions (see
+	// LedgerID). It is assigned once per region in the global store
+	// (global.Store.RegionNumber), and must never change: a smaller number
+	// would give new ledgers ids below the region's old ones. Required;
+	// 1..MaxRegionNumber.
+	RegionNumber int
 	// Registerer receives the client's metrics; nil registers nowhere. One
 	// client per registry.
 	Registerer prometheus.Registerer
 }
 
-// DefaultConfig returns the configuration for region with production
-// defaults.
-func DefaultConfig(region string) Config {
+// DefaultConfig returns the configuration for region, whose number (in
+// the global store) is regionNumber, with production defaults.
+func DefaultConfig(region string, regionNumber int) Config {
 	return Config{
 		Region:              region,
+		RegionNumber:        regionNumber,
 		AddTimeout:          10 * time.Second,
 		ReadTimeout:         10 * time.Second,
 		MetaTimeout:         10 * time.Second,
@@ -112,6 +120,9 @@ func (c Config) Validate() error {
 	}
 	if c.Region == "" {
 		return bad("Region is required")
+	}
+	if c.RegionNumber < 1 || c.RegionNumber > MaxRegionNumber {
+		return bad("RegionNumber %d outside [1, %d] (it is assigned in the global store)", c.RegionNumber, MaxRegionNumber)
 	}
 	durs := []struct {
 		name      string
@@ -270,9 +281,13 @@ func (c *Client) Create(ctx context.Context, e, qw, qa int, custom map[string]st
 	}
 	mctx, cancel := c.metaCtx(ctx)
 	defer cancel()
-	id, err := meta.NextID(mctx, c.store, ledgerIDCounterKey(c.cfg.Region))
+	counter, err := meta.NextID(mctx, c.store, ledgerIDCounterKey(c.cfg.Region))
 	if err != nil {
 		return nil, fmt.Errorf("ledger id: %w", err)
+	}
+	id, err := LedgerID(c.cfg.RegionNumber, counter)
+	if err != nil {
+		return nil, err
 	}
 	md := &Metadata{
 		V: metadataVersion, ID: id,

@@ -56,7 +56,7 @@ func (e *env) addBookie(id string) {
 }
 
 func testConfig() ledger.Config {
-	cfg := ledger.DefaultConfig(region)
+	cfg := ledger.DefaultConfig(region, 1)
 	cfg.AddTimeout = 200 * time.Millisecond
 	cfg.ReadTimeout = 200 * time.Millisecond
 	cfg.MetaTimeout = time.Second

@@ -37,6 +37,9 @@ var (
 	// ErrNotEnoughBookies: fewer writable bookies are registered than the
 	// ensemble needs. Start more bookies or lower E.
 	ErrNotEnoughBookies = errors.New("ledger: not enough bookies")
+	// ErrLedgerIDsExhausted: the region's ledger id counter has passed what
+	// a ledger id holds (see LedgerID); no ledger can be created.
+	ErrLedgerIDsExhausted = errors.New("ledger: the region's ledger ids are exhausted")
 	// ErrInvalidConfig: a Config or quorum failed validation.
 	ErrInvalidConfig = errors.New("ledger: invalid configuration")
 	// ErrWriterClosed: the writer was closed or stopped; the add was not

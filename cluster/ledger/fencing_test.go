@@ -120,7 +120,7 @@ func fencingScenario(t *testing.T, seed uint64) {
 	cfg.MaxInFlightEntries = 4 + rnd.IntN(30)
 	// The production interval, below the adds' random gaps: the writer
 	// both piggybacks its LAC and sends it explicitly while it is fenced.
-	cfg.ExplicitLACInterval = ledger.DefaultConfig(region).ExplicitLACInterval
+	cfg.ExplicitLACInterval = ledger.DefaultConfig(region, 1).ExplicitLACInterval
 	wc := e.client("w", cfg)
 	w, err := wc.Create(t.Context(), q[0], q[1], q[2], nil)
 	if err != nil {

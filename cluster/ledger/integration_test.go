@@ -67,7 +67,7 @@ func (w *realWorld) client(name string) *ledger.Client {
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	cfg := ledger.DefaultConfig(region)
+	cfg := ledger.DefaultConfig(region, 1)
 	cfg.AddTimeout = 3 * time.Second
 	cfg.ReadTimeout = 3 * time.Second
 	cfg.RetryInterval = 100 * time.Millisecond
@@ -383,7 +383,7 @@ func TestRealBookiesPartitionedWriter(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer res.Close()
-	cfg := ledger.DefaultConfig(region)
+	cfg := ledger.DefaultConfig(region, 1)
 	cfg.RetryInterval = 100 * time.Millisecond
 	c, err := ledger.New(cfg, w.store, res, testLogger(t), rand.New(rand.NewPCG(3, 4)))
 	if err != nil {

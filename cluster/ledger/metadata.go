@@ -10,6 +10,7 @@ import (
 
 	"github.com/meridian-mq/meridian/cluster/bookie/bkproto"
 	"github.com/meridian-mq/meridian/cluster/meta"
+	"github.com/meridian-mq/meridian/topology"
 )
 
 // State is a ledger's lifecycle state. It only moves forward:
@@ -166,9 +167,68 @@ func LedgerKey(region string, id int64) string { return bkproto.LedgerKey(region
 // BookiesPrefix is the prefix under which a region's bookies register.
 func BookiesPrefix(region string) string { return bkproto.BookiesPrefix(region) }
 
-// ledgerIDCounterKey is the region's ledger id counter (meta.NextID): ids are
-// unique and increasing, and start at 1.
+// ledgerIDCounterKey is the region's ledger id counter (meta.NextID): its
+// values are unique and increasing in the region, and start at 1. They are
+// the low bits of a ledger id (see LedgerID).
 func ledgerIDCounterKey(region string) string { return meta.RegionKey(region, "ledger-id-counter") }
+
+// Ledger ids are unique across regions, so that a message id (ledger id,
+// entry id), the only name a Pulsar client has for a message, never names
+// two entries in two regions: a client that moves to another region (a
+// failover) may still hold acks of the old region's ids, and an ack must
+// never land on an entry the client was never given.
+//
+// A ledger id is laid out as
+//
+//	bit 63..53   0
+//	bit 52..44   the region's number (1..MaxRegionNumber), assigned once
+//	             per region in the global store (global.Store.RegionNumber)
+//	bit 43..0    the region's ledger id counter (ledgerIDCounterKey)
+//
+// Why this split:
+//   - pulsar-client-go carries the ledger id as MessageIdData's uint64
+//     ledgerId and keeps it as an int64, which it compares to order ids
+//     (its ack tracker, seeks, GetLastMessageId). The id stays positive,
+//     so both readings agree and order is kept. The partition and batch
+//     index travel in fields of their own, so no bit of the ledger id is
+//     theirs.
+//   - Ids stay below 2^53, so they survive JSON readers that hold numbers
+//     as doubles (jq, JavaScript) in stats and admin output.
+//   - 2^44 ledgers per region (1.7e13) last centuries at a thousand
+//     rollovers a second; 511 regions is more than any deployment of
+//     Pulsar's runs. A region whose counter passes 2^44 gets
+//     ErrLedgerIDsExhausted rather than an id of another region.
+//   - Ledgers created before region numbers existed keep their ids, which
+//     are below 2^44 (region bits 0). Their region's counter goes on where
+//     it stood, and every new id (region bits at least 1) is above every
+//     old one, so ids still grow within a region and within each topic's
+//     ledger list. An old ledger's id can still equal another region's old
+//     id; the broker ignores an ack of a position it never delivered to
+//     the consumer, which covers acks for those.
+const (
+	ledgerCounterBits = 44
+	// MaxRegionNumber is the highest region number a ledger id carries:
+	// the highest the global store assigns, which fits the 9 bits above
+	// the counter.
+	MaxRegionNumber  = topology.MaxRegionNumber
+	maxLedgerCounter = 1<<ledgerCounterBits - 1
+)
+
+// LedgerID returns the ledger id of region number region's counter value
+// counter, laid out as described above.
+func LedgerID(region int, counter int64) (int64, error) {
+	if region < 1 || region > MaxRegionNumber {
+		return 0, fmt.Errorf("%w: region number %d outside [1, %d]", ErrInvalidConfig, region, MaxRegionNumber)
+	}
+	if counter < 1 || counter > maxLedgerCounter {
+		return 0, fmt.Errorf("%w: region %d's ledger id counter is at %d, past %d", ErrLedgerIDsExhausted, region, counter, int64(maxLedgerCounter))
+	}
+	return int64(region)<<ledgerCounterBits | counter, nil
+}
+
+// RegionNumberOf returns the region number a ledger id carries: 0 for a
+// ledger created before region numbers existed.
+func RegionNumberOf(id int64) int { return int(id >> ledgerCounterBits) }
 
 // versioned is metadata together with the ModRevision it was read or
 // written at: the revision the next CAS must name.

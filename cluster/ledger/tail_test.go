@@ -148,8 +148,8 @@ func TestTailingReaderLag(t *testing.T) {
 					return 20 * time.Microsecond
 				})
 				cfg := testConfig()
-				cfg.ExplicitLACInterval = ledger.DefaultConfig(region).ExplicitLACInterval
-				cfg.LACPollWait = ledger.DefaultConfig(region).LACPollWait
+				cfg.ExplicitLACInterval = ledger.DefaultConfig(region, 1).ExplicitLACInterval
+				cfg.LACPollWait = ledger.DefaultConfig(region, 1).LACPollWait
 				run := runTail(t, e, cfg, tc.n, tc.gap)
 				p50, p99, worst := run.percentile(50), run.percentile(99), run.percentile(100)
 				t.Logf("lag p50 %v, p99 %v, max %v; explicit LACs %v for %d entries", p50, p99, worst, run.explicitLACs, tc.n)
@@ -191,7 +191,7 @@ func TestTailingReaderOneCallPerEntry(t *testing.T) {
 			return 20 * time.Microsecond
 		})
 		cfg := testConfig()
-		cfg.ExplicitLACInterval = ledger.DefaultConfig(region).ExplicitLACInterval
+		cfg.ExplicitLACInterval = ledger.DefaultConfig(region, 1).ExplicitLACInterval
 		ctx := t.Context()
 		w, err := e.client("w", cfg).Create(ctx, 3, 3, 2, nil)
 		if err != nil {
@@ -293,7 +293,7 @@ func TestSharedTailOnePollPerEntry(t *testing.T) {
 			return 20 * time.Microsecond
 		})
 		cfg := testConfig()
-		cfg.ExplicitLACInterval = ledger.DefaultConfig(region).ExplicitLACInterval
+		cfg.ExplicitLACInterval = ledger.DefaultConfig(region, 1).ExplicitLACInterval
 		ctx := t.Context()
 		w, err := e.client("w", cfg).Create(ctx, 3, 3, 2, nil)
 		if err != nil {
@@ -441,7 +441,7 @@ func BenchmarkTailLatency(b *testing.B) {
 	for _, rate := range []int{1, 100, 1000, 10000} {
 		b.Run(fmt.Sprintf("rate=%d", rate), func(b *testing.B) {
 			e := newEnv(b, 32, "b1", "b2", "b3")
-			cfg := ledger.DefaultConfig(region)
+			cfg := ledger.DefaultConfig(region, 1)
 			b.ResetTimer()
 			run := runTail(b, e, cfg, b.N, time.Second/time.Duration(rate))
 			b.StopTimer()

@@ -66,19 +66,21 @@ func readAll(t *testing.T, r *ledger.Reader, want int) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	if err := ledger.DefaultConfig("r").Validate(); err != nil {
+	if err := ledger.DefaultConfig("r", 1).Validate(); err != nil {
 		t.Fatal(err)
 	}
 	for name, mut := range map[string]func(*ledger.Config){
-		"no region":      func(c *ledger.Config) { c.Region = "" },
-		"zero timeout":   func(c *ledger.Config) { c.AddTimeout = 0 },
-		"no in-flight":   func(c *ledger.Config) { c.MaxInFlightEntries = 0 },
-		"tiny byte cap":  func(c *ledger.Config) { c.MaxInFlightBytes = 10 },
-		"huge poll wait": func(c *ledger.Config) { c.LACPollWait = time.Hour },
-		"no speculation": func(c *ledger.Config) { c.SpeculativeReadTimeout = 0 },
-		"no slow memory": func(c *ledger.Config) { c.SlowBookieMemory = 0 },
+		"no region":              func(c *ledger.Config) { c.Region = "" },
+		"no region number":       func(c *ledger.Config) { c.RegionNumber = 0 },
+		"region number too high": func(c *ledger.Config) { c.RegionNumber = ledger.MaxRegionNumber + 1 },
+		"zero timeout":           func(c *ledger.Config) { c.AddTimeout = 0 },
+		"no in-flight":           func(c *ledger.Config) { c.MaxInFlightEntries = 0 },
+		"tiny byte cap":          func(c *ledger.Config) { c.MaxInFlightBytes = 10 },
+		"huge poll wait":         func(c *ledger.Config) { c.LACPollWait = time.Hour },
+		"no speculation":         func(c *ledger.Config) { c.SpeculativeReadTimeout = 0 },
+		"no slow memory":         func(c *ledger.Config) { c.SlowBookieMemory = 0 },
 	} {
-		cfg := ledger.DefaultConfig("r")
+		cfg := ledger.DefaultConfig("r", 1)
 		mut(&cfg)
 		if err := cfg.Validate(); !errors.Is(err, ledger.ErrInvalidConfig) {
 			t.Errorf("%s: err = %v", name, err)

@@ -30,7 +30,7 @@ type benchWorld struct {
 }
 
 func benchLedgerConfig() ledger.Config {
-	cfg := ledger.DefaultConfig(region)
+	cfg := ledger.DefaultConfig(region, 1)
 	cfg.MaxInFlightEntries = 2000
 	cfg.MaxInFlightBytes = 256 << 20
 	cfg.ExplicitLACInterval = 5 * time.Millisecond

@@ -84,7 +84,7 @@ func newEnvOn(t testing.TB, store meta.Store, nBookies int) *env {
 }
 
 func ledgerTestConfig() ledger.Config {
-	cfg := ledger.DefaultConfig(region)
+	cfg := ledger.DefaultConfig(region, 1)
 	cfg.AddTimeout = time.Second
 	cfg.ReadTimeout = time.Second
 	cfg.MetaTimeout = 5 * time.Second

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -162,6 +163,7 @@ type Broker struct {
 	webTLSLn    net.Listener
 	id          string
 	served      chan struct{} // closed when every listener has stopped serving
+	draining    atomic.Bool   // set when the stop's drain begins (Ready)
 }
 
 // startBroker starts region r's broker, on the region's ledger client and
@@ -190,7 +192,7 @@ func startBroker(ctx context.Context, r *regionParts, cfg BrokerConfig) (_ *Brok
 			return nil, fmt.Errorf("node: authentication: %w", err)
 		}
 	}
-	lc, err := r.ledgerClient()
+	lc, err := r.ledgerClient(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -312,6 +314,7 @@ func startBroker(ctx context.Context, r *regionParts, cfg BrokerConfig) (_ *Brok
 	// Runs before the server closes: the clients hear where their topics
 	// went while their connections are still up.
 	n.closers = append(n.closers, func() {
+		n.draining.Store(true)
 		cctx, cancel := context.WithTimeout(context.Background(), cfg.DrainTimeout)
 		defer cancel()
 		n.service.LoadManager().Drain(cctx)
@@ -322,7 +325,7 @@ func startBroker(ctx context.Context, r *regionParts, cfg BrokerConfig) (_ *Brok
 	if err != nil {
 		return nil, fmt.Errorf("node: admin API: %w", err)
 	}
-	web := &http.Server{Handler: webHandler(r.registry, adm), ReadHeaderTimeout: 10 * time.Second}
+	web := &http.Server{Handler: webHandler(r.registry, adm, n.statusPage), ReadHeaderTimeout: 10 * time.Second}
 	n.closers = append(n.closers, func() { web.Close() })
 
 	// One goroutine per listener, all owned by Close through served.
@@ -363,11 +366,14 @@ func startBroker(ctx context.Context, r *regionParts, cfg BrokerConfig) (_ *Brok
 // by at most this long.
 const scrapeTimeout = 5 * time.Second
 
-// webHandler serves the metrics and the admin REST API (with the HTTP
-// lookup surface of clients whose service URL is http://).
-func webHandler(reg *prometheus.Registry, adm http.Handler) http.Handler {
+// webHandler serves the metrics, the health endpoints (health.go) and the
+// admin REST API (with the HTTP lookup surface of clients whose service
+// URL is http://).
+func webHandler(reg *prometheus.Registry, adm http.Handler, status http.HandlerFunc) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", telemetry.MetricsHandler(reg))
+	mux.Handle("GET /status.html", status)
+	addLiveness(mux)
 	mux.Handle("/admin/", adm)
 	mux.Handle("/lookup/", adm)
 	return mux

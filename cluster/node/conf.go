@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,29 +17,82 @@ import (
 )
 
 // A Pulsar configuration file (broker.conf, standalone.conf) is a Java
-// properties file of key=value lines. ApplyPulsarConf reads one onto a
-// RegionConfig (its Name and its Broker, which must be set) through pulsarConfKeys, the one table that says which
-// Pulsar settings Meridian honours and which field each one sets; flags
-// map onto the same fields, so the file and the flags cannot disagree
-// about what a setting means.
+// properties file of key=value lines. Pulsar's images also take its keys
+// from the environment (apply-config-from-env): a variable named exactly
+// as a key (metadataStoreUrl=...), or PULSAR_PREFIX_<key>. ReadPulsarConf
+// and PulsarConfFromEnv read either into a PulsarConf, which Apply sets
+// onto a Config (its first region, whose Broker must be set) through
+// pulsarConfKeys, the one table that says which Pulsar settings Meridian
+// honours and which field each one sets; flags map onto the same fields,
+// so the file, the environment and the flags cannot disagree about what a
+// setting means.
 //
-// As in Pulsar, a key given an empty value keeps its default, and a key
-// given twice takes its last value. Unlike Pulsar, a value that does not
-// parse is an error naming the file, line and key, not a silent default.
+// As in Pulsar, a key given an empty value keeps its default, a key given
+// twice takes its last value, and the environment wins over the file.
+// Unlike Pulsar, a value that does not parse is an error naming where it
+// came from (the file and line, or the variable) and the key, not a silent
+// default.
 
-// ConfKey is one line of a configuration file that Meridian did not apply.
+// ConfKey is a setting that Meridian did not apply.
 type ConfKey struct {
-	Key  string
-	Line int // of the key's first occurrence
+	Key string
+	// Source is the file it came from, or "environment" (then Variable
+	// names the variable).
+	Source   string
+	Line     int // in the file, of the key's first occurrence
+	Variable string
 }
 
-// confSetter parses a non-empty value onto cfg.
+// confSetter parses a non-empty value onto cfg, the first region of a
+// Config.
 type confSetter func(cfg *RegionConfig, v string) error
 
-// confMapping is one supported Pulsar setting.
+// confMapping is one supported Pulsar setting of the region.
 type confMapping struct {
 	key string
 	set confSetter
+}
+
+// processMapping is one supported Pulsar setting of the whole process: its
+// metadata stores.
+type processMapping struct {
+	key string
+	set func(cfg *Config, v string) error
+}
+
+// pulsarProcessKeys are applied before pulsarConfKeys: with them, the two
+// make the one table. Pulsar writes a store's URL as etcd:URL[,URL...];
+// Meridian keeps its metadata in etcd only.
+var pulsarProcessKeys = []processMapping{
+	{"metadataStoreUrl", func(c *Config, v string) error {
+		// The region's metadata store, instead of an embedded one.
+		eps, err := etcdURLs(v)
+		c.Etcd, c.EmbedEtcd = eps, false
+		return err
+	}},
+	{"configurationMetadataStoreUrl", func(c *Config, v string) error {
+		eps, err := etcdURLs(v)
+		c.GlobalEtcd = eps
+		return err
+	}},
+}
+
+// etcdURLs parses Pulsar's etcd:http://h1:2379,http://h2:2379 (the etcd:
+// prefix may be left out) into client URLs.
+func etcdURLs(v string) ([]string, error) {
+	rest, _ := strings.CutPrefix(v, "etcd:")
+	var eps []string
+	for _, u := range list(rest) {
+		p, err := url.Parse(u)
+		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+			return nil, fmt.Errorf("%q is not an etcd client URL (Meridian keeps its metadata in etcd): want etcd:http://host:2379[,http://host2:2379...]", u)
+		}
+		eps = append(eps, u)
+	}
+	if len(eps) == 0 {
+		return nil, fmt.Errorf("want etcd:http://host:2379[,http://host2:2379...]")
+	}
+	return eps, nil
 }
 
 // pulsarConfKeys maps Pulsar's setting names onto RegionConfig, applied in
@@ -105,6 +159,7 @@ var pulsarConfKeys = []confMapping{
 
 	{"maxMessageSize", integer(1, 100<<20, func(c *RegionConfig) *int { return &c.Broker.Broker.MaxMessageSize })},
 	{"keepAliveIntervalSeconds", seconds(1, 3600, func(c *RegionConfig) *time.Duration { return &c.Broker.Broker.KeepAliveInterval })},
+	{"authenticationRefreshCheckSeconds", seconds(0, 86400, func(c *RegionConfig) *time.Duration { return &c.Broker.Broker.AuthRefreshInterval })},
 	{"maxConcurrentLookupRequest", integer(1, 1<<31-1, func(c *RegionConfig) *int { return &c.Broker.Service.MaxConcurrentLookups })},
 	{"maxConcurrentTopicLoadRequest", integer(1, 1<<31-1, func(c *RegionConfig) *int { return &c.Broker.Service.MaxConcurrentTopicLoads })},
 	{"brokerMaxConnections", integer(0, 1<<31-1, func(c *RegionConfig) *int { return &c.Broker.Broker.MaxConnections })},
@@ -207,27 +262,45 @@ var pulsarConfKeys = []confMapping{
 	{"managedLedgerMaxLedgerRolloverTimeMinutes", minutes(1, 1<<20, func(c *RegionConfig) *time.Duration { return &c.Broker.Ledgers.MaxLedgerRolloverTime })},
 }
 
-// PulsarConfKeys are the Pulsar settings ApplyPulsarConf applies, in the
-// order it applies them.
+// PulsarConfKeys are the Pulsar settings Apply applies, in the order it
+// applies them.
 func PulsarConfKeys() []string {
-	keys := make([]string, len(pulsarConfKeys))
-	for i, k := range pulsarConfKeys {
-		keys[i] = k.key
+	var keys []string
+	for _, k := range pulsarProcessKeys {
+		keys = append(keys, k.key)
+	}
+	for _, k := range pulsarConfKeys {
+		keys = append(keys, k.key)
 	}
 	return keys
 }
 
-// ApplyPulsarConf reads a Pulsar configuration file from r (name is for
-// errors) and applies the settings Meridian supports to cfg. It returns
-// the keys it did not apply, each once, in the order of the file: the
-// caller says so (they may matter to the user). A malformed line or value
-// is an error that names the file, line and key; cfg is then unchanged.
-func ApplyPulsarConf(r io.Reader, name string, cfg *RegionConfig) (ignored []ConfKey, err error) {
-	type entry struct {
-		value string
-		line  int
-	}
-	values := map[string]entry{}
+func supportedKey(key string) bool {
+	return slices.ContainsFunc(pulsarConfKeys, func(k confMapping) bool { return k.key == key }) ||
+		slices.ContainsFunc(pulsarProcessKeys, func(k processMapping) bool { return k.key == key })
+}
+
+// PulsarConf is a set of Pulsar settings read from a file or from the
+// environment, not yet applied.
+type PulsarConf struct {
+	values  map[string]confValue
+	ignored []ConfKey
+}
+
+// confValue is a setting's value and where it came from, for errors.
+type confValue struct {
+	value string
+	where string // "FILE line N", or "environment variable NAME"
+}
+
+// PulsarPrefixEnv is the prefix of the environment variables that carry a
+// Pulsar setting by its key, as Pulsar's images read them.
+const PulsarPrefixEnv = "PULSAR_PREFIX_"
+
+// ReadPulsarConf reads a Pulsar configuration file from r (name is for
+// errors). A malformed line is an error that names the file and line.
+func ReadPulsarConf(r io.Reader, name string) (*PulsarConf, error) {
+	c := &PulsarConf{values: map[string]confValue{}}
 	seen := map[string]bool{}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
@@ -255,38 +328,142 @@ func ApplyPulsarConf(r io.Reader, name string, cfg *RegionConfig) (ignored []Con
 		if key == "" {
 			return nil, fmt.Errorf("%w: %s line %d: empty key", ErrConf, name, start)
 		}
-		values[key] = entry{value, start}
+		c.values[key] = confValue{value, fmt.Sprintf("%s line %d", name, start)}
 		if !seen[key] {
 			seen[key] = true
-			if !slices.ContainsFunc(pulsarConfKeys, func(k confMapping) bool { return k.key == key }) {
-				ignored = append(ignored, ConfKey{Key: key, Line: start})
+			if !supportedKey(key) {
+				c.ignored = append(c.ignored, ConfKey{Key: key, Source: name, Line: start})
 			}
 		}
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("%w: reading %s: %v", ErrConf, name, err)
 	}
-	if cfg.Broker == nil {
-		return nil, fmt.Errorf("%w: %s: no broker to configure", ErrConf, name)
-	}
-	next, b := *cfg, *cfg.Broker
-	next.Broker = &b
-	// Slices in next still share arrays with cfg; setters replace them
-	// whole, never write into them.
-	for _, k := range pulsarConfKeys {
-		e, ok := values[k.key]
-		if !ok || e.value == "" {
+	return c, nil
+}
+
+// PulsarConfFromEnv takes Pulsar's settings from environ (os.Environ's
+// form), as Pulsar's apply-config-from-env does: a variable named exactly
+// as a supported key (clusterName=east), and PULSAR_PREFIX_<key> for any
+// key, which wins over the bare name. A PULSAR_PREFIX_ key that Meridian
+// does not support is ignored and reported; other variables are not
+// settings, and are left alone.
+func PulsarConfFromEnv(environ []string) *PulsarConf {
+	c := &PulsarConf{values: map[string]confValue{}}
+	prefixed := map[string]confValue{}
+	for _, kv := range environ {
+		name, value, ok := strings.Cut(kv, "=")
+		if !ok {
 			continue
 		}
-		if err := k.set(&next, e.value); err != nil {
-			return nil, fmt.Errorf("%w: %s line %d: %s=%s: %v", ErrConf, name, e.line, k.key, e.value, err)
+		where := "environment variable " + name
+		if key, ok := strings.CutPrefix(name, PulsarPrefixEnv); ok && key != "" {
+			if !supportedKey(key) {
+				if !IsServiceLink(name) {
+					c.ignored = append(c.ignored, ConfKey{Key: key, Source: "environment", Variable: name})
+				}
+				continue
+			}
+			prefixed[key] = confValue{strings.TrimSpace(value), where}
+			continue
+		}
+		if supportedKey(name) {
+			c.values[name] = confValue{strings.TrimSpace(value), where}
 		}
 	}
-	// The caller's broker is written in place: flags point into it.
-	*cfg.Broker = b
-	next.Broker = cfg.Broker
+	for k, v := range prefixed {
+		c.values[k] = v
+	}
+	slices.SortFunc(c.ignored, func(a, b ConfKey) int { return strings.Compare(a.Variable, b.Variable) })
+	return c
+}
+
+// IsServiceLink reports whether name has the shape of the variables that
+// Kubernetes injects for every Service of a namespace (<SVC>_SERVICE_HOST,
+// <SVC>_SERVICE_PORT[_<NAME>], <SVC>_PORT[_<N>_<PROTO>[_PROTO|_PORT|_ADDR]]),
+// which are no settings whatever their prefix.
+func IsServiceLink(name string) bool {
+	if strings.HasSuffix(name, "_SERVICE_HOST") || strings.HasSuffix(name, "_PORT") ||
+		strings.Contains(name, "_SERVICE_PORT") {
+		return true
+	}
+	_, rest, ok := strings.Cut(name, "_PORT_")
+	if !ok {
+		return false
+	}
+	// <N>_<PROTO>[_PROTO|_PORT|_ADDR]
+	f := strings.Split(rest, "_")
+	if len(f) < 2 || len(f) > 3 {
+		return false
+	}
+	if _, err := strconv.Atoi(f[0]); err != nil {
+		return false
+	}
+	return slices.Contains([]string{"TCP", "UDP", "SCTP"}, f[1]) &&
+		(len(f) == 2 || slices.Contains([]string{"PROTO", "PORT", "ADDR"}, f[2]))
+}
+
+// Override sets every value of o over c's (the environment over a file).
+func (c *PulsarConf) Override(o *PulsarConf) {
+	for k, v := range o.values {
+		c.values[k] = v
+	}
+	c.ignored = append(c.ignored, o.ignored...)
+}
+
+// Ignored are the settings given that Meridian does not support, each
+// once, in the order they were read: the caller says so (they may matter
+// to the user).
+func (c *PulsarConf) Ignored() []ConfKey { return slices.Clone(c.ignored) }
+
+// Apply sets the supported settings onto cfg, whose first region's Broker
+// must be set. A value that does not parse is an error that names where
+// it came from and the key; cfg is then unchanged.
+func (c *PulsarConf) Apply(cfg *Config) error {
+	if len(cfg.Regions) == 0 || cfg.Regions[0].Broker == nil {
+		return fmt.Errorf("%w: no broker to configure", ErrConf)
+	}
+	next, b := *cfg, *cfg.Regions[0].Broker
+	region := cfg.Regions[0]
+	region.Broker = &b
+	// Slices in next and region still share arrays with cfg; setters
+	// replace them whole, never write into them.
+	for _, k := range pulsarProcessKeys {
+		if e, ok := c.values[k.key]; ok && e.value != "" {
+			if err := k.set(&next, e.value); err != nil {
+				return fmt.Errorf("%w: %s: %s=%s: %v", ErrConf, e.where, k.key, e.value, err)
+			}
+		}
+	}
+	for _, k := range pulsarConfKeys {
+		if e, ok := c.values[k.key]; ok && e.value != "" {
+			if err := k.set(&region, e.value); err != nil {
+				return fmt.Errorf("%w: %s: %s=%s: %v", ErrConf, e.where, k.key, e.value, err)
+			}
+		}
+	}
+	// The caller's broker and region are written in place: flags point
+	// into them.
+	*cfg.Regions[0].Broker = b
+	region.Broker = cfg.Regions[0].Broker
+	cfg.Regions[0] = region
+	next.Regions = cfg.Regions
 	*cfg = next
-	return ignored, nil
+	return nil
+}
+
+// ApplyPulsarConf reads a Pulsar configuration file from r (name is for
+// errors) and applies the settings Meridian supports to cfg (ReadPulsarConf,
+// then Apply). It returns the keys it did not apply.
+func ApplyPulsarConf(r io.Reader, name string, cfg *Config) (ignored []ConfKey, err error) {
+	c, err := ReadPulsarConf(r, name)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Apply(cfg); err != nil {
+		return nil, err
+	}
+	return c.Ignored(), nil
 }
 
 func str(field func(*RegionConfig) *string) confSetter {

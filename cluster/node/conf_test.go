@@ -21,9 +21,9 @@ import (
 func applyConf(t *testing.T, text string) (string, node.BrokerConfig, []node.ConfKey, error) {
 	t.Helper()
 	b := node.DefaultBrokerConfig("localhost")
-	r := node.RegionConfig{Name: "r", Broker: &b}
-	ignored, err := node.ApplyPulsarConf(strings.NewReader(text), "test.conf", &r)
-	return r.Name, *r.Broker, ignored, err
+	cfg := node.Config{Regions: []node.RegionConfig{{Name: "r", Broker: &b}}}
+	ignored, err := node.ApplyPulsarConf(strings.NewReader(text), "test.conf", &cfg)
+	return cfg.Regions[0].Name, *cfg.Regions[0].Broker, ignored, err
 }
 
 func TestApplyPulsarConf(t *testing.T) {
@@ -70,6 +70,7 @@ brokerClientAuthenticationParameters={"tlsCertFile":"/a", \
 replicationStartAt=Earliest
 dispatcherReadFailureBackoffInitialTimeInMs=15000
 dispatcherReadFailureBackoffMaxTimeInMs=60000
+authenticationRefreshCheckSeconds=5
 `)
 	if err != nil {
 		t.Fatal(err)
@@ -93,6 +94,7 @@ dispatcherReadFailureBackoffMaxTimeInMs=60000
 		{"Authorization", cfg.Authorization, node.AuthorizationConfig{Enabled: true, SuperUserRoles: []string{"admin", "super"}}},
 		{"MaxMessageSize", cfg.Broker.MaxMessageSize, 1048576},
 		{"KeepAliveInterval", cfg.Broker.KeepAliveInterval, 7 * time.Second},
+		{"AuthRefreshInterval", cfg.Broker.AuthRefreshInterval, 5 * time.Second},
 		{"MaxUnackedPerConsumer", cfg.Service.Dispatch.MaxUnackedPerConsumer, 1<<31 - 1},
 		{"Dedup", cfg.Service.Policies.DeduplicationEnabled, true},
 		{"AutoTopicCreationType", cfg.Service.Policies.AutoTopicCreationType, global.Partitioned},
@@ -111,7 +113,8 @@ dispatcherReadFailureBackoffMaxTimeInMs=60000
 			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
 		}
 	}
-	want := []node.ConfKey{{"zookeeperServers", 36}, {"loadBalancerEnabled", 37}, {"brokerClientAuthenticationParameters", 39}}
+	want := []node.ConfKey{{Key: "zookeeperServers", Source: "test.conf", Line: 36}, {Key: "loadBalancerEnabled", Source: "test.conf", Line: 37},
+		{Key: "brokerClientAuthenticationParameters", Source: "test.conf", Line: 39}}
 	if !slices.Equal(ignored, want) {
 		t.Errorf("ignored %v, want %v (each key once, at its first line)", ignored, want)
 	}
@@ -177,12 +180,12 @@ func TestApplyPulsarClientGoStandaloneConf(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	r := node.Standalone(t.TempDir()).Regions[0]
-	ignored, err := node.ApplyPulsarConf(f, "standalone.conf", &r)
+	sa := node.Standalone(t.TempDir())
+	ignored, err := node.ApplyPulsarConf(f, "standalone.conf", &sa)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := r.Broker
+	cfg := sa.Regions[0].Broker
 	if cfg.BrokerTLSAddr != "0.0.0.0:6651" || cfg.WebTLSAddr != "0.0.0.0:8443" || cfg.BrokerAddr != "0.0.0.0:6650" ||
 		cfg.TLS.CertFile != "/pulsar/certs/broker-cert.pem" || !cfg.Auth.Enabled || len(cfg.Auth.Providers) != 3 ||
 		!cfg.Authorization.Enabled || cfg.Auth.AnonymousRole != "anonymous" || cfg.Broker.MaxMessageSize != 1048576 {
@@ -190,5 +193,81 @@ func TestApplyPulsarClientGoStandaloneConf(t *testing.T) {
 	}
 	if len(ignored) < 50 || !slices.ContainsFunc(ignored, func(k node.ConfKey) bool { return k.Key == "zookeeperServers" }) {
 		t.Errorf("ignored keys: %v", ignored)
+	}
+}
+
+// TestPulsarConfFromEnv: Pulsar's images' environment carries over. A
+// variable named as a key sets it, PULSAR_PREFIX_<key> too and wins over
+// it, the environment wins over the file, the metadata store URLs (with
+// Pulsar's etcd: prefix) set the process's stores, an unsupported
+// PULSAR_PREFIX_ key is reported by name (a Kubernetes service link is
+// not), and a bad value names its variable.
+func TestPulsarConfFromEnv(t *testing.T) {
+	b := node.DefaultBrokerConfig("localhost")
+	cfg := node.Standalone(t.TempDir())
+	cfg.Regions[0].Broker = &b
+	file, err := node.ReadPulsarConf(strings.NewReader("clusterName=from-file\nbrokerServicePort=7000\nmaxMessageSize=1000\n"), "broker.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file.Override(node.PulsarConfFromEnv([]string{
+		"clusterName=from-env",
+		"PULSAR_PREFIX_brokerServicePort=7100",
+		"brokerServicePort=7200", // the prefixed variable wins
+		"metadataStoreUrl=etcd:http://e1:2379,http://e2:2379",
+		"PULSAR_PREFIX_configurationMetadataStoreUrl=etcd:http://g1:2379",
+		"PULSAR_PREFIX_zookeeperSessionTimeoutMs=30000",
+		"PULSAR_PREFIX_SERVICE_HOST=10.0.0.1", // a Service named pulsar-prefix
+		"HOME=/root", "PATH=/bin",
+	}))
+	if err := file.Apply(&cfg); err != nil {
+		t.Fatal(err)
+	}
+	r := cfg.Regions[0]
+	if r.Name != "from-env" || b.BrokerAddr != "localhost:7100" || b.Broker.MaxMessageSize != 1000 {
+		t.Errorf("region %q, broker %q, max message size %d; want from-env, localhost:7100 (prefixed), 1000 (file)",
+			r.Name, b.BrokerAddr, b.Broker.MaxMessageSize)
+	}
+	if cfg.EmbedEtcd || !slices.Equal(cfg.Etcd, []string{"http://e1:2379", "http://e2:2379"}) || !slices.Equal(cfg.GlobalEtcd, []string{"http://g1:2379"}) {
+		t.Errorf("embedded %v, etcd %v, global %v; want the environment's stores", cfg.EmbedEtcd, cfg.Etcd, cfg.GlobalEtcd)
+	}
+	want := []node.ConfKey{{Key: "zookeeperSessionTimeoutMs", Source: "environment", Variable: "PULSAR_PREFIX_zookeeperSessionTimeoutMs"}}
+	if got := file.Ignored(); !slices.Equal(got, want) {
+		t.Errorf("ignored %v, want %v", got, want)
+	}
+
+	for _, c := range []struct{ env, want string }{
+		{"PULSAR_PREFIX_maxMessageSize=big", "environment variable PULSAR_PREFIX_maxMessageSize: maxMessageSize=big: want an integer"},
+		{"metadataStoreUrl=zk:localhost:2181", `metadataStoreUrl=zk:localhost:2181: "zk:localhost:2181" is not an etcd client URL`},
+		{"configurationMetadataStoreUrl=etcd:", "configurationMetadataStoreUrl=etcd:: want etcd:http://host:2379"},
+	} {
+		b := node.DefaultBrokerConfig("localhost")
+		cfg := node.Config{Regions: []node.RegionConfig{{Name: "r", Broker: &b}}}
+		err := node.PulsarConfFromEnv([]string{c.env}).Apply(&cfg)
+		if !errors.Is(err, node.ErrConf) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want ErrConf containing %q", c.env, err, c.want)
+		}
+	}
+}
+
+// TestIsServiceLink: the variables Kubernetes injects for a Service are
+// recognised whatever the Service's name, and settings are not.
+func TestIsServiceLink(t *testing.T) {
+	for name, want := range map[string]bool{
+		"MERIDIAN_SERVICE_HOST":              true,
+		"MERIDIAN_SERVICE_PORT":              true,
+		"MERIDIAN_SERVICE_PORT_PULSAR":       true,
+		"MERIDIAN_PORT":                      true,
+		"MERIDIAN_PORT_6650_TCP":             true,
+		"MERIDIAN_PORT_6650_TCP_ADDR":        true,
+		"MERIDIAN_PORT_6650_TCP_PROTO":       true,
+		"MERIDIAN_FLAG_BOOKIE_WAIT":          false,
+		"PULSAR_PREFIX_brokerServicePort":    false,
+		"MERIDIAN_FLAG_BROKER_PORT_6650_TCP": true, // a Service named meridian-flag-broker
+		"MERIDIAN_FLAG_PORT_OF_CALL":         false,
+	} {
+		if got := node.IsServiceLink(name); got != want {
+			t.Errorf("IsServiceLink(%s) = %v, want %v", name, got, want)
+		}
 	}
 }

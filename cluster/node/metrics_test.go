@@ -58,7 +58,7 @@ var golden = func() []goldenSeries {
 		g = append(g, goldenSeries{n, counter, topicLabels})
 	}
 	// At topic level Pulsar counts what goes out per subscription.
-	for _, n := range []string{"pulsar_out_messages_total", "pulsar_out_bytes_total"} {
+	for _, n := range []string{"pulsar_out_messages_total", "pulsar_out_bytes_total", "pulsar_subscription_ignored_acks_total"} {
 		g = append(g, goldenSeries{n, counter, subLabels})
 	}
 	for _, n := range []string{"pulsar_subscription_back_log", "pulsar_subscription_msg_rate_out", "pulsar_subscription_unacked_messages",
@@ -407,17 +407,17 @@ func TestMetricsPulsarConf(t *testing.T) {
 			telemetry.MetricsConfig{NamespaceLevel: true, StatsPeriod: 15 * time.Second}},
 	} {
 		b := node.DefaultBrokerConfig("localhost")
-		r := node.RegionConfig{Name: "r", Broker: &b}
-		if _, err := node.ApplyPulsarConf(strings.NewReader(tc.text), "broker.conf", &r); err != nil {
+		cfg := node.Config{Regions: []node.RegionConfig{{Name: "r", Broker: &b}}}
+		if _, err := node.ApplyPulsarConf(strings.NewReader(tc.text), "broker.conf", &cfg); err != nil {
 			t.Fatalf("%q: %v", tc.text, err)
 		}
-		if r.Metrics != tc.want {
-			t.Errorf("%q: metrics %+v, want %+v", tc.text, r.Metrics, tc.want)
+		if got := cfg.Regions[0].Metrics; got != tc.want {
+			t.Errorf("%q: metrics %+v, want %+v", tc.text, got, tc.want)
 		}
 	}
 	b := node.DefaultBrokerConfig("localhost")
-	r := node.RegionConfig{Name: "r", Broker: &b}
-	if _, err := node.ApplyPulsarConf(strings.NewReader("statsUpdateFrequencyInSecs=0\n"), "broker.conf", &r); err == nil {
+	cfg := node.Config{Regions: []node.RegionConfig{{Name: "r", Broker: &b}}}
+	if _, err := node.ApplyPulsarConf(strings.NewReader("statsUpdateFrequencyInSecs=0\n"), "broker.conf", &cfg); err == nil {
 		t.Error("statsUpdateFrequencyInSecs=0 accepted")
 	}
 }

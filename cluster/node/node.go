@@ -31,7 +31,8 @@
 // used again.
 //
 // node.go holds Config, the regions and their parts, and Standalone and Dev;
-// broker.go a region's broker with its web listener; conf.go
+// broker.go a region's broker with its web listener; health.go the health
+// and readiness endpoints of every role; conf.go
 // ApplyPulsarConf's table; tracing.go the process's Tracing; schemas.go the
 // replicator's read-only view of a region's schema registry.
 package node
@@ -131,12 +132,14 @@ type RegionConfig struct {
 	// region's; an empty WorkerID is the broker's id, or the region's name
 	// and the process id without a broker.
 	AutoRecovery *autorecovery.Config
-	// MetricsAddr, when set, serves the region's /metrics on a listener of
-	// its own: for processes without a broker (a bookie, a replicator).
+	// MetricsAddr, when set, serves the region's /metrics, with its
+	// health and readiness endpoints (health.go), on a listener of its
+	// own: for processes without a broker (a bookie, a replicator).
 	MetricsAddr string
 	// Ledger tunes the region's ledger client, which its broker and its
-	// replicator share; the zero value is ledger.DefaultConfig. Its Region
-	// and Registerer are set by the node.
+	// replicator share; the zero value is ledger.DefaultConfig. Its Region,
+	// RegionNumber (from the global store) and Registerer are set by the
+	// node.
 	Ledger ledger.Config
 	// Metrics is whether the region's parts record their metrics, and how
 	// the broker exposes its topics' Pulsar series; the zero value is
@@ -299,9 +302,13 @@ func (p *regionParts) instrumentStores() error {
 }
 
 // ledgerClient is the region's ledger client.
-func (p *regionParts) ledgerClient() (*ledger.Client, error) {
+func (p *regionParts) ledgerClient(ctx context.Context) (*ledger.Client, error) {
 	if p.ledgers != nil {
 		return p.ledgers, nil
+	}
+	number, err := p.regionNumber(ctx)
+	if err != nil {
+		return nil, err
 	}
 	bookies := p.bookieTransport
 	if bookies == nil {
@@ -313,7 +320,7 @@ func (p *regionParts) ledgerClient() (*ledger.Client, error) {
 		bookies = bk
 	}
 	cfg := p.ledgerCfg
-	cfg.Region, cfg.Registerer = p.name, p.registry
+	cfg.Region, cfg.RegionNumber, cfg.Registerer = p.name, number, p.registry
 	lc, err := ledger.New(cfg, p.store, bookies, p.log, rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())))
 	if err != nil {
 		return nil, err
@@ -321,6 +328,44 @@ func (p *regionParts) ledgerClient() (*ledger.Client, error) {
 	p.closers = append(p.closers, func() { lc.Close() })
 	p.ledgers = lc
 	return lc, nil
+}
+
+// regionNumber is the region's number, which its ledger ids carry
+// (ledger.LedgerID). The global store assigns it once; the region keeps a
+// copy in its own store, which it reads first, so that a restart needs no
+// global store and the number cannot change under the region's ledgers.
+func (p *regionParts) regionNumber(ctx context.Context) (int, error) {
+	key := meta.RegionKey(p.name, "region-number")
+	var local struct {
+		Number int `json:"number"`
+	}
+	kv, err := p.store.Get(ctx, key)
+	if err == nil {
+		if _, err := meta.DecodeJSON(kv.Value, 1, &local); err != nil {
+			return 0, fmt.Errorf("node: region %s's number at %s: %w", p.name, key, err)
+		}
+		return local.Number, nil
+	}
+	if !errors.Is(err, meta.ErrNotFound) {
+		return 0, fmt.Errorf("node: region %s's number: %w", p.name, err)
+	}
+	gstore, err := global.NewStore(p.global, global.DefaultConfig())
+	if err != nil {
+		return 0, err
+	}
+	number, err := gstore.RegionNumber(ctx, p.name)
+	if err != nil {
+		return 0, fmt.Errorf("node: region %s's number: %w", p.name, err)
+	}
+	local.Number = number
+	val, err := meta.EncodeJSON(1, local)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := p.store.Create(ctx, key, val, meta.NoLease); err != nil && !errors.Is(err, meta.ErrExists) {
+		return 0, fmt.Errorf("node: keep region %s's number: %w", p.name, err)
+	}
+	return number, nil
 }
 
 // policyCache is the region's watched view of the global configuration,
@@ -403,7 +448,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 			return nil, err
 		}
 		if parts.ledgerCfg == (ledger.Config{}) {
-			parts.ledgerCfg = ledger.DefaultConfig(rc.Name)
+			parts.ledgerCfg = ledger.DefaultConfig(rc.Name, 0) // ledgerClient sets the number
 		}
 		r, err := n.startRegion(ctx, parts, rc)
 		if r != nil {
@@ -468,7 +513,7 @@ func (n *Node) startRegion(ctx context.Context, p regionParts, rc RegionConfig) 
 		}
 	}
 	if rc.AutoRecovery != nil {
-		if err := r.startAutoRecovery(*rc.AutoRecovery); err != nil {
+		if err := r.startAutoRecovery(ctx, *rc.AutoRecovery); err != nil {
 			close(r.served)
 			return r, fmt.Errorf("node: start auto-recovery of region %s: %w", p.name, err)
 		}
@@ -483,7 +528,7 @@ func (n *Node) startRegion(ctx context.Context, p regionParts, rc RegionConfig) 
 		return r, fmt.Errorf("node: metrics listener of region %s: %w", p.name, err)
 	}
 	r.metricsLn = ln
-	r.metrics = &http.Server{Handler: telemetry.MetricsHandler(p.registry), ReadHeaderTimeout: 10 * time.Second}
+	r.metrics = &http.Server{Handler: r.metricsHandler(), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		defer close(r.served)
 		if err := r.metrics.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -497,7 +542,7 @@ func (n *Node) startRegion(ctx context.Context, p regionParts, rc RegionConfig) 
 // startReplicator starts the region's replication worker on its ledger
 // client and policy cache.
 func (r *Region) startReplicator(ctx context.Context, cfg replicator.Config) error {
-	lc, err := r.parts.ledgerClient()
+	lc, err := r.parts.ledgerClient(ctx)
 	if err != nil {
 		return err
 	}
@@ -521,8 +566,8 @@ func (r *Region) startReplicator(ctx context.Context, cfg replicator.Config) err
 
 // startAutoRecovery starts the region's auditor candidate and replication
 // workers on its ledger client.
-func (r *Region) startAutoRecovery(cfg autorecovery.Config) error {
-	lc, err := r.parts.ledgerClient()
+func (r *Region) startAutoRecovery(ctx context.Context, cfg autorecovery.Config) error {
+	lc, err := r.parts.ledgerClient(ctx)
 	if err != nil {
 		return err
 	}

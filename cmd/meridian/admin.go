@@ -70,7 +70,10 @@ as indented JSON, as pulsar-admin prints them) or, with --output json, as
 JSON. Authenticate with --token / --token-file, with --auth-plugin and
 --auth-params as pulsar-admin does, or with a TLS client certificate.`,
 		Args: cobra.NoArgs,
-		PersistentPreRunE: func(*cobra.Command, []string) error {
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if err := applyEnv(cmd); err != nil {
+				return err
+			}
 			if a.output != "table" && a.output != "text" && a.output != "json" {
 				return fmt.Errorf("--output %q: want table or json", a.output)
 			}

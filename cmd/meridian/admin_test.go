@@ -421,6 +421,31 @@ func TestAdminRequests(t *testing.T) {
 				"http://localhost:8080  -                pulsar://localhost:6650  -                       -\n",
 		},
 		{
+			name: "namespaces set-active-region with fallback",
+			args: []string{"namespaces", "set-active-region", "acme/orders", "us-east", "--fallback", "eu-west,ap-south"},
+			want: []want{{"POST", "/admin/v2/namespaces/acme/orders/activeRegion", "",
+				`{"activeRegion":"us-east","fallbackRegions":["eu-west","ap-south"]}`}},
+		},
+		{
+			name:   "namespaces get-active-region",
+			args:   []string{"namespaces", "get-active-region", "acme/orders"},
+			canned: map[string]cannedResponse{"GET /admin/v2/namespaces/acme/orders/activeRegion": {200, `{"activeRegion":"us-east","fallbackRegions":["eu-west"]}`}},
+			want:   []want{{"GET", "/admin/v2/namespaces/acme/orders/activeRegion", "", ""}},
+			out:    "us-east (fallback: eu-west)\n",
+		},
+		{
+			name:   "namespaces get-active-region unset",
+			args:   []string{"namespaces", "get-active-region", "acme/orders"},
+			canned: map[string]cannedResponse{"GET /admin/v2/namespaces/acme/orders/activeRegion": {204, ``}},
+			want:   []want{{"GET", "/admin/v2/namespaces/acme/orders/activeRegion", "", ""}},
+			out:    "none: every region serves its own clients\n",
+		},
+		{
+			name: "namespaces remove-active-region",
+			args: []string{"namespaces", "remove-active-region", "acme/orders"},
+			want: []want{{"DELETE", "/admin/v2/namespaces/acme/orders/activeRegion", "", ""}},
+		},
+		{
 			name: "clusters delete",
 			args: []string{"clusters", "delete", "eu-west"},
 			want: []want{{"DELETE", "/admin/v2/clusters/eu-west", "", ""}},
@@ -719,6 +744,27 @@ func TestAdminAgainstRegion(t *testing.T) {
 	run("topics", "delete", topic, "-f")
 	if out := run("topics", "list", "private/auth"); strings.Contains(out, topic) {
 		t.Errorf("after delete, topics list:\n%s", out)
+	}
+
+	run("namespaces", "set-active-region", "private/auth", "standalone")
+	if out := run("namespaces", "get-active-region", "private/auth"); out != "standalone\n" {
+		t.Errorf("get-active-region: %q", out)
+	}
+	for _, bad := range [][]string{
+		{"namespaces", "set-active-region", "private/auth", "no-such-region"},
+		{"namespaces", "set-active-region", "private/auth", "standalone", "--fallback", "standalone"},
+		{"namespaces", "set-active-region", "private/auth", "standalone", "--fallback", "no-such-region"},
+	} {
+		if _, err := runAdmin(t, webURL, bad...); err == nil || !strings.Contains(err.Error(), "HTTP 412") {
+			t.Errorf("%v: %v, want a refusal with HTTP 412", bad, err)
+		}
+	}
+	if out := run("-o", "json", "namespaces", "get-active-region", "private/auth"); !jsonEqual(t, out, `{"activeRegion":"standalone"}`) {
+		t.Errorf("get-active-region after refused changes: %s", out)
+	}
+	run("namespaces", "remove-active-region", "private/auth")
+	if out := run("namespaces", "get-active-region", "private/auth"); !strings.HasPrefix(out, "none") {
+		t.Errorf("get-active-region after remove: %q", out)
 	}
 
 	// A refused write says why and changes nothing.

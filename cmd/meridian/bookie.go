@@ -107,10 +107,14 @@ has no authentication and is off by default).`,
 	f.StringVar(&storage, "storage", storageDisk, "disk (every journal write fsynced) or memory (no fsync: not durable, for benchmarks only)")
 	f.StringVar(&failpoints, "failpoints", "", "fault injection for tests (default: $"+bookie.FailpointsEnv+")")
 	f.StringVar(&cfg.FailpointEndpoint, "failpoint-endpoint", "", "address of an HTTP endpoint, /failpoints, that switches failpoints at run time; for tests only (default: off)")
-	f.StringVar(&metricsAddr, "metrics-listen", "", "address to serve Prometheus /metrics on (default: off)")
+	f.StringVar(&metricsAddr, "metrics-listen", defaultBookieHTTP, "address to serve /metrics, /health, /ready and BookKeeper's /api/v1/bookie/is_ready and /state on (BookKeeper's HTTP port, 8000); empty: none")
 	logs = addLogFlags(f)
 	return cmd
 }
+
+// defaultBookieHTTP is BookKeeper's httpServerPort and
+// prometheusStatsHttpPort, where its tooling and charts look.
+const defaultBookieHTTP = "0.0.0.0:8000"
 
 // The bookie's --storage values.
 const (

@@ -16,11 +16,8 @@ import (
 func newBrokerCommand() *cobra.Command {
 	b := node.DefaultBrokerConfig("")
 	b.BrokerAddr, b.WebAddr = "0.0.0.0:6650", "0.0.0.0:8080"
-	region := node.RegionConfig{Broker: &b}
-	var (
-		etcd, globalEtcd []string
-		configFile       string
-	)
+	cfg := node.Config{Regions: []node.RegionConfig{{Broker: &b}}}
+	var configFile string
 	var logs *logFlags
 	var autoRecovery *autoRecoveryFlags
 	cmd := &cobra.Command{
@@ -48,16 +45,14 @@ clients waiting --ownership-ttl for it to expire.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log := logs.logger(cmd)
-			if configFile != "" {
-				if err := applyConfigFile(cmd, configFile, &region, log); err != nil {
-					return err
-				}
+			if err := applyPulsarConf(cmd, configFile, &cfg, log); err != nil {
+				return err
 			}
 			switch {
-			case region.Name == "":
+			case cfg.Regions[0].Name == "":
 				return errors.New("--region is required (or clusterName in --config)")
-			case len(etcd) == 0:
-				return errors.New("--etcd is required: the broker keeps ownership, ledgers and cursors in the region's etcd")
+			case len(cfg.Etcd) == 0:
+				return errors.New("--etcd is required (or metadataStoreUrl in --config): the broker keeps ownership, ledgers and cursors in the region's etcd")
 			case b.AdvertisedHost == "":
 				return errors.New("--advertised-address is required: it is the host clients are sent to (or advertisedAddress in --config)")
 			}
@@ -65,17 +60,17 @@ clients waiting --ownership-ttl for it to expire.`,
 			if err != nil {
 				return err
 			}
-			region.AutoRecovery = ar
-			cfg := node.Config{Etcd: etcd, GlobalEtcd: globalEtcd, Regions: []node.RegionConfig{region}, Logger: log}
+			cfg.Regions[0].AutoRecovery = ar
+			cfg.Logger = log
 			return runNode(cmd, "broker", cfg, func(n *node.Node) (string, error) {
 				return fmt.Sprintf("broker %s ready: %s", n.Broker().BrokerID(), strings.Join(readyURLs(n.Broker()), " ")), nil
 			})
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&region.Name, "region", "", "region this broker serves (required)")
-	f.StringSliceVar(&etcd, "etcd", nil, "comma-separated client URLs of the region's etcd (required)")
-	f.StringSliceVar(&globalEtcd, "global-etcd", nil, "comma-separated client URLs of the global configuration store's etcd (default: --etcd)")
+	f.StringVar(&cfg.Regions[0].Name, "region", "", "region this broker serves (required; broker.conf's clusterName)")
+	f.StringSliceVar(&cfg.Etcd, "etcd", nil, "comma-separated client URLs of the region's etcd (required; broker.conf's metadataStoreUrl)")
+	f.StringSliceVar(&cfg.GlobalEtcd, "global-etcd", nil, "comma-separated client URLs of the global configuration store's etcd (default: --etcd; broker.conf's configurationMetadataStoreUrl)")
 	f.StringVar(&b.AdvertisedHost, "advertised-address", "", "host clients are told to connect to, with the listeners' ports (required)")
 	f.StringVar(&b.BrokerAddr, "broker-listen", b.BrokerAddr, "address to serve the Pulsar protocol on")
 	f.StringVar(&b.WebAddr, "web-listen", b.WebAddr, "address to serve HTTP (the admin API, /metrics) on")

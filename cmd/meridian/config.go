@@ -20,7 +20,7 @@ import (
 
 // configFileHelp is the --config flag's help, shared by the commands that
 // take a Pulsar broker.conf.
-const configFileHelp = "Pulsar broker.conf or standalone.conf to read the supported settings from (flags given on the command line win; every other key is listed in a warning)"
+const configFileHelp = "Pulsar broker.conf or standalone.conf to read the supported settings from (Pulsar's variables in the environment win over it, flags over both; every other key is listed in a warning)"
 
 // addTLSFlags registers the TLS listener and certificate flags of a
 // broker.
@@ -32,11 +32,14 @@ func addTLSFlags(f *pflag.FlagSet, cfg *node.BrokerConfig) {
 	f.StringVar(&cfg.TLS.TrustCertsFile, "tls-trust-certs-file", cfg.TLS.TrustCertsFile, "PEM CAs that client certificates are verified against (tlsTrustCertsFilePath)")
 }
 
-// applyConfigFile reads the Pulsar configuration file at path onto cfg,
-// then puts back the value of every flag the user set, so that flags
-// override the file. Each key the file sets that Meridian does not
-// support is logged once, as a warning.
-func applyConfigFile(cmd *cobra.Command, path string, cfg *node.RegionConfig, log *slog.Logger) error {
+// applyPulsarConf reads Pulsar's settings onto cfg: from the
+// configuration file at path (none when ""), then from the environment as
+// Pulsar's images give them (node.PulsarConfFromEnv), which wins over the
+// file. Then it puts back the value of every flag set on the command line
+// or through the environment (envflags.go), so that flags win over both.
+// Each setting given that Meridian does not support is logged once, as a
+// warning.
+func applyPulsarConf(cmd *cobra.Command, path string, cfg *node.Config, log *slog.Logger) error {
 	type setFlag struct {
 		name  string
 		value string
@@ -51,21 +54,33 @@ func applyConfigFile(cmd *cobra.Command, path string, cfg *node.RegionConfig, lo
 		}
 		set = append(set, s)
 	})
-	f, err := os.Open(path)
-	if err != nil {
-		return fmt.Errorf("--config: %w", err)
+	conf := node.PulsarConfFromEnv(nil)
+	if path != "" {
+		f, err := os.Open(path)
+		if err != nil {
+			return fmt.Errorf("--config: %w", err)
+		}
+		defer f.Close()
+		if conf, err = node.ReadPulsarConf(f, path); err != nil {
+			return err
+		}
 	}
-	defer f.Close()
-	ignored, err := node.ApplyPulsarConf(f, path, cfg)
-	if err != nil {
+	conf.Override(node.PulsarConfFromEnv(os.Environ()))
+	if err := conf.Apply(cfg); err != nil {
 		return err
 	}
+	ignored := conf.Ignored()
 	for _, k := range ignored {
-		log.Warn("configuration key ignored: Meridian does not support it", "key", k.Key, "file", path, "line", k.Line)
+		if k.Variable != "" {
+			log.Warn("configuration key ignored: Meridian does not support it", "key", k.Key, "variable", k.Variable)
+		} else {
+			log.Warn("configuration key ignored: Meridian does not support it", "key", k.Key, "file", k.Source, "line", k.Line)
+		}
 	}
-	basicFromPulsarOpts(cfg.Broker, log)
+	basicFromPulsarOpts(cfg.Regions[0].Broker, log)
 	for _, s := range set {
 		fl := cmd.Flags().Lookup(s.name)
+		var err error
 		if s.isSl {
 			err = fl.Value.(pflag.SliceValue).Replace(s.slice)
 		} else {
@@ -75,7 +90,9 @@ func applyConfigFile(cmd *cobra.Command, path string, cfg *node.RegionConfig, lo
 			return fmt.Errorf("--%s: %w", s.name, err)
 		}
 	}
-	log.Info("configuration file read", "file", path, "ignored_keys", len(ignored), "flags_over_file", len(set))
+	if path != "" {
+		log.Info("configuration file read", "file", path, "ignored_keys", len(ignored), "flags_over_file", len(set))
+	}
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -206,8 +207,12 @@ func TestStandaloneWithPulsarClientGoConf(t *testing.T) {
 
 // TestConfigFileUnderFlags: the file sets what the command line does not;
 // a flag the user gave wins over the file, whatever its type (string, int,
-// duration, slice), although both write the same config.
+// duration, slice), although both write the same config; Pulsar's
+// variables in the environment win over the file and lose to the flags.
 func TestConfigFileUnderFlags(t *testing.T) {
+	t.Setenv("advertisedAddress", "env.example.com")
+	t.Setenv("PULSAR_PREFIX_managedLedgerDefaultAckQuorum", "1") // --ack-quorum wins
+	t.Setenv("PULSAR_PREFIX_webServicePort", "7180")
 	conf := filepath.Join(t.TempDir(), "broker.conf")
 	if err := os.WriteFile(conf, []byte(`clusterName=from-file
 brokerServicePort=7000
@@ -224,7 +229,8 @@ unknownKey=1
 		t.Fatal(err)
 	}
 	cfg := node.DefaultBrokerConfig("")
-	region := node.RegionConfig{Broker: &cfg}
+	ncfg := node.Config{Regions: []node.RegionConfig{{Broker: &cfg}}}
+	region := &ncfg.Regions[0]
 	cmd := &cobra.Command{Use: "test"}
 	f := cmd.Flags()
 	f.StringVar(&region.Name, "region", "", "")
@@ -239,7 +245,7 @@ unknownKey=1
 		t.Fatal(err)
 	}
 	var logs strings.Builder
-	if err := applyConfigFile(cmd, conf, &region, slog.New(slog.NewTextHandler(&logs, nil))); err != nil {
+	if err := applyPulsarConf(cmd, conf, &ncfg, slog.New(slog.NewTextHandler(&logs, nil))); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct{ name, got, want string }{
@@ -249,8 +255,8 @@ unknownKey=1
 		{"E/Qw/Qa (file, flag)", fmt.Sprint(cfg.Ledgers.EnsembleSize, cfg.Ledgers.WriteQuorum, cfg.Ledgers.AckQuorum), "3 3 3"},
 		{"keep-alive (flag)", cfg.Broker.KeepAliveInterval.String(), "7s"},
 		{"superusers (flag)", strings.Join(cfg.Authorization.SuperUserRoles, ","), "x,y"},
-		{"web listen (file)", cfg.WebAddr, "localhost:7080"},
-		{"advertised (file)", cfg.AdvertisedHost, "file.example.com"},
+		{"web listen (environment over file)", cfg.WebAddr, "localhost:7180"},
+		{"advertised (environment over file)", cfg.AdvertisedHost, "env.example.com"},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s = %q, want %q", c.name, c.got, c.want)
@@ -258,5 +264,53 @@ unknownKey=1
 	}
 	if n := strings.Count(logs.String(), "key=unknownKey"); n != 1 {
 		t.Errorf("unknownKey warned %d times, want once:\n%s", n, logs.String())
+	}
+}
+
+// TestFlagsFromEnvironment: every flag of a command takes its
+// MERIDIAN_FLAG_ variable unless the command line gives it; a variable
+// naming another command's flag is left alone, one naming no flag of any
+// command is reported, a service link is neither, and a value that does
+// not parse names its variable.
+func TestFlagsFromEnvironment(t *testing.T) {
+	root := newRootCommand()
+	cmd, _, err := root.Find([]string{"broker"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.ParseFlags([]string{"--region", "from-flag"}); err != nil {
+		t.Fatal(err)
+	}
+	unknown, err := applyFlagEnv(cmd, []string{
+		"MERIDIAN_FLAG_REGION=from-env", // the command line wins
+		"MERIDIAN_FLAG_ETCD=http://e1:2379,http://e2:2379",
+		"MERIDIAN_FLAG_BOOKIE_WAIT=45s",
+		"MERIDIAN_FLAG_ENSEMBLE_SIZE=3",
+		"MERIDIAN_FLAG_JOURNAL_MAX_WAIT=5ms",  // a bookie's: left alone
+		"MERIDIAN_FLAG_BOOKIE_WIAT=1s",        // no command has it
+		"MERIDIAN_FLAG_SERVICE_HOST=10.0.0.1", // a Service named meridian-flag
+		"MERIDIAN_E2E_SEED=7", "MERIDIAN_PORT=tcp://10.0.0.2:6650",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for flag, want := range map[string]string{"region": "from-flag", "etcd": "[http://e1:2379,http://e2:2379]",
+		"bookie-wait": "45s", "ensemble-size": "3"} {
+		if got := cmd.Flags().Lookup(flag).Value.String(); got != want {
+			t.Errorf("--%s = %s, want %s", flag, got, want)
+		}
+	}
+	if !slices.Equal(unknown, []string{"MERIDIAN_FLAG_BOOKIE_WIAT"}) {
+		t.Errorf("unknown %v, want only MERIDIAN_FLAG_BOOKIE_WIAT", unknown)
+	}
+
+	root = newRootCommand()
+	root.SetArgs([]string{"broker"})
+	var stderr strings.Builder
+	root.SetErr(&stderr)
+	t.Setenv("MERIDIAN_FLAG_BOOKIE_WAIT", "soon")
+	err = root.Execute()
+	if err == nil || !strings.Contains(err.Error(), "MERIDIAN_FLAG_BOOKIE_WAIT=soon (--bookie-wait)") {
+		t.Errorf("a bad value: %v, want an error naming the variable and the flag", err)
 	}
 }

@@ -9,7 +9,9 @@
 // running a node). credentials.go holds the authentication and TLS flags of
 // the tools that connect to a region. client.go is produce and consume, with
 // hops.go's hop trail for consume --hops; perf.go and perftrace.go are perf;
-// token.go is token; admin.go and the admin_*.go files are admin, and
+// token.go is token; pulsarcli.go the container image's command lines,
+// Pulsar's `bin/pulsar standalone` among them; envflags.go the flags from
+// the environment; admin.go and the admin_*.go files are admin, and
 // admin.go's opening comment says which file holds which group of verbs.
 package main
 
@@ -19,7 +21,14 @@ import (
 )
 
 func main() {
-	if err := newRootCommand().Execute(); err != nil {
+	args, err := commandLine(os.Args[0], os.Args[1:])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "meridian:", err)
+		os.Exit(2)
+	}
+	root := newRootCommand()
+	root.SetArgs(args)
+	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "meridian:", err)
 		os.Exit(1)
 	}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"testing"
@@ -154,4 +155,25 @@ func freePorts(t *testing.T, n int) []int {
 		l.Close()
 	}
 	return ports
+}
+
+// TestVersionLine: the version and revision from the link (build-image.sh)
+// win over the build information; a build without either says so.
+func TestVersionLine(t *testing.T) {
+	info := &debug.BuildInfo{Main: debug.Module{Version: "(devel)"}, Settings: []debug.BuildSetting{
+		{Key: "vcs.revision", Value: "0123456789abcdef0123"}, {Key: "vcs.time", Value: "2026-12-05T07:00:00Z"}, {Key: "vcs.modified", Value: "true"}}}
+	for _, c := range []struct {
+		info     *debug.BuildInfo
+		ldV, ldR string
+		want     string
+	}{
+		{nil, "", "", "meridian (devel) (revision unknown; "},
+		{info, "", "", "meridian (devel) (revision 0123456789ab+dirty, 2026-12-05T07:00:00Z; "},
+		{nil, "v1.2.3", "fedcba9876543210+dirty", "meridian v1.2.3 (revision fedcba987654+dirty; "},
+		{&debug.BuildInfo{Main: debug.Module{Version: "v0.4.0"}}, "", "abc", "meridian v0.4.0 (revision abc; "},
+	} {
+		if got := versionLine(c.info, c.ldV, c.ldR); !strings.HasPrefix(got, c.want) {
+			t.Errorf("versionLine(%v, %q, %q) = %q, want prefix %q", c.info != nil, c.ldV, c.ldR, got, c.want)
+		}
+	}
 }

@@ -10,6 +10,10 @@ import (
 	"github.com/meridian-mq/meridian/replicator"
 )
 
+// defaultReplicatorHTTP is the replicator's metrics and health port: next
+// to the bookie's 8000, so that both fit on one host.
+const defaultReplicatorHTTP = "0.0.0.0:8001"
+
 // newReplicatorCommand runs one replication worker of a region as its own
 // process: a node with one region that has only a replicator.
 func newReplicatorCommand() *cobra.Command {
@@ -53,7 +57,7 @@ on stdout once registered:
 	f.StringVar(&region, "region", "", "region whose topics this worker replicates (required)")
 	f.StringSliceVar(&etcd, "etcd", nil, "comma-separated client URLs of the region's etcd (required)")
 	f.StringSliceVar(&globalEtcd, "global-etcd", nil, "comma-separated client URLs of the global configuration store's etcd (default: --etcd)")
-	f.StringVar(&metricsAddr, "metrics-listen", "", "address to serve Prometheus /metrics on (default: off)")
+	f.StringVar(&metricsAddr, "metrics-listen", defaultReplicatorHTTP, "address to serve /metrics, /health and /ready on; empty: none")
 	f.StringVar(&cfg.WorkerID, "worker-id", "", "the worker's id among the region's workers (default: random)")
 	f.DurationVar(&cfg.LeaseTTL, "lease-ttl", cfg.LeaseTTL, "lease on the worker's tasks: how long the tasks of a dead worker wait for another")
 	f.DurationVar(&cfg.ScanInterval, "scan-interval", cfg.ScanInterval, "how often the worker looks for tasks to start or stop")

@@ -18,8 +18,7 @@ var defaultStandaloneDir = filepath.Join("data", "standalone")
 // etcd, one bookie and one broker (node.Standalone).
 func newStandaloneCommand() *cobra.Command {
 	cfg := node.Standalone(defaultStandaloneDir)
-	region := &cfg.Regions[0]
-	b := region.Broker
+	b := cfg.Regions[0].Broker
 	var configFile string
 	var logs *logFlags
 	cmd := &cobra.Command{
@@ -45,14 +44,16 @@ delivered again).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log := logs.logger(cmd)
-			if configFile != "" {
-				if err := applyConfigFile(cmd, configFile, region, log); err != nil {
-					return err
-				}
+			if err := applyPulsarConf(cmd, configFile, &cfg, log); err != nil {
+				return err
 			}
 			cfg.Logger = log
 			return runNode(cmd, "standalone", cfg, func(n *node.Node) (string, error) {
-				return "standalone ready: " + strings.Join(readyURLs(n.Broker(), "etcd="+strings.Join(n.EtcdEndpoints(), ",")), " "), nil
+				etcd := n.EtcdEndpoints()
+				if etcd == nil { // metadataStoreUrl: an etcd of its own
+					etcd = cfg.Etcd
+				}
+				return "standalone ready: " + strings.Join(readyURLs(n.Broker(), "etcd="+strings.Join(etcd, ",")), " "), nil
 			})
 		},
 	}
@@ -63,6 +64,7 @@ delivered again).`,
 	f.StringVar(&b.WebAddr, "web-listen", b.WebAddr, "address to serve HTTP (the admin API, /metrics) on")
 	addTLSFlags(f, b)
 	f.StringVar(&b.AdvertisedHost, "advertised-address", b.AdvertisedHost, "host clients are told to connect to (with the listeners' ports); with the broker port it is the broker's id")
+	f.BoolVar(&b.Broker.ProxyThroughServiceURL, "proxy-through-service-url", b.Broker.ProxyThroughServiceURL, "answer lookups with proxyThroughServiceUrl: clients reach every topic through the service URL they were given, not the advertised address (behind a port mapping: a container)")
 	logs = addLogFlags(f)
 	return cmd
 }

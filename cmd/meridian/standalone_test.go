@@ -424,3 +424,49 @@ func maps(m map[int64]bool) map[int64]bool {
 	}
 	return out
 }
+
+// TestStandaloneProxyThroughServiceURL: behind a port mapping (the image's
+// `bin/pulsar standalone`), the advertised address is one the client
+// cannot reach; with --proxy-through-service-url its lookups send the
+// client back through the service URL it was given, and a message goes
+// through. Here the advertised host does not resolve at all.
+func TestStandaloneProxyThroughServiceURL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a standalone process")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	ports := freePorts(t, 2)
+	p := startProcess(t, "standalone", filepath.Join(dir, "standalone.log"), "standalone",
+		"--data-dir", filepath.Join(dir, "data"),
+		"--broker-listen", fmt.Sprintf("127.0.0.1:%d", ports[0]),
+		"--web-listen", fmt.Sprintf("127.0.0.1:%d", ports[1]),
+		"--advertised-address", "unreachable.invalid", "--proxy-through-service-url", "--log-level", "warn")
+	p.waitReady(ctx, t)
+
+	c := newPulsarClient(t, fmt.Sprintf("pulsar://127.0.0.1:%d", ports[0]), 10*time.Second)
+	defer c.Close()
+	const topic = "persistent://public/default/through-service-url"
+	cons, err := c.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s",
+		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
+	if err != nil {
+		t.Fatalf("subscribe through the service URL: %v", err)
+	}
+	defer cons.Close()
+	prod, err := c.CreateProducer(pulsar.ProducerOptions{Topic: topic})
+	if err != nil {
+		t.Fatalf("producer through the service URL: %v", err)
+	}
+	defer prod.Close()
+	if _, err := prod.Send(ctx, &pulsar.ProducerMessage{Payload: []byte("hello")}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := cons.Receive(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(m.Payload()) != "hello" {
+		t.Fatalf("received %q, want hello", m.Payload())
+	}
+}

@@ -190,7 +190,8 @@ func (r *runner) startRegion(ctx context.Context, bin string) (etcdURL string, e
 		{"etcd", []string{"etcd", "--name", "compat-etcd", "--data-dir", filepath.Join(data, "etcd"),
 			"--listen-client-urls", etcdURL, "--listen-peer-urls", fmt.Sprintf("http://127.0.0.1:%d", ports[1])}},
 		{"bookie", []string{"bookie", "--region", clusteredRegion, "--etcd", etcdURL, "--id", "bookie-1",
-			"--data-dir", filepath.Join(data, "bookie-1"), "--listen", fmt.Sprintf("127.0.0.1:%d", ports[2])}},
+			"--data-dir", filepath.Join(data, "bookie-1"), "--listen", fmt.Sprintf("127.0.0.1:%d", ports[2]),
+			"--metrics-listen", ""}},
 		{"broker-1", brokerArgs(etcdURL, broker1Addr, broker1Web)},
 		{"broker-2", brokerArgs(etcdURL, broker2Addr, broker2Web)},
 	}

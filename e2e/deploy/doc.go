@@ -6,4 +6,7 @@
 // upgrades it asks for stay out of Meridian's module. Run it with
 //
 //	cd e2e/deploy && go test ./...
+//
+// Behind -tags e2e, TestImageDropIn builds the container image with
+// deploy/build-image.sh and runs it with podman as a drop-in for Pulsar's.
 package deploy

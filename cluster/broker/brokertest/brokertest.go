@@ -33,6 +33,10 @@ import (
 // replication cluster of the namespace public/default it bootstraps.
 const Region = "standalone"
 
+// RegionNumber is Region's number, the high bits of its ledger ids
+// (ledger.LedgerID).
+const RegionNumber = 1
+
 // Logger discards everything, unless BROKER_TEST_LOG is set: then it
 // prints every record at debug level on stderr.
 func Logger() *slog.Logger {
@@ -163,7 +167,7 @@ func Start(ctx context.Context, s *Storage, cfg Config) (_ *Broker, err error) {
 	b.closers = append(b.closers, func() { ln.Close() })
 	b.id, b.url = ln.Addr().String(), "pulsar://"+ln.Addr().String()
 
-	lc, err := ledger.New(ledger.DefaultConfig(Region), s.Store, s.Bookies.Client(b.id), log, rand.New(rand.NewPCG(1, 2)))
+	lc, err := ledger.New(ledger.DefaultConfig(Region, RegionNumber), s.Store, s.Bookies.Client(b.id), log, rand.New(rand.NewPCG(1, 2)))
 	if err != nil {
 		return nil, err
 	}
