@@ -28,7 +28,7 @@ func TestBookiesAdmin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lc, err := ledger.New(ledger.DefaultConfig(brokertest.Region), storage.Store, storage.Bookies.Client("bookies-admin-test"),
+	lc, err := ledger.New(ledger.DefaultConfig(brokertest.Region, brokertest.RegionNumber), storage.Store, storage.Bookies.Client("bookies-admin-test"),
 		testLogger(), rand.New(rand.NewPCG(1, 2)))
 	if err != nil {
 		t.Fatal(err)

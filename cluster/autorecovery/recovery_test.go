@@ -85,7 +85,7 @@ func (w *world) lose(id string) {
 
 func (w *world) client(name string) *ledger.Client {
 	w.t.Helper()
-	cfg := ledger.DefaultConfig(region)
+	cfg := ledger.DefaultConfig(region, 1)
 	cfg.AddTimeout = 200 * time.Millisecond
 	cfg.ReadTimeout = 200 * time.Millisecond
 	cfg.MetaTimeout = time.Second
