@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -181,12 +182,27 @@ func TestStandaloneCrashRestart(t *testing.T) {
 	)
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	dir := t.TempDir()
+	dir, err := os.MkdirTemp("", "meridian-crash-") // not t.TempDir: kept on failure
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A failure keeps the data directory (the bookie's ledgers, etcd and
+	// both runs' logs) for a look at what was stored; the processes are
+	// killed first (their cleanups run before this one).
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("data directory kept: %s", dir)
+			return
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			t.Logf("remove %s: %v", dir, err)
+		}
+	})
 	ports := freePorts(t, 2)
 	args := []string{"standalone", "--data-dir", filepath.Join(dir, "data"),
 		"--broker-listen", fmt.Sprintf("127.0.0.1:%d", ports[0]),
 		"--web-listen", fmt.Sprintf("127.0.0.1:%d", ports[1]),
-		"--advertised-address", "127.0.0.1", "--log-level", "warn"}
+		"--advertised-address", "127.0.0.1", "--log-level", "info"}
 
 	began := time.Now()
 	p1 := startProcess(t, "standalone (run 1)", filepath.Join(dir, "run1.log"), args...)
