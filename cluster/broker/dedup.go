@@ -19,12 +19,15 @@ const dedupCursor = "pulsar.dedup"
 // highest sequence id stored (persisted) and the highest handed to the
 // managed ledger (pushed, which runs ahead by the appends in flight).
 //
-// The rule (DESIGN §5): a SEND whose sequence id is not above the persisted
-// highest of its producer is a duplicate. It is not stored and still gets a
-// receipt, after the receipts of everything sent before it. One above the
-// persisted highest but not above the pushed one is in doubt: an earlier
-// copy is on its way to storage and may still fail, so it gets a
-// SEND_ERROR and the client sends it again (see push).
+// The rule (DESIGN §5): a SEND whose sequence ids (a batch's run from its
+// first to its highest, batchHighest) are none above the persisted highest
+// of its producer is a duplicate. It is not stored and still gets a
+// receipt, after the receipts of everything sent before it. One whose
+// first id is above the persisted highest but not above the pushed one is
+// in doubt: an earlier copy is on its way to storage and may still fail,
+// so it gets a SEND_ERROR and the client sends it again (see push). A
+// batch that runs from at or below the persisted highest to above it is
+// stored without its messages at or below it (sendOverlap).
 //
 // A failure never lets a producer's messages be stored out of order or
 // twice: once one of a producer's appends fails, its later SENDs fail too
@@ -256,12 +259,40 @@ func entrySequence(e mledger.Entry) (string, int64, bool) {
 	if err != nil {
 		return "", 0, false
 	}
-	md, err := wire.DecodeMessageMetadata(msg)
+	metadata, payload, err := wire.SplitMessage(msg)
+	if err != nil {
+		return "", 0, false
+	}
+	md, err := (&wire.Frame{Metadata: metadata}).DecodeMetadata()
 	if err != nil || md.GetProducerName() == "" {
 		return "", 0, false
 	}
-	name, _, highest, ok, err := dedupIdentity(md)
+	name, seq, highest, ok, err := dedupIdentity(md)
+	if md.GetReplicatedFrom() == "" {
+		highest = batchHighest(metadata, payload, seq, highest)
+	}
 	return name, highest, ok && err == nil
+}
+
+// batchHighest is the highest sequence id of a producer's message, given
+// its first id (seq) and the highest its SEND or metadata declares: for a
+// batch that declares none above seq (pulsar-client-go's), the highest id
+// among its messages (wire.BatchHighestSequenceID). The SEND and the
+// replay of a stored entry both take it so, from the same bytes, so that a
+// reload restores what the SENDs recorded. Recorded as its first id, a
+// batch's later ids were unknown to deduplication: a resend of the batch
+// from one of them was stored a second time, and a resend from its first
+// id in a larger batch (resends and new messages) was answered as a
+// duplicate whole, the new messages never stored (TestDedupBatchOverlapsStored).
+// A batch whose messages cannot be read (encrypted) keeps the declared id.
+func batchHighest(metadata, payload []byte, seq, highest int64) int64 {
+	if highest > seq {
+		return highest // the Java client's highest_sequence_id
+	}
+	if h, ok := wire.BatchHighestSequenceID(metadata, payload); ok && h > highest {
+		return h
+	}
+	return highest
 }
 
 // dedupIdentity is the deduplication identity of a message from its
@@ -321,24 +352,43 @@ const (
 	// MessageDupStatus.Unknown). Answered as a duplicate, it would be lost
 	// if the copy failed.
 	sendInDoubt
+	// sendOverlap: a batch whose first ids are at or below the highest
+	// persisted and whose last are above it, with nothing of its producer
+	// name on its way to storage: pulsar-client-go's batch of resends and
+	// new messages. Its messages above the persisted id (push's second
+	// result) are new and stored; the others are stored already.
+	// Answered as a duplicate, the new ones would be lost; stored whole,
+	// the others would be stored twice.
+	sendOverlap
 )
 
 // push records a SEND about to be appended and says what it is; with
 // apply unset (a producer that does not deduplicate) it is always new.
-func (d *dedup) push(name string, seq, highest int64, apply bool) dedupStatus {
+// For sendOverlap it also returns the highest id persisted, at and below
+// which the batch's messages are not to be stored again.
+//
+// seq and highest are the SEND's first and last ids (batchHighest).
+func (d *dedup) push(name string, seq, highest int64, apply bool) (dedupStatus, int64) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	last, seen := d.pushed[name]
 	if apply && seen && seq <= last {
-		if persisted, ok := d.persisted[name]; ok && seq <= persisted {
-			return sendDuplicate
+		persisted, ok := d.persisted[name]
+		switch {
+		case ok && highest <= persisted:
+			return sendDuplicate, 0
+		case ok && seq <= persisted && last <= persisted:
+			// Every id pushed is persisted, so none above persisted is in
+			// doubt: the batch's ids above it are new.
+			d.pushed[name] = highest
+			return sendOverlap, persisted
 		}
-		return sendInDoubt
+		return sendInDoubt, 0
 	}
 	if !seen || highest > last {
 		d.pushed[name] = highest
 	}
-	return sendNew
+	return sendNew, 0
 }
 
 // settlePendingLocked counts one of name's pending appends recorded.

@@ -108,16 +108,16 @@ func TestDedupResendWhileEarlierCopyPending(t *testing.T) {
 				first.finishOnce(mledger.Position{}, errors.New("test over")) // the recorder waits on it
 				_ = d.stopRecording(context.Background())
 			}()
-			if got := d.push("p", 1, 1, true); got != sendNew {
+			if got, _ := d.push("p", 1, 1, true); got != sendNew {
 				t.Fatalf("first send: %v, want new", got)
 			}
 			d.queueAppend("p", 1, first) // handed to the managed ledger, not yet confirmed
-			if got := d.push("p", 2, 2, true); got != sendNew {
+			if got, _ := d.push("p", 2, 2, true); got != sendNew {
 				t.Fatalf("second send: %v, want new", got)
 			}
 			d.failed("p") // the second's append failed (its connection closed)
 
-			if got := d.push("p", 1, 1, true); got != sendInDoubt {
+			if got, _ := d.push("p", 1, 1, true); got != sendInDoubt {
 				t.Fatalf("resend of the first while its append is under way: %v, want in doubt", got)
 			}
 			first.finishOnce(mledger.Position{Ledger: 1, Entry: 0}, tc.firstErr)
@@ -126,9 +126,56 @@ func TestDedupResendWhileEarlierCopyPending(t *testing.T) {
 				defer d.mu.Unlock()
 				return len(d.pending) == 0
 			})
-			if got := d.push("p", 1, 1, true); got != tc.afterwards {
+			if got, _ := d.push("p", 1, 1, true); got != tc.afterwards {
 				t.Fatalf("resend of the first once its append ended: %v, want %v", got, tc.afterwards)
 			}
 		})
+	}
+}
+
+// TestDedupBatchRanges: a batch is judged by the run of its ids, its first
+// to its highest. None above the persisted id: a duplicate. Some at or
+// below it and some above, with nothing of the name on its way to storage:
+// an overlap, stored without the first ones (the persisted id returned).
+// The same while an append of the name is still under way: in doubt.
+func TestDedupBatchRanges(t *testing.T) {
+	d := newDedup(1000)
+	d.startRecording(16)
+	defer func() { _ = d.stopRecording(context.Background()) }()
+	stored := func(seq, highest int64) {
+		t.Helper()
+		if got, _ := d.push("p", seq, highest, true); got != sendNew {
+			t.Fatalf("[%d, %d]: %v, want new", seq, highest, got)
+		}
+		a := newTestAppend()
+		d.queueAppend("p", highest, a)
+		a.finishOnce(mledger.Position{Ledger: 1, Entry: seq}, nil)
+		testkit.WaitFor(t, "the recorder to record the append", func() bool { return d.lastSequence("p") == highest })
+	}
+	stored(0, 8)
+	for _, tc := range []struct {
+		seq, highest int64
+		want         dedupStatus
+		upTo         int64
+	}{
+		{0, 8, sendDuplicate, 0},
+		{2, 5, sendDuplicate, 0},
+		{8, 8, sendDuplicate, 0},
+		{0, 30, sendOverlap, 8},
+	} {
+		if got, upTo := d.push("p", tc.seq, tc.highest, true); got != tc.want || upTo != tc.upTo {
+			t.Errorf("[%d, %d] after [0, 8] stored: %v (up to %d), want %v (up to %d)", tc.seq, tc.highest, got, upTo, tc.want, tc.upTo)
+		}
+	}
+	// The overlap [0, 30] was pushed: until it is stored or has failed, a
+	// batch over it is in doubt, and one of its own ids too.
+	for _, r := range [][2]int64{{4, 40}, {9, 12}} {
+		if got, _ := d.push("p", r[0], r[1], true); got != sendInDoubt {
+			t.Errorf("[%d, %d] while [0, 30] is on its way: %v, want in doubt", r[0], r[1], got)
+		}
+	}
+	d.failed("p")
+	if got, upTo := d.push("p", 4, 40, true); got != sendOverlap || upTo != 8 {
+		t.Errorf("[4, 40] once [0, 30] failed: %v (up to %d), want an overlap up to 8", got, upTo)
 	}
 }

@@ -203,8 +203,37 @@ func (p *producer) publish(send *pb.CommandSend, f *wire.Frame) {
 		p.queue(r)
 		return
 	}
+	msg := f.Message
 	if r.track {
-		switch p.topic.dd.push(r.name, r.dedupSeq, r.dedupHighest, p.dedup) {
+		if p.dedup && !p.repl {
+			// Only a producer that deduplicates pays for reading its
+			// batches (uncompressing a compressed one); another's is
+			// recorded by its first id, as before, until a reload replays it.
+			r.dedupHighest = batchHighest(f.Metadata, f.Payload, r.dedupSeq, r.dedupHighest)
+		}
+		status, upTo := p.topic.dd.push(r.name, r.dedupSeq, r.dedupHighest, p.dedup)
+		if status == sendOverlap {
+			// Stored without its messages at or below upTo, which are
+			// stored already; its receipt answers the whole batch. (The
+			// client numbers the batch's messages by their place in what
+			// it sent, so the ids it hands out for the kept ones point
+			// past them by the count dropped: the entry is right, the
+			// batch index is not.)
+			switch trimmed, kept, err := wire.DropBatchPrefix(f.Metadata, f.Payload, upTo); {
+			case err != nil:
+				// Its messages cannot be read (an encrypted batch that
+				// declares a highest_sequence_id): stored whole, its
+				// stored messages a second time, rather than lost.
+			case kept == 0:
+				// Its declared highest id is above every id of its
+				// messages: nothing new. What push raised goes back.
+				p.topic.dd.failed(r.name)
+				status = sendDuplicate
+			default:
+				msg, n, r.messages = trimmed, kept, kept
+			}
+		}
+		switch status {
 		case sendDuplicate:
 			p.queue(r) // receipt only
 			return
@@ -220,7 +249,7 @@ func (p *producer) publish(send *pb.CommandSend, f *wire.Frame) {
 		answer := r // a copy: the writer reads it while r gets its future
 		then = func(pos mledger.Position, err error) { p.early(answer, pos, err) }
 	}
-	r.fut, r.err = p.topic.append(p.c.ctx, f.Message, n, r.track, r.name, r.dedupHighest, then)
+	r.fut, r.err = p.topic.append(p.c.ctx, msg, n, r.track, r.name, r.dedupHighest, then)
 	if r.err != nil {
 		p.appendErr = r.err
 	}
