@@ -53,64 +53,160 @@ func BatchMessages(md *pb.MessageMetadata, payloadSize int) int {
 // permits only for messages they really receive, so a false count would
 // drain their permits for good (see BatchMessages).
 func BatchCount(metadata, payload []byte) (int, error) {
-	count, compression, err := scanBatchFields(metadata)
+	f, err := scanBatchFields(metadata)
 	if err != nil {
 		return 0, err
 	}
-	count = max(count, 1)
+	count := max(f.count, 1)
 	if count <= int64(max(len(payload)/minBatchMessageSize, 1)) {
 		return int(count), nil
 	}
-	if compression == int64(pb.CompressionType_NONE) {
-		return 0, fmt.Errorf("%w: %d messages declared in a payload of %d bytes", ErrMalformedBatch, count, len(payload))
+	if f.compression != int64(pb.CompressionType_NONE) {
+		md := &pb.MessageMetadata{}
+		if err := proto.Unmarshal(metadata, md); err != nil {
+			return 0, fmt.Errorf("%w: message metadata: %v", ErrMalformedFrame, err)
+		}
+		uncompressed, err := Uncompress(md, payload)
+		if err != nil {
+			return 0, fmt.Errorf("%w: %d messages declared in a payload that does not uncompress: %v", ErrMalformedBatch, count, err)
+		}
+		return int(count), walkBatch(uncompressed, f.seq, count, func(batchMessage) {})
 	}
-	md := &pb.MessageMetadata{}
-	if err := proto.Unmarshal(metadata, md); err != nil {
-		return 0, fmt.Errorf("%w: message metadata: %v", ErrMalformedFrame, err)
-	}
-	uncompressed, err := Uncompress(md, payload)
-	if err != nil {
-		return 0, fmt.Errorf("%w: %d messages declared in a payload that does not uncompress: %v", ErrMalformedBatch, count, err)
-	}
-	br := NewBatchReader(uncompressed, int(count))
-	for br.Next() {
-	}
-	return int(count), br.Err()
+	return 0, fmt.Errorf("%w: %d messages declared in a payload of %d bytes", ErrMalformedBatch, count, len(payload))
 }
 
-// scanBatchFields reads num_messages_in_batch (1 when absent) and
-// compression from an encoded MessageMetadata.
-func scanBatchFields(metadata []byte) (count, compression int64, err error) {
-	const compressionField, countField = 8, 11 // MessageMetadata's field numbers
+// batchFields are the MessageMetadata fields that say what a batch holds,
+// scanned without decoding the metadata.
+type batchFields struct {
+	seq         uint64 // sequence_id: the batch's first message's
+	count       int64  // num_messages_in_batch, 1 when absent
+	compression int64
+	encrypted   bool // encryption_keys present: the messages are sealed
+}
+
+// scanBatchFields reads the batchFields of an encoded MessageMetadata.
+func scanBatchFields(metadata []byte) (batchFields, error) {
+	const seqField, compressionField, countField, encryptionKeysField = 2, 8, 11, 13 // MessageMetadata's field numbers
 	malformed := func(n int) error {
 		return fmt.Errorf("%w: message metadata: %v", ErrMalformedFrame, protowire.ParseError(n))
 	}
-	count = 1
+	f := batchFields{count: 1}
 	for b := metadata; len(b) > 0; {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
-			return 0, 0, malformed(n)
+			return f, malformed(n)
 		}
 		b = b[n:]
-		if typ == protowire.VarintType && (num == compressionField || num == countField) {
+		if typ == protowire.VarintType && (num == seqField || num == compressionField || num == countField) {
 			v, n := protowire.ConsumeVarint(b)
 			if n < 0 {
-				return 0, 0, malformed(n)
+				return f, malformed(n)
 			}
 			b = b[n:]
-			if num == countField {
-				count = int64(int32(v))
+			switch num {
+			case seqField:
+				f.seq = v
+			case compressionField:
+				f.compression = int64(v)
+			default:
+				f.count = int64(int32(v))
+			}
+			continue
+		}
+		if num == encryptionKeysField {
+			f.encrypted = true
+		}
+		if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
+			return f, malformed(n)
+		}
+		b = b[n:]
+	}
+	return f, nil
+}
+
+// batchMessage is one message of an uncompressed batch as it stands there.
+type batchMessage struct {
+	raw      []byte // size field, metadata and payload
+	metadata []byte // its SingleMessageMetadata, encoded
+	payload  []byte
+	seq      int64 // its sequence_id, or the batch's first id plus its index
+	ownSeq   bool  // seq is its own sequence_id
+}
+
+// walkBatch calls fn with each of the count messages of an uncompressed
+// batch payload whose first sequence id is first. It reads two fields of
+// each SingleMessageMetadata (payload_size and sequence_id) without
+// decoding it. The batch is malformed unless it holds exactly count
+// messages and nothing after them.
+func walkBatch(payload []byte, first uint64, count int64, fn func(batchMessage)) error {
+	if count <= 0 {
+		return fmt.Errorf("%w: declared message count %d", ErrMalformedBatch, count)
+	}
+	rest := payload
+	for i := range count {
+		if len(rest) == 0 {
+			return fmt.Errorf("%w: payload ends with %d declared messages missing", ErrMalformedBatch, count-i)
+		}
+		m, err := nextBatchMessage(rest, first+uint64(i))
+		if err != nil {
+			return err
+		}
+		fn(m)
+		rest = rest[len(m.raw):]
+	}
+	if len(rest) != 0 {
+		return fmt.Errorf("%w: %d bytes after the declared messages", ErrMalformedBatch, len(rest))
+	}
+	return nil
+}
+
+// nextBatchMessage splits the message at the start of rest, whose sequence
+// id is seq unless its metadata says otherwise.
+func nextBatchMessage(rest []byte, seq uint64) (batchMessage, error) {
+	const payloadSizeField, seqField = 3, 8 // SingleMessageMetadata's field numbers
+	malformed := func(n int) error {
+		return fmt.Errorf("%w: single message metadata: %v", ErrMalformedBatch, protowire.ParseError(n))
+	}
+	if len(rest) < 4 {
+		return batchMessage{}, fmt.Errorf("%w: metadata size truncated", ErrMalformedBatch)
+	}
+	size := binary.BigEndian.Uint32(rest)
+	if uint64(size) > uint64(len(rest)-4) {
+		return batchMessage{}, fmt.Errorf("%w: metadata of %d bytes, only %d left", ErrMalformedBatch, size, len(rest)-4)
+	}
+	metadata := rest[4 : 4+size : 4+size]
+	payloadSize := int64(-1) // required: absent is malformed
+	ownSeq := false
+	for b := metadata; len(b) > 0; {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return batchMessage{}, malformed(n)
+		}
+		b = b[n:]
+		if typ == protowire.VarintType && (num == payloadSizeField || num == seqField) {
+			v, n := protowire.ConsumeVarint(b)
+			if n < 0 {
+				return batchMessage{}, malformed(n)
+			}
+			b = b[n:]
+			if num == seqField {
+				seq, ownSeq = v, true
 			} else {
-				compression = int64(v)
+				payloadSize = int64(int32(v))
 			}
 			continue
 		}
 		if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
-			return 0, 0, malformed(n)
+			return batchMessage{}, malformed(n)
 		}
 		b = b[n:]
 	}
-	return count, compression, nil
+	after := rest[4+size:]
+	if payloadSize < 0 || payloadSize > int64(len(after)) {
+		return batchMessage{}, fmt.Errorf("%w: payload of %d bytes, only %d left", ErrMalformedBatch, payloadSize, len(after))
+	}
+	end := 4 + int64(size) + payloadSize
+	return batchMessage{raw: rest[:end:end], metadata: metadata, payload: after[:payloadSize:payloadSize], seq: int64(seq), ownSeq: ownSeq}, nil
 }
 
 // BatchMessage is one message of a batch. Payload aliases the batch bytes.
@@ -156,28 +252,18 @@ func (br *BatchReader) Next() bool {
 		br.err = fmt.Errorf("%w: payload ends with %d declared messages missing", ErrMalformedBatch, br.remaining)
 		return false
 	}
-	if len(br.rest) < 4 {
-		br.err = fmt.Errorf("%w: metadata size truncated", ErrMalformedBatch)
-		return false
-	}
-	size := binary.BigEndian.Uint32(br.rest)
-	if uint64(size) > uint64(len(br.rest)-4) {
-		br.err = fmt.Errorf("%w: metadata of %d bytes, only %d left", ErrMalformedBatch, size, len(br.rest)-4)
+	m, err := nextBatchMessage(br.rest, 0)
+	if err != nil {
+		br.err = err
 		return false
 	}
 	smm := &pb.SingleMessageMetadata{}
-	if err := proto.Unmarshal(br.rest[4:4+size], smm); err != nil {
+	if err := proto.Unmarshal(m.metadata, smm); err != nil {
 		br.err = fmt.Errorf("%w: single message metadata: %v", ErrMalformedBatch, err)
 		return false
 	}
-	rest := br.rest[4+size:]
-	payloadSize := smm.GetPayloadSize()
-	if payloadSize < 0 || int64(payloadSize) > int64(len(rest)) {
-		br.err = fmt.Errorf("%w: payload of %d bytes, only %d left", ErrMalformedBatch, payloadSize, len(rest))
-		return false
-	}
-	br.msg = BatchMessage{Metadata: smm, Payload: rest[:payloadSize:payloadSize]}
-	br.rest = rest[payloadSize:]
+	br.msg = BatchMessage{Metadata: smm, Payload: m.payload}
+	br.rest = br.rest[len(m.raw):]
 	br.remaining--
 	return true
 }

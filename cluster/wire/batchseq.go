@@ -1,10 +1,8 @@
 package wire
 
 import (
-	"encoding/binary"
 	"fmt"
 
-	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meridian-mq/meridian/cluster/wire/pb"
@@ -17,56 +15,11 @@ import (
 // SingleMessageMetadata holds its own id (both clients set it), so the
 // broker reads the batch's range from there for deduplication.
 
-// batchFields are the MessageMetadata fields a batch's sequence ids depend
-// on, scanned without decoding the metadata.
-type batchFields struct {
-	seq         uint64
-	count       int64
-	compression int64
-	encrypted   bool
-}
-
-func scanSequenceFields(metadata []byte) (batchFields, error) {
-	const seqField, compressionField, countField, encryptionKeysField = 2, 8, 11, 13 // MessageMetadata's
-	f := batchFields{count: 1}
-	for b := metadata; len(b) > 0; {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return f, fmt.Errorf("%w: message metadata: %v", ErrMalformedFrame, protowire.ParseError(n))
-		}
-		b = b[n:]
-		if typ == protowire.VarintType && (num == seqField || num == compressionField || num == countField) {
-			v, n := protowire.ConsumeVarint(b)
-			if n < 0 {
-				return f, fmt.Errorf("%w: message metadata: %v", ErrMalformedFrame, protowire.ParseError(n))
-			}
-			b = b[n:]
-			switch num {
-			case seqField:
-				f.seq = v
-			case compressionField:
-				f.compression = int64(v)
-			default:
-				f.count = int64(int32(v))
-			}
-			continue
-		}
-		if num == encryptionKeysField {
-			f.encrypted = true
-		}
-		if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
-			return f, fmt.Errorf("%w: message metadata: %v", ErrMalformedFrame, protowire.ParseError(n))
-		}
-		b = b[n:]
-	}
-	return f, nil
-}
-
 // batchPayload returns a batch's uncompressed payload and its fields, or
 // false when its messages cannot be read: not a batch of more than one
 // message, encrypted (its messages are sealed), or not decodable.
 func batchPayload(metadata, payload []byte) (batchFields, []byte, bool) {
-	f, err := scanSequenceFields(metadata)
+	f, err := scanBatchFields(metadata)
 	if err != nil || f.count <= 1 || f.encrypted {
 		return f, nil, false
 	}
@@ -82,60 +35,6 @@ func batchPayload(metadata, payload []byte) (batchFields, []byte, bool) {
 	return f, payload, true
 }
 
-// walkBatch calls fn with each message of an uncompressed batch of count
-// messages: its bytes as they stand in the batch (size, metadata and
-// payload) and its sequence id, the batch's first id plus its index when
-// its SingleMessageMetadata has none (as a client numbers a batch's
-// messages). It reads only two fields of each SingleMessageMetadata.
-func walkBatch(payload []byte, first uint64, count int64, fn func(raw []byte, seq int64)) error {
-	const payloadSizeField, seqField = 3, 8 // SingleMessageMetadata's
-	rest := payload
-	for i := range count {
-		if len(rest) < 4 {
-			return fmt.Errorf("%w: payload ends with %d declared messages missing", ErrMalformedBatch, count-i)
-		}
-		size := binary.BigEndian.Uint32(rest)
-		if uint64(size) > uint64(len(rest)-4) {
-			return fmt.Errorf("%w: metadata of %d bytes, only %d left", ErrMalformedBatch, size, len(rest)-4)
-		}
-		seq, payloadSize := first+uint64(i), int64(-1)
-		for b := rest[4 : 4+size]; len(b) > 0; {
-			num, typ, n := protowire.ConsumeTag(b)
-			if n < 0 {
-				return fmt.Errorf("%w: single message metadata: %v", ErrMalformedBatch, protowire.ParseError(n))
-			}
-			b = b[n:]
-			if typ == protowire.VarintType && (num == payloadSizeField || num == seqField) {
-				v, n := protowire.ConsumeVarint(b)
-				if n < 0 {
-					return fmt.Errorf("%w: single message metadata: %v", ErrMalformedBatch, protowire.ParseError(n))
-				}
-				b = b[n:]
-				if num == seqField {
-					seq = v
-				} else {
-					payloadSize = int64(int32(v))
-				}
-				continue
-			}
-			if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
-				return fmt.Errorf("%w: single message metadata: %v", ErrMalformedBatch, protowire.ParseError(n))
-			}
-			b = b[n:]
-		}
-		end := 4 + int64(size) + payloadSize
-		if payloadSize < 0 || end > int64(len(rest)) {
-			return fmt.Errorf("%w: payload of %d bytes, only %d left", ErrMalformedBatch, payloadSize, len(rest)-4-int(size))
-		}
-		fn(rest[:end:end], int64(seq))
-		rest = rest[end:]
-	}
-	if len(rest) != 0 {
-		return fmt.Errorf("%w: %d bytes after the declared messages", ErrMalformedBatch, len(rest))
-	}
-	return nil
-}
-
 // BatchHighestSequenceID returns the highest sequence id among the messages
 // of a batch (its metadata and payload as sent), and false when it cannot
 // read them: a message that is not a batch of more than one, an encrypted
@@ -146,7 +45,7 @@ func BatchHighestSequenceID(metadata, payload []byte) (int64, bool) {
 		return 0, false
 	}
 	highest := int64(f.seq)
-	if err := walkBatch(payload, f.seq, f.count, func(_ []byte, seq int64) { highest = max(highest, seq) }); err != nil {
+	if err := walkBatch(payload, f.seq, f.count, func(m batchMessage) { highest = max(highest, m.seq) }); err != nil {
 		return 0, false
 	}
 	return highest, true
@@ -155,7 +54,8 @@ func BatchHighestSequenceID(metadata, payload []byte) (int64, bool) {
 // DropBatchPrefix returns the message (from the magic on, checksummed) that
 // a batch becomes without its messages whose sequence ids are at or below
 // upTo, and how many messages it keeps; the rest keep their bytes and
-// order. The batch's sequence_id becomes its first kept message's, its
+// order (one without a sequence_id of its own, numbered by its place in
+// the batch, is given that number, since its place changes). The batch's sequence_id becomes its first kept message's, its
 // num_messages_in_batch the count kept, and its payload is stored
 // uncompressed (compression NONE: the broker has no compressors, and a
 // consumer reads either). It fails, keeping nothing, when the batch's
@@ -167,18 +67,32 @@ func DropBatchPrefix(metadata, payload []byte, upTo int64) (msg []byte, kept int
 	}
 	out := make([]byte, 0, len(payload))
 	var first int64
-	err = walkBatch(payload, f.seq, f.count, func(raw []byte, seq int64) {
-		if seq <= upTo {
+	var rewrite error // re-encoding a kept message's metadata failed
+	err = walkBatch(payload, f.seq, f.count, func(m batchMessage) {
+		if m.seq <= upTo || rewrite != nil {
 			return
 		}
 		if kept == 0 {
-			first = seq
+			first = m.seq
 		}
-		out = append(out, raw...)
 		kept++
+		if m.ownSeq {
+			out = append(out, m.raw...)
+			return
+		}
+		// Its id came from its place in the batch, which changes: it
+		// carries the id as its own from now on.
+		smm := &pb.SingleMessageMetadata{}
+		if rewrite = proto.Unmarshal(m.metadata, smm); rewrite == nil {
+			smm.SetSequenceId(uint64(m.seq))
+			out, rewrite = AppendBatchMessage(out, smm, m.payload)
+		}
 	})
 	if err != nil {
 		return nil, 0, err
+	}
+	if rewrite != nil {
+		return nil, 0, fmt.Errorf("%w: single message metadata: %v", ErrMalformedBatch, rewrite)
 	}
 	if kept == 0 {
 		return nil, 0, nil

@@ -16,7 +16,7 @@ import (
 // seqBatch is a batch of the given ids (-1: a message without its own
 // sequence_id), first at the batch's sequence_id, as a message: its
 // metadata and payload.
-func seqBatch(t *testing.T, first uint64, ids []int64, compress bool) (metadata, payload []byte) {
+func seqBatch(t testing.TB, first uint64, ids []int64, compress bool) (metadata, payload []byte) {
 	t.Helper()
 	var batch []byte
 	for i, id := range ids {
@@ -156,4 +156,31 @@ func msgParts(t *testing.T, msg []byte) (metadata, payload []byte) {
 		t.Fatal(err)
 	}
 	return metadata, payload
+}
+
+// FuzzDropBatchPrefix: a client's batch bytes, whatever they are, never
+// panic the broker's reading of their sequence ids, and a batch cut below
+// an id is a well-formed batch of the messages kept, each above that id.
+func FuzzDropBatchPrefix(f *testing.F) {
+	for _, compress := range []bool{false, true} {
+		md, payload := seqBatch(f, 3, []int64{3, 4, -1, 9}, compress)
+		f.Add(md, payload, int64(4))
+	}
+	f.Fuzz(func(t *testing.T, metadata, payload []byte, upTo int64) {
+		highest, readable := wire.BatchHighestSequenceID(metadata, payload)
+		msg, kept, err := wire.DropBatchPrefix(metadata, payload, upTo)
+		if err != nil || kept == 0 {
+			return
+		}
+		if !readable || highest <= upTo {
+			t.Fatalf("kept %d messages above %d of a batch whose highest id is %d (readable %v)", kept, upTo, highest, readable)
+		}
+		md, payload := msgParts(t, msg)
+		if n, err := wire.BatchCount(md, payload); err != nil || n != kept {
+			t.Fatalf("the cut batch counts %d messages (%v), kept %d", n, err, kept)
+		}
+		if first, ok := wire.BatchHighestSequenceID(md, payload); kept > 1 && (!ok || first != highest) {
+			t.Fatalf("the cut batch's highest id is %d (%v), the batch's was %d", first, ok, highest)
+		}
+	})
 }
