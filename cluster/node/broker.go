@@ -325,7 +325,7 @@ func startBroker(ctx context.Context, r *regionParts, cfg BrokerConfig) (_ *Brok
 	if err != nil {
 		return nil, fmt.Errorf("node: admin API: %w", err)
 	}
-	web := &http.Server{Handler: webHandler(r.registry, adm, n.statusPage), ReadHeaderTimeout: 10 * time.Second}
+	web := &http.Server{Handler: webHandler(r.registry, adm, n.statusPage, r.pprof), ReadHeaderTimeout: 10 * time.Second}
 	n.closers = append(n.closers, func() { web.Close() })
 
 	// One goroutine per listener, all owned by Close through served.
@@ -366,14 +366,17 @@ func startBroker(ctx context.Context, r *regionParts, cfg BrokerConfig) (_ *Brok
 // by at most this long.
 const scrapeTimeout = 5 * time.Second
 
-// webHandler serves the metrics, the health endpoints (health.go) and the
+// webHandler serves the metrics, the health endpoints (health.go), the
 // admin REST API (with the HTTP lookup surface of clients whose service
-// URL is http://).
-func webHandler(reg *prometheus.Registry, adm http.Handler, status http.HandlerFunc) http.Handler {
+// URL is http://), and the profiles with pprof.
+func webHandler(reg *prometheus.Registry, adm http.Handler, status http.HandlerFunc, pprof bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", telemetry.MetricsHandler(reg))
 	mux.Handle("GET /status.html", status)
 	addLiveness(mux)
+	if pprof {
+		addPprof(mux)
+	}
 	mux.Handle("/admin/", adm)
 	mux.Handle("/lookup/", adm)
 	return mux

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/pprof"
 
 	"github.com/meridian-mq/meridian/telemetry"
 )
@@ -43,16 +44,27 @@ func addLiveness(mux *http.ServeMux) {
 	})
 }
 
+// addPprof serves Go's runtime profiles under /debug/pprof/ (heap,
+// goroutine, allocs, profile?seconds=N, trace, ...), as net/http/pprof
+// registers them on the default mux, which Meridian does not serve.
+func addPprof(mux *http.ServeMux) {
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+}
+
 // metricsHandler is what a region's own metrics listener serves: /metrics,
-// liveness, readiness, and BookKeeper's routes when the region runs
-// bookies in this process.
-//
-// The bookie-recovery work's --enable-pprof mounts /debug/pprof here and
-// on the broker's web mux (webHandler), once for both.
-func (r *Region) metricsHandler() http.Handler {
+// liveness, readiness, BookKeeper's routes when the region runs bookies in
+// this process, and the profiles with pprof.
+func (r *Region) metricsHandler(pprof bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", telemetry.MetricsHandler(r.parts.registry))
 	addLiveness(mux)
+	if pprof {
+		addPprof(mux)
+	}
 	mux.HandleFunc("GET /ready", func(w http.ResponseWriter, _ *http.Request) {
 		if err := r.Ready(); err != nil {
 			writeText(w, http.StatusServiceUnavailable, err.Error())

@@ -80,3 +80,27 @@ func TestHealthEndpoints(t *testing.T) {
 		t.Errorf("/health without etcd: %d, want 200: liveness never depends on etcd", code)
 	}
 }
+
+// TestPprofOnlyWhenEnabled: with EnablePprof (--enable-pprof) the
+// broker's web port and a bookie process's metrics port serve Go's
+// profiles under /debug/pprof/; without it, neither does.
+func TestPprofOnlyWhenEnabled(t *testing.T) {
+	for _, enabled := range []bool{false, true} {
+		cfg := node.Standalone(t.TempDir())
+		b := cfg.Regions[0].Broker
+		b.BrokerAddr, b.WebAddr, b.AdvertisedHost = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1"
+		cfg.Regions[0].MetricsAddr = "127.0.0.1:0" // the standalone's bookie on a port of its own
+		cfg.Logger, cfg.EnablePprof = testLogger(), enabled
+		n := startNode(t, cfg)
+		for _, base := range []string{n.Broker().WebURL(), strings.TrimSuffix(n.Regions()[0].MetricsURL(), "/metrics")} {
+			code, body := answer(base + "/debug/pprof/heap?debug=1")
+			switch {
+			case enabled && (code != http.StatusOK || !strings.Contains(body, "heap profile")):
+				t.Errorf("EnablePprof: GET %s/debug/pprof/heap: %d, want 200 and a heap profile", base, code)
+			case !enabled && code != http.StatusNotFound:
+				t.Errorf("without EnablePprof: GET %s/debug/pprof/heap: %d, want 404", base, code)
+			}
+		}
+		n.Close()
+	}
+}

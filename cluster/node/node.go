@@ -93,6 +93,10 @@ type Config struct {
 	// cluster record if there is none (an existing record is an
 	// operator's), and tenants and namespaces are the operator's to create.
 	Bootstrap bool
+	// EnablePprof serves Go's runtime profiles under /debug/pprof/ on the
+	// process's HTTP listeners (health.go's addPprof), as etcd's
+	// --enable-pprof. They are unauthenticated: off by default.
+	EnablePprof bool
 	// Logger receives every part's logs; each region's carry its name.
 	// Required.
 	Logger *slog.Logger
@@ -274,6 +278,7 @@ type regionParts struct {
 	bootstrap       bool
 	ledgerCfg       ledger.Config
 	bookieTransport ledger.Bookies
+	pprof           bool // Config.EnablePprof: serve the profiles
 
 	ledgers  *ledger.Client
 	policies *global.Cache
@@ -442,7 +447,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 			name: rc.Name, store: store, global: global, registry: telemetry.NewRegistry(),
 			tracing: tracing, metrics: rc.Metrics,
 			log: log.With(telemetry.KeyRegion, rc.Name), bootstrap: cfg.Bootstrap,
-			ledgerCfg: rc.Ledger, bookieTransport: rc.BookieTransport,
+			ledgerCfg: rc.Ledger, bookieTransport: rc.BookieTransport, pprof: cfg.EnablePprof,
 		}
 		if err := parts.instrumentStores(); err != nil {
 			return nil, err
@@ -528,7 +533,7 @@ func (n *Node) startRegion(ctx context.Context, p regionParts, rc RegionConfig) 
 		return r, fmt.Errorf("node: metrics listener of region %s: %w", p.name, err)
 	}
 	r.metricsLn = ln
-	r.metrics = &http.Server{Handler: r.metricsHandler(), ReadHeaderTimeout: 10 * time.Second}
+	r.metrics = &http.Server{Handler: r.metricsHandler(p.pprof), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		defer close(r.served)
 		if err := r.metrics.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -108,7 +108,7 @@ has no authentication and is off by default).`,
 	f.StringVar(&failpoints, "failpoints", "", "fault injection for tests (default: $"+bookie.FailpointsEnv+")")
 	f.StringVar(&cfg.FailpointEndpoint, "failpoint-endpoint", "", "address of an HTTP endpoint, /failpoints, that switches failpoints at run time; for tests only (default: off)")
 	f.StringVar(&metricsAddr, "metrics-listen", defaultBookieHTTP, "address to serve /metrics, /health, /ready and BookKeeper's /api/v1/bookie/is_ready and /state on (BookKeeper's HTTP port, 8000); empty: none")
-	logs = addLogFlags(f)
+	logs = addServerFlags(f)
 	return cmd
 }
 

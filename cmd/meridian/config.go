@@ -125,12 +125,17 @@ type logFlags struct {
 	format telemetry.LogFormat
 }
 
-func addLogFlags(f *pflag.FlagSet) *logFlags {
+// addServerFlags adds the flags every long-running command takes: its
+// logging, and --enable-pprof, which runNode reads.
+func addServerFlags(f *pflag.FlagSet) *logFlags {
 	l := &logFlags{level: slog.LevelInfo, format: telemetry.LogText}
 	f.TextVar(&l.level, "log-level", l.level, "lowest level of log records to print (debug, info, warn, error)")
 	f.TextVar(&l.format, "log-format", l.format, "how log records are written on stderr: text (key=value) or json (one object per line)")
+	f.Bool(enablePprofFlag, false, "serve Go's profiles under /debug/pprof/ on the process's HTTP listeners (a broker's web port; a bookie's or replicator's metrics port), as etcd's --enable-pprof; unauthenticated, so off by default")
 	return l
 }
+
+const enablePprofFlag = "enable-pprof"
 
 // logger writes the command's log records to its stderr.
 func (l *logFlags) logger(cmd *cobra.Command) *slog.Logger {
@@ -141,10 +146,13 @@ func (l *logFlags) logger(cmd *cobra.Command) *slog.Logger {
 // until SIGINT or SIGTERM, or until a part stops by itself (a bookie whose
 // journal failed: then the error is returned, so the process exits
 // non-zero). Either way it stops every part before it returns.
-func runNode(cmd *cobra.Command, what string, cfg node.Config, ready func(*node.Node) (string, error)) error {
+func runNode(cmd *cobra.Command, what string, cfg node.Config, ready func(*node.Node) (string, error)) (err error) {
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	log := cfg.Logger
+	if cfg.EnablePprof, err = cmd.Flags().GetBool(enablePprofFlag); err != nil {
+		return err
+	}
 	n, err := node.Start(ctx, cfg)
 	if err != nil {
 		return err

@@ -88,7 +88,7 @@ and ports continues where it stopped.`,
 	f.IntVar(&webPortBase, "web-port-base", webPortBase, "HTTP port of the first region; region i listens on base+100*i (0: free ports)")
 	f.StringVar(&readyFile, "ready-file", "", `file to write {"regions":[{"name","serviceUrl","webServiceUrl"}]} to once every region serves`)
 	f.StringVar(&advertised, "advertised-address", advertised, "host clients are told to connect to (and that the listeners bind)")
-	logs = addLogFlags(f)
+	logs = addServerFlags(f)
 	return cmd
 }
 

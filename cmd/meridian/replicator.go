@@ -63,6 +63,6 @@ on stdout once registered:
 	f.DurationVar(&cfg.ScanInterval, "scan-interval", cfg.ScanInterval, "how often the worker looks for tasks to start or stop")
 	f.DurationVar(&cfg.CursorPersistInterval, "cursor-persist-interval", cfg.CursorPersistInterval, "longest wait before a task writes its cursor (what a crash sends again, deduplicated by the remote)")
 	f.IntVar(&cfg.Remote.MaxInFlightEntries, "max-in-flight", cfg.Remote.MaxInFlightEntries, "entries per task sent and not yet acknowledged by the remote (cover a WAN round trip at the rate)")
-	logs = addLogFlags(f)
+	logs = addServerFlags(f)
 	return cmd
 }

@@ -65,7 +65,7 @@ delivered again).`,
 	addTLSFlags(f, b)
 	f.StringVar(&b.AdvertisedHost, "advertised-address", b.AdvertisedHost, "host clients are told to connect to (with the listeners' ports); with the broker port it is the broker's id")
 	f.BoolVar(&b.Broker.ProxyThroughServiceURL, "proxy-through-service-url", b.Broker.ProxyThroughServiceURL, "answer lookups with proxyThroughServiceUrl: clients reach every topic through the service URL they were given, not the advertised address (behind a port mapping: a container)")
-	logs = addLogFlags(f)
+	logs = addServerFlags(f)
 	return cmd
 }
 
