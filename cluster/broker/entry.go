@@ -22,11 +22,7 @@ func newDispatchEntry(e mledger.Entry) (*dispatchEntry, error) {
 	if err != nil {
 		return nil, err
 	}
-	metadata, payload, err := wire.SplitMessage(msg)
-	if err != nil {
-		return nil, err
-	}
-	md, err := (&wire.Frame{Metadata: metadata}).DecodeMetadata()
+	md, payload, err := wire.DecodeMessage(msg)
 	if err != nil {
 		return nil, err
 	}

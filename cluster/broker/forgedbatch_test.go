@@ -78,3 +78,44 @@ func TestForgedBatchCountRefused(t *testing.T) {
 		cons.Ack(m)
 	}
 }
+
+// TestSendCountedByItsMetadata: a SEND counts for the messages its
+// metadata holds, not for the num_messages it claims: a single message
+// sent with num_messages of a million moves the topic's entry index (an
+// entry's index is its last message's) by one past the message before it.
+func TestSendCountedByItsMetadata(t *testing.T) {
+	r := startBroker(t, nil)
+	c := newClient(t, r.ServiceURL())
+	topic := topicFor(t)
+	cons := subscribe(t, c, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s"})
+	produce(t, createProducer(t, c, pulsar.ProducerOptions{Topic: topic, DisableBatching: true}), "before-", 1)
+
+	rc := dialRaw(t, brokerAddr(r))
+	rc.connect(20)
+	rc.send(pb.BaseCommand_builder{Type: pb.BaseCommand_PRODUCER.Enum(), Producer: pb.CommandProducer_builder{
+		Topic: proto.String(topic), ProducerId: proto.Uint64(1), RequestId: proto.Uint64(1), ProducerName: proto.String("claimer"),
+	}.Build()}.Build())
+	rc.expect(pb.BaseCommand_PRODUCER_SUCCESS)
+	msg, err := wire.AppendMessage(nil, pb.MessageMetadata_builder{ProducerName: proto.String("claimer"),
+		SequenceId: proto.Uint64(0), PublishTime: proto.Uint64(1)}.Build(), []byte("one"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.w.WritePayloadCommand(pb.BaseCommand_builder{Type: pb.BaseCommand_SEND.Enum(), Send: pb.CommandSend_builder{
+		ProducerId: proto.Uint64(1), SequenceId: proto.Uint64(0), NumMessages: proto.Int32(1_000_000),
+	}.Build()}.Build(), nil, msg); err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	rc.expect(pb.BaseCommand_SEND_RECEIPT)
+
+	first, second := receive(t, cons), receive(t, cons)
+	if first.Index() == nil || second.Index() == nil {
+		t.Fatal("the messages carry no broker index")
+	}
+	if d := *second.Index() - *first.Index(); d != 1 {
+		t.Fatalf("the claimed million's index is %d past the message before it, want 1", d)
+	}
+}

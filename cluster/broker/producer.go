@@ -164,18 +164,17 @@ func (p *producer) publish(send *pb.CommandSend, f *wire.Frame) {
 	r := receipt{turn: p.nextTurn, seq: seq, highest: max(seq, int64(send.GetHighestSequenceId())), track: true, bytes: len(f.Message)}
 	p.nextTurn++
 	r.name, r.dedupSeq, r.dedupHighest = p.name, r.seq, r.highest
-	n := 1
-	if send.HasNumMessages() {
-		n = max(int(send.GetNumMessages()), 1)
-	}
-	r.messages = n
-	if err := wire.CheckBatchCount(f.Metadata, f.Payload); err != nil {
-		// A count its payload cannot hold would drain the permits of every
-		// consumer it reaches (wire.BatchMessages).
+	// The verified count of the metadata, not the SEND's num_messages: a
+	// count its payload cannot hold would drain the permits of every
+	// consumer it reaches (wire.BatchMessages), and a SEND's claim would
+	// move the entry index by what it likes.
+	n, err := wire.BatchCount(f.Metadata, f.Payload)
+	if err != nil {
 		r.err = fmt.Errorf("%w: %v", wire.ErrNotAllowed, err)
 		p.queue(r)
 		return
 	}
+	r.messages = n
 	if send.GetIsChunk() || p.repl {
 		md, err := f.DecodeMetadata()
 		if err != nil {

@@ -40,35 +40,42 @@ func BatchMessages(md *pb.MessageMetadata, payloadSize int) int {
 	return min(max(int(md.GetNumMessagesInBatch()), 1), max(payloadSize/minBatchMessageSize, 1))
 }
 
-// CheckBatchCount verifies, when a message arrives, that the batch count
-// its metadata declares is one its payload holds, without decoding the
-// metadata (a scan of three fields). An uncompressed batch holds at most
+// BatchCount returns the number of messages a message arriving from a
+// client counts for: the batch count its metadata declares (1 when it
+// declares none), once verified to be one its payload holds, without
+// decoding the metadata (a scan of two fields). A broker counts a SEND by
+// it, not by the SEND's own num_messages, so that one verified count
+// drives the entry index, the counters and flow control. An uncompressed batch holds at most
 // one message per minBatchMessageSize bytes. A compressed one is opened
 // and walked only when its count exceeds what its compressed bytes could
 // hold uncompressed, which only very compressible batches of tiny messages
 // do; its messages must then be exactly the count. Consumers earn back
 // permits only for messages they really receive, so a false count would
 // drain their permits for good (see BatchMessages).
-func CheckBatchCount(metadata, payload []byte) error {
+func BatchCount(metadata, payload []byte) (int, error) {
 	count, compression, err := scanBatchFields(metadata)
-	if err != nil || count <= int64(max(len(payload)/minBatchMessageSize, 1)) {
-		return err
+	if err != nil {
+		return 0, err
+	}
+	count = max(count, 1)
+	if count <= int64(max(len(payload)/minBatchMessageSize, 1)) {
+		return int(count), nil
 	}
 	if compression == int64(pb.CompressionType_NONE) {
-		return fmt.Errorf("%w: %d messages declared in a payload of %d bytes", ErrMalformedBatch, count, len(payload))
+		return 0, fmt.Errorf("%w: %d messages declared in a payload of %d bytes", ErrMalformedBatch, count, len(payload))
 	}
 	md := &pb.MessageMetadata{}
 	if err := proto.Unmarshal(metadata, md); err != nil {
-		return fmt.Errorf("%w: message metadata: %v", ErrMalformedFrame, err)
+		return 0, fmt.Errorf("%w: message metadata: %v", ErrMalformedFrame, err)
 	}
 	uncompressed, err := Uncompress(md, payload)
 	if err != nil {
-		return fmt.Errorf("%w: %d messages declared in a payload that does not uncompress: %v", ErrMalformedBatch, count, err)
+		return 0, fmt.Errorf("%w: %d messages declared in a payload that does not uncompress: %v", ErrMalformedBatch, count, err)
 	}
 	br := NewBatchReader(uncompressed, int(count))
 	for br.Next() {
 	}
-	return br.Err()
+	return int(count), br.Err()
 }
 
 // scanBatchFields reads num_messages_in_batch (1 when absent) and

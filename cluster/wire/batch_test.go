@@ -99,10 +99,10 @@ func FuzzBatch(f *testing.F) {
 	})
 }
 
-// TestCheckBatchCount: a declared batch count must be one the payload can
+// TestBatchCount: a declared batch count must be one the payload can
 // hold; a compressed batch that claims more than its compressed bytes
 // could hold is opened and counted.
-func TestCheckBatchCount(t *testing.T) {
+func TestBatchCount(t *testing.T) {
 	batch := func(n int) []byte {
 		var b []byte
 		for range n {
@@ -147,9 +147,22 @@ func TestCheckBatchCount(t *testing.T) {
 		{"a compressed batch that does not uncompress", metadata(1_000_000, lz, 6_000_000), []byte("8 bytes!"), false},
 		{"metadata cut inside the count", []byte{0x58}, real, false},
 	} {
-		err := wire.CheckBatchCount(tc.metadata, tc.payload)
+		_, err := wire.BatchCount(tc.metadata, tc.payload)
 		if (err == nil) != tc.ok {
 			t.Errorf("%s: %v, want ok=%v", tc.name, err, tc.ok)
+		}
+	}
+	for _, tc := range []struct {
+		name              string
+		metadata, payload []byte
+		want              int
+	}{
+		{"no batch", []byte{}, []byte("x"), 1},
+		{"a real batch", metadata(1000, none, 0), real, 1000},
+		{"a real compressed batch", metadata(1000, lz, len(real)), lz4Block(real), 1000},
+	} {
+		if n, err := wire.BatchCount(tc.metadata, tc.payload); n != tc.want || err != nil {
+			t.Errorf("%s: BatchCount = %d, %v; want %d", tc.name, n, err, tc.want)
 		}
 	}
 }
@@ -180,7 +193,7 @@ func TestBatchMessages(t *testing.T) {
 		t.Fatal(err)
 	}
 	payload := make([]byte, 1000)
-	if n := testing.AllocsPerRun(100, func() { wire.CheckBatchCount(metadata, payload) }); n != 0 {
-		t.Errorf("CheckBatchCount allocated %v times for a plausible count", n)
+	if n := testing.AllocsPerRun(100, func() { wire.BatchCount(metadata, payload) }); n != 0 {
+		t.Errorf("BatchCount allocated %v times for a plausible count", n)
 	}
 }

@@ -139,12 +139,20 @@ func SplitMessage(msg []byte) (metadata, payload []byte, err error) {
 // DecodeMessageMetadata verifies a stored message (SplitMessage) and
 // unmarshals its MessageMetadata.
 func DecodeMessageMetadata(msg []byte) (*pb.MessageMetadata, error) {
-	b, _, err := SplitMessage(msg)
+	md, _, err := DecodeMessage(msg)
+	return md, err
+}
+
+// DecodeMessage verifies a stored message (SplitMessage) and returns its
+// unmarshalled MessageMetadata and its payload, which aliases msg.
+func DecodeMessage(msg []byte) (*pb.MessageMetadata, []byte, error) {
+	b, payload, err := SplitMessage(msg)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	f := Frame{Metadata: b}
-	return f.DecodeMetadata()
+	md, err := f.DecodeMetadata()
+	return md, payload, err
 }
 
 // readSize reads a u32 size field and checks that that many bytes follow.
