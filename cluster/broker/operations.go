@@ -69,9 +69,14 @@ type SubscriptionStats struct {
 	DelayedMessages int64
 	// IgnoredAcks counts the acked ids ignored since the topic was
 	// loaded: positions never delivered to the consumer that acked them.
-	IgnoredAcks        int64
-	Consumers          []ConsumerStats
-	ActiveConsumerName string
+	IgnoredAcks int64
+	// Replicated says the subscription's state travels to the other
+	// regions; ReplicatedStateTaken says when each of them took the state
+	// last applied here (its age is now less that).
+	Replicated           bool
+	ReplicatedStateTaken map[string]time.Time
+	Consumers            []ConsumerStats
+	ActiveConsumerName   string
 }
 
 // ConsumerStats is one connected consumer.
@@ -125,6 +130,9 @@ func (s *subscription) stats() SubscriptionStats {
 		DelayedMessages: int64(s.mu.delayed.Len())}
 	ss.MsgOutCounter, ss.BytesOutCounter = s.out.msgs.Load(), s.out.bytes.Load()
 	ss.IgnoredAcks = s.ignoredAcks.Load()
+	if ss.Replicated = s.replicated(); ss.Replicated && s.topic.rs != nil {
+		ss.ReplicatedStateTaken = s.topic.rs.takenAt(s.name)
+	}
 	if s.mu.active != nil {
 		ss.ActiveConsumerName = s.mu.active.name
 	}
@@ -416,6 +424,12 @@ func (s *Service) DeleteTopic(ctx context.Context, t topology.TopicName, force b
 	}
 	if _, err := s.schemas.Delete(ctx, t.String()); err != nil && !errors.Is(err, schema.ErrNotFound) {
 		s.log.Warn("deleting the schemas of a deleted topic", "topic", t.String(), "err", err)
+	}
+	// The topic's replicated subscription states of this region go with
+	// it. Were one left behind (the global store unreachable), it could not
+	// ack anything of a topic created again: it names the old incarnation.
+	if err := s.gstore.DeleteSubscriptionStates(ctx, t, "", s.cfg.Region); err != nil {
+		s.log.Warn("deleting the replicated subscription states of a deleted topic", "topic", t.String(), "err", err)
 	}
 	return nil
 }
