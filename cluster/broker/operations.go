@@ -249,6 +249,7 @@ func (t *Topic) Skip(name string, n int64) error {
 	}
 	_, err = s.cursor.Skip(n)
 	s.dropPending()
+	s.replicatedChanged()
 	return err
 }
 
@@ -295,6 +296,7 @@ func (t *Topic) ExpireMessages(ctx context.Context, name string, age time.Durati
 		return err
 	}
 	s.dropPending()
+	s.replicatedChanged()
 	return nil
 }
 

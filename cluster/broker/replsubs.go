@@ -345,6 +345,8 @@ func (r *replicatedSubs) syncSubscription(ctx context.Context, name string, stor
 	if err != nil || s == nil {
 		return err
 	}
+	s.replMu.Lock()
+	defer s.replMu.Unlock()
 	epoch := s.epoch()
 	var remote []replsub.State
 	taken := map[string]int64{}
@@ -613,7 +615,7 @@ func (s *subscription) epoch() replsub.Epoch {
 
 // sought takes a new epoch after a seek here, above every one known, so
 // that the seek replaces the state in the other regions rather than being
-// merged away.
+// merged away. The seek holds replMu.
 func (s *subscription) sought() error {
 	rs := s.topic.rs
 	if rs == nil || !s.replicated() {
@@ -675,7 +677,8 @@ func (s *subscription) applyRemote(applies []replsub.Apply) error {
 
 // replaceState makes the subscription's consumed set exactly applies (a
 // translation of the whole topic) under epoch: another region's seek. Its
-// consumers are disconnected first, as for a seek here.
+// consumers are disconnected first, as for a seek here. The sync holds
+// replMu.
 func (s *subscription) replaceState(ctx context.Context, applies []replsub.Apply, epoch replsub.Epoch) error {
 	err := s.rewrite(ctx, func() error {
 		if err := s.cursor.ResetAfter(mledger.Position{Ledger: -1, Entry: -1}); err != nil {

@@ -63,6 +63,12 @@ type subscription struct {
 	done   chan struct{}
 
 	roundMu sync.Mutex
+	// replMu serialises what changes a replicated subscription's epoch
+	// with the sync that reads it (replsubs.go): a seek here resets the
+	// cursor and takes a new epoch under it, so no sync merges another
+	// region's older state into the reset cursor in between. Taken before
+	// roundMu.
+	replMu  sync.Mutex
 	seeking atomic.Bool // a seek is disconnecting the consumers
 	out     counters    // delivered messages and bytes
 	// isReplicated mirrors the cursor's replicatedProperty (replsubs.go).
@@ -915,6 +921,8 @@ func (s *subscription) permitsLocked() int64 {
 // A replicated subscription takes a new epoch, so that the seek replaces its
 // state in the other regions (replsubs.go).
 func (s *subscription) seek(ctx context.Context, id *pb.MessageIdData, publishTime *uint64) error {
+	s.replMu.Lock()
+	defer s.replMu.Unlock()
 	err := s.rewrite(ctx, func() error {
 		if publishTime != nil {
 			_, err := s.cursor.ResetToTime(ctx, int64(*publishTime))
