@@ -206,7 +206,7 @@ func (h *handler) renderStats(name string, st broker.TopicStats, dedup bool) top
 		ss := subscriptionStats{Type: s.Type, MsgBacklog: s.MsgBacklog, MsgBacklogNoDelayed: max(0, s.MsgBacklog-s.DelayedMessages),
 			MsgDelayed: s.DelayedMessages, UnackedMessages: s.UnackedMessages, ActiveConsumerName: s.ActiveConsumerName,
 			MsgOutCounter: s.MsgOutCounter, BytesOutCounter: s.BytesOutCounter, IgnoredAckCount: s.IgnoredAcks, IsDurable: s.Durable,
-			IsReplicated: s.Replicated, ReplicatedStateAgeSeconds: ageSeconds(s.ReplicatedStateTaken, now),
+			IsReplicated: s.Replicated, ReplicatedStateAgeSeconds: ageSeconds(s.ReplicatedStateAges(now)),
 			Consumers: []consumerStats{}, ConsumersAfterMarkDeletePosition: map[string]string{},
 			SubscriptionProperties: map[string]string{}}
 		ss.MsgRateOut, ss.MsgThroughputOut = h.rates.rate(name+"\x00s\x00"+sub, now, s.MsgOutCounter, s.BytesOutCounter)
@@ -360,15 +360,14 @@ func unixMillis(t time.Time) int64 {
 	return t.UnixMilli()
 }
 
-// ageSeconds turns the times each region took a state into ages at now
-// (nil for none).
-func ageSeconds(taken map[string]time.Time, now time.Time) map[string]float64 {
-	if len(taken) == 0 {
+// ageSeconds is ages in seconds, as stats give them (nil for none).
+func ageSeconds(ages map[string]time.Duration) map[string]float64 {
+	if len(ages) == 0 {
 		return nil
 	}
-	out := make(map[string]float64, len(taken))
-	for region, t := range taken {
-		out[region] = max(0, now.Sub(t).Seconds())
+	out := make(map[string]float64, len(ages))
+	for region, age := range ages {
+		out[region] = age.Seconds()
 	}
 	return out
 }

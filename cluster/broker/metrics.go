@@ -173,6 +173,9 @@ type SubscriptionMetrics struct {
 	RateOut, ThroughputOut         float64
 	MsgOutCounter, BytesOutCounter int64
 	IgnoredAcks                    int64
+	// ReplicatedStateAge is, per remote region, the age of its state of
+	// this replicated subscription last applied here.
+	ReplicatedStateAge map[string]time.Duration
 }
 
 // ReplicationMetrics is a topic's replication with one remote region:
@@ -316,7 +319,7 @@ func (t *Topic) metrics(ctx context.Context, tasks map[string]mledger.Replicatio
 		tm.MsgBacklog += ss.MsgBacklog
 		tm.Subs[name] = SubscriptionMetrics{Backlog: ss.MsgBacklog, Unacked: ss.UnackedMessages, Delayed: ss.DelayedMessages,
 			Consumers: len(ss.Consumers), MsgOutCounter: ss.MsgOutCounter, BytesOutCounter: ss.BytesOutCounter,
-			IgnoredAcks: ss.IgnoredAcks}
+			IgnoredAcks: ss.IgnoredAcks, ReplicatedStateAge: ss.ReplicatedStateAges(now)}
 		cur[windowSubPrefix+name] = [2]int64{ss.MsgOutCounter, ss.BytesOutCounter}
 	}
 	// Inbound: the replication producers the remote regions connected

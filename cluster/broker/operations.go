@@ -79,6 +79,19 @@ type SubscriptionStats struct {
 	ActiveConsumerName   string
 }
 
+// ReplicatedStateAges returns, per other region, the age at now of its
+// state last applied here (nil for none).
+func (ss SubscriptionStats) ReplicatedStateAges(now time.Time) map[string]time.Duration {
+	if len(ss.ReplicatedStateTaken) == 0 {
+		return nil
+	}
+	out := make(map[string]time.Duration, len(ss.ReplicatedStateTaken))
+	for region, at := range ss.ReplicatedStateTaken {
+		out[region] = max(0, now.Sub(at))
+	}
+	return out
+}
+
 // ConsumerStats is one connected consumer.
 type ConsumerStats struct {
 	ConsumerName     string
@@ -251,6 +264,28 @@ func (t *Topic) Skip(name string, n int64) error {
 	s.dropPending()
 	s.replicatedChanged()
 	return err
+}
+
+// SetSubscriptionReplicated turns on or off the replication of a
+// subscription's state to the topic's other regions (Pulsar's
+// replicatedSubscriptionStatus). Turning it off stops this region's writes;
+// the other regions keep the last state they applied.
+func (t *Topic) SetSubscriptionReplicated(name string, on bool) error {
+	s, err := t.existing(name)
+	if err != nil {
+		return err
+	}
+	return s.setReplicated(on)
+}
+
+// SubscriptionReplicated reports whether a subscription's state is
+// replicated.
+func (t *Topic) SubscriptionReplicated(name string) (bool, error) {
+	s, err := t.existing(name)
+	if err != nil {
+		return false, err
+	}
+	return s.replicated(), nil
 }
 
 // ResetCursor moves a subscription to after position p, or to the first

@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -9,9 +10,13 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/apache/pulsar-client-go/pulsar"
 
 	"github.com/meridian-mq/meridian/cluster/broker"
+	"github.com/meridian-mq/meridian/cluster/broker/replsub"
+	"github.com/meridian-mq/meridian/cluster/meta"
 	"github.com/meridian-mq/meridian/cluster/node"
 	"github.com/meridian-mq/meridian/global"
 	"github.com/meridian-mq/meridian/testkit"
@@ -26,53 +31,55 @@ const replSyncInterval = 100 * time.Millisecond
 
 func startReplicatedSubsDev(t *testing.T) (*node.Node, map[string]string) {
 	t.Helper()
-	return startDevWith(t, func(r *node.RegionConfig) {
-		r.Broker.Service.ReplicatedSubscriptions.Interval = replSyncInterval
-	}, "east", "west")
+	return startReplicatedSubsDevWith(t, broker.ReplicatedSubscriptionsConfig{Interval: replSyncInterval, MaxRanges: 10_000})
 }
 
-// regionService returns the broker service of region.
-func regionService(t *testing.T, n *node.Node, region string) *broker.Service {
+// startReplicatedSubsDevWith is startReplicatedSubsDev with cfg.
+func startReplicatedSubsDevWith(t *testing.T, cfg broker.ReplicatedSubscriptionsConfig) (*node.Node, map[string]string) {
 	t.Helper()
-	for _, r := range n.Regions() {
-		if r.Name() == region {
-			return r.Broker().Service()
-		}
-	}
-	t.Fatalf("no region %s", region)
-	return nil
+	return startDevWith(t, func(r *node.RegionConfig) { r.Broker.Service.ReplicatedSubscriptions = cfg }, "east", "west")
 }
 
-// subscriptionStats returns sub's stats on topic in svc's region; ok is
-// false while the topic or the subscription is not there.
-func subscriptionStats(t *testing.T, svc *broker.Service, topic, sub string) (broker.SubscriptionStats, bool) {
+func mustTopicName(t *testing.T, topic string) topology.TopicName {
 	t.Helper()
 	tn, err := topology.ParseTopicName(topic)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return tn
+}
+
+// subscriptionStats returns sub's stats on topic in svc's region, and the
+// topic's entries; ok is false while the topic or the subscription is not
+// there.
+func subscriptionStats(t *testing.T, svc *broker.Service, topic, sub string) (ss broker.SubscriptionStats, entries int64, ok bool) {
+	t.Helper()
+	tn := mustTopicName(t, topic)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	tp, err := svc.Topic(ctx, tn, false)
 	if err != nil {
-		return broker.SubscriptionStats{}, false
+		return broker.SubscriptionStats{}, 0, false
 	}
-	ss, ok := tp.Stats().Subscriptions[sub]
-	return ss, ok
+	st := tp.Stats()
+	ss, ok = st.Subscriptions[sub]
+	return ss, st.Entries, ok
 }
 
-// awaitBacklog waits until sub on topic in svc's region has backlog
-// entries.
-func awaitBacklog(t *testing.T, svc *broker.Service, region, topic, sub string, backlog int64) {
+// awaitBacklog waits until topic in svc's region stores entries entries
+// and sub's backlog is backlog of them. Both are needed: a backlog alone
+// may be reached before replication brings the entries, whose acks are yet
+// to come.
+func awaitBacklog(t *testing.T, svc *broker.Service, region, topic, sub string, entries, backlog int64) {
 	t.Helper()
 	last := int64(-1)
-	testkit.WaitFor(t, fmt.Sprintf("%s's subscription %s to have a backlog of %d entries", region, sub, backlog), func() bool {
-		ss, ok := subscriptionStats(t, svc, topic, sub)
+	testkit.WaitFor(t, fmt.Sprintf("%s's subscription %s to have a backlog of %d of %d entries", region, sub, backlog, entries), func() bool {
+		ss, n, ok := subscriptionStats(t, svc, topic, sub)
 		if ok && ss.MsgBacklog != last {
-			t.Logf("%s: subscription %s backlog %d (replicated %v)", region, sub, ss.MsgBacklog, ss.Replicated)
+			t.Logf("%s: subscription %s backlog %d of %d entries (replicated %v)", region, sub, ss.MsgBacklog, n, ss.Replicated)
 			last = ss.MsgBacklog
 		}
-		return ok && ss.MsgBacklog == backlog
+		return ok && n == entries && ss.MsgBacklog == backlog
 	})
 }
 
@@ -220,9 +227,10 @@ func TestReplicatedSubscriptionCarriesEveryAck(t *testing.T) {
 		}
 	}
 	want := int64(len(unackedEastEntries) + westUnackedEntries)
-	west := regionService(t, n, "west")
-	awaitBacklog(t, west, "west", topic, sub, want)
-	if ss, _ := subscriptionStats(t, west, topic, sub); !ss.Replicated || ss.ReplicatedStateTaken["east"].IsZero() {
+	west := region(t, n, "west").Broker().Service()
+	entries := int64(rounds + 2*rounds + len(westOnly)) // east's batches, west's messages
+	awaitBacklog(t, west, "west", topic, sub, entries, want)
+	if ss, _, _ := subscriptionStats(t, west, topic, sub); !ss.Replicated || ss.ReplicatedStateTaken["east"].IsZero() {
 		t.Fatalf("west's subscription: replicated %v, east's state taken at %v; want replicated, with east's state",
 			ss.Replicated, ss.ReplicatedStateTaken["east"])
 	}
@@ -280,11 +288,8 @@ func produceSingly(t *testing.T, c pulsar.Client, topic, prefix string, n int) {
 func ackedEverywhere(t *testing.T, topic, sub, prefix string, n int) acked {
 	t.Helper()
 	dev, urls := startReplicatedSubsDev(t)
-	tn, err := topology.ParseTopicName(topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := acked{topic: tn, east: regionService(t, dev, "east"), west: regionService(t, dev, "west"),
+	tn := mustTopicName(t, topic)
+	d := acked{topic: tn, east: region(t, dev, "east").Broker().Service(), west: region(t, dev, "west").Broker().Service(),
 		eastClient: newClient(t, pulsar.ClientOptions{URL: urls["east"]}),
 		westClient: newClient(t, pulsar.ClientOptions{URL: urls["west"]})}
 	eastCons := subscribeReplicated(t, d.eastClient, topic, sub)
@@ -294,7 +299,7 @@ func ackedEverywhere(t *testing.T, topic, sub, prefix string, n int) acked {
 			t.Fatal(err)
 		}
 	}
-	awaitBacklog(t, d.west, "west", topic, sub, 0)
+	awaitBacklog(t, d.west, "west", topic, sub, int64(n), 0)
 	eastCons.Close()
 	return d
 }
@@ -327,8 +332,8 @@ func TestReplicatedSubscriptionSeekReplaces(t *testing.T) {
 	if err := tp.ResetCursor(ctx, sub, nil, &earliest); err != nil {
 		t.Fatal(err)
 	}
-	awaitBacklog(t, d.east, "east", topic, sub, 10)
-	awaitBacklog(t, d.west, "west", topic, sub, 10)
+	awaitBacklog(t, d.east, "east", topic, sub, 10, 10)
+	awaitBacklog(t, d.west, "west", topic, sub, 10, 10)
 
 	westCons := subscribeReplicated(t, d.westClient, topic, sub)
 	produceSingly(t, d.westClient, topic, "sentinel", 1)
@@ -342,8 +347,12 @@ func TestReplicatedSubscriptionSeekReplaces(t *testing.T) {
 // and creates it again, while west keeps its own copy and its state of the
 // subscription, which acked east's first six messages (offsets 0..5 of
 // east's first incarnation). The new topic's first six messages have
-// offsets 0..5 too, of a new incarnation: west's state must ack none of
-// them in east. An ack made in west of one of the new messages does carry.
+// offsets 0..5 too, of a new incarnation: west's state, which creates the
+// subscription in east's new topic, must ack none of them there. An ack
+// made in west afterwards (of w-0, published there) does carry.
+//
+// The test waits for east to apply a state west took after that ack: east
+// stored its six new messages before, so that sync knew them.
 func TestReplicatedSubscriptionNotInheritedByANewTopic(t *testing.T) {
 	const topic, sub = "persistent://public/default/replsub-recreated", "s"
 	d := ackedEverywhere(t, topic, sub, "old", 6)
@@ -355,36 +364,35 @@ func TestReplicatedSubscriptionNotInheritedByANewTopic(t *testing.T) {
 	}
 	produceSingly(t, eastClient, topic, "new", 6)
 
-	// West gets the new messages too (after the old ones), and acks the
-	// last: a change of its state once east stores all six.
 	westCons, err := westClient.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: sub, Type: pulsar.Shared,
 		AckWithResponse: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer westCons.Close()
+	produceSingly(t, westClient, topic, "w", 1)
 	for {
 		m := receiveUnacked(t, westCons)
-		if string(m.Payload()) != "new-5" {
-			continue // new-0..4 stay unacked, nacked back on close
+		if string(m.Payload()) != "w-0" {
+			continue // east's new messages, if already here: left unacked
 		}
 		beforeAck := time.Now()
 		if err := westCons.Ack(m); err != nil {
 			t.Fatal(err)
 		}
-		testkit.WaitFor(t, "east to apply west's state taken after its ack of new-5", func() bool {
-			ss, ok := subscriptionStats(t, east, topic, sub)
-			return ok && ss.ReplicatedStateTaken["west"].UnixMilli() >= beforeAck.UnixMilli()
+		testkit.WaitFor(t, "east to apply west's state taken after its ack of w-0, with w-0 stored", func() bool {
+			ss, entries, ok := subscriptionStats(t, east, topic, sub)
+			return ok && entries == 7 && ss.MsgBacklog < 7 && ss.ReplicatedStateTaken["west"].UnixMilli() >= beforeAck.UnixMilli()
 		})
 		break
 	}
 	westCons.Close()
-	if ss, _ := subscriptionStats(t, east, topic, sub); ss.MsgBacklog != 5 {
-		t.Fatalf("east's new topic: subscription backlog %d, want 5 (new-0..4: nothing of the old topic's acks, west's ack of new-5)", ss.MsgBacklog)
+	if ss, _, _ := subscriptionStats(t, east, topic, sub); ss.MsgBacklog != 6 {
+		t.Fatalf("east's new topic: subscription backlog %d, want 6 (new-0..5: nothing of the old topic's acks; w-0 acked in west)", ss.MsgBacklog)
 	}
 	eastCons := subscribeReplicated(t, eastClient, topic, sub)
 	produceSingly(t, eastClient, topic, "sentinel", 1)
-	if got, want := drainUntil(t, eastCons, "sentinel-0"), payloads("new", 0, 5); !slices.Equal(got, want) {
+	if got, want := drainUntil(t, eastCons, "sentinel-0"), payloads("new", 0, 6); !slices.Equal(got, want) {
 		t.Fatalf("east's new topic delivered %v, want %v", got, want)
 	}
 }
@@ -395,11 +403,8 @@ func TestReplicatedSubscriptionNotInheritedByANewTopic(t *testing.T) {
 func TestReplicatedSubscriptionPerPartition(t *testing.T) {
 	n, urls := startReplicatedSubsDev(t)
 	const topic, sub, partitions = "persistent://public/default/replsub-partitioned", "s", 2
-	east, west := regionService(t, n, "east"), regionService(t, n, "west")
-	tn, err := topology.ParseTopicName(topic)
-	if err != nil {
-		t.Fatal(err)
-	}
+	east, west := region(t, n, "east").Broker().Service(), region(t, n, "west").Broker().Service()
+	tn := mustTopicName(t, topic)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if _, err := east.Global().CreateTopic(ctx, tn, global.TopicPolicies{Partitions: partitions}); err != nil {
@@ -417,9 +422,10 @@ func TestReplicatedSubscriptionPerPartition(t *testing.T) {
 		send(t, p, &pulsar.ProducerMessage{Key: fmt.Sprintf("k%d", i), Payload: fmt.Appendf(nil, "m-%d", i)})
 	}
 	unacked := map[string]bool{}
-	unackedPer := map[string]int64{}
+	unackedPer, entriesPer := map[string]int64{}, map[string]int64{}
 	for range total {
 		m := receiveUnacked(t, eastCons)
+		entriesPer[m.Topic()]++
 		var i int
 		fmt.Sscanf(string(m.Payload()), "m-%d", &i)
 		if i%2 == 0 {
@@ -433,7 +439,7 @@ func TestReplicatedSubscriptionPerPartition(t *testing.T) {
 	}
 	for i := range partitions {
 		part := fmt.Sprintf("%s-partition-%d", topic, i)
-		awaitBacklog(t, west, "west", part, sub, unackedPer[part])
+		awaitBacklog(t, west, "west", part, sub, entriesPer[part], unackedPer[part])
 	}
 	eastCons.Close()
 	westCons := subscribeReplicated(t, westClient, topic, sub)
@@ -451,4 +457,151 @@ func TestReplicatedSubscriptionPerPartition(t *testing.T) {
 	if want := slices.Sorted(maps.Keys(unacked)); !slices.Equal(got, want) {
 		t.Fatalf("west delivered %v, want %v", got, want)
 	}
+}
+
+// storedState reads region's stored state of sub on topic from the global
+// store (zero State and false when there is none).
+func storedState(t *testing.T, n *node.Node, topic, sub, region string) (replsub.State, bool) {
+	t.Helper()
+	tn := mustTopicName(t, topic)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	kv, err := n.Regions()[0].Store().Get(ctx, meta.GlobalKey("subscription-states", tn.Tenant, tn.Namespace, string(tn.Domain), tn.Local, sub, region))
+	if errors.Is(err, meta.ErrNotFound) {
+		return replsub.State{}, false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := replsub.Decode(kv.Value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, true
+}
+
+// metric reads one series of region's metrics (0 when absent).
+func metric(t *testing.T, r *node.Region, name string, match map[string]string) float64 {
+	t.Helper()
+	gathered, err := r.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	families := map[string]*dto.MetricFamily{}
+	for _, f := range gathered {
+		families[f.GetName()] = f
+	}
+	v, _ := value(families, name, match)
+	return v
+}
+
+// TestReplicatedSubscriptionFallsBackPastTheBound: with a bound of 3 ranges
+// per origin, a consumed set of 8 ranges (messages 0..4, then every other
+// one up to 18) is stored as its consumed prefix 0..4 alone, what the
+// mark-delete says, and the fallback is counted.
+func TestReplicatedSubscriptionFallsBackPastTheBound(t *testing.T) {
+	n, urls := startReplicatedSubsDevWith(t, broker.ReplicatedSubscriptionsConfig{Interval: replSyncInterval, MaxRanges: 3})
+	const topic, sub = "persistent://public/default/replsub-bound", "s"
+	eastClient := newClient(t, pulsar.ClientOptions{URL: urls["east"]})
+	cons := subscribeReplicated(t, eastClient, topic, sub)
+	produceSingly(t, eastClient, topic, "m", 20)
+	for i := range 20 {
+		m := receiveUnacked(t, cons)
+		if i < 5 || i%2 == 0 {
+			if err := cons.Ack(m); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var st replsub.State
+	testkit.WaitFor(t, "east's stored state to be its consumed prefix alone", func() bool {
+		var ok bool
+		st, ok = storedState(t, n, topic, sub, "east")
+		return ok && len(st.Origins) == 1 && slices.Equal(st.Origins[0].Acked, replsub.Ranges{{From: 0, To: 4}})
+	})
+	if got := metric(t, region(t, n, "east"), "meridian_replicated_subscription_fallbacks_total", nil); got < 1 {
+		t.Fatalf("meridian_replicated_subscription_fallbacks_total %v, want at least 1", got)
+	}
+}
+
+// TestReplicatedSubscriptionCost measures what a replicated subscription
+// costs at the default interval (1 s) under 1,000 msg/s with a third of the
+// messages left unacked: state writes per second (at most one per
+// interval), the size of a state, the markers-per-message ratio, and the
+// delay from an ack in east to its state applied in west. It checks the
+// bound on writes; the rest it reports.
+func TestReplicatedSubscriptionCost(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs traffic for several seconds")
+	}
+	n, urls := startReplicatedSubsDevWith(t, broker.DefaultReplicatedSubscriptionsConfig())
+	const topic, sub, rate, seconds = "persistent://public/default/replsub-cost", "s", 1000, 4
+	eastClient := newClient(t, pulsar.ClientOptions{URL: urls["east"]})
+	cons, err := eastClient.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: sub, Type: pulsar.Shared,
+		ReplicateSubscriptionState: true, EnableBatchIndexAcknowledgment: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	p, err := eastClient.CreateProducer(pulsar.ProducerOptions{Topic: topic, BatchingMaxPublishDelay: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	east, west := region(t, n, "east"), region(t, n, "west")
+	writesBefore := metric(t, east, "meridian_replicated_subscription_writes_total", nil)
+	start := time.Now()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for i := 0; i < rate*seconds; {
+			<-tick.C
+			for range rate / 100 {
+				p.SendAsync(context.Background(), &pulsar.ProducerMessage{Payload: fmt.Appendf(nil, "m-%d", i)},
+					func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
+						if err != nil {
+							t.Errorf("send: %v", err)
+						}
+					})
+				i++
+			}
+		}
+	}()
+	for i := range rate * seconds {
+		m := receiveUnacked(t, cons)
+		if i%3 != 0 {
+			cons.Ack(m)
+		}
+	}
+	<-done
+	lastAck := time.Now()
+	elapsed := lastAck.Sub(start)
+	writes := metric(t, east, "meridian_replicated_subscription_writes_total", nil) - writesBefore
+	bound := elapsed.Seconds()/broker.DefaultReplicatedSubscriptionsConfig().Interval.Seconds() + 2
+	if writes > bound {
+		t.Fatalf("%v state writes in %v, want at most one per interval (%v)", writes, elapsed, bound)
+	}
+	// The delay: until west applies a state east took after the last ack
+	// (the acks are grouped by the client for up to 100 ms first).
+	testkit.WaitFor(t, "west to apply east's state taken after the last ack", func() bool {
+		ss, _, ok := subscriptionStats(t, west.Broker().Service(), topic, sub)
+		return ok && !ss.ReplicatedStateTaken["east"].Before(lastAck)
+	})
+	applied := time.Since(lastAck)
+	st, _ := storedState(t, n, topic, sub, "east")
+	b, err := st.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ranges int
+	for _, o := range st.Origins {
+		ranges += len(o.Acked)
+	}
+	age := metric(t, west, "pulsar_subscription_replicated_state_age_seconds", map[string]string{"subscription": sub, "remote_cluster": "east"})
+	t.Logf("%d msg/s for %v, a third unacked: %.0f state writes (%.2f/s, %.3f%% of messages), last state %d ranges in %d bytes; "+
+		"last ack to applied in west %v; west's state age metric %.2fs",
+		rate, elapsed.Round(time.Millisecond), writes, writes/elapsed.Seconds(), 100*writes/float64(rate*seconds), ranges, len(b),
+		applied.Round(time.Millisecond), age)
 }

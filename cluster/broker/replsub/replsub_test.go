@@ -215,3 +215,40 @@ func TestStateRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// benchIndex is an index of n single-message entries of two origins,
+// interleaved, and a consumed set with every third entry left unacked.
+func benchIndex(n int) (*Index, Consumed) {
+	x := NewIndex()
+	whole := map[mledger.Position]bool{}
+	for i := range int64(n) {
+		o := east
+		if i%2 == 1 {
+			o = west
+		}
+		x.Append(pos(i), Identity{o, i / 2, i / 2})
+		if i%3 != 0 {
+			whole[pos(i)] = true
+		}
+	}
+	return x, acks{whole: whole}.consumed
+}
+
+// BenchmarkExport is one sync's export of a subscription whose backlog
+// holds 10,000 entries with a third unacked (about 3,300 ranges).
+func BenchmarkExport(b *testing.B) {
+	x, consumed := benchIndex(10_000)
+	for b.Loop() {
+		x.Export(mledger.Position{Ledger: 1, Entry: -1}, consumed, Epoch{}, 10_000)
+	}
+}
+
+// BenchmarkTranslate is one sync's translation of such a state in another
+// region.
+func BenchmarkTranslate(b *testing.B) {
+	x, consumed := benchIndex(10_000)
+	st, _ := x.Export(mledger.Position{Ledger: 1, Entry: -1}, consumed, Epoch{}, 10_000)
+	for b.Loop() {
+		x.Translate(st, mledger.Position{Ledger: 1, Entry: -1})
+	}
+}
