@@ -49,9 +49,10 @@ const (
 	// epochProperty keeps the subscription's replsub.Epoch with its cursor.
 	epochProperty = "meridian.replicated.epoch"
 	// indexReader is the non-durable cursor that reads the topic's entries
-	// into the index; under the replication prefix, which no subscription
-	// may take.
-	indexReader = ReplicationProducerPrefix + "subscriptions"
+	// into the index; no subscription may take its name (Topic.subscription),
+	// and it is outside the replication cursors' prefix, which a region's
+	// name completes.
+	indexReader = "meridian.replsub.index"
 	// indexReadBatch is the most entries one read of the index takes.
 	indexReadBatch = 500
 )
@@ -72,8 +73,9 @@ type ReplicatedSubscriptionsConfig struct {
 	// it the origin falls back to its consumed prefix (the mark-delete), so
 	// a failover redelivers its individually acked messages, counted in
 	// meridian_replicated_subscription_fallbacks_total. A state's size is
-	// about 20 bytes per range, within etcd's value limit at 1,000,000.
-	// 1..1,000,000.
+	// about 12 bytes per range (1,333 ranges in 15 KB), within etcd's
+	// request limit (1.5 MB) for 100,000 ranges per origin.
+	// 1..100,000.
 	MaxRanges int
 }
 
@@ -87,8 +89,8 @@ func (c ReplicatedSubscriptionsConfig) validate() error {
 	switch {
 	case c.Interval < 10*time.Millisecond || c.Interval > time.Hour:
 		return fmt.Errorf("%w: ReplicatedSubscriptions.Interval %v, want 10ms..1h", ErrInvalidConfig, c.Interval)
-	case c.MaxRanges < 1 || c.MaxRanges > 1_000_000:
-		return fmt.Errorf("%w: ReplicatedSubscriptions.MaxRanges %d, want 1..1000000", ErrInvalidConfig, c.MaxRanges)
+	case c.MaxRanges < 1 || c.MaxRanges > 100_000:
+		return fmt.Errorf("%w: ReplicatedSubscriptions.MaxRanges %d, want 1..100000", ErrInvalidConfig, c.MaxRanges)
 	}
 	return nil
 }

@@ -309,7 +309,7 @@ func (t *Topic) removeProducerLocked(p *producer) {
 // cursor) on first use.
 func (t *Topic) subscription(ctx context.Context, name string, kind pb.CommandSubscribe_SubType, durable bool,
 	initial mledger.InitialPosition, start *pb.MessageIdData) (*subscription, error) {
-	if name == dedupCursor || strings.HasPrefix(name, ReplicationProducerPrefix) {
+	if name == dedupCursor || name == indexReader || strings.HasPrefix(name, ReplicationProducerPrefix) {
 		return nil, fmt.Errorf("%w: subscription name %q is reserved", wire.ErrNotAllowed, name)
 	}
 	if t.name.Domain == topology.NonPersistent {
