@@ -56,7 +56,7 @@ var allowedImports = map[string][]string{
 	"replicator": {"cluster/wire", "cluster/ledger", "cluster/mledger", "cluster/meta", "global", "topology", "telemetry"},
 	// The assembly of a process's parts sits above all of them; nothing but
 	// cmd and e2e imports it.
-	"cluster/node": {"cluster/admin", "cluster/broker", "cluster/broker/loadmgr", "replicator", "topology", "telemetry", "cluster/wire",
+	"cluster/node": {"cluster/admin", "cluster/broker", "cluster/broker/loadmgr", "cluster/broker/replsub", "replicator", "topology", "telemetry", "cluster/wire",
 		"cluster/meta", "cluster/bookie/bkproto", "cluster/bookie", "cluster/ledger", "cluster/mledger", "global"},
 	"cmd": {"*"},
 	"e2e": {"*"},
