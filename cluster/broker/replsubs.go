@@ -127,7 +127,10 @@ type replicatedSubs struct {
 		forgotten map[string]bool
 	}
 
-	// Owned by run.
+	// Owned by run (and by stop, once run has ended). The index and its
+	// reader exist while the topic has a subscription to carry, nil
+	// otherwise: a reader that does not move would hold back the eviction
+	// of the topic's entry cache.
 	index   *replsub.Index
 	reader  *mledger.Cursor
 	written map[string]replsub.State // the last state written, by subscription
@@ -136,16 +139,12 @@ type replicatedSubs struct {
 // startReplicatedSubs starts carrying t's replicated subscriptions when t
 // replicates to another region; it returns nil otherwise (and for a
 // non-persistent topic, which keeps nothing to fail over to).
-func startReplicatedSubs(t *Topic) (*replicatedSubs, error) {
+func startReplicatedSubs(t *Topic) *replicatedSubs {
 	if !t.replicatesElsewhere() {
-		return nil, nil
-	}
-	reader, err := t.ml.OpenNonDurableCursor(indexReader, mledger.Earliest)
-	if err != nil {
-		return nil, fmt.Errorf("%w: open the replicated subscriptions' reader: %v", wire.ErrServiceNotReady, err)
+		return nil
 	}
 	r := &replicatedSubs{t: t, cfg: t.svc.cfg.ReplicatedSubscriptions, wake: make(chan struct{}, 1),
-		index: replsub.NewIndex(), reader: reader, written: map[string]replsub.State{}}
+		written: map[string]replsub.State{}}
 	r.mu.states = map[string]map[string]global.SubscriptionState{}
 	r.mu.taken = map[string]map[string]int64{}
 	r.mu.forgotten = map[string]bool{}
@@ -160,7 +159,7 @@ func startReplicatedSubs(t *Topic) (*replicatedSubs, error) {
 		defer r.wg.Done()
 		r.run(ctx)
 	}()
-	return r, nil
+	return r
 }
 
 // replicatesElsewhere reports whether the topic's replication set, as of
@@ -175,7 +174,7 @@ func (t *Topic) replicatesElsewhere() bool {
 func (r *replicatedSubs) stop() {
 	r.cancel()
 	r.wg.Wait()
-	_ = r.reader.Close(context.Background())
+	r.closeIndex()
 }
 
 // poke asks run for a sync.
@@ -287,9 +286,6 @@ func (r *replicatedSubs) run(ctx context.Context) {
 // sync brings the index up to date, applies the other regions' states to
 // the subscriptions here and writes the states of those that changed.
 func (r *replicatedSubs) sync(ctx context.Context) error {
-	if err := r.extendIndex(ctx); err != nil {
-		return err
-	}
 	region := r.t.svc.cfg.Region
 	r.mu.Lock()
 	states := make(map[string]map[string]global.SubscriptionState, len(r.mu.states))
@@ -323,6 +319,14 @@ func (r *replicatedSubs) sync(ctx context.Context) error {
 				names[name] = true
 			}
 		}
+	}
+	if len(names) == 0 {
+		// Nothing to carry: no reader holds the topic's entry cache back.
+		r.closeIndex()
+		return errors.Join(errs...)
+	}
+	if err := r.extendIndex(ctx); err != nil {
+		return errors.Join(append(errs, err)...)
 	}
 	for _, name := range slices.Sorted(maps.Keys(names)) {
 		if err := r.syncSubscription(ctx, name, states[name]); err != nil {
@@ -491,8 +495,15 @@ func (r *replicatedSubs) remember(sub string) {
 }
 
 // extendIndex reads the entries appended since the last sync into the
-// index.
+// index; the first time, from the oldest entry stored.
 func (r *replicatedSubs) extendIndex(ctx context.Context) error {
+	if r.reader == nil {
+		reader, err := r.t.ml.OpenNonDurableCursor(indexReader, mledger.Earliest)
+		if err != nil {
+			return fmt.Errorf("open the index's reader: %w", err)
+		}
+		r.reader, r.index = reader, replsub.NewIndex()
+	}
 	for {
 		es, err := r.reader.Read(ctx, indexReadBatch)
 		if err != nil {
@@ -518,6 +529,14 @@ func (r *replicatedSubs) rebuildIndex(ctx context.Context) error {
 	}
 	r.index = replsub.NewIndex()
 	return r.extendIndex(ctx)
+}
+
+// closeIndex drops the index and closes its reader, if open.
+func (r *replicatedSubs) closeIndex() {
+	if r.reader != nil {
+		_ = r.reader.Close(context.Background())
+		r.reader, r.index = nil, nil
+	}
 }
 
 // trimIndex drops the entries every replicated subscription has consumed

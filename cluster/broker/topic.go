@@ -90,10 +90,7 @@ func newTopic(ctx context.Context, s *Service, t topology.TopicName, ml *mledger
 			return nil, err
 		}
 	}
-	if tp.rs, err = startReplicatedSubs(tp); err != nil {
-		_ = dd.stopRecording(ctx)
-		return nil, err
-	}
+	tp.rs = startReplicatedSubs(tp)
 	return tp, nil
 }
 

@@ -513,15 +513,13 @@ func TestReplicatedSubscriptionFallsBackPastTheBound(t *testing.T) {
 			}
 		}
 	}
-	var st replsub.State
-	testkit.WaitFor(t, "east's stored state to be its consumed prefix alone", func() bool {
-		var ok bool
-		st, ok = storedState(t, n, topic, sub, "east")
-		return ok && len(st.Origins) == 1 && slices.Equal(st.Origins[0].Acked, replsub.Ranges{{From: 0, To: 4}})
+	// The prefix alone is also the exact state after the first five acks:
+	// the fallback is the same state with the fallback counted.
+	testkit.WaitFor(t, "east's stored state to be its consumed prefix alone, a fallback counted", func() bool {
+		st, ok := storedState(t, n, topic, sub, "east")
+		return ok && len(st.Origins) == 1 && slices.Equal(st.Origins[0].Acked, replsub.Ranges{{From: 0, To: 4}}) &&
+			metric(t, region(t, n, "east"), "meridian_replicated_subscription_fallbacks_total", nil) >= 1
 	})
-	if got := metric(t, region(t, n, "east"), "meridian_replicated_subscription_fallbacks_total", nil); got < 1 {
-		t.Fatalf("meridian_replicated_subscription_fallbacks_total %v, want at least 1", got)
-	}
 }
 
 // TestReplicatedSubscriptionCost measures what a replicated subscription
