@@ -394,9 +394,11 @@ func (r *replicatedSubs) syncSubscription(ctx context.Context, name string, stor
 	return r.export(ctx, s, epoch, stored[region])
 }
 
-// replicatedSubscription returns the subscription name, turning it on (a
-// remote region has a state of it) and creating it when needed; nil when it
-// is not replicated here and no other region has a state of it.
+// replicatedSubscription returns the subscription name, which another
+// region has a state of or which is replicated here: created when missing,
+// and turned on unless it was turned off here (the admin API's false, the
+// cursor property "0"), which this region's choice keeps; nil then, and for
+// a reader's subscription.
 func (r *replicatedSubs) replicatedSubscription(ctx context.Context, name string) (*subscription, error) {
 	s := r.t.subscriptionNamed(name)
 	if s == nil {
@@ -406,7 +408,7 @@ func (r *replicatedSubs) replicatedSubscription(ctx context.Context, name string
 			return nil, err
 		}
 	}
-	if !s.cursor.Durable() {
+	if !s.cursor.Durable() || s.cursor.Properties()[replicatedProperty] == "0" {
 		return nil, nil
 	}
 	if !s.replicated() {
