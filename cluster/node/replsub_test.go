@@ -214,6 +214,7 @@ func TestReplicatedSubscriptionCarriesEveryAck(t *testing.T) {
 	if err := eastCons.Ack(last); err != nil {
 		t.Fatal(err)
 	}
+	lastAck := time.Now()
 	for _, w := range westOnly {
 		unacked[w] = true
 	}
@@ -230,6 +231,7 @@ func TestReplicatedSubscriptionCarriesEveryAck(t *testing.T) {
 	west := region(t, n, "west").Broker().Service()
 	entries := int64(rounds + 2*rounds + len(westOnly)) // east's batches, west's messages
 	awaitBacklog(t, west, "west", topic, sub, entries, want)
+	t.Logf("east's last ack applied in west %v later (interval %v)", time.Since(lastAck).Round(time.Millisecond), replSyncInterval)
 	if ss, _, _ := subscriptionStats(t, west, topic, sub); !ss.Replicated || ss.ReplicatedStateTaken["east"].IsZero() {
 		t.Fatalf("west's subscription: replicated %v, east's state taken at %v; want replicated, with east's state",
 			ss.Replicated, ss.ReplicatedStateTaken["east"])
