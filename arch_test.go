@@ -47,7 +47,10 @@ var allowedImports = map[string][]string{
 	// The load manager drives the broker through an interface of its own
 	// (loadmgr.Topics), so it never imports the broker, nor storage.
 	"cluster/broker/loadmgr": {"cluster/wire", "cluster/meta", "global", "topology", "telemetry"},
-	"cluster/broker": {"cluster/broker/loadmgr", "topology", "telemetry", "cluster/wire", "cluster/meta", "cluster/bookie/bkproto",
+	// The logic of replicated subscriptions, with no I/O: the broker feeds
+	// it entries and moves the states it makes.
+	"cluster/broker/replsub": {"cluster/mledger"},
+	"cluster/broker": {"cluster/broker/loadmgr", "cluster/broker/replsub", "topology", "telemetry", "cluster/wire", "cluster/meta", "cluster/bookie/bkproto",
 		"cluster/bookie", "cluster/ledger", "cluster/mledger", "global"},
 	// brokertest starts a broker for the tests of the broker and of the admin
 	// API, on in-memory bookies: code that only tests import, so it is held to
@@ -59,7 +62,7 @@ var allowedImports = map[string][]string{
 	"replicator": {"cluster/wire", "cluster/ledger", "cluster/mledger", "cluster/meta", "global", "topology", "telemetry"},
 	// The assembly of a process's parts sits above all of them; nothing but
 	// cmd and e2e imports it.
-	"cluster/node": {"cluster/admin", "cluster/autorecovery", "cluster/broker", "cluster/broker/loadmgr", "replicator", "topology", "telemetry", "cluster/wire",
+	"cluster/node": {"cluster/admin", "cluster/autorecovery", "cluster/broker", "cluster/broker/loadmgr", "cluster/broker/replsub", "replicator", "topology", "telemetry", "cluster/wire",
 		"cluster/meta", "cluster/bookie/bkproto", "cluster/bookie", "cluster/ledger", "cluster/mledger", "global"},
 	"cmd": {"*"},
 	"e2e": {"*"},

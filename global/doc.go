@@ -35,6 +35,9 @@
 //	namespaces/<tenant>/<namespace>
 //	topics/<tenant>/<namespace>/<domain>/<topic>
 //	region-numbers/<region>        and the counter region-number-counter
+//	subscription-states/<tenant>/<namespace>/<domain>/<topic>/<subscription>/<region>
+//	                               a replicated subscription's state in one
+//	                               region (subscriptionstates.go)
 //
 // The topic key has the domain (persistent, non-persistent) as its own
 // segment, as Pulsar's own metadata layout does, so that persistent://t/n/x

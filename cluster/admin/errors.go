@@ -29,6 +29,10 @@ var (
 	// allow it (a topic with connected clients, a namespace with topics, a
 	// partition count that would shrink). Change the state and retry.
 	ErrPrecondition = errors.New("admin: precondition failed")
+	// ErrMethodNotAllowed: the operation does not apply to this kind of
+	// topic (Pulsar's 405: replicated subscriptions on a non-persistent
+	// topic).
+	ErrMethodNotAllowed = errors.New("admin: not allowed on this topic")
 	// ErrForbidden: the authenticated role may not do this.
 	ErrForbidden = errors.New("admin: forbidden")
 	// ErrNotReady: the broker has not loaded the global configuration yet.
@@ -54,6 +58,7 @@ var statusTable = []struct {
 	{ErrNotFound, http.StatusNotFound},
 	{ErrConflict, http.StatusConflict},
 	{ErrPrecondition, http.StatusPreconditionFailed},
+	{ErrMethodNotAllowed, http.StatusMethodNotAllowed},
 	{ErrForbidden, http.StatusForbidden},
 	{ErrNotReady, http.StatusServiceUnavailable},
 	{ErrNotImplemented, http.StatusNotImplemented},

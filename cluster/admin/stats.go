@@ -64,12 +64,16 @@ type (
 		BytesOutCounter     int64   `json:"bytesOutCounter"`
 		// IgnoredAckCount is Meridian's: the acked ids the broker ignored
 		// as never delivered to the consumer that acked them.
-		IgnoredAckCount                  int64             `json:"ignoredAckCount"`
-		IsDurable                        bool              `json:"isDurable"`
-		IsReplicated                     bool              `json:"isReplicated"`
-		Consumers                        []consumerStats   `json:"consumers"`
-		ConsumersAfterMarkDeletePosition map[string]string `json:"consumersAfterMarkDeletePosition"`
-		SubscriptionProperties           map[string]string `json:"subscriptionProperties"`
+		IgnoredAckCount int64 `json:"ignoredAckCount"`
+		IsDurable       bool  `json:"isDurable"`
+		IsReplicated    bool  `json:"isReplicated"`
+		// ReplicatedStateAgeSeconds is Meridian's: per other region, the
+		// age of its state of this replicated subscription last applied
+		// here (how far behind that region's acks this one may be).
+		ReplicatedStateAgeSeconds        map[string]float64 `json:"replicatedStateAgeSeconds,omitempty"`
+		Consumers                        []consumerStats    `json:"consumers"`
+		ConsumersAfterMarkDeletePosition map[string]string  `json:"consumersAfterMarkDeletePosition"`
+		SubscriptionProperties           map[string]string  `json:"subscriptionProperties"`
 	}
 	consumerStats struct {
 		ConsumerName     string            `json:"consumerName"`
@@ -202,6 +206,7 @@ func (h *handler) renderStats(name string, st broker.TopicStats, dedup bool) top
 		ss := subscriptionStats{Type: s.Type, MsgBacklog: s.MsgBacklog, MsgBacklogNoDelayed: max(0, s.MsgBacklog-s.DelayedMessages),
 			MsgDelayed: s.DelayedMessages, UnackedMessages: s.UnackedMessages, ActiveConsumerName: s.ActiveConsumerName,
 			MsgOutCounter: s.MsgOutCounter, BytesOutCounter: s.BytesOutCounter, IgnoredAckCount: s.IgnoredAcks, IsDurable: s.Durable,
+			IsReplicated: s.Replicated, ReplicatedStateAgeSeconds: ageSeconds(s.ReplicatedStateAges(now)),
 			Consumers: []consumerStats{}, ConsumersAfterMarkDeletePosition: map[string]string{},
 			SubscriptionProperties: map[string]string{}}
 		ss.MsgRateOut, ss.MsgThroughputOut = h.rates.rate(name+"\x00s\x00"+sub, now, s.MsgOutCounter, s.BytesOutCounter)
@@ -353,4 +358,16 @@ func unixMillis(t time.Time) int64 {
 		return 0
 	}
 	return t.UnixMilli()
+}
+
+// ageSeconds is ages in seconds, as stats give them (nil for none).
+func ageSeconds(ages map[string]time.Duration) map[string]float64 {
+	if len(ages) == 0 {
+		return nil
+	}
+	out := make(map[string]float64, len(ages))
+	for region, age := range ages {
+		out[region] = age.Seconds()
+	}
+	return out
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/http"
 	"net/url"
@@ -49,6 +50,8 @@ func (h *handler) routeTopics() {
 	h.handleTopic("POST", p, "/subscription/{sub}/expireMessages/{seconds}", opConsume, h.expire)
 	h.handleTopic("POST", p, "/all_subscription/expireMessages/{seconds}", opConsume, h.expireAll)
 	h.handleTopic("GET", p, "/subscription/{sub}/position/{n}", opConsume, h.peek)
+	h.handleTopic("POST", p, "/subscription/{sub}/replicatedSubscriptionStatus", opTenantAdmin, h.setReplicatedSubscriptionStatus)
+	h.handleTopic("GET", p, "/subscription/{sub}/replicatedSubscriptionStatus", opTenantAdmin, h.replicatedSubscriptionStatus)
 	h.handleTopic("GET", p, "/ledger/{ledger}/entry/{entry}", opConsume, h.messageByID)
 	h.handleTopic("GET", p, "/permissions", opTenantAdmin, h.topicPermissions)
 	h.handleTopic("POST", p, "/permissions/{role}", opTenantAdmin, h.grantTopicPermission)
@@ -419,6 +422,15 @@ func pathBelowTopic(r *http.Request) string {
 // partitions, as in Pulsar). A non-partitioned topic served elsewhere is a
 // redirect.
 func (h *handler) eachTopic(r *http.Request, t topology.TopicName, op func(tp *broker.Topic) error) error {
+	return h.eachTopicAnswer(r, t, func(tp *broker.Topic) ([]byte, error) { return nil, op(tp) }, nil)
+}
+
+// eachTopicAnswer is eachTopic for an operation that answers: collect,
+// when set, gets each topic's answer, local or from the partition's owner.
+func (h *handler) eachTopicAnswer(r *http.Request, t topology.TopicName, op func(tp *broker.Topic) ([]byte, error), collect func(b []byte) error) error {
+	if collect == nil {
+		collect = func([]byte) error { return nil }
+	}
 	n, err := h.partitionCount(t)
 	if err != nil {
 		return err
@@ -431,7 +443,11 @@ func (h *handler) eachTopic(r *http.Request, t topology.TopicName, op func(tp *b
 		if err != nil {
 			return err
 		}
-		return op(tp)
+		b, err := op(tp)
+		if err != nil {
+			return err
+		}
+		return collect(b)
 	}
 	body, err := h.readBody(r)
 	if err != nil {
@@ -443,8 +459,8 @@ func (h *handler) eachTopic(r *http.Request, t topology.TopicName, op func(tp *b
 		if err != nil {
 			return nil, err
 		}
-		return nil, op(tp)
-	}, nil)
+		return op(tp)
+	}, func(_ topology.TopicName, b []byte) error { return collect(b) })
 }
 
 // loaded returns non-partitioned t loaded on this broker, or a redirect to
@@ -677,8 +693,14 @@ func (h *handler) deleteSubscription(w http.ResponseWriter, r *http.Request, t t
 	if err != nil {
 		return err
 	}
+	return h.onSubscription(w, r, t, func(tp *broker.Topic, sub string) error { return tp.DeleteSubscription(r.Context(), sub, force) })
+}
+
+// onSubscription runs op on the subscription named in the path, on t or
+// on each of its partitions, and answers 204.
+func (h *handler) onSubscription(w http.ResponseWriter, r *http.Request, t topology.TopicName, op func(tp *broker.Topic, sub string) error) error {
 	sub := r.PathValue("sub")
-	if err := h.eachTopic(r, t, func(tp *broker.Topic) error { return tp.DeleteSubscription(r.Context(), sub, force) }); err != nil {
+	if err := h.eachTopic(r, t, func(tp *broker.Topic) error { return op(tp, sub) }); err != nil {
 		return err
 	}
 	return noContent(w)
@@ -689,19 +711,11 @@ func (h *handler) skip(w http.ResponseWriter, r *http.Request, t topology.TopicN
 	if err != nil || n < 0 {
 		return fmt.Errorf("%w: number of messages %q is not a non-negative number", ErrBadRequest, r.PathValue("n"))
 	}
-	sub := r.PathValue("sub")
-	if err := h.eachTopic(r, t, func(tp *broker.Topic) error { return tp.Skip(sub, n) }); err != nil {
-		return err
-	}
-	return noContent(w)
+	return h.onSubscription(w, r, t, func(tp *broker.Topic, sub string) error { return tp.Skip(sub, n) })
 }
 
 func (h *handler) skipAll(w http.ResponseWriter, r *http.Request, t topology.TopicName) error {
-	sub := r.PathValue("sub")
-	if err := h.eachTopic(r, t, func(tp *broker.Topic) error { return tp.Skip(sub, -1) }); err != nil {
-		return err
-	}
-	return noContent(w)
+	return h.onSubscription(w, r, t, func(tp *broker.Topic, sub string) error { return tp.Skip(sub, -1) })
 }
 
 func (h *handler) resetToTime(w http.ResponseWriter, r *http.Request, t topology.TopicName) error {
@@ -709,11 +723,7 @@ func (h *handler) resetToTime(w http.ResponseWriter, r *http.Request, t topology
 	if err != nil {
 		return fmt.Errorf("%w: timestamp %q is not a number of milliseconds", ErrBadRequest, r.PathValue("timestamp"))
 	}
-	sub := r.PathValue("sub")
-	if err := h.eachTopic(r, t, func(tp *broker.Topic) error { return tp.ResetCursor(r.Context(), sub, nil, &at) }); err != nil {
-		return err
-	}
-	return noContent(w)
+	return h.onSubscription(w, r, t, func(tp *broker.Topic, sub string) error { return tp.ResetCursor(r.Context(), sub, nil, &at) })
 }
 
 // resetToID moves a subscription so that the message in the body is the
@@ -741,6 +751,53 @@ func (h *handler) resetToID(w http.ResponseWriter, r *http.Request, t topology.T
 	return noContent(w)
 }
 
+// setReplicatedSubscriptionStatus turns a subscription's replication on or
+// off, on every partition of a partitioned topic: Pulsar's
+// POST …/subscription/{sub}/replicatedSubscriptionStatus with the body true
+// or false (204; 404 for a subscription that does not exist, 405 on a
+// non-persistent topic, whose subscriptions keep nothing to carry).
+func (h *handler) setReplicatedSubscriptionStatus(w http.ResponseWriter, r *http.Request, t topology.TopicName) error {
+	body, err := h.readBody(r)
+	if err != nil {
+		return err
+	}
+	var on bool
+	if err := decodeJSON(body, &on); err != nil {
+		return err
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if t.Domain != topology.Persistent {
+		return fmt.Errorf("%w: cannot enable or disable replicated subscriptions on a non-persistent topic", ErrMethodNotAllowed)
+	}
+	return h.onSubscription(w, r, t, func(tp *broker.Topic, sub string) error { return tp.SetSubscriptionReplicated(sub, on) })
+}
+
+// replicatedSubscriptionStatus answers whether a subscription is
+// replicated, as Pulsar's GET does: a map from each topic (each partition
+// of a partitioned topic) to true or false.
+func (h *handler) replicatedSubscriptionStatus(w http.ResponseWriter, r *http.Request, t topology.TopicName) error {
+	sub := r.PathValue("sub")
+	out := map[string]bool{}
+	err := h.eachTopicAnswer(r, t, func(tp *broker.Topic) ([]byte, error) {
+		on, err := tp.SubscriptionReplicated(sub)
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(map[string]bool{tp.Name(): on})
+	}, func(b []byte) error {
+		var m map[string]bool
+		if err := json.Unmarshal(b, &m); err != nil {
+			return fmt.Errorf("%w: an owner's answer: %v", ErrNotReady, err)
+		}
+		maps.Copy(out, m)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return ok(w, out)
+}
+
 func (h *handler) expireSeconds(r *http.Request) (time.Duration, error) {
 	s, err := strconv.ParseInt(r.PathValue("seconds"), 10, 64)
 	if err != nil || s < 0 {
@@ -754,11 +811,7 @@ func (h *handler) expire(w http.ResponseWriter, r *http.Request, t topology.Topi
 	if err != nil {
 		return err
 	}
-	sub := r.PathValue("sub")
-	if err := h.eachTopic(r, t, func(tp *broker.Topic) error { return tp.ExpireMessages(r.Context(), sub, age) }); err != nil {
-		return err
-	}
-	return noContent(w)
+	return h.onSubscription(w, r, t, func(tp *broker.Topic, sub string) error { return tp.ExpireMessages(r.Context(), sub, age) })
 }
 
 func (h *handler) expireAll(w http.ResponseWriter, r *http.Request, t topology.TopicName) error {

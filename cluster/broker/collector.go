@@ -119,7 +119,10 @@ type PulsarCollector struct {
 	// topic holds one Desc per topicFamilies entry; nil for a family not
 	// served at this level (namespaceOnly).
 	topic, sub, repl []*prometheus.Desc
-	topicsCount      *prometheus.Desc
+	// subStateAge is pulsar_subscription_replicated_state_age_seconds, per
+	// subscription and remote region (replsubs.go).
+	subStateAge *prometheus.Desc
+	topicsCount *prometheus.Desc
 	// nsBacklogIndex is pulsar_msg_backlog's index in topicFamilies at
 	// namespace level, where it carries remote_cluster="local"; else -1.
 	nsBacklogIndex int
@@ -154,6 +157,9 @@ func newPulsarCollector(region string, namespaceLevel bool, sample func(context.
 	for _, f := range subscriptionFamilies {
 		c.sub = append(c.sub, prometheus.NewDesc(f.name, f.help, append(base[:len(base):len(base)], telemetry.LabelSubscription), nil))
 	}
+	c.subStateAge = prometheus.NewDesc("pulsar_subscription_replicated_state_age_seconds",
+		"Age of the state of a replicated subscription last applied here from the remote cluster: acks made there since may be redelivered here after a failover.",
+		append(base[:len(base):len(base)], telemetry.LabelSubscription, telemetry.LabelRemoteCluster), nil)
 	for _, f := range replicationFamilies {
 		c.repl = append(c.repl, prometheus.NewDesc(f.name, f.help, append(base[:len(base):len(base)], telemetry.LabelRemoteCluster), nil))
 	}
@@ -172,6 +178,7 @@ func (c *PulsarCollector) Describe(ch chan<- *prometheus.Desc) {
 		for _, d := range c.sub {
 			ch <- d
 		}
+		ch <- c.subStateAge
 	} else {
 		ch <- c.topicsCount
 	}
@@ -205,6 +212,9 @@ func (c *PulsarCollector) collect(ch chan<- prometheus.Metric, topics []TopicMet
 		for name, s := range t.Subs {
 			for j, f := range subscriptionFamilies {
 				ch <- prometheus.MustNewConstMetric(c.sub[j], kindOf(f.name), f.value(&s), cluster, t.Namespace, t.Topic, name)
+			}
+			for remote, age := range s.ReplicatedStateAge {
+				ch <- prometheus.MustNewConstMetric(c.subStateAge, prometheus.GaugeValue, age.Seconds(), cluster, t.Namespace, t.Topic, name, remote)
 			}
 		}
 	}

@@ -159,6 +159,14 @@ func (c *conn) handleSubscribe(req *pb.CommandSubscribe) {
 		c.sendError(reqID, err)
 		return
 	}
+	// As Pulsar: the flag turns replication on, and its absence never turns
+	// it off (that is the admin API's).
+	if req.GetReplicateSubscriptionState() && durable {
+		if err := sub.setReplicated(true); err != nil {
+			c.sendError(reqID, fmt.Errorf("%w: replicate subscription %s: %v", wire.ErrServiceNotReady, sub.name, err))
+			return
+		}
+	}
 	maxUnacked := topic.svc.cfg.Dispatch.MaxUnackedPerConsumer
 	if n := eff.MaxUnackedMessagesOnConsumer; n != nil {
 		maxUnacked = *n

@@ -24,6 +24,7 @@
 //	producer.go    one producer: SENDs, receipts, access modes
 //	dedup.go       message deduplication (with the design it rejected)
 //	replication.go the replication cursors a topic keeps for its remote regions
+//	replsubs.go    replicated subscriptions: their states to and from the other regions
 //	quota.go       backlog quotas
 //	schemas.go     the schema commands, over the schema subpackage
 //	trace.go       spans of publish and delivery for traced messages
@@ -45,7 +46,9 @@
 //
 // Subpackages: loadmgr (ownership, placement, load reports, shedding, split,
 // hand-offs), auth (credentials and authorization), schema (the schema
-// registry), brokertest (a broker on in-memory bookies, for tests).
+// registry), replsub (what a replicated subscription's state is and the
+// rules by which states meet, with no I/O), brokertest (a broker on
+// in-memory bookies, for tests).
 //
 // # Connections
 //

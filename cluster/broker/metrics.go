@@ -35,6 +35,10 @@ type brokerMetrics struct {
 	// clientsMigrated counts the producers and consumers sent to the
 	// namespace's active region in another region (migrate.go).
 	clientsMigrated *prometheus.CounterVec
+	// replicatedStateWrites and replicatedStateFallbacks count the
+	// replicated subscriptions' states written to the global store, and the
+	// origins a state cut back to their consumed prefix (replsubs.go).
+	replicatedStateWrites, replicatedStateFallbacks prometheus.Counter
 }
 
 func newBrokerMetrics(cfg ServiceConfig, policies *global.Cache) (*brokerMetrics, error) {
@@ -56,9 +60,18 @@ func newBrokerMetrics(cfg ServiceConfig, policies *global.Cache) (*brokerMetrics
 			Name: "meridian_broker_clients_migrated_total",
 			Help: "Producers and consumers (kind) told to go to their namespace's active region in another region (TOPIC_MIGRATED, then closed).",
 		}, []string{"kind"}),
+		replicatedStateWrites: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "meridian_replicated_subscription_writes_total",
+			Help: "Replicated subscription states written to the global store (at most one per subscription per replicatedSubscriptionsSnapshotFrequencyMillis, and only when its consumed set changed).",
+		}),
+		replicatedStateFallbacks: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "meridian_replicated_subscription_fallbacks_total",
+			Help: "Origins whose acked ranges in a replicated subscription state passed the bound (ReplicatedSubscriptions.MaxRanges) and fell back to the mark-delete: a failover redelivers their individually acked messages.",
+		}),
 	}
 	if cfg.Registerer != nil {
-		for _, c := range []prometheus.Collector{m.lookup, m.dispatched, m.clientsMigrated, newActiveRegionCollector(cfg.Region, policies)} {
+		for _, c := range []prometheus.Collector{m.lookup, m.dispatched, m.clientsMigrated, m.replicatedStateWrites,
+			m.replicatedStateFallbacks, newActiveRegionCollector(cfg.Region, policies)} {
 			if err := cfg.Registerer.Register(c); err != nil {
 				return nil, err
 			}
@@ -78,6 +91,15 @@ func (m *brokerMetrics) lookedUp(start time.Time) {
 func (m *brokerMetrics) migrated(kind pb.CommandTopicMigrated_ResourceType) {
 	if m != nil {
 		m.clientsMigrated.WithLabelValues(strings.ToLower(kind.String())).Inc()
+	}
+}
+
+// replicatedStateWritten counts a replicated subscription's state written,
+// in which cut origins fell back to their consumed prefix.
+func (m *brokerMetrics) replicatedStateWritten(cut int) {
+	if m != nil {
+		m.replicatedStateWrites.Inc()
+		m.replicatedStateFallbacks.Add(float64(cut))
 	}
 }
 
@@ -151,6 +173,9 @@ type SubscriptionMetrics struct {
 	RateOut, ThroughputOut         float64
 	MsgOutCounter, BytesOutCounter int64
 	IgnoredAcks                    int64
+	// ReplicatedStateAge is, per remote region, the age of its state of
+	// this replicated subscription last applied here.
+	ReplicatedStateAge map[string]time.Duration
 }
 
 // ReplicationMetrics is a topic's replication with one remote region:
@@ -294,7 +319,7 @@ func (t *Topic) metrics(ctx context.Context, tasks map[string]mledger.Replicatio
 		tm.MsgBacklog += ss.MsgBacklog
 		tm.Subs[name] = SubscriptionMetrics{Backlog: ss.MsgBacklog, Unacked: ss.UnackedMessages, Delayed: ss.DelayedMessages,
 			Consumers: len(ss.Consumers), MsgOutCounter: ss.MsgOutCounter, BytesOutCounter: ss.BytesOutCounter,
-			IgnoredAcks: ss.IgnoredAcks}
+			IgnoredAcks: ss.IgnoredAcks, ReplicatedStateAge: ss.ReplicatedStateAges(now)}
 		cur[windowSubPrefix+name] = [2]int64{ss.MsgOutCounter, ss.BytesOutCounter}
 	}
 	// Inbound: the replication producers the remote regions connected

@@ -69,9 +69,27 @@ type SubscriptionStats struct {
 	DelayedMessages int64
 	// IgnoredAcks counts the acked ids ignored since the topic was
 	// loaded: positions never delivered to the consumer that acked them.
-	IgnoredAcks        int64
-	Consumers          []ConsumerStats
-	ActiveConsumerName string
+	IgnoredAcks int64
+	// Replicated says the subscription's state travels to the other
+	// regions; ReplicatedStateTaken says when each of them took the state
+	// last applied here (its age is now less that).
+	Replicated           bool
+	ReplicatedStateTaken map[string]time.Time
+	Consumers            []ConsumerStats
+	ActiveConsumerName   string
+}
+
+// ReplicatedStateAges returns, per other region, the age at now of its
+// state last applied here (nil for none).
+func (ss SubscriptionStats) ReplicatedStateAges(now time.Time) map[string]time.Duration {
+	if len(ss.ReplicatedStateTaken) == 0 {
+		return nil
+	}
+	out := make(map[string]time.Duration, len(ss.ReplicatedStateTaken))
+	for region, at := range ss.ReplicatedStateTaken {
+		out[region] = max(0, now.Sub(at))
+	}
+	return out
 }
 
 // ConsumerStats is one connected consumer.
@@ -125,6 +143,9 @@ func (s *subscription) stats() SubscriptionStats {
 		DelayedMessages: int64(s.mu.delayed.Len())}
 	ss.MsgOutCounter, ss.BytesOutCounter = s.out.msgs.Load(), s.out.bytes.Load()
 	ss.IgnoredAcks = s.ignoredAcks.Load()
+	if ss.Replicated = s.replicated(); ss.Replicated && s.topic.rs != nil {
+		ss.ReplicatedStateTaken = s.topic.rs.takenAt(s.name)
+	}
 	if s.mu.active != nil {
 		ss.ActiveConsumerName = s.mu.active.name
 	}
@@ -241,7 +262,30 @@ func (t *Topic) Skip(name string, n int64) error {
 	}
 	_, err = s.cursor.Skip(n)
 	s.dropPending()
+	s.replicatedChanged()
 	return err
+}
+
+// SetSubscriptionReplicated turns on or off the replication of a
+// subscription's state to the topic's other regions (Pulsar's
+// replicatedSubscriptionStatus). Turning it off stops this region's writes;
+// the other regions keep the last state they applied.
+func (t *Topic) SetSubscriptionReplicated(name string, on bool) error {
+	s, err := t.existing(name)
+	if err != nil {
+		return err
+	}
+	return s.setReplicated(on)
+}
+
+// SubscriptionReplicated reports whether a subscription's state is
+// replicated.
+func (t *Topic) SubscriptionReplicated(name string) (bool, error) {
+	s, err := t.existing(name)
+	if err != nil {
+		return false, err
+	}
+	return s.replicated(), nil
 }
 
 // ResetCursor moves a subscription to after position p, or to the first
@@ -287,6 +331,7 @@ func (t *Topic) ExpireMessages(ctx context.Context, name string, age time.Durati
 		return err
 	}
 	s.dropPending()
+	s.replicatedChanged()
 	return nil
 }
 
@@ -416,6 +461,12 @@ func (s *Service) DeleteTopic(ctx context.Context, t topology.TopicName, force b
 	}
 	if _, err := s.schemas.Delete(ctx, t.String()); err != nil && !errors.Is(err, schema.ErrNotFound) {
 		s.log.Warn("deleting the schemas of a deleted topic", "topic", t.String(), "err", err)
+	}
+	// The topic's replicated subscription states of this region go with
+	// it. Were one left behind (the global store unreachable), it could not
+	// ack anything of a topic created again: it names the old incarnation.
+	if err := s.gstore.DeleteSubscriptionStates(ctx, t, "", s.cfg.Region); err != nil {
+		s.log.Warn("deleting the replicated subscription states of a deleted topic", "topic", t.String(), "err", err)
 	}
 	return nil
 }

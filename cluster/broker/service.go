@@ -91,6 +91,9 @@ type ServiceConfig struct {
 	// everything the topic still stores. A topic created by its load always
 	// replicates from its first entry, whatever this says.
 	ReplicationStartAt ReplicationStart
+	// ReplicatedSubscriptions configures how replicated subscriptions'
+	// states travel between regions (replsubs.go).
+	ReplicatedSubscriptions ReplicatedSubscriptionsConfig
 	// Tracing, when set, traces every entry whose metadata carries a W3C
 	// traceparent (see trace.go); nil traces nothing and costs nothing.
 	Tracing *telemetry.Tracing
@@ -155,15 +158,16 @@ func DefaultDispatchConfig() DispatchConfig {
 // DefaultServiceConfig returns the defaults for a broker of region.
 func DefaultServiceConfig(region, brokerID, serviceURL string) ServiceConfig {
 	return ServiceConfig{
-		Region:                region,
-		BrokerID:              brokerID,
-		ServiceURL:            serviceURL,
-		OwnershipTTL:          4 * time.Second,
-		Lookup:                loadmgr.DefaultLookupConfig(),
-		Policies:              global.DefaultBrokerDefaults(),
-		Dispatch:              DefaultDispatchConfig(),
-		DedupSnapshotInterval: 1000,
-		TopicLoadTimeout:      30 * time.Second,
+		Region:                  region,
+		BrokerID:                brokerID,
+		ServiceURL:              serviceURL,
+		OwnershipTTL:            4 * time.Second,
+		Lookup:                  loadmgr.DefaultLookupConfig(),
+		Policies:                global.DefaultBrokerDefaults(),
+		Dispatch:                DefaultDispatchConfig(),
+		DedupSnapshotInterval:   1000,
+		ReplicatedSubscriptions: DefaultReplicatedSubscriptionsConfig(),
+		TopicLoadTimeout:        30 * time.Second,
 
 		MaxConcurrentTopicLoads: 5000,
 		MaxConcurrentLookups:    50_000,
@@ -189,6 +193,8 @@ func (c ServiceConfig) Validate() error {
 	case c.Dispatch.ReadRetryMax > 10*time.Minute || c.Dispatch.ReadRetryInitial < time.Millisecond || c.Dispatch.ReadRetryInitial > c.Dispatch.ReadRetryMax:
 		return fmt.Errorf("%w: Dispatch.ReadRetryInitial %v and ReadRetryMax %v, want 1ms <= initial <= max <= 10m",
 			ErrInvalidConfig, c.Dispatch.ReadRetryInitial, c.Dispatch.ReadRetryMax)
+	case c.ReplicatedSubscriptions.validate() != nil:
+		return c.ReplicatedSubscriptions.validate()
 	case c.DedupSnapshotInterval < 1:
 		return fmt.Errorf("%w: DedupSnapshotInterval %d, want at least 1", ErrInvalidConfig, c.DedupSnapshotInterval)
 	case c.BacklogQuotaCheckInterval < time.Second:

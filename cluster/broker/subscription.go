@@ -63,8 +63,16 @@ type subscription struct {
 	done   chan struct{}
 
 	roundMu sync.Mutex
+	// replMu serialises what changes a replicated subscription's epoch
+	// with the sync that reads it (replsubs.go): a seek here resets the
+	// cursor and takes a new epoch under it, so no sync merges another
+	// region's older state into the reset cursor in between. Taken before
+	// roundMu.
+	replMu  sync.Mutex
 	seeking atomic.Bool // a seek is disconnecting the consumers
 	out     counters    // delivered messages and bytes
+	// isReplicated mirrors the cursor's replicatedProperty (replsubs.go).
+	isReplicated atomic.Bool
 	// ignoredAcks counts the acked ids this subscription ignored since the
 	// topic was loaded: positions never delivered to the consumer that
 	// acked them (see ack).
@@ -118,6 +126,7 @@ func newSubscription(t *Topic, name string, kind pb.CommandSubscribe_SubType, cu
 	s.mu.replayKeys = make(map[uint32]int)
 	s.mu.redeliveries = make(map[mledger.Position]uint32)
 	s.mu.partial = make(map[mledger.Position][]int64)
+	s.isReplicated.Store(cur.Durable() && cur.Properties()[replicatedProperty] == "1")
 	t.svc.wg.Add(1)
 	go func() {
 		defer t.svc.wg.Done()
@@ -336,6 +345,7 @@ func (s *subscription) ack(c *consumer, cumulative bool, ids []*pb.MessageIdData
 	if waiting {
 		s.poke() // a recently joined consumer may be released
 	}
+	s.replicatedChanged()
 	return firstErr
 }
 
@@ -929,7 +939,36 @@ func (s *subscription) permitsLocked() int64 {
 // A reader's (non-durable) subscription, which otherwise ends with its
 // consumer, outlives this disconnection: the reader subscribes again and
 // finds it at the seek target.
+//
+// A replicated subscription takes a new epoch, so that the seek replaces its
+// state in the other regions (replsubs.go).
 func (s *subscription) seek(ctx context.Context, id *pb.MessageIdData, publishTime *uint64) error {
+	s.replMu.Lock()
+	defer s.replMu.Unlock()
+	err := s.rewrite(ctx, func() error {
+		if publishTime != nil {
+			_, err := s.cursor.ResetToTime(ctx, int64(*publishTime))
+			return err
+		}
+		if isEarliestOrLatest(id) {
+			if int64(id.GetLedgerId()) < 0 {
+				return s.cursor.ResetAfter(mledger.Position{Ledger: -1, Entry: -1})
+			}
+			return s.cursor.ResetAfter(s.topic.ml.LastConfirmed())
+		}
+		return s.cursor.ResetAfter(mledger.Position{Ledger: int64(id.GetLedgerId()), Entry: int64(id.GetEntryId()) - 1})
+	})
+	if err != nil {
+		return err
+	}
+	return s.sought()
+}
+
+// rewrite changes the cursor by move with no dispatch round in between,
+// after disconnecting every consumer and dropping what was delivered,
+// held for redelivery or delayed: a seek here, or another region's
+// replacing a replicated subscription's state.
+func (s *subscription) rewrite(ctx context.Context, move func() error) error {
 	s.seeking.Store(true)
 	defer s.seeking.Store(false)
 	s.roundMu.Lock()
@@ -945,17 +984,7 @@ func (s *subscription) seek(ctx context.Context, id *pb.MessageIdData, publishTi
 	clear(s.mu.partial)
 	s.mu.delayed = delayedQueue{}
 	s.mu.Unlock()
-	if publishTime != nil {
-		_, err := s.cursor.ResetToTime(ctx, int64(*publishTime))
-		return err
-	}
-	if isEarliestOrLatest(id) {
-		if int64(id.GetLedgerId()) < 0 {
-			return s.cursor.ResetAfter(mledger.Position{Ledger: -1, Entry: -1})
-		}
-		return s.cursor.ResetAfter(s.topic.ml.LastConfirmed())
-	}
-	return s.cursor.ResetAfter(mledger.Position{Ledger: int64(id.GetLedgerId()), Entry: int64(id.GetEntryId()) - 1})
+	return move()
 }
 
 // unsubscribe deletes the subscription; only its one consumer (or none)
@@ -967,12 +996,16 @@ func (s *subscription) unsubscribe(ctx context.Context, c *consumer) error {
 	if others {
 		return fmt.Errorf("%w: subscription %s has other connected consumers", wire.ErrConsumerBusy, s.name)
 	}
+	replicated := s.replicated()
 	s.topic.forgetSubscription(s)
 	s.close(ctx, false)
 	if s.cursor.Durable() {
 		if err := s.topic.ml.DeleteCursor(ctx, s.name); err != nil {
 			return fmt.Errorf("%w: delete subscription %s: %v", wire.ErrMetadata, s.name, err)
 		}
+	}
+	if rs := s.topic.rs; rs != nil && replicated {
+		rs.forget(s.name)
 	}
 	return nil
 }

@@ -42,6 +42,9 @@ type Topic struct {
 	// this topic was last synced to, sorted (see syncReplicationCursors).
 	// Set by the load, then only by the Service's replicationLoop.
 	repl []string
+	// rs carries the replicated subscriptions to and from the other regions
+	// (replsubs.go); nil when the topic replicates nowhere. Set by the load.
+	rs *replicatedSubs
 
 	closed    chan struct{}
 	closeOnce sync.Once
@@ -87,6 +90,7 @@ func newTopic(ctx context.Context, s *Service, t topology.TopicName, ml *mledger
 			return nil, err
 		}
 	}
+	tp.rs = startReplicatedSubs(tp)
 	return tp, nil
 }
 
@@ -148,6 +152,9 @@ func (t *Topic) closeTo(ctx context.Context, dest *loadmgr.Owner) {
 		}
 		for _, p := range producers {
 			p.disconnectTo(dest)
+		}
+		if t.rs != nil {
+			t.rs.stop() // before the subscriptions it syncs
 		}
 		// closing is set: no subscription is added from here on.
 		for _, s := range t.subscriptions() {
@@ -299,7 +306,7 @@ func (t *Topic) removeProducerLocked(p *producer) {
 // cursor) on first use.
 func (t *Topic) subscription(ctx context.Context, name string, kind pb.CommandSubscribe_SubType, durable bool,
 	initial mledger.InitialPosition, start *pb.MessageIdData) (*subscription, error) {
-	if name == dedupCursor || strings.HasPrefix(name, ReplicationProducerPrefix) {
+	if name == dedupCursor || name == indexReader || strings.HasPrefix(name, ReplicationProducerPrefix) {
 		return nil, fmt.Errorf("%w: subscription name %q is reserved", wire.ErrNotAllowed, name)
 	}
 	if t.name.Domain == topology.NonPersistent {
@@ -360,6 +367,13 @@ func (t *Topic) subscription(ctx context.Context, name string, kind pb.CommandSu
 		return nil, fmt.Errorf("%w: topic %s is closing", wire.ErrServiceNotReady, t.Name())
 	}
 	return s, nil
+}
+
+// subscriptionNamed returns the subscription name, nil when there is none.
+func (t *Topic) subscriptionNamed(name string) *subscription {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.mu.subs[name]
 }
 
 // forgetSubscription drops s once its last consumer has gone (non-durable)

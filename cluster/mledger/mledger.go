@@ -110,6 +110,10 @@ type ManagedLedger struct {
 	// created is when the record was created (listValue.Created; zero when
 	// it was not kept). Set at open, never changed.
 	created time.Time
+	// incarnation is the record's CreateRevision: it tells this topic
+	// apart from an earlier one of the same name that was deleted (whose
+	// offsets started at 0 too). Set at open, never changed.
+	incarnation int64
 
 	mu   sync.Mutex
 	v    view
@@ -235,6 +239,7 @@ func open(ctx context.Context, f *Factory, topic string) (*ManagedLedger, error)
 		ml.list = listValue{Ledgers: []ledgerInfo{}, Created: f.clock.Now().UnixMilli()}
 		b, _ := encodeList(ml.list)
 		ml.listRev, err = f.store.Create(mctx, ml.key, b, meta.NoLease)
+		ml.incarnation = ml.listRev // a key's first ModRevision is its CreateRevision
 		if errors.Is(err, meta.ErrExists) {
 			err = fmt.Errorf("%w: %s was created concurrently", ErrFenced, topic)
 		}
@@ -242,6 +247,7 @@ func open(ctx context.Context, f *Factory, topic string) (*ManagedLedger, error)
 		if ml.list, err = decodeList(kv.Value); err != nil {
 			break
 		}
+		ml.incarnation = kv.CreateRevision
 		// Claim the record before recovering anything: rewriting it bumps
 		// its revision, so a previous owner that is still running fails
 		// its next CAS (a rollover) from here on. Without the claim, an
@@ -433,6 +439,12 @@ func (ml *ManagedLedger) Err() error {
 	defer ml.mu.Unlock()
 	return ml.err
 }
+
+// Incarnation returns the CreateRevision of the topic's record, the same
+// number a replicator reads (Tailer.Incarnation) and stamps on the entries
+// it sends elsewhere: with the region and an offset, it names an entry
+// across regions and across a deletion and re-creation of the topic.
+func (ml *ManagedLedger) Incarnation() int64 { return ml.incarnation }
 
 // Name returns the topic.
 func (ml *ManagedLedger) Name() string { return ml.topic }

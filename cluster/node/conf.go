@@ -194,6 +194,9 @@ var pulsarConfKeys = []confMapping{
 		}
 		return fmt.Errorf("want %s or %s", broker.ReplicationStartLatest, broker.ReplicationStartEarliest)
 	}},
+	{"replicatedSubscriptionsSnapshotFrequencyMillis", millis(10, 3_600_000, func(c *RegionConfig) *time.Duration {
+		return &c.Broker.Service.ReplicatedSubscriptions.Interval
+	})},
 	{"defaultNumberOfNamespaceBundles", integer(1, 1024, func(c *RegionConfig) *int { return &c.Broker.DefaultNamespaceBundles })},
 
 	{"loadBalancerReportUpdateMinIntervalMillis", millis(100, 3_600_000, func(c *RegionConfig) *time.Duration { return &c.Broker.Service.LoadBalance.ReportInterval })},

@@ -71,6 +71,7 @@ replicationStartAt=Earliest
 dispatcherReadFailureBackoffInitialTimeInMs=15000
 dispatcherReadFailureBackoffMaxTimeInMs=60000
 authenticationRefreshCheckSeconds=5
+replicatedSubscriptionsSnapshotFrequencyMillis=250
 `)
 	if err != nil {
 		t.Fatal(err)
@@ -107,6 +108,7 @@ authenticationRefreshCheckSeconds=5
 		{"Rollover", [2]time.Duration{cfg.Ledgers.MinLedgerRolloverTime, cfg.Ledgers.MaxLedgerRolloverTime}, [2]time.Duration{10 * time.Minute, 240 * time.Minute}},
 		{"DefaultNamespaceBundles", cfg.DefaultNamespaceBundles, 1},
 		{"ReplicationStartAt", cfg.Service.ReplicationStartAt, broker.ReplicationStartEarliest},
+		{"ReplicatedSubscriptions.Interval", cfg.Service.ReplicatedSubscriptions.Interval, 250 * time.Millisecond},
 		{"ReadRetry", [2]time.Duration{cfg.Service.Dispatch.ReadRetryInitial, cfg.Service.Dispatch.ReadRetryMax}, [2]time.Duration{15 * time.Second, time.Minute}},
 	} {
 		if !reflect.DeepEqual(c.got, c.want) {

@@ -515,12 +515,7 @@ func TestReplicationOfAnAvroTopic(t *testing.T) {
 // minute without one.
 func receiveOne(t *testing.T, cons pulsar.Consumer) pulsar.Message {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	m, err := cons.Receive(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := receiveUnacked(t, cons)
 	cons.Ack(m)
 	return m
 }
