@@ -177,6 +177,8 @@ func TestRepairUnderLoad(t *testing.T) {
 	p99b, p99d, p99a := percentile(before, 0.99), percentile(during, 0.99), percentile(after, 0.99)
 	t.Logf("publish at %d msg/s asked: before the loss %s; during the repair %s; after it %s",
 		loadRate, windowSummary(before, lostAt.Sub(began.Add(warmUp))), windowSummary(during, repairFor), windowSummary(after, endAt.Sub(repairEnd)))
+	t.Logf("publish p99 by 10 s, before the loss: %s; during the repair: %s; after it: %s",
+		sliceP99s(h.Sends, began.Add(warmUp), lostAt), sliceP99s(h.Sends, repairStart, repairEnd), sliceP99s(h.Sends, repairEnd, endAt))
 	verdict := "within"
 	if float64(p99d) > 2*float64(max(p99b, p99a)) {
 		verdict = "NOT within"
@@ -342,6 +344,20 @@ func windowLatencies(ss []Send, from, to time.Time) []time.Duration {
 		}
 	}
 	return out
+}
+
+// sliceP99s is the publish p99 of each 10 s of [from, to), in ms: whether
+// a window's tail is spread over it or a few stalls.
+func sliceP99s(ss []Send, from, to time.Time) string {
+	var parts []string
+	for at := from; at.Before(to); at = at.Add(10 * time.Second) {
+		end := at.Add(10 * time.Second)
+		if end.After(to) {
+			end = to
+		}
+		parts = append(parts, fmt.Sprintf("%.0f", float64(percentile(windowLatencies(ss, at, end), 0.99))/float64(time.Millisecond)))
+	}
+	return strings.Join(parts, " ")
 }
 
 func windowSummary(ds []time.Duration, window time.Duration) string {
