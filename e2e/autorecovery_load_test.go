@@ -34,22 +34,34 @@ import (
 // issue's target is a p99 during the repair within 2x of one without. The
 // bed's and the test's CPU in each window, the repair's MB/s and the bare
 // disk's fdatasync ceiling, measured after the producer stops, go with it.
+// $MERIDIAN_E2E_REPAIR_RATE runs it at another throttle (see repairRate).
 func TestRepairUnderLoad(t *testing.T) {
 	const (
 		topic       = "persistent://e2e/ns/repaired-under-load"
 		loadRate    = 2000
 		payloadSize = 1024
-		repairRate  = 1 << 20 // bytes/s
 		warmUp      = 10 * time.Second
-		preLoss     = 40 * time.Second // ~80 MB before the loss: ~78 s of copying at 1 MiB/s
 		afterRepair = 20 * time.Second
 		poll        = time.Second // both windows are observed at this cadence, by the same calls
 	)
+	// 1 MiB/s, or $MERIDIAN_E2E_REPAIR_RATE (bytes/s) for a measurement at
+	// another rate; the production before the loss grows with it, 40 s per
+	// MiB/s (about 83 MB: 78 s of copying), so the repair still lasts over
+	// a minute.
+	repairRate := 1 << 20
+	if v := os.Getenv("MERIDIAN_E2E_REPAIR_RATE"); v != "" {
+		r, err := strconv.Atoi(v)
+		if err != nil || r < 1<<20 {
+			t.Fatalf("MERIDIAN_E2E_REPAIR_RATE=%q: want bytes per second, at least 1048576", v)
+		}
+		repairRate = r
+	}
+	preLoss := time.Duration(float64(40*time.Second) * float64(repairRate) / (1 << 20))
 	bed, brk, store := startRecoveryBed(t, 4, 1_000_000,
 		"--lost-bookie-recovery-delay", "2s", "--autorecovery-retry-interval", "500ms",
 		"--autorecovery-rate", strconv.Itoa(repairRate))
 	region := bed.Region("r1")
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute+3*preLoss)
 	defer cancel()
 	t.Logf("load average at the start: %s", loadAverage())
 
