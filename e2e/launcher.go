@@ -234,6 +234,12 @@ type Bed struct {
 	procsMu  sync.Mutex
 	links    []*Link
 	recorder *Recorder
+	// handedOut are the ports freePorts returned (test's goroutine
+	// only). A process binds its ports some time after it starts, so a
+	// port handed to one that has not bound it yet is still free to the
+	// kernel; without this, the next process could draw it too and one
+	// of the two fail to bind.
+	handedOut map[int]bool
 }
 
 // Region is one region's processes and links.
@@ -558,7 +564,8 @@ func (b *Bed) metricsListen(args *[]string) string {
 // free on one may be bound on the other (by a link of another bed, in
 // another test process; seen as "bind: address already in use"). They are
 // released just before use, so another process could take one in between;
-// the process then fails to start and the test says so.
+// the process then fails to start and the test says so. A port the bed
+// handed out once is never handed out again (see Bed.handedOut).
 func (b *Bed) freePorts(n int) []int {
 	var ports []int
 	var ls []net.Listener
@@ -577,12 +584,21 @@ func (b *Bed) freePorts(n int) []int {
 		}
 		ls = append(ls, l)
 		port := l.Addr().(*net.TCPAddr).Port
+		if b.handedOut[port] {
+			continue // held open above, so that it is not drawn again
+		}
 		adv, err := net.Listen("tcp", fmt.Sprintf("%s:%d", advertisedHost, port))
 		if err != nil {
 			continue // held open above, so that it is not drawn again
 		}
 		ls = append(ls, adv)
 		ports = append(ports, port)
+	}
+	if b.handedOut == nil {
+		b.handedOut = make(map[int]bool)
+	}
+	for _, p := range ports {
+		b.handedOut[p] = true
 	}
 	return ports
 }
