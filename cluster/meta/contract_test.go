@@ -43,6 +43,7 @@ func runContract(t *testing.T, h harness) {
 		{"CreateIfAbsent", testCreateIfAbsent},
 		{"CASConflicts", testCASConflicts},
 		{"UpdateGuarded", testUpdateGuarded},
+		{"UpdateIfNone", testUpdateIfNone},
 		{"PrefixIsolation", testPrefixIsolation},
 		{"WatchFromRevision", testWatchFromRevision},
 		{"WatchCompacted", testWatchCompacted},
@@ -252,6 +253,38 @@ func testCASConflicts(t *testing.T, _ harness, s Store, p string) {
 	wantErr(t, "second Delete", s.Delete(ctx, p+"k", rev2), ErrConflict)
 	_, err = s.Update(ctx, p+"k", []byte("c"), rev2)
 	wantErr(t, "Update after Delete", err, ErrConflict)
+}
+
+// testUpdateIfNone: a write that requires an empty prefix lands only while
+// no key is under it and the key is where the writer read it, as a
+// region's takeover of a namespace must (the prefix holds the sessions of
+// the region it replaces).
+func testUpdateIfNone(t *testing.T, _ harness, s Store, p string) {
+	ctx := ctxT(t)
+	k, sessions := p+"policy", p+"sessions/"
+	rev := mustCreate(t, s, k, "a", NoLease)
+	srev := mustCreate(t, s, sessions+"b1", "alive", NoLease)
+	mustCreate(t, s, p+"sessionsX", "a sibling, not under the prefix", NoLease)
+
+	_, err := s.UpdateIfNone(ctx, k, []byte("taken over"), rev, sessions)
+	wantErr(t, "UpdateIfNone with a key under the prefix", err, ErrConflict)
+	if kv := mustGet(t, s, k); string(kv.Value) != "a" || kv.ModRevision != rev {
+		t.Fatalf("a refused UpdateIfNone wrote: %q at %d", kv.Value, kv.ModRevision)
+	}
+	if err := s.Delete(ctx, sessions+"b1", srev); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.UpdateIfNone(ctx, k, []byte("stale"), rev-1, sessions)
+	wantErr(t, "UpdateIfNone at a stale revision", err, ErrConflict)
+	rev2, err := s.UpdateIfNone(ctx, k, []byte("taken over"), rev, sessions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kv := mustGet(t, s, k); string(kv.Value) != "taken over" || kv.ModRevision != rev2 || rev2 <= rev {
+		t.Fatalf("after UpdateIfNone: %q at %d (returned %d, was %d)", kv.Value, kv.ModRevision, rev2, rev)
+	}
+	_, err = s.UpdateIfNone(ctx, p+"absent", []byte("x"), 1, sessions)
+	wantErr(t, "UpdateIfNone of an absent key", err, ErrConflict)
 }
 
 // testUpdateGuarded: a write guarded by another key's revision lands only

@@ -261,6 +261,31 @@ func (s *Etcd) UpdateGuarded(ctx context.Context, key string, value []byte, modR
 	return s.putIf(ctx, key, value, clientv3.WithIgnoreLease(), revisionAt{key, modRev}, revisionAt{guardKey, guardRev})
 }
 
+// UpdateIfNone implements Store: one Txn comparing key's ModRevision and
+// the CreateRevision of every key under prefix with 0, which etcd reads as
+// true for an empty range and false as soon as one key is there.
+func (s *Etcd) UpdateIfNone(ctx context.Context, key string, value []byte, modRev int64, prefix string) (int64, error) {
+	if s.closed() {
+		return 0, ErrClosed
+	}
+	cond := revisionAt{key, modRev}
+	if modRev <= 0 {
+		return 0, conflict([]revisionAt{cond})
+	}
+	resp, err := s.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.ModRevision(key), "=", modRev),
+			clientv3.Compare(clientv3.CreateRevision(prefix), "=", 0).WithPrefix()).
+		Then(clientv3.OpPut(key, string(value), clientv3.WithIgnoreLease())).
+		Commit()
+	if err != nil {
+		return 0, s.fail("update", key, err)
+	}
+	if !resp.Succeeded {
+		return 0, fmt.Errorf("%w: %s at revision %d with no key under %s", ErrConflict, key, modRev, prefix)
+	}
+	return resp.Header.Revision, nil
+}
+
 // putIf puts value at key, with lease (WithIgnoreLease: keeping the key's
 // own), if every key of conds is at its ModRevision; conds[0] is key itself.
 func (s *Etcd) putIf(ctx context.Context, key string, value []byte, lease clientv3.OpOption, conds ...revisionAt) (int64, error) {

@@ -178,6 +178,27 @@ func (m *Memory) UpdateGuarded(ctx context.Context, key string, value []byte, mo
 	return m.updateIf(ctx, key, value, revisionAt{key, modRev}, revisionAt{guardKey, guardRev})
 }
 
+// UpdateIfNone implements Store.
+func (m *Memory) UpdateIfNone(ctx context.Context, key string, value []byte, modRev int64, prefix string) (int64, error) {
+	if err := m.lockOpen(ctx); err != nil {
+		return 0, err
+	}
+	defer m.mu.Unlock()
+	kv, ok := m.mu.kvs[key]
+	noneUnder := true
+	for k := range m.mu.kvs {
+		noneUnder = noneUnder && !strings.HasPrefix(k, prefix)
+	}
+	if !ok || kv.ModRevision != modRev || !noneUnder {
+		return 0, fmt.Errorf("%w: %s at revision %d with no key under %s", ErrConflict, key, modRev, prefix)
+	}
+	rev := m.mu.rev + 1
+	kv.Value = cloneBytes(value)
+	kv.ModRevision = rev
+	m.commitLocked([]Event{{Type: EventPut, KV: copyKV(kv)}})
+	return rev, nil
+}
+
 // updateIf replaces key's value if every key of conds exists at its
 // ModRevision; conds[0] is key itself.
 func (m *Memory) updateIf(ctx context.Context, key string, value []byte, conds ...revisionAt) (int64, error) {

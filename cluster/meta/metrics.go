@@ -18,7 +18,7 @@ type StoreMetrics struct {
 
 // The operations StoreMetrics times; Watch and Campaign are not timed,
 // because they last as long as their caller wants.
-var instrumentedOps = []string{"get", "list", "create", "update", "update_guarded", "delete", "grant", "revoke", "move_to_lease"}
+var instrumentedOps = []string{"get", "list", "create", "update", "update_guarded", "update_if_none", "delete", "grant", "revoke", "move_to_lease"}
 
 // NewStoreMetrics declares meridian_etcd_operation_seconds and
 // meridian_etcd_operation_errors_total on reg (nil: nowhere).
@@ -71,6 +71,7 @@ const (
 	opCreate
 	opUpdate
 	opUpdateGuarded
+	opUpdateIfNone
 	opDelete
 	opGrant
 	opRevoke
@@ -118,6 +119,13 @@ func (s *instrumented) UpdateGuarded(ctx context.Context, key string, value []by
 	start := time.Now()
 	rev, err := s.Store.UpdateGuarded(ctx, key, value, modRev, guardKey, guardRev)
 	s.done(opUpdateGuarded, start, err)
+	return rev, err
+}
+
+func (s *instrumented) UpdateIfNone(ctx context.Context, key string, value []byte, modRev int64, prefix string) (int64, error) {
+	start := time.Now()
+	rev, err := s.Store.UpdateIfNone(ctx, key, value, modRev, prefix)
+	s.done(opUpdateIfNone, start, err)
 	return rev, err
 }
 

@@ -115,6 +115,13 @@ type Store interface {
 	// by another holder, its ModRevision differs, and the old holder's
 	// write is refused even if the state key itself did not change.
 	UpdateGuarded(ctx context.Context, key string, value []byte, modRev int64, guardKey string, guardRev int64) (int64, error)
+	// UpdateIfNone is Update(key, value, modRev) that also requires that no
+	// key exists under prefix, in one transaction; either condition
+	// failing is ErrConflict and writes nothing. It is how a region takes
+	// over a namespace only once every session of the region it replaces
+	// has ended (cluster/broker's failover): a session created meanwhile
+	// refuses the write.
+	UpdateIfNone(ctx context.Context, key string, value []byte, modRev int64, prefix string) (int64, error)
 	// MoveToLease replaces key's value and attaches it to lease (NoLease:
 	// to none) only if its ModRevision is still modRev, in one transaction.
 	// It returns the new ModRevision, ErrConflict when the key changed or is
