@@ -753,6 +753,9 @@ func (p Policies) validate() error {
 	if err := p.validateActiveRegion(); err != nil {
 		return err
 	}
+	if err := p.validateAutoFailover(); err != nil {
+		return err
+	}
 	return p.AuthPolicies.validate()
 }
 

@@ -114,6 +114,9 @@ type Effective struct {
 	// ActiveRegion is the namespace's active region when it is one of
 	// ReplicationClusters, else empty.
 	ActiveRegion string
+	// AutoFailover is the namespace's automatic failover (Policies.AutoFailover),
+	// nil when it is off or there is no ActiveRegion.
+	AutoFailover *AutoFailover
 	// Partitions is the partitioned-topic metadata: 0 for a non-partitioned
 	// topic (or one with no record).
 	Partitions int
@@ -195,6 +198,9 @@ func Resolve(d BrokerDefaults, tenant TenantInfo, ns Policies, topic *TopicPolic
 	}
 	if slices.Contains(e.ReplicationClusters, ns.ActiveRegion) {
 		e.ActiveRegion = ns.ActiveRegion
+		if a, ok := ns.AutoFailover(); ok {
+			e.AutoFailover = &a
+		}
 	}
 	e.MaxProducersPerTopic = limitOf(tp.Extra, ExtraTopicMaxProducers, ns.Extra, ExtraMaxProducersPerTopic)
 	e.MaxConsumersPerTopic = limitOf(tp.Extra, ExtraTopicMaxConsumers, ns.Extra, ExtraMaxConsumersPerTopic)

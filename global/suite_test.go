@@ -45,6 +45,7 @@ func runSuite(t *testing.T, h harness) {
 		{"Bootstrap", testBootstrap},
 		{"NewerRecordVersion", testNewerRecordVersion},
 		{"RegionNumbers", testRegionNumbers},
+		{"FailoverSwitch", testFailoverSwitch},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
