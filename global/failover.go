@@ -289,3 +289,30 @@ func (s *Store) SwitchActiveRegion(ctx context.Context, tenant, ns, from, to str
 	s.log.Warn("active region switched by automatic failover", "namespace", tenant+"/"+ns, "from", from, "to", to, "dispatch_wait", wait)
 	return next, nil
 }
+
+// GrantLease grants a lease of ttl in the global store, kept alive by the
+// store until it is revoked, cannot be renewed, or ctx ends
+// (meta.Store.Grant): a broker's failover session. ctx must therefore live
+// as long as the session, and also bounds the grant itself.
+func (s *Store) GrantLease(ctx context.Context, ttl time.Duration) (meta.Lease, error) {
+	l, err := s.st.Grant(ctx, ttl)
+	if err != nil {
+		return nil, fail("grant", "a lease", err)
+	}
+	return l, nil
+}
+
+// LeaseTimeLeft is at most how long lease id has left, as the store sees
+// it, or meta.ErrLeaseNotFound once it has ended.
+func (s *Store) LeaseTimeLeft(ctx context.Context, id meta.LeaseID) (time.Duration, error) {
+	ctx, cancel := s.opCtx(ctx)
+	defer cancel()
+	left, _, err := s.st.TimeToLive(ctx, id)
+	if errors.Is(err, meta.ErrLeaseNotFound) {
+		return 0, err
+	}
+	if err != nil {
+		return 0, fail("time-to-live", "a lease", err)
+	}
+	return left, nil
+}

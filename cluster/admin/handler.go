@@ -49,6 +49,7 @@ func New(cfg Config, svc *broker.Service, log *slog.Logger) (http.Handler, error
 	h.routeTopicPolicies()
 	h.routeNamespaces()
 	h.routeActiveRegion()
+	h.routeAutoFailover()
 	h.routeTenants()
 	h.routeClusters()
 	h.routeBrokers()

@@ -39,6 +39,10 @@ type brokerMetrics struct {
 	// replicated subscriptions' states written to the global store, and the
 	// origins a state cut back to their consumed prefix (replsubs.go).
 	replicatedStateWrites, replicatedStateFallbacks prometheus.Counter
+	// failoverSessionHeld and failovers are automatic region failover's
+	// (failover.go).
+	failoverSessionHeld prometheus.Gauge
+	failovers           *prometheus.CounterVec
 }
 
 func newBrokerMetrics(cfg ServiceConfig, policies *global.Cache) (*brokerMetrics, error) {
@@ -68,10 +72,18 @@ func newBrokerMetrics(cfg ServiceConfig, policies *global.Cache) (*brokerMetrics
 			Name: "meridian_replicated_subscription_fallbacks_total",
 			Help: "Origins whose acked ranges in a replicated subscription state passed the bound (ReplicatedSubscriptions.MaxRanges) and fell back to the mark-delete: a failover redelivers their individually acked messages.",
 		}),
+		failoverSessionHeld: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "meridian_failover_session_valid",
+			Help: "1 while this broker holds a valid failover session (automatic region failover: without one it dispatches no replicated subscription of an opted-in namespace), else 0.",
+		}),
+		failovers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "meridian_failover_switches_total",
+			Help: "Automatic switches of a namespace's active region written by this broker, by namespace, from and to.",
+		}, []string{"namespace", "from", "to"}),
 	}
 	if cfg.Registerer != nil {
 		for _, c := range []prometheus.Collector{m.lookup, m.dispatched, m.clientsMigrated, m.replicatedStateWrites,
-			m.replicatedStateFallbacks, newActiveRegionCollector(cfg.Region, policies)} {
+			m.replicatedStateFallbacks, m.failoverSessionHeld, m.failovers, newActiveRegionCollector(cfg.Region, policies)} {
 			if err := cfg.Registerer.Register(c); err != nil {
 				return nil, err
 			}
@@ -100,6 +112,20 @@ func (m *brokerMetrics) replicatedStateWritten(cut int) {
 	if m != nil {
 		m.replicatedStateWrites.Inc()
 		m.replicatedStateFallbacks.Add(float64(cut))
+	}
+}
+
+// failoverSession records whether the failover session is valid.
+func (m *brokerMetrics) failoverSession(valid bool) {
+	if m != nil {
+		m.failoverSessionHeld.Set(map[bool]float64{false: 0, true: 1}[valid])
+	}
+}
+
+// failedOver counts one automatic switch of ns from one region to another.
+func (m *brokerMetrics) failedOver(ns, from, to string) {
+	if m != nil {
+		m.failovers.WithLabelValues(ns, from, to).Inc()
 	}
 }
 

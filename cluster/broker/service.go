@@ -94,6 +94,8 @@ type ServiceConfig struct {
 	// ReplicatedSubscriptions configures how replicated subscriptions'
 	// states travel between regions (replsubs.go).
 	ReplicatedSubscriptions ReplicatedSubscriptionsConfig
+	// Failover configures automatic region failover (failover.go).
+	Failover FailoverConfig
 	// Tracing, when set, traces every entry whose metadata carries a W3C
 	// traceparent (see trace.go); nil traces nothing and costs nothing.
 	Tracing *telemetry.Tracing
@@ -167,6 +169,7 @@ func DefaultServiceConfig(region, brokerID, serviceURL string) ServiceConfig {
 		Dispatch:                DefaultDispatchConfig(),
 		DedupSnapshotInterval:   1000,
 		ReplicatedSubscriptions: DefaultReplicatedSubscriptionsConfig(),
+		Failover:                DefaultFailoverConfig(),
 		TopicLoadTimeout:        30 * time.Second,
 
 		MaxConcurrentTopicLoads: 5000,
@@ -195,6 +198,8 @@ func (c ServiceConfig) Validate() error {
 			ErrInvalidConfig, c.Dispatch.ReadRetryInitial, c.Dispatch.ReadRetryMax)
 	case c.ReplicatedSubscriptions.validate() != nil:
 		return c.ReplicatedSubscriptions.validate()
+	case c.Failover.validate() != nil:
+		return c.Failover.validate()
 	case c.DedupSnapshotInterval < 1:
 		return fmt.Errorf("%w: DedupSnapshotInterval %d, want at least 1", ErrInvalidConfig, c.DedupSnapshotInterval)
 	case c.BacklogQuotaCheckInterval < time.Second:
@@ -266,6 +271,8 @@ type Service struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // loads and topic watchers
 
+	failover *regionFailover // automatic region failover (failover.go)
+
 	loads   loadSlots      // MaxConcurrentTopicLoads (limits.go)
 	lookups *LookupPermits // MaxConcurrentLookups (limits.go)
 
@@ -315,6 +322,7 @@ func NewService(cfg ServiceConfig, store meta.Store, policies *global.Cache, gst
 	s.mu.topics = make(map[string]*topicLoad)
 	s.loads = newLoadSlots(cfg.MaxConcurrentTopicLoads)
 	s.lookups = NewLookupPermits(cfg.MaxConcurrentLookups)
+	s.failover = newRegionFailover(s, cfg.Failover)
 	lcfg := cfg.loadManager()
 	lcfg.Clock = s.clock
 	if s.lm, err = loadmgr.New(lcfg, store, policies, gstore, managedTopics{s}, log); err != nil {
@@ -325,16 +333,17 @@ func NewService(cfg ServiceConfig, store meta.Store, policies *global.Cache, gst
 
 // Start starts the load manager (which removes the previous run's claims
 // and registers the broker), the backlog quota checks, the replication
-// cursors' upkeep and the moving of clients of namespaces active elsewhere
-// (migrate.go).
+// cursors' upkeep, the moving of clients of namespaces active elsewhere
+// (migrate.go) and automatic region failover (failover.go).
 func (s *Service) Start(ctx context.Context) error {
 	if err := s.lm.Start(ctx); err != nil {
 		return err
 	}
-	s.wg.Add(3)
+	s.wg.Add(4)
 	go s.quotaLoop(s.cfg.BacklogQuotaCheckInterval)
 	go s.replicationLoop()
 	go s.migrationLoop()
+	go s.failover.loop()
 	return nil
 }
 
@@ -403,10 +412,14 @@ func (s *Service) Lookup(ctx context.Context, t topology.TopicName, opts LookupO
 	if err != nil {
 		return Location{}, err
 	}
-	if eff.ActiveRegion != "" && eff.ActiveRegion != s.cfg.Region && !opts.Replication {
-		c, ok := s.policies.Cluster(eff.ActiveRegion)
+	active := eff.ActiveRegion
+	if r := s.failover.lookupElsewhere(t, eff); r != "" {
+		active = r
+	}
+	if active != "" && active != s.cfg.Region && !opts.Replication {
+		c, ok := s.policies.Cluster(active)
 		if !ok {
-			return Location{}, fmt.Errorf("%w: active region %s has no cluster record", wire.ErrServiceNotReady, eff.ActiveRegion)
+			return Location{}, fmt.Errorf("%w: active region %s has no cluster record", wire.ErrServiceNotReady, active)
 		}
 		// One broker of the record's hosts, a different one each time: a
 		// client dials the URL of a redirect as it is.

@@ -517,6 +517,7 @@ func (s *subscription) redeliverLocked(c *consumer, only map[mledger.Position]bo
 func (s *subscription) run() {
 	for {
 		changed := s.topic.ml.Changed()
+		gateOpened := s.topic.svc.failover.opened()
 		progressed, due := s.round()
 		if progressed {
 			continue
@@ -530,6 +531,7 @@ func (s *subscription) run() {
 		select {
 		case <-changed:
 		case <-s.wake:
+		case <-gateOpened:
 		case <-fire:
 		case <-s.ctx.Done():
 		}
@@ -565,6 +567,13 @@ func (s *subscription) round() (progressed bool, due time.Time) {
 	// Read before mu (the package doc's lock order); a stale value only holds a recently
 	// joined consumer a little longer.
 	markDeleted := s.cursor.MarkDeletePosition()
+
+	// A replicated subscription of a namespace with automatic failover
+	// dispatches only where and while failover.go allows; run waits for
+	// the gate to open.
+	if s.isReplicated.Load() && !s.topic.svc.failover.mayDispatch(s.topic.name) {
+		return false, time.Time{}
+	}
 
 	s.mu.Lock()
 	if s.mu.closed {

@@ -21,6 +21,7 @@ import (
 	"github.com/meridian-mq/meridian/cluster/ledger"
 	"github.com/meridian-mq/meridian/cluster/mledger"
 	"github.com/meridian-mq/meridian/global"
+	"github.com/meridian-mq/meridian/replicator/remote"
 	"github.com/meridian-mq/meridian/telemetry"
 )
 
@@ -278,6 +279,9 @@ func startBroker(ctx context.Context, r *regionParts, cfg BrokerConfig) (_ *Brok
 		scfg.Tracing = r.tracing
 	}
 	scfg.Metrics, scfg.Registerer = r.metrics, r.registry
+	if scfg.Failover.Probe == nil {
+		scfg.Failover.Probe = probeRegion(r.name)
+	}
 	n.service, err = broker.NewService(scfg, r.store, cache, gstore, factory, log)
 	if err != nil {
 		return nil, err
@@ -478,4 +482,15 @@ func (n *Broker) stop() {
 		n.closers[i]()
 	}
 	n.closers = nil
+}
+
+// probeRegion is automatic failover's probe (broker.FailoverConfig.Probe)
+// for the brokers of region from: a lookup through the other region's
+// broker service URL, as a replicator of from makes it.
+func probeRegion(from string) func(ctx context.Context, c global.ClusterData, topic string, timeout time.Duration) error {
+	return func(ctx context.Context, c global.ClusterData, topic string, timeout time.Duration) error {
+		rc := remote.DefaultConfig(from, topic, c)
+		rc.OperationTimeout = timeout
+		return remote.Probe(ctx, rc)
+	}
 }

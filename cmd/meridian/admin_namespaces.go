@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/apache/pulsar-client-go/pulsaradmin"
 	"github.com/spf13/cobra"
@@ -82,7 +83,8 @@ func (a *adminCLI) namespacesCommand() *cobra.Command {
 		a.setAutoTopicCreationCommand(), a.getAutoTopicCreationCommand(), a.removeAutoTopicCreationCommand(),
 		a.setNamespaceDispatchRateCommand(), a.getNamespaceDispatchRateCommand(), a.removeNamespaceDispatchRateCommand(),
 		a.splitBundleVerb(),
-		a.setActiveRegionCommand(), a.getActiveRegionCommand(), a.removeActiveRegionCommand())
+		a.setActiveRegionCommand(), a.getActiveRegionCommand(), a.removeActiveRegionCommand(),
+		a.setAutoFailoverCommand(), a.getAutoFailoverCommand(), a.removeAutoFailoverCommand())
 }
 
 // activeRegion is the body of Meridian's activeRegion endpoint (pulsaradmin
@@ -93,13 +95,17 @@ type activeRegion struct {
 	FallbackRegions []string `json:"fallbackRegions,omitempty"`
 }
 
-func activeRegionPath(ns string) (string, error) {
+// namespaceEndpointPath is the path of one of Meridian's own endpoints of
+// namespace ns (activeRegion, autoFailover).
+func namespaceEndpointPath(ns, endpoint string) (string, error) {
 	name, err := namespaceArg(ns)
 	if err != nil {
 		return "", err
 	}
-	return "/admin/v2/namespaces/" + name.String() + "/activeRegion", nil
+	return "/admin/v2/namespaces/" + name.String() + "/" + endpoint, nil
 }
+
+func activeRegionPath(ns string) (string, error) { return namespaceEndpointPath(ns, "activeRegion") }
 
 func (a *adminCLI) setActiveRegionCommand() *cobra.Command {
 	var fallback []string
@@ -149,6 +155,76 @@ func (a *adminCLI) removeActiveRegionCommand() *cobra.Command {
 	return a.verb("remove-active-region NAMESPACE", "Remove a namespace's active region and fallback regions: every region serves its own clients", 1,
 		func(ctx context.Context, _ pulsaradmin.Client, _ *printer, args []string) error {
 			path, err := activeRegionPath(args[0])
+			if err != nil {
+				return err
+			}
+			return a.restDelete(ctx, path)
+		})
+}
+
+func autoFailoverPath(ns string) (string, error) { return namespaceEndpointPath(ns, "autoFailover") }
+
+// autoFailover is the body and answer of Meridian's autoFailover endpoint.
+type autoFailover struct {
+	DelaySeconds int `json:"delaySeconds"`
+	LastSwitch   *struct {
+		From     string `json:"from"`
+		To       string `json:"to"`
+		AtMillis int64  `json:"atMillis"`
+	} `json:"lastSwitch,omitempty"`
+}
+
+func (a *adminCLI) setAutoFailoverCommand() *cobra.Command {
+	var delay time.Duration
+	cmd := a.verb("set-auto-failover NAMESPACE", "Let the namespace's active region move to its first fallback region when a majority of its regions have seen it unreachable, or it has held no session, for --delay (a superuser's; needs an active region, a fallback region and 3 replication clusters)", 1,
+		func(ctx context.Context, _ pulsaradmin.Client, _ *printer, args []string) error {
+			path, err := autoFailoverPath(args[0])
+			if err != nil {
+				return err
+			}
+			if delay < time.Second || delay%time.Second != 0 {
+				return fmt.Errorf("--delay %v: want whole seconds, at least 1s", delay)
+			}
+			rc, err := a.restClient()
+			if err != nil {
+				return err
+			}
+			return rc.PostWithContext(ctx, path, autoFailover{DelaySeconds: int(delay / time.Second)})
+		})
+	cmd.Flags().DurationVar(&delay, "delay", 30*time.Second, "how long the active region must be seen lost before the switch")
+	return cmd
+}
+
+func (a *adminCLI) getAutoFailoverCommand() *cobra.Command {
+	return a.verb("get-auto-failover NAMESPACE", "Show a namespace's automatic failover: its delay and its last switch", 1,
+		func(ctx context.Context, _ pulsaradmin.Client, p *printer, args []string) error {
+			path, err := autoFailoverPath(args[0])
+			if err != nil {
+				return err
+			}
+			body, err := a.rawGet(ctx, path, nil)
+			if err != nil {
+				return err
+			}
+			if len(bytes.TrimSpace(body)) == 0 { // 204: off
+				return p.scalar("off", nil)
+			}
+			var af autoFailover
+			if err := json.Unmarshal(body, &af); err != nil {
+				return fmt.Errorf("the server's answer is not an automatic failover: %w", err)
+			}
+			text := fmt.Sprintf("on, delay %ds", af.DelaySeconds)
+			if sw := af.LastSwitch; sw != nil {
+				text += fmt.Sprintf(" (last switch %s -> %s at %s)", sw.From, sw.To, time.UnixMilli(sw.AtMillis).UTC().Format(time.RFC3339))
+			}
+			return p.scalar(text, af)
+		})
+}
+
+func (a *adminCLI) removeAutoFailoverCommand() *cobra.Command {
+	return a.verb("remove-auto-failover NAMESPACE", "Turn a namespace's automatic failover off (a superuser's)", 1,
+		func(ctx context.Context, _ pulsaradmin.Client, _ *printer, args []string) error {
+			path, err := autoFailoverPath(args[0])
 			if err != nil {
 				return err
 			}

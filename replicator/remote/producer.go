@@ -543,3 +543,25 @@ func (p *Producer) Close(ctx context.Context) error {
 	}
 	return nil
 }
+
+// Probe asks the remote region, through its broker service URL, who owns
+// cfg.Topic, following redirects to the owner's connection, and hangs up:
+// a region whose brokers answer a lookup for the topic's bundle serves
+// it. It is how regions watch each other for automatic failover
+// (cluster/broker's failover.go); a TCP probe would be fooled by a proxy
+// that stays up in front of dead brokers. The whole probe is bounded by
+// cfg.OperationTimeout; cfg.Incarnation is not used.
+func Probe(ctx context.Context, cfg Config) error {
+	cfg.Incarnation = max(cfg.Incarnation, 1)
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	auth, _ := newAuth(cfg.Cluster.AuthenticationPlugin, cfg.Cluster.AuthenticationParameters)
+	ctx, cancel := context.WithTimeout(ctx, cfg.OperationTimeout)
+	defer cancel()
+	s, err := lookup(ctx, cfg, auth)
+	if err != nil {
+		return err
+	}
+	return s.conn.Close()
+}

@@ -1,0 +1,497 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/meridian-mq/meridian/cluster/meta"
+	"github.com/meridian-mq/meridian/global"
+	"github.com/meridian-mq/meridian/topology"
+)
+
+// Automatic region failover: a namespace that opts in (its AutoFailover
+// policy, global/failover.go) moves its active region to the next fallback
+// region when the active one is lost, and never lets two regions dispatch
+// one of its replicated subscriptions at once. docs/architecture.md gives
+// the argument and its assumptions (bounded clock drift, bounded pauses);
+// in short:
+//
+//   - Sessions. Every broker of a region in an opted-in set holds a
+//     session: a lease in the global store with a key under
+//     failover-sessions/<region>/. It measures the lease's time left on
+//     every pass, and counts its validity from the time it sent that
+//     request: validUntil = sent + left - Margin. It never waits for an
+//     answer that may not come.
+//   - Dispatch. A replicated subscription of an opted-in namespace
+//     dispatches only in the active region, only while the broker's session
+//     is valid, only once a linearizable read of the policy (not the
+//     watched cache) has shown this region active while the session was
+//     held, and not before the switch's DispatchWaitMillis has passed.
+//   - Detection. Every broker probes the active region of each opted-in
+//     namespace with a lookup through its broker service URL
+//     (Config.Probe), and writes what it sees under its session
+//     (failover-views/...).
+//   - The switch. Any broker of another region of the set switches the
+//     namespace to its first fallback region that holds sessions, in one
+//     compare-and-swap that requires that no session of the active region
+//     is left (global.Store.SwitchActiveRegion), when either
+//     (a) the active region has held no session for the delay: it cannot
+//     dispatch, whatever it is doing; or
+//     (b) a majority of the set has seen it unreachable for the delay, in
+//     the views of every broker of each such region; its sessions are
+//     then revoked first, and the new region waits a whole SessionTTL
+//     before it dispatches, since the old region learns of the revocation
+//     only by its own timer when it is cut off.
+//
+// A region that is active but cannot hold its session sends lookups to the
+// first fallback region, which will take over if the switch comes.
+
+// FailoverConfig configures automatic region failover.
+type FailoverConfig struct {
+	// SessionTTL is the lease of each broker's failover session. A region
+	// cut off from the global store stops dispatching the replicated
+	// subscriptions of its opted-in namespaces at most SessionTTL - Margin
+	// after its last successful check; a revoked region is taken over
+	// SessionTTL after the revocation. Default 10s; at least 2s (etcd
+	// counts a lease's time in whole seconds).
+	SessionTTL time.Duration
+	// Margin is taken off a session's time left, for clock drift and
+	// process pauses. Default 2s; more than 0 and less than SessionTTL/2.
+	Margin time.Duration
+	// Interval is how often a broker checks its session, probes the
+	// active regions and decides on a switch. Default 1s; at least 10ms
+	// and less than SessionTTL/3.
+	Interval time.Duration
+	// ProbeTimeout bounds one probe. Default 2s; at least 10ms.
+	ProbeTimeout time.Duration
+	// Probe looks topic up through region's broker service URL (the
+	// assembly passes the replicator's remote.Probe). Nil probes nothing:
+	// only a region's lost sessions then trigger a switch.
+	Probe func(ctx context.Context, region global.ClusterData, topic string, timeout time.Duration) error
+}
+
+// DefaultFailoverConfig returns the defaults documented on FailoverConfig.
+func DefaultFailoverConfig() FailoverConfig {
+	return FailoverConfig{SessionTTL: 10 * time.Second, Margin: 2 * time.Second, Interval: time.Second, ProbeTimeout: 2 * time.Second}
+}
+
+func (c FailoverConfig) validate() error {
+	switch {
+	case c.SessionTTL < 2*time.Second:
+		return fmt.Errorf("%w: Failover.SessionTTL %v, want at least 2s", ErrInvalidConfig, c.SessionTTL)
+	case c.Margin <= 0 || 2*c.Margin >= c.SessionTTL:
+		return fmt.Errorf("%w: Failover.Margin %v, want more than 0 and less than half of SessionTTL %v", ErrInvalidConfig, c.Margin, c.SessionTTL)
+	case c.Interval < 10*time.Millisecond || 3*c.Interval >= c.SessionTTL:
+		return fmt.Errorf("%w: Failover.Interval %v, want at least 10ms and less than a third of SessionTTL %v", ErrInvalidConfig, c.Interval, c.SessionTTL)
+	case c.ProbeTimeout < 10*time.Millisecond:
+		return fmt.Errorf("%w: Failover.ProbeTimeout %v, want at least 10ms", ErrInvalidConfig, c.ProbeTimeout)
+	}
+	return nil
+}
+
+// probeTopic is the topic whose lookup probes a namespace's active region.
+const probeTopic = "__meridian_failover_probe"
+
+// regionFailover is one broker's part in automatic failover: its session,
+// the dispatch gate of the opted-in namespaces, its probes and its
+// decisions. One goroutine (loop) runs the passes; the dispatchers read the
+// gate (mayDispatch) and wait on opened.
+type regionFailover struct {
+	svc *Service
+	cfg FailoverConfig
+	now func() time.Time
+
+	// Pass state, owned by the loop goroutine.
+	lease            meta.Lease           // nil without a session
+	unreachableSince map[string]time.Time // by namespace: when probes of its active region began to fail
+	written          map[string]global.FailoverView
+	writtenLease     meta.LeaseID
+	sessionsGone     map[string]time.Time // by region: since when a pass has found none of its sessions
+
+	mu struct {
+		sync.Mutex
+		validUntil time.Time
+		// gates holds every opted-in namespace (tenant/ns) whose set
+		// includes this region; a namespace not in it is not gated.
+		gates map[string]failoverGate
+		// shut is set when a dispatcher found its gate shut; the next
+		// pass that finds a gate open wakes them all (opened).
+		shut   bool
+		opened chan struct{}
+	}
+}
+
+// failoverGate is one opted-in namespace's dispatch permission, apart from
+// the session's validity.
+type failoverGate struct {
+	confirmed bool      // active here, by a linearizable read made while the session was held
+	notBefore time.Time // the switch's wait
+}
+
+func newRegionFailover(s *Service, cfg FailoverConfig) *regionFailover {
+	f := &regionFailover{svc: s, cfg: cfg, now: time.Now, unreachableSince: map[string]time.Time{},
+		written: map[string]global.FailoverView{}, sessionsGone: map[string]time.Time{}}
+	f.mu.gates = map[string]failoverGate{}
+	f.mu.opened = make(chan struct{})
+	return f
+}
+
+// mayDispatch reports whether t's replicated subscriptions may dispatch
+// now. A namespace without automatic failover always may.
+func (f *regionFailover) mayDispatch(t topology.TopicName) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	g, gated := f.mu.gates[t.Tenant+"/"+t.Namespace]
+	if !gated {
+		return true
+	}
+	if !f.allowedLocked(g, f.now()) {
+		f.mu.shut = true
+		return false
+	}
+	return true
+}
+
+func (f *regionFailover) allowedLocked(g failoverGate, now time.Time) bool {
+	return g.confirmed && now.Before(f.mu.validUntil) && !now.Before(g.notBefore)
+}
+
+// opened returns a channel closed when a gate may have opened: a
+// dispatcher that found its gate shut waits on it.
+func (f *regionFailover) opened() <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.mu.opened
+}
+
+// holdsSession reports whether this broker's session is valid now.
+func (f *regionFailover) holdsSession() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.now().Before(f.mu.validUntil)
+}
+
+// loop runs a pass on every change of the global configuration and every
+// Interval, and ends the session when the Service closes.
+func (f *regionFailover) loop() {
+	defer f.svc.wg.Done()
+	defer f.endSession()
+	f.svc.policyPasses(f.cfg.Interval, f.pass)
+}
+
+// optedIn is one namespace with automatic failover whose set includes
+// this region.
+type optedIn struct {
+	tenant, ns string
+	policies   global.Policies
+	failover   global.AutoFailover
+}
+
+func (o optedIn) name() string { return o.tenant + "/" + o.ns }
+
+// optedInNamespaces lists them from the watched cache.
+func (f *regionFailover) optedInNamespaces() []optedIn {
+	var out []optedIn
+	for _, tenant := range f.svc.policies.Tenants() {
+		for _, ns := range f.svc.policies.Namespaces(tenant) {
+			p, ok := f.svc.policies.Namespace(tenant, ns)
+			if !ok || !slices.Contains(p.ReplicationClusters, f.svc.cfg.Region) {
+				continue
+			}
+			if a, on := p.AutoFailover(); on && p.ActiveRegion != "" {
+				out = append(out, optedIn{tenant: tenant, ns: ns, policies: p, failover: a})
+			}
+		}
+	}
+	return out
+}
+
+// pass keeps the session, recomputes the gates, probes and decides.
+func (f *regionFailover) pass() {
+	ctx, cancel := context.WithTimeout(f.svc.ctx, f.cfg.SessionTTL)
+	defer cancel()
+	namespaces := f.optedInNamespaces()
+	if len(namespaces) == 0 {
+		f.endSession()
+		f.setGates(nil)
+		return
+	}
+	f.keepSession(ctx)
+	f.setGates(f.gates(ctx, namespaces))
+	for _, o := range namespaces {
+		if o.policies.ActiveRegion != f.svc.cfg.Region {
+			f.probe(ctx, o)
+			f.decide(ctx, o)
+		}
+	}
+}
+
+// keepSession grants the session when there is none and measures its time
+// left; validUntil counts from when the measuring request was sent.
+func (f *regionFailover) keepSession(ctx context.Context) {
+	if f.lease != nil {
+		select {
+		case <-f.lease.Done():
+			f.dropSession("the session's lease ended")
+		default:
+		}
+	}
+	if f.lease == nil {
+		l, err := f.svc.gstore.GrantLease(f.svc.ctx, f.cfg.SessionTTL)
+		if err != nil {
+			f.svc.log.Warn("failover session: cannot grant a lease", "err", err)
+			return
+		}
+		if err := f.svc.gstore.CreateFailoverSession(ctx, f.svc.cfg.Region, f.svc.cfg.BrokerID, l.ID()); err != nil {
+			f.svc.log.Warn("failover session: cannot create its key", "err", err)
+			f.revoke(l)
+			return
+		}
+		f.lease = l
+		f.svc.log.Info("failover session started", "lease", fmt.Sprintf("%x", int64(l.ID())))
+	}
+	sent := f.now()
+	left, err := f.svc.gstore.LeaseTimeLeft(ctx, f.lease.ID())
+	switch {
+	case errors.Is(err, meta.ErrLeaseNotFound):
+		f.dropSession("the session's lease was revoked or expired")
+	case err != nil:
+		f.svc.log.Info("failover session: lease not checked; it lapses on its own timer", "err", err)
+	default:
+		f.mu.Lock()
+		f.mu.validUntil = sent.Add(left - f.cfg.Margin)
+		f.mu.Unlock()
+	}
+	f.svc.metrics.failoverSession(f.holdsSession())
+}
+
+// dropSession forgets a session that has ended: dispatch stops at once,
+// and the next pass grants a new one.
+func (f *regionFailover) dropSession(why string) {
+	f.svc.log.Warn("failover session lost; replicated subscriptions of namespaces with automatic failover stop", "why", why)
+	f.lease = nil
+	f.mu.Lock()
+	f.mu.validUntil = time.Time{}
+	f.mu.Unlock()
+	f.svc.metrics.failoverSession(false)
+}
+
+// endSession revokes the session, if any (no opted-in namespace left, or
+// the Service closing).
+func (f *regionFailover) endSession() {
+	if f.lease == nil {
+		return
+	}
+	f.revoke(f.lease)
+	f.lease = nil
+	f.mu.Lock()
+	f.mu.validUntil = time.Time{}
+	f.mu.Unlock()
+	f.svc.metrics.failoverSession(false)
+}
+
+func (f *regionFailover) revoke(l meta.Lease) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(f.svc.ctx), f.svc.cfg.CloseTimeout)
+	defer cancel()
+	if err := l.Revoke(ctx); err != nil {
+		f.svc.log.Info("failover session: revoking its lease", "err", err)
+	}
+}
+
+// gates computes each opted-in namespace's gate. A namespace that became
+// active here is confirmed by a linearizable read of its policy, made
+// while the session is held; one already confirmed stays so while the
+// cache shows it active here.
+func (f *regionFailover) gates(ctx context.Context, namespaces []optedIn) map[string]failoverGate {
+	f.mu.Lock()
+	was := f.mu.gates
+	f.mu.Unlock()
+	out := make(map[string]failoverGate, len(namespaces))
+	for _, o := range namespaces {
+		g := failoverGate{}
+		if o.policies.ActiveRegion == f.svc.cfg.Region {
+			if sw := o.failover.LastSwitch; sw != nil && sw.To == f.svc.cfg.Region {
+				g.notBefore = sw.NotBefore()
+			}
+			g.confirmed = was[o.name()].confirmed || f.confirmActive(ctx, o)
+		}
+		out[o.name()] = g
+	}
+	return out
+}
+
+// confirmActive reads o's policy from the store itself, not the cache.
+func (f *regionFailover) confirmActive(ctx context.Context, o optedIn) bool {
+	if !f.holdsSession() {
+		return false
+	}
+	p, err := f.svc.gstore.Namespace(ctx, o.tenant, o.ns)
+	if err != nil {
+		f.svc.log.Info("automatic failover: active region not confirmed", "namespace", o.name(), "err", err)
+		return false
+	}
+	return p.ActiveRegion == f.svc.cfg.Region
+}
+
+// setGates installs the gates, and wakes the dispatchers that found theirs
+// shut when one is open now (a confirmation, a session checked again, a
+// wait passed). A dispatcher that found its gate shut just after this
+// pass waits for the next one: at most Interval.
+func (f *regionFailover) setGates(gates map[string]failoverGate) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.mu.gates = gates
+	now, open := f.now(), false
+	for _, g := range gates {
+		open = open || f.allowedLocked(g, now)
+	}
+	if f.mu.shut && (open || len(gates) == 0) {
+		f.mu.shut = false
+		close(f.mu.opened)
+		f.mu.opened = make(chan struct{})
+	}
+}
+
+// probe looks the namespace's probe topic up in its active region, and
+// writes the outcome as this broker's view when it changed.
+func (f *regionFailover) probe(ctx context.Context, o optedIn) {
+	if f.cfg.Probe == nil {
+		return
+	}
+	active := o.policies.ActiveRegion
+	err := fmt.Errorf("no cluster record")
+	if c, ok := f.svc.policies.Cluster(active); ok {
+		topic := topology.TopicName{Domain: topology.Persistent, Tenant: o.tenant, Namespace: o.ns, Local: probeTopic}
+		err = f.cfg.Probe(ctx, c, topic.String(), f.cfg.ProbeTimeout)
+	}
+	since, down := f.unreachableSince[o.name()]
+	switch {
+	case err == nil:
+		delete(f.unreachableSince, o.name())
+		since = time.Time{}
+	case !down:
+		since = f.now()
+		f.unreachableSince[o.name()] = since
+		f.svc.log.Warn("automatic failover: active region unreachable", "namespace", o.name(), "active_region", active, "err", err)
+	}
+	v := global.FailoverView{Region: f.svc.cfg.Region, Broker: f.svc.cfg.BrokerID, Active: active}
+	if !since.IsZero() {
+		v.UnreachableSinceMillis = since.UnixMilli()
+	}
+	if f.lease == nil || (f.written[o.name()] == v && f.writtenLease == f.lease.ID()) {
+		return
+	}
+	if err := f.svc.gstore.WriteFailoverView(ctx, o.tenant, o.ns, v, f.lease.ID()); err != nil {
+		f.svc.log.Info("automatic failover: view not written", "namespace", o.name(), "err", err)
+		return
+	}
+	if f.writtenLease != f.lease.ID() {
+		clear(f.written)
+		f.writtenLease = f.lease.ID()
+	}
+	f.written[o.name()] = v
+}
+
+// decide switches o to its next region when the active one is lost (see
+// the file's comment).
+func (f *regionFailover) decide(ctx context.Context, o optedIn) {
+	active, delay, now := o.policies.ActiveRegion, o.failover.Delay(), f.now()
+	sessions, err := f.svc.gstore.FailoverSessions(ctx, active)
+	if err != nil {
+		return
+	}
+	gone := false
+	if len(sessions) == 0 {
+		since, seen := f.sessionsGone[active]
+		if !seen {
+			since = now
+			f.sessionsGone[active] = since
+		}
+		gone = now.Sub(since) >= delay
+	} else {
+		delete(f.sessionsGone, active)
+	}
+	views, err := f.svc.gstore.FailoverViews(ctx, o.tenant, o.ns)
+	if err != nil {
+		return
+	}
+	votes := unreachableVotes(views, active, now.Add(-delay))
+	majority := len(o.policies.ReplicationClusters)/2 + 1
+	if !gone && votes < majority {
+		return
+	}
+	to := f.nextRegion(ctx, o)
+	if to == "" {
+		f.svc.log.Warn("automatic failover: no fallback region holds a session", "namespace", o.name(), "active_region", active)
+		return
+	}
+	wait := time.Duration(0)
+	if len(sessions) > 0 {
+		if err := f.svc.gstore.RevokeFailoverSessions(ctx, active); err != nil {
+			f.svc.log.Warn("automatic failover: revoking the active region's sessions", "namespace", o.name(), "err", err)
+			return
+		}
+		wait = f.cfg.SessionTTL
+	}
+	_, err = f.svc.gstore.SwitchActiveRegion(ctx, o.tenant, o.ns, active, to, now, wait)
+	if err != nil {
+		f.svc.log.Info("automatic failover: switch not written", "namespace", o.name(), "from", active, "to", to, "err", err)
+		return
+	}
+	f.svc.log.Warn("automatic failover: switched the active region", "namespace", o.name(), "from", active, "to", to,
+		"majority_saw_unreachable", votes >= majority, "sessions_gone", gone, "dispatch_wait", wait)
+	f.svc.metrics.failedOver(o.name(), active, to)
+}
+
+// unreachableVotes counts the regions all of whose brokers' views have
+// seen active unreachable since at least by.
+func unreachableVotes(views []global.FailoverView, active string, by time.Time) int {
+	seen := map[string]bool{}
+	for _, v := range views {
+		down := v.Active == active && v.UnreachableSinceMillis > 0 && !time.UnixMilli(v.UnreachableSinceMillis).After(by)
+		if was, ok := seen[v.Region]; ok {
+			down = down && was
+		}
+		seen[v.Region] = down
+	}
+	n := 0
+	for r, down := range seen {
+		if down && r != active {
+			n++
+		}
+	}
+	return n
+}
+
+// nextRegion is o's first fallback region whose brokers hold sessions, or
+// "" when none does.
+func (f *regionFailover) nextRegion(ctx context.Context, o optedIn) string {
+	for _, r := range o.policies.FallbackRegions() {
+		if ss, err := f.svc.gstore.FailoverSessions(ctx, r); err == nil && len(ss) > 0 {
+			return r
+		}
+	}
+	return ""
+}
+
+// lookupElsewhere is where a lookup of t goes instead of this region while
+// this region is t's active region but cannot dispatch it: its first
+// fallback region, which takes over if the switch comes. "" when t is not
+// in that state.
+func (f *regionFailover) lookupElsewhere(t topology.TopicName, eff global.Effective) string {
+	if eff.AutoFailover == nil || eff.ActiveRegion != f.svc.cfg.Region || f.holdsSession() {
+		return ""
+	}
+	p, ok := f.svc.policies.Namespace(t.Tenant, t.Namespace)
+	if !ok {
+		return ""
+	}
+	if fb := p.FallbackRegions(); len(fb) > 0 {
+		return fb[0]
+	}
+	return ""
+}
