@@ -175,6 +175,14 @@ func (f *regionFailover) holdsSession() bool {
 	return f.now().Before(f.mu.validUntil)
 }
 
+// sessionLapsed reports whether this broker held a session that is no
+// longer valid (and not merely none yet, as at the start).
+func (f *regionFailover) sessionLapsed() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return !f.mu.validUntil.IsZero() && !f.now().Before(f.mu.validUntil)
+}
+
 // loop runs a pass on every change of the global configuration and every
 // Interval, and ends the session when the Service closes.
 func (f *regionFailover) loop() {
@@ -263,7 +271,7 @@ func (f *regionFailover) keepSession(ctx context.Context) {
 		f.svc.log.Info("failover session: lease not checked; it lapses on its own timer", "err", err)
 	default:
 		f.mu.Lock()
-		f.mu.validUntil = sent.Add(left - f.cfg.Margin)
+		f.mu.validUntil = sent.Add(left - f.cfg.Margin) // never zero: zero is "no session held yet"
 		f.mu.Unlock()
 	}
 	f.svc.metrics.failoverSession(f.holdsSession())
@@ -275,7 +283,10 @@ func (f *regionFailover) dropSession(why string) {
 	f.svc.log.Warn("failover session lost; replicated subscriptions of namespaces with automatic failover stop", "why", why)
 	f.lease = nil
 	f.mu.Lock()
-	f.mu.validUntil = time.Time{}
+	// Lapsed, not zero: lookups go elsewhere (lookupElsewhere).
+	if now := f.now(); f.mu.validUntil.After(now) {
+		f.mu.validUntil = now
+	}
 	f.mu.Unlock()
 	f.svc.metrics.failoverSession(false)
 }
@@ -479,11 +490,13 @@ func (f *regionFailover) nextRegion(ctx context.Context, o optedIn) string {
 }
 
 // lookupElsewhere is where a lookup of t goes instead of this region while
-// this region is t's active region but cannot dispatch it: its first
-// fallback region, which takes over if the switch comes. "" when t is not
-// in that state.
+// this region is t's active region but has lost the session it needs to
+// dispatch: its first fallback region, which takes over if the switch
+// comes. "" when t is not in that state (a broker that has not held a
+// session yet, just started or just opted in, answers for itself: its
+// first pass grants one).
 func (f *regionFailover) lookupElsewhere(t topology.TopicName, eff global.Effective) string {
-	if eff.AutoFailover == nil || eff.ActiveRegion != f.svc.cfg.Region || f.holdsSession() {
+	if eff.AutoFailover == nil || eff.ActiveRegion != f.svc.cfg.Region || !f.sessionLapsed() {
 		return ""
 	}
 	p, ok := f.svc.policies.Namespace(t.Tenant, t.Namespace)
