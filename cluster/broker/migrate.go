@@ -90,6 +90,7 @@ func (s *Service) migrateInactiveTopics() {
 		if err != nil {
 			continue
 		}
+		elsewhere := s.failover.lookupElsewhere(t.name, eff)
 		switch {
 		case eff.ActiveRegion != "" && eff.ActiveRegion != s.cfg.Region:
 			to, err := s.migrationTarget(eff)
@@ -98,6 +99,18 @@ func (s *Service) migrateInactiveTopics() {
 				continue
 			}
 			wg.Go(func() { t.migrateClients(s.ctx, to, false) })
+		case elsewhere != "":
+			// Active here, but the failover session lapsed: the replicated
+			// subscriptions' consumers, which get nothing here now, go
+			// where the namespace fails over to (failover.go); producers
+			// stay, as their messages replicate after the heal.
+			eff.ActiveRegion = elsewhere
+			to, err := s.migrationTarget(eff)
+			if err != nil {
+				s.log.Warn("cannot move the consumers of a topic whose failover session lapsed", "topic", t.Name(), "err", err)
+				continue
+			}
+			wg.Go(func() { t.migrateReplicatedConsumers(s.ctx, to) })
 		case migrated != nil:
 			u := migrated.MigratedClusterURL
 			to := migrationTarget{serviceURL: u.BrokerServiceURL, serviceURLTLS: u.BrokerServiceURLTLS}
@@ -181,6 +194,18 @@ func (t *Topic) migrateClients(ctx context.Context, to migrationTarget, drainFir
 	}
 	for _, s := range t.subscriptions() {
 		if s.consumerCount() > 0 && (!drainFirst || s.cursor.Backlog() == 0) {
+			wg.Go(func() { s.migrate(ctx, to) })
+		}
+	}
+	wg.Wait()
+}
+
+// migrateReplicatedConsumers moves the consumers of t's replicated
+// subscriptions to, as migrateClients moves a subscription's.
+func (t *Topic) migrateReplicatedConsumers(ctx context.Context, to migrationTarget) {
+	var wg sync.WaitGroup
+	for _, s := range t.subscriptions() {
+		if s.isReplicated.Load() && s.consumerCount() > 0 {
 			wg.Go(func() { s.migrate(ctx, to) })
 		}
 	}

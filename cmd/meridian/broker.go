@@ -6,7 +6,9 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
+	"github.com/meridian-mq/meridian/cluster/broker"
 	"github.com/meridian-mq/meridian/cluster/node"
 )
 
@@ -81,9 +83,19 @@ clients waiting --ownership-ttl for it to expire.`,
 	f.IntVar(&b.Ledgers.WriteQuorum, "write-quorum", b.Ledgers.WriteQuorum, "bookies each entry is written to (Qw <= E)")
 	f.IntVar(&b.Ledgers.AckQuorum, "ack-quorum", b.Ledgers.AckQuorum, "bookies that must confirm an entry before it is acknowledged (Qa <= Qw)")
 	f.DurationVar(&b.Service.OwnershipTTL, "ownership-ttl", b.Service.OwnershipTTL, "lease on the bundles this broker owns: how long its topics wait for another broker when it is frozen or cut off from etcd (a crashed broker's port refuses, and a lookup takes its bundles at once)")
+	addFailoverFlags(f, &b.Service.Failover)
 	f.DurationVar(&b.Ledgers.CursorPersistInterval, "cursor-persist-interval", b.Ledgers.CursorPersistInterval, "shortest time between two writes of one subscription's position (acks of the last interval are redelivered after a crash)")
 	f.DurationVar(&b.BookieWait, "bookie-wait", b.BookieWait, "how long to wait at start for --ensemble-size bookies to register")
 	autoRecovery = addAutoRecoveryFlags(f)
 	logs = addServerFlags(f)
 	return cmd
+}
+
+// addFailoverFlags binds automatic region failover's settings
+// (broker.FailoverConfig) to f.
+func addFailoverFlags(f *pflag.FlagSet, c *broker.FailoverConfig) {
+	f.DurationVar(&c.SessionTTL, "failover-session-ttl", c.SessionTTL, "automatic failover: lease of this broker's failover session; a region cut off from the global store stops dispatching its opted-in namespaces' replicated subscriptions within it, and a revoked region is taken over this long after the revocation")
+	f.DurationVar(&c.Margin, "failover-margin", c.Margin, "automatic failover: time taken off the session's time left, for clock drift and process pauses")
+	f.DurationVar(&c.Interval, "failover-interval", c.Interval, "automatic failover: how often the session is checked, the active regions probed, and a switch decided")
+	f.DurationVar(&c.ProbeTimeout, "failover-probe-timeout", c.ProbeTimeout, "automatic failover: bound on one probe (a lookup through the active region's broker service URL)")
 }
