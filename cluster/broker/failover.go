@@ -417,9 +417,17 @@ func (f *regionFailover) decide(ctx context.Context, o optedIn) {
 	}
 	gone := false
 	if len(sessions) == 0 {
+		// Counted from when this broker's probes began to fail, if they
+		// did first: a region that dies is unreachable at once, while its
+		// leases take up to a SessionTTL to expire. The delay is not what
+		// makes the switch safe (the absence of sessions is), only what
+		// keeps a blip from causing one.
 		since, seen := f.sessionsGone[active]
 		if !seen {
 			since = now
+			if u, down := f.unreachableSince[o.name()]; down && u.Before(since) {
+				since = u
+			}
 			f.sessionsGone[active] = since
 		}
 		gone = now.Sub(since) >= delay
