@@ -1,0 +1,268 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/apache/pulsar-client-go/pulsar/backoff"
+
+	"github.com/meridian-mq/meridian/cluster/ledger"
+	"github.com/meridian-mq/meridian/global"
+)
+
+// The automatic failover scenario's settings: the brokers' failover
+// session and pass (--failover-*), and the namespace's delay.
+const (
+	autoFoSessionTTL = 4 * time.Second
+	autoFoInterval   = 500 * time.Millisecond
+	autoFoDelay      = 5 * time.Second
+)
+
+// cappedBackoff is the reconnect backoff the README recommends for
+// failover: doubling from 100 ms, at most a second (pulsar-client-go's
+// default goes to 60 s).
+type cappedBackoff struct{ next time.Duration }
+
+func (b *cappedBackoff) Next() time.Duration {
+	b.next = min(2*max(b.next, 50*time.Millisecond), time.Second)
+	return b.next
+}
+func (b *cappedBackoff) IsMaxBackoffReached() bool { return false }
+func (b *cappedBackoff) Reset()                    { b.next = 0 }
+
+// foDelivery is one message the failover scenario's consumer received:
+// which producer's message, the region whose ledger it came from (the
+// region bits of its ledger id), and when.
+type foDelivery struct {
+	msg    Message
+	region string
+	at     time.Time
+}
+
+// foConsumer receives a replicated subscription and records every
+// delivery; its receiver queue holds one message, so a delivery's time is
+// close to its dispatch.
+type foConsumer struct {
+	mu         sync.Mutex
+	deliveries []foDelivery
+}
+
+func (c *foConsumer) since(t time.Time) []foDelivery {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []foDelivery
+	for _, d := range c.deliveries {
+		if !d.at.Before(t) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// firstFrom is the first delivery from region at or after t.
+func (c *foConsumer) firstFrom(region string, t time.Time) (time.Time, bool) {
+	for _, d := range c.since(t) {
+		if d.region == region {
+			return d.at, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// TestRegionFailoverAutomatic runs three regions (20 ms links, one broker
+// each) with namespace fo/ns replicated to all three, r1 active, r2 then
+// r3 its fallback, and automatic failover after autoFoDelay. A producer and a
+// Shared consumer of a replicated subscription, on a service URL listing
+// every region's broker with the README's client settings, run at
+// 100 msg/s throughout. Three faults of r1, each healed and followed by a
+// planned switch back to r1:
+//   - every process of r1 SIGKILLed, then restarted;
+//   - r1 cut off from the other regions (its broker links), the global
+//     store still reachable;
+//   - r1 cut off from the global store only.
+//
+// Each must switch to r2, and r2 must serve the consumer, with r1 having
+// delivered nothing after r2's first delivery. At the end every
+// acknowledged message has been delivered; it reports the switch and
+// serve times and the duplicates.
+func TestRegionFailoverAutomatic(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Minute)
+	defer cancel()
+	args := []string{"--failover-session-ttl", autoFoSessionTTL.String(), "--failover-margin", "1s",
+		"--failover-interval", autoFoInterval.String(), "--failover-probe-timeout", "1s"}
+	var regions []RegionConfig
+	for _, name := range []string{"r1", "r2", "r3"} {
+		regions = append(regions, RegionConfig{Name: name, EtcdMembers: 1, Bookies: 2, Brokers: 1, Replicators: 1, BrokerArgs: args})
+	}
+	bed := StartBed(t, BedConfig{Binary: meridianBin, Regions: regions, GlobalEtcd: true, LocalClients: true})
+	var hosts []string
+	for _, r := range bed.Regions {
+		for _, l := range []*Link{r.Brokers[0].Link, r.Brokers[0].WebLink} {
+			if err := l.SetShape(Shape{Latency: wanLatency}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		hosts = append(hosts, r.Brokers[0].Link.Addr())
+	}
+	gs := bed.GlobalStore(ctx)
+	if _, err := gs.CreateTenant(ctx, "fo", global.TenantInfo{AllowedClusters: []string{"r1", "r2", "r3"}}); err != nil {
+		t.Fatal(err)
+	}
+	policies := global.Policies{ReplicationClusters: []string{"r1", "r2", "r3"}, ActiveRegion: "r1"}
+	policies.SetFallbackRegions([]string{"r2", "r3"})
+	policies.SetAutoFailover(&global.AutoFailover{DelaySeconds: int(autoFoDelay / time.Second)})
+	if _, err := gs.CreateNamespace(ctx, "fo", "ns", policies); err != nil {
+		t.Fatal(err)
+	}
+	regionOf := map[int]string{}
+	for _, r := range bed.Regions {
+		n, err := gs.RegionNumber(ctx, r.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		regionOf[n] = r.Name
+	}
+
+	const topic = "persistent://fo/ns/orders"
+	client := NewClientWith(t, "pulsar://"+strings.Join(hosts, ","), pulsar.ClientOptions{KeepAliveInterval: 2 * time.Second})
+	waitProducer(ctx, t, client, topic)
+	rec := bed.Recorder()
+	c := &foConsumer{}
+	cons, err := client.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Type: pulsar.Shared,
+		ReplicateSubscriptionState: true, SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest,
+		ReceiverQueueSize: 1, MessageChannel: make(chan pulsar.ConsumerMessage),
+		BackOffPolicyFunc: func() backoff.Policy { return &cappedBackoff{} }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for {
+			m, err := cons.Receive(ctx)
+			if err != nil {
+				return
+			}
+			d := foDelivery{region: regionOf[ledger.RegionNumberOf(m.ID().LedgerID())], at: time.Now()}
+			d.msg, _ = parsePayload(m.Payload())
+			c.mu.Lock()
+			c.deliveries = append(c.deliveries, d)
+			c.mu.Unlock()
+			ackRetrying(ctx, cons, m)
+		}
+	}()
+	defer cons.Close()
+	p, err := StartProducer(ctx, client, rec, ProducerConfig{Region: "any", Topic: topic, Name: "fo", Interval: 10 * time.Millisecond, PayloadSize: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	r1 := bed.Region("r1")
+	r1Processes := func() []*Process {
+		out := append([]*Process{}, r1.Etcd...)
+		out = append(out, r1.Bookies...)
+		out = append(out, r1.Brokers[0].Process)
+		return append(out, r1.Replicators...)
+	}
+	faults := []struct {
+		name        string
+		fault, heal func()
+	}{
+		{"SIGKILL of r1", func() {
+			for _, p := range r1Processes() {
+				p.Kill()
+			}
+		}, func() {
+			for _, p := range r1Processes() {
+				p.Restart(ctx)
+			}
+		}},
+		{"r1 cut off from the other regions", func() { bed.CutRegion("r1") }, func() { bed.RestoreRegion("r1") }},
+		{"r1 cut off from the global store", func() { r1.GlobalLink.Cut() }, func() { r1.GlobalLink.Restore() }},
+	}
+	var report []string
+	for _, f := range faults {
+		start := time.Now()
+		waitUntil(ctx, t, 2*time.Minute, "r1 to deliver before: "+f.name, func() bool { _, ok := c.firstFrom("r1", start); return ok })
+		faultAt := time.Now()
+		f.fault()
+		var sw global.FailoverSwitch
+		waitUntil(ctx, t, 2*time.Minute, "the switch to r2 after: "+f.name, func() bool {
+			p, err := gs.Namespace(ctx, "fo", "ns")
+			a, _ := p.AutoFailover()
+			if err != nil || p.ActiveRegion != "r2" || a.LastSwitch == nil {
+				return false
+			}
+			sw = *a.LastSwitch
+			return true
+		})
+		switchedAt := time.UnixMilli(sw.AtMillis)
+		waitUntil(ctx, t, 2*time.Minute, "r2 to deliver after: "+f.name, func() bool { _, ok := c.firstFrom("r2", faultAt); return ok })
+		served, _ := c.firstFrom("r2", faultAt)
+		var lastR1 time.Time
+		for _, d := range c.since(faultAt) {
+			if d.region == "r1" {
+				lastR1 = d.at
+			}
+		}
+		if !lastR1.IsZero() && !lastR1.Before(served) {
+			t.Errorf("%s: r1 delivered at %v, after r2's first delivery at %v", f.name, lastR1, served)
+		}
+		line := fmt.Sprintf("%s: switched %v after the fault (wait %v), r2 served %v after it (r1's last delivery %v before)",
+			f.name, switchedAt.Sub(faultAt).Round(10*time.Millisecond), time.Duration(sw.DispatchWaitMillis)*time.Millisecond,
+			served.Sub(faultAt).Round(10*time.Millisecond), served.Sub(lastR1).Round(time.Millisecond))
+		t.Log(line)
+		report = append(report, line)
+		if bound := autoFoDelay + autoFoSessionTTL + 5*time.Second; served.Sub(faultAt) > bound {
+			t.Errorf("%s: r2 served %v after the fault, beyond delay + session TTL + 5 s = %v", f.name, served.Sub(faultAt), bound)
+		}
+
+		f.heal()
+		if _, _, err := gs.UpdateNamespace(ctx, "fo", "ns", func(p *global.Policies) error {
+			p.ActiveRegion = "r1"
+			p.SetFallbackRegions([]string{"r2", "r3"})
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	back := time.Now()
+	waitUntil(ctx, t, 2*time.Minute, "r1 to deliver again", func() bool { _, ok := c.firstFrom("r1", back); return ok })
+
+	if err := p.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	acked := map[Message]bool{}
+	for _, s := range rec.History().Sends {
+		if s.Acknowledged() {
+			acked[s.Message] = true
+		}
+	}
+	var lost []Message
+	waitUntil(ctx, t, 2*time.Minute, "every acknowledged message delivered", func() bool {
+		got := map[Message]bool{}
+		for _, d := range c.since(time.Time{}) {
+			got[d.msg] = true
+		}
+		lost = lost[:0]
+		for m := range acked {
+			if !got[m] {
+				lost = append(lost, m)
+			}
+		}
+		return len(lost) == 0
+	})
+	seen, dups := map[Message]int{}, 0
+	for _, d := range c.since(time.Time{}) {
+		if seen[d.msg]++; seen[d.msg] == 2 {
+			dups++
+		}
+	}
+	t.Logf("automatic failover, 3 regions, 20 ms links, delay %v, session %v, 100 msg/s:\n\t%s\n\t%d acknowledged messages, 0 lost, %d delivered more than once (%.1f s of traffic)",
+		autoFoDelay, autoFoSessionTTL, strings.Join(report, "\n\t"), len(acked), dups, float64(dups)/100)
+}
