@@ -107,6 +107,7 @@ type regionFailover struct {
 
 	// Pass state, owned by the loop goroutine.
 	lease            meta.Lease           // nil without a session
+	stopLease        context.CancelFunc   // ends the lease's keep-alive
 	unreachableSince map[string]time.Time // by namespace: when probes of its active region began to fail
 	written          map[string]global.FailoverView
 	writtenLease     meta.LeaseID
@@ -249,7 +250,7 @@ func (f *regionFailover) keepSession(ctx context.Context) {
 		}
 	}
 	if f.lease == nil {
-		l, err := f.svc.gstore.GrantLease(f.svc.ctx, f.cfg.SessionTTL)
+		l, stop, err := f.grant()
 		if err != nil {
 			f.svc.log.Warn("failover session: cannot grant a lease", "err", err)
 			return
@@ -257,9 +258,10 @@ func (f *regionFailover) keepSession(ctx context.Context) {
 		if err := f.svc.gstore.CreateFailoverSession(ctx, f.svc.cfg.Region, f.svc.cfg.BrokerID, l.ID()); err != nil {
 			f.svc.log.Warn("failover session: cannot create its key", "err", err)
 			f.revoke(l)
+			stop()
 			return
 		}
-		f.lease = l
+		f.lease, f.stopLease = l, stop
 		f.svc.log.Info("failover session started", "lease", fmt.Sprintf("%x", int64(l.ID())))
 	}
 	sent := f.now()
@@ -277,11 +279,33 @@ func (f *regionFailover) keepSession(ctx context.Context) {
 	f.svc.metrics.failoverSession(f.holdsSession())
 }
 
+// grant grants a session lease, kept alive until stop is called or the
+// Service closes. The grant itself is bounded by SessionTTL: the store's
+// Grant ties the keep-alive to the context it is given, so that context
+// cannot carry a deadline, and without one a grant could wait for a store
+// that does not answer for as long as it does not, holding up the passes.
+func (f *regionFailover) grant() (l meta.Lease, stop context.CancelFunc, err error) {
+	ctx, stop := context.WithCancel(f.svc.ctx)
+	bound := time.AfterFunc(f.cfg.SessionTTL, stop)
+	l, err = f.svc.gstore.GrantLease(ctx, f.cfg.SessionTTL)
+	if !bound.Stop() && err == nil {
+		// Granted as the bound passed, which ended its keep-alive.
+		f.revoke(l)
+		err = fmt.Errorf("granted only after %v", f.cfg.SessionTTL)
+	}
+	if err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return l, stop, nil
+}
+
 // dropSession forgets a session that has ended: dispatch stops at once,
 // and the next pass grants a new one.
 func (f *regionFailover) dropSession(why string) {
 	f.svc.log.Warn("failover session lost; replicated subscriptions of namespaces with automatic failover stop", "why", why)
-	f.lease = nil
+	f.stopLease()
+	f.lease, f.stopLease = nil, nil
 	f.mu.Lock()
 	// Lapsed, not zero: lookups go elsewhere (lookupElsewhere).
 	if now := f.now(); f.mu.validUntil.After(now) {
@@ -298,7 +322,8 @@ func (f *regionFailover) endSession() {
 		return
 	}
 	f.revoke(f.lease)
-	f.lease = nil
+	f.stopLease()
+	f.lease, f.stopLease = nil, nil
 	f.mu.Lock()
 	f.mu.validUntil = time.Time{}
 	f.mu.Unlock()
