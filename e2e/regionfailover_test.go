@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -134,14 +135,21 @@ func TestRegionFailoverAutomatic(t *testing.T) {
 	}
 
 	const topic = "persistent://fo/ns/orders"
-	client := NewClientWith(t, "pulsar://"+strings.Join(hosts, ","), pulsar.ClientOptions{KeepAliveInterval: 2 * time.Second})
+	// The README's client settings for failover, or pulsar-client-go's
+	// defaults with $MERIDIAN_E2E_FAILOVER_CLIENT=default.
+	clientOpts, consumerBackoff := pulsar.ClientOptions{KeepAliveInterval: 2 * time.Second}, func() backoff.Policy { return &cappedBackoff{} }
+	clientSettings := "keep-alive 2 s, reconnect backoff capped at 1 s"
+	if os.Getenv("MERIDIAN_E2E_FAILOVER_CLIENT") == "default" {
+		clientOpts, consumerBackoff, clientSettings = pulsar.ClientOptions{}, nil, "pulsar-client-go's defaults"
+	}
+	client := NewClientWith(t, "pulsar://"+strings.Join(hosts, ","), clientOpts)
 	waitProducer(ctx, t, client, topic)
 	rec := bed.Recorder()
 	c := &foConsumer{}
 	cons, err := client.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Type: pulsar.Shared,
 		ReplicateSubscriptionState: true, SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest,
 		ReceiverQueueSize: 1, MessageChannel: make(chan pulsar.ConsumerMessage),
-		BackOffPolicyFunc: func() backoff.Policy { return &cappedBackoff{} }})
+		BackOffPolicyFunc: consumerBackoff})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,6 +289,6 @@ func TestRegionFailoverAutomatic(t *testing.T) {
 			dups++
 		}
 	}
-	t.Logf("automatic failover, 3 regions, 20 ms links, delay %v, session %v, 100 msg/s:\n\t%s\n\t%d acknowledged messages, 0 lost, %d delivered more than once (%.1f s of traffic)",
-		autoFoDelay, autoFoSessionTTL, strings.Join(report, "\n\t"), len(acked), dups, float64(dups)/100)
+	t.Logf("automatic failover, 3 regions, 20 ms links, delay %v, session %v, 100 msg/s, clients: %s:\n\t%s\n\t%d acknowledged messages, 0 lost, %d delivered more than once (%.1f s of traffic)",
+		autoFoDelay, autoFoSessionTTL, clientSettings, strings.Join(report, "\n\t"), len(acked), dups, float64(dups)/100)
 }

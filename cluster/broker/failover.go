@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -108,10 +110,14 @@ type regionFailover struct {
 	// Pass state, owned by the loop goroutine.
 	lease            meta.Lease           // nil without a session
 	stopLease        context.CancelFunc   // ends the lease's keep-alive
-	unreachableSince map[string]time.Time // by namespace: when probes of its active region began to fail
+	unreachableSince map[string]time.Time // by watchKey: when probes of the namespace's active region began to fail
 	written          map[string]global.FailoverView
 	writtenLease     meta.LeaseID
 	sessionsGone     map[string]time.Time // by region: since when a pass has found none of its sessions
+	// Both are what this broker has watched without a break: a pass drops
+	// what it no longer watches (a namespace active here now, or active
+	// elsewhere than it was), so that a region made active again is
+	// judged afresh, not on a loss seen before.
 
 	mu struct {
 		sync.Mutex
@@ -202,6 +208,9 @@ type optedIn struct {
 
 func (o optedIn) name() string { return o.tenant + "/" + o.ns }
 
+// watchKey names what this broker watches of o: its active region.
+func (o optedIn) watchKey() string { return o.name() + " " + o.policies.ActiveRegion }
+
 // optedInNamespaces lists them from the watched cache.
 func (f *regionFailover) optedInNamespaces() []optedIn {
 	var out []optedIn
@@ -225,18 +234,25 @@ func (f *regionFailover) pass() {
 	defer cancel()
 	namespaces := f.optedInNamespaces()
 	if len(namespaces) == 0 {
-		f.endSession()
+		f.endSession() // its views go with it
 		f.setGates(nil)
+		clear(f.unreachableSince)
+		clear(f.sessionsGone)
 		return
 	}
 	f.keepSession(ctx)
 	f.setGates(f.gates(ctx, namespaces))
+	probed, watched, regions := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	for _, o := range namespaces {
 		if o.policies.ActiveRegion != f.svc.cfg.Region {
+			probed[o.name()], watched[o.watchKey()], regions[o.policies.ActiveRegion] = true, true, true
 			f.probe(ctx, o)
 			f.decide(ctx, o)
 		}
 	}
+	f.unwatch(ctx, probed)
+	maps.DeleteFunc(f.unreachableSince, func(k string, _ time.Time) bool { return !watched[k] })
+	maps.DeleteFunc(f.sessionsGone, func(r string, _ time.Time) bool { return !regions[r] })
 }
 
 // keepSession grants the session when there is none and measures its time
@@ -404,32 +420,51 @@ func (f *regionFailover) probe(ctx context.Context, o optedIn) {
 		topic := topology.TopicName{Domain: topology.Persistent, Tenant: o.tenant, Namespace: o.ns, Local: probeTopic}
 		err = f.cfg.Probe(ctx, c, topic.String(), f.cfg.ProbeTimeout)
 	}
-	since, down := f.unreachableSince[o.name()]
+	since, down := f.unreachableSince[o.watchKey()]
 	switch {
 	case err == nil:
-		delete(f.unreachableSince, o.name())
+		delete(f.unreachableSince, o.watchKey())
 		since = time.Time{}
 	case !down:
 		since = f.now()
-		f.unreachableSince[o.name()] = since
+		f.unreachableSince[o.watchKey()] = since
 		f.svc.log.Warn("automatic failover: active region unreachable", "namespace", o.name(), "active_region", active, "err", err)
 	}
 	v := global.FailoverView{Region: f.svc.cfg.Region, Broker: f.svc.cfg.BrokerID, Active: active}
 	if !since.IsZero() {
 		v.UnreachableSinceMillis = since.UnixMilli()
 	}
-	if f.lease == nil || (f.written[o.name()] == v && f.writtenLease == f.lease.ID()) {
+	f.writeView(ctx, o.name(), v)
+}
+
+// writeView stores v as this broker's view of namespace (tenant/ns), under
+// its session, unless that is what it wrote last under it.
+func (f *regionFailover) writeView(ctx context.Context, namespace string, v global.FailoverView) {
+	if f.lease == nil || (f.written[namespace] == v && f.writtenLease == f.lease.ID()) {
 		return
 	}
-	if err := f.svc.gstore.WriteFailoverView(ctx, o.tenant, o.ns, v, f.lease.ID()); err != nil {
-		f.svc.log.Info("automatic failover: view not written", "namespace", o.name(), "err", err)
+	tenant, ns, _ := strings.Cut(namespace, "/")
+	if err := f.svc.gstore.WriteFailoverView(ctx, tenant, ns, v, f.lease.ID()); err != nil {
+		f.svc.log.Info("automatic failover: view not written", "namespace", namespace, "err", err)
 		return
 	}
 	if f.writtenLease != f.lease.ID() {
 		clear(f.written)
 		f.writtenLease = f.lease.ID()
 	}
-	f.written[o.name()] = v
+	f.written[namespace] = v
+}
+
+// unwatch replaces this broker's views of the namespaces it no longer
+// probes (active here now, or no longer opted in) with ones that watch
+// nothing: a view of an old active region must not vote when that region
+// is made active again.
+func (f *regionFailover) unwatch(ctx context.Context, probed map[string]bool) {
+	for namespace, v := range f.written {
+		if !probed[namespace] && v.Active != "" {
+			f.writeView(ctx, namespace, global.FailoverView{Region: v.Region, Broker: v.Broker})
+		}
+	}
 }
 
 // decide switches o to its next region when the active one is lost (see
@@ -450,7 +485,7 @@ func (f *regionFailover) decide(ctx context.Context, o optedIn) {
 		since, seen := f.sessionsGone[active]
 		if !seen {
 			since = now
-			if u, down := f.unreachableSince[o.name()]; down && u.Before(since) {
+			if u, down := f.unreachableSince[o.watchKey()]; down && u.Before(since) {
 				since = u
 			}
 			f.sessionsGone[active] = since

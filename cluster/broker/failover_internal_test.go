@@ -1,9 +1,12 @@
 package broker
 
 import (
+	"context"
+	"log/slog"
 	"testing"
 	"time"
 
+	"github.com/meridian-mq/meridian/cluster/meta/metatest"
 	"github.com/meridian-mq/meridian/global"
 	"github.com/meridian-mq/meridian/topology"
 )
@@ -77,5 +80,93 @@ func TestFailoverGate(t *testing.T) {
 	now = now.Add(500 * time.Millisecond) // validUntil reached: the session lapsed
 	if f.mayDispatch(tn) || !f.sessionLapsed() {
 		t.Fatal("dispatches on a lapsed session")
+	}
+}
+
+// TestFailoverJudgesARegionMadeActiveAgainAfresh: r2's broker sees r1
+// hold no session for the delay and switches to r2. While r2 is active it
+// watches nothing. When the operator makes r1 active again, r2 judges r1
+// from then on: what it saw of r1 before the switch must not switch it
+// away again at once. (It did, in the e2e scenario of a cut from the
+// global store: r1 had not yet re-created its sessions when it was made
+// active again, and r2 still counted them gone since the cut.)
+func TestFailoverJudgesARegionMadeActiveAgainAfresh(t *testing.T) {
+	ctx := t.Context()
+	gcfg := global.DefaultConfig()
+	gcfg.Logger = slog.New(slog.DiscardHandler)
+	gstore, err := global.NewStore(metatest.Memory(t), gcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []string{"r1", "r2", "r3"} {
+		if _, err := gstore.CreateCluster(ctx, r, global.ClusterData{BrokerServiceURL: "pulsar://" + r + ":6650"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := gstore.CreateTenant(ctx, "t", global.TenantInfo{AllowedClusters: []string{"r1", "r2", "r3"}}); err != nil {
+		t.Fatal(err)
+	}
+	p := global.Policies{ReplicationClusters: []string{"r1", "r2", "r3"}, ActiveRegion: "r1"}
+	p.SetFallbackRegions([]string{"r2", "r3"})
+	p.SetAutoFailover(&global.AutoFailover{DelaySeconds: 2})
+	if _, err := gstore.CreateNamespace(ctx, "t", "ns", p); err != nil {
+		t.Fatal(err)
+	}
+	cache, err := global.StartCache(gstore, global.DefaultCacheConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cache.Close()
+	svcCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	svc := &Service{cfg: ServiceConfig{Region: "r2", BrokerID: "b2", CloseTimeout: time.Second}, gstore: gstore,
+		policies: cache, log: slog.New(slog.DiscardHandler), ctx: svcCtx}
+	now := time.Now()
+	f := newRegionFailover(svc, DefaultFailoverConfig())
+	f.now = func() time.Time { return now }
+	active := func() string {
+		t.Helper()
+		p, err := gstore.Namespace(ctx, "t", "ns")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.ActiveRegion
+	}
+	setActive := func(region string) {
+		t.Helper()
+		_, rcpt, err := gstore.UpdateNamespace(ctx, "t", "ns", func(p *global.Policies) error {
+			if region == "r1" {
+				p.ActiveRegion = "r1"
+				p.SetFallbackRegions([]string{"r2", "r3"})
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cache.Await(ctx, rcpt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setActive("r1") // waits for the cache's first load
+
+	f.pass() // r1 holds no session: from now on
+	now = now.Add(2 * time.Second)
+	f.pass()
+	if got := active(); got != "r2" {
+		t.Fatalf("after r1 held no session for the delay, active region %s, want r2", got)
+	}
+	setActive("") // the cache shows the switch
+	f.pass()      // r2 is active: it watches nothing
+
+	setActive("r1")
+	f.pass()
+	if got := active(); got != "r1" {
+		t.Fatalf("r1, made active again, was switched away at once to %s", got)
+	}
+	now = now.Add(2 * time.Second)
+	f.pass()
+	if got := active(); got != "r2" {
+		t.Fatalf("r1 held no session for the delay once more, active region %s, want r2", got)
 	}
 }

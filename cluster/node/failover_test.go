@@ -34,7 +34,8 @@ const (
 // assembly does.
 type unreachable struct{ host atomic.Pointer[string] }
 
-// cut makes the probes of the broker at url (pulsar://host:port) fail.
+// cut makes the probes of the broker at url (pulsar://host:port) fail;
+// "" heals.
 func (u *unreachable) cut(url string) {
 	h := hostsOf(url)
 	u.host.Store(&h)
@@ -42,7 +43,7 @@ func (u *unreachable) cut(url string) {
 
 func (u *unreachable) isCut(c global.ClusterData) bool {
 	h := u.host.Load()
-	return h != nil && strings.Contains(c.BrokerServiceURL, *h)
+	return h != nil && *h != "" && strings.Contains(c.BrokerServiceURL, *h)
 }
 
 // startFailoverDev starts the three regions with automatic failover on
@@ -229,6 +230,23 @@ func TestAutomaticFailoverRevokesAnUnreachableRegion(t *testing.T) {
 	}
 	if w, ok := from["west"]; !ok || w.Before(sw.NotBefore()) {
 		t.Fatalf("west delivered first at %v, want at or after %v", w, sw.NotBefore())
+	}
+
+	// East comes back, and the operator makes it active again: it serves,
+	// and nothing seen of it before (west's and south's views of the cut,
+	// the sessions revoked) switches it away again.
+	u.cut("")
+	updateNamespace(t, n, func(p *global.Policies) {
+		p.ActiveRegion = "east"
+		p.SetFallbackRegions([]string{"west", "south"})
+	})
+	publish(t, p, "back", count)
+	from, got = receiveEvery(t, n, cons, count)
+	if _, ok := from["east"]; !ok {
+		t.Fatalf("after east was made active again, delivered by %v (got %v)", from, got)
+	}
+	if pol, _ := n.Broker().Service().Policies().Namespace("public", "default"); pol.ActiveRegion != "east" {
+		t.Fatalf("east switched away again to %s, on what was seen of it before", pol.ActiveRegion)
 	}
 }
 
