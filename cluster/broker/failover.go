@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/meridian-mq/meridian/cluster/meta"
@@ -101,7 +102,7 @@ const probeTopic = "__meridian_failover_probe"
 // regionFailover is one broker's part in automatic failover: its session,
 // the dispatch gate of the opted-in namespaces, its probes and its
 // decisions. One goroutine (loop) runs the passes; the dispatchers read the
-// gate (mayDispatch) and wait on opened.
+// gate (mayDispatch) and wait on gateOpened.
 type regionFailover struct {
 	svc *Service
 	cfg FailoverConfig
@@ -127,9 +128,11 @@ type regionFailover struct {
 		gates map[string]failoverGate
 		// shut is set when a dispatcher found its gate shut; the next
 		// pass that finds a gate open wakes them all (opened).
-		shut   bool
-		opened chan struct{}
+		shut bool
 	}
+	// opened is closed, and replaced, when a gate opened. Every
+	// dispatcher reads it on every round, so it is not behind mu.
+	opened atomic.Pointer[chan struct{}]
 }
 
 // failoverGate is one opted-in namespace's dispatch permission, apart from
@@ -143,7 +146,8 @@ func newRegionFailover(s *Service, cfg FailoverConfig) *regionFailover {
 	f := &regionFailover{svc: s, cfg: cfg, now: time.Now, unreachableSince: map[string]time.Time{},
 		written: map[string]global.FailoverView{}, sessionsGone: map[string]time.Time{}}
 	f.mu.gates = map[string]failoverGate{}
-	f.mu.opened = make(chan struct{})
+	opened := make(chan struct{})
+	f.opened.Store(&opened)
 	return f
 }
 
@@ -167,13 +171,9 @@ func (f *regionFailover) allowedLocked(g failoverGate, now time.Time) bool {
 	return g.confirmed && now.Before(f.mu.validUntil) && !now.Before(g.notBefore)
 }
 
-// opened returns a channel closed when a gate may have opened: a
-// dispatcher that found its gate shut waits on it.
-func (f *regionFailover) opened() <-chan struct{} {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.mu.opened
-}
+// gateOpened returns a channel closed when a gate opens: a dispatcher that
+// found its gate shut waits on it.
+func (f *regionFailover) gateOpened() <-chan struct{} { return *f.opened.Load() }
 
 // holdsSession reports whether this broker's session is valid now.
 func (f *regionFailover) holdsSession() bool {
@@ -403,8 +403,8 @@ func (f *regionFailover) setGates(gates map[string]failoverGate) {
 	}
 	if f.mu.shut && (open || len(gates) == 0) {
 		f.mu.shut = false
-		close(f.mu.opened)
-		f.mu.opened = make(chan struct{})
+		next := make(chan struct{})
+		close(*f.opened.Swap(&next))
 	}
 }
 

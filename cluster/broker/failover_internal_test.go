@@ -53,7 +53,7 @@ func TestFailoverGate(t *testing.T) {
 	if !f.mayDispatch(other) {
 		t.Fatal("an ungated namespace may not dispatch")
 	}
-	opened := f.opened()
+	opened := f.gateOpened()
 	if f.mayDispatch(tn) {
 		t.Fatal("unconfirmed, without a session: dispatches")
 	}

@@ -517,7 +517,7 @@ func (s *subscription) redeliverLocked(c *consumer, only map[mledger.Position]bo
 func (s *subscription) run() {
 	for {
 		changed := s.topic.ml.Changed()
-		gateOpened := s.topic.svc.failover.opened()
+		gateOpened := s.topic.svc.failover.gateOpened()
 		progressed, due := s.round()
 		if progressed {
 			continue
