@@ -240,7 +240,15 @@ func TestAutomaticFailoverRevokesAnUnreachableRegion(t *testing.T) {
 		p.ActiveRegion = "east"
 		p.SetFallbackRegions([]string{"west", "south"})
 	})
-	publish(t, p, "back", count)
+	// A new producer: p is moved back meanwhile, and pulsar-client-go's
+	// reconnect races with its sends (grabCnx writes what
+	// internalSingleSend reads: a data race inside the client).
+	back, err := c.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer back.Close()
+	publish(t, back, "back", count)
 	from, got = receiveEvery(t, n, cons, count)
 	if _, ok := from["east"]; !ok {
 		t.Fatalf("after east was made active again, delivered by %v (got %v)", from, got)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/meridian-mq/meridian/testkit"
 )
 
 // runMainEnv makes the test binary behave as the meridian binary: the
@@ -136,23 +137,12 @@ func (p *process) stop(t testing.TB, timeout time.Duration) error {
 	}
 }
 
-// freePorts reserves n distinct free loopback ports. They are released just
-// before use, so another process could take one in between; the process
-// then fails to start and the test says so.
+// freePorts reserves n distinct free loopback ports (testkit.FreePorts).
 func freePorts(t *testing.T, n int) []int {
 	t.Helper()
-	var ports []int
-	var ls []net.Listener
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	for _, l := range ls {
-		l.Close()
+	ports, err := testkit.FreePorts(n)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return ports
 }

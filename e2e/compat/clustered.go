@@ -19,9 +19,7 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,6 +29,7 @@ import (
 	"time"
 
 	"github.com/meridian-mq/meridian/cluster/meta"
+	"github.com/meridian-mq/meridian/testkit"
 )
 
 // clusteredTest is one test the -clustered mode runs: a top-level test of
@@ -177,7 +176,7 @@ func rewriteHosts(dir string) error {
 // etcd member, one bookie, and the two brokers, each a process of its own
 // stopped by its PID when the run ends.
 func (r *runner) startRegion(ctx context.Context, bin string) (etcdURL string, err error) {
-	ports, err := freePorts(3)
+	ports, err := testkit.FreePorts(3)
 	if err != nil {
 		return "", err
 	}
@@ -357,26 +356,4 @@ func (p *process) stop() {
 		p.cmd.Process.Kill()
 		<-p.exited
 	}
-}
-
-// freePorts returns n distinct free loopback ports. They are released
-// before use; a process that loses one to another fails to start, and says
-// so.
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, errors.Join(errors.New("no free loopback port"), err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
