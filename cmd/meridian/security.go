@@ -57,3 +57,27 @@ func addEtcdServerTLSFlags(f *pflag.FlagSet, cfg *meta.EmbedConfig) {
 		f.BoolVar(&side.tls.ClientCertAuth, side.prefix+"client-cert-auth", false, "require a "+side.who+" certificate signed by --"+side.prefix+"trusted-ca-file")
 	}
 }
+
+// requireBookieToken makes every bookie that cfg runs require the token in
+// tokenFile and every region's ledger client present it: standalone's and
+// dev's one bookie flag, since their bookies and clients share the process
+// (and a loopback port that any local user reaches). "" leaves cfg as is.
+func requireBookieToken(cfg *node.Config, tokenFile string) error {
+	if tokenFile == "" {
+		return nil
+	}
+	token, err := node.ReadToken(tokenFile)
+	if err != nil {
+		return err
+	}
+	for i := range cfg.Regions {
+		r := &cfg.Regions[i]
+		for j := range r.Bookies {
+			r.Bookies[j].AuthToken = token
+		}
+		r.BookieClient.TokenFile = tokenFile
+	}
+	return nil
+}
+
+const localBookieTokenHelp = "file holding a token that this process's bookies require and its brokers, replicators and auto-recovery present; default: no bookie authentication"
