@@ -324,8 +324,10 @@ func startRecoveryBed(t *testing.T, bookies, perLedger int, brokerArgs ...string
 	if err := os.WriteFile(conf, []byte(fmt.Sprintf("managedLedgerMaxEntriesPerLedger=%d\nmanagedLedgerMinLedgerRolloverTimeMinutes=0\n", perLedger)), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// Bookie authentication is on: the broker's writer and its
+	// auto-recovery's copies must both present the region's token.
 	bed := StartBed(t, BedConfig{Binary: meridianBin, Regions: []RegionConfig{{Name: "r1", EtcdMembers: 1, Bookies: bookies, Brokers: 1,
-		EnsembleSize: 3, WriteQuorum: 3, AckQuorum: 2, BrokerArgs: append([]string{"--config", conf}, brokerArgs...)}}})
+		EnsembleSize: 3, WriteQuorum: 3, AckQuorum: 2, BookieAuth: true, BrokerArgs: append([]string{"--config", conf}, brokerArgs...)}}})
 	region := bed.Region("r1")
 	ctx := t.Context()
 	gs := bed.GlobalStore(ctx)
