@@ -214,6 +214,12 @@ func TestUnauthenticatedConnectionRefused(t *testing.T) {
 	if ids := b.store.ledgerIDs(); len(ids) != 0 {
 		t.Fatalf("unauthenticated requests reached the store: ledgers %v", ids)
 	}
+	// Before it has authenticated, a connection may not make the bookie
+	// hold more than an AuthRequest: a larger frame closes it, unanswered.
+	big := bkproto.AppendFrame(nil, 1, &bkproto.AddRequest{LedgerID: 5, Payload: make([]byte, bkproto.MaxAuthFrameSize)})
+	if m, closed := rawRequest(t, b.Addr(), big[:bkproto.HeaderSize]); m != nil || !closed {
+		t.Fatalf("a frame larger than an AuthRequest before authenticating: answer %#v, closed %v", m, closed)
+	}
 	if got := metricValue(b.m.authFailures); got != 6 {
 		t.Fatalf("meridian_bookie_auth_failures_total = %v, want 6", got)
 	}

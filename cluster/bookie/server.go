@@ -127,7 +127,13 @@ func (c *serverConn) readLoop() {
 	}()
 	br := bufio.NewReaderSize(c.nc, 64<<10)
 	for {
-		f, err := bkproto.ReadFrame(br, bkproto.MaxFrameSize)
+		// Until it has authenticated, a connection costs no more than an
+		// AuthRequest: a larger frame closes it before its body is read.
+		limit := bkproto.MaxFrameSize
+		if !c.authed {
+			limit = bkproto.MaxAuthFrameSize
+		}
+		f, err := bkproto.ReadFrame(br, limit)
 		if err != nil {
 			select {
 			case <-c.done:

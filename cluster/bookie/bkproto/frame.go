@@ -37,6 +37,10 @@ const (
 	// MaxAuthMethodSize and MaxCredentialsSize bound an AuthRequest.
 	MaxAuthMethodSize  = 64
 	MaxCredentialsSize = 16 << 10
+	// MaxAuthFrameSize is the largest AuthRequest frame: all a bookie that
+	// requires authentication reads, and allocates, before a connection
+	// has authenticated.
+	MaxAuthFrameSize = HeaderSize + 2 + MaxAuthMethodSize + 2 + MaxCredentialsSize
 	// MaxMessageSize bounds a response's explanatory text.
 	MaxMessageSize = 1 << 10
 	// MaxLongPollTimeout bounds a ReadLAC long-poll.
