@@ -4,8 +4,8 @@ package e2e
 
 import (
 	"cmp"
-	"crypto/sha256"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
