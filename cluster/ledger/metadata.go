@@ -144,7 +144,7 @@ func (m *Metadata) clone() *Metadata {
 // onlyRepairs reports whether cur differs from base only by the bookies of
 // fragments before base's last one: what auto-recovery changes when it
 // re-replicates a fragment (cluster/autorecovery). Everything else is the
-// same: state, lastEntry, length, quorum, custom data, every fragment's
+// same: state, lastEntry, length, quorum, custom data, password, every fragment's
 // first entry, and the last fragment's ensemble, which stays its writer's.
 // A writer that finds its ledger changed this way adopts the change and
 // goes on; any other change is someone else taking the ledger.
