@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -337,5 +338,30 @@ func startRecoveryBed(t *testing.T, bookies, perLedger int, brokerArgs ...string
 	if _, err := gs.CreateNamespace(ctx, "e2e", "ns", global.Policies{ReplicationClusters: []string{region.Name}}); err != nil {
 		t.Fatal(err)
 	}
-	return bed, region.Brokers[0], bed.Dial(ctx, region.EtcdEndpoints())
+	store := bed.Dial(ctx, region.EtcdEndpoints())
+	requireBookieAuth(ctx, t, store, region)
+	return bed, region.Brokers[0], store
+}
+
+// requireBookieAuth checks that the region's first bookie refuses a client
+// without the region's token: the scenario really runs with bookie
+// authentication on.
+func requireBookieAuth(ctx context.Context, t *testing.T, store meta.Store, region *Region) {
+	t.Helper()
+	kv, err := store.Get(ctx, bkproto.BookieKey(region.Name, region.Bookies[0].Name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := bkproto.ParseRegistration(kv.Value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := bkproto.Dial(ctx, reg.Address, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.ReadLAC(ctx, bkproto.ReadLACRequest{LedgerID: 1}); !errors.Is(err, bkproto.ErrUnauthorized) {
+		t.Fatalf("a client without the bookie token: %v, want Unauthorized", err)
+	}
 }
