@@ -34,7 +34,8 @@
 // broker.go a region's broker with its web listener; health.go the health
 // and readiness endpoints of every role; conf.go
 // ApplyPulsarConf's table; tracing.go the process's Tracing; schemas.go the
-// replicator's read-only view of a region's schema registry.
+// replicator's read-only view of a region's schema registry; security.go the
+// TLS files and tokens that reach a secured etcd and the region's bookies.
 package node
 
 import (
