@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -324,8 +325,10 @@ func startRecoveryBed(t *testing.T, bookies, perLedger int, brokerArgs ...string
 	if err := os.WriteFile(conf, []byte(fmt.Sprintf("managedLedgerMaxEntriesPerLedger=%d\nmanagedLedgerMinLedgerRolloverTimeMinutes=0\n", perLedger)), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// Bookie authentication is on: the broker's writer and its
+	// auto-recovery's copies must both present the region's token.
 	bed := StartBed(t, BedConfig{Binary: meridianBin, Regions: []RegionConfig{{Name: "r1", EtcdMembers: 1, Bookies: bookies, Brokers: 1,
-		EnsembleSize: 3, WriteQuorum: 3, AckQuorum: 2, BrokerArgs: append([]string{"--config", conf}, brokerArgs...)}}})
+		EnsembleSize: 3, WriteQuorum: 3, AckQuorum: 2, BookieAuth: true, BrokerArgs: append([]string{"--config", conf}, brokerArgs...)}}})
 	region := bed.Region("r1")
 	ctx := t.Context()
 	gs := bed.GlobalStore(ctx)
@@ -335,5 +338,30 @@ func startRecoveryBed(t *testing.T, bookies, perLedger int, brokerArgs ...string
 	if _, err := gs.CreateNamespace(ctx, "e2e", "ns", global.Policies{ReplicationClusters: []string{region.Name}}); err != nil {
 		t.Fatal(err)
 	}
-	return bed, region.Brokers[0], bed.Dial(ctx, region.EtcdEndpoints())
+	store := bed.Dial(ctx, region.EtcdEndpoints())
+	requireBookieAuth(ctx, t, store, region)
+	return bed, region.Brokers[0], store
+}
+
+// requireBookieAuth checks that the region's first bookie refuses a client
+// without the region's token: the scenario really runs with bookie
+// authentication on.
+func requireBookieAuth(ctx context.Context, t *testing.T, store meta.Store, region *Region) {
+	t.Helper()
+	kv, err := store.Get(ctx, bkproto.BookieKey(region.Name, region.Bookies[0].Name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := bkproto.ParseRegistration(kv.Value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := bkproto.Dial(ctx, reg.Address, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.ReadLAC(ctx, bkproto.ReadLACRequest{LedgerID: 1}); !errors.Is(err, bkproto.ErrUnauthorized) {
+		t.Fatalf("a client without the bookie token: %v, want Unauthorized", err)
+	}
 }

@@ -5,6 +5,7 @@ package e2e
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -145,6 +146,11 @@ type RegionConfig struct {
 	// BookieArgs are further flags for every bookie of the region (e.g.
 	// "--storage", "memory").
 	BookieArgs []string
+	// BookieAuth makes every bookie of the region require a token
+	// (`--auth-token-file`, a file in the bed's folder) that the region's
+	// brokers and replicators present (`--bookie-auth-token-file`), so a
+	// scenario runs with storage authentication on.
+	BookieAuth bool
 	// BookieFailpoints gives every bookie of the region a failpoint
 	// endpoint (`--failpoint-endpoint` on a free loopback port), so that
 	// a scenario switches its disk faults while it runs, with
@@ -444,6 +450,7 @@ func (b *Bed) startBookie(r *Region, i int) *Process {
 	args := []string{"--region", r.Name, "--etcd", strings.Join(r.EtcdEndpoints(), ","),
 		"--id", name, "--data-dir", filepath.Join(b.Dir, name),
 		"--listen", fmt.Sprintf("127.0.0.1:%d", b.freePorts(1)[0])}
+	args = append(args, b.bookieAuthArgs(r, "--auth-token-file")...)
 	var endpoint string
 	if r.Config.BookieFailpoints {
 		endpoint = fmt.Sprintf("127.0.0.1:%d", b.freePorts(1)[0])
@@ -523,6 +530,7 @@ func (b *Bed) startBroker(r *Region, i int, extra ...string) *Broker {
 	if r.GlobalLink != nil {
 		args = append(args, "--global-etcd", "http://"+r.GlobalLink.Addr())
 	}
+	args = append(args, b.bookieAuthArgs(r, "--bookie-auth-token-file")...)
 	args = append(args, r.Config.BrokerArgs...)
 	brk.Process = b.newProcess(r.Name, name, "broker", append(args, extra...)...)
 	brk.MetricsURL = "http://" + web + "/metrics"
@@ -535,12 +543,31 @@ func (b *Bed) startBroker(r *Region, i int, extra ...string) *Broker {
 	return brk
 }
 
+// bookieAuthArgs is flag and the region's bookie token file when the
+// region runs with RegionConfig.BookieAuth, else nothing. The file is
+// written once per region, in the bed's folder; its token is derived from
+// the folder's name, which is unique to the run.
+func (b *Bed) bookieAuthArgs(r *Region, flag string) []string {
+	if !r.Config.BookieAuth {
+		return nil
+	}
+	file := filepath.Join(b.Dir, r.Name+"-bookie-token")
+	if _, err := os.Stat(file); err != nil {
+		token := fmt.Sprintf("%x", sha256.Sum256([]byte(b.Dir+"/"+r.Name)))
+		if err := os.WriteFile(file, []byte(token+"\n"), 0o600); err != nil {
+			b.tb.Fatalf("bookie token file: %v", err)
+		}
+	}
+	return []string{flag, file}
+}
+
 func (b *Bed) startReplicator(r *Region, i int) *Process {
 	name := fmt.Sprintf("%s-replicator-%d", r.Name, i)
 	args := []string{"--region", r.Name, "--etcd", strings.Join(r.EtcdEndpoints(), ","), "--worker-id", name}
 	if r.GlobalLink != nil {
 		args = append(args, "--global-etcd", "http://"+r.GlobalLink.Addr())
 	}
+	args = append(args, b.bookieAuthArgs(r, "--bookie-auth-token-file")...)
 	metrics := b.metricsListen(&args)
 	p := b.newProcess(r.Name, name, "replicator", args...)
 	p.MetricsURL = metrics

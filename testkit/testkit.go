@@ -1,7 +1,8 @@
 // Package testkit is what every package's tests share, whatever their row of
 // DESIGN §2's table: one way to wait for a condition (WaitFor) and one
-// TestMain (Main) that fails a run whose goroutines outlive its tests, and a
-// stand-in peer on a loopback port (ListenLoopback). It
+// TestMain (Main) that fails a run whose goroutines outlive its tests, a
+// stand-in peer on a loopback port (ListenLoopback), and a throwaway
+// certificate authority for TLS tests (CA). It
 // imports nothing of Meridian's, so that the tests of topology, telemetry
 // and cluster/wire may use it too; the embedded-etcd harness, which needs
 // cluster/meta, is cluster/meta/metatest, built on this. Only tests, and

@@ -2,6 +2,7 @@ package bookie
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -136,6 +137,11 @@ func Start(ctx context.Context, cfg Config) (*Bookie, error) {
 		st.close()
 		return nil, fmt.Errorf("bookie: listen on %s: %w", cfg.ListenAddr, err)
 	}
+	if cfg.TLS != nil {
+		// The handshake runs on each connection's reader goroutine, at its
+		// first read: a client that fails it never gets a frame decoded.
+		ln = tls.NewListener(ln, cfg.TLS)
+	}
 	if cfg.FailpointEndpoint != "" {
 		if b.failpointLn, err = (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.FailpointEndpoint); err != nil {
 			ln.Close()
@@ -188,7 +194,9 @@ func Start(ctx context.Context, cfg Config) (*Bookie, error) {
 			b.goroutine(func() { b.gcLoop(b.ctx) })
 		}
 	}
-	log.Info("bookie started", "address", b.addr, "listen", ln.Addr().String(), "data_dir", cfg.DataDir)
+	log.Info("bookie started", "address", b.addr, "listen", ln.Addr().String(), "data_dir", cfg.DataDir,
+		"tls", cfg.TLS != nil, "mutual_tls", cfg.TLS != nil && cfg.TLS.ClientAuth == tls.RequireAndVerifyClientCert,
+		"token_auth", cfg.AuthToken != "")
 	return b, nil
 }
 
@@ -321,7 +329,7 @@ func (b *Bookie) acceptLoop() {
 			continue
 		}
 		c := &serverConn{
-			b: b, nc: nc, log: b.log.With("peer", nc.RemoteAddr().String()),
+			b: b, nc: nc, log: b.log.With("peer", nc.RemoteAddr().String()), authed: b.cfg.AuthToken == "",
 			out:   make(chan []byte, b.cfg.MaxConnInFlight+1), // +1: closeAfter
 			slots: make(chan struct{}, b.cfg.MaxConnInFlight),
 			done:  make(chan struct{}),

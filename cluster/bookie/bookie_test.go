@@ -26,6 +26,7 @@ func TestAddReadFenceLAC(t *testing.T) {
 	ctx := testCtx(t)
 	b := startBookie(t, testConfig(t, t.TempDir(), nil))
 	c := dial(t, b.Addr())
+	key := []byte("writer")
 
 	// Pipelined adds from many goroutines on one connection.
 	const n = 200
@@ -36,7 +37,7 @@ func TestAddReadFenceLAC(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			errs <- c.AddEntry(ctx, bkproto.AddRequest{LedgerID: 1, EntryID: e, LastAddConfirmed: e - 1,
-				MasterKey: []byte("writer"), Payload: payloadOf(1, e, 100+int(e))})
+				MasterKey: key, Payload: payloadOf(1, e, 100+int(e))})
 		}()
 	}
 	wg.Wait()
@@ -53,13 +54,13 @@ func TestAddReadFenceLAC(t *testing.T) {
 	if err != nil || lac != n-2 {
 		t.Fatalf("LAC = %d, %v; want %d (max piggybacked)", lac, err, n-2)
 	}
-	if err := c.WriteLAC(ctx, bkproto.WriteLACRequest{LedgerID: 1, LastAddConfirmed: n - 1}); err != nil {
+	if err := c.WriteLAC(ctx, bkproto.WriteLACRequest{LedgerID: 1, LastAddConfirmed: n - 1, MasterKey: key}); err != nil {
 		t.Fatal(err)
 	}
 	if lac, _ := c.ReadLAC(ctx, bkproto.ReadLACRequest{LedgerID: 1}); lac != n-1 {
 		t.Fatalf("LAC after explicit write = %d, want %d", lac, n-1)
 	}
-	if err := c.WriteLAC(ctx, bkproto.WriteLACRequest{LedgerID: 1, LastAddConfirmed: 3}); err != nil {
+	if err := c.WriteLAC(ctx, bkproto.WriteLACRequest{LedgerID: 1, LastAddConfirmed: 3, MasterKey: key}); err != nil {
 		t.Fatal(err)
 	}
 	if lac, _ := c.ReadLAC(ctx, bkproto.ReadLACRequest{LedgerID: 1}); lac != n-1 {
@@ -71,21 +72,21 @@ func TestAddReadFenceLAC(t *testing.T) {
 	_, err = c.ReadEntry(ctx, bkproto.ReadRequest{LedgerID: 99, EntryID: 0})
 	wantErr(t, "read unknown ledger", err, bkproto.ErrNoSuchLedger)
 	err = c.AddEntry(ctx, bkproto.AddRequest{LedgerID: 1, EntryID: n, MasterKey: []byte("intruder"), Payload: []byte("x")})
-	wantErr(t, "add with another master key", err, bkproto.ErrBadRequest)
+	wantErr(t, "add with another master key", err, bkproto.ErrUnauthorized)
 	err = c.AddEntry(ctx, bkproto.AddRequest{LedgerID: 1, EntryID: n, Payload: make([]byte, b.cfg.MaxEntrySize+1)})
 	wantErr(t, "oversized add", err, bkproto.ErrTooLarge)
 
 	// Fence: later adds fail, recovery adds succeed.
-	lac, err = c.Fence(ctx, 1)
+	lac, err = c.Fence(ctx, bkproto.FenceRequest{LedgerID: 1, MasterKey: key})
 	if err != nil || lac != n-1 {
 		t.Fatalf("fence: LAC %d, %v", lac, err)
 	}
-	err = c.AddEntry(ctx, bkproto.AddRequest{LedgerID: 1, EntryID: n, LastAddConfirmed: n - 1, Payload: []byte("late")})
+	err = c.AddEntry(ctx, bkproto.AddRequest{LedgerID: 1, EntryID: n, LastAddConfirmed: n - 1, MasterKey: key, Payload: []byte("late")})
 	wantErr(t, "add after fence", err, bkproto.ErrFenced)
-	err = c.WriteLAC(ctx, bkproto.WriteLACRequest{LedgerID: 1, LastAddConfirmed: n})
+	err = c.WriteLAC(ctx, bkproto.WriteLACRequest{LedgerID: 1, LastAddConfirmed: n, MasterKey: key})
 	wantErr(t, "LAC write after fence", err, bkproto.ErrFenced)
 	if err := c.AddEntry(ctx, bkproto.AddRequest{LedgerID: 1, EntryID: n, LastAddConfirmed: n - 1, Recovery: true,
-		Payload: payloadOf(1, n, 10)}); err != nil {
+		MasterKey: key, Payload: payloadOf(1, n, 10)}); err != nil {
 		t.Fatalf("recovery add on a fenced ledger: %v", err)
 	}
 	mustRead(t, ctx, c, 1, n, 10)
@@ -292,7 +293,7 @@ func TestRestartReplaysJournal(t *testing.T) {
 	for e := range int64(n) {
 		mustAdd(t, ctx, c, 3, e, 40<<10)
 	}
-	if _, err := c.Fence(ctx, 4); err != nil {
+	if _, err := c.Fence(ctx, bkproto.FenceRequest{LedgerID: 4, MasterKey: []byte("k4")}); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.WriteLAC(ctx, bkproto.WriteLACRequest{LedgerID: 3, LastAddConfirmed: n - 1}); err != nil {
@@ -327,8 +328,10 @@ func TestRestartReplaysJournal(t *testing.T) {
 		t.Fatalf("LAC after restart %d, want %d", lac, n-1)
 	}
 	// The fence survived the restart.
-	err = c2.AddEntry(ctx, bkproto.AddRequest{LedgerID: 4, EntryID: 0, LastAddConfirmed: bkproto.NoEntry, Payload: []byte("x")})
+	err = c2.AddEntry(ctx, bkproto.AddRequest{LedgerID: 4, EntryID: 0, LastAddConfirmed: bkproto.NoEntry, MasterKey: []byte("k4"), Payload: []byte("x")})
 	wantErr(t, "add to a ledger fenced before the restart", err, bkproto.ErrFenced)
+	err = c2.AddEntry(ctx, bkproto.AddRequest{LedgerID: 4, EntryID: 0, LastAddConfirmed: bkproto.NoEntry, Recovery: true, Payload: []byte("x")})
+	wantErr(t, "keyless recovery add to a ledger whose fence bound a key before the restart", err, bkproto.ErrUnauthorized)
 	// The replayed files were checkpointed but stay: they hold ledger 3's
 	// entries. The restart opened one more.
 	if got := journalFiles(t, dir); len(got) != len(files)+1 {

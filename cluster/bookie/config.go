@@ -1,6 +1,7 @@
 package bookie
 
 import (
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"time"
@@ -30,6 +31,25 @@ type Config struct {
 	// AdvertiseAddr is the address written in the registration; empty means
 	// the listener's actual address.
 	AdvertiseAddr string
+
+	// AuthToken, when set, is the token every client must present in an
+	// AuthRequest as the first frame of each connection (BookKeeper's
+	// authentication plugins, with a shared secret): the region's
+	// brokers, replicators and auto-recovery workers share it. Until a
+	// connection has presented it, the bookie answers every request with
+	// Unauthorized and closes the connection, so nothing unauthenticated
+	// reaches the add, read or fence paths. Empty, the default: no token
+	// is asked for (anyone who reaches ListenAddr may read, and may write
+	// to ledgers whose master key it knows or that have none yet).
+	// At most bkproto.MaxCredentialsSize bytes.
+	AuthToken string
+	// TLS, when set, serves the protocol over TLS with this server
+	// configuration (Certificates required). With ClientAuth set to
+	// tls.RequireAndVerifyClientCert and ClientCAs the region's CA, it is
+	// mutual TLS: a client without a certificate of that CA never gets a
+	// frame through. With AuthToken too, a client needs both. Nil, the
+	// default: plain TCP.
+	TLS *tls.Config
 
 	// Meta is the metadata store used to register and to find deleted
 	// ledgers. Nil runs the bookie without either (unit tests only).
@@ -163,6 +183,10 @@ func (c Config) Validate() error {
 		return bad("DataDir is required")
 	case c.ListenAddr == "":
 		return bad("ListenAddr is required")
+	case len(c.AuthToken) > bkproto.MaxCredentialsSize:
+		return bad("AuthToken of %d bytes exceeds %d", len(c.AuthToken), bkproto.MaxCredentialsSize)
+	case c.TLS != nil && len(c.TLS.Certificates) == 0 && c.TLS.GetCertificate == nil:
+		return bad("TLS needs the bookie's certificate (Certificates or GetCertificate)")
 	case c.LeaseTTL < 2*time.Second || c.LeaseTTL > 5*time.Minute:
 		return bad("LeaseTTL %s out of range 2s..5m", c.LeaseTTL)
 	case c.GCInterval != 0 && c.GCInterval < time.Second:

@@ -18,6 +18,7 @@ type metrics struct {
 	adds            *prometheus.CounterVec
 	reads           *prometheus.CounterVec
 	checksumErrors  prometheus.Counter
+	authFailures    prometheus.Counter
 	readOnly        prometheus.Gauge
 	ledgers         prometheus.Gauge
 	gcDeleted       prometheus.Counter
@@ -97,6 +98,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "meridian_bookie_checksum_errors_total",
 			Help: "Entries that failed their CRC32C, on add or on read.",
 		}),
+		authFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "meridian_bookie_auth_failures_total",
+			Help: "Connections closed because they did not authenticate (no AuthRequest first, a wrong token).",
+		}),
 		readOnly: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "meridian_bookie_read_only",
 			Help: "1 while the bookie refuses adds because its disk is full.",
@@ -138,13 +143,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}
 		return 0
 	})
-	for s := bkproto.StatusOK; s <= bkproto.StatusInternal; s++ {
+	for s := bkproto.StatusOK; s <= bkproto.StatusUnauthorized; s++ {
 		m.adds.WithLabelValues(s.String())
 		m.reads.WithLabelValues(s.String())
 	}
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.journalSync, m.journalBatch, m.addLatency, m.adds, m.reads,
-			m.checksumErrors, m.readOnly, m.ledgers, m.gcDeleted, m.logFiles, m.logFilesDeleted, m.compactedFiles,
+			m.checksumErrors, m.authFailures, m.readOnly, m.ledgers, m.gcDeleted, m.logFiles, m.logFilesDeleted, m.compactedFiles,
 			m.compactedBytes, m.queueDepth, &m.index} {
 			if err := reg.Register(c); err != nil {
 				return nil, err

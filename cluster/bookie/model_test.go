@@ -21,20 +21,22 @@ type modelLedger struct {
 
 func (m *modelLedger) apply(r record) error {
 	switch {
+	case len(m.key) > 0 && !bytes.Equal(r.masterKey, m.key):
+		// Once a ledger has a key, nothing without it changes the
+		// ledger: no add (recovery or not), fence or LAC write.
+		return bkproto.ErrUnauthorized
 	case r.kind == recFence:
 		m.fenced = true
-		return nil
 	case (r.kind == recAdd && !r.recovery || r.kind == recLAC) && m.fenced:
 		return bkproto.ErrFenced
-	case len(r.masterKey) > 0 && len(m.key) > 0 && !bytes.Equal(r.masterKey, m.key):
-		return bkproto.ErrBadRequest
+	default:
+		m.lac = max(m.lac, r.lac)
+		if r.kind == recAdd {
+			m.entries[r.entryID] = r.payload
+		}
 	}
 	if len(m.key) == 0 && len(r.masterKey) > 0 {
 		m.key = r.masterKey
-	}
-	m.lac = max(m.lac, r.lac)
-	if r.kind == recAdd {
-		m.entries[r.entryID] = r.payload
 	}
 	return nil
 }
@@ -62,7 +64,7 @@ func TestStateMachineAgainstModel(t *testing.T) {
 				var r record
 				switch p := rng.IntN(20); {
 				case p == 0:
-					r = record{kind: recFence, ledgerID: ledger}
+					r = record{kind: recFence, ledgerID: ledger, masterKey: keys[rng.IntN(3)]}
 				case p < 3:
 					r = record{kind: recLAC, ledgerID: ledger, lac: int64(rng.IntN(50)), masterKey: keys[rng.IntN(3)]}
 				default:

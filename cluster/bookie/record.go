@@ -44,7 +44,7 @@ type record struct {
 	// no effect at all if the ledger is gone (see store.apply).
 	relocated bool
 	checksum  uint32
-	masterKey []byte // recAdd, recLAC
+	masterKey []byte // recAdd, recLAC, recFence
 	payload   []byte // recAdd
 	// loc is where the record lies in the journal. It is not encoded: the
 	// journal sets it when it lays the record out, replay when it reads it.
@@ -93,6 +93,13 @@ func appendRecord(dst []byte, r *record) []byte {
 		dst = binary.BigEndian.AppendUint64(dst, uint64(r.lac))
 		dst = binary.BigEndian.AppendUint16(dst, uint16(len(r.masterKey)))
 		dst = append(dst, r.masterKey...)
+	case recFence:
+		// A fence without a key is written as before fences carried one
+		// (nothing after the ledger id), which replay reads the same way.
+		if len(r.masterKey) > 0 {
+			dst = binary.BigEndian.AppendUint16(dst, uint16(len(r.masterKey)))
+			dst = append(dst, r.masterKey...)
+		}
 	}
 	body := dst[start+recordHeaderSize:]
 	binary.BigEndian.PutUint32(dst[start:], uint32(len(body)))
@@ -112,10 +119,18 @@ func decodeRecord(body []byte) (record, error) {
 	r.ledgerID = int64(binary.BigEndian.Uint64(body[1:]))
 	b := body[9:]
 	switch r.kind {
-	case recFence, recProbe:
+	case recProbe:
 		if len(b) != 0 {
 			return r, fmt.Errorf("record kind %d with %d extra bytes", r.kind, len(b))
 		}
+	case recFence:
+		if len(b) == 0 {
+			break // written without a key
+		}
+		if len(b) < 2 || int(binary.BigEndian.Uint16(b))+2 != len(b) {
+			return r, errShortRecord
+		}
+		r.masterKey = b[2:]
 	case recAdd:
 		if len(b) < 8+8+1+4+2 {
 			return r, errShortRecord

@@ -2,6 +2,7 @@ package bookie
 
 import (
 	"bufio"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"io"
@@ -34,6 +35,10 @@ type serverConn struct {
 	slots chan struct{}
 	done  chan struct{}
 	once  sync.Once
+	// authed is whether the connection has authenticated, or needs not
+	// (Config.AuthToken empty). The reader goroutine alone reads and sets
+	// it: no request reaches dispatch before it is true.
+	authed bool
 
 	// timers are the connection's pending long-poll timeouts, stopped when
 	// it closes so that none fires after the bookie has stopped.
@@ -122,7 +127,13 @@ func (c *serverConn) readLoop() {
 	}()
 	br := bufio.NewReaderSize(c.nc, 64<<10)
 	for {
-		f, err := bkproto.ReadFrame(br, bkproto.MaxFrameSize)
+		// Until it has authenticated, a connection costs no more than an
+		// AuthRequest: a larger frame closes it before its body is read.
+		limit := bkproto.MaxFrameSize
+		if !c.authed {
+			limit = bkproto.MaxAuthFrameSize
+		}
+		f, err := bkproto.ReadFrame(br, limit)
 		if err != nil {
 			select {
 			case <-c.done:
@@ -144,7 +155,20 @@ func (c *serverConn) readLoop() {
 		}
 		if err != nil {
 			c.log.Warn("closing bookie connection: malformed request", "err", err)
-			if resp := badRequest(f.Type, err); resp != nil {
+		} else if auth, ok := m.(*bkproto.AuthRequest); ok {
+			if err = c.authenticate(auth); err == nil {
+				c.respond(f.RequestID, &bkproto.AuthResponse{})
+				continue
+			}
+		} else if !c.authed {
+			err = fmt.Errorf("%w: this bookie requires an AuthRequest first on every connection (the region's bookie token)", bkproto.ErrUnauthorized)
+		}
+		if err != nil {
+			if errors.Is(err, bkproto.ErrUnauthorized) {
+				c.b.m.authFailures.Inc()
+				c.log.Warn("closing bookie connection: not authenticated", "err", err)
+			}
+			if resp := refusal(f.Type, err); resp != nil {
 				c.respond(f.RequestID, resp)
 			} else {
 				<-c.slots
@@ -160,10 +184,30 @@ func (c *serverConn) readLoop() {
 	}
 }
 
-// badRequest is the BadRequest response to a request type, or nil if the
-// type is not a request we know.
-func badRequest(t bkproto.MsgType, err error) bkproto.Message {
+// authenticate checks an AuthRequest against Config.AuthToken. A bookie
+// that requires no token accepts any AuthRequest, so that a client given
+// the region's token also works with bookies that do not check it yet.
+func (c *serverConn) authenticate(req *bkproto.AuthRequest) error {
+	want := c.b.cfg.AuthToken
+	switch {
+	case want == "":
+	case req.Method != bkproto.AuthMethodToken:
+		return fmt.Errorf("%w: auth method %q; this bookie takes %q", bkproto.ErrUnauthorized, req.Method, bkproto.AuthMethodToken)
+	case subtle.ConstantTimeCompare(req.Credentials, []byte(want)) != 1:
+		return fmt.Errorf("%w: wrong token", bkproto.ErrUnauthorized)
+	}
+	c.authed = true
+	return nil
+}
+
+// refusal is the response to a request type that closes the connection:
+// Unauthorized, or BadRequest for a malformed frame; nil if the type is not
+// a request we know.
+func refusal(t bkproto.MsgType, err error) bkproto.Message {
 	r := bkproto.Result{Status: bkproto.StatusBadRequest, Message: err.Error()}
+	if errors.Is(err, bkproto.ErrUnauthorized) {
+		r.Status = bkproto.StatusUnauthorized
+	}
 	switch t {
 	case bkproto.TypeAddEntry:
 		return &bkproto.AddResponse{Result: r}
@@ -175,6 +219,8 @@ func badRequest(t bkproto.MsgType, err error) bkproto.Message {
 		return &bkproto.FenceResponse{Result: r}
 	case bkproto.TypeWriteLAC:
 		return &bkproto.WriteLACResponse{Result: r}
+	case bkproto.TypeAuth:
+		return &bkproto.AuthResponse{Result: r}
 	}
 	return nil
 }
@@ -204,7 +250,7 @@ func (b *Bookie) dispatch(c *serverConn, id uint64, m bkproto.Message) {
 	case *bkproto.ReadLACRequest:
 		b.handleReadLAC(c, id, req)
 	case *bkproto.FenceRequest:
-		b.journalOp(c, id, record{kind: recFence, ledgerID: req.LedgerID}, func(res opResult) bkproto.Message {
+		b.journalOp(c, id, record{kind: recFence, ledgerID: req.LedgerID, masterKey: req.MasterKey}, func(res opResult) bkproto.Message {
 			return &bkproto.FenceResponse{Result: result(res.err), LedgerID: req.LedgerID, LastAddConfirmed: res.lac}
 		})
 	case *bkproto.WriteLACRequest:
@@ -243,8 +289,13 @@ func (b *Bookie) handleAdd(c *serverConn, id uint64, req *bkproto.AddRequest) {
 		refuse(fmt.Errorf("%w: ledger %d entry %d arrived damaged", bkproto.ErrChecksumMismatch, req.LedgerID, req.EntryID))
 		return
 	}
+	// Early answers only; the journal's apply stage decides for real. They
+	// spare the journal the records of writers that would be refused.
+	if !b.store.keyAllows(req.LedgerID, req.MasterKey) {
+		refuse(keyError(req.LedgerID, req.MasterKey))
+		return
+	}
 	if fenced, _, _ := b.store.ledger(req.LedgerID); fenced && !req.Recovery {
-		// An early answer only; the journal goroutine decides for real.
 		refuse(fmt.Errorf("%w: ledger %d is fenced", bkproto.ErrFenced, req.LedgerID))
 		return
 	}
@@ -278,7 +329,7 @@ func (b *Bookie) readResponse(ledgerID, entryID int64) *bkproto.ReadResponse {
 // handleFencingRead persists the fence first (through the journal), then
 // reads: the answer proves that no later non-recovery add will be accepted.
 func (b *Bookie) handleFencingRead(c *serverConn, id uint64, req *bkproto.ReadRequest) {
-	b.journalOp(c, id, record{kind: recFence, ledgerID: req.LedgerID}, func(res opResult) bkproto.Message {
+	b.journalOp(c, id, record{kind: recFence, ledgerID: req.LedgerID, masterKey: req.MasterKey}, func(res opResult) bkproto.Message {
 		if res.err != nil {
 			b.m.reads.WithLabelValues(bkproto.StatusOf(res.err).String()).Inc()
 			return &bkproto.ReadResponse{Result: result(res.err), LedgerID: req.LedgerID, EntryID: req.EntryID, LastAddConfirmed: res.lac}

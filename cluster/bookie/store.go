@@ -2,6 +2,7 @@ package bookie
 
 import (
 	"bytes"
+	"crypto/subtle"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -373,12 +374,24 @@ type opResult struct {
 // fatal (ErrStorage). Each record's loc must be set.
 //
 // The rules, which replay applies identically so that a restart reaches the
-// same state: a non-recovery add to a fenced ledger is refused (its record
-// stays in the journal but has no effect), as is an add or LAC write whose
-// master key differs from the ledger's. A relocated add (a compaction copy)
-// only points the entry's index at the copy, and does nothing if the ledger
-// is unknown: GC deleted it after the compactor read the original, and the
-// copy must not bring it back.
+// same state:
+//   - The master key. A ledger's key is the first one a record carries (an
+//     add, a fence or a LAC write); once it has one, a record with another
+//     key or none is refused with ErrUnauthorized, recovery adds included.
+//     A ledger without a key (one written before clients sent keys) takes
+//     any record, as before. Keys are compared in constant time.
+//   - Fencing. A non-recovery add, or a LAC write, to a fenced ledger is
+//     refused with ErrFenced; a recovery add with the key is accepted.
+//
+// A refused record stays in the journal but has no effect. A relocated add
+// (a compaction copy) only points the entry's index at the copy, and does
+// nothing if the ledger is unknown: GC deleted it after the compactor read
+// the original, and the copy must not bring it back.
+//
+// Why replaying old journals under these rules is safe: before this
+// version, clients sent no key and fences carried none, so no ledger a real
+// client wrote had a key, and on a keyless ledger the rules are the ones
+// those records were applied under.
 func (s *store) apply(recs []*record, results []opResult) error {
 	// Phase 1: decide, on copies of the touched ledgers' state.
 	type draft struct {
@@ -424,17 +437,16 @@ func (s *store) apply(recs []*record, results []opResult) error {
 				}
 				indexed[i] = true
 			}
+		case !keyMatches(d.key, r.masterKey):
+			res.err = keyError(r.ledgerID, r.masterKey)
 		case r.kind == recFence:
 			d.known, d.fenced = true, true
+			d.key = bindKey(d.key, r.masterKey)
 		case (r.kind == recAdd && !r.recovery || r.kind == recLAC) && d.fenced:
 			res.err = fmt.Errorf("%w: ledger %d is fenced; only recovery may add to it", bkproto.ErrFenced, r.ledgerID)
-		case len(r.masterKey) > 0 && len(d.key) > 0 && !bytes.Equal(r.masterKey, d.key):
-			res.err = fmt.Errorf("%w: master key differs from ledger %d's", bkproto.ErrBadRequest, r.ledgerID)
 		default:
 			d.known = true
-			if len(d.key) == 0 && len(r.masterKey) > 0 {
-				d.key = bytes.Clone(r.masterKey)
-			}
+			d.key = bindKey(d.key, r.masterKey)
 			d.lac = max(d.lac, r.lac)
 			if r.kind == recAdd {
 				if err := b.Set(entryKey(r.ledgerID, r.entryID), encodeLoc(r.loc), nil); err != nil {
@@ -504,6 +516,30 @@ func (s *store) apply(recs []*record, results []opResult) error {
 	return nil
 }
 
+// keyMatches reports whether a request carrying key may change a ledger
+// whose bound key is ledgerKey: always when the ledger has none yet.
+func keyMatches(ledgerKey, key []byte) bool {
+	return len(ledgerKey) == 0 || subtle.ConstantTimeCompare(ledgerKey, key) == 1
+}
+
+// bindKey is a ledger's key after a record carrying key took effect: the
+// first key it is given stays.
+func bindKey(ledgerKey, key []byte) []byte {
+	if len(ledgerKey) == 0 && len(key) > 0 {
+		return bytes.Clone(key)
+	}
+	return ledgerKey
+}
+
+// keyError is the refusal of a request whose key does not match the
+// ledger's.
+func keyError(ledgerID int64, key []byte) error {
+	if len(key) == 0 {
+		return fmt.Errorf("%w: ledger %d has a master key and the request carries none", bkproto.ErrUnauthorized, ledgerID)
+	}
+	return fmt.Errorf("%w: master key differs from ledger %d's", bkproto.ErrUnauthorized, ledgerID)
+}
+
 // ledger returns a copy of a ledger's fence flag and LAC.
 func (s *store) ledger(ledgerID int64) (fenced bool, lac int64, ok bool) {
 	s.mu.Lock()
@@ -513,6 +549,15 @@ func (s *store) ledger(ledgerID int64) (fenced bool, lac int64, ok bool) {
 		return false, bkproto.NoEntry, false
 	}
 	return st.fenced, st.lac, true
+}
+
+// keyAllows reports whether a request carrying key passes the ledger's
+// master key check now; the journal's apply stage decides for real.
+func (s *store) keyAllows(ledgerID int64, key []byte) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.mu.ledgers[ledgerID]
+	return st == nil || keyMatches(st.masterKey, key)
 }
 
 // errFileGone: the journal file an index entry named has been deleted (the

@@ -71,7 +71,7 @@ func (p *BKProto) Bookie(ctx context.Context, id string) (Bookie, error) {
 	}
 	conn, err := bkproto.DialConfig(ctx, reg.Address, p.cfg)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrBookieUnavailable, err)
+		return nil, mapErr(err) // ErrUnauthorized when the bookie refused the credentials
 	}
 	if s.conn != nil {
 		s.conn.Close()
@@ -116,6 +116,7 @@ var bkErrors = []struct{ from, to error }{
 	{bkproto.ErrNoSuchLedger, ErrNoSuchLedger},
 	{bkproto.ErrReadOnly, ErrBookieReadOnly},
 	{bkproto.ErrChecksumMismatch, ErrChecksum},
+	{bkproto.ErrUnauthorized, ErrUnauthorized},
 }
 
 func mapErr(err error) error {
@@ -133,12 +134,20 @@ func mapErr(err error) error {
 func (b bkBookie) AddEntry(ctx context.Context, req AddRequest) error {
 	return mapErr(b.c.AddEntry(ctx, bkproto.AddRequest{
 		LedgerID: req.LedgerID, EntryID: req.EntryID, LastAddConfirmed: req.LAC,
-		Recovery: req.Recovery, Payload: req.Payload,
+		Recovery: req.Recovery, MasterKey: req.MasterKey, Payload: req.Payload,
 	}))
 }
 
-func (b bkBookie) ReadEntry(ctx context.Context, ledgerID, entryID int64, fence bool) (BookieEntry, error) {
-	e, err := b.c.ReadEntry(ctx, bkproto.ReadRequest{LedgerID: ledgerID, EntryID: entryID, Fence: fence})
+func (b bkBookie) ReadEntry(ctx context.Context, ledgerID, entryID int64) (BookieEntry, error) {
+	return b.read(ctx, bkproto.ReadRequest{LedgerID: ledgerID, EntryID: entryID})
+}
+
+func (b bkBookie) FencingRead(ctx context.Context, ledgerID, entryID int64, masterKey []byte) (BookieEntry, error) {
+	return b.read(ctx, bkproto.ReadRequest{LedgerID: ledgerID, EntryID: entryID, Fence: true, MasterKey: masterKey})
+}
+
+func (b bkBookie) read(ctx context.Context, req bkproto.ReadRequest) (BookieEntry, error) {
+	e, err := b.c.ReadEntry(ctx, req)
 	if err != nil {
 		return BookieEntry{}, mapErr(err)
 	}
@@ -155,11 +164,11 @@ func (b bkBookie) WaitEntry(ctx context.Context, ledgerID, entryID int64, wait t
 	return BookieEntry{EntryID: e.EntryID, LAC: e.LastAddConfirmed, Payload: e.Payload}, mapErr(err)
 }
 
-func (b bkBookie) Fence(ctx context.Context, ledgerID int64) (int64, error) {
-	lac, err := b.c.Fence(ctx, ledgerID)
+func (b bkBookie) Fence(ctx context.Context, ledgerID int64, masterKey []byte) (int64, error) {
+	lac, err := b.c.Fence(ctx, bkproto.FenceRequest{LedgerID: ledgerID, MasterKey: masterKey})
 	return lac, mapErr(err)
 }
 
-func (b bkBookie) WriteLAC(ctx context.Context, ledgerID, lac int64) error {
-	return mapErr(b.c.WriteLAC(ctx, bkproto.WriteLACRequest{LedgerID: ledgerID, LastAddConfirmed: lac}))
+func (b bkBookie) WriteLAC(ctx context.Context, ledgerID, lac int64, masterKey []byte) error {
+	return mapErr(b.c.WriteLAC(ctx, bkproto.WriteLACRequest{LedgerID: ledgerID, LastAddConfirmed: lac, MasterKey: masterKey}))
 }

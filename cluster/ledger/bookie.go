@@ -18,13 +18,16 @@ import (
 type Bookie interface {
 	// AddEntry stores one entry and returns once it is on the bookie's
 	// fsynced journal. A fenced ledger refuses it with ErrBookieFenced
-	// unless req.Recovery is set.
+	// unless req.Recovery is set; a ledger whose master key is not
+	// req.MasterKey refuses it with ErrUnauthorized.
 	AddEntry(ctx context.Context, req AddRequest) error
 	// ReadEntry returns an entry whose checksum the implementation has
-	// verified. With fence set the bookie first fences the ledger durably
-	// (recovery reads do this, so a bookie that answers NoSuchEntry can
-	// never later accept the old writer's add).
-	ReadEntry(ctx context.Context, ledgerID, entryID int64, fence bool) (BookieEntry, error)
+	// verified.
+	ReadEntry(ctx context.Context, ledgerID, entryID int64) (BookieEntry, error)
+	// FencingRead is ReadEntry after the bookie has fenced the ledger
+	// durably, as Fence does (recovery reads do this, so a bookie that
+	// answers NoSuchEntry can never later accept the old writer's add).
+	FencingRead(ctx context.Context, ledgerID, entryID int64, masterKey []byte) (BookieEntry, error)
 	// ReadLAC returns the highest LAC the bookie has seen for the ledger.
 	ReadLAC(ctx context.Context, ledgerID int64) (int64, error)
 	// WaitEntry is a long-poll read, BookKeeper's read with the LAC
@@ -36,10 +39,13 @@ type Bookie interface {
 	WaitEntry(ctx context.Context, ledgerID, entryID int64, wait time.Duration) (BookieEntry, error)
 	// Fence durably marks the ledger fenced, so that later normal adds fail
 	// with ErrBookieFenced, and returns the bookie's LAC for it (-1 when it
-	// knows none). It succeeds for a ledger the bookie has never seen.
-	Fence(ctx context.Context, ledgerID int64) (int64, error)
-	// WriteLAC records an explicit LAC, sent by an idle writer.
-	WriteLAC(ctx context.Context, ledgerID, lac int64) error
+	// knows none). It succeeds for a ledger the bookie has never seen, and
+	// binds masterKey to it; a ledger with another key refuses it with
+	// ErrUnauthorized.
+	Fence(ctx context.Context, ledgerID int64, masterKey []byte) (int64, error)
+	// WriteLAC records an explicit LAC, sent by an idle writer with the
+	// ledger's master key.
+	WriteLAC(ctx context.Context, ledgerID, lac int64, masterKey []byte) error
 }
 
 // AddRequest is one entry sent to one bookie.
@@ -50,8 +56,11 @@ type AddRequest struct {
 	// bookies keep the highest they see and tailing readers read it.
 	LAC     int64
 	Payload []byte
-	// Recovery marks a recovery write-back, which fenced bookies accept.
+	// Recovery marks a recovery write-back or a repair's copy, which
+	// fenced bookies accept (with the master key).
 	Recovery bool
+	// MasterKey is the ledger's master key (Metadata.MasterKey).
+	MasterKey []byte
 }
 
 // BookieEntry is an entry as one bookie returned it.

@@ -296,6 +296,7 @@ func (c *Client) Create(ctx context.Context, e, qw, qa int, custom map[string]st
 		Fragments: []Fragment{{FirstEntry: 0, Ensemble: ens}},
 		CTime:     time.Now().UnixMilli(),
 		Custom:    custom,
+		Password:  newPassword(),
 	}
 	b, err := encodeMetadata(md)
 	if err != nil {

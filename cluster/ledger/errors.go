@@ -22,6 +22,12 @@ var (
 	// ErrChecksum: the entry failed its CRC32C check. That one read fails
 	// and the client tries another replica.
 	ErrChecksum = errors.New("ledger: entry checksum mismatch")
+	// ErrUnauthorized: the bookie refused the request's master key (the
+	// ledger has another) or the client's credentials (ConnConfig's token
+	// or certificate). Like ErrBookieUnavailable it says nothing about what
+	// the bookie stores; it also says that retrying with the same key or
+	// credentials is pointless: check the region's bookie token and CA.
+	ErrUnauthorized = errors.New("ledger: bookie refused the credentials or master key")
 	// ErrBookieUnavailable: the bookie could not be reached (dial, I/O,
 	// timeout). It says nothing about what the bookie stores.
 	ErrBookieUnavailable = errors.New("ledger: bookie unavailable")

@@ -1,7 +1,10 @@
 package ledger
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -60,6 +63,46 @@ type Metadata struct {
 	// CTime is the creation time, in Unix milliseconds.
 	CTime  int64             `json:"ctime"`
 	Custom map[string]string `json:"custom,omitempty"`
+	// Password is the ledger's password, random and set at creation, from
+	// which every client that may write, fence or repair the ledger
+	// derives its master key (MasterKey), as BookKeeper's ledger password
+	// (which its metadata also keeps, for auto-recovery). Whoever can read
+	// the region's etcd can read it: securing etcd (docs/operations.md)
+	// is what keeps it secret. Empty on ledgers created before master
+	// keys, which bookies then accept keyless requests for.
+	Password []byte `json:"password,omitempty"`
+}
+
+// masterKeyDomain is hashed before the password, as BookKeeper's
+// "ledger" prefix, so that the key is no other hash of the password.
+const masterKeyDomain = "meridian-ledger-master-key\x00"
+
+// MasterKey is the key every add, fence and LAC write to the ledger
+// carries: SHA-256 of a fixed prefix and the ledger's password. Bookies
+// bind it to the ledger at its first add or fence and refuse requests
+// without it (bkproto's package comment). Nil for a ledger without a
+// password.
+func (m *Metadata) MasterKey() []byte { return masterKey(m.Password) }
+
+func masterKey(password []byte) []byte {
+	if len(password) == 0 {
+		return nil
+	}
+	h := sha256.New()
+	h.Write([]byte(masterKeyDomain))
+	h.Write(password)
+	return h.Sum(nil)
+}
+
+// passwordSize is the length of a new ledger's random password.
+const passwordSize = 32
+
+// newPassword is a new ledger's password, from crypto/rand: a
+// password that could be guessed would be a master key that could be.
+func newPassword() []byte {
+	p := make([]byte, passwordSize)
+	rand.Read(p) // never fails (crypto/rand)
+	return p
 }
 
 // Quorum returns the ledger's E, Qw, Qa.
@@ -84,6 +127,7 @@ func (m *Metadata) LastEnsemble() []string {
 
 func (m *Metadata) clone() *Metadata {
 	c := *m
+	c.Password = slices.Clone(m.Password)
 	c.Fragments = make([]Fragment, len(m.Fragments))
 	for i, f := range m.Fragments {
 		c.Fragments[i] = Fragment{FirstEntry: f.FirstEntry, Ensemble: slices.Clone(f.Ensemble)}
@@ -100,14 +144,15 @@ func (m *Metadata) clone() *Metadata {
 // onlyRepairs reports whether cur differs from base only by the bookies of
 // fragments before base's last one: what auto-recovery changes when it
 // re-replicates a fragment (cluster/autorecovery). Everything else is the
-// same: state, lastEntry, length, quorum, custom data, every fragment's
+// same: state, lastEntry, length, quorum, custom data, password, every fragment's
 // first entry, and the last fragment's ensemble, which stays its writer's.
 // A writer that finds its ledger changed this way adopts the change and
 // goes on; any other change is someone else taking the ledger.
 func onlyRepairs(base, cur *Metadata) bool {
 	if base.ID != cur.ID || base.Quorum() != cur.Quorum() || base.State != cur.State ||
 		base.LastEntry != cur.LastEntry || base.Length != cur.Length || base.CTime != cur.CTime ||
-		!maps.Equal(base.Custom, cur.Custom) || len(base.Fragments) != len(cur.Fragments) {
+		!maps.Equal(base.Custom, cur.Custom) || !bytes.Equal(base.Password, cur.Password) ||
+		len(base.Fragments) != len(cur.Fragments) {
 		return false
 	}
 	last := len(base.Fragments) - 1

@@ -285,7 +285,7 @@ func (c *Client) readEntry(ctx context.Context, md *Metadata, e int64) ([]byte, 
 			b, err := c.bookies.Bookie(rctx, id)
 			var ent BookieEntry
 			if err == nil {
-				ent, err = b.ReadEntry(rctx, md.ID, e, false)
+				ent, err = b.ReadEntry(rctx, md.ID, e)
 			}
 			answers <- answer{id, ent.Payload, err}
 		}()

@@ -139,7 +139,7 @@ func (c *Client) fence(ctx context.Context, md *Metadata) (int64, error) {
 				if err != nil {
 					return 0, err
 				}
-				return b.Fence(rctx, md.ID)
+				return b.Fence(rctx, md.ID, md.MasterKey())
 			})
 			if err == nil {
 				answers <- answer{slot, lac}
@@ -192,7 +192,7 @@ func (c *Client) recoveryRead(ctx context.Context, md *Metadata, e int64) ([]byt
 				if err != nil {
 					return nil, err
 				}
-				ent, err := b.ReadEntry(cctx, md.ID, e, true)
+				ent, err := b.FencingRead(cctx, md.ID, e, md.MasterKey())
 				if errors.Is(err, ErrNoSuchEntry) || errors.Is(err, ErrNoSuchLedger) {
 					return nil, errAbsent
 				}
@@ -253,7 +253,7 @@ func (c *Client) writeBack(ctx context.Context, v versioned, start int64, found 
 	ens := slices.Clone(md.LastEnsemble())
 	var dead []string
 	for {
-		failed := c.writeRound(ctx, md.ID, md.Quorum(), ens, start, found)
+		failed := c.writeRound(ctx, md, ens, start, found)
 		if err := ctx.Err(); err != nil {
 			return versioned{}, fmt.Errorf("ledger %d: writing back recovered entries: %w", md.ID, err)
 		}
@@ -303,7 +303,8 @@ func (c *Client) writeBack(ctx context.Context, v versioned, start int64, found 
 // recoveryAttempts times in a row. Recovery adds carry LAC=start, an entry
 // every recoverer keeps, so a tailing reader is never shown an entry past
 // the final lastEntry, whoever wins.
-func (c *Client) writeRound(ctx context.Context, id int64, q Quorum, ens []string, start int64, found [][]byte) []string {
+func (c *Client) writeRound(ctx context.Context, md *Metadata, ens []string, start int64, found [][]byte) []string {
+	id, q, key := md.ID, md.Quorum(), md.MasterKey()
 	var (
 		mu     sync.Mutex
 		failed []string
@@ -326,7 +327,7 @@ func (c *Client) writeRound(ctx context.Context, id int64, q Quorum, ens []strin
 					actx, cancel := context.WithTimeout(ctx, c.cfg.AddTimeout)
 					var b Bookie
 					if b, err = c.bookies.Bookie(actx, bid); err == nil {
-						err = b.AddEntry(actx, AddRequest{LedgerID: id, EntryID: e, LAC: start, Payload: data, Recovery: true})
+						err = b.AddEntry(actx, AddRequest{LedgerID: id, EntryID: e, LAC: start, Payload: data, Recovery: true, MasterKey: key})
 					}
 					cancel()
 					if err == nil || ctx.Err() != nil {

@@ -205,7 +205,7 @@ func (c *Client) copyEntry(ctx context.Context, md *Metadata, frag, slot int, e 
 			return 0, err
 		}
 	}
-	req := AddRequest{LedgerID: md.ID, EntryID: e, LAC: ent.LAC, Payload: ent.Payload, Recovery: true}
+	req := AddRequest{LedgerID: md.ID, EntryID: e, LAC: ent.LAC, Payload: ent.Payload, Recovery: true, MasterKey: md.MasterKey()}
 	for attempt := 0; ; attempt++ {
 		actx, cancel := context.WithTimeout(ctx, c.cfg.AddTimeout)
 		b, err := c.bookies.Bookie(actx, to)
@@ -243,7 +243,7 @@ func (c *Client) readForCopy(ctx context.Context, md *Metadata, frag, slot int, 
 		b, err := c.bookies.Bookie(rctx, id)
 		var ent BookieEntry
 		if err == nil {
-			ent, err = b.ReadEntry(rctx, md.ID, e, false)
+			ent, err = b.ReadEntry(rctx, md.ID, e)
 		}
 		cancel()
 		if err == nil {
@@ -370,7 +370,7 @@ func (c *Client) CheckCopies(ctx context.Context, md *Metadata, entries []int64)
 				defer cancel()
 				b, err := c.bookies.Bookie(rctx, id)
 				if err == nil {
-					_, err = b.ReadEntry(rctx, md.ID, e, false)
+					_, err = b.ReadEntry(rctx, md.ID, e)
 				}
 				if errors.Is(err, ErrNoSuchEntry) || errors.Is(err, ErrNoSuchLedger) || errors.Is(err, ErrChecksum) {
 					mu.Lock()

@@ -42,6 +42,7 @@ type Writer struct {
 	c   *Client
 	id  int64
 	q   Quorum
+	key []byte // the ledger's master key; the password never changes
 	log *slog.Logger
 
 	addCh   chan *addOp
@@ -173,6 +174,7 @@ func newWriter(c *Client, v versioned) *Writer {
 		c:       c,
 		id:      v.md.ID,
 		q:       v.md.Quorum(),
+		key:     v.md.MasterKey(),
 		log:     c.log.With("ledger", v.md.ID),
 		addCh:   make(chan *addOp),
 		closeCh: make(chan chan error),
@@ -417,7 +419,7 @@ func (w *Writer) sendMissing(p *pendingAdd) {
 }
 
 func (w *Writer) send(p *pendingAdd, bookie string) {
-	req := AddRequest{LedgerID: w.id, EntryID: p.entry, LAC: w.lac, Payload: p.data}
+	req := AddRequest{LedgerID: w.id, EntryID: p.entry, LAC: w.lac, Payload: p.data, MasterKey: w.key}
 	w.lacSent = max(w.lacSent, w.lac)
 	w.lastSend = time.Now()
 	w.rpcs.Add(1)
@@ -751,7 +753,7 @@ func (w *Writer) sendExplicitLAC(now time.Time) {
 			defer cancel()
 			bk, err := w.c.bookies.Bookie(ctx, b)
 			if err == nil {
-				err = bk.WriteLAC(ctx, w.id, lac)
+				err = bk.WriteLAC(ctx, w.id, lac, w.key)
 			}
 			switch {
 			case errors.Is(err, ErrBookieFenced):

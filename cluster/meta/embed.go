@@ -14,6 +14,7 @@ import (
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 )
 
@@ -97,6 +98,14 @@ type EmbedConfig struct {
 	// to that. Defaults 100ms and 1s.
 	HeartbeatInterval time.Duration
 	ElectionTimeout   time.Duration
+	// ClientTLS secures the client URLs and PeerTLS the peer URLs, as
+	// etcd's --cert-file, --key-file, --trusted-ca-file and
+	// --client-cert-auth (and their --peer- forms) do. With a CertFile the
+	// matching URLs must be https://; with ClientCertAuth a client (or
+	// peer) needs a certificate signed by TrustedCAFile, which is how a
+	// region's etcd admits only the region's components. Zero: plain http.
+	ClientTLS EmbedTLS
+	PeerTLS   EmbedTLS
 	// StartTimeout bounds how long StartEmbed waits for the member to be
 	// ready, which for a multi-member cluster means until a quorum of members
 	// is up. Default 1m.
@@ -105,6 +114,42 @@ type EmbedConfig struct {
 	// warnings), and the launcher's own. Nil discards them.
 	Logger   *slog.Logger
 	LogLevel slog.Level
+}
+
+// EmbedTLS is one of an embedded member's TLS settings (EmbedConfig's
+// ClientTLS and PeerTLS), in etcd's terms. Files are PEM.
+type EmbedTLS struct {
+	// CertFile and KeyFile are the member's certificate and key; both or
+	// neither.
+	CertFile, KeyFile string
+	// TrustedCAFile verifies the other side's certificates.
+	TrustedCAFile string
+	// ClientCertAuth requires a certificate from the other side, signed
+	// by TrustedCAFile.
+	ClientCertAuth bool
+}
+
+func (t EmbedTLS) enabled() bool { return t.CertFile != "" }
+
+func (t EmbedTLS) scheme() string {
+	if t.enabled() {
+		return "https"
+	}
+	return "http"
+}
+
+func (t EmbedTLS) validate(name string) error {
+	switch {
+	case (t.CertFile == "") != (t.KeyFile == ""):
+		return fmt.Errorf("meta: EmbedConfig.%s: CertFile and KeyFile go together", name)
+	case t.ClientCertAuth && (t.TrustedCAFile == "" || !t.enabled()):
+		return fmt.Errorf("meta: EmbedConfig.%s: ClientCertAuth needs CertFile, KeyFile and TrustedCAFile", name)
+	}
+	return nil
+}
+
+func (t EmbedTLS) info() transport.TLSInfo {
+	return transport.TLSInfo{CertFile: t.CertFile, KeyFile: t.KeyFile, TrustedCAFile: t.TrustedCAFile, ClientCertAuth: t.ClientCertAuth}
 }
 
 // DefaultEmbedConfig returns a one-member, loopback, temporary-directory
@@ -136,24 +181,31 @@ func (c EmbedConfig) Validate() error {
 	if c.Name == "" || strings.ContainsAny(c.Name, "=,") {
 		return bad("Name %q must be non-empty and hold no '=' or ','", c.Name)
 	}
+	if err := c.ClientTLS.validate("ClientTLS"); err != nil {
+		return err
+	}
+	if err := c.PeerTLS.validate("PeerTLS"); err != nil {
+		return err
+	}
 	for _, f := range []struct {
 		name     string
 		urls     []string
 		required bool
 		port0    bool
+		scheme   string
 	}{
-		{"ListenClientURLs", c.ListenClientURLs, true, true},
-		{"AdvertiseClientURLs", c.AdvertiseClientURLs, false, false},
-		{"ListenPeerURLs", c.ListenPeerURLs, true, c.InitialCluster == ""},
-		{"AdvertisePeerURLs", c.AdvertisePeerURLs, false, false},
+		{"ListenClientURLs", c.ListenClientURLs, true, true, c.ClientTLS.scheme()},
+		{"AdvertiseClientURLs", c.AdvertiseClientURLs, false, false, c.ClientTLS.scheme()},
+		{"ListenPeerURLs", c.ListenPeerURLs, true, c.InitialCluster == "", c.PeerTLS.scheme()},
+		{"AdvertisePeerURLs", c.AdvertisePeerURLs, false, false, c.PeerTLS.scheme()},
 	} {
 		if f.required && len(f.urls) == 0 {
 			return bad("%s must not be empty", f.name)
 		}
 		for _, s := range f.urls {
 			u, err := url.Parse(s)
-			if err != nil || u.Scheme != "http" || u.Port() == "" {
-				return bad("%s: %q is not http://host:port (TLS is not supported by the launcher)", f.name, s)
+			if err != nil || u.Scheme != f.scheme || u.Port() == "" {
+				return bad("%s: %q is not %s://host:port (https with a certificate, http without)", f.name, s, f.scheme)
 			}
 			if u.Port() == "0" && !f.port0 {
 				return bad("%s: %q needs a real port (port 0 is only for listen URLs of a one-member cluster)", f.name, s)
@@ -259,10 +311,10 @@ func StartEmbed(ctx context.Context, cfg EmbedConfig) (*Embed, error) {
 		return nil, err
 	}
 	for _, l := range e.etcd.Clients {
-		e.endpoints = append(e.endpoints, "http://"+l.Addr().String())
+		e.endpoints = append(e.endpoints, cfg.ClientTLS.scheme()+"://"+l.Addr().String())
 	}
 	for _, p := range e.etcd.Peers {
-		e.peerURLs = append(e.peerURLs, "http://"+p.Addr().String())
+		e.peerURLs = append(e.peerURLs, cfg.PeerTLS.scheme()+"://"+p.Addr().String())
 	}
 	var life context.Context
 	life, e.stop = context.WithCancel(context.Background())
@@ -298,6 +350,7 @@ func startEtcd(cfg EmbedConfig, noise *memberNoise) (_ *embed.Etcd, picked bool,
 	}
 	ec := embed.NewConfig()
 	ec.Name = cfg.Name
+	ec.ClientTLSInfo, ec.PeerTLSInfo = cfg.ClientTLS.info(), cfg.PeerTLS.info()
 	ec.Dir = cfg.DataDir
 	ec.ListenClientUrls, ec.AdvertiseClientUrls = lcurls, acurls
 	ec.ListenPeerUrls, ec.AdvertisePeerUrls = lpurls, apurls

@@ -2,6 +2,7 @@ package meta
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -38,6 +39,11 @@ type EtcdConfig struct {
 	WatchBacklog int
 	// Username and Password authenticate to etcd when Username is set.
 	Username, Password string
+	// TLS, when set, connects over TLS (https:// endpoints): RootCAs
+	// verify the members' certificates, and Certificates hold the client
+	// certificate of an etcd run with --client-cert-auth. Nil: plain
+	// http.
+	TLS *tls.Config
 	// Logger receives the etcd client's log records at LogLevel and above.
 	// Nil discards them.
 	Logger   *slog.Logger
@@ -125,6 +131,7 @@ func Dial(ctx context.Context, endpoints []string, cfg EtcdConfig) (*Etcd, error
 		DialKeepAliveTimeout: cfg.KeepAliveTime,
 		Username:             cfg.Username,
 		Password:             cfg.Password,
+		TLS:                  cfg.TLS,
 		Logger:               zapToSlog(cfg.Logger, cfg.LogLevel),
 	})
 	if err != nil {

@@ -276,14 +276,33 @@ func TestEmbedConfigValidate(t *testing.T) {
 	if err := DefaultEmbedConfig().Validate(); err != nil {
 		t.Fatalf("default config invalid: %v", err)
 	}
+	secured := DefaultEmbedConfig()
+	secured.ListenClientURLs, secured.ListenPeerURLs = []string{"https://127.0.0.1:0"}, []string{"https://127.0.0.1:0"}
+	secured.ClientTLS = EmbedTLS{CertFile: "c.pem", KeyFile: "k.pem", TrustedCAFile: "ca.pem", ClientCertAuth: true}
+	secured.PeerTLS = secured.ClientTLS
+	if err := secured.Validate(); err != nil {
+		t.Fatalf("a TLS config with client certificates invalid: %v", err)
+	}
 	for name, mutate := range map[string]func(*EmbedConfig){
-		"empty name":          func(c *EmbedConfig) { c.Name = "" },
-		"name with =":         func(c *EmbedConfig) { c.Name = "a=b" },
-		"no client URL":       func(c *EmbedConfig) { c.ListenClientURLs = nil },
-		"https":               func(c *EmbedConfig) { c.ListenClientURLs = []string{"https://127.0.0.1:2379"} },
-		"no port":             func(c *EmbedConfig) { c.ListenClientURLs = []string{"http://127.0.0.1"} },
-		"advertise port 0":    func(c *EmbedConfig) { c.AdvertiseClientURLs = []string{"http://127.0.0.1:0"} },
-		"cluster with peer 0": func(c *EmbedConfig) { c.InitialCluster = "meridian=http://127.0.0.1:2380" },
+		"empty name":    func(c *EmbedConfig) { c.Name = "" },
+		"name with =":   func(c *EmbedConfig) { c.Name = "a=b" },
+		"no client URL": func(c *EmbedConfig) { c.ListenClientURLs = nil },
+		"https":         func(c *EmbedConfig) { c.ListenClientURLs = []string{"https://127.0.0.1:2379"} },
+		"http with a certificate": func(c *EmbedConfig) {
+			c.ClientTLS = EmbedTLS{CertFile: "c.pem", KeyFile: "k.pem"}
+		},
+		"certificate without key": func(c *EmbedConfig) {
+			c.ListenClientURLs = []string{"https://127.0.0.1:0"}
+			c.ClientTLS = EmbedTLS{CertFile: "c.pem"}
+		},
+		"client cert auth without a CA": func(c *EmbedConfig) {
+			c.ListenClientURLs = []string{"https://127.0.0.1:0"}
+			c.ClientTLS = EmbedTLS{CertFile: "c.pem", KeyFile: "k.pem", ClientCertAuth: true}
+		},
+		"peer https without a certificate": func(c *EmbedConfig) { c.ListenPeerURLs = []string{"https://127.0.0.1:0"} },
+		"no port":                          func(c *EmbedConfig) { c.ListenClientURLs = []string{"http://127.0.0.1"} },
+		"advertise port 0":                 func(c *EmbedConfig) { c.AdvertiseClientURLs = []string{"http://127.0.0.1:0"} },
+		"cluster with peer 0":              func(c *EmbedConfig) { c.InitialCluster = "meridian=http://127.0.0.1:2380" },
 		"cluster without member": func(c *EmbedConfig) {
 			c.InitialCluster = "x=http://127.0.0.1:2380"
 			c.ListenPeerURLs = []string{"http://127.0.0.1:2380"}

@@ -2,21 +2,13 @@ package node_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
 	"io"
 	"log/slog"
-	"math/big"
-	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -26,6 +18,7 @@ import (
 
 	"github.com/meridian-mq/meridian/cluster/broker/auth"
 	"github.com/meridian-mq/meridian/cluster/node"
+	"github.com/meridian-mq/meridian/testkit"
 )
 
 func testLogger() *slog.Logger {
@@ -39,9 +32,7 @@ func testLogger() *slog.Logger {
 // client certificates by CommonName, as PEM files in one directory.
 type testPKI struct {
 	dir     string
-	ca      *x509.Certificate
-	caKey   *ecdsa.PrivateKey
-	serial  int64
+	ca      *testkit.CA
 	CAFile  string
 	Cert    string // server
 	Key     string // server
@@ -50,72 +41,10 @@ type testPKI struct {
 
 func newTestPKI(t *testing.T) *testPKI {
 	t.Helper()
-	p := &testPKI{dir: t.TempDir(), clients: map[string][2]string{}}
-	var err error
-	if p.caKey, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader); err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "meridian test CA"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &p.caKey.PublicKey, p.caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p.ca, err = x509.ParseCertificate(der); err != nil {
-		t.Fatal(err)
-	}
-	p.serial = 1
-	p.CAFile = p.write(t, "ca.pem", "CERTIFICATE", der)
-	p.Cert, p.Key = p.issue(t, "server", x509.ExtKeyUsageServerAuth)
+	p := &testPKI{dir: t.TempDir(), ca: testkit.NewCA(t, "meridian test CA"), clients: map[string][2]string{}}
+	p.CAFile = p.ca.WriteCA(t, p.dir)
+	p.Cert, p.Key = p.ca.IssueFiles(t, p.dir, "server")
 	return p
-}
-
-func (p *testPKI) write(t *testing.T, name, typ string, der []byte) string {
-	t.Helper()
-	path := filepath.Join(p.dir, name)
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
-// issue returns the certificate and key files of a new leaf signed by the
-// CA; a server leaf is for localhost and 127.0.0.1.
-func (p *testPKI) issue(t *testing.T, cn string, usage x509.ExtKeyUsage) (certFile, keyFile string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.serial++
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(p.serial),
-		Subject:      pkix.Name{CommonName: cn},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
-	}
-	if usage == x509.ExtKeyUsageServerAuth {
-		tmpl.DNSNames = []string{"localhost"}
-		tmpl.IPAddresses = []net.IP{net.ParseIP("127.0.0.1")}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.ca, &key.PublicKey, p.caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p.write(t, cn+"-cert.pem", "CERTIFICATE", der), p.write(t, cn+"-key.pem", "PRIVATE KEY", kder)
 }
 
 // client returns the certificate and key files of a client whose role is
@@ -125,7 +54,7 @@ func (p *testPKI) client(t *testing.T, cn string) (certFile, keyFile string) {
 	if f, ok := p.clients[cn]; ok {
 		return f[0], f[1]
 	}
-	c, k := p.issue(t, cn, x509.ExtKeyUsageClientAuth)
+	c, k := p.ca.IssueFiles(t, p.dir, cn)
 	p.clients[cn] = [2]string{c, k}
 	return c, k
 }
@@ -252,7 +181,7 @@ func TestNodeTLSAndClientCertAuth(t *testing.T) {
 	})
 	t.Run("https", func(t *testing.T) {
 		pool := x509.NewCertPool()
-		pool.AddCert(pki.ca)
+		pool.AddCert(pki.ca.Cert)
 		hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}, Timeout: 10 * time.Second}
 		defer hc.CloseIdleConnections()
 		resp, err := hc.Get(s.WebURLTLS() + "/metrics")

@@ -137,6 +137,12 @@ var pulsarConfKeys = []confMapping{
 	{"tlsAllowInsecureConnection", boolean(func(c *RegionConfig) *bool { return &c.Broker.TLS.AllowInsecureConnection })},
 	{"tlsRequireTrustedClientCertOnConnect", boolean(func(c *RegionConfig) *bool { return &c.Broker.TLS.RequireTrustedClientCert })},
 
+	// The ledger client's TLS to the bookies, as Pulsar's BookKeeper
+	// client takes it (--bookie-tls-* flags).
+	{"bookkeeperTLSTrustCertsFilePath", str(func(c *RegionConfig) *string { return &c.BookieClient.TLS.CAFile })},
+	{"bookkeeperTLSCertificateFilePath", str(func(c *RegionConfig) *string { return &c.BookieClient.TLS.CertFile })},
+	{"bookkeeperTLSKeyFilePath", str(func(c *RegionConfig) *string { return &c.BookieClient.TLS.KeyFile })},
+
 	{"authenticationEnabled", boolean(func(c *RegionConfig) *bool { return &c.Broker.Auth.Enabled })},
 	{"authenticationProviders", func(c *RegionConfig, v string) error {
 		ps := list(v)

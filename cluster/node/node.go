@@ -34,7 +34,8 @@
 // broker.go a region's broker with its web listener; health.go the health
 // and readiness endpoints of every role; conf.go
 // ApplyPulsarConf's table; tracing.go the process's Tracing; schemas.go the
-// replicator's read-only view of a region's schema registry.
+// replicator's read-only view of a region's schema registry; security.go the
+// TLS files and tokens that reach a secured etcd and the region's bookies.
 package node
 
 import (
@@ -56,7 +57,6 @@ import (
 
 	"github.com/meridian-mq/meridian/cluster/autorecovery"
 	"github.com/meridian-mq/meridian/cluster/bookie"
-	"github.com/meridian-mq/meridian/cluster/bookie/bkproto"
 	"github.com/meridian-mq/meridian/cluster/ledger"
 	"github.com/meridian-mq/meridian/cluster/meta"
 	"github.com/meridian-mq/meridian/global"
@@ -83,6 +83,13 @@ type Config struct {
 	// etcd (DESIGN §3: it may be another cluster). Empty: the regions'
 	// store holds the global configuration too.
 	GlobalEtcd []string
+	// EtcdTLS is how this process's etcd clients reach a secured etcd
+	// (https:// URLs in Etcd and GlobalEtcd): CAFile verifies the members,
+	// CertFile and KeyFile are the client certificate of an etcd run with
+	// --client-cert-auth. The global store's etcd is reached with the same
+	// files. Zero: plain http. Not used for an embedded etcd, which serves
+	// this process alone on loopback.
+	EtcdTLS TLSFiles
 	// Regions are the regions this process serves parts of: one for every
 	// command but dev. Their names are distinct.
 	Regions []RegionConfig
@@ -151,6 +158,11 @@ type RegionConfig struct {
 	// exposeTopicLevelMetricsInPrometheus and statsUpdateFrequencyInSecs
 	// set it.
 	Metrics telemetry.MetricsConfig
+	// BookieClient is how the region's ledger client (its broker,
+	// replicator and auto-recovery) authenticates to the region's
+	// bookies: the token and certificates that the bookies' AuthToken and
+	// TLS require. The zero value presents none.
+	BookieClient BookieClientAuth
 	// BookieTransport is how the ledger client reaches the registered
 	// bookies. Nil, the default: bkproto connections. Benchmarks set
 	// in-memory bookies (ledgertest) here to measure the broker and its
@@ -277,6 +289,7 @@ type regionParts struct {
 	log             *slog.Logger
 	bootstrap       bool
 	ledgerCfg       ledger.Config
+	bookieClient    BookieClientAuth
 	bookieTransport ledger.Bookies
 	pprof           bool // Config.EnablePprof: serve the profiles
 
@@ -317,7 +330,11 @@ func (p *regionParts) ledgerClient(ctx context.Context) (*ledger.Client, error) 
 	}
 	bookies := p.bookieTransport
 	if bookies == nil {
-		bk, err := ledger.NewBKProto(p.store, p.name, bkproto.DefaultConnConfig(nil))
+		ccfg, err := p.bookieClient.connConfig()
+		if err != nil {
+			return nil, fmt.Errorf("node: region %s's bookie credentials: %w", p.name, err)
+		}
+		bk, err := ledger.NewBKProto(p.store, p.name, ccfg)
 		if err != nil {
 			return nil, err
 		}
@@ -428,13 +445,13 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		n.closers = append(n.closers, func() { n.etcd.Close() })
 		endpoints = n.etcd.Endpoints()
 	}
-	store, err := n.dial(ctx, endpoints)
+	store, err := n.dial(ctx, endpoints, !cfg.EmbedEtcd)
 	if err != nil {
 		return nil, fmt.Errorf("node: connect to the region's etcd %v: %w", endpoints, err)
 	}
 	global := store
 	if len(cfg.GlobalEtcd) > 0 && !slices.Equal(cfg.GlobalEtcd, endpoints) {
-		if global, err = n.dial(ctx, cfg.GlobalEtcd); err != nil {
+		if global, err = n.dial(ctx, cfg.GlobalEtcd, true); err != nil {
 			return nil, fmt.Errorf("node: connect to the global etcd %v: %w", cfg.GlobalEtcd, err)
 		}
 	}
@@ -447,7 +464,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 			name: rc.Name, store: store, global: global, registry: telemetry.NewRegistry(),
 			tracing: tracing, metrics: rc.Metrics,
 			log: log.With(telemetry.KeyRegion, rc.Name), bootstrap: cfg.Bootstrap,
-			ledgerCfg: rc.Ledger, bookieTransport: rc.BookieTransport, pprof: cfg.EnablePprof,
+			ledgerCfg: rc.Ledger, bookieClient: rc.BookieClient, bookieTransport: rc.BookieTransport, pprof: cfg.EnablePprof,
 		}
 		if err := parts.instrumentStores(); err != nil {
 			return nil, err
@@ -471,9 +488,17 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	return n, nil
 }
 
-func (n *Node) dial(ctx context.Context, endpoints []string) (meta.Store, error) {
+// dial connects to the etcd at endpoints; with external, an etcd of its
+// own, reached with Config.EtcdTLS.
+func (n *Node) dial(ctx context.Context, endpoints []string, external bool) (meta.Store, error) {
 	ecfg := meta.DefaultEtcdConfig()
 	ecfg.Logger = n.cfg.Logger
+	if external {
+		var err error
+		if ecfg.TLS, err = n.cfg.EtcdTLS.ClientConfig(); err != nil {
+			return nil, fmt.Errorf("node: etcd client TLS: %w", err)
+		}
+	}
 	s, err := meta.Dial(ctx, endpoints, ecfg)
 	if err != nil {
 		return nil, err

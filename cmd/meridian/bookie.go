@@ -25,6 +25,8 @@ func newBookieCommand() *cobra.Command {
 		storage     string
 	)
 	var logs *logFlags
+	var creds *bookieServerFlags
+	var etcdTLS node.TLSFiles
 	cmd := &cobra.Command{
 		Use:   "bookie",
 		Short: "Run one bookie (ledger storage) until SIGINT or SIGTERM",
@@ -32,8 +34,16 @@ func newBookieCommand() *cobra.Command {
 commit, whose files are also the entry log, and an index), serves the bookie protocol on --listen, and registers
 itself under /meridian/regions/<region>/bookies/<id> in etcd.
 
-  meridian bookie --region us-east --etcd http://127.0.0.1:2379 \
-    --data-dir /var/lib/meridian/bookie-1 --listen 0.0.0.0:3181 --rack r1 --id bookie-1
+  meridian bookie --region us-east --etcd http://10.0.0.5:2379 \
+    --data-dir /var/lib/meridian/bookie-1 --listen 10.0.1.7:3181 --rack r1 --id bookie-1
+
+Listen on the address of the region's private network, never one open to
+the world: whoever reaches the port can read every entry. Turn on
+authentication (docs/operations.md, Security) with --auth-token-file (a
+token the region's brokers and replicators present, --bookie-auth-token-file)
+and/or --tls-cert-file, --tls-key-file and --tls-client-ca-file (mutual TLS
+with the region's CA); then nothing unauthenticated reaches a read, an add
+or a fence. Every add and fence also carries the ledger's master key.
 
 The bookie exits non-zero if its journal fsync fails: acknowledged data may
 not be on disk, so check the disk before restarting it. A full disk makes it
@@ -55,6 +65,9 @@ has no authentication and is off by default).`,
 				return err
 			}
 			cfg.Failpoints = fp
+			if cfg.AuthToken, cfg.TLS, err = node.BookieServerAuth(creds.tokenFile, creds.tls); err != nil {
+				return err
+			}
 			if cfg.NoSync, err = parseStorage(storage); err != nil {
 				return err
 			}
@@ -75,7 +88,7 @@ has no authentication and is off by default).`,
 			case cfg.DataDir == "":
 				return errors.New("--data-dir is required: the bookie's journal and index live there")
 			}
-			ncfg := node.Config{Etcd: etcd, Logger: log, Regions: []node.RegionConfig{
+			ncfg := node.Config{Etcd: etcd, EtcdTLS: etcdTLS, Logger: log, Regions: []node.RegionConfig{
 				{Name: region, Bookies: []bookie.Config{cfg}, MetricsAddr: metricsAddr},
 			}}
 			// A bookie whose journal fsync failed stops, and so does the
@@ -108,6 +121,8 @@ has no authentication and is off by default).`,
 	f.StringVar(&failpoints, "failpoints", "", "fault injection for tests (default: $"+bookie.FailpointsEnv+")")
 	f.StringVar(&cfg.FailpointEndpoint, "failpoint-endpoint", "", "address of an HTTP endpoint, /failpoints, that switches failpoints at run time; for tests only (default: off)")
 	f.StringVar(&metricsAddr, "metrics-listen", defaultBookieHTTP, "address to serve /metrics, /health, /ready and BookKeeper's /api/v1/bookie/is_ready and /state on (BookKeeper's HTTP port, 8000); empty: none")
+	creds = addBookieServerFlags(f)
+	addEtcdClientTLSFlags(f, &etcdTLS)
 	logs = addServerFlags(f)
 	return cmd
 }

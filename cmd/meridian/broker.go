@@ -87,6 +87,8 @@ clients waiting --ownership-ttl for it to expire.`,
 	f.DurationVar(&b.Ledgers.CursorPersistInterval, "cursor-persist-interval", b.Ledgers.CursorPersistInterval, "shortest time between two writes of one subscription's position (acks of the last interval are redelivered after a crash)")
 	f.DurationVar(&b.BookieWait, "bookie-wait", b.BookieWait, "how long to wait at start for --ensemble-size bookies to register")
 	autoRecovery = addAutoRecoveryFlags(f)
+	addBookieClientFlags(f, &cfg.Regions[0].BookieClient)
+	addEtcdClientTLSFlags(f, &cfg.EtcdTLS)
 	logs = addServerFlags(f)
 	return cmd
 }

@@ -35,6 +35,7 @@ func newDevCommand() *cobra.Command {
 		webPortBase = 8080
 		readyFile   string
 		advertised  = "localhost"
+		bookieToken string
 	)
 	var logs *logFlags
 	cmd := &cobra.Command{
@@ -66,6 +67,9 @@ and ports continues where it stopped.`,
 			}
 			cfg := node.Dev(dataDir, regions, portBase, webPortBase)
 			cfg.Logger = logs.logger(cmd)
+			if err := requireBookieToken(&cfg, bookieToken); err != nil {
+				return err
+			}
 			for _, r := range cfg.Regions {
 				// The listeners bind the advertised host: localhost by
 				// default.
@@ -88,6 +92,7 @@ and ports continues where it stopped.`,
 	f.IntVar(&webPortBase, "web-port-base", webPortBase, "HTTP port of the first region; region i listens on base+100*i (0: free ports)")
 	f.StringVar(&readyFile, "ready-file", "", `file to write {"regions":[{"name","serviceUrl","webServiceUrl"}]} to once every region serves`)
 	f.StringVar(&advertised, "advertised-address", advertised, "host clients are told to connect to (and that the listeners bind)")
+	f.StringVar(&bookieToken, "bookie-auth-token-file", "", localBookieTokenHelp)
 	logs = addServerFlags(f)
 	return cmd
 }

@@ -36,7 +36,17 @@ A three-member cluster on one host:
     --listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
     --initial-cluster m1=http://127.0.0.1:2380,m2=http://127.0.0.1:2480,m3=http://127.0.0.1:2580
 
-and the same for m2 and m3 with their own ports. If the database reaches the
+and the same for m2 and m3 with their own ports. Listen on loopback or the
+region's private network only. To admit only the region's components, serve
+https:// URLs with etcd's TLS flags and require client certificates of the
+region's CA (components then take --etcd-cacert, --etcd-cert, --etcd-key):
+
+  meridian etcd ... --listen-client-urls https://10.0.0.5:2379 \
+    --cert-file etcd.pem --key-file etcd-key.pem --trusted-ca-file ca.pem --client-cert-auth \
+    --listen-peer-urls https://10.0.0.5:2380 --peer-cert-file etcd.pem --peer-key-file etcd-key.pem \
+    --peer-trusted-ca-file ca.pem --peer-client-cert-auth
+
+If the database reaches the
 quota, etcd refuses writes with a NOSPACE alarm: compact, defragment, then run
 'etcdctl alarm disarm' (see the meta.EmbedConfig documentation).`,
 		Args: cobra.NoArgs,
@@ -67,6 +77,7 @@ quota, etcd refuses writes with a NOSPACE alarm: compact, defragment, then run
 	f.DurationVar(&cfg.ElectionTimeout, "election-timeout", cfg.ElectionTimeout, "raft election timeout (at least 5 heartbeats)")
 	f.DurationVar(&cfg.StartTimeout, "start-timeout", cfg.StartTimeout, "how long to wait for the member (and its quorum) to be ready")
 	f.TextVar(&logLevel, "log-level", logLevel, "lowest level of etcd's own log records to print (debug, info, warn, error)")
+	addEtcdServerTLSFlags(f, &cfg)
 	return cmd
 }
 

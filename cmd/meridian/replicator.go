@@ -24,6 +24,8 @@ func newReplicatorCommand() *cobra.Command {
 		metricsAddr      string
 	)
 	var logs *logFlags
+	var bookieAuth node.BookieClientAuth
+	var etcdTLS node.TLSFiles
 	cmd := &cobra.Command{
 		Use:   "replicator",
 		Short: "Run one replication worker of a region until SIGINT or SIGTERM",
@@ -45,8 +47,8 @@ on stdout once registered:
 			case len(etcd) == 0:
 				return errors.New("--etcd is required: the region's etcd holds the topics, cursors and task leases")
 			}
-			ncfg := node.Config{Etcd: etcd, GlobalEtcd: globalEtcd, Logger: logs.logger(cmd), Regions: []node.RegionConfig{
-				{Name: region, Replicator: &cfg, MetricsAddr: metricsAddr},
+			ncfg := node.Config{Etcd: etcd, GlobalEtcd: globalEtcd, EtcdTLS: etcdTLS, Logger: logs.logger(cmd), Regions: []node.RegionConfig{
+				{Name: region, Replicator: &cfg, MetricsAddr: metricsAddr, BookieClient: bookieAuth},
 			}}
 			return runNode(cmd, "replicator", ncfg, func(n *node.Node) (string, error) {
 				return fmt.Sprintf("replicator %s ready: region %s", n.Regions()[0].Replicator().ID(), region), nil
@@ -63,6 +65,8 @@ on stdout once registered:
 	f.DurationVar(&cfg.ScanInterval, "scan-interval", cfg.ScanInterval, "how often the worker looks for tasks to start or stop")
 	f.DurationVar(&cfg.CursorPersistInterval, "cursor-persist-interval", cfg.CursorPersistInterval, "longest wait before a task writes its cursor (what a crash sends again, deduplicated by the remote)")
 	f.IntVar(&cfg.Remote.MaxInFlightEntries, "max-in-flight", cfg.Remote.MaxInFlightEntries, "entries per task sent and not yet acknowledged by the remote (cover a WAN round trip at the rate)")
+	addBookieClientFlags(f, &bookieAuth)
+	addEtcdClientTLSFlags(f, &etcdTLS)
 	logs = addServerFlags(f)
 	return cmd
 }

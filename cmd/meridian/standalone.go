@@ -19,7 +19,7 @@ var defaultStandaloneDir = filepath.Join("data", "standalone")
 func newStandaloneCommand() *cobra.Command {
 	cfg := node.Standalone(defaultStandaloneDir)
 	b := cfg.Regions[0].Broker
-	var configFile string
+	var configFile, bookieToken string
 	var logs *logFlags
 	cmd := &cobra.Command{
 		Use:   "standalone",
@@ -47,6 +47,9 @@ delivered again).`,
 			if err := applyPulsarConf(cmd, configFile, &cfg, log); err != nil {
 				return err
 			}
+			if err := requireBookieToken(&cfg, bookieToken); err != nil {
+				return err
+			}
 			cfg.Logger = log
 			return runNode(cmd, "standalone", cfg, func(n *node.Node) (string, error) {
 				etcd := n.EtcdEndpoints()
@@ -63,6 +66,7 @@ delivered again).`,
 	f.StringVar(&b.BrokerAddr, "broker-listen", b.BrokerAddr, "address to serve the Pulsar protocol on")
 	f.StringVar(&b.WebAddr, "web-listen", b.WebAddr, "address to serve HTTP (the admin API, /metrics) on")
 	addTLSFlags(f, b)
+	f.StringVar(&bookieToken, "bookie-auth-token-file", "", localBookieTokenHelp)
 	f.StringVar(&b.AdvertisedHost, "advertised-address", b.AdvertisedHost, "host clients are told to connect to (with the listeners' ports); with the broker port it is the broker's id")
 	f.BoolVar(&b.Broker.ProxyThroughServiceURL, "proxy-through-service-url", b.Broker.ProxyThroughServiceURL, "answer lookups with proxyThroughServiceUrl: clients reach every topic through the service URL they were given, not the advertised address (behind a port mapping: a container)")
 	logs = addServerFlags(f)

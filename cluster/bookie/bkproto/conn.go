@@ -3,11 +3,13 @@ package bkproto
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Dialer opens transport connections. *net.Dialer implements it; tests inject
@@ -27,6 +29,16 @@ type ConnConfig struct {
 	MaxInFlight int
 	// Logger receives connection-level events. Nil discards them.
 	Logger *slog.Logger
+	// TLS, when set, runs the protocol over TLS: RootCAs verify the
+	// bookie's certificate (its ServerName defaults to the host of the
+	// address dialled), and Certificates hold the client certificate of a
+	// bookie that requires mutual TLS. Nil: plain TCP, the default.
+	TLS *tls.Config
+	// Token, when set, is sent in an AuthRequest (AuthMethodToken) before
+	// anything else on each connection, and a refusal fails the dial with
+	// ErrUnauthorized. Empty: no AuthRequest, for bookies that require
+	// none. At most MaxCredentialsSize bytes.
+	Token []byte
 }
 
 // DefaultConnConfig returns a ConnConfig with the given dialer and 1024
@@ -39,6 +51,9 @@ func DefaultConnConfig(d Dialer) ConnConfig {
 func (c ConnConfig) Validate() error {
 	if c.MaxInFlight < 1 || c.MaxInFlight > 1<<16 {
 		return fmt.Errorf("bkproto: MaxInFlight %d out of range 1..65536", c.MaxInFlight)
+	}
+	if len(c.Token) > MaxCredentialsSize {
+		return fmt.Errorf("bkproto: Token of %d bytes, limit %d", len(c.Token), MaxCredentialsSize)
 	}
 	return nil
 }
@@ -92,8 +107,63 @@ func DialConfig(ctx context.Context, addr string, cfg ConnConfig) (*Conn, error)
 	if err != nil {
 		return nil, fmt.Errorf("bkproto: dial bookie %s: %w", addr, err)
 	}
+	if nc, err = handshake(ctx, nc, addr, cfg); err != nil {
+		nc.Close()
+		return nil, err
+	}
 	return NewConn(nc, cfg), nil
 }
+
+// handshake runs what a connection needs before its first request: the TLS
+// handshake and the AuthRequest, each when cfg asks for it. It runs before
+// the connection's goroutines start, so the AuthRequest is the first frame.
+func handshake(ctx context.Context, nc net.Conn, addr string, cfg ConnConfig) (net.Conn, error) {
+	if cfg.TLS != nil {
+		tc := cfg.TLS.Clone()
+		if tc.ServerName == "" {
+			if host, _, err := net.SplitHostPort(addr); err == nil {
+				tc.ServerName = host
+			}
+		}
+		tlsConn := tls.Client(nc, tc)
+		if err := tlsConn.HandshakeContext(ctx); err != nil {
+			return nc, fmt.Errorf("bkproto: TLS handshake with bookie %s: %w", addr, err)
+		}
+		nc = tlsConn
+	}
+	if len(cfg.Token) == 0 {
+		return nc, nil
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		nc.SetDeadline(dl)
+	} else {
+		nc.SetDeadline(time.Now().Add(authTimeout))
+	}
+	defer nc.SetDeadline(time.Time{})
+	if _, err := nc.Write(AppendFrame(nil, 0, &AuthRequest{Method: AuthMethodToken, Credentials: cfg.Token})); err != nil {
+		return nc, fmt.Errorf("bkproto: authenticate to bookie %s: %w", addr, err)
+	}
+	f, err := ReadFrame(bufio.NewReaderSize(nc, 512), 4<<10)
+	if err != nil {
+		return nc, fmt.Errorf("bkproto: authenticate to bookie %s: %w", addr, err)
+	}
+	m, err := Decode(f)
+	if err != nil {
+		return nc, err
+	}
+	resp, ok := m.(*AuthResponse)
+	if !ok {
+		return nc, fmt.Errorf("%w: bookie %s answered an AuthRequest with %s", ErrMalformedFrame, addr, m.Type())
+	}
+	if err := resp.Err(); err != nil {
+		return nc, fmt.Errorf("bkproto: bookie %s refused the credentials: %w", addr, err)
+	}
+	return nc, nil
+}
+
+// authTimeout bounds the AuthRequest's round trip when the dial's context
+// has no deadline.
+const authTimeout = 10 * time.Second
 
 // NewConn runs the protocol over an established connection, which the Conn
 // then owns. cfg must be valid.
@@ -344,8 +414,12 @@ func (c *Conn) ReadLAC(ctx context.Context, req ReadLACRequest) (int64, error) {
 // Fence fences the ledger on this bookie and returns, once the fence is
 // persisted, the bookie's LAC for it. Fencing a ledger the bookie has never
 // seen is allowed (it may have missed every add) and answers NoEntry.
-func (c *Conn) Fence(ctx context.Context, ledgerID int64) (int64, error) {
-	m, err := c.call(ctx, &FenceRequest{LedgerID: ledgerID})
+// req.MasterKey must be the ledger's (ErrUnauthorized otherwise).
+func (c *Conn) Fence(ctx context.Context, req FenceRequest) (int64, error) {
+	if len(req.MasterKey) > MaxMasterKeySize {
+		return NoEntry, fmt.Errorf("%w: %d-byte master key, limit %d", ErrBadRequest, len(req.MasterKey), MaxMasterKeySize)
+	}
+	m, err := c.call(ctx, &req)
 	if err != nil {
 		return NoEntry, err
 	}

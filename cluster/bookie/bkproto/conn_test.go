@@ -148,7 +148,7 @@ func TestConnVerifiesChecksumAndStatus(t *testing.T) {
 	if err := c.AddEntry(ctx, AddRequest{LedgerID: 3, EntryID: 1, Payload: []byte("x")}); !errors.Is(err, ErrFenced) {
 		t.Fatalf("fenced add: %v", err)
 	}
-	if lac, err := c.Fence(ctx, 3); err != nil || lac != 41 {
+	if lac, err := c.Fence(ctx, FenceRequest{LedgerID: 3}); err != nil || lac != 41 {
 		t.Fatalf("fence: %d %v", lac, err)
 	}
 	if err := c.AddEntry(ctx, AddRequest{Payload: make([]byte, MaxPayloadSize+1)}); !errors.Is(err, ErrTooLarge) {
@@ -200,7 +200,7 @@ func TestConnCancelAndClose(t *testing.T) {
 		t.Fatalf("cancelled call: %v", err)
 	}
 	go func() {
-		_, err := c.Fence(ctx, 1)
+		_, err := c.Fence(ctx, FenceRequest{LedgerID: 1})
 		done <- err
 	}()
 	c.Close()

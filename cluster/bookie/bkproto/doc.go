@@ -10,6 +10,21 @@
 // an add waiting for its journal fsync, and a LAC long-poll does not hold up
 // anything behind it.
 //
+// # Who may write
+//
+// Two checks, as in BookKeeper. Every add, fence (FenceRequest, fencing
+// read) and LAC write carries the ledger's master key, which the ledger
+// client derives from the password in the ledger's metadata: the bookie
+// binds the key of the first such request to the ledger and refuses every
+// later one that carries another key, or none, with ErrUnauthorized; the
+// recovery flag grants nothing without the key. A client that reaches the
+// port but cannot read the ledger's metadata thus cannot overwrite, fence
+// or advance a ledger. And a bookie may require its clients to
+// authenticate: mutual TLS (ConnConfig.TLS), and/or a token shared by the
+// region's clients, sent in an AuthRequest as the connection's first frame
+// (ConnConfig.Token); until it is accepted nothing reaches the add, read
+// or fence paths.
+//
 // Every decoding failure is an error, never a panic: a peer that sends an
 // oversized or malformed frame gets its connection closed.
 //

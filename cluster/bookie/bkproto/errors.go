@@ -33,6 +33,12 @@ var (
 	// ErrInternal: the bookie failed for a reason of its own (for example it
 	// is shutting down after a journal fsync failure). Retry elsewhere.
 	ErrInternal = errors.New("bkproto: bookie internal error")
+	// ErrUnauthorized: the request did not carry the ledger's master key
+	// (an add, fence or LAC write without it, or with another), or the
+	// connection did not authenticate when the bookie requires it. As
+	// BookKeeper's EUA, it is never retried with the same credentials: the
+	// writer's key or the client's token is wrong.
+	ErrUnauthorized = errors.New("bkproto: unauthorized")
 
 	// ErrFrameTooLarge: a frame's length prefix exceeds the maximum frame
 	// size. The connection is closed: the stream cannot be resynchronised.
@@ -62,6 +68,7 @@ const (
 	StatusTooLarge         Status = 6
 	StatusBadRequest       Status = 7
 	StatusInternal         Status = 8
+	StatusUnauthorized     Status = 9
 )
 
 // statusTable is the one mapping between status codes and sentinel errors.
@@ -78,6 +85,7 @@ var statusTable = [...]struct {
 	StatusTooLarge:         {"TooLarge", ErrTooLarge},
 	StatusBadRequest:       {"BadRequest", ErrBadRequest},
 	StatusInternal:         {"Internal", ErrInternal},
+	StatusUnauthorized:     {"Unauthorized", ErrUnauthorized},
 }
 
 func (s Status) String() string {

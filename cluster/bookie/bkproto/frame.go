@@ -34,6 +34,13 @@ const (
 	MaxFrameSize = MaxPayloadSize + 1<<16 + 256
 	// MaxMasterKeySize bounds the writer token.
 	MaxMasterKeySize = 1 << 10
+	// MaxAuthMethodSize and MaxCredentialsSize bound an AuthRequest.
+	MaxAuthMethodSize  = 64
+	MaxCredentialsSize = 16 << 10
+	// MaxAuthFrameSize is the largest AuthRequest frame: all a bookie that
+	// requires authentication reads, and allocates, before a connection
+	// has authenticated.
+	MaxAuthFrameSize = HeaderSize + 2 + MaxAuthMethodSize + 2 + MaxCredentialsSize
 	// MaxMessageSize bounds a response's explanatory text.
 	MaxMessageSize = 1 << 10
 	// MaxLongPollTimeout bounds a ReadLAC long-poll.
@@ -50,6 +57,10 @@ const (
 	TypeReadLAC   MsgType = 3
 	TypeFence     MsgType = 4
 	TypeWriteLAC  MsgType = 5
+	// TypeAuth is the first request on a connection to a bookie that
+	// requires authentication (AuthRequest); the bookie answers nothing
+	// else before it.
+	TypeAuth MsgType = 6
 
 	// ResponseBit marks a response to the request type in the low bits.
 	ResponseBit MsgType = 0x80
@@ -68,6 +79,8 @@ func (t MsgType) String() string {
 		name = "Fence"
 	case TypeWriteLAC:
 		name = "WriteLAC"
+	case TypeAuth:
+		name = "Auth"
 	default:
 		return fmt.Sprintf("MsgType(%#x)", uint8(t))
 	}
@@ -161,6 +174,8 @@ func Decode(f Frame) (Message, error) {
 		m = &FenceRequest{}
 	case TypeWriteLAC:
 		m = &WriteLACRequest{}
+	case TypeAuth:
+		m = &AuthRequest{}
 	case TypeAddEntry | ResponseBit:
 		m = &AddResponse{}
 	case TypeReadEntry | ResponseBit:
@@ -171,6 +186,8 @@ func Decode(f Frame) (Message, error) {
 		m = &FenceResponse{}
 	case TypeWriteLAC | ResponseBit:
 		m = &WriteLACResponse{}
+	case TypeAuth | ResponseBit:
+		m = &AuthResponse{}
 	default:
 		return nil, fmt.Errorf("%w: unknown message type %#x", ErrMalformedFrame, uint8(f.Type))
 	}

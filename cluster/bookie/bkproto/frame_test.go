@@ -20,6 +20,12 @@ func sampleMessages() []Message {
 		&ReadRequest{LedgerID: 7, EntryID: 4, Wait: 1500 * time.Millisecond},
 		&ReadLACRequest{LedgerID: 7, LongPoll: true, Previous: 5, Timeout: 1500 * time.Millisecond},
 		&FenceRequest{LedgerID: 9},
+		&FenceRequest{LedgerID: 9, MasterKey: []byte("k")},
+		&ReadRequest{LedgerID: 7, EntryID: 5, Fence: true, MasterKey: []byte("k")},
+		&AuthRequest{Method: AuthMethodToken, Credentials: []byte("secret")},
+		&AuthRequest{},
+		&AuthResponse{Result: Result{Status: StatusUnauthorized, Message: "wrong token"}},
+		&AuthResponse{},
 		&WriteLACRequest{LedgerID: 9, LastAddConfirmed: 10, MasterKey: []byte("k")},
 		&AddResponse{Result: Result{Status: StatusFenced, Message: "fenced by recovery"}, LedgerID: 7, EntryID: 3},
 		&ReadResponse{Result: Result{}, LedgerID: 7, EntryID: 3, LastAddConfirmed: 3, Checksum: 5, Payload: []byte("p")},
@@ -32,27 +38,37 @@ func sampleMessages() []Message {
 // normalize maps empty byte slices to nil: the codec does not distinguish
 // them and neither does any caller.
 func normalize(m Message) Message {
+	nilIfEmpty := func(bs ...*[]byte) {
+		for _, b := range bs {
+			if len(*b) == 0 {
+				*b = nil
+			}
+		}
+	}
 	switch m := m.(type) {
 	case *AddRequest:
 		c := *m
-		if len(c.Payload) == 0 {
-			c.Payload = nil
-		}
-		if len(c.MasterKey) == 0 {
-			c.MasterKey = nil
-		}
+		nilIfEmpty(&c.Payload, &c.MasterKey)
 		return &c
 	case *ReadResponse:
 		c := *m
-		if len(c.Payload) == 0 {
-			c.Payload = nil
-		}
+		nilIfEmpty(&c.Payload)
 		return &c
 	case *WriteLACRequest:
 		c := *m
-		if len(c.MasterKey) == 0 {
-			c.MasterKey = nil
-		}
+		nilIfEmpty(&c.MasterKey)
+		return &c
+	case *FenceRequest:
+		c := *m
+		nilIfEmpty(&c.MasterKey)
+		return &c
+	case *ReadRequest:
+		c := *m
+		nilIfEmpty(&c.MasterKey)
+		return &c
+	case *AuthRequest:
+		c := *m
+		nilIfEmpty(&c.Credentials)
 		return &c
 	}
 	return m

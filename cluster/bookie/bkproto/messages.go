@@ -39,12 +39,14 @@ type AddRequest struct {
 	// LastAddConfirmed is the writer's LAC when it sent the entry
 	// (piggybacked); NoEntry when nothing is confirmed yet.
 	LastAddConfirmed int64
-	// Recovery marks an add made by ledger recovery; it is accepted on a
-	// fenced ledger, where every other add fails with ErrFenced.
+	// Recovery marks an add made by ledger recovery or a repair; it is
+	// accepted on a fenced ledger, where every other add fails with
+	// ErrFenced. It grants nothing without the master key.
 	Recovery bool
-	// MasterKey is the writer's token, optional. The first add that carries
-	// one binds it to the ledger; later adds carrying a different one are
-	// refused with ErrBadRequest.
+	// MasterKey is the ledger's master key (see the package comment). The
+	// first add or fence that carries one binds it to the ledger on the
+	// bookie; every later add, fence and LAC write must carry the same
+	// key, or is refused with ErrUnauthorized.
 	MasterKey []byte
 	// Checksum is EntryChecksum(LedgerID, EntryID, Payload). Conn.AddEntry
 	// fills it in.
@@ -89,6 +91,9 @@ type ReadRequest struct {
 	// Fence makes this a fencing read: the bookie persists the ledger's
 	// fence before it answers, whether or not it has the entry.
 	Fence bool
+	// MasterKey is the ledger's master key, sent with a fencing read only
+	// (a fence needs it, as FenceRequest's does); a plain read needs none.
+	MasterKey []byte
 	// Wait makes this a long-poll read, BookKeeper's read with the LAC
 	// piggybacked: the bookie holds the answer until its LAC for the
 	// ledger reaches EntryID or Wait passes, whichever comes first, and
@@ -115,6 +120,9 @@ func (m *ReadRequest) appendBody(dst []byte) []byte {
 	if m.Wait > 0 {
 		dst = binary.BigEndian.AppendUint32(dst, uint32(max(min(m.Wait, MaxLongPollTimeout)/time.Millisecond, 1)))
 	}
+	if m.Fence {
+		dst = appendBytes16(dst, m.MasterKey)
+	}
 	return dst
 }
 
@@ -137,6 +145,11 @@ func (m *ReadRequest) decodeBody(d *decoder) {
 			d.fail("long-poll read wait %dms outside [1ms, %s]", ms, MaxLongPollTimeout)
 		}
 		m.Wait = time.Duration(ms) * time.Millisecond
+	}
+	// A fencing read from a client older than master keys on fences ends
+	// here; the bookie treats it as one without a key.
+	if m.Fence && len(d.buf) > 0 {
+		m.MasterKey = d.bytes16("master key", MaxMasterKeySize)
 	}
 }
 
@@ -181,16 +194,27 @@ func (m *ReadLACRequest) decodeBody(d *decoder) {
 }
 
 // FenceRequest fences a ledger: after the bookie answers OK, it refuses every
-// non-recovery add to it, forever.
+// non-recovery add to it, forever. It needs the ledger's master key, as an
+// add does, and binds it to a ledger the bookie has not seen yet.
 type FenceRequest struct {
-	LedgerID int64
+	LedgerID  int64
+	MasterKey []byte
 }
 
 func (*FenceRequest) Type() MsgType { return TypeFence }
 
-func (m *FenceRequest) appendBody(dst []byte) []byte { return appendI64(dst, m.LedgerID) }
+func (m *FenceRequest) appendBody(dst []byte) []byte {
+	return appendBytes16(appendI64(dst, m.LedgerID), m.MasterKey)
+}
 
-func (m *FenceRequest) decodeBody(d *decoder) { m.LedgerID = d.i64("ledger id") }
+func (m *FenceRequest) decodeBody(d *decoder) {
+	m.LedgerID = d.i64("ledger id")
+	// A fence from a client older than master keys on fences ends here;
+	// the bookie treats it as one without a key.
+	if len(d.buf) > 0 {
+		m.MasterKey = d.bytes16("master key", MaxMasterKeySize)
+	}
+}
 
 // WriteLACRequest carries an explicit LAC from an idle writer, so that
 // tailing readers (LAC long-polls) see entries the writer has confirmed
@@ -354,3 +378,42 @@ func (m *WriteLACResponse) decodeBody(d *decoder) {
 	m.Result.decode(d)
 	m.LedgerID = d.i64("ledger id")
 }
+
+// AuthRequest authenticates the connection, as BookKeeper's AuthMessage
+// does. A bookie that requires authentication (cluster/bookie's
+// Config.AuthToken) expects it as the first frame of every connection, and
+// answers any other first request with Unauthorized and closes the
+// connection; a bookie that requires none answers it OK. Method names the
+// scheme of Credentials; the one scheme is AuthMethodToken.
+type AuthRequest struct {
+	Method      string
+	Credentials []byte
+}
+
+// AuthMethodToken: Credentials is a token shared by the bookies and their
+// clients in a region (brokers, replicators, auto-recovery workers).
+const AuthMethodToken = "token"
+
+func (*AuthRequest) Type() MsgType { return TypeAuth }
+
+func (m *AuthRequest) appendBody(dst []byte) []byte {
+	dst = appendBytes16(dst, []byte(m.Method))
+	return appendBytes16(dst, m.Credentials)
+}
+
+func (m *AuthRequest) decodeBody(d *decoder) {
+	m.Method = string(d.bytes16("auth method", MaxAuthMethodSize))
+	m.Credentials = d.bytes16("credentials", MaxCredentialsSize)
+}
+
+// AuthResponse answers an AuthRequest: OK, or Unauthorized, after which the
+// bookie closes the connection.
+type AuthResponse struct {
+	Result
+}
+
+func (*AuthResponse) Type() MsgType { return TypeAuth | ResponseBit }
+
+func (m *AuthResponse) appendBody(dst []byte) []byte { return m.Result.append(dst) }
+
+func (m *AuthResponse) decodeBody(d *decoder) { m.Result.decode(d) }

@@ -12,6 +12,7 @@
 package ledgertest
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"slices"
@@ -68,6 +69,9 @@ type ledgerState struct {
 	entries map[int64][]byte
 	lac     int64
 	fenced  bool
+	// key is the master key bound by the first add or fence that carried
+	// one, as a real bookie binds it.
+	key []byte
 	// lacChanged is closed and replaced whenever lac rises, waking
 	// long-polls.
 	lacChanged chan struct{}
@@ -284,15 +288,32 @@ func (l *ledgerState) raiseLAC(lac int64) {
 	}
 }
 
+// admit applies a real bookie's master key rule: a ledger's first key
+// stays, and a request without it is refused once there is one.
+func (l *ledgerState) admit(key []byte) error {
+	if len(l.key) == 0 {
+		l.key = slices.Clone(key)
+		return nil
+	}
+	if !bytes.Equal(l.key, key) {
+		return fmt.Errorf("%w: master key does not match the ledger's", ledger.ErrUnauthorized)
+	}
+	return nil
+}
+
 func (v *bookieView) AddEntry(ctx context.Context, req ledger.AddRequest) error {
 	return v.call(ctx, OpAdd, req.EntryID, func(b *bookie) error {
 		if b.readOnly {
 			return ledger.ErrBookieReadOnly
 		}
 		l := b.ledger(req.LedgerID)
+		if len(l.key) > 0 && !bytes.Equal(l.key, req.MasterKey) {
+			return fmt.Errorf("%w: master key does not match the ledger's", ledger.ErrUnauthorized)
+		}
 		if l.fenced && !req.Recovery {
 			return ledger.ErrBookieFenced
 		}
+		l.admit(req.MasterKey)
 		if _, ok := l.entries[req.EntryID]; !ok {
 			l.entries[req.EntryID] = slices.Clone(req.Payload)
 		}
@@ -301,11 +322,23 @@ func (v *bookieView) AddEntry(ctx context.Context, req ledger.AddRequest) error 
 	})
 }
 
-func (v *bookieView) ReadEntry(ctx context.Context, ledgerID, entryID int64, fence bool) (ledger.BookieEntry, error) {
+func (v *bookieView) ReadEntry(ctx context.Context, ledgerID, entryID int64) (ledger.BookieEntry, error) {
+	return v.read(ctx, ledgerID, entryID, false, nil)
+}
+
+func (v *bookieView) FencingRead(ctx context.Context, ledgerID, entryID int64, masterKey []byte) (ledger.BookieEntry, error) {
+	return v.read(ctx, ledgerID, entryID, true, masterKey)
+}
+
+func (v *bookieView) read(ctx context.Context, ledgerID, entryID int64, fence bool, key []byte) (ledger.BookieEntry, error) {
 	var out ledger.BookieEntry
 	err := v.call(ctx, OpRead, entryID, func(b *bookie) error {
 		if fence {
-			b.ledger(ledgerID).fenced = true
+			l := b.ledger(ledgerID)
+			if err := l.admit(key); err != nil {
+				return err
+			}
+			l.fenced = true
 		}
 		var err error
 		out, err = b.read(ledgerID, entryID)
@@ -379,10 +412,13 @@ func (v *bookieView) WaitEntry(ctx context.Context, ledgerID, entryID int64, wai
 	return b.read(ledgerID, entryID)
 }
 
-func (v *bookieView) Fence(ctx context.Context, ledgerID int64) (int64, error) {
+func (v *bookieView) Fence(ctx context.Context, ledgerID int64, masterKey []byte) (int64, error) {
 	var lac int64
 	err := v.call(ctx, OpFence, -1, func(b *bookie) error {
 		l := b.ledger(ledgerID)
+		if err := l.admit(masterKey); err != nil {
+			return err
+		}
 		l.fenced = true
 		lac = l.lac
 		return nil
@@ -390,9 +426,12 @@ func (v *bookieView) Fence(ctx context.Context, ledgerID int64) (int64, error) {
 	return lac, err
 }
 
-func (v *bookieView) WriteLAC(ctx context.Context, ledgerID, lac int64) error {
+func (v *bookieView) WriteLAC(ctx context.Context, ledgerID, lac int64, masterKey []byte) error {
 	return v.call(ctx, OpWriteLAC, -1, func(b *bookie) error {
 		l := b.ledger(ledgerID)
+		if err := l.admit(masterKey); err != nil {
+			return err
+		}
 		if l.fenced {
 			return ledger.ErrBookieFenced
 		}
