@@ -138,19 +138,29 @@ func (s *Store) FailoverSessionsPrefix(region string) string {
 	return meta.Prefix(s.key(kindFailoverSessions, region))
 }
 
-// FailoverSession is one broker's session key.
+// FailoverSession is one broker's session key. Every broker that knows
+// automatic failover holds one, whether or not a namespace has opted in:
+// it is also how the admin API tells that a region's brokers are all new
+// enough to gate their dispatch.
 type FailoverSession struct {
-	Broker string
-	Lease  meta.LeaseID
+	Broker string `json:"broker"`
+	// ServiceURL is the broker's Pulsar service URL, as its region's
+	// cluster record lists it.
+	ServiceURL string       `json:"serviceUrl"`
+	Lease      meta.LeaseID `json:"-"`
 }
 
-// CreateFailoverSession creates broker's session key in region under
-// lease.
-func (s *Store) CreateFailoverSession(ctx context.Context, region, broker string, lease meta.LeaseID) error {
-	key := s.key(kindFailoverSessions, region, broker)
+// CreateFailoverSession creates the session key of ss.Broker in region
+// under lease.
+func (s *Store) CreateFailoverSession(ctx context.Context, region string, ss FailoverSession, lease meta.LeaseID) error {
+	key := s.key(kindFailoverSessions, region, ss.Broker)
+	data, err := meta.EncodeJSON(recordVersion, ss)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := s.opCtx(ctx)
 	defer cancel()
-	if _, err := s.st.Create(ctx, key, []byte(broker), lease); err != nil {
+	if _, err := s.st.Create(ctx, key, data, lease); err != nil {
 		return fail("create", key, err)
 	}
 	return nil
@@ -167,7 +177,10 @@ func (s *Store) FailoverSessions(ctx context.Context, region string) ([]Failover
 	}
 	out := make([]FailoverSession, len(kvs))
 	for i, kv := range kvs {
-		out[i] = FailoverSession{Broker: kv.Key[len(prefix):], Lease: kv.Lease}
+		if err := decodeRecord(kv.Value, &out[i]); err != nil {
+			return nil, fmt.Errorf("%s: %w", kv.Key, err)
+		}
+		out[i].Lease = kv.Lease
 	}
 	return out, nil
 }

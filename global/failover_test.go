@@ -59,8 +59,12 @@ func testFailoverSwitch(t *testing.T, e env) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.a.CreateFailoverSession(ctx, "r1", "b1", lease.ID()); err != nil {
+	if err := e.a.CreateFailoverSession(ctx, "r1", FailoverSession{Broker: "b1", ServiceURL: "pulsar://b1:6650"}, lease.ID()); err != nil {
 		t.Fatal(err)
+	}
+	if ss, err := e.b.FailoverSessions(ctx, "r1"); err != nil || len(ss) != 1 ||
+		ss[0] != (FailoverSession{Broker: "b1", ServiceURL: "pulsar://b1:6650", Lease: lease.ID()}) {
+		t.Fatalf("FailoverSessions = %+v, %v", ss, err)
 	}
 	view := FailoverView{Region: "r1", Broker: "b1", Active: "r1"}
 	if err := e.a.WriteFailoverView(ctx, "acme", "ns", view, lease.ID()); err != nil {

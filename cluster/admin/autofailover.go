@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 
@@ -19,8 +20,9 @@ import (
 // namespace's messages. Reading it is a namespace admin's. It is refused
 // with 412 and a reason, and nothing is stored, unless the namespace has
 // an active region, a fallback region, and at least
-// global.MinAutoFailoverRegions replication clusters; a delay below 1
-// second is 400. A switch it made is kept in lastSwitch; setting the delay
+// global.MinAutoFailoverRegions replication clusters, and while a broker
+// of one of them may not gate its dispatch by it (gatesDispatch); a delay
+// below 1 second is 400. A switch it made is kept in lastSwitch; setting the delay
 // again keeps it.
 
 func (h *handler) routeAutoFailover() {
@@ -58,9 +60,58 @@ func (h *handler) setAutoFailover(w http.ResponseWriter, r *http.Request) error 
 			return pulsarReason{ErrPrecondition, fmt.Sprintf("Automatic failover needs at least %d replication clusters, so that a majority of them decides; the namespace has %v",
 				global.MinAutoFailoverRegions, p.ReplicationClusters)}
 		}
+		for _, region := range p.ReplicationClusters {
+			if err := h.gatesDispatch(r.Context(), region); err != nil {
+				return err
+			}
+		}
 		a, _ := p.AutoFailover()
 		a.DelaySeconds = body.DelaySeconds
 		p.SetAutoFailover(&a)
 		return nil
 	})
+}
+
+// gatesDispatch refuses automatic failover while a broker of region may
+// not gate its dispatch by it: a broker that predates it never stops
+// dispatching on its own timer, so a region running one could deliver
+// beside the region that took over. Every broker that knows automatic
+// failover holds a failover session; each broker the region's cluster
+// record lists (its leader keeps the list, while the record is the
+// region's) must hold one, and a region whose record an operator wrote
+// must show at least one.
+func (h *handler) gatesDispatch(ctx context.Context, region string) error {
+	sessions, err := h.svc.Global().FailoverSessions(ctx, region)
+	if err != nil {
+		return err
+	}
+	held := map[string]bool{}
+	for _, ss := range sessions {
+		_, hosts, _ := global.ServiceHosts(ss.ServiceURL)
+		for _, host := range hosts {
+			held[host] = true
+		}
+	}
+	refuse := func(why string) error {
+		return pulsarReason{ErrPrecondition, fmt.Sprintf("Automatic failover needs every broker of region %s to gate its dispatch by it: %s"+
+			" (upgrade them first, or wait for them to start)", region, why)}
+	}
+	if len(sessions) == 0 {
+		return refuse("none holds a failover session")
+	}
+	c, ok := h.svc.Policies().Cluster(region)
+	if !ok || !c.MaintainedByRegion {
+		return nil
+	}
+	_, hosts, _ := global.ServiceHosts(c.BrokerServiceURL)
+	var missing []string
+	for _, host := range hosts {
+		if !held[host] {
+			missing = append(missing, host)
+		}
+	}
+	if len(missing) > 0 {
+		return refuse(fmt.Sprintf("%v hold no failover session", missing))
+	}
+	return nil
 }

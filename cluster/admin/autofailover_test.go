@@ -1,16 +1,21 @@
 package admin_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"testing"
+	"time"
+
+	"github.com/meridian-mq/meridian/global"
 )
 
 // TestAutoFailover turns a namespace's automatic failover on, reads it and
 // turns it off, and checks that each request it cannot honour is refused
 // with Pulsar's status and a reason, and changes nothing: no active
 // region, no fallback, fewer than three replication clusters (where no
-// majority exists), a delay below a second.
+// majority exists), a broker of the set that holds no failover session
+// (it predates automatic failover), a delay below a second.
 func TestAutoFailover(t *testing.T) {
 	id := uniq()
 	east, west := "af-east-"+id, "af-west-"+id
@@ -69,6 +74,39 @@ func TestAutoFailover(t *testing.T) {
 	}
 	refused("a delay of 0", "POST", path, `{"delaySeconds":0}`, 400)
 	refused("a malformed body", "POST", path, `{"delaySeconds":`, 400)
+	refused("regions whose brokers hold no failover session (they predate it, or are down)", "POST", path, `{"delaySeconds":30}`, 412)
+
+	// East's and west's brokers know automatic failover: they hold sessions.
+	ctx := t.Context()
+	gs := region.Service().Global()
+	for _, c := range []string{east, west} {
+		l, err := gs.GrantLease(ctx, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Revoke(context.Background()) })
+		if err := gs.CreateFailoverSession(ctx, c, global.FailoverSession{Broker: c + "-0", ServiceURL: "pulsar://" + c + "-0:6650"}, l.ID()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// East's record, kept by its leader, lists a second broker with no
+	// session: one that predates automatic failover.
+	setBrokers := func(url string) {
+		t.Helper()
+		_, rc, err := gs.UpdateCluster(ctx, east, func(d *global.ClusterData) error {
+			d.BrokerServiceURL, d.MaintainedByRegion = url, true
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := region.Service().Policies().Await(ctx, rc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setBrokers("pulsar://" + east + "-0:6650," + east + "-old:6650")
+	refused("a broker of east without a session", "POST", path, `{"delaySeconds":30}`, 412)
+	setBrokers("pulsar://" + east + "-0:6650")
 
 	if status, body := call(t, "POST", path, `{"delaySeconds":30}`); status != http.StatusNoContent {
 		t.Fatalf("on: %d %s", status, body)

@@ -23,9 +23,9 @@ import (
 // the argument and its assumptions (bounded clock drift, bounded pauses);
 // in short:
 //
-//   - Sessions. Every broker of a region in an opted-in set holds a
-//     session: a lease in the global store with a key under
-//     failover-sessions/<region>/. It measures the lease's time left on
+//   - Sessions. Every broker holds a session: a lease in the global store
+//     with a key under failover-sessions/<region>/. (That a broker holds
+//     one also shows the admin API it is new enough to gate its dispatch.) It measures the lease's time left on
 //     every pass, and counts its validity from the time it sent that
 //     request: validUntil = sent + left - Margin. It never waits for an
 //     answer that may not come.
@@ -233,14 +233,7 @@ func (f *regionFailover) pass() {
 	ctx, cancel := context.WithTimeout(f.svc.ctx, f.cfg.SessionTTL)
 	defer cancel()
 	namespaces := f.optedInNamespaces()
-	if len(namespaces) == 0 {
-		f.endSession() // its views go with it
-		f.setGates(nil)
-		clear(f.unreachableSince)
-		clear(f.sessionsGone)
-		return
-	}
-	f.keepSession(ctx)
+	f.keepSession(ctx, len(namespaces) > 0)
 	f.setGates(f.gates(ctx, namespaces))
 	probed, watched, regions := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	for _, o := range namespaces {
@@ -256,23 +249,31 @@ func (f *regionFailover) pass() {
 }
 
 // keepSession grants the session when there is none and measures its time
-// left; validUntil counts from when the measuring request was sent.
-func (f *regionFailover) keepSession(ctx context.Context) {
+// left; validUntil counts from when the measuring request was sent. The
+// session is held whether or not a namespace has opted in (see
+// global.FailoverSession); its troubles are warnings only when one has
+// (needed), since only then does dispatch depend on it.
+func (f *regionFailover) keepSession(ctx context.Context, needed bool) {
+	warn := f.svc.log.Info
+	if needed {
+		warn = f.svc.log.Warn
+	}
 	if f.lease != nil {
 		select {
 		case <-f.lease.Done():
-			f.dropSession("the session's lease ended")
+			f.dropSession(warn, "the session's lease ended")
 		default:
 		}
 	}
 	if f.lease == nil {
 		l, stop, err := f.grant()
 		if err != nil {
-			f.svc.log.Warn("failover session: cannot grant a lease", "err", err)
+			warn("failover session: cannot grant a lease", "err", err)
 			return
 		}
-		if err := f.svc.gstore.CreateFailoverSession(ctx, f.svc.cfg.Region, f.svc.cfg.BrokerID, l.ID()); err != nil {
-			f.svc.log.Warn("failover session: cannot create its key", "err", err)
+		ss := global.FailoverSession{Broker: f.svc.cfg.BrokerID, ServiceURL: f.svc.cfg.ServiceURL}
+		if err := f.svc.gstore.CreateFailoverSession(ctx, f.svc.cfg.Region, ss, l.ID()); err != nil {
+			warn("failover session: cannot create its key", "err", err)
 			f.revoke(l)
 			stop()
 			return
@@ -284,7 +285,7 @@ func (f *regionFailover) keepSession(ctx context.Context) {
 	left, err := f.svc.gstore.LeaseTimeLeft(ctx, f.lease.ID())
 	switch {
 	case errors.Is(err, meta.ErrLeaseNotFound):
-		f.dropSession("the session's lease was revoked or expired")
+		f.dropSession(warn, "the session's lease was revoked or expired")
 	case err != nil:
 		f.svc.log.Info("failover session: lease not checked; it lapses on its own timer", "err", err)
 	default:
@@ -318,8 +319,8 @@ func (f *regionFailover) grant() (l meta.Lease, stop context.CancelFunc, err err
 
 // dropSession forgets a session that has ended: dispatch stops at once,
 // and the next pass grants a new one.
-func (f *regionFailover) dropSession(why string) {
-	f.svc.log.Warn("failover session lost; replicated subscriptions of namespaces with automatic failover stop", "why", why)
+func (f *regionFailover) dropSession(warn func(string, ...any), why string) {
+	warn("failover session lost; replicated subscriptions of namespaces with automatic failover stop", "why", why)
 	f.stopLease()
 	f.lease, f.stopLease = nil, nil
 	f.mu.Lock()
@@ -331,8 +332,7 @@ func (f *regionFailover) dropSession(why string) {
 	f.svc.metrics.failoverSession(false)
 }
 
-// endSession revokes the session, if any (no opted-in namespace left, or
-// the Service closing).
+// endSession revokes the session, if any, as the Service closes.
 func (f *regionFailover) endSession() {
 	if f.lease == nil {
 		return
