@@ -30,6 +30,18 @@ type BrokerDefaults struct {
 	AllowAutoTopicCreation bool
 	AutoTopicCreationType  TopicType
 	DefaultNumPartitions   int
+	// MaxNumPartitions is maxNumPartitionsPerPartitionedTopic: the most
+	// partitions a partitioned topic may have, at creation, at update, and
+	// when auto-created (0: no bound). Pulsar's default is 0; Meridian's
+	// is DefaultMaxNumPartitions, because a partitioned topic's clients
+	// load every partition at once (pulsar-client-go's producers and
+	// consumers attach to each), at about 325 KB and ten goroutines a
+	// loaded topic: 1000 partitions cost about 325 MB on a region of one
+	// broker, which a broker of a few GB holds, and are as many topics as
+	// one bundle may hold before it is split
+	// (loadBalancerNamespaceBundleMaxTopics). DefaultNumPartitions may not
+	// exceed it.
+	MaxNumPartitions int
 	// AllowAutoSubscriptionCreation is allowAutoSubscriptionCreation
 	// (true): a consumer may subscribe under a durable subscription that
 	// does not exist yet, which creates it.
@@ -45,14 +57,18 @@ type BrokerDefaults struct {
 	SchemaCompatibilityStrategy SchemaCompatibilityStrategy
 }
 
+// DefaultMaxNumPartitions is BrokerDefaults.MaxNumPartitions' default.
+const DefaultMaxNumPartitions = 1000
+
 // DefaultBrokerDefaults returns Pulsar's defaults, as documented on
-// BrokerDefaults.
+// BrokerDefaults, but for MaxNumPartitions.
 func DefaultBrokerDefaults() BrokerDefaults {
 	return BrokerDefaults{
 		AllowAutoTopicCreation:        true,
 		AllowAutoSubscriptionCreation: true,
 		AutoTopicCreationType:         NonPartitioned,
 		DefaultNumPartitions:          1,
+		MaxNumPartitions:              DefaultMaxNumPartitions,
 		BacklogQuotaLimitBytes:        -1,
 		BacklogQuotaLimitSeconds:      -1,
 		BacklogQuotaPolicy:            ProducerRequestHold,
@@ -70,6 +86,10 @@ func (d BrokerDefaults) Validate() error {
 	}
 	if d.DefaultNumPartitions < 1 {
 		return fmt.Errorf("global: BrokerDefaults.DefaultNumPartitions must be at least 1, got %d", d.DefaultNumPartitions)
+	}
+	if d.MaxNumPartitions < 0 || (d.MaxNumPartitions > 0 && d.DefaultNumPartitions > d.MaxNumPartitions) {
+		return fmt.Errorf("global: BrokerDefaults.MaxNumPartitions %d: want 0 (no bound) or at least DefaultNumPartitions (%d)",
+			d.MaxNumPartitions, d.DefaultNumPartitions)
 	}
 	if d.AutoTopicCreationType != Partitioned && d.AutoTopicCreationType != NonPartitioned {
 		return fmt.Errorf("global: BrokerDefaults.AutoTopicCreationType %q (want partitioned or non-partitioned)", d.AutoTopicCreationType)
@@ -212,6 +232,25 @@ func Resolve(d BrokerDefaults, tenant TenantInfo, ns Policies, topic *TopicPolic
 	}
 	return e
 }
+
+// PartitionsAllowed refuses a partition count above MaxNumPartitions
+// with an ErrTooManyPartitions that reads as Pulsar's reason.
+func (d BrokerDefaults) PartitionsAllowed(n int) error {
+	if d.MaxNumPartitions > 0 && n > d.MaxNumPartitions {
+		return tooManyPartitions(d.MaxNumPartitions)
+	}
+	return nil
+}
+
+// tooManyPartitions is ErrTooManyPartitions in Pulsar's words, which
+// pulsaradmin's users see as the reason.
+type tooManyPartitions int
+
+func (max tooManyPartitions) Error() string {
+	return fmt.Sprintf("Number of partitions should be less than or equal to %d", int(max))
+}
+
+func (tooManyPartitions) Is(target error) bool { return target == ErrTooManyPartitions }
 
 // limitOf resolves a count limit kept in Extra: the topic's, else the
 // namespace's, else 0 (none). A topic's 0 lifts the namespace's limit, as

@@ -17,6 +17,7 @@ maxConcurrentTopicLoadRequest=7
 brokerMaxConnections=5000
 brokerMaxConnectionsPerIp=50
 maxPendingPublishRequestsPerConnection=0
+maxNumPartitionsPerPartitionedTopic=64
 `)
 	if err != nil || len(ignored) != 0 {
 		t.Fatalf("%v, ignored %v", err, ignored)
@@ -26,13 +27,17 @@ maxPendingPublishRequestsPerConnection=0
 	if want := [5]int{100, 7, 5000, 50, 0}; got != want {
 		t.Fatalf("lookups, topic loads, connections, per IP, pending publishes = %v, want %v", got, want)
 	}
+	if n := cfg.Service.Policies.MaxNumPartitions; n != 64 {
+		t.Fatalf("maxNumPartitionsPerPartitionedTopic: %d, want 64", n)
+	}
 	def := node.DefaultBrokerConfig("localhost")
 	if d := def.Broker; def.Service.MaxConcurrentLookups != 50_000 || def.Service.MaxConcurrentTopicLoads != 5000 ||
-		d.MaxConnections != 10000 || d.MaxConnectionsPerIP != 2000 || d.MaxPendingPublishes != 1000 {
+		d.MaxConnections != 10000 || d.MaxConnectionsPerIP != 2000 || d.MaxPendingPublishes != 1000 ||
+		def.Service.Policies.MaxNumPartitions != 1000 {
 		t.Fatalf("defaults %+v, %d: want Pulsar's, and connection bounds on", d, def.Service.MaxConcurrentTopicLoads)
 	}
 	for _, text := range []string{"maxConcurrentLookupRequest=0", "maxConcurrentTopicLoadRequest=0", "brokerMaxConnections=-1",
-		"brokerMaxConnectionsPerIp=x", "maxPendingPublishRequestsPerConnection=-5"} {
+		"brokerMaxConnectionsPerIp=x", "maxPendingPublishRequestsPerConnection=-5", "maxNumPartitionsPerPartitionedTopic=-1"} {
 		if _, _, _, err := applyConf(t, text); !errors.Is(err, node.ErrConf) || !strings.Contains(err.Error(), text) {
 			t.Errorf("%s: %v, want ErrConf naming it", text, err)
 		}
