@@ -164,6 +164,7 @@ var pulsarConfKeys = []confMapping{
 	{"maxConcurrentTopicLoadRequest", integer(1, 1<<31-1, func(c *RegionConfig) *int { return &c.Broker.Service.MaxConcurrentTopicLoads })},
 	{"brokerMaxConnections", integer(0, 1<<31-1, func(c *RegionConfig) *int { return &c.Broker.Broker.MaxConnections })},
 	{"brokerMaxConnectionsPerIp", integer(0, 1<<31-1, func(c *RegionConfig) *int { return &c.Broker.Broker.MaxConnectionsPerIP })},
+	{"maxHttpServerConnections", integer(0, 1<<31-1, func(c *RegionConfig) *int { return &c.Broker.Web.MaxConnections })},
 	{"maxPendingPublishRequestsPerConnection", integer(0, 1<<31-1, func(c *RegionConfig) *int { return &c.Broker.Broker.MaxPendingPublishes })},
 	{"maxUnackedMessagesPerConsumer", func(c *RegionConfig, v string) error {
 		// Pulsar's 0 means "no limit".

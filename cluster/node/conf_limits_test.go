@@ -18,6 +18,7 @@ brokerMaxConnections=5000
 brokerMaxConnectionsPerIp=50
 maxPendingPublishRequestsPerConnection=0
 maxNumPartitionsPerPartitionedTopic=64
+maxHttpServerConnections=100
 `)
 	if err != nil || len(ignored) != 0 {
 		t.Fatalf("%v, ignored %v", err, ignored)
@@ -27,8 +28,8 @@ maxNumPartitionsPerPartitionedTopic=64
 	if want := [5]int{100, 7, 5000, 50, 0}; got != want {
 		t.Fatalf("lookups, topic loads, connections, per IP, pending publishes = %v, want %v", got, want)
 	}
-	if n := cfg.Service.Policies.MaxNumPartitions; n != 64 {
-		t.Fatalf("maxNumPartitionsPerPartitionedTopic: %d, want 64", n)
+	if n, h := cfg.Service.Policies.MaxNumPartitions, cfg.Web.MaxConnections; n != 64 || h != 100 {
+		t.Fatalf("maxNumPartitionsPerPartitionedTopic, maxHttpServerConnections: %d, %d, want 64, 100", n, h)
 	}
 	def := node.DefaultBrokerConfig("localhost")
 	if d := def.Broker; def.Service.MaxConcurrentLookups != 50_000 || def.Service.MaxConcurrentTopicLoads != 5000 ||
@@ -37,7 +38,8 @@ maxNumPartitionsPerPartitionedTopic=64
 		t.Fatalf("defaults %+v, %d: want Pulsar's, and connection bounds on", d, def.Service.MaxConcurrentTopicLoads)
 	}
 	for _, text := range []string{"maxConcurrentLookupRequest=0", "maxConcurrentTopicLoadRequest=0", "brokerMaxConnections=-1",
-		"brokerMaxConnectionsPerIp=x", "maxPendingPublishRequestsPerConnection=-5", "maxNumPartitionsPerPartitionedTopic=-1"} {
+		"brokerMaxConnectionsPerIp=x", "maxPendingPublishRequestsPerConnection=-5", "maxNumPartitionsPerPartitionedTopic=-1",
+		"maxHttpServerConnections=-1"} {
 		if _, _, _, err := applyConf(t, text); !errors.Is(err, node.ErrConf) || !strings.Contains(err.Error(), text) {
 			t.Errorf("%s: %v, want ErrConf naming it", text, err)
 		}
