@@ -42,6 +42,15 @@ type BrokerDefaults struct {
 	// (loadBalancerNamespaceBundleMaxTopics). DefaultNumPartitions may not
 	// exceed it.
 	MaxNumPartitions int
+	// MaxProducersPerTopic, MaxConsumersPerTopic and
+	// MaxConsumersPerSubscription are maxProducersPerTopic,
+	// maxConsumersPerTopic and maxConsumersPerSubscription: the limits of a
+	// topic whose topic and namespace policies set none. 0, Pulsar's
+	// default, is no limit; a connection's producers and consumers are
+	// bounded whatever they say (broker.Config.MaxProducersPerConnection).
+	MaxProducersPerTopic        int
+	MaxConsumersPerTopic        int
+	MaxConsumersPerSubscription int
 	// AllowAutoSubscriptionCreation is allowAutoSubscriptionCreation
 	// (true): a consumer may subscribe under a durable subscription that
 	// does not exist yet, which creates it.
@@ -90,6 +99,10 @@ func (d BrokerDefaults) Validate() error {
 	if d.MaxNumPartitions < 0 || (d.MaxNumPartitions > 0 && d.DefaultNumPartitions > d.MaxNumPartitions) {
 		return fmt.Errorf("global: BrokerDefaults.MaxNumPartitions %d: want 0 (no bound) or at least DefaultNumPartitions (%d)",
 			d.MaxNumPartitions, d.DefaultNumPartitions)
+	}
+	if d.MaxProducersPerTopic < 0 || d.MaxConsumersPerTopic < 0 || d.MaxConsumersPerSubscription < 0 {
+		return fmt.Errorf("global: BrokerDefaults.MaxProducersPerTopic %d, MaxConsumersPerTopic %d, MaxConsumersPerSubscription %d: want 0 (no limit) or more",
+			d.MaxProducersPerTopic, d.MaxConsumersPerTopic, d.MaxConsumersPerSubscription)
 	}
 	if d.AutoTopicCreationType != Partitioned && d.AutoTopicCreationType != NonPartitioned {
 		return fmt.Errorf("global: BrokerDefaults.AutoTopicCreationType %q (want partitioned or non-partitioned)", d.AutoTopicCreationType)
@@ -141,7 +154,8 @@ type Effective struct {
 	Bundles []topology.Bundle
 	// MaxProducersPerTopic, MaxConsumersPerTopic and
 	// MaxConsumersPerSubscription are Pulsar's limits: the topic's policy,
-	// else the namespace's, else 0, which is no limit.
+	// else the namespace's, else the broker's (BrokerDefaults); 0 is no
+	// limit.
 	MaxProducersPerTopic        int
 	MaxConsumersPerTopic        int
 	MaxConsumersPerSubscription int
@@ -216,9 +230,10 @@ func Resolve(d BrokerDefaults, tenant TenantInfo, ns Policies, topic *TopicPolic
 	if slices.Contains(e.ReplicationClusters, ns.ActiveRegion) {
 		e.ActiveRegion = ns.ActiveRegion
 	}
-	e.MaxProducersPerTopic = limitOf(tp.Extra, ExtraTopicMaxProducers, ns.Extra, ExtraMaxProducersPerTopic)
-	e.MaxConsumersPerTopic = limitOf(tp.Extra, ExtraTopicMaxConsumers, ns.Extra, ExtraMaxConsumersPerTopic)
-	e.MaxConsumersPerSubscription = limitOf(tp.Extra, ExtraTopicMaxConsumersPerSubscription, ns.Extra, ExtraMaxConsumersPerSubscription)
+	e.MaxProducersPerTopic = limitOf(tp.Extra, ExtraTopicMaxProducers, ns.Extra, ExtraMaxProducersPerTopic, d.MaxProducersPerTopic)
+	e.MaxConsumersPerTopic = limitOf(tp.Extra, ExtraTopicMaxConsumers, ns.Extra, ExtraMaxConsumersPerTopic, d.MaxConsumersPerTopic)
+	e.MaxConsumersPerSubscription = limitOf(tp.Extra, ExtraTopicMaxConsumersPerSubscription, ns.Extra, ExtraMaxConsumersPerSubscription,
+		d.MaxConsumersPerSubscription)
 	e.MaxSubscriptionsPerTopic, _ = tp.Extra.limit(ExtraTopicMaxSubscriptions)
 	if n, ok := tp.Extra.limit(ExtraTopicMaxUnackedOnConsumer); ok {
 		e.MaxUnackedMessagesOnConsumer = &n
@@ -253,14 +268,16 @@ func (max tooManyPartitions) Error() string {
 func (tooManyPartitions) Is(target error) bool { return target == ErrTooManyPartitions }
 
 // limitOf resolves a count limit kept in Extra: the topic's, else the
-// namespace's, else 0 (none). A topic's 0 lifts the namespace's limit, as
-// in Pulsar.
-func limitOf(topic Extra, topicKey string, ns Extra, nsKey string) int {
+// namespace's, else the broker's def (0: none). A topic's 0 lifts the
+// namespace's limit, as in Pulsar.
+func limitOf(topic Extra, topicKey string, ns Extra, nsKey string, def int) int {
 	if n, ok := topic.limit(topicKey); ok {
 		return n
 	}
-	n, _ := ns.limit(nsKey)
-	return n
+	if n, ok := ns.limit(nsKey); ok {
+		return n
+	}
+	return def
 }
 
 // autoSubscriptionCreation resolves allowAutoSubscriptionCreation: the

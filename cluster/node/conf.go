@@ -225,6 +225,9 @@ var pulsarConfKeys = []confMapping{
 		return fmt.Errorf("want %s or %s", global.Partitioned, global.NonPartitioned)
 	}},
 	{"defaultNumPartitions", integer(1, 1<<16, func(c *RegionConfig) *int { return &c.Broker.Service.Policies.DefaultNumPartitions })},
+	{"maxProducersPerTopic", integer(0, 1<<31-1, func(c *RegionConfig) *int { return &c.Broker.Service.Policies.MaxProducersPerTopic })},
+	{"maxConsumersPerTopic", integer(0, 1<<31-1, func(c *RegionConfig) *int { return &c.Broker.Service.Policies.MaxConsumersPerTopic })},
+	{"maxConsumersPerSubscription", integer(0, 1<<31-1, func(c *RegionConfig) *int { return &c.Broker.Service.Policies.MaxConsumersPerSubscription })},
 	{"maxNumPartitionsPerPartitionedTopic", integer(0, 1<<31-1, func(c *RegionConfig) *int { return &c.Broker.Service.Policies.MaxNumPartitions })},
 	{"defaultRetentionTimeInMinutes", integer(-1, 1<<31-1, func(c *RegionConfig) *int { return &c.Broker.Service.Policies.RetentionTimeInMinutes })},
 	{"defaultRetentionSizeInMB", int64Field(-1, 1<<40, func(c *RegionConfig) *int64 { return &c.Broker.Service.Policies.RetentionSizeInMB })},
