@@ -3,7 +3,6 @@ package admin_test
 import (
 	"encoding/base64"
 	"net/http"
-	"net/http/httptest"
 	"regexp"
 	"slices"
 	"strings"
@@ -44,39 +43,13 @@ var wildcard = regexp.MustCompile(`\{([a-zA-Z]+)(\.\.\.)?\}`)
 // route, open ones included.
 func TestEveryRouteAuthorized(t *testing.T) {
 	key := auth.GenerateSecretKey()
-	a, err := auth.New(auth.Config{Enabled: true, Providers: []string{"token"},
+	h, srv := guardedAdmin(t, auth.Config{Enabled: true, Providers: []string{"token"},
 		Token: auth.TokenConfig{SecretKey: "data:;base64," + base64.StdEncoding.EncodeToString(key)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := admin.DefaultConfig()
-	cfg.Authenticator, cfg.Authorizer = a, roles{}
-	h, err := admin.New(cfg, region.Service(), testLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(h)
-	defer srv.Close()
 	tok, err := auth.CreateToken(key, "HS256", "eve", time.Now().Add(time.Hour), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	do := func(method, path, authz string) int {
-		req, err := http.NewRequest(method, srv.URL+path, strings.NewReader("{}"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Content-Type", "application/json")
-		if authz != "" {
-			req.Header.Set("Authorization", authz)
-		}
-		resp, err := srv.Client().Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
-	}
+	do := func(method, path, authz string) int { return statusOf(t, srv, method, path, "{}", authz) }
 
 	routes := admin.Routes(h)
 	if len(routes) < 200 {
