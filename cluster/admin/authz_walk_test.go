@@ -36,6 +36,20 @@ var pathValues = map[string]string{
 
 var wildcard = regexp.MustCompile(`\{([a-zA-Z]+)(\.\.\.)?\}`)
 
+// fillPath fills a route pattern's path wildcards from values, failing
+// the test for a wildcard it has no value for.
+func fillPath(t testing.TB, path string, values map[string]string) string {
+	t.Helper()
+	return wildcard.ReplaceAllStringFunc(path, func(w string) string {
+		name := wildcard.FindStringSubmatch(w)[1]
+		v, ok := values[name]
+		if !ok {
+			t.Fatalf("%s: no value for {%s} in pathValues", path, name)
+		}
+		return v
+	})
+}
+
 // TestEveryRouteAuthorized walks every route of the admin API with a role
 // that holds no grant and expects each to be refused with 403 before it
 // does anything, but for the routes listed in openRoutes with their
@@ -58,19 +72,7 @@ func TestEveryRouteAuthorized(t *testing.T) {
 	var open []string
 	for pattern, op := range routes {
 		method, path, _ := strings.Cut(pattern, " ")
-		var missing []string
-		path = wildcard.ReplaceAllStringFunc(path, func(w string) string {
-			name := wildcard.FindStringSubmatch(w)[1]
-			v, ok := pathValues[name]
-			if !ok {
-				missing = append(missing, name)
-			}
-			return v
-		})
-		if len(missing) > 0 {
-			t.Errorf("%s: no value for %v in pathValues", pattern, missing)
-			continue
-		}
+		path = fillPath(t, path, pathValues)
 		if got := do(method, path, ""); got != http.StatusUnauthorized {
 			t.Errorf("%s without credentials: %d, want 401", pattern, got)
 		}
