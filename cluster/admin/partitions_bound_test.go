@@ -121,6 +121,14 @@ func TestPartitionsLoadWhenUsed(t *testing.T) {
 	if l := loaded(); len(l) > 0 {
 		t.Fatalf("%d partitions loaded at creation, want none: %v...", len(l), l[:min(len(l), 3)])
 	}
+	// Its statistics say when it was created, as Pulsar's do from its
+	// partitions (pulsaradmin's TestPartitionedTopicStatsTimestamps).
+	var st struct {
+		Created int64 `json:"topicCreationTimeStamp"`
+	}
+	if status, body := call(t, "GET", path+"/partitioned-stats", ""); status != http.StatusOK || json.Unmarshal([]byte(body), &st) != nil || st.Created <= 0 {
+		t.Fatalf("partitioned stats before any partition is used: %d %s; want a creation time", status, body)
+	}
 	var listed []string
 	if status, body := call(t, "GET", "/admin/v2/persistent/public/default", ""); status != http.StatusOK || json.Unmarshal([]byte(body), &listed) != nil {
 		t.Fatalf("list: %d %s", status, body)
@@ -142,7 +150,14 @@ func TestPartitionsLoadWhenUsed(t *testing.T) {
 	}
 	p.Close()
 	if l := loaded(); !slices.Equal(l, []string{used}) {
-		t.Fatalf("loaded %v, want only %s", l, used)
+		t.Fatalf("%d partitions loaded (%v...), want only %s", len(l), l[:min(len(l), 3)], used)
+	}
+	if status, body := call(t, "GET", path+"/partitioned-stats?perPartition=true", ""); status != http.StatusOK ||
+		!strings.Contains(body, `"msgInCounter":1`) {
+		t.Fatalf("partitioned stats after one message: %d %s", status, body)
+	}
+	if l := loaded(); !slices.Equal(l, []string{used}) {
+		t.Fatalf("%d partitions loaded by the statistics (%v...), want only %s", len(l), l[:min(len(l), 3)], used)
 	}
 	tn, err := topology.ParseTopicName(name)
 	if err != nil {
@@ -157,7 +172,7 @@ func TestPartitionsLoadWhenUsed(t *testing.T) {
 		t.Fatalf("delete: %d %s", status, body)
 	}
 	if l := loaded(); len(l) > 0 {
-		t.Fatalf("loaded after the delete: %v", l)
+		t.Fatalf("%d loaded after the delete: %v...", len(l), l[:min(len(l), 3)])
 	}
 	if stored, err := region.Service().StoredPartitions(context.Background(), tn, max); err != nil || len(stored) > 0 {
 		t.Fatalf("stored partitions after the delete %v, %v", stored, err)

@@ -213,7 +213,7 @@ func (h *handler) createPartitioned(w http.ResponseWriter, r *http.Request, t to
 	if err := h.checkNewTopic(r, t); err != nil {
 		return err
 	}
-	rc, err := h.svc.Global().CreateTopic(r.Context(), t, global.TopicPolicies{Partitions: n, Extra: extra})
+	rc, err := h.svc.Global().CreateTopic(r.Context(), t, global.TopicPolicies{Partitions: n, Created: time.Now().UnixMilli(), Extra: extra})
 	if err != nil {
 		return err
 	}
@@ -532,7 +532,13 @@ func (h *handler) partitionedStats(w http.ResponseWriter, r *http.Request, t top
 		out.Partitions = map[string]topicStats{}
 	}
 	dedup := h.dedup(t)
-	err = h.onPartitions(r, t, n, "GET", "/stats", nil, func(p topology.TopicName) ([]byte, error) {
+	// The partitions created so far: the others, never used, have nothing
+	// to count, and asking for their statistics would create them.
+	stored, err := h.svc.StoredPartitions(r.Context(), t, n)
+	if err != nil {
+		return err
+	}
+	err = h.onEachPartition(r, stored, "GET", "/stats", nil, func(p topology.TopicName) ([]byte, error) {
 		tp, err := h.svc.Topic(r.Context(), p, false)
 		if err != nil {
 			return nil, err
@@ -557,6 +563,10 @@ func (h *handler) partitionedStats(w http.ResponseWriter, r *http.Request, t top
 	}
 	if out.DeduplicationStatus == "" {
 		out.DeduplicationStatus = map[bool]string{true: "Enabled", false: "Disabled"}[dedup]
+	}
+	if tp, found := h.svc.Policies().Topic(t); found {
+		// Created before any partition was (they are, when first used).
+		out.add(topicStats{TopicCreationTimeStamp: tp.Created})
 	}
 	return ok(w, out)
 }

@@ -459,7 +459,7 @@ func (s *Service) Partitions(ctx context.Context, t topology.TopicName) (int, er
 	if err := s.cfg.Policies.PartitionsAllowed(n); err != nil {
 		return 0, fmt.Errorf("%w: auto-create partitioned topic %s: %w", wire.ErrNotAllowed, t, err)
 	}
-	r, err := s.gstore.CreateTopic(ctx, t, global.TopicPolicies{Partitions: n})
+	r, err := s.gstore.CreateTopic(ctx, t, global.TopicPolicies{Partitions: n, Created: s.clock.Now().UnixMilli()})
 	if err != nil && !errors.Is(err, global.ErrExists) {
 		return 0, fmt.Errorf("%w: auto-create partitioned topic %s: %v", wire.ErrMetadata, t, err)
 	}
