@@ -52,6 +52,10 @@ var (
 	// this binary reads, or bytes that are not a record). Upgrade the binary
 	// that reads it; never overwrite it with an older format.
 	ErrCorrupt = errors.New("global: undecodable record")
+	// ErrTooManyPartitions: a partition count above the broker's
+	// maxNumPartitionsPerPartitionedTopic (BrokerDefaults.MaxNumPartitions).
+	// Ask for fewer, or raise the setting.
+	ErrTooManyPartitions = errors.New("global: too many partitions")
 	// ErrCacheClosed: the Cache was closed.
 	ErrCacheClosed = errors.New("global: cache closed")
 )

@@ -792,6 +792,11 @@ type TopicPolicies struct {
 	// record that only carries policies (a non-partitioned topic). It never
 	// decreases, as in Pulsar.
 	Partitions int `json:"partitions"`
+	// Created is when a partitioned topic was created, in unix
+	// milliseconds (0 for other records, and for those written before it
+	// was kept). Its partitions are created when first used, so until then
+	// this is the topic's creation time.
+	Created int64 `json:"created,omitempty"`
 	// ReplicationClusters overrides the namespace's when non-nil (an empty,
 	// non-nil list means "replicate nowhere"; it is stored as null or []).
 	ReplicationClusters         []string                          `json:"replication_clusters"`

@@ -30,6 +30,27 @@ type BrokerDefaults struct {
 	AllowAutoTopicCreation bool
 	AutoTopicCreationType  TopicType
 	DefaultNumPartitions   int
+	// MaxNumPartitions is maxNumPartitionsPerPartitionedTopic: the most
+	// partitions a partitioned topic may have, at creation, at update, and
+	// when auto-created (0: no bound). Pulsar's default is 0; Meridian's
+	// is DefaultMaxNumPartitions, because a partitioned topic's clients
+	// load every partition at once (pulsar-client-go's producers and
+	// consumers attach to each), at about 325 KB and ten goroutines a
+	// loaded topic: 1000 partitions cost about 325 MB on a region of one
+	// broker, which a broker of a few GB holds, and are as many topics as
+	// one bundle may hold before it is split
+	// (loadBalancerNamespaceBundleMaxTopics). DefaultNumPartitions may not
+	// exceed it.
+	MaxNumPartitions int
+	// MaxProducersPerTopic, MaxConsumersPerTopic and
+	// MaxConsumersPerSubscription are maxProducersPerTopic,
+	// maxConsumersPerTopic and maxConsumersPerSubscription: the limits of a
+	// topic whose topic and namespace policies set none. 0, Pulsar's
+	// default, is no limit; a connection's producers and consumers are
+	// bounded whatever they say (broker.Config.MaxProducersPerConnection).
+	MaxProducersPerTopic        int
+	MaxConsumersPerTopic        int
+	MaxConsumersPerSubscription int
 	// AllowAutoSubscriptionCreation is allowAutoSubscriptionCreation
 	// (true): a consumer may subscribe under a durable subscription that
 	// does not exist yet, which creates it.
@@ -45,14 +66,18 @@ type BrokerDefaults struct {
 	SchemaCompatibilityStrategy SchemaCompatibilityStrategy
 }
 
+// DefaultMaxNumPartitions is BrokerDefaults.MaxNumPartitions' default.
+const DefaultMaxNumPartitions = 1000
+
 // DefaultBrokerDefaults returns Pulsar's defaults, as documented on
-// BrokerDefaults.
+// BrokerDefaults, but for MaxNumPartitions.
 func DefaultBrokerDefaults() BrokerDefaults {
 	return BrokerDefaults{
 		AllowAutoTopicCreation:        true,
 		AllowAutoSubscriptionCreation: true,
 		AutoTopicCreationType:         NonPartitioned,
 		DefaultNumPartitions:          1,
+		MaxNumPartitions:              DefaultMaxNumPartitions,
 		BacklogQuotaLimitBytes:        -1,
 		BacklogQuotaLimitSeconds:      -1,
 		BacklogQuotaPolicy:            ProducerRequestHold,
@@ -70,6 +95,14 @@ func (d BrokerDefaults) Validate() error {
 	}
 	if d.DefaultNumPartitions < 1 {
 		return fmt.Errorf("global: BrokerDefaults.DefaultNumPartitions must be at least 1, got %d", d.DefaultNumPartitions)
+	}
+	if d.MaxNumPartitions < 0 || (d.MaxNumPartitions > 0 && d.DefaultNumPartitions > d.MaxNumPartitions) {
+		return fmt.Errorf("global: BrokerDefaults.MaxNumPartitions %d: want 0 (no bound) or at least DefaultNumPartitions (%d)",
+			d.MaxNumPartitions, d.DefaultNumPartitions)
+	}
+	if d.MaxProducersPerTopic < 0 || d.MaxConsumersPerTopic < 0 || d.MaxConsumersPerSubscription < 0 {
+		return fmt.Errorf("global: BrokerDefaults.MaxProducersPerTopic %d, MaxConsumersPerTopic %d, MaxConsumersPerSubscription %d: want 0 (no limit) or more",
+			d.MaxProducersPerTopic, d.MaxConsumersPerTopic, d.MaxConsumersPerSubscription)
 	}
 	if d.AutoTopicCreationType != Partitioned && d.AutoTopicCreationType != NonPartitioned {
 		return fmt.Errorf("global: BrokerDefaults.AutoTopicCreationType %q (want partitioned or non-partitioned)", d.AutoTopicCreationType)
@@ -124,7 +157,8 @@ type Effective struct {
 	Bundles []topology.Bundle
 	// MaxProducersPerTopic, MaxConsumersPerTopic and
 	// MaxConsumersPerSubscription are Pulsar's limits: the topic's policy,
-	// else the namespace's, else 0, which is no limit.
+	// else the namespace's, else the broker's (BrokerDefaults); 0 is no
+	// limit.
 	MaxProducersPerTopic        int
 	MaxConsumersPerTopic        int
 	MaxConsumersPerSubscription int
@@ -202,9 +236,10 @@ func Resolve(d BrokerDefaults, tenant TenantInfo, ns Policies, topic *TopicPolic
 			e.AutoFailover = &a
 		}
 	}
-	e.MaxProducersPerTopic = limitOf(tp.Extra, ExtraTopicMaxProducers, ns.Extra, ExtraMaxProducersPerTopic)
-	e.MaxConsumersPerTopic = limitOf(tp.Extra, ExtraTopicMaxConsumers, ns.Extra, ExtraMaxConsumersPerTopic)
-	e.MaxConsumersPerSubscription = limitOf(tp.Extra, ExtraTopicMaxConsumersPerSubscription, ns.Extra, ExtraMaxConsumersPerSubscription)
+	e.MaxProducersPerTopic = limitOf(tp.Extra, ExtraTopicMaxProducers, ns.Extra, ExtraMaxProducersPerTopic, d.MaxProducersPerTopic)
+	e.MaxConsumersPerTopic = limitOf(tp.Extra, ExtraTopicMaxConsumers, ns.Extra, ExtraMaxConsumersPerTopic, d.MaxConsumersPerTopic)
+	e.MaxConsumersPerSubscription = limitOf(tp.Extra, ExtraTopicMaxConsumersPerSubscription, ns.Extra, ExtraMaxConsumersPerSubscription,
+		d.MaxConsumersPerSubscription)
 	e.MaxSubscriptionsPerTopic, _ = tp.Extra.limit(ExtraTopicMaxSubscriptions)
 	if n, ok := tp.Extra.limit(ExtraTopicMaxUnackedOnConsumer); ok {
 		e.MaxUnackedMessagesOnConsumer = &n
@@ -219,15 +254,36 @@ func Resolve(d BrokerDefaults, tenant TenantInfo, ns Policies, topic *TopicPolic
 	return e
 }
 
+// PartitionsAllowed refuses a partition count above MaxNumPartitions
+// with an ErrTooManyPartitions that reads as Pulsar's reason.
+func (d BrokerDefaults) PartitionsAllowed(n int) error {
+	if d.MaxNumPartitions > 0 && n > d.MaxNumPartitions {
+		return tooManyPartitions(d.MaxNumPartitions)
+	}
+	return nil
+}
+
+// tooManyPartitions is ErrTooManyPartitions in Pulsar's words, which
+// pulsaradmin's users see as the reason.
+type tooManyPartitions int
+
+func (max tooManyPartitions) Error() string {
+	return fmt.Sprintf("Number of partitions should be less than or equal to %d", int(max))
+}
+
+func (tooManyPartitions) Is(target error) bool { return target == ErrTooManyPartitions }
+
 // limitOf resolves a count limit kept in Extra: the topic's, else the
-// namespace's, else 0 (none). A topic's 0 lifts the namespace's limit, as
-// in Pulsar.
-func limitOf(topic Extra, topicKey string, ns Extra, nsKey string) int {
+// namespace's, else the broker's def (0: none). A topic's 0 lifts the
+// namespace's limit, as in Pulsar.
+func limitOf(topic Extra, topicKey string, ns Extra, nsKey string, def int) int {
 	if n, ok := topic.limit(topicKey); ok {
 		return n
 	}
-	n, _ := ns.limit(nsKey)
-	return n
+	if n, ok := ns.limit(nsKey); ok {
+		return n
+	}
+	return def
 }
 
 // autoSubscriptionCreation resolves allowAutoSubscriptionCreation: the

@@ -133,6 +133,17 @@ func TestResolve(t *testing.T) {
 	if got := Resolve(partitioned, tenant, nsBase(nil), nil).AutoTopicCreation; got.Type != Partitioned || got.Partitions == nil || *got.Partitions != 4 {
 		t.Fatalf("partitioned broker default = %+v", got)
 	}
+	limited := d
+	limited.MaxProducersPerTopic, limited.MaxConsumersPerTopic, limited.MaxConsumersPerSubscription = 7, 8, 9
+	if got := Resolve(limited, tenant, nsBase(nil), nil); got.MaxProducersPerTopic != 7 || got.MaxConsumersPerTopic != 8 || got.MaxConsumersPerSubscription != 9 {
+		t.Fatalf("broker limits: %+v, want 7, 8, 9", got)
+	}
+	over := nsBase(func(p *Policies) {
+		p.Extra = Extra{ExtraMaxProducersPerTopic: []byte("0"), ExtraMaxConsumersPerTopic: []byte("3")}
+	})
+	if got := Resolve(limited, tenant, over, nil); got.MaxProducersPerTopic != 0 || got.MaxConsumersPerTopic != 3 || got.MaxConsumersPerSubscription != 9 {
+		t.Fatalf("namespace limits over the broker's (0 lifts one): %+v, want 0, 3, 9", got)
+	}
 	custom := d
 	custom.RetentionTimeInMinutes, custom.RetentionSizeInMB, custom.MessageTTLInSeconds, custom.DeduplicationEnabled = 10, 20, 30, true
 	got := Resolve(custom, tenant, nsBase(nil), nil)

@@ -42,17 +42,11 @@ func (r roles) CanLookup(ctx context.Context, role string, t topology.TopicName)
 	return r.CanConsume(ctx, role, t)
 }
 
-// TestAuthentication serves the admin API with token and basic
-// authentication and the test authorizer, and checks 401 for missing,
-// wrong, forged and expired credentials, 403 for a role that may not, and
-// that a refused write changes nothing.
-func TestAuthentication(t *testing.T) {
-	key := auth.GenerateSecretKey()
-	otherKey := auth.GenerateSecretKey()
-	htpasswd := "alice:" + auth.APR1("alice-pw", "8charslt") + "\n"
-	a, err := auth.New(auth.Config{Enabled: true, Providers: []string{"token", "basic"},
-		Token: auth.TokenConfig{SecretKey: "data:;base64," + base64.StdEncoding.EncodeToString(key)},
-		Basic: auth.BasicConfig{Conf: "data:;base64," + base64.StdEncoding.EncodeToString([]byte(htpasswd))}})
+// guardedAdmin serves an admin API over the shared region that
+// authenticates as ac says and authorizes with the test's roles.
+func guardedAdmin(t *testing.T, ac auth.Config) (http.Handler, *httptest.Server) {
+	t.Helper()
+	a, err := auth.New(ac)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +57,41 @@ func TestAuthentication(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(h)
-	defer srv.Close()
+	t.Cleanup(srv.Close)
+	return h, srv
+}
+
+// statusOf sends method path with a JSON body and an Authorization header
+// (none when empty) to srv, and returns the answer's status.
+func statusOf(t *testing.T, srv *httptest.Server, method, path, body, authz string) int {
+	t.Helper()
+	req, err := http.NewRequest(method, srv.URL+path, stringsReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if authz != "" {
+		req.Header.Set("Authorization", authz)
+	}
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// TestAuthentication serves the admin API with token and basic
+// authentication and the test authorizer, and checks 401 for missing,
+// wrong, forged and expired credentials, 403 for a role that may not, and
+// that a refused write changes nothing.
+func TestAuthentication(t *testing.T) {
+	key := auth.GenerateSecretKey()
+	otherKey := auth.GenerateSecretKey()
+	htpasswd := "alice:" + auth.APR1("alice-pw", "8charslt") + "\n"
+	_, srv := guardedAdmin(t, auth.Config{Enabled: true, Providers: []string{"token", "basic"},
+		Token: auth.TokenConfig{SecretKey: "data:;base64," + base64.StdEncoding.EncodeToString(key)},
+		Basic: auth.BasicConfig{Conf: "data:;base64," + base64.StdEncoding.EncodeToString([]byte(htpasswd))}})
 	token := func(signing []byte, role string, exp time.Time) string {
 		tok, err := auth.CreateToken(signing, "HS256", role, exp, nil)
 		if err != nil {
@@ -74,18 +102,7 @@ func TestAuthentication(t *testing.T) {
 	basic := func(user, pw string) string {
 		return "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+pw))
 	}
-	do := func(method, path, body, authz string) int {
-		req, _ := http.NewRequest(method, srv.URL+path, stringsReader(body))
-		if authz != "" {
-			req.Header.Set("Authorization", authz)
-		}
-		resp, err := srv.Client().Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
-	}
+	do := func(method, path, body, authz string) int { return statusOf(t, srv, method, path, body, authz) }
 	const policies = "/admin/v2/namespaces/public/default"
 	secured := "secured-" + uniq()
 	rc, err := region.Service().Global().CreateCluster(context.Background(), secured, global.ClusterData{

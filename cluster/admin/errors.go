@@ -67,6 +67,7 @@ var statusTable = []struct {
 
 	// The refusals first: they may wrap ErrNotFound ("allowed cluster x:
 	// not found"), and what was refused is the request, not a lookup.
+	{global.ErrTooManyPartitions, http.StatusNotAcceptable}, // Pulsar's NOT_ACCEPTABLE
 	{global.ErrInvalidName, http.StatusPreconditionFailed},
 	{global.ErrInvalidCluster, http.StatusPreconditionFailed},
 	{global.ErrInvalidTenant, http.StatusPreconditionFailed},

@@ -28,6 +28,16 @@ type handler struct {
 	mux   *http.ServeMux
 	rates *rates
 	dyn   dynamicConfig // see brokerconfig.go
+	// routes are the registered patterns and what each checks the role
+	// for, in registration order (a test walks them).
+	routes []routeOp
+}
+
+// routeOp is a registered pattern and the operation its role is checked
+// for; opNone is a route open to every authenticated role.
+type routeOp struct {
+	pattern string
+	op      operation
 }
 
 // New returns the admin API of the broker whose topic service is svc.
@@ -181,12 +191,19 @@ type route func(w http.ResponseWriter, r *http.Request) error
 
 // handle registers pattern with op checked against the {tenant} path
 // value, if any.
-func (h *handler) handle(pattern string, op operation, fn route) {
+func (h *handler) handle(pattern string, op operation, fn route) { h.register(pattern, op, op, fn) }
+
+// register serves pattern with fn once check passes against the {tenant}
+// path value; op is what the route checks the role for, recorded in
+// routes. A route that checks its topic's op itself, after parsing the
+// topic (handleTopic, handleSchema), checks opNone first.
+func (h *handler) register(pattern string, op, check operation, fn route) {
+	h.routes = append(h.routes, routeOp{pattern, op})
 	h.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), h.cfg.RequestTimeout)
 		defer cancel()
 		r = r.WithContext(ctx)
-		err := h.authorize(r, op, r.PathValue("tenant"), topology.TopicName{})
+		err := h.authorize(r, check, r.PathValue("tenant"), topology.TopicName{})
 		if err == nil {
 			err = fn(w, r)
 		}
@@ -207,7 +224,7 @@ var domains = []topology.Domain{topology.Persistent, topology.NonPersistent}
 func (h *handler) handleTopic(method, prefix, suffix string, op operation, fn topicRoute) {
 	for _, d := range domains {
 		pattern := method + " " + prefix + "/" + string(d) + "/{tenant}/{namespace}/{topic}" + suffix
-		h.handle(pattern, opNone, func(w http.ResponseWriter, r *http.Request) error {
+		h.register(pattern, op, opNone, func(w http.ResponseWriter, r *http.Request) error {
 			t, err := topicFromPath(d, r)
 			if err != nil {
 				return err

@@ -62,7 +62,7 @@ func (h *handler) routeNamespaces() {
 
 	h.handle("GET "+ns+"/autoTopicCreation", opTenantAdmin, h.policy(func(p global.Policies) any { return p.AutoTopicCreationOverride }))
 	h.handle("POST "+ns+"/autoTopicCreation", opTenantAdmin, setPolicy(h, func(p *global.Policies, v global.AutoTopicCreation) error {
-		if err := checkAutoTopicCreation(v); err != nil {
+		if err := checkAutoTopicCreation(v, h.cfg.PolicyDefaults); err != nil {
 			return err
 		}
 		p.AutoTopicCreationOverride = &v
@@ -454,7 +454,7 @@ func (h *handler) revokeSubscriptionPermission(w http.ResponseWriter, r *http.Re
 
 // checkAutoTopicCreation refuses what the global store would, with
 // Pulsar's reasons (which pulsaradmin's users compare).
-func checkAutoTopicCreation(a global.AutoTopicCreation) error {
+func checkAutoTopicCreation(a global.AutoTopicCreation, d global.BrokerDefaults) error {
 	const prefix = "Invalid configuration for autoTopicCreationOverride. the detail is "
 	switch {
 	case a.Type == global.Partitioned && a.Partitions == nil:
@@ -463,6 +463,9 @@ func checkAutoTopicCreation(a global.AutoTopicCreation) error {
 		return pulsarReason{ErrPrecondition, prefix + "[defaultNumPartitions] cannot be less than 1 for partition type."}
 	case a.Type == global.NonPartitioned && a.Partitions != nil:
 		return pulsarReason{ErrPrecondition, prefix + "[defaultNumPartitions] is not allowed to be set when the type is non-partition."}
+	}
+	if a.Type == global.Partitioned {
+		return d.PartitionsAllowed(*a.Partitions)
 	}
 	return nil
 }

@@ -51,7 +51,7 @@ func (h *handler) routeSchemas() {
 // handleSchema registers a schema route; the schemas path names persistent
 // topics without their domain, as Pulsar's does.
 func (h *handler) handleSchema(pattern string, op operation, fn topicRoute) {
-	h.handle(pattern, opNone, func(w http.ResponseWriter, r *http.Request) error {
+	h.register(pattern, op, opNone, func(w http.ResponseWriter, r *http.Request) error {
 		t, err := topicFromPath(topology.Persistent, r)
 		if err != nil {
 			return err

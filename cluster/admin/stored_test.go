@@ -184,24 +184,45 @@ func TestSubscriptionPermissions(t *testing.T) {
 }
 
 // TestDynamicConfiguration keeps a value with '/' in it, lists it and
-// deletes it.
+// deletes it; an unknown name or a value its setting does not take is
+// refused with 412 and a reason, and nothing is stored (both were stored
+// with a 200).
 func TestDynamicConfiguration(t *testing.T) {
 	const p = "/admin/v2/brokers/configuration/"
-	if status, body := call(t, "POST", p+"someSetting/a%2Fb", ""); status != http.StatusOK {
+	const name = "allowAutoSubscriptionCreation"
+	// A boolean takes any value, as on Pulsar (pulsaradmin's own test
+	// stores a JSON document in this one).
+	if status, body := call(t, "POST", p+name+"/a%2Fb", ""); status != http.StatusOK {
 		t.Fatalf("set: %d %s", status, body)
 	}
 	status, body := call(t, "GET", p+"values", "")
 	var m map[string]string
-	if err := json.Unmarshal([]byte(body), &m); status != http.StatusOK || err != nil || m["someSetting"] != "a/b" {
+	if err := json.Unmarshal([]byte(body), &m); status != http.StatusOK || err != nil || m[name] != "a/b" {
 		t.Fatalf("values: %d %s", status, body)
 	}
-	if status, body := call(t, "GET", p, ""); status != http.StatusOK || !strings.Contains(body, `"someSetting"`) {
+	if status, body := call(t, "GET", p, ""); status != http.StatusOK || !strings.Contains(body, `"`+name+`"`) {
 		t.Fatalf("names: %d %s", status, body)
 	}
-	if status, body := call(t, "DELETE", p+"someSetting", ""); status != http.StatusNoContent {
+	for _, bad := range []string{"someSetting/x", "defaultNumPartitions/x", "defaultNumPartitions/0", "defaultNumPartitions/1000001",
+		"maxUnackedMessagesPerConsumer/-1", "allowAutoTopicCreationType/sometimes", "brokerServicePort/1"} {
+		status, body := call(t, "POST", p+bad, "")
+		var r struct {
+			Reason string `json:"reason"`
+		}
+		if status != http.StatusPreconditionFailed || json.Unmarshal([]byte(body), &r) != nil || r.Reason == "" {
+			t.Errorf("set %s: %d %s, want 412 with a reason", bad, status, body)
+		}
+	}
+	if _, body := call(t, "GET", p+"values", ""); body != `{"`+name+`":"a/b"}` {
+		t.Fatalf("values after the refusals: %s", body)
+	}
+	if status, body := call(t, "DELETE", p+name, ""); status != http.StatusNoContent {
 		t.Fatalf("delete: %d %s", status, body)
 	}
-	if status, _ := call(t, "DELETE", p+"someSetting", ""); status != http.StatusNotFound {
+	if status, _ := call(t, "DELETE", p+name, ""); status != http.StatusNotFound {
 		t.Fatalf("second delete: %d, want 404", status)
+	}
+	if status, _ := call(t, "DELETE", p+"someSetting", ""); status != http.StatusPreconditionFailed {
+		t.Fatalf("delete of an unknown name: %d, want 412", status)
 	}
 }

@@ -74,15 +74,12 @@ func (h *handler) listTopics(d topology.Domain, partitioned bool) route {
 		switch {
 		case d != topology.Persistent:
 		case partitioned:
-			for _, name := range h.svc.Policies().Topics(tenant, ns) {
-				t, err := topology.ParseTopicName(name)
-				if err != nil || t.Domain != d {
-					continue
-				}
-				if tp, ok := h.svc.Policies().Topic(t); ok && tp.Partitions > 0 {
+			for t := range h.svc.PartitionedTopics(tenant, ns) {
+				if t.Domain == d {
 					out = append(out, t.String())
 				}
 			}
+			slices.Sort(out)
 		default:
 			names, err := h.svc.TopicsOfNamespace(r.Context(), tenant, ns)
 			if err != nil {
@@ -188,12 +185,19 @@ func (h *handler) partitionsBody(r *http.Request) (int, map[string]string, error
 	if n < 1 {
 		return 0, nil, fmt.Errorf("%w: the number of partitions must be at least 1, got %d", ErrPrecondition, n)
 	}
+	if err := h.cfg.PolicyDefaults.PartitionsAllowed(n); err != nil {
+		return 0, nil, err
+	}
 	return n, props, nil
 }
 
-// createPartitioned stores a partitioned topic's metadata, then creates the
-// partitions this broker serves, as Pulsar creates them eagerly (the
-// others are created on first use).
+// createPartitioned stores a partitioned topic's metadata. Its partitions
+// are created and loaded where they are served when first used (a client
+// attaches to them, or an admin request names them), not here: Pulsar
+// creates each partition's managed ledger at once, but loading them all
+// from one request would make its cost the request's count, where a
+// client's use pays for what it uses. Listings name them from the start
+// all the same (Service.TopicsOfNamespace).
 func (h *handler) createPartitioned(w http.ResponseWriter, r *http.Request, t topology.TopicName) error {
 	n, props, err := h.partitionsBody(r)
 	if err != nil {
@@ -209,21 +213,12 @@ func (h *handler) createPartitioned(w http.ResponseWriter, r *http.Request, t to
 	if err := h.checkNewTopic(r, t); err != nil {
 		return err
 	}
-	rc, err := h.svc.Global().CreateTopic(r.Context(), t, global.TopicPolicies{Partitions: n, Extra: extra})
+	rc, err := h.svc.Global().CreateTopic(r.Context(), t, global.TopicPolicies{Partitions: n, Created: time.Now().UnixMilli(), Extra: extra})
 	if err != nil {
 		return err
 	}
 	h.await(r, rc)
-	for i := range n {
-		p := t.PartitionN(i)
-		if local, _, err := h.owner(r, p); err == nil && local {
-			if _, err := h.svc.Topic(r.Context(), p, true); err != nil {
-				h.log.Info("partition not created eagerly; it will be on first use", "topic", p.String(), "err", err)
-			}
-		}
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
+	return noContent(w)
 }
 
 // await waits until this broker's cache shows a write, so that the
@@ -293,8 +288,10 @@ func (h *handler) deleteTopic(w http.ResponseWriter, r *http.Request, t topology
 	return noContent(w)
 }
 
-// deletePartitioned deletes every partition (where it is served), then the
-// metadata. Partitions never created are skipped.
+// deletePartitioned deletes every partition created in this region (where
+// it is served), then the metadata. The partitions never created, which
+// may be most of a large topic's, cost nothing: they are found with one
+// listing (Service.StoredPartitions), not looked up one by one.
 func (h *handler) deletePartitioned(w http.ResponseWriter, r *http.Request, t topology.TopicName) error {
 	force, err := queryBool(r, "force")
 	if err != nil {
@@ -307,7 +304,11 @@ func (h *handler) deletePartitioned(w http.ResponseWriter, r *http.Request, t to
 	if n == 0 {
 		return fmt.Errorf("%w: partitioned topic %s does not exist", ErrNotFound, t)
 	}
-	err = h.onPartitions(r, t, n, "DELETE", "", nil, func(p topology.TopicName) ([]byte, error) {
+	stored, err := h.svc.StoredPartitions(r.Context(), t, n)
+	if err != nil {
+		return err
+	}
+	err = h.onEachPartition(r, stored, "DELETE", "", nil, func(p topology.TopicName) ([]byte, error) {
 		return nil, h.svc.DeleteTopic(r.Context(), p, force)
 	}, nil)
 	if err != nil {
@@ -330,8 +331,17 @@ func (h *handler) deletePartitioned(w http.ResponseWriter, r *http.Request, t to
 // that does not exist is skipped (Pulsar creates partitions lazily too).
 func (h *handler) onPartitions(r *http.Request, t topology.TopicName, n int, method, suffix string, body []byte,
 	local func(p topology.TopicName) ([]byte, error), collect func(p topology.TopicName, b []byte) error) error {
+	ps := make([]topology.TopicName, n)
 	for i := range n {
-		p := t.PartitionN(i)
+		ps[i] = t.PartitionN(i)
+	}
+	return h.onEachPartition(r, ps, method, suffix, body, local, collect)
+}
+
+// onEachPartition is onPartitions over the partitions ps.
+func (h *handler) onEachPartition(r *http.Request, ps []topology.TopicName, method, suffix string, body []byte,
+	local func(p topology.TopicName) ([]byte, error), collect func(p topology.TopicName, b []byte) error) error {
+	for _, p := range ps {
 		isLocal, url, err := h.owner(r, p)
 		if err != nil {
 			return err
@@ -346,7 +356,7 @@ func (h *handler) onPartitions(r *http.Request, t topology.TopicName, n int, met
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("partition %d: %w", i, err)
+			return fmt.Errorf("partition %d: %w", p.Partition, err)
 		}
 		if collect != nil {
 			if err := collect(p, b); err != nil {
@@ -522,7 +532,13 @@ func (h *handler) partitionedStats(w http.ResponseWriter, r *http.Request, t top
 		out.Partitions = map[string]topicStats{}
 	}
 	dedup := h.dedup(t)
-	err = h.onPartitions(r, t, n, "GET", "/stats", nil, func(p topology.TopicName) ([]byte, error) {
+	// The partitions created so far: the others, never used, have nothing
+	// to count, and asking for their statistics would create them.
+	stored, err := h.svc.StoredPartitions(r.Context(), t, n)
+	if err != nil {
+		return err
+	}
+	err = h.onEachPartition(r, stored, "GET", "/stats", nil, func(p topology.TopicName) ([]byte, error) {
 		tp, err := h.svc.Topic(r.Context(), p, false)
 		if err != nil {
 			return nil, err
@@ -547,6 +563,10 @@ func (h *handler) partitionedStats(w http.ResponseWriter, r *http.Request, t top
 	}
 	if out.DeduplicationStatus == "" {
 		out.DeduplicationStatus = map[bool]string{true: "Enabled", false: "Disabled"}[dedup]
+	}
+	if tp, found := h.svc.Policies().Topic(t); found {
+		// Created before any partition was (they are, when first used).
+		out.add(topicStats{TopicCreationTimeStamp: tp.Created})
 	}
 	return ok(w, out)
 }

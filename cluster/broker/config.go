@@ -115,6 +115,19 @@ type Config struct {
 	// end. Pulsar has no such setting (its requests are callbacks, not
 	// goroutines). Default 1000; at least 1.
 	MaxRequestsPerConnection int
+	// MaxProducersPerConnection and MaxConsumersPerConnection bound the
+	// producers and the consumers one connection holds at once; a PRODUCER
+	// or SUBSCRIBE past either is answered NotAllowedError ("Reached the
+	// maximum number of producers on this connection"). Each costs a
+	// goroutine and its state, a producer also its receipts in flight, so
+	// the bound keeps one client's share of the broker's memory in
+	// proportion. Pulsar has no such setting (it bounds producers and
+	// consumers per topic: ServiceConfig.Policies' MaxProducersPerTopic
+	// and the others). Default 10000 each, many times what one client
+	// opens on one broker (pulsar-client-go opens one connection per
+	// broker for all its producers and consumers); 0 is no bound.
+	MaxProducersPerConnection int
+	MaxConsumersPerConnection int
 }
 
 // DefaultConfig returns the defaults for a broker advertised at serviceURL.
@@ -139,6 +152,9 @@ func DefaultConfig(serviceURL string) Config {
 		MaxPendingPublishes:      1000,
 		MaxPendingPublishBytes:   64 << 20,
 		MaxRequestsPerConnection: 1000,
+
+		MaxProducersPerConnection: 10000,
+		MaxConsumersPerConnection: 10000,
 	}
 }
 
@@ -167,6 +183,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: MaxPendingPublishes %d, want 0 (no bound) or more", ErrInvalidConfig, c.MaxPendingPublishes)
 	case c.MaxPendingPublishBytes < 0:
 		return fmt.Errorf("%w: MaxPendingPublishBytes %d, want 0 (no bound) or more", ErrInvalidConfig, c.MaxPendingPublishBytes)
+	case c.MaxProducersPerConnection < 0 || c.MaxConsumersPerConnection < 0:
+		return fmt.Errorf("%w: MaxProducersPerConnection %d, MaxConsumersPerConnection %d: want 0 (no bound) or more",
+			ErrInvalidConfig, c.MaxProducersPerConnection, c.MaxConsumersPerConnection)
 	case c.MaxRequestsPerConnection < 1:
 		return fmt.Errorf("%w: MaxRequestsPerConnection %d, want at least 1", ErrInvalidConfig, c.MaxRequestsPerConnection)
 	case c.WriteTimeout != 0 && (c.WriteTimeout < 100*time.Millisecond || c.WriteTimeout > c.KeepAliveInterval):

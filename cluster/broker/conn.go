@@ -352,15 +352,20 @@ func (c *conn) took(o outbound) outbound {
 }
 
 // register adds v to m (a map of the connection's producers or consumers)
-// under id, unless the id is taken or the connection is closing.
-func register[T any](c *conn, m map[uint64]*T, id uint64, v *T) bool {
+// under id, unless the id is taken or the connection is closing (taken is
+// set), or m holds max already (0: no bound; full is the refusal to
+// answer, naming what m holds).
+func register[T any](c *conn, m map[uint64]*T, id uint64, v *T, max int, what string) (taken bool, full error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := m[id]; ok || c.ctx.Err() != nil {
-		return false
+		return true, nil
+	}
+	if max > 0 && len(m) >= max {
+		return false, fmt.Errorf("%w: Reached the maximum number of %s on this connection (%d)", wire.ErrNotAllowed, what, max)
 	}
 	m[id] = v
-	return true
+	return false, nil
 }
 
 // unregister removes v from m, reporting whether it was there (so that

@@ -183,7 +183,13 @@ func (c *conn) handleSubscribe(req *pb.CommandSubscribe) {
 		defer cancel()
 		sub.endIfUnused(cctx)
 	}
-	if !c.addConsumer(cons) {
+	taken, full := c.addConsumer(cons)
+	if full != nil {
+		abandon()
+		c.sendError(reqID, full)
+		return
+	}
+	if taken {
 		// The client asks again for a consumer it holds here: its request
 		// timed out, or one disconnect made it reconnect twice. Answered
 		// as the first was, once that one is attached, as Pulsar does; but
@@ -224,7 +230,9 @@ func (c *conn) consumerFor(id uint64) (*consumer, error) {
 	return nil, fmt.Errorf("%w: consumer %d not found on this connection", wire.ErrConsumerNotFound, id)
 }
 
-func (c *conn) addConsumer(cons *consumer) bool { return register(c, c.mu.consumers, cons.id, cons) }
+func (c *conn) addConsumer(cons *consumer) (taken bool, full error) {
+	return register(c, c.mu.consumers, cons.id, cons, c.srv.cfg.MaxConsumersPerConnection, "consumers")
+}
 
 func (c *conn) forgetConsumer(cons *consumer) bool {
 	return unregister(c, c.mu.consumers, cons.id, cons)

@@ -35,7 +35,12 @@ import (
 //     reader stops reading until one is answered (acquireRequestSlot);
 //   - a connection's SENDs awaiting their receipt: MaxPendingPublishes and
 //     MaxPendingPublishBytes. At either bound the reader stops reading until
-//     half of them are answered (awaitPublishRoom).
+//     half of them are answered (awaitPublishRoom). A producer's own queue
+//     of them holds what is in flight, at most maxReceipts (receipts.go);
+//   - a connection's producers and consumers: MaxProducersPerConnection and
+//     MaxConsumersPerConnection. One past either is answered NotAllowed
+//     (register); a topic's and a subscription's are Pulsar's policies,
+//     with the broker's defaults in ServiceConfig.Policies.
 //
 // Pausing the reader is TCP's own backpressure: the client's frames wait in
 // the socket buffers and then in the client, whose sends block or time out

@@ -9,6 +9,7 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/meridian-mq/meridian/cluster/broker/brokertest"
 	"github.com/meridian-mq/meridian/cluster/wire/pb"
 	"github.com/meridian-mq/meridian/global"
 )
@@ -61,6 +62,48 @@ func TestProducerConsumerLimits(t *testing.T) {
 	createProducer(t, c, pulsar.ProducerOptions{Topic: own})
 	_, err = c.CreateProducer(pulsar.ProducerOptions{Topic: own})
 	refused("third producer under the topic's limit of 2", err, "ProducerBusy")
+}
+
+// TestConnectionProducerConsumerLimits: a connection's producers and
+// consumers are bounded (MaxProducersPerConnection,
+// MaxConsumersPerConnection): the one past either is refused with
+// NotAllowed, whatever topic it names, and a place freed is taken again;
+// another connection has its own. There was no bound.
+func TestConnectionProducerConsumerLimits(t *testing.T) {
+	r := startBroker(t, nil, func(cfg *brokertest.Config) {
+		cfg.Broker.MaxProducersPerConnection, cfg.Broker.MaxConsumersPerConnection = 2, 2
+	})
+	c := newClient(t, r.ServiceURL())
+	a, b := topicFor(t), topicFor(t)
+	first := createProducer(t, c, pulsar.ProducerOptions{Topic: a})
+	createProducer(t, c, pulsar.ProducerOptions{Topic: b})
+	if p, err := c.CreateProducer(pulsar.ProducerOptions{Topic: b}); err == nil || !strings.Contains(err.Error(), "NotAllowed") {
+		if p != nil {
+			p.Close()
+		}
+		t.Fatalf("third producer on the connection: %v, want NotAllowed", err)
+	}
+	first.Close()
+	createProducer(t, c, pulsar.ProducerOptions{Topic: b})
+
+	opts := func(sub string) pulsar.ConsumerOptions {
+		return pulsar.ConsumerOptions{Topic: a, SubscriptionName: sub, Type: pulsar.Shared}
+	}
+	one := subscribe(t, c, opts("s1"))
+	subscribe(t, c, opts("s2"))
+	if cons, err := c.Subscribe(opts("s3")); err == nil || !strings.Contains(err.Error(), "NotAllowed") {
+		if cons != nil {
+			cons.Close()
+		}
+		t.Fatalf("third consumer on the connection: %v, want NotAllowed", err)
+	}
+	one.Close()
+	subscribe(t, c, opts("s3"))
+
+	// Another client's connection has places of its own.
+	other := newClient(t, r.ServiceURL())
+	createProducer(t, other, pulsar.ProducerOptions{Topic: a})
+	subscribe(t, other, opts("s4"))
 }
 
 // TestTopicSubscriptionAndUnackedLimits: a topic's maxSubscriptionsPerTopic

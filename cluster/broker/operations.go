@@ -10,6 +10,7 @@ import (
 
 	"github.com/meridian-mq/meridian/cluster/broker/loadmgr"
 	"github.com/meridian-mq/meridian/cluster/broker/schema"
+	"github.com/meridian-mq/meridian/cluster/meta"
 	"github.com/meridian-mq/meridian/cluster/mledger"
 	"github.com/meridian-mq/meridian/cluster/wire"
 	"github.com/meridian-mq/meridian/cluster/wire/pb"
@@ -497,3 +498,68 @@ func (s *Service) Self() loadmgr.Owner { return s.cfg.self() }
 
 // Schemas returns the schema registry.
 func (s *Service) Schemas() *schema.Registry { return s.schemas }
+
+// PartitionedTopics returns the partitioned topics of tenant/ns and their
+// partition counts, as the global configuration's cache has them.
+func (s *Service) PartitionedTopics(tenant, ns string) map[topology.TopicName]int {
+	out := map[topology.TopicName]int{}
+	for _, name := range s.policies.Topics(tenant, ns) {
+		t, err := topology.ParseTopicName(name)
+		if err != nil {
+			continue
+		}
+		if tp, ok := s.policies.Topic(t); ok && tp.Partitions > 0 {
+			out[t] = tp.Partitions
+		}
+	}
+	return out
+}
+
+// declaredPartitions names every partition of the persistent partitioned
+// topics of tenant/ns. A partition is created where it is served when it
+// is first used, not when its topic is (see StoredPartitions), and is
+// listed from the start all the same, as on Pulsar: a regex consumer
+// finds a partitioned topic before anyone has produced to it. The count
+// is bounded by BrokerDefaults.MaxNumPartitions per topic.
+func (s *Service) declaredPartitions(tenant, ns string) []string {
+	var names []string
+	for t, n := range s.PartitionedTopics(tenant, ns) {
+		if t.Domain != topology.Persistent {
+			continue
+		}
+		for i := range n {
+			names = append(names, t.PartitionN(i).String())
+		}
+	}
+	return names
+}
+
+// StoredPartitions returns the partitions of partitioned topic t, below
+// its count n, that have been created in this region (they have a managed
+// ledger), in order, from one listing of the metadata store. A partition
+// is created when first used, so a partitioned topic's operations over
+// every partition (its delete) visit these rather than all n: deleting a
+// topic of many partitions, few of them used, costs what was used.
+func (s *Service) StoredPartitions(ctx context.Context, t topology.TopicName, n int) ([]topology.TopicName, error) {
+	// A partition's name is its topic's, a suffix and its index; the
+	// key of the suffix's end, without the index, prefixes every one.
+	first := t.Base().PartitionN(0).String()
+	prefix := mledger.ListKey(s.cfg.Region, first[:len(first)-1])
+	kvs, _, err := s.store.List(ctx, prefix)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", wire.ErrMetadata, err)
+	}
+	var out []topology.TopicName
+	for _, kv := range kvs {
+		name, err := meta.Name(kv.Key)
+		if err != nil {
+			continue
+		}
+		p, err := topology.ParseTopicName(name)
+		if err == nil && p.IsPartition() && p.Base() == t.Base() && p.Partition < n {
+			out = append(out, p)
+		}
+	}
+	slices.SortFunc(out, func(a, b topology.TopicName) int { return a.Partition - b.Partition })
+	return out, nil
+}

@@ -16,12 +16,6 @@ import (
 	"github.com/meridian-mq/meridian/cluster/wire/pb"
 )
 
-// receiptQueue bounds the SENDs of one producer awaiting their receipt;
-// a full queue stops the connection's reader (backpressure), as a full
-// managed-ledger queue does. It is above pulsar-client-go's default
-// MaxPendingMessages (1000 batches).
-const receiptQueue = 4096
-
 // producer is one client producer on one connection.
 //
 // Ownership: publish runs on the connection's reader goroutine, which
@@ -58,7 +52,7 @@ type producer struct {
 	// WaitForExclusive producer's turn comes); a SEND before is a client
 	// error.
 	ready    atomic.Bool
-	receipts chan receipt
+	receipts *receiptQueue
 	stop     chan struct{}
 	stopOnce sync.Once
 	done     chan struct{}
@@ -112,7 +106,7 @@ type receipt struct {
 func newProducer(c *conn, t *Topic, id uint64, name string, dedup bool, requestID uint64) *producer {
 	repl := strings.HasPrefix(name, ReplicationProducerPrefix)
 	return &producer{c: c, topic: t, id: id, name: name, dedup: dedup || (repl && dedupReplicated), repl: repl, requestID: requestID,
-		receipts: make(chan receipt, receiptQueue), stop: make(chan struct{}), done: make(chan struct{}),
+		receipts: newReceiptQueue(), stop: make(chan struct{}), done: make(chan struct{}),
 		receipted: make(chan struct{}, 1)}
 }
 
@@ -300,27 +294,13 @@ func storedAt(pos mledger.Position) *pb.MessageIdData {
 	return pb.MessageIdData_builder{LedgerId: ptr(uint64(pos.Ledger)), EntryId: ptr(uint64(pos.Entry))}.Build()
 }
 
-func (p *producer) queue(r receipt) {
-	select {
-	case p.receipts <- r:
-	case <-p.stop:
-	case <-p.c.ctx.Done():
-	}
-}
+func (p *producer) queue(r receipt) { p.receipts.push(r, p.stop, p.c.ctx.Done()) }
 
 // answer sends the receipts in order until the producer stops.
 func (p *producer) answer() {
 	for {
-		var r receipt
-		var ok bool
-		select {
-		case r, ok = <-p.receipts:
-			if !ok {
-				return
-			}
-		case <-p.stop:
-			return
-		case <-p.c.ctx.Done():
+		r, ok := p.receipts.pop(p.stop, p.c.ctx.Done())
+		if !ok {
 			return
 		}
 		var pos mledger.Position
@@ -457,7 +437,7 @@ func (p *producer) disconnectTo(dest *loadmgr.Owner) {
 // still answered.
 func (p *producer) closed() {
 	p.topic.removeProducer(p)
-	close(p.receipts)
+	p.receipts.close()
 }
 
 // waitDone waits for the receipt goroutine, so that a CLOSE_PRODUCER's
@@ -498,7 +478,12 @@ func (c *conn) handleProducer(req *pb.CommandProducer) {
 	}
 	p := newProducer(c, topic, req.GetProducerId(), name, eff.DeduplicationEnabled, reqID)
 	p.mode, p.since, p.metadata = req.GetProducerAccessMode(), time.Now(), keyValues(req.GetMetadata())
-	if !c.addProducer(p) {
+	taken, full := c.addProducer(p)
+	if full != nil {
+		c.sendError(reqID, full)
+		return
+	}
+	if taken {
 		// A client whose request timed out asks again with the same id:
 		// answer it as the first, as Pulsar does, once that one is ready.
 		if q, ok := c.producerFor(p.id); ok && q.ready.Load() && q.topic == topic {
@@ -601,7 +586,9 @@ func (c *conn) holdsProducer(p *producer) bool {
 
 func (c *conn) producerFor(id uint64) (*producer, bool) { return registered(c, c.mu.producers, id) }
 
-func (c *conn) addProducer(p *producer) bool { return register(c, c.mu.producers, p.id, p) }
+func (c *conn) addProducer(p *producer) (taken bool, full error) {
+	return register(c, c.mu.producers, p.id, p, c.srv.cfg.MaxProducersPerConnection, "producers")
+}
 
 func (c *conn) forgetProducer(p *producer) bool { return unregister(c, c.mu.producers, p.id, p) }
 

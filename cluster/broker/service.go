@@ -469,7 +469,10 @@ func (s *Service) Partitions(ctx context.Context, t topology.TopicName) (int, er
 		return 0, nil
 	}
 	n := *auto.Partitions
-	r, err := s.gstore.CreateTopic(ctx, t, global.TopicPolicies{Partitions: n})
+	if err := s.cfg.Policies.PartitionsAllowed(n); err != nil {
+		return 0, fmt.Errorf("%w: auto-create partitioned topic %s: %w", wire.ErrNotAllowed, t, err)
+	}
+	r, err := s.gstore.CreateTopic(ctx, t, global.TopicPolicies{Partitions: n, Created: s.clock.Now().UnixMilli()})
 	if err != nil && !errors.Is(err, global.ErrExists) {
 		return 0, fmt.Errorf("%w: auto-create partitioned topic %s: %v", wire.ErrMetadata, t, err)
 	}
@@ -499,7 +502,8 @@ func (s *Service) exists(ctx context.Context, t topology.TopicName) (bool, error
 
 // TopicsOfNamespace implements Topics: the persistent topics of
 // tenant/ns that exist in this region, partitions listed one by one, as
-// GET_TOPICS_OF_NAMESPACE answers.
+// GET_TOPICS_OF_NAMESPACE answers; every partition of a partitioned topic
+// is listed, created yet or not (declaredPartitions).
 func (s *Service) TopicsOfNamespace(ctx context.Context, tenant, ns string) ([]string, error) {
 	if _, ok := s.policies.Namespace(tenant, ns); !ok {
 		return nil, nil // Pulsar lists no topics for a namespace that does not exist
@@ -520,8 +524,9 @@ func (s *Service) TopicsOfNamespace(ctx context.Context, tenant, ns string) ([]s
 			names = append(names, t.String())
 		}
 	}
+	names = append(names, s.declaredPartitions(tenant, ns)...)
 	slices.Sort(names)
-	return names, nil
+	return slices.Compact(names), nil
 }
 
 // Topic implements Topics: the loaded topic t, loading it if this broker

@@ -46,6 +46,10 @@ type BrokerConfig struct {
 	WebTLSAddr    string
 	// TLS is the server side of the TLS listeners.
 	TLS TLSConfig
+	// Web bounds the HTTP server of WebAddr and WebTLSAddr: its timeouts
+	// and open connections (maxHttpServerConnections). The zero value is
+	// DefaultHTTPConfig.
+	Web HTTPConfig
 	// Auth is client authentication (Pulsar's authenticationEnabled and
 	// its providers), on the protocol and, through Authenticator, on the
 	// admin API. Broker.Auth, when set, is used instead (tests).
@@ -128,6 +132,7 @@ func DefaultBrokerConfig(host string) BrokerConfig {
 		BookieWait:     30 * time.Second,
 		DrainTimeout:   30 * time.Second,
 		Auth:           auth.DefaultConfig(),
+		Web:            DefaultHTTPConfig(),
 
 		DefaultNamespaceBundles: global.DefaultConfig().DefaultBundles,
 	}
@@ -145,6 +150,9 @@ func (c BrokerConfig) Validate() error {
 		return errors.New("node: serving TLS (BrokerTLSAddr, WebTLSAddr) needs TLS.CertFile and TLS.KeyFile (tlsCertificateFilePath, tlsKeyFilePath)")
 	case c.DrainTimeout < time.Second:
 		return fmt.Errorf("node: BrokerConfig.DrainTimeout %v, want at least 1s", c.DrainTimeout)
+	}
+	if err := c.Web.orDefault().Validate(); err != nil {
+		return err
 	}
 	return c.Auth.Validate()
 }
@@ -329,14 +337,15 @@ func startBroker(ctx context.Context, r *regionParts, cfg BrokerConfig) (_ *Brok
 	if err != nil {
 		return nil, fmt.Errorf("node: admin API: %w", err)
 	}
-	web := &http.Server{Handler: webHandler(r.registry, adm, n.statusPage, r.pprof), ReadHeaderTimeout: 10 * time.Second}
+	webCfg := cfg.Web.orDefault()
+	web := webCfg.server(webHandler(r.registry, adm, n.statusPage, r.pprof))
 	n.closers = append(n.closers, func() { web.Close() })
 
 	// One goroutine per listener, all owned by Close through served.
 	var serving sync.WaitGroup
 	serveWeb := func(ln net.Listener) {
 		serving.Go(func() {
-			if err := web.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := web.Serve(webCfg.listener(ln)); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.Warn("web server stopped", "listener", ln.Addr().String(), "err", err)
 			}
 		})

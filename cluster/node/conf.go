@@ -170,6 +170,7 @@ var pulsarConfKeys = []confMapping{
 	{"maxConcurrentTopicLoadRequest", integer(1, 1<<31-1, func(c *RegionConfig) *int { return &c.Broker.Service.MaxConcurrentTopicLoads })},
 	{"brokerMaxConnections", integer(0, 1<<31-1, func(c *RegionConfig) *int { return &c.Broker.Broker.MaxConnections })},
 	{"brokerMaxConnectionsPerIp", integer(0, 1<<31-1, func(c *RegionConfig) *int { return &c.Broker.Broker.MaxConnectionsPerIP })},
+	{"maxHttpServerConnections", integer(0, 1<<31-1, func(c *RegionConfig) *int { return &c.Broker.Web.MaxConnections })},
 	{"maxPendingPublishRequestsPerConnection", integer(0, 1<<31-1, func(c *RegionConfig) *int { return &c.Broker.Broker.MaxPendingPublishes })},
 	{"maxUnackedMessagesPerConsumer", func(c *RegionConfig, v string) error {
 		// Pulsar's 0 means "no limit".
@@ -230,6 +231,10 @@ var pulsarConfKeys = []confMapping{
 		return fmt.Errorf("want %s or %s", global.Partitioned, global.NonPartitioned)
 	}},
 	{"defaultNumPartitions", integer(1, 1<<16, func(c *RegionConfig) *int { return &c.Broker.Service.Policies.DefaultNumPartitions })},
+	{"maxProducersPerTopic", integer(0, 1<<31-1, func(c *RegionConfig) *int { return &c.Broker.Service.Policies.MaxProducersPerTopic })},
+	{"maxConsumersPerTopic", integer(0, 1<<31-1, func(c *RegionConfig) *int { return &c.Broker.Service.Policies.MaxConsumersPerTopic })},
+	{"maxConsumersPerSubscription", integer(0, 1<<31-1, func(c *RegionConfig) *int { return &c.Broker.Service.Policies.MaxConsumersPerSubscription })},
+	{"maxNumPartitionsPerPartitionedTopic", integer(0, 1<<31-1, func(c *RegionConfig) *int { return &c.Broker.Service.Policies.MaxNumPartitions })},
 	{"defaultRetentionTimeInMinutes", integer(-1, 1<<31-1, func(c *RegionConfig) *int { return &c.Broker.Service.Policies.RetentionTimeInMinutes })},
 	{"defaultRetentionSizeInMB", int64Field(-1, 1<<40, func(c *RegionConfig) *int64 { return &c.Broker.Service.Policies.RetentionSizeInMB })},
 	{"ttlDurationDefaultInSeconds", integer(0, 1<<31-1, func(c *RegionConfig) *int { return &c.Broker.Service.Policies.MessageTTLInSeconds })},

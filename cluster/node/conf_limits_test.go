@@ -17,6 +17,11 @@ maxConcurrentTopicLoadRequest=7
 brokerMaxConnections=5000
 brokerMaxConnectionsPerIp=50
 maxPendingPublishRequestsPerConnection=0
+maxNumPartitionsPerPartitionedTopic=64
+maxHttpServerConnections=100
+maxProducersPerTopic=3
+maxConsumersPerTopic=4
+maxConsumersPerSubscription=5
 `)
 	if err != nil || len(ignored) != 0 {
 		t.Fatalf("%v, ignored %v", err, ignored)
@@ -26,13 +31,21 @@ maxPendingPublishRequestsPerConnection=0
 	if want := [5]int{100, 7, 5000, 50, 0}; got != want {
 		t.Fatalf("lookups, topic loads, connections, per IP, pending publishes = %v, want %v", got, want)
 	}
+	if n, h := cfg.Service.Policies.MaxNumPartitions, cfg.Web.MaxConnections; n != 64 || h != 100 {
+		t.Fatalf("maxNumPartitionsPerPartitionedTopic, maxHttpServerConnections: %d, %d, want 64, 100", n, h)
+	}
+	if p := cfg.Service.Policies; p.MaxProducersPerTopic != 3 || p.MaxConsumersPerTopic != 4 || p.MaxConsumersPerSubscription != 5 {
+		t.Fatalf("maxProducersPerTopic, maxConsumersPerTopic, maxConsumersPerSubscription: %+v, want 3, 4, 5", p)
+	}
 	def := node.DefaultBrokerConfig("localhost")
 	if d := def.Broker; def.Service.MaxConcurrentLookups != 50_000 || def.Service.MaxConcurrentTopicLoads != 5000 ||
-		d.MaxConnections != 10000 || d.MaxConnectionsPerIP != 2000 || d.MaxPendingPublishes != 1000 {
+		d.MaxConnections != 10000 || d.MaxConnectionsPerIP != 2000 || d.MaxPendingPublishes != 1000 ||
+		def.Service.Policies.MaxNumPartitions != 1000 {
 		t.Fatalf("defaults %+v, %d: want Pulsar's, and connection bounds on", d, def.Service.MaxConcurrentTopicLoads)
 	}
 	for _, text := range []string{"maxConcurrentLookupRequest=0", "maxConcurrentTopicLoadRequest=0", "brokerMaxConnections=-1",
-		"brokerMaxConnectionsPerIp=x", "maxPendingPublishRequestsPerConnection=-5"} {
+		"brokerMaxConnectionsPerIp=x", "maxPendingPublishRequestsPerConnection=-5", "maxNumPartitionsPerPartitionedTopic=-1",
+		"maxHttpServerConnections=-1", "maxProducersPerTopic=-1", "maxConsumersPerSubscription=x"} {
 		if _, _, _, err := applyConf(t, text); !errors.Is(err, node.ErrConf) || !strings.Contains(err.Error(), text) {
 			t.Errorf("%s: %v, want ErrConf naming it", text, err)
 		}

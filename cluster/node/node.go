@@ -147,6 +147,9 @@ type RegionConfig struct {
 	// health and readiness endpoints (health.go), on a listener of its
 	// own: for processes without a broker (a bookie, a replicator).
 	MetricsAddr string
+	// MetricsHTTP bounds the server of MetricsAddr, as BrokerConfig.Web
+	// does the broker's; the zero value is DefaultHTTPConfig.
+	MetricsHTTP HTTPConfig
 	// Ledger tunes the region's ledger client, which its broker and its
 	// replicator share; the zero value is ledger.DefaultConfig. Its Region,
 	// RegionNumber (from the global store) and Registerer are set by the
@@ -202,6 +205,9 @@ func (c Config) Validate() error {
 		}
 		if err := r.Metrics.Validate(); err != nil {
 			return fmt.Errorf("node: region %s: %w", r.Name, err)
+		}
+		if err := r.MetricsHTTP.orDefault().Validate(); err != nil {
+			return fmt.Errorf("node: region %s: MetricsHTTP: %w", r.Name, err)
 		}
 		if r.Broker != nil {
 			if err := r.Broker.Validate(); err != nil {
@@ -558,10 +564,11 @@ func (n *Node) startRegion(ctx context.Context, p regionParts, rc RegionConfig) 
 		return r, fmt.Errorf("node: metrics listener of region %s: %w", p.name, err)
 	}
 	r.metricsLn = ln
-	r.metrics = &http.Server{Handler: r.metricsHandler(p.pprof), ReadHeaderTimeout: 10 * time.Second}
+	mcfg := rc.MetricsHTTP.orDefault()
+	r.metrics = mcfg.server(r.metricsHandler(p.pprof))
 	go func() {
 		defer close(r.served)
-		if err := r.metrics.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := r.metrics.Serve(mcfg.listener(ln)); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			p.log.Warn("metrics server stopped", "listener", ln.Addr().String(), "err", err)
 		}
 	}()
