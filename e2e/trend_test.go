@@ -139,10 +139,17 @@ func childOpenFiles(t *testing.T, extra []*os.File) int {
 		child.Process.Kill()
 		child.Wait()
 	}()
-	// Until exec replaces the fork, the child's table is the fork's.
-	testkit.WaitFor(t, "the child running sleep", func() bool {
+	// Until exec replaces the fork, the child's table is the fork's; and
+	// after the exec, the dynamic loader opens and closes files (the
+	// loader's cache, the C library) before sleep's main runs. So the
+	// count waits until the child sleeps: running sleep, in an
+	// interruptible wait (state S), which the loader never is, since it
+	// reads its files from the page cache (R) or the disk (D).
+	testkit.WaitFor(t, "the child asleep in sleep", func() bool {
 		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", child.Process.Pid))
-		return strings.HasPrefix(string(cmdline), "sleep\x00")
+		stat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", child.Process.Pid))
+		_, fields, _ := strings.Cut(string(stat), ") ") // the command may hold spaces: after its ')'
+		return strings.HasPrefix(string(cmdline), "sleep\x00") && strings.HasPrefix(fields, "S ")
 	})
 	n, err := ProcOpenFiles(child.Process.Pid)
 	if err != nil {
