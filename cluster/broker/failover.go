@@ -236,11 +236,12 @@ func (f *regionFailover) pass() {
 	f.keepSession(ctx, len(namespaces) > 0)
 	f.setGates(f.gates(ctx, namespaces))
 	probed, watched, regions := map[string]bool{}, map[string]bool{}, map[string]bool{}
+	sessions := sessionReads{f: f, read: map[string][]global.FailoverSession{}}
 	for _, o := range namespaces {
 		if o.policies.ActiveRegion != f.svc.cfg.Region {
 			probed[o.name()], watched[o.watchKey()], regions[o.policies.ActiveRegion] = true, true, true
 			f.probe(ctx, o)
-			f.decide(ctx, o)
+			f.decide(ctx, o, &sessions)
 		}
 	}
 	f.unwatch(ctx, probed)
@@ -469,9 +470,9 @@ func (f *regionFailover) unwatch(ctx context.Context, probed map[string]bool) {
 
 // decide switches o to its next region when the active one is lost (see
 // the file's comment).
-func (f *regionFailover) decide(ctx context.Context, o optedIn) {
+func (f *regionFailover) decide(ctx context.Context, o optedIn, reads *sessionReads) {
 	active, delay, now := o.policies.ActiveRegion, o.failover.Delay(), f.now()
-	sessions, err := f.svc.gstore.FailoverSessions(ctx, active)
+	sessions, err := reads.of(ctx, active)
 	if err != nil {
 		return
 	}
@@ -503,13 +504,14 @@ func (f *regionFailover) decide(ctx context.Context, o optedIn) {
 	if !gone && votes < majority {
 		return
 	}
-	to := f.nextRegion(ctx, o)
+	to := nextRegion(ctx, o, reads)
 	if to == "" {
 		f.svc.log.Warn("automatic failover: no fallback region holds a session", "namespace", o.name(), "active_region", active)
 		return
 	}
 	wait := time.Duration(0)
 	if len(sessions) > 0 {
+		reads.forget(active)
 		if err := f.svc.gstore.RevokeFailoverSessions(ctx, active); err != nil {
 			f.svc.log.Warn("automatic failover: revoking the active region's sessions", "namespace", o.name(), "err", err)
 			return
@@ -548,14 +550,35 @@ func unreachableVotes(views []global.FailoverView, active string, by time.Time) 
 
 // nextRegion is o's first fallback region whose brokers hold sessions, or
 // "" when none does.
-func (f *regionFailover) nextRegion(ctx context.Context, o optedIn) string {
+func nextRegion(ctx context.Context, o optedIn, reads *sessionReads) string {
 	for _, r := range o.policies.FallbackRegions() {
-		if ss, err := f.svc.gstore.FailoverSessions(ctx, r); err == nil && len(ss) > 0 {
+		if ss, err := reads.of(ctx, r); err == nil && len(ss) > 0 {
 			return r
 		}
 	}
 	return ""
 }
+
+// sessionReads reads each region's sessions once per pass, however many
+// namespaces ask.
+type sessionReads struct {
+	f    *regionFailover
+	read map[string][]global.FailoverSession
+}
+
+func (r *sessionReads) of(ctx context.Context, region string) ([]global.FailoverSession, error) {
+	if ss, ok := r.read[region]; ok {
+		return ss, nil
+	}
+	ss, err := r.f.svc.gstore.FailoverSessions(ctx, region)
+	if err == nil {
+		r.read[region] = ss
+	}
+	return ss, err
+}
+
+// forget drops what was read of region, whose sessions are being revoked.
+func (r *sessionReads) forget(region string) { delete(r.read, region) }
 
 // lookupElsewhere is where a lookup of t goes instead of this region while
 // this region is t's active region but has lost the session it needs to
