@@ -58,10 +58,10 @@ type FailoverSwitch struct {
 	// milliseconds).
 	AtMillis int64 `json:"atMillis"`
 	// DispatchWaitMillis is how long after AtMillis the new region waits
-	// before it dispatches replicated subscriptions: the sessions of From
-	// were revoked while From may still run, and From stops on its own
-	// timer, at most one session TTL later. 0 when From's sessions had
-	// ended by themselves.
+	// before it dispatches replicated subscriptions: the rest of a session
+	// TTL since the writer first saw no session of From (a whole TTL when
+	// it revoked them itself), since From, cut off, stops on its own timer
+	// at most a TTL after its last session ended.
 	DispatchWaitMillis int64 `json:"dispatchWaitMillis"`
 }
 

@@ -46,9 +46,12 @@ import (
 //     dispatch, whatever it is doing; or
 //     (b) a majority of the set has seen it unreachable for the delay, in
 //     the views of every broker of each such region; its sessions are
-//     then revoked first, and the new region waits a whole SessionTTL
-//     before it dispatches, since the old region learns of the revocation
-//     only by its own timer when it is cut off.
+//     then revoked first.
+//     The new region waits until no session of the old one has been seen
+//     for a whole SessionTTL (the rest of it, recorded with the switch):
+//     a session may have ended by a revocation, another decider's
+//     included, and the old region learns of that only by its own timer
+//     when it is cut off.
 //
 // A region that is active but cannot hold its session sends lookups to the
 // first fallback region, which will take over if the switch comes.
@@ -66,8 +69,10 @@ type FailoverConfig struct {
 	// process pauses. Default 2s; more than 0 and less than SessionTTL/2.
 	Margin time.Duration
 	// Interval is how often a broker checks its session, probes the
-	// active regions and decides on a switch. Default 1s; at least 10ms
-	// and less than SessionTTL/3.
+	// active regions and decides on a switch. Default 1s; at least 10ms,
+	// less than SessionTTL/3, and at most Margin: a session that a broker
+	// of the old region takes and another decider revokes between two
+	// passes goes unseen, and the Margin covers it.
 	Interval time.Duration
 	// ProbeTimeout bounds one probe. Default 2s; at least 10ms.
 	ProbeTimeout time.Duration
@@ -88,8 +93,9 @@ func (c FailoverConfig) validate() error {
 		return fmt.Errorf("%w: Failover.SessionTTL %v, want at least 2s", ErrInvalidConfig, c.SessionTTL)
 	case c.Margin <= 0 || 2*c.Margin >= c.SessionTTL:
 		return fmt.Errorf("%w: Failover.Margin %v, want more than 0 and less than half of SessionTTL %v", ErrInvalidConfig, c.Margin, c.SessionTTL)
-	case c.Interval < 10*time.Millisecond || 3*c.Interval >= c.SessionTTL:
-		return fmt.Errorf("%w: Failover.Interval %v, want at least 10ms and less than a third of SessionTTL %v", ErrInvalidConfig, c.Interval, c.SessionTTL)
+	case c.Interval < 10*time.Millisecond || 3*c.Interval >= c.SessionTTL || c.Interval > c.Margin:
+		return fmt.Errorf("%w: Failover.Interval %v, want at least 10ms, less than a third of SessionTTL %v and at most Margin %v",
+			ErrInvalidConfig, c.Interval, c.SessionTTL, c.Margin)
 	case c.ProbeTimeout < 10*time.Millisecond:
 		return fmt.Errorf("%w: Failover.ProbeTimeout %v, want at least 10ms", ErrInvalidConfig, c.ProbeTimeout)
 	}
@@ -478,18 +484,19 @@ func (f *regionFailover) decide(ctx context.Context, o optedIn, reads *sessionRe
 	}
 	gone := false
 	if len(sessions) == 0 {
-		// Counted from when this broker's probes began to fail, if they
-		// did first: a region that dies is unreachable at once, while its
-		// leases take up to a SessionTTL to expire. The delay is not what
-		// makes the switch safe (the absence of sessions is), only what
-		// keeps a blip from causing one.
-		since, seen := f.sessionsGone[active]
+		absent, seen := f.sessionsGone[active]
 		if !seen {
-			since = now
-			if u, down := f.unreachableSince[o.watchKey()]; down && u.Before(since) {
-				since = u
-			}
-			f.sessionsGone[active] = since
+			absent = now
+			f.sessionsGone[active] = absent
+		}
+		// The delay counts from when this broker's probes began to fail,
+		// if they did first: a region that dies is unreachable at once,
+		// while its leases take up to a SessionTTL to expire. The delay
+		// is not what makes the switch safe, only what keeps a blip from
+		// causing one.
+		since := absent
+		if u, down := f.unreachableSince[o.watchKey()]; down && u.Before(since) {
+			since = u
 		}
 		gone = now.Sub(since) >= delay
 	} else {
@@ -509,16 +516,23 @@ func (f *regionFailover) decide(ctx context.Context, o optedIn, reads *sessionRe
 		f.svc.log.Warn("automatic failover: no fallback region holds a session", "namespace", o.name(), "active_region", active)
 		return
 	}
-	wait := time.Duration(0)
 	if len(sessions) > 0 {
 		reads.forget(active)
 		if err := f.svc.gstore.RevokeFailoverSessions(ctx, active); err != nil {
 			f.svc.log.Warn("automatic failover: revoking the active region's sessions", "namespace", o.name(), "err", err)
 			return
 		}
-		wait = f.cfg.SessionTTL
 	}
-	_, err = f.svc.gstore.SwitchActiveRegion(ctx, o.tenant, o.ns, active, to, now, wait)
+	// What makes the switch safe: the new region dispatches only once no
+	// session of the old one has been seen for a whole SessionTTL, since
+	// whatever ended the last one, its expiry or a revocation (this
+	// broker's, just now, or another decider's), its broker stops by its
+	// own timer within that. at is read after the revocation.
+	at, wait := f.now(), f.cfg.SessionTTL
+	if absent, seen := f.sessionsGone[active]; seen && len(sessions) == 0 {
+		wait = max(0, wait-at.Sub(absent))
+	}
+	_, err = f.svc.gstore.SwitchActiveRegion(ctx, o.tenant, o.ns, active, to, at, wait)
 	if err != nil {
 		f.svc.log.Info("automatic failover: switch not written", "namespace", o.name(), "from", active, "to", to, "err", err)
 		return

@@ -156,6 +156,17 @@ func TestFailoverJudgesARegionMadeActiveAgainAfresh(t *testing.T) {
 	if got := active(); got != "r2" {
 		t.Fatalf("after r1 held no session for the delay, active region %s, want r2", got)
 	}
+	// r2 waits out the rest of a session TTL since it saw r1's sessions
+	// gone: whatever ended them, a revocation included, r1's brokers stop
+	// by their own timer within a TTL.
+	p, err = gstore.Namespace(ctx, "t", "ns")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := p.AutoFailover()
+	if want := (DefaultFailoverConfig().SessionTTL - 2*time.Second).Milliseconds(); a.LastSwitch == nil || a.LastSwitch.DispatchWaitMillis != want {
+		t.Fatalf("switch %+v, want a wait of %d ms", a.LastSwitch, want)
+	}
 	setActive("") // the cache shows the switch
 	f.pass()      // r2 is active: it watches nothing
 
