@@ -63,7 +63,7 @@ type Delivery struct {
 	Key          string
 	MessageID    string
 	At           time.Time
-	Acked        bool // the broker confirmed the ack
+	Acked        bool // the broker confirmed the ack (with ConsumerConfig.GroupedAcks: the client took it)
 	AckAt        time.Time
 }
 

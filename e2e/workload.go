@@ -356,6 +356,16 @@ type ConsumerConfig struct {
 	Type         SubscriptionType
 	// Name is the consumer name, recorded with each delivery.
 	Name string
+	// Replicated subscribes with replicate_subscription_state, so that
+	// the subscription's acks travel to the other regions.
+	Replicated bool
+	// GroupedAcks acks as applications do by default: pulsar-client-go
+	// groups acks for up to 100 ms and the broker does not confirm them,
+	// so Delivery.Acked says only that the client took the ack (at
+	// AckAt). Without it each ack waits for the broker's confirmation
+	// before the next message is received, which over a link with latency
+	// holds a consumer to one message per round trip.
+	GroupedAcks bool
 }
 
 // Validate reports a missing field or an unknown subscription type.
@@ -400,7 +410,8 @@ func StartConsumer(ctx context.Context, client pulsar.Client, rec *Recorder, cfg
 	}
 	c, err := client.Subscribe(pulsar.ConsumerOptions{Topic: cfg.Topic, SubscriptionName: cfg.Subscription, Name: cfg.Name,
 		Type: subscriptionTypes[cfg.Type], SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest,
-		AckWithResponse: true, EnableBatchIndexAcknowledgment: true, MessageChannel: make(chan pulsar.ConsumerMessage)})
+		AckWithResponse: !cfg.GroupedAcks, EnableBatchIndexAcknowledgment: true, MessageChannel: make(chan pulsar.ConsumerMessage),
+		ReplicateSubscriptionState: cfg.Replicated})
 	if err != nil {
 		return nil, fmt.Errorf("e2e: subscribe %s to %s: %w", cfg.Subscription, cfg.Topic, err)
 	}
@@ -422,7 +433,9 @@ func StartConsumer(ctx context.Context, client pulsar.Client, rec *Recorder, cfg
 				// Recorded as it is: the checker reports it as never sent.
 				d.Message = Message{Producer: "unparsable " + strings.ToValidUTF8(string(msg.Payload()), "?")}
 			}
-			if ackRetrying(ctx, c, msg) {
+			if cfg.GroupedAcks {
+				d.Acked, d.AckAt = c.Ack(msg) == nil, time.Now()
+			} else if ackRetrying(ctx, c, msg) {
 				d.Acked, d.AckAt = true, time.Now()
 			}
 			rec.mu.Lock()

@@ -92,6 +92,25 @@ func (s *Store) DeleteSubscriptionStates(ctx context.Context, t topology.TopicNa
 	return nil
 }
 
+// SubscriptionStates reads every region's states of t's subscriptions,
+// linearizably: every write acknowledged before the call is in the answer.
+func (s *Store) SubscriptionStates(ctx context.Context, t topology.TopicName) ([]SubscriptionState, error) {
+	prefix := s.subscriptionStatesPrefix(t)
+	ctx, cancel := s.opCtx(ctx)
+	defer cancel()
+	kvs, _, err := s.st.List(ctx, prefix)
+	if err != nil {
+		return nil, fail("list", prefix, err)
+	}
+	var out []SubscriptionState
+	for _, kv := range kvs {
+		if st, ok := s.parseSubscriptionState(prefix, kv); ok {
+			out = append(out, st)
+		}
+	}
+	return out, nil
+}
+
 // WatchSubscriptionStates follows every region's states of t's
 // subscriptions until ctx ends (meta.ListWatch): snapshot gets the whole
 // set, after a start and after every watch error, and replaces what the

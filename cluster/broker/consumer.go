@@ -204,6 +204,16 @@ func (c *conn) handleSubscribe(req *pb.CommandSubscribe) {
 		c.sendError(reqID, fmt.Errorf("%w: consumer %d is already present on the connection", wire.ErrServiceNotReady, cons.id))
 		return
 	}
+	if rs := topic.rs; rs != nil && sub.replicated() && sub.consumerCount() == 0 {
+		// The first consumer may have come from another region: start it
+		// from what that region last wrote (replicatedSubs.catchUp).
+		cctx, cancel := context.WithTimeout(ctx, replicatedCatchUpTimeout)
+		if err := rs.catchUp(cctx); err != nil {
+			topic.svc.log.Warn("replicated subscription: the other regions' states not read before a consumer attached; it may get messages acked there",
+				"topic", topic.Name(), "subscription", sub.name, "err", err)
+		}
+		cancel()
+	}
 	if err := sub.addConsumer(cons, req.GetSubType(), req.GetKeySharedMeta(), eff.MaxConsumersPerSubscription); err != nil {
 		c.forgetConsumer(cons)
 		abandon()

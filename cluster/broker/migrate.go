@@ -33,9 +33,13 @@ import (
 //     in the new region, so each message is stored once.
 //   - A subscription's dispatch stops first, while acks still reach its
 //     cursor; the consumers' last acks (pulsar-client-go groups them for
-//     up to 100 ms) are awaited for migrationAckGrace, the cursor is
-//     written, and then the consumers are told to go. What they hold
-//     unacked is delivered again, which is not a duplicate.
+//     up to 100 ms) are awaited for migrationAckGrace, a replicated
+//     subscription's state is written to the global store (flushed, past
+//     its Interval), and then the consumers are told to go. The region
+//     they go to reads that state before it attaches them
+//     (replicatedSubs.catchUp), so what was acked here is not delivered
+//     there. What they hold unacked is delivered again, which is not a
+//     duplicate.
 //
 // Replication producers (ReplicationProducerPrefix) stay: replication into
 // this region must go on whichever region is active, as their lookups are
@@ -242,6 +246,14 @@ func (s *subscription) migrate(ctx context.Context, to migrationTarget) {
 	defer cancel()
 	_, consumers := s.stop(ctx)
 	s.awaitAcks(ctx, migrationAckGrace)
+	if rs := s.topic.rs; rs != nil && s.replicated() {
+		// Written before the consumers go, so that the region they go to
+		// reads it when they attach there (replicatedSubs.catchUp).
+		if err := rs.flush(ctx).err; err != nil {
+			s.topic.svc.log.Warn("moving a subscription's consumers: its replicated state not written; they may get acked messages again",
+				"topic", s.topic.Name(), "subscription", s.name, "err", err)
+		}
+	}
 	for _, c := range consumers {
 		if held, ok := registered(c.c, c.c.mu.consumers, c.id); !ok || held != c {
 			continue // the client closed it meanwhile

@@ -55,6 +55,11 @@ const (
 	indexReader = "meridian.replsub.index"
 	// indexReadBatch is the most entries one read of the index takes.
 	indexReadBatch = 500
+	// replicatedCatchUpTimeout bounds the catch-up before the first
+	// consumer of a replicated subscription attaches. Past it the consumer
+	// attaches on the states the watch has shown: the data path does not
+	// wait on the global store for longer (DESIGN §3).
+	replicatedCatchUpTimeout = 2 * time.Second
 )
 
 // ReplicatedSubscriptionsConfig says how replicated subscriptions' states
@@ -107,11 +112,14 @@ func (c ReplicatedSubscriptionsConfig) validate() error {
 // elsewhere, or, while other regions have states, by new entries (a state
 // may name entries that had not arrived yet). An idle topic costs nothing.
 type replicatedSubs struct {
-	t      *Topic
-	cfg    ReplicatedSubscriptionsConfig
-	wake   chan struct{} // cap 1
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	t    *Topic
+	cfg  ReplicatedSubscriptionsConfig
+	wake chan struct{} // cap 1
+	// syncNow asks run for a sync at once, past the Interval, and for its
+	// outcome on the channel sent (cap 1): a flush.
+	syncNow chan chan syncOutcome
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
 
 	mu struct {
 		sync.Mutex
@@ -134,6 +142,16 @@ type replicatedSubs struct {
 	index   *replsub.Index
 	reader  *mledger.Cursor
 	written map[string]replsub.State // the last state written, by subscription
+	behind  bool                     // the last sync applied a state ahead of replication (replsub.Index.Behind)
+}
+
+// syncOutcome is what a flush learns of the sync it asked for.
+type syncOutcome struct {
+	// behind is set when a state applied names messages, consumed in its
+	// region, that have not reached this one yet: applied as they come,
+	// by a later sync.
+	behind bool
+	err    error
 }
 
 // startReplicatedSubs starts carrying t's replicated subscriptions when t
@@ -144,7 +162,7 @@ func startReplicatedSubs(t *Topic) *replicatedSubs {
 		return nil
 	}
 	r := &replicatedSubs{t: t, cfg: t.svc.cfg.ReplicatedSubscriptions, wake: make(chan struct{}, 1),
-		written: map[string]replsub.State{}}
+		syncNow: make(chan chan syncOutcome), written: map[string]replsub.State{}}
 	r.mu.states = map[string]map[string]global.SubscriptionState{}
 	r.mu.taken = map[string]map[string]int64{}
 	r.mu.forgotten = map[string]bool{}
@@ -199,13 +217,73 @@ func (r *replicatedSubs) changeStates(changed []global.SubscriptionState) {
 			delete(r.mu.states[st.Subscription], st.Region)
 			continue
 		}
-		if r.mu.states[st.Subscription] == nil {
-			r.mu.states[st.Subscription] = map[string]global.SubscriptionState{}
-		}
-		r.mu.states[st.Subscription][st.Region] = st
+		r.putStateLocked(st)
 	}
 	r.mu.Unlock()
 	r.poke()
+}
+
+func (r *replicatedSubs) putStateLocked(st global.SubscriptionState) {
+	if r.mu.states[st.Subscription] == nil {
+		r.mu.states[st.Subscription] = map[string]global.SubscriptionState{}
+	}
+	r.mu.states[st.Subscription][st.Region] = st
+}
+
+// catchUp reads the topic's states from the global store itself, not the
+// watch, and applies them at once: a consumer that moves here from another
+// region (a switch of the active region, a failover) then starts from
+// everything that region had written when it let the consumer go
+// (migrate.go flushes first), not from what the watch had shown and a
+// sync applied, which may be an Interval and more behind. A state read
+// here replaces the held one only if it is newer: the watch may have
+// shown a later write meanwhile.
+//
+// A state may name messages that replication has not brought here yet
+// (the other region consumed them moments after it stored them); catchUp
+// applies again as entries arrive, until none is missing or ctx ends, so
+// that they are not delivered here when they come.
+func (r *replicatedSubs) catchUp(ctx context.Context) error {
+	read, err := r.t.svc.gstore.SubscriptionStates(ctx, r.t.name)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	for _, st := range read {
+		if held, ok := r.mu.states[st.Subscription][st.Region]; !ok || held.ModRevision < st.ModRevision {
+			r.putStateLocked(st)
+		}
+	}
+	r.mu.Unlock()
+	for {
+		arrived := r.t.ml.Changed()
+		out := r.flush(ctx)
+		if out.err != nil || !out.behind {
+			return out.err
+		}
+		select {
+		case <-arrived:
+		case <-ctx.Done():
+			return fmt.Errorf("messages consumed in another region have not all reached this one: %w", ctx.Err())
+		}
+	}
+}
+
+// flush has run sync at once, past the Interval, and waits for it: this
+// region's states are then written, and the others' applied.
+func (r *replicatedSubs) flush(ctx context.Context) syncOutcome {
+	done := make(chan syncOutcome, 1)
+	select {
+	case r.syncNow <- done:
+	case <-ctx.Done():
+		return syncOutcome{err: ctx.Err()}
+	}
+	select {
+	case out := <-done:
+		return out
+	case <-ctx.Done():
+		return syncOutcome{err: ctx.Err()}
+	}
 }
 
 // remoteStates reports whether another region has stored a state of one
@@ -259,23 +337,31 @@ func (r *replicatedSubs) run(ctx context.Context) {
 		if r.remoteStates() {
 			tail = r.t.ml.Changed()
 		}
+		var flushed chan syncOutcome // a flush's, which waits for this sync
 		select {
 		case <-r.wake:
 		case <-tail:
+		case flushed = <-r.syncNow:
 		case <-ctx.Done():
 			return
 		}
-		if wait := clock.Until(last.Add(r.cfg.Interval)); wait > 0 {
+		if wait := clock.Until(last.Add(r.cfg.Interval)); wait > 0 && flushed == nil {
 			timer := clock.NewTimer(wait)
 			select {
 			case <-timer.Chan():
+			case flushed = <-r.syncNow:
+				timer.Stop()
 			case <-ctx.Done():
 				timer.Stop()
 				return
 			}
 		}
 		last = clock.Now()
-		if err := r.sync(ctx); err != nil && ctx.Err() == nil {
+		err := r.sync(ctx)
+		if flushed != nil {
+			flushed <- syncOutcome{behind: r.behind, err: err}
+		}
+		if err != nil && ctx.Err() == nil {
 			// The next sync (an Interval on) tries again.
 			r.t.svc.log.Warn("replicated subscriptions: sync failed", "topic", r.t.Name(), "err", err)
 			r.poke()
@@ -287,6 +373,7 @@ func (r *replicatedSubs) run(ctx context.Context) {
 // the subscriptions here and writes the states of those that changed.
 func (r *replicatedSubs) sync(ctx context.Context) error {
 	region := r.t.svc.cfg.Region
+	r.behind = false
 	r.mu.Lock()
 	states := make(map[string]map[string]global.SubscriptionState, len(r.mu.states))
 	for sub, byRegion := range r.mu.states {
@@ -384,6 +471,7 @@ func (r *replicatedSubs) syncSubscription(ctx context.Context, name string, stor
 				if err := s.applyRemote(r.index.Translate(st, s.cursor.MarkDeletePosition())); err != nil {
 					return err
 				}
+				r.behind = r.behind || r.index.Behind(st)
 			}
 		}
 	}

@@ -346,3 +346,58 @@ func TestClusterMigrationMovesConsumersOnceDrained(t *testing.T) {
 	}
 	checkPayloads(t, receiveAll(t, cons, after, 500*time.Millisecond), payloads("m", before, before+after))
 }
+
+// TestPlannedSwitchCarriesTheLastAcks: with a sync interval of an hour, a
+// replicated subscription's acks in east reach west only because the
+// switch carries them: east writes the state before it lets the consumer
+// go, and west reads it before it attaches the consumer. So a consumer
+// that acked everything in east (each ack confirmed) gets nothing of it
+// again in west.
+func TestPlannedSwitchCarriesTheLastAcks(t *testing.T) {
+	n, urls := startDevWith(t, func(r *node.RegionConfig) {
+		r.Broker.Service.ReplicatedSubscriptions = broker.ReplicatedSubscriptionsConfig{Interval: time.Hour, MaxRanges: 10_000}
+	}, "east", "west")
+	updateNamespace(t, n, func(p *global.Policies) { p.ActiveRegion = "east" })
+	const topic, total = "persistent://public/default/switch-acks", 50
+	both := urls["east"] + "," + strings.TrimPrefix(urls["west"], "pulsar://")
+	c := newClient(t, pulsar.ClientOptions{URL: both})
+	cons, err := c.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Type: pulsar.Shared,
+		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest, ReplicateSubscriptionState: true, AckWithResponse: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	p, err := c.CreateProducer(pulsar.ProducerOptions{Topic: topic, Name: "acks", DisableBatching: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	for i := range total {
+		send(t, p, &pulsar.ProducerMessage{Payload: fmt.Appendf(nil, "m-%d", i)})
+	}
+	for range total {
+		if err := cons.Ack(receiveUnacked(t, cons)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Every entry is in west, so that east's state names only entries west
+	// can place.
+	west := region(t, n, "west").Broker().Service()
+	testkit.WaitFor(t, "west to store every entry", func() bool {
+		tp, err := west.Topic(t.Context(), mustTopicName(t, topic), false)
+		return err == nil && tp.Stats().Entries == total
+	})
+
+	updateNamespace(t, n, func(p *global.Policies) { p.ActiveRegion = "west" })
+	name, err := utils.GetTopicName(topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, "the producer and the consumer to serve in west", func() bool {
+		return servesClients(t, adminOf(t, n, "west"), *name, "acks", "s")
+	})
+	send(t, p, &pulsar.ProducerMessage{Payload: []byte("sentinel")})
+	if again := drainUntil(t, cons, "sentinel"); len(again) > 0 {
+		t.Fatalf("west delivered %d messages acked in east before the switch: %v", len(again), again)
+	}
+}

@@ -21,6 +21,8 @@ type Index struct {
 	// from the index, which every replicated subscription had consumed.
 	trimmedAcks map[Origin]Ranges
 	trimmed     *mledger.Position // the last position trimmed, nil while none was
+	// latest is the highest offset of each origin appended, trimmed or not.
+	latest map[Origin]int64
 }
 
 type indexed struct {
@@ -29,11 +31,30 @@ type indexed struct {
 }
 
 // NewIndex returns an empty index.
-func NewIndex() *Index { return &Index{trimmedAcks: map[Origin]Ranges{}} }
+func NewIndex() *Index { return &Index{trimmedAcks: map[Origin]Ranges{}, latest: map[Origin]int64{}} }
 
 // Append adds the entry at p, which follows every entry appended before.
 func (x *Index) Append(p mledger.Position, id Identity) {
 	x.entries = append(x.entries, indexed{pos: p, id: id})
+	x.latest[id.Origin] = max(x.latest[id.Origin], id.Last)
+}
+
+// Behind reports whether st says that messages of an origin were consumed
+// that have not reached this region yet: offsets past the last entry of
+// that origin appended here. Replication brings each origin's entries in
+// order, so once it has brought them up to st's last offset, Translate
+// places everything st says of that origin. An origin with no entry here
+// at all is not counted: none of its entries may ever come (it does not
+// replicate here), or all of them may be gone (trimmed before the index
+// began), and waiting on it would wait for nothing.
+func (x *Index) Behind(st State) bool {
+	for _, o := range st.Origins {
+		last, ok := x.latest[o.Origin]
+		if ok && len(o.Acked) > 0 && o.Acked[len(o.Acked)-1].To > last {
+			return true
+		}
+	}
+	return false
 }
 
 // Len returns the number of entries held.

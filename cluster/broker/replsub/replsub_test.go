@@ -252,3 +252,25 @@ func BenchmarkTranslate(b *testing.B) {
 		x.Translate(st, mledger.Position{Ledger: 1, Entry: -1})
 	}
 }
+
+// TestBehind: a state that names offsets of an origin past its last entry
+// here is ahead of replication; once they arrive, trimmed or not, it is
+// not. An origin with no entry here does not hold anything back.
+func TestBehind(t *testing.T) {
+	x := NewIndex()
+	x.Append(pos(0), Identity{east, 0, 3})
+	x.Append(pos(1), Identity{west, 0, 0})
+	st := State{Origins: []OriginAcks{{east, Ranges{{0, 1}, {5, 5}}}, {west, Ranges{{0, 0}}}}}
+	if !x.Behind(st) {
+		t.Fatal("east 5 acked elsewhere, east 3 the last here: not behind")
+	}
+	x.Append(pos(2), Identity{east, 4, 5})
+	x.TrimThrough(pos(2))
+	if x.Behind(st) {
+		t.Fatal("behind once east 5 arrived and was trimmed")
+	}
+	south := Origin{Region: "south", Incarnation: 1}
+	if x.Behind(State{Origins: []OriginAcks{{south, Ranges{{0, 9}}}}}) {
+		t.Fatal("behind on an origin with no entry here")
+	}
+}
