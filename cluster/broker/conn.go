@@ -65,6 +65,10 @@ type conn struct {
 		sync.Mutex
 		producers map[uint64]*producer
 		consumers map[uint64]*consumer
+		// moved are the producers this connection moved to another
+		// region (migrate.go), whose late SENDs are dropped, not taken as
+		// the client's error: see handleSend.
+		moved map[uint64]bool
 	}
 }
 
@@ -99,6 +103,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 		limits:     newConnLimits(s.cfg),
 	}
 	c.mu.producers = make(map[uint64]*producer)
+	c.mu.moved = make(map[uint64]bool)
 	c.mu.consumers = make(map[uint64]*consumer)
 	c.lastReceived.Store(time.Now().UnixNano())
 	return c

@@ -231,6 +231,7 @@ func (p *producer) migrate(ctx context.Context, to migrationTarget) {
 	if !p.c.holdsProducer(p) {
 		return // the client closed it meanwhile
 	}
+	p.c.markMoved(p)
 	p.c.send(topicMigrated(p.id, pb.CommandTopicMigrated_Producer, to))
 	p.disconnect()
 	p.topic.svc.metrics.migrated(pb.CommandTopicMigrated_Producer)

@@ -18,7 +18,8 @@ import (
 // becomes east, the broker answers the SEND it took, then sends the
 // producer and the consumer TOPIC_MIGRATED with the brokers of every
 // region of the set (east's first, then its own region's) and closes them;
-// the replicator's producer stays and replicates on.
+// the replicator's producer stays and replicates on. A late SEND of the
+// moved producer does not close the connection.
 func TestSwitchTellsClientsEveryRegion(t *testing.T) {
 	r := startBroker(t, nil)
 	addEastRegion(t, r)
@@ -87,6 +88,11 @@ func TestSwitchTellsClientsEveryRegion(t *testing.T) {
 			closed["consumer"] = true
 		}
 	}
+	// A SEND that crossed the CLOSE_PRODUCER on the wire is dropped; the
+	// connection, which may carry consumers still being handed over, stays.
+	rc.sendMessage(1, "app", 1, []byte("late"))
+	rc.send(pb.BaseCommand_builder{Type: pb.BaseCommand_PING.Enum(), Ping: pb.CommandPing_builder{}.Build()}.Build())
+	rc.expect(pb.BaseCommand_PONG)
 	md := pb.MessageMetadata_builder{ProducerName: proto.String("app"), SequenceId: proto.Uint64(0),
 		PublishTime: proto.Uint64(uint64(time.Now().UnixMilli()))}.Build()
 	repl.replicate(1, 7, md, []byte("replicated"))

@@ -547,6 +547,16 @@ func (c *conn) handleProducer(req *pb.CommandProducer) {
 func (c *conn) handleSend(f *wire.Frame) error {
 	send := f.Command.GetSend()
 	p, ok := c.producerFor(send.GetProducerId())
+	if !ok && c.producerMoved(send.GetProducerId()) {
+		// It crossed the TOPIC_MIGRATED and CLOSE_PRODUCER on the wire.
+		// Dropped unanswered, the client sends it again in the region it
+		// moves to; closing the connection instead would tear its
+		// consumers away before their subscriptions were handed over
+		// (migrate.go). The producer does not come back on this
+		// connection before its late SENDs have arrived: only once this
+		// region is active again.
+		return nil
+	}
 	if !ok || !p.ready.Load() {
 		// The client's state is wrong, or the SEND crossed the broker's
 		// CLOSE_PRODUCER on the wire. Pulsar drops the latter and keeps the
@@ -587,10 +597,31 @@ func (c *conn) holdsProducer(p *producer) bool {
 func (c *conn) producerFor(id uint64) (*producer, bool) { return registered(c, c.mu.producers, id) }
 
 func (c *conn) addProducer(p *producer) (taken bool, full error) {
-	return register(c, c.mu.producers, p.id, p, c.srv.cfg.MaxProducersPerConnection, "producers")
+	taken, full = register(c, c.mu.producers, p.id, p, c.srv.cfg.MaxProducersPerConnection, "producers")
+	if !taken && full == nil {
+		c.mu.Lock()
+		delete(c.mu.moved, p.id) // back: a SEND for it is its own again
+		c.mu.Unlock()
+	}
+	return taken, full
 }
 
 func (c *conn) forgetProducer(p *producer) bool { return unregister(c, c.mu.producers, p.id, p) }
+
+// markMoved records that p is moved to another region (see handleSend).
+func (c *conn) markMoved(p *producer) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.mu.moved[p.id] = true
+}
+
+// producerMoved reports whether producer id was moved to another region
+// and has not registered here again since.
+func (c *conn) producerMoved(id uint64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mu.moved[id]
+}
 
 // awaitReceipts waits, within ctx, until every SEND the producer took has
 // been answered (or the producer has ended).
