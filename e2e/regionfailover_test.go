@@ -81,16 +81,20 @@ func (c *foConsumer) firstFrom(region string, t time.Time) (time.Time, bool) {
 }
 
 // TestRegionFailoverAutomatic runs three regions (20 ms links, one broker
-// each) with namespace fo/ns replicated to all three, r1 active, r2 then
-// r3 its fallback, and automatic failover after autoFoDelay. A producer and a
-// Shared consumer of a replicated subscription, on a service URL listing
-// every region's broker with the README's client settings, run at
-// 100 msg/s throughout. Three faults of r1, each healed and followed by a
-// planned switch back to r1:
-//   - every process of r1 SIGKILLed, then restarted;
-//   - r1 cut off from the other regions (its broker links), the global
-//     store still reachable;
-//   - r1 cut off from the global store only.
+// each) whose global store has one member in each region, as production
+// lays it out (BedConfig.GlobalMembers), with namespace fo/ns replicated
+// to all three, r1 active, r2 then r3 its fallback, and automatic failover
+// after autoFoDelay. A producer and a Shared consumer of a replicated
+// subscription, on a service URL listing every region's broker with the
+// README's client settings, run at 100 msg/s throughout. Four faults of
+// r1, each healed and followed by a planned switch back to r1:
+//   - every process of r1 SIGKILLed, its global member included, then
+//     restarted;
+//   - r1 cut off from the other regions, its global member included
+//     (Bed.CutRegion): r1 loses the global store too;
+//   - r1's brokers cut off from the other regions, its member still in
+//     the global store (Bed.CutBrokers);
+//   - r1 cut off from the global store only (Bed.CutGlobal).
 //
 // Each must switch to r2, and r2 must serve the consumer, with r1 having
 // delivered nothing after r2's first delivery. At the end every
@@ -105,10 +109,10 @@ func TestRegionFailoverAutomatic(t *testing.T) {
 	for _, name := range []string{"r1", "r2", "r3"} {
 		regions = append(regions, RegionConfig{Name: name, EtcdMembers: 1, Bookies: 2, Brokers: 1, Replicators: 1, BrokerArgs: args})
 	}
-	bed := StartBed(t, BedConfig{Binary: meridianBin, Regions: regions, GlobalEtcd: true, LocalClients: true})
+	bed := StartBed(t, BedConfig{Binary: meridianBin, Regions: regions, GlobalEtcd: true, GlobalMembers: 3, LocalClients: true})
 	var hosts []string
 	for _, r := range bed.Regions {
-		for _, l := range []*Link{r.Brokers[0].Link, r.Brokers[0].WebLink} {
+		for _, l := range r.InboundLinks() {
 			if err := l.SetShape(Shape{Latency: wanLatency}); err != nil {
 				t.Fatal(err)
 			}
@@ -177,6 +181,7 @@ func TestRegionFailoverAutomatic(t *testing.T) {
 	r1Store := bed.Dial(ctx, r1.EtcdEndpoints())
 	r1Processes := func() []*Process {
 		out := append([]*Process{}, r1.Etcd...)
+		out = append(out, r1.GlobalMember)
 		out = append(out, r1.Bookies...)
 		out = append(out, r1.Brokers[0].Process)
 		return append(out, r1.Replicators...)
@@ -204,8 +209,9 @@ func TestRegionFailoverAutomatic(t *testing.T) {
 				p.Restart(ctx)
 			}
 		}},
-		{"r1 cut off from the other regions", func() { bed.CutRegion("r1") }, func() { bed.RestoreRegion("r1") }},
-		{"r1 cut off from the global store", func() { r1.GlobalLink.Cut() }, func() { r1.GlobalLink.Restore() }},
+		{"r1 cut off, its global member included", func() { bed.CutRegion("r1") }, func() { bed.RestoreRegion("r1") }},
+		{"r1's brokers cut off from the other regions", func() { bed.CutBrokers("r1") }, func() { bed.RestoreRegion("r1") }},
+		{"r1 cut off from the global store", func() { bed.CutGlobal("r1") }, func() { bed.RestoreGlobal("r1") }},
 	}
 	var report []string
 	type phase struct {
@@ -315,6 +321,6 @@ func TestRegionFailoverAutomatic(t *testing.T) {
 		report = append(report, fmt.Sprintf("delivered again during %s: %d (%.1f s of traffic)", ph.name, dups[i], float64(dups[i])/100))
 		total += dups[i]
 	}
-	t.Logf("automatic failover, 3 regions, 20 ms links, delay %v, session %v, 100 msg/s, clients: %s:\n\t%s\n\t%d acknowledged messages, 0 lost, %d deliveries again in all",
+	t.Logf("automatic failover, 3 regions, a global member in each, 20 ms links, delay %v, session %v, 100 msg/s, clients: %s:\n\t%s\n\t%d acknowledged messages, 0 lost, %d deliveries again in all",
 		autoFoDelay, autoFoSessionTTL, clientSettings, strings.Join(report, "\n\t"), len(acked), total)
 }
