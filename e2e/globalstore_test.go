@@ -20,7 +20,8 @@ import (
 // (BedConfig.GlobalMembers), and loses r1 twice: a link cut
 // (Bed.CutRegion), then a SIGKILL of every process of r1, its member
 // included. Each time the other two members keep a quorum: a write
-// through r2's member succeeds, and r3's broker serves it. r1's member is
+// through r2's member succeeds, and r3's broker serves it (r1's member is
+// made the leader first, so the two must elect one). r1's member is
 // out while cut (a quorum read through it alone fails), and once r1 is
 // back it rejoins: a linearizable read through it, and r1's broker, see
 // what was written without it.
@@ -86,7 +87,14 @@ func TestGlobalStoreMemberPerRegion(t *testing.T) {
 		}},
 	}
 	storeCfg := global.DefaultConfig()
+	members := map[string]*meta.Etcd{}
+	for _, r := range bed.Regions {
+		members[r.Name] = bed.Dial(ctx, []string{r.GlobalMember.ClientURL})
+	}
 	for _, f := range faults {
+		// r1's member leads: the two others must elect a leader before
+		// they take a write, the hardest loss.
+		leadGlobalStore(ctx, t, members, "r1")
 		f.fault()
 		began := time.Now()
 		gs, err := global.NewStore(bed.Dial(ctx, []string{r2.GlobalMember.ClientURL}), storeCfg)
