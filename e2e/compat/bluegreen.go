@@ -80,7 +80,7 @@ func blueGreenMode() (suiteMode, error) {
 			{name: greenRegion, brokers: []brokerSpec{green1, green2}},
 		},
 		refused: []string{noTLS},
-		tests: []clusteredTest{{
+		tests: []suiteTest{{
 			test: blueGreenSuite, sub: []string{"TestTopicMigration", "proxyConnection"},
 			note: fmt.Sprintf("runs against a broker directly, not through a proxy (Meridian has none): proxy is blue's broker-1 (%s), green-proxy green's broker-1 (%s)",
 				blue1.addr, green1.addr),

@@ -34,10 +34,10 @@ import (
 	"github.com/meridian-mq/meridian/testkit"
 )
 
-// clusteredTest is one test a multi-broker mode runs: a top-level test of
+// suiteTest is one test a multi-broker mode runs: a top-level test of
 // the pulsar package and, when only part of it runs, the -test.run path
 // below it.
-type clusteredTest struct {
+type suiteTest struct {
 	test string
 	sub  []string
 	// note, if set, is said of the test before it runs, and kept in the
@@ -49,10 +49,10 @@ type clusteredTest struct {
 }
 
 // name is the test's full name, its path included.
-func (c clusteredTest) name() string { return strings.Join(append([]string{c.test}, c.sub...), "/") }
+func (c suiteTest) name() string { return strings.Join(append([]string{c.test}, c.sub...), "/") }
 
 // runExpr is the -test.run expression that selects the test and its path.
-func (c clusteredTest) runExpr() string {
+func (c suiteTest) runExpr() string {
 	parts := []string{"^" + regexp.QuoteMeta(c.test) + "$"}
 	for _, s := range c.sub {
 		parts = append(parts, "^"+regexp.QuoteMeta(s)+"$")
@@ -80,7 +80,7 @@ type suiteMode struct {
 	regions  []regionSpec
 	// refused are addresses the suites name where nothing may listen.
 	refused  []string
-	tests    []clusteredTest
+	tests    []suiteTest
 	excluded map[string]string
 }
 
@@ -115,7 +115,7 @@ var runElsewhere = map[string]string{
 // unloads a bundle to the other broker and checks that the client moves
 // without a lookup (CLOSE_PRODUCER and CLOSE_CONSUMER carrying
 // assignedBrokerServiceUrl).
-var clusteredTests = []clusteredTest{
+var clusteredTests = []suiteTest{
 	{test: "TestExtensibleLoadManagerTestSuite", sub: []string{"TestTopicUnload", "directConnection"}, watch: watchMoves},
 	{test: "TestClientClusteredTestSuite"},
 	{test: "TestReaderClusteredTestSuite"},

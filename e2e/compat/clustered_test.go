@@ -49,11 +49,11 @@ func TestRewriteHosts(t *testing.T) {
 }
 
 func TestClusteredRunExpr(t *testing.T) {
-	c := clusteredTest{test: "TestSuite", sub: []string{"TestTopicUnload", "direct.Connection"}}
+	c := suiteTest{test: "TestSuite", sub: []string{"TestTopicUnload", "direct.Connection"}}
 	if got, want := c.runExpr(), `^TestSuite$/^TestTopicUnload$/^direct\.Connection$`; got != want {
 		t.Errorf("runExpr = %s, want %s", got, want)
 	}
-	if got := (clusteredTest{test: "TestA"}).runExpr(); got != "^TestA$" {
+	if got := (suiteTest{test: "TestA"}).runExpr(); got != "^TestA$" {
 		t.Errorf("runExpr = %s", got)
 	}
 	if got := c.name(); got != "TestSuite/TestTopicUnload/direct.Connection" {
