@@ -119,11 +119,12 @@ func TestRegionFailoverAutomatic(t *testing.T) { testRegionFailover(t, 0) }
 func TestRegionFailoverAutomaticGlobalMembers(t *testing.T) { testRegionFailover(t, 3) }
 
 // globalLeaderLoss bounds what losing the global store's leader adds to
-// the time until a lost region's sessions are gone: an election, which
-// starts within one or two election timeouts (etcd randomizes it), and
-// the new leader's extension of every lease by one. The bed's members
-// keep etcd's default election timeout, 1 s.
-const globalLeaderLoss = 3 * time.Second
+// the time until a switch: an election, which starts within one or two
+// election timeouts (etcd randomizes it), the new leader's extension of
+// every lease by one more, and the deciders' next pass, which is when they
+// see the extended sessions gone. The bed's members keep etcd's default
+// election timeout, 1 s.
+const globalLeaderLoss = 3*time.Second + autoFoInterval
 
 // testRegionFailover is the automatic failover scenario, on a global store
 // of one member outside the regions (globalMembers 0) or of one member in
