@@ -101,6 +101,15 @@ type BedConfig struct {
 	// GlobalLink. Without it the global configuration lives in the
 	// region's own etcd, which is only allowed for a single region.
 	GlobalEtcd bool
+	// GlobalMembers, with GlobalEtcd, lays the global store out as
+	// production should (docs/operations.md): one member in each region,
+	// so GlobalMembers must equal the number of regions, odd and at least
+	// 3. Each member stands behind links of its own (Region.GlobalMember),
+	// its peer traffic crosses them as the regions' traffic crosses the
+	// brokers' links, and CutRegion and a SIGKILL of the region's
+	// processes take it away with the region. 0 keeps the one member
+	// outside every region, behind each region's GlobalLink.
+	GlobalMembers int
 	// Seed drives the run's random choices (Bed.Rand, link jitter). Zero
 	// takes $MERIDIAN_E2E_SEED, or the clock when that is unset.
 	Seed uint64
@@ -187,6 +196,10 @@ func (c BedConfig) Validate() error {
 		return bad("BedConfig.Regions is empty")
 	case len(c.Regions) > 1 && !c.GlobalEtcd:
 		return bad("%d regions need BedConfig.GlobalEtcd: one region's etcd cannot be every region's global store", len(c.Regions))
+	case c.GlobalMembers != 0 && !c.GlobalEtcd:
+		return bad("BedConfig.GlobalMembers needs BedConfig.GlobalEtcd")
+	case c.GlobalMembers != 0 && (c.GlobalMembers != len(c.Regions) || c.GlobalMembers < 3 || c.GlobalMembers%2 == 0):
+		return bad("BedConfig.GlobalMembers is one member per region, an odd count of at least 3: got %d members for %d regions", c.GlobalMembers, len(c.Regions))
 	case c.StartTimeout < 0:
 		return bad("BedConfig.StartTimeout must not be negative")
 	}
@@ -225,7 +238,8 @@ type Bed struct {
 	// that the seed replays it.
 	Seed uint64
 	Rand *rand.Rand
-	// Global is the global etcd member, nil without BedConfig.GlobalEtcd.
+	// Global is the global etcd member, nil without BedConfig.GlobalEtcd
+	// and with BedConfig.GlobalMembers (see Region.GlobalMember).
 	Global *Process
 	// Regions are the regions in BedConfig order.
 	Regions []*Region
@@ -256,8 +270,18 @@ type Region struct {
 	Brokers []*Broker
 	// Replicators are the region's replication workers.
 	Replicators []*Process
-	// GlobalLink is the region's path to the global etcd; nil without one.
+	// GlobalLink is the region's path to the global etcd; nil without one,
+	// and with BedConfig.GlobalMembers.
 	GlobalLink *Link
+	// GlobalMember is the region's member of the global store with
+	// BedConfig.GlobalMembers, else nil. The region's own processes reach
+	// it directly and the other members through their links; the other
+	// regions' processes reach it through GlobalClientLink, and the other
+	// members exchange raft messages with it through GlobalPeerLink (each
+	// member dials the others' peer URLs, so every pair of members talks
+	// through both members' peer links).
+	GlobalMember                     *Process
+	GlobalClientLink, GlobalPeerLink *Link
 	// Config is the region's configuration, defaults filled in.
 	Config RegionConfig
 }
@@ -282,6 +306,12 @@ func (b *Broker) ID() string { return b.Link.Addr() }
 
 // WebURL is the broker's advertised (proxied) HTTP URL.
 func (b *Broker) WebURL() string { return "http://" + b.WebLink.Addr() }
+
+// InboundLinks are the links that stand for the way into the region from
+// the others: its brokers' (Pulsar and web), and its global member's with
+// BedConfig.GlobalMembers. A WAN shape set on every region's InboundLinks
+// shapes every path between regions once each way.
+func (r *Region) InboundLinks() []*Link { return append(r.brokerLinks(), r.globalLinks()...) }
 
 // EtcdEndpoints are the client URLs of the region's etcd members.
 func (r *Region) EtcdEndpoints() []string {
@@ -384,15 +414,77 @@ func StartBed(tb testing.TB, cfg BedConfig) *Bed {
 	return b
 }
 
-// startEtcd starts the global member and every region's members.
+// startEtcd starts the global member (or members) and every region's
+// members.
 func (b *Bed) startEtcd() {
-	if b.cfg.GlobalEtcd {
+	if b.cfg.GlobalEtcd && b.cfg.GlobalMembers == 0 {
 		b.Global = b.startEtcdCluster("", "global", 1)[0]
 	}
 	for _, rc := range b.cfg.Regions {
 		rc = rc.withDefaults()
 		b.Regions = append(b.Regions, &Region{Name: rc.Name, Config: rc, Etcd: b.startEtcdCluster(rc.Name, rc.Name, rc.EtcdMembers)})
 	}
+	if b.cfg.GlobalMembers > 0 {
+		b.startGlobalMembers()
+	}
+}
+
+// startGlobalMembers starts the global store of BedConfig.GlobalMembers:
+// one member in each region, named <region>-global-etcd, behind a client
+// link and a peer link that listen on advertisedHost with the member's
+// ports. The members advertise those links, so raft traffic between two
+// members, and every client of another region, crosses them: their shape
+// is the WAN's, and cutting them cuts the member off. Their Source is the
+// region of the process at the far end, so that a region's cut also
+// breaks what its own member dials into the others' links.
+func (b *Bed) startGlobalMembers() {
+	ports := b.freePorts(2 * len(b.Regions))
+	client := func(i int) int { return ports[2*i] }
+	peer := func(i int) int { return ports[2*i+1] }
+	var initial []string
+	for i, r := range b.Regions {
+		initial = append(initial, fmt.Sprintf("%s-global-etcd=http://%s:%d", r.Name, advertisedHost, peer(i)))
+	}
+	for i, r := range b.Regions {
+		name := r.Name + "-global-etcd"
+		direct := fmt.Sprintf("http://127.0.0.1:%d", client(i))
+		r.GlobalClientLink = b.startLink(name, fmt.Sprintf("%s:%d", advertisedHost, client(i)), fmt.Sprintf("127.0.0.1:%d", client(i)), nil, b.regionOf)
+		r.GlobalPeerLink = b.startLink(name+"/peer", fmt.Sprintf("%s:%d", advertisedHost, peer(i)), fmt.Sprintf("127.0.0.1:%d", peer(i)), nil, b.regionOf)
+		args := []string{"--name", name, "--data-dir", filepath.Join(b.Dir, name),
+			"--listen-client-urls", direct, "--advertise-client-urls", "http://" + r.GlobalClientLink.Addr(),
+			"--listen-peer-urls", fmt.Sprintf("http://127.0.0.1:%d", peer(i)),
+			"--initial-advertise-peer-urls", "http://" + r.GlobalPeerLink.Addr(),
+			"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-state", "new",
+			"--initial-cluster-token", "global"}
+		p := b.newProcess(r.Name, name, "etcd", append(args, b.cfg.EtcdArgs...)...)
+		p.ClientURL, p.MetricsURL = direct, direct+"/metrics"
+		p.Start()
+		r.GlobalMember = p
+	}
+}
+
+// globalEndpoints are the global store's client URLs as region r's
+// processes reach them (--global-etcd), or nil when the region's own etcd
+// is the global store. With BedConfig.GlobalMembers they are the region's
+// own member, directly, then the other regions' members through their
+// links: etcd's client balances its requests over every endpoint it can
+// reach, so the list's order does not pin it to the local member, but
+// the loss of any one member, the local one included, leaves it the
+// others.
+func (b *Bed) globalEndpoints(r *Region) []string {
+	switch {
+	case r.GlobalMember != nil:
+		out := []string{r.GlobalMember.ClientURL}
+		for _, o := range b.Regions {
+			if o != r {
+				out = append(out, "http://"+o.GlobalClientLink.Addr())
+			}
+		}
+		return out
+	case r.GlobalLink != nil:
+		return []string{"http://" + r.GlobalLink.Addr()}
+	}
+	return nil
 }
 
 // startEtcdCluster starts n members of region ("" for the global
@@ -527,8 +619,8 @@ func (b *Bed) startBroker(r *Region, i int, extra ...string) *Broker {
 		"--advertised-address", advertisedHost, "--broker-listen", direct, "--web-listen", web,
 		"--ensemble-size", strconv.Itoa(r.Config.EnsembleSize), "--write-quorum", strconv.Itoa(r.Config.WriteQuorum),
 		"--ack-quorum", strconv.Itoa(r.Config.AckQuorum)}
-	if r.GlobalLink != nil {
-		args = append(args, "--global-etcd", "http://"+r.GlobalLink.Addr())
+	if eps := b.globalEndpoints(r); eps != nil {
+		args = append(args, "--global-etcd", strings.Join(eps, ","))
 	}
 	args = append(args, b.bookieAuthArgs(r, "--bookie-auth-token-file")...)
 	args = append(args, r.Config.BrokerArgs...)
@@ -564,8 +656,8 @@ func (b *Bed) bookieAuthArgs(r *Region, flag string) []string {
 func (b *Bed) startReplicator(r *Region, i int) *Process {
 	name := fmt.Sprintf("%s-replicator-%d", r.Name, i)
 	args := []string{"--region", r.Name, "--etcd", strings.Join(r.EtcdEndpoints(), ","), "--worker-id", name}
-	if r.GlobalLink != nil {
-		args = append(args, "--global-etcd", "http://"+r.GlobalLink.Addr())
+	if eps := b.globalEndpoints(r); eps != nil {
+		args = append(args, "--global-etcd", strings.Join(eps, ","))
 	}
 	args = append(args, b.bookieAuthArgs(r, "--bookie-auth-token-file")...)
 	metrics := b.metricsListen(&args)
@@ -648,7 +740,8 @@ type bedProcess struct {
 }
 
 // processes lists every process of the bed: the global etcd (if any),
-// then each region's etcd members, bookies, brokers and replicators.
+// then each region's etcd members, global member (if any), bookies,
+// brokers and replicators.
 func (b *Bed) processes() []bedProcess {
 	var out []bedProcess
 	if b.Global != nil {
@@ -657,6 +750,9 @@ func (b *Bed) processes() []bedProcess {
 	for _, r := range b.Regions {
 		for _, p := range r.Etcd {
 			out = append(out, bedProcess{p, "etcd"})
+		}
+		if r.GlobalMember != nil {
+			out = append(out, bedProcess{r.GlobalMember, "etcd"})
 		}
 		for _, p := range r.Bookies {
 			out = append(out, bedProcess{p, "bookie"})
@@ -691,15 +787,51 @@ func (b *Bed) regionOf(peer, self net.Addr) string {
 }
 
 // CutRegion cuts the region called name off from the others, both ways:
-// every connection through its brokers' links (Pulsar and web) is broken
+// every connection through its InboundLinks (its brokers' Pulsar and web
+// links, and its global member's with BedConfig.GlobalMembers) is broken
 // and new ones refused, and so is every connection its own processes
-// (its replicators) make through the other regions' brokers' links. What
-// stays inside the region goes on: its etcd, its bookies, and the test's
-// own clients when they bypass the links (BedConfig.LocalClients). The
-// path to the global etcd is left alone too. What DarkenRegion held is
-// dropped with the connections. RestoreRegion undoes it.
-func (b *Bed) CutRegion(name string) {
-	b.eachBrokerLink(name,
+// (its replicators, its global member) make through the other regions'
+// links. What stays inside the region goes on: its etcd, its bookies, its
+// processes' path to its own global member, and the test's own clients
+// when they bypass the links (BedConfig.LocalClients). A global store
+// outside every region (GlobalEtcd without GlobalMembers) stays reachable
+// (CutGlobal cuts it). What DarkenRegion held is dropped with the
+// connections. RestoreRegion undoes it.
+func (b *Bed) CutRegion(name string) { b.cutLinks(name, (*Region).InboundLinks) }
+
+// CutBrokers is CutRegion for the region's brokers' links only: with
+// BedConfig.GlobalMembers, the region is cut off from the others while
+// its global member stays in the store. RestoreRegion undoes it.
+func (b *Bed) CutBrokers(name string) { b.cutLinks(name, (*Region).brokerLinks) }
+
+// CutGlobal cuts the region called name off from the global store only:
+// its GlobalLink, or, with BedConfig.GlobalMembers, every path between its
+// global member and the others and between its processes and the other
+// members (CutRegion's cut of those links). Its processes then reach only
+// their own member, which has no quorum. RestoreGlobal undoes it.
+func (b *Bed) CutGlobal(name string) {
+	r := b.Region(name)
+	if r.GlobalMember == nil {
+		r.GlobalLink.Cut()
+		return
+	}
+	b.cutLinks(name, (*Region).globalLinks)
+}
+
+// RestoreGlobal ends CutGlobal(name).
+func (b *Bed) RestoreGlobal(name string) {
+	r := b.Region(name)
+	if r.GlobalMember == nil {
+		r.GlobalLink.Restore()
+		return
+	}
+	b.eachLink(name, (*Region).globalLinks, (*Link).Restore, func(l *Link) { l.RestoreFrom(name) })
+}
+
+// cutLinks cuts the links of region name that links lists, and what its
+// processes make through the other regions' such links.
+func (b *Bed) cutLinks(name string, links func(*Region) []*Link) {
+	b.eachLink(name, links,
 		func(l *Link) { l.Cut(); l.Heal() },
 		func(l *Link) { l.CutFrom(name); l.HealFrom(name) })
 }
@@ -711,30 +843,46 @@ func (b *Bed) CutRegion(name string) {
 // connections and drops what was held, as a reset would.
 // RestoreRegion ends it too, delivering what was held.
 func (b *Bed) DarkenRegion(name string) {
-	b.eachBrokerLink(name, (*Link).Partition, func(l *Link) { l.PartitionFrom(name) })
+	b.eachLink(name, (*Region).InboundLinks, (*Link).Partition, func(l *Link) { l.PartitionFrom(name) })
 }
 
-// RestoreRegion ends CutRegion(name) and DarkenRegion(name).
+// RestoreRegion ends CutRegion(name), CutBrokers(name) and
+// DarkenRegion(name).
 func (b *Bed) RestoreRegion(name string) {
-	b.eachBrokerLink(name,
+	b.eachLink(name, (*Region).InboundLinks,
 		func(l *Link) { l.Restore(); l.Heal() },
 		func(l *Link) { l.RestoreFrom(name); l.HealFrom(name) })
 }
 
-// eachBrokerLink calls in on every broker link (Pulsar and web) of the
-// region called name, and out on every other region's.
-func (b *Bed) eachBrokerLink(name string, in, out func(*Link)) {
+// eachLink calls in on each of links' links of the region called name,
+// and out on every other region's.
+func (b *Bed) eachLink(name string, links func(*Region) []*Link, in, out func(*Link)) {
 	for _, r := range b.Regions {
-		for _, brk := range r.Brokers {
-			for _, l := range []*Link{brk.Link, brk.WebLink} {
-				if r.Name == name {
-					in(l)
-				} else {
-					out(l)
-				}
+		for _, l := range links(r) {
+			if r.Name == name {
+				in(l)
+			} else {
+				out(l)
 			}
 		}
 	}
+}
+
+// brokerLinks are the region's brokers' links, Pulsar and web.
+func (r *Region) brokerLinks() []*Link {
+	var out []*Link
+	for _, brk := range r.Brokers {
+		out = append(out, brk.Link, brk.WebLink)
+	}
+	return out
+}
+
+// globalLinks are its global member's links (BedConfig.GlobalMembers).
+func (r *Region) globalLinks() []*Link {
+	if r.GlobalMember == nil {
+		return nil
+	}
+	return []*Link{r.GlobalClientLink, r.GlobalPeerLink}
 }
 
 // waitReady waits for every process's ready line.
@@ -777,13 +925,20 @@ func (b *Bed) Dial(ctx context.Context, endpoints []string) *meta.Etcd {
 	}
 }
 
-// GlobalStore is the global configuration store (the global etcd, or
-// the single region's), for the operator's part: tenants and namespaces.
+// GlobalStore is the global configuration store (the global etcd, its
+// members reached directly, or the single region's), for the operator's
+// part: tenants and namespaces.
 func (b *Bed) GlobalStore(ctx context.Context) *global.Store {
 	b.tb.Helper()
 	endpoints := b.Regions[0].EtcdEndpoints()
-	if b.Global != nil {
+	switch {
+	case b.Global != nil:
 		endpoints = []string{b.Global.ClientURL}
+	case b.cfg.GlobalMembers > 0:
+		endpoints = nil
+		for _, r := range b.Regions {
+			endpoints = append(endpoints, r.GlobalMember.ClientURL)
+		}
 	}
 	gs, err := global.NewStore(b.Dial(ctx, endpoints), global.DefaultConfig())
 	if err != nil {

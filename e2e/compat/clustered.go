@@ -1,10 +1,12 @@
 package main
 
-// The -clustered mode: the client's multi-broker suites, which upstream
-// runs against the docker-compose clusters of integration-tests/clustered
-// and integration-tests/extensible-load-manager, run here against a
-// region of two brokers that the runner starts as separate processes
-// (`meridian etcd`, one `meridian bookie`, two `meridian broker`).
+// The multi-broker modes (suiteMode: -clustered here, -bluegreen in
+// bluegreen.go), and -clustered itself: the client's multi-broker suites,
+// which upstream runs against the docker-compose clusters of
+// integration-tests/clustered and integration-tests/extensible-load-manager,
+// run here against a region of two brokers that the runner starts as
+// separate processes (`meridian etcd`, one `meridian bookie`, two
+// `meridian broker`).
 //
 //	go run ./e2e/compat -clustered
 //
@@ -32,28 +34,79 @@ import (
 	"github.com/meridian-mq/meridian/testkit"
 )
 
-// clusteredTest is one test the -clustered mode runs: a top-level test of
+// suiteTest is one test a multi-broker mode runs: a top-level test of
 // the pulsar package and, when only part of it runs, the -test.run path
 // below it.
-type clusteredTest struct {
+type suiteTest struct {
 	test string
 	sub  []string
-	// mustMove says the test unloads a bundle of public/default to the
-	// other broker: the runner then checks that the bundle moved (see
-	// watchMoves).
-	mustMove bool
+	// note, if set, is said of the test before it runs, and kept in the
+	// report: how it runs here unlike upstream.
+	note string
+	// watch, if set, judges the test beyond its own verdict, from what it
+	// sees of the regions while the test runs (see job.watch).
+	watch func(ctx context.Context, regions []startedRegion, run func() result) result
 }
 
 // name is the test's full name, its path included.
-func (c clusteredTest) name() string { return strings.Join(append([]string{c.test}, c.sub...), "/") }
+func (c suiteTest) name() string { return strings.Join(append([]string{c.test}, c.sub...), "/") }
 
 // runExpr is the -test.run expression that selects the test and its path.
-func (c clusteredTest) runExpr() string {
+func (c suiteTest) runExpr() string {
 	parts := []string{"^" + regexp.QuoteMeta(c.test) + "$"}
 	for _, s := range c.sub {
 		parts = append(parts, "^"+regexp.QuoteMeta(s)+"$")
 	}
 	return strings.Join(parts, "/")
+}
+
+// suiteMode is one of the runner's multi-broker modes (-clustered,
+// -bluegreen): the suites it builds and runs, how their docker host names
+// become the regions' addresses, and the regions it starts, each a
+// cluster of its own (one etcd, which holds its global configuration too,
+// one bookie, and its brokers), as upstream's docker-compose files lay
+// them out.
+type suiteMode struct {
+	// name names the mode in what it prints and the test binary.
+	name string
+	// tags build the suites into the pulsar package's test binary.
+	tags string
+	// files are the suites' files in the module's pulsar/ folder, and
+	// hosts the rewrite of their host:port pairs (strings.NewReplacer's
+	// pairs); leftover matches a pair the rewrite must not leave.
+	files    []string
+	hosts    []string
+	leftover *regexp.Regexp
+	regions  []regionSpec
+	// refused are addresses the suites name where nothing may listen.
+	refused  []string
+	tests    []suiteTest
+	excluded map[string]string
+}
+
+// regionSpec is one region a mode starts; its first broker takes the
+// set-up's admin calls.
+type regionSpec struct {
+	name    string
+	brokers []brokerSpec
+}
+
+// brokerSpec is one broker: its name in logs, and its Pulsar and web
+// addresses, localhost:port each (it advertises localhost, so lookups
+// answer with exactly these).
+type brokerSpec struct{ name, addr, web string }
+
+// startedRegion is a region the runner started, with its etcd's URL.
+type startedRegion struct {
+	regionSpec
+	etcdURL string
+}
+
+// runElsewhere are the top-level tests that a multi-broker mode runs
+// whole, by package/TestName, with what the default run, which does not
+// build them, says of them: they count there as excluded.
+var runElsewhere = map[string]string{
+	"pulsar/" + blueGreenSuite: "needs -tags extensible_load_manager and two clusters (blue and green): run by `go run ./e2e/compat -bluegreen`",
 }
 
 // clusteredTests are the suites issue 14 names. TestClientClusteredTestSuite
@@ -62,8 +115,8 @@ func (c clusteredTest) runExpr() string {
 // unloads a bundle to the other broker and checks that the client moves
 // without a lookup (CLOSE_PRODUCER and CLOSE_CONSUMER carrying
 // assignedBrokerServiceUrl).
-var clusteredTests = []clusteredTest{
-	{test: "TestExtensibleLoadManagerTestSuite", sub: []string{"TestTopicUnload", "directConnection"}, mustMove: true},
+var clusteredTests = []suiteTest{
+	{test: "TestExtensibleLoadManagerTestSuite", sub: []string{"TestTopicUnload", "directConnection"}, watch: watchMoves},
 	{test: "TestClientClusteredTestSuite"},
 	{test: "TestReaderClusteredTestSuite"},
 }
@@ -72,9 +125,6 @@ var clusteredTests = []clusteredTest{
 var clusteredExcluded = map[string]string{
 	"TestExtensibleLoadManagerTestSuite/TestTopicUnload/proxyConnection": "goes through Pulsar's proxy (pulsar://proxy:6650, http://proxy:8080): Meridian has no proxy; a client reaches the owner directly",
 }
-
-// clusteredTags build the suites into the pulsar package's test binary.
-const clusteredTags = "extensible_load_manager,clustered"
 
 // The region's addresses: what broker-1 and broker-2 become, and the port
 // the clustered suites put first in their service URL, which must refuse.
@@ -94,49 +144,78 @@ var clusteredHosts = []string{
 	"broker-2:8080", broker2Web,
 }
 
-// clusteredFiles are the suites' files in the module's pulsar/ folder.
-var clusteredFiles = []string{"extensible_load_manager_test.go", "client_impl_clustered_test.go", "reader_clustered_test.go"}
+// clusteredMode is the -clustered mode: one region of two brokers.
+var clusteredMode = suiteMode{
+	name:     "clustered",
+	tags:     "extensible_load_manager,clustered",
+	files:    []string{"extensible_load_manager_test.go", "client_impl_clustered_test.go", "reader_clustered_test.go"},
+	hosts:    clusteredHosts,
+	leftover: regexp.MustCompile(`broker-[12]:\d+`),
+	regions: []regionSpec{{name: clusteredRegion, brokers: []brokerSpec{
+		{"broker-1", broker1Addr, broker1Web}, {"broker-2", broker2Addr, broker2Web}}}},
+	refused:  []string{unreachableAddr},
+	tests:    clusteredTests,
+	excluded: clusteredExcluded,
+}
 
-// runClustered is main's -clustered mode, from the copied module on.
-func (r *runner) runClustered(ctx context.Context, bin string) error {
-	if err := rewriteHosts(filepath.Join(r.copyDir, "pulsar")); err != nil {
+// runSuites is main's -clustered and -bluegreen modes, from the copied
+// module on.
+func (r *runner) runSuites(ctx context.Context, bin string, m suiteMode) error {
+	if err := rewriteHosts(filepath.Join(r.copyDir, "pulsar"), m); err != nil {
 		return err
 	}
-	for _, addr := range []string{broker1Addr, broker1Web, broker2Addr, broker2Web, unreachableAddr} {
-		if listening(addr) {
-			return fmt.Errorf("something listens on %s: -clustered needs 6600, 6650, 6652, 8080 and 8082 free", addr)
+	addrs := m.refused
+	for _, rs := range m.regions {
+		for _, b := range rs.brokers {
+			addrs = append(addrs, b.addr, b.web)
 		}
 	}
-	pt := &pkgTests{name: "pulsar", binary: filepath.Join(r.tmp, "bin", "pulsar-clustered.test")}
-	r.printf("compat: building the tests of pulsar with -tags %s\n", clusteredTags)
-	out, err := command(ctx, r.copyDir, goEnv(), "go", "test", "-c", "-tags", clusteredTags, "-o", pt.binary, "./pulsar/").CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("go test -c -tags %s ./pulsar/: %w\n%s", clusteredTags, err, out)
+	for _, addr := range addrs {
+		if listening(addr) {
+			return fmt.Errorf("something listens on %s: -%s needs %v free", addr, m.name, addrs)
+		}
 	}
-	etcdURL, err := r.startRegion(ctx, bin)
+	pt := &pkgTests{name: "pulsar", binary: filepath.Join(r.tmp, "bin", "pulsar-"+m.name+".test")}
+	r.printf("compat: building the tests of pulsar with -tags %s\n", m.tags)
+	out, err := command(ctx, r.copyDir, goEnv(), "go", "test", "-c", "-tags", m.tags, "-o", pt.binary, "./pulsar/").CombinedOutput()
 	if err != nil {
-		return err
+		return fmt.Errorf("go test -c -tags %s ./pulsar/: %w\n%s", m.tags, err, out)
 	}
-	store, err := meta.Dial(ctx, []string{etcdURL}, etcdConfig())
-	if err != nil {
-		return fmt.Errorf("the region's etcd at %s: %w", etcdURL, err)
+	var regions []startedRegion
+	for _, rs := range m.regions {
+		etcdURL, err := r.startRegion(ctx, bin, rs)
+		if err != nil {
+			return err
+		}
+		regions = append(regions, startedRegion{rs, etcdURL})
+		r.printf("compat: set-up of the public/default namespace in %s\n", rs.name)
+		r.adminSteps(ctx, bin, "http://"+rs.brokers[0].web, "", [][]string{{"tenants", "create", "public"}, {"namespaces", "create", "public/default"}})
 	}
-	defer store.Close()
-	r.setUpClustered(ctx, bin)
 
-	r.printf("\n== clustered pass (two brokers: %s and %s; %v per test)\n", broker1Addr, broker2Addr, r.opts.perTest)
+	var layout []string
+	for _, rs := range m.regions {
+		var bs []string
+		for _, b := range rs.brokers {
+			bs = append(bs, b.name+" "+b.addr)
+		}
+		layout = append(layout, fmt.Sprintf("%s: %s", rs.name, strings.Join(bs, ", ")))
+	}
+	r.printf("\n== %s pass (%s; %v per test)\n", m.name, strings.Join(layout, "; "), r.opts.perTest)
 	var jobs []job
-	for _, c := range clusteredTests {
+	for _, c := range m.tests {
 		if r.opts.run == nil || r.opts.run.MatchString(c.name()) {
-			j := job{pkg: pt, test: c.test, name: c.name(), run: c.runExpr()}
-			if c.mustMove {
-				j.watch = func(ctx context.Context, run func() result) result { return watchMoves(ctx, store, run) }
+			j := job{pkg: pt, test: c.test, name: c.name(), run: c.runExpr(), note: c.note}
+			if c.watch != nil {
+				j.watch = func(ctx context.Context, run func() result) result { return c.watch(ctx, regions, run) }
+			}
+			if c.note != "" {
+				r.printf("%-8s %-58s  %s\n", "NOTE", pt.name+"/"+c.name(), c.note)
 			}
 			jobs = append(jobs, j)
 			pt.tests = append(pt.tests, c.name())
 		}
 	}
-	for name, reason := range clusteredExcluded {
+	for name, reason := range m.excluded {
 		if r.opts.run == nil || r.opts.run.MatchString(name) {
 			r.record(result{Package: pt.name, Test: name, Pass: "server", Result: "excluded", Reason: reason})
 			r.printf("%-8s %-58s  %s\n", "EXCLUDED", pt.name+"/"+name, reason)
@@ -150,20 +229,19 @@ func (r *runner) runClustered(ctx context.Context, bin string) error {
 	return r.writeReport(r.summarize([]*pkgTests{pt}, nil))
 }
 
-// rewriteHosts rewrites the suites' host names in dir (see
-// clusteredHosts), and fails if one is left.
-func rewriteHosts(dir string) error {
-	rep := strings.NewReplacer(clusteredHosts...)
-	leftover := regexp.MustCompile(`broker-[12]:\d+`)
-	for _, name := range clusteredFiles {
+// rewriteHosts rewrites the host names of m's suites in dir (m.hosts), and
+// fails if one is left (m.leftover).
+func rewriteHosts(dir string, m suiteMode) error {
+	rep := strings.NewReplacer(m.hosts...)
+	for _, name := range m.files {
 		path := filepath.Join(dir, name)
 		b, err := os.ReadFile(path)
 		if err != nil {
-			return fmt.Errorf("the clustered suites: %w", err)
+			return fmt.Errorf("the %s suites: %w", m.name, err)
 		}
 		s := rep.Replace(string(b))
-		if m := leftover.FindString(s); m != "" {
-			return fmt.Errorf("%s names %s, which the runner does not rewrite", path, m)
+		if found := m.leftover.FindString(s); found != "" {
+			return fmt.Errorf("%s names %s, which the runner does not rewrite", path, found)
 		}
 		if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
 			return err
@@ -172,27 +250,29 @@ func rewriteHosts(dir string) error {
 	return nil
 }
 
-// startRegion starts the region the clustered suites run against: one
-// etcd member, one bookie, and the two brokers, each a process of its own
-// stopped by its PID when the run ends.
-func (r *runner) startRegion(ctx context.Context, bin string) (etcdURL string, err error) {
+// startRegion starts region rs: one etcd member, one bookie, and its
+// brokers, each a process of its own stopped by its PID when the run
+// ends. It returns the etcd's client URL.
+func (r *runner) startRegion(ctx context.Context, bin string, rs regionSpec) (etcdURL string, err error) {
 	ports, err := testkit.FreePorts(3)
 	if err != nil {
 		return "", err
 	}
 	etcdURL = fmt.Sprintf("http://127.0.0.1:%d", ports[0])
-	data := filepath.Join(r.tmp, "data")
-	steps := []struct {
+	data := filepath.Join(r.tmp, "data", rs.name)
+	type step struct {
 		name string
 		args []string
-	}{
-		{"etcd", []string{"etcd", "--name", "compat-etcd", "--data-dir", filepath.Join(data, "etcd"),
+	}
+	steps := []step{
+		{rs.name + "-etcd", []string{"etcd", "--name", rs.name + "-etcd", "--data-dir", filepath.Join(data, "etcd"),
 			"--listen-client-urls", etcdURL, "--listen-peer-urls", fmt.Sprintf("http://127.0.0.1:%d", ports[1])}},
-		{"bookie", []string{"bookie", "--region", clusteredRegion, "--etcd", etcdURL, "--id", "bookie-1",
+		{rs.name + "-bookie", []string{"bookie", "--region", rs.name, "--etcd", etcdURL, "--id", "bookie-1",
 			"--data-dir", filepath.Join(data, "bookie-1"), "--listen", fmt.Sprintf("127.0.0.1:%d", ports[2]),
 			"--metrics-listen", ""}},
-		{"broker-1", brokerArgs(etcdURL, broker1Addr, broker1Web)},
-		{"broker-2", brokerArgs(etcdURL, broker2Addr, broker2Web)},
+	}
+	for _, b := range rs.brokers {
+		steps = append(steps, step{b.name, brokerArgs(rs.name, etcdURL, b.addr, b.web)})
 	}
 	for _, s := range steps {
 		p, err := r.startProcess(bin, s.name, nil, s.args...)
@@ -221,8 +301,18 @@ func etcdConfig() meta.EtcdConfig {
 // HTTP status, and then checks only that the client made no lookup: a
 // broker that answered the unload with 404, or did nothing, would pass
 // it.
-func watchMoves(ctx context.Context, store meta.Store, run func() result) result {
-	prefix := meta.Prefix(meta.RegionKey(clusteredRegion, "owners", "public", "default"))
+func watchMoves(ctx context.Context, regions []startedRegion, run func() result) result {
+	store, err := meta.Dial(ctx, []string{regions[0].etcdURL}, etcdConfig())
+	if err != nil {
+		return result{Result: "fail", Reason: fmt.Sprintf("the region's etcd at %s: %v", regions[0].etcdURL, err)}
+	}
+	defer store.Close()
+	return watchOwners(ctx, store, regions[0].name, run)
+}
+
+// watchOwners is watchMoves on store, for region.
+func watchOwners(ctx context.Context, store meta.Store, region string, run func() result) result {
+	prefix := meta.Prefix(meta.RegionKey(region, "owners", "public", "default"))
 	seen := map[string][]string{} // key -> the distinct owners seen, in order
 	poll := func(ctx context.Context) {
 		kvs, _, err := store.List(ctx, prefix)
@@ -276,23 +366,16 @@ func watchMoves(ctx context.Context, store meta.Store, run func() result) result
 // clusteredRegion is the region's name.
 const clusteredRegion = "compat"
 
-// brokerArgs are one broker's flags: it advertises localhost (its id is
-// then localhost:<port>) and listens on the loopback address.
-func brokerArgs(etcdURL, addr, web string) []string {
+// brokerArgs are the flags of a broker of region: it advertises localhost
+// (its id is then localhost:<port>) and listens on the loopback address.
+func brokerArgs(region, etcdURL, addr, web string) []string {
 	loopback := func(a string) string { return strings.Replace(a, "localhost", "127.0.0.1", 1) }
-	return []string{"broker", "--region", clusteredRegion, "--etcd", etcdURL, "--advertised-address", "localhost",
+	return []string{"broker", "--region", region, "--etcd", etcdURL, "--advertised-address", "localhost",
 		"--broker-listen", loopback(addr), "--web-listen", loopback(web),
 		"--ensemble-size", "1", "--write-quorum", "1", "--ack-quorum", "1"}
 }
 
-// setUpClustered creates what the suites' docker-compose clusters have:
-// the public tenant and its default namespace.
-func (r *runner) setUpClustered(ctx context.Context, bin string) {
-	r.printf("compat: set-up of the public/default namespace\n")
-	r.adminSteps(ctx, bin, "http://"+broker1Web, "", [][]string{{"tenants", "create", "public"}, {"namespaces", "create", "public/default"}})
-}
-
-// process is one process of the region the runner started.
+// process is one process of a region the runner started.
 type process struct {
 	name    string
 	cmd     *exec.Cmd

@@ -7,9 +7,12 @@
 //	go run ./e2e/compat                       # every package, every test
 //	go run ./e2e/compat -pkg pulsar -run 'TestProducer|TestConsumer' -per-test 30s
 //	go run ./e2e/compat -clustered            # the multi-broker suites, on two brokers
+//	go run ./e2e/compat -bluegreen            # the blue-green migration suite, on two regions
 //
 // -clustered runs the suites that need several brokers instead, against a
-// region of two that the runner starts; clustered.go says how.
+// region of two that the runner starts; clustered.go says how. -bluegreen
+// runs the cluster-migration suite against two regions of two brokers
+// each; bluegreen.go says how.
 // # What it does
 //
 //  1. Copies the module from the module cache (`go env GOMODCACHE`) to a
@@ -51,11 +54,13 @@
 // meridian.go starts and sets up the standalone (step 4), runtests.go runs
 // each test and judges it (steps 3 and 5), and report.go counts the
 // results. files.go holds the copy of the module and the commands run in
-// it; clustered.go is the -clustered run.
+// it; clustered.go holds the multi-broker modes and the -clustered run,
+// bluegreen.go the -bluegreen run.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -91,6 +96,7 @@ type options struct {
 	meridianBin     string
 	readyTimeout    time.Duration
 	clustered       bool
+	blueGreen       bool
 }
 
 func main() {
@@ -116,6 +122,7 @@ func run() int {
 	flag.BoolVar(&o.skipNoServer, "skip-no-server-pass", false, "do not run the no-server pass (then every test counts as needing a server)")
 	flag.DurationVar(&o.readyTimeout, "ready-timeout", 2*time.Minute, "how long to wait for meridian to serve /metrics")
 	flag.BoolVar(&o.clustered, "clustered", false, "run the client's multi-broker suites (-tags extensible_load_manager and clustered) against a region of two brokers instead (see clustered.go); -pkg and the no-server pass do not apply")
+	flag.BoolVar(&o.blueGreen, "bluegreen", false, "run the client's blue-green migration suite (-tags extensible_load_manager) against two regions of two brokers each instead (see bluegreen.go); -pkg and the no-server pass do not apply")
 	flag.Parse()
 	if runExpr != "" {
 		re, err := regexp.Compile(runExpr)
@@ -172,6 +179,7 @@ type result struct {
 	Result   string        `json:"result"` // pass, fail, skip, timeout, excluded
 	Duration time.Duration `json:"durationNs"`
 	Reason   string        `json:"reason,omitempty"` // first error line, or the exclusion reason
+	Note     string        `json:"note,omitempty"`   // how the test runs here unlike upstream
 	Log      string        `json:"log,omitempty"`
 }
 
@@ -195,6 +203,12 @@ func (r *runner) main(ctx context.Context) error {
 	excluded, err := readExcluded(excludedFile)
 	if err != nil {
 		return err
+	}
+	for name, reason := range runElsewhere {
+		if _, dup := excluded[name]; dup {
+			return fmt.Errorf("%s lists %s, which a mode of the runner runs: %s", excludedFile, name, reason)
+		}
+		excluded[name] = reason
 	}
 
 	if r.tmp, err = os.MkdirTemp("", "meridian-compat-"); err != nil {
@@ -229,8 +243,17 @@ func (r *runner) main(ctx context.Context) error {
 		return err
 	}
 
-	if r.opts.clustered {
-		return r.runClustered(ctx, bin)
+	switch {
+	case r.opts.clustered && r.opts.blueGreen:
+		return errors.New("-clustered and -bluegreen are two runs: give one")
+	case r.opts.clustered:
+		return r.runSuites(ctx, bin, clusteredMode)
+	case r.opts.blueGreen:
+		m, err := blueGreenMode()
+		if err != nil {
+			return err
+		}
+		return r.runSuites(ctx, bin, m)
 	}
 
 	var pkgs []*pkgTests

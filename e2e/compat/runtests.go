@@ -30,6 +30,8 @@ type job struct {
 	// it may turn into a failure from what it saw of the server while
 	// the test ran: a check the test itself leaves out.
 	watch func(ctx context.Context, run func() result) result
+	// note, if set, is kept with the result (result.Note).
+	note string
 }
 
 // label is the job's result name.
@@ -64,6 +66,7 @@ func (r *runner) runAll(ctx context.Context, jobs []job, pass string, timeout ti
 			} else {
 				res = run()
 			}
+			res.Note = j.note
 			out[i] = res
 			r.record(res)
 			line := fmt.Sprintf("%-8s %-58s %7.1fs", strings.ToUpper(res.Result), j.pkg.name+"/"+j.label(), res.Duration.Seconds())
