@@ -134,38 +134,11 @@ func testRegionFailover(t *testing.T, globalMembers int) {
 	defer cancel()
 	args := []string{"--failover-session-ttl", autoFoSessionTTL.String(), "--failover-margin", "1s",
 		"--failover-interval", autoFoInterval.String(), "--failover-probe-timeout", "1s"}
-	var regions []RegionConfig
-	for _, name := range []string{"r1", "r2", "r3"} {
-		regions = append(regions, RegionConfig{Name: name, EtcdMembers: 1, Bookies: 2, Brokers: 1, Replicators: 1, BrokerArgs: args})
-	}
-	bed := StartBed(t, BedConfig{Binary: meridianBin, Regions: regions, GlobalEtcd: true, GlobalMembers: globalMembers, LocalClients: true})
-	var hosts []string
-	for _, r := range bed.Regions {
-		for _, l := range r.InboundLinks() {
-			if err := l.SetShape(Shape{Latency: wanLatency}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		hosts = append(hosts, r.Brokers[0].Link.Addr())
-	}
-	gs := bed.GlobalStore(ctx)
-	if _, err := gs.CreateTenant(ctx, "fo", global.TenantInfo{AllowedClusters: []string{"r1", "r2", "r3"}}); err != nil {
-		t.Fatal(err)
-	}
 	policies := global.Policies{ReplicationClusters: []string{"r1", "r2", "r3"}, ActiveRegion: "r1"}
 	policies.SetFallbackRegions([]string{"r2", "r3"})
 	policies.SetAutoFailover(&global.AutoFailover{DelaySeconds: int(autoFoDelay / time.Second)})
-	if _, err := gs.CreateNamespace(ctx, "fo", "ns", policies); err != nil {
-		t.Fatal(err)
-	}
-	regionOf := map[int]string{}
-	for _, r := range bed.Regions {
-		n, err := gs.RegionNumber(ctx, r.Name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		regionOf[n] = r.Name
-	}
+	tr := startThreeRegions(ctx, t, globalMembers, args, "fo", policies)
+	bed, gs, regionOf := tr.bed, tr.gs, tr.regionOf
 
 	const topic = "persistent://fo/ns/orders"
 	// The README's client settings for failover, or pulsar-client-go's
@@ -175,7 +148,7 @@ func testRegionFailover(t *testing.T, globalMembers int) {
 	if os.Getenv("MERIDIAN_E2E_FAILOVER_CLIENT") == "default" {
 		clientOpts, consumerBackoff, clientSettings = pulsar.ClientOptions{}, nil, "pulsar-client-go's defaults"
 	}
-	client := NewClientWith(t, "pulsar://"+strings.Join(hosts, ","), clientOpts)
+	client := NewClientWith(t, tr.serviceURL, clientOpts)
 	waitProducer(ctx, t, client, topic)
 	rec := bed.Recorder()
 	c := &foConsumer{}
@@ -329,25 +302,12 @@ func testRegionFailover(t *testing.T, globalMembers int) {
 	if err := p.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	acked := map[Message]bool{}
-	for _, s := range rec.History().Sends {
-		if s.Acknowledged() {
-			acked[s.Message] = true
-		}
-	}
-	var lost []Message
-	waitUntil(ctx, t, 2*time.Minute, "every acknowledged message delivered", func() bool {
-		got := map[Message]bool{}
+	acked := awaitEveryAcknowledged(ctx, t, rec.History().Sends, func() []Message {
+		var got []Message
 		for _, d := range c.since(time.Time{}) {
-			got[d.msg] = true
+			got = append(got, d.msg)
 		}
-		lost = lost[:0]
-		for m := range acked {
-			if !got[m] {
-				lost = append(lost, m)
-			}
-		}
-		return len(lost) == 0
+		return got
 	})
 	// Each delivery of a message after its first, counted in the phase it
 	// fell in: the duplicate window of each fault and each switch back.
@@ -401,4 +361,87 @@ func leadGlobalStore(ctx context.Context, t *testing.T, members map[string]*meta
 		}
 		return false
 	})
+}
+
+// threeRegions is the bed of the failover scenarios: regions r1, r2 and
+// r3 (1 etcd, 2 bookies, 1 broker, 1 replicator each), wanLatency on
+// every link into each region, and a tenant with namespace ns of the
+// given policies.
+type threeRegions struct {
+	bed *Bed
+	gs  *global.Store
+	// serviceURL lists every region's broker, as failover clients use.
+	serviceURL string
+	// regionOf names the region of each region number (the high bits of
+	// the ledger ids of message ids).
+	regionOf map[int]string
+}
+
+// startThreeRegions starts the bed with brokerArgs on every broker and,
+// with globalMembers 3, a global store of one member per region.
+func startThreeRegions(ctx context.Context, t *testing.T, globalMembers int, brokerArgs []string, tenant string, ns global.Policies) threeRegions {
+	t.Helper()
+	var regions []RegionConfig
+	for _, name := range []string{"r1", "r2", "r3"} {
+		regions = append(regions, RegionConfig{Name: name, EtcdMembers: 1, Bookies: 2, Brokers: 1, Replicators: 1, BrokerArgs: brokerArgs})
+	}
+	tr := threeRegions{regionOf: map[int]string{}}
+	tr.bed = StartBed(t, BedConfig{Binary: meridianBin, Regions: regions, GlobalEtcd: true, GlobalMembers: globalMembers, LocalClients: true})
+	var hosts []string
+	for _, r := range tr.bed.Regions {
+		for _, l := range r.InboundLinks() {
+			if err := l.SetShape(Shape{Latency: wanLatency}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		hosts = append(hosts, r.Brokers[0].Link.Addr())
+	}
+	tr.serviceURL = "pulsar://" + strings.Join(hosts, ",")
+	tr.gs = tr.bed.GlobalStore(ctx)
+	if _, err := tr.gs.CreateTenant(ctx, tenant, global.TenantInfo{AllowedClusters: []string{"r1", "r2", "r3"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tr.gs.CreateNamespace(ctx, tenant, "ns", ns); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range tr.bed.Regions {
+		n, err := tr.gs.RegionNumber(ctx, r.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr.regionOf[n] = r.Name
+	}
+	return tr
+}
+
+// awaitEveryAcknowledged waits until every message of sends whose send
+// the broker acknowledged is among the delivered ones, and returns them.
+func awaitEveryAcknowledged(ctx context.Context, t *testing.T, sends []Send, delivered func() []Message) map[Message]bool {
+	t.Helper()
+	acked := map[Message]bool{}
+	for _, s := range sends {
+		if s.Acknowledged() {
+			acked[s.Message] = true
+		}
+	}
+	var lost int
+	defer func() {
+		if t.Failed() && lost > 0 {
+			t.Logf("%d acknowledged messages never delivered", lost)
+		}
+	}()
+	waitUntil(ctx, t, 2*time.Minute, "every acknowledged message delivered", func() bool {
+		got := map[Message]bool{}
+		for _, m := range delivered() {
+			got[m] = true
+		}
+		lost = 0
+		for m := range acked {
+			if !got[m] {
+				lost++
+			}
+		}
+		return lost == 0
+	})
+	return acked
 }
