@@ -60,6 +60,7 @@ func New(cfg Config, svc *broker.Service, log *slog.Logger) (http.Handler, error
 	h.routeNamespaces()
 	h.routeActiveRegion()
 	h.routeAutoFailover()
+	h.routeFences()
 	h.routeTenants()
 	h.routeClusters()
 	h.routeBrokers()
