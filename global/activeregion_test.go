@@ -50,3 +50,45 @@ func TestActiveRegionAndFallback(t *testing.T) {
 		t.Error("SetFallbackRegions(nil) kept the list")
 	}
 }
+
+// TestTopicActiveRegion shows a topic's own active region over the
+// namespace's: it takes the topic out of the namespace's automatic
+// failover, and it counts only while it is one of the topic's regions.
+func TestTopicActiveRegion(t *testing.T) {
+	ns := Policies{ReplicationClusters: []string{"r1", "r2", "r3"}, ActiveRegion: "r1"}
+	ns.SetFallbackRegions([]string{"r2"})
+	ns.SetAutoFailover(&AutoFailover{DelaySeconds: 30})
+	tenant := TenantInfo{AllowedClusters: []string{"r1", "r2", "r3"}}
+	withOwn := func(region string, clusters []string) *TopicPolicies {
+		tp := &TopicPolicies{ReplicationClusters: clusters}
+		tp.SetActiveRegion(region)
+		return tp
+	}
+	for _, tc := range []struct {
+		name       string
+		topic      *TopicPolicies
+		wantActive string
+		wantAuto   bool
+	}{
+		{"no record: the namespace's", nil, "r1", true},
+		{"no override: the namespace's", &TopicPolicies{}, "r1", true},
+		{"its own, switched by hand", withOwn("r2", nil), "r2", false},
+		{"its own, outside its set", withOwn("r3", []string{"r1", "r2"}), "", false},
+	} {
+		e := Resolve(BrokerDefaults{}, tenant, ns, tc.topic)
+		if e.ActiveRegion != tc.wantActive || (e.AutoFailover != nil) != tc.wantAuto {
+			t.Errorf("%s: active region %q, automatic failover %v; want %q, %v", tc.name, e.ActiveRegion, e.AutoFailover != nil, tc.wantActive, tc.wantAuto)
+		}
+	}
+	for _, raw := range []string{`"not a name!"`, `""`, `["r1"]`} {
+		tp := TopicPolicies{Extra: Extra{ExtraTopicActiveRegion: json.RawMessage(raw)}}
+		if err := tp.validate(); !errors.Is(err, ErrInvalidPolicies) {
+			t.Errorf("active region %s: %v, want refused", raw, err)
+		}
+	}
+	tp := withOwn("r2", nil)
+	tp.SetActiveRegion("")
+	if _, set := tp.Extra[ExtraTopicActiveRegion]; set || tp.ActiveRegion() != "" {
+		t.Error("SetActiveRegion(\"\") kept the region")
+	}
+}

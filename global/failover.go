@@ -96,11 +96,7 @@ func (p *Policies) SetAutoFailover(a *AutoFailover) {
 		delete(p.Extra, ExtraAutoFailover)
 		return
 	}
-	raw, _ := json.Marshal(a) // plain fields always marshal
-	if p.Extra == nil {
-		p.Extra = Extra{}
-	}
-	p.Extra[ExtraAutoFailover] = raw
+	p.Extra.put(ExtraAutoFailover, a)
 }
 
 // validateAutoFailover checks that automatic failover has what it needs:

@@ -641,11 +641,7 @@ func (p *Policies) SetFallbackRegions(regions []string) {
 		delete(p.Extra, ExtraFallbackRegions)
 		return
 	}
-	raw, _ := json.Marshal(regions) // a []string always marshals
-	if p.Extra == nil {
-		p.Extra = Extra{}
-	}
-	p.Extra[ExtraFallbackRegions] = raw
+	p.Extra.put(ExtraFallbackRegions, regions)
 }
 
 // validateActiveRegion checks the active region and its fallback list
@@ -703,6 +699,17 @@ func (e Extra) allowAutoSubscriptionCreation(key string) (allow, ok bool) {
 }
 
 // Clone returns a deep copy.
+// put stores v's JSON under key, making e when it is nil. v is one of
+// Meridian's own plain values (strings, lists of them, structs of plain
+// fields), which always marshal.
+func (e *Extra) put(key string, v any) {
+	raw, _ := json.Marshal(v)
+	if *e == nil {
+		*e = Extra{}
+	}
+	(*e)[key] = raw
+}
+
 func (e Extra) Clone() Extra {
 	if e == nil {
 		return nil
@@ -849,7 +856,47 @@ func (p TopicPolicies) validate() error {
 	if p.SchemaCompatibilityStrategy != "" && !p.SchemaCompatibilityStrategy.valid() {
 		return fmt.Errorf("%w: schema_compatibility_strategy %q", ErrInvalidPolicies, p.SchemaCompatibilityStrategy)
 	}
+	if raw, set := p.Extra[ExtraTopicActiveRegion]; set {
+		var region string
+		if err := json.Unmarshal(raw, &region); err != nil || region == "" {
+			return fmt.Errorf("%w: %s is not a region name: %s", ErrInvalidPolicies, ExtraTopicActiveRegion, raw)
+		}
+		if err := validClusterNames(ExtraTopicActiveRegion, []string{region}); err != nil {
+			return err
+		}
+	}
 	return p.Extra.validate()
+}
+
+// ExtraTopicActiveRegion is the Extra key of a topic's own active region,
+// a JSON string, which overrides the namespace's for the topic and its
+// partitions: lookups of it anywhere go to that region, and its clients
+// elsewhere are moved there. It is switched by hand only: a namespace's
+// automatic failover neither watches nor gates such a topic (Resolve).
+// Drills use it to move their own topics and nothing else. It lives in
+// Extra for the reason ExtraFallbackRegions does: a broker that predates
+// it carries it through the updates it writes. Such a broker does not
+// follow it, so it answers that topic's lookups with the namespace's
+// active region until it is upgraded.
+const ExtraTopicActiveRegion = "meridianActiveRegion"
+
+// ActiveRegion returns the topic's own active region, "" when it has none
+// (or a stored value that validate would refuse).
+func (p TopicPolicies) ActiveRegion() string {
+	var region string
+	if raw, set := p.Extra[ExtraTopicActiveRegion]; set && json.Unmarshal(raw, &region) == nil {
+		return region
+	}
+	return ""
+}
+
+// SetActiveRegion stores the topic's own active region; "" removes it.
+func (p *TopicPolicies) SetActiveRegion(region string) {
+	if region == "" {
+		delete(p.Extra, ExtraTopicActiveRegion)
+		return
+	}
+	p.Extra.put(ExtraTopicActiveRegion, region)
 }
 
 // Clone returns a deep copy.

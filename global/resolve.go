@@ -144,11 +144,14 @@ type Effective struct {
 	// tenant's allowed clusters (DESIGN §6), sorted. A message's
 	// replicate_to narrows them further, per message, in the broker.
 	ReplicationClusters []string
-	// ActiveRegion is the namespace's active region when it is one of
-	// ReplicationClusters, else empty.
+	// ActiveRegion is the topic's own active region (ExtraTopicActiveRegion),
+	// else the namespace's, when it is one of ReplicationClusters; else
+	// empty.
 	ActiveRegion string
-	// AutoFailover is the namespace's automatic failover (Policies.AutoFailover),
-	// nil when it is off or there is no ActiveRegion.
+	// AutoFailover is the namespace's automatic failover (Policies.AutoFailover)
+	// when ActiveRegion is the namespace's; nil when it is off, when there
+	// is no ActiveRegion, and for a topic with an active region of its own,
+	// which is switched by hand only.
 	AutoFailover *AutoFailover
 	// Partitions is the partitioned-topic metadata: 0 for a non-partitioned
 	// topic (or one with no record).
@@ -230,7 +233,12 @@ func Resolve(d BrokerDefaults, tenant TenantInfo, ns Policies, topic *TopicPolic
 			e.ReplicationClusters = append(e.ReplicationClusters, c)
 		}
 	}
-	if slices.Contains(e.ReplicationClusters, ns.ActiveRegion) {
+	switch own := tp.ActiveRegion(); {
+	case own != "":
+		if slices.Contains(e.ReplicationClusters, own) {
+			e.ActiveRegion = own
+		}
+	case slices.Contains(e.ReplicationClusters, ns.ActiveRegion):
 		e.ActiveRegion = ns.ActiveRegion
 		if a, ok := ns.AutoFailover(); ok {
 			e.AutoFailover = &a

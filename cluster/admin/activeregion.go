@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/meridian-mq/meridian/global"
+	"github.com/meridian-mq/meridian/topology"
 )
 
 // The active region of a namespace (DESIGN §6): the region whose brokers
@@ -37,6 +38,73 @@ func (h *handler) routeActiveRegion() {
 		p.ActiveRegion = ""
 		p.SetFallbackRegions(nil)
 	}))
+}
+
+// A topic's own active region (global.TopicPolicies.ActiveRegion), over
+// the namespace's, as Pulsar's topic policies override namespace ones:
+//
+//	GET    /admin/v2/persistent/{tenant}/{namespace}/{topic}/activeRegion  {"activeRegion":"r1"}, or null when unset, as Pulsar's topic policies answer (?applied=true: the topic's, else the namespace's)
+//	POST   /admin/v2/persistent/{tenant}/{namespace}/{topic}/activeRegion  {"activeRegion":"r1"}
+//	DELETE /admin/v2/persistent/{tenant}/{namespace}/{topic}/activeRegion  the namespace's active region applies again
+//
+// It moves one topic (a partitioned topic's partitions with it) as the
+// namespace's moves all of them, and is switched by hand only: fallback
+// regions, which exist for automatic failover, are refused here, and a
+// namespace's automatic failover neither watches nor gates such a topic.
+// A namespace admin's, as the namespace's is. The region must exist and
+// be one of the topic's replication clusters (its own, else the
+// namespace's), or the request is refused with 412 and nothing is stored.
+func (h *handler) routeTopicActiveRegion() {
+	const p = "/admin/v2"
+	h.handleTopic("GET", p, "/activeRegion", opTenantAdmin, h.getTopicPolicy(func(tp global.TopicPolicies, e global.Effective, applied bool) any {
+		region := tp.ActiveRegion()
+		if applied {
+			region = e.ActiveRegion
+		}
+		if region == "" {
+			return nil
+		}
+		return activeRegionBody{ActiveRegion: region}
+	}))
+	h.handleTopic("POST", p, "/activeRegion", opTenantAdmin, h.setTopicActiveRegion)
+	h.handleTopic("DELETE", p, "/activeRegion", opTenantAdmin, h.clearTopicPolicy(func(tp *global.TopicPolicies) { tp.SetActiveRegion("") }))
+}
+
+func (h *handler) setTopicActiveRegion(w http.ResponseWriter, r *http.Request, t topology.TopicName) error {
+	var body activeRegionBody
+	if err := h.mustReadJSON(r, &body); err != nil {
+		return err
+	}
+	switch {
+	case body.ActiveRegion == "":
+		return fmt.Errorf("%w: activeRegion is required (DELETE removes the topic's active region)", ErrBadRequest)
+	case len(body.FallbackRegions) > 0:
+		return pulsarReason{ErrPrecondition, "A topic's active region is switched by hand and takes no fallback regions: " +
+			"they belong to a namespace's automatic failover"}
+	}
+	base, err := h.policyTopic(r, t)
+	if err != nil {
+		return err
+	}
+	ns, found := h.svc.Policies().Namespace(t.Tenant, t.Namespace)
+	if !found {
+		return fmt.Errorf("%w: namespace %s does not exist", ErrNotFound, t.NamespaceName())
+	}
+	err = h.updateTopicPolicies(r, base, func(tp *global.TopicPolicies) error {
+		set := ns
+		if tp.ReplicationClusters != nil {
+			set.ReplicationClusters = tp.ReplicationClusters
+		}
+		if err := h.checkRegion(&set, "Active region", body.ActiveRegion); err != nil {
+			return err
+		}
+		tp.SetActiveRegion(body.ActiveRegion)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return noContent(w)
 }
 
 // activeRegionBody is the endpoint's body and answer.
@@ -81,7 +149,7 @@ func (h *handler) checkRegion(p *global.Policies, what, region string) error {
 		return pulsarReason{ErrPrecondition, fmt.Sprintf("%s %s does not exist", what, region)}
 	}
 	if !slices.Contains(p.ReplicationClusters, region) {
-		return pulsarReason{ErrPrecondition, fmt.Sprintf("%s %s is not one of the namespace's replication clusters %v", what, region, p.ReplicationClusters)}
+		return pulsarReason{ErrPrecondition, fmt.Sprintf("%s %s is not one of the replication clusters %v", what, region, p.ReplicationClusters)}
 	}
 	return nil
 }

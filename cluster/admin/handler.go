@@ -59,6 +59,7 @@ func New(cfg Config, svc *broker.Service, log *slog.Logger) (http.Handler, error
 	h.routeTopicPolicies()
 	h.routeNamespaces()
 	h.routeActiveRegion()
+	h.routeTopicActiveRegion()
 	h.routeAutoFailover()
 	h.routeFences()
 	h.routeTenants()

@@ -146,6 +146,10 @@ type regionFailover struct {
 type failoverGate struct {
 	confirmed bool      // active here, by a linearizable read made while the session was held
 	notBefore time.Time // the switch's wait
+	// ownActiveRegion holds the namespace's topics (partitioned topics'
+	// names) with an active region of their own, which the gate leaves
+	// alone: they are switched by hand.
+	ownActiveRegion map[string]bool
 }
 
 func newRegionFailover(s *Service, cfg FailoverConfig) *regionFailover {
@@ -158,12 +162,14 @@ func newRegionFailover(s *Service, cfg FailoverConfig) *regionFailover {
 }
 
 // mayDispatch reports whether t's replicated subscriptions may dispatch
-// now. A namespace without automatic failover always may.
+// now. A namespace without automatic failover always may, and so may a
+// topic with an active region of its own, which is switched by hand
+// (global.TopicPolicies.ActiveRegion).
 func (f *regionFailover) mayDispatch(t topology.TopicName) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	g, gated := f.mu.gates[t.Tenant+"/"+t.Namespace]
-	if !gated {
+	if !gated || g.ownActiveRegion[t.Base().String()] {
 		return true
 	}
 	if !f.allowedLocked(g, f.now()) {
@@ -372,6 +378,15 @@ func (f *regionFailover) gates(ctx context.Context, namespaces []optedIn) map[st
 	out := make(map[string]failoverGate, len(namespaces))
 	for _, o := range namespaces {
 		g := failoverGate{}
+		for _, name := range f.svc.policies.Topics(o.tenant, o.ns) {
+			t, err := topology.ParseTopicName(name)
+			if tp, ok := f.svc.policies.Topic(t); err == nil && ok && tp.ActiveRegion() != "" {
+				if g.ownActiveRegion == nil {
+					g.ownActiveRegion = map[string]bool{}
+				}
+				g.ownActiveRegion[name] = true
+			}
+		}
 		if o.policies.ActiveRegion == f.svc.cfg.Region {
 			if sw := o.failover.LastSwitch; sw != nil && sw.To == f.svc.cfg.Region {
 				g.notBefore = sw.NotBefore()

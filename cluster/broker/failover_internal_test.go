@@ -46,12 +46,16 @@ func TestFailoverGate(t *testing.T) {
 	now := time.Unix(1000, 0)
 	f := newRegionFailover(&Service{}, DefaultFailoverConfig())
 	f.now = func() time.Time { return now }
-	tn := topology.TopicName{Domain: topology.Persistent, Tenant: "t", Namespace: "ns", Local: "x"}
-	other := topology.TopicName{Domain: topology.Persistent, Tenant: "t", Namespace: "other", Local: "x"}
+	tn := mustParseTopic(t, "persistent://t/ns/x")
+	other := mustParseTopic(t, "persistent://t/other/x")
+	drill := mustParseTopic(t, "persistent://t/ns/drill-partition-1")
 
-	f.setGates(map[string]failoverGate{"t/ns": {}})
+	f.setGates(map[string]failoverGate{"t/ns": {ownActiveRegion: map[string]bool{"persistent://t/ns/drill": true}}})
 	if !f.mayDispatch(other) {
 		t.Fatal("an ungated namespace may not dispatch")
+	}
+	if !f.mayDispatch(drill) {
+		t.Fatal("a partition of a topic with an active region of its own is gated by its namespace's failover")
 	}
 	opened := f.gateOpened()
 	if f.mayDispatch(tn) {
@@ -92,35 +96,7 @@ func TestFailoverGate(t *testing.T) {
 // active again, and r2 still counted them gone since the cut.)
 func TestFailoverJudgesARegionMadeActiveAgainAfresh(t *testing.T) {
 	ctx := t.Context()
-	gcfg := global.DefaultConfig()
-	gcfg.Logger = slog.New(slog.DiscardHandler)
-	gstore, err := global.NewStore(metatest.Memory(t), gcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range []string{"r1", "r2", "r3"} {
-		if _, err := gstore.CreateCluster(ctx, r, global.ClusterData{BrokerServiceURL: "pulsar://" + r + ":6650"}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := gstore.CreateTenant(ctx, "t", global.TenantInfo{AllowedClusters: []string{"r1", "r2", "r3"}}); err != nil {
-		t.Fatal(err)
-	}
-	p := global.Policies{ReplicationClusters: []string{"r1", "r2", "r3"}, ActiveRegion: "r1"}
-	p.SetFallbackRegions([]string{"r2", "r3"})
-	p.SetAutoFailover(&global.AutoFailover{DelaySeconds: 2})
-	if _, err := gstore.CreateNamespace(ctx, "t", "ns", p); err != nil {
-		t.Fatal(err)
-	}
-	cache, err := global.StartCache(gstore, global.DefaultCacheConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cache.Close()
-	svcCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	svc := &Service{cfg: ServiceConfig{Region: "r2", BrokerID: "b2", CloseTimeout: time.Second}, gstore: gstore,
-		policies: cache, log: slog.New(slog.DiscardHandler), ctx: svcCtx}
+	gstore, cache, svc := failoverFixture(t, "r2")
 	now := time.Now()
 	f := newRegionFailover(svc, DefaultFailoverConfig())
 	f.now = func() time.Time { return now }
@@ -159,7 +135,7 @@ func TestFailoverJudgesARegionMadeActiveAgainAfresh(t *testing.T) {
 	// r2 waits out the rest of a session TTL since it saw r1's sessions
 	// gone: whatever ended them, a revocation included, r1's brokers stop
 	// by their own timer within a TTL.
-	p, err = gstore.Namespace(ctx, "t", "ns")
+	p, err := gstore.Namespace(ctx, "t", "ns")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,5 +155,83 @@ func TestFailoverJudgesARegionMadeActiveAgainAfresh(t *testing.T) {
 	f.pass()
 	if got := active(); got != "r2" {
 		t.Fatalf("r1 held no session for the delay once more, active region %s, want r2", got)
+	}
+}
+
+func mustParseTopic(t *testing.T, name string) topology.TopicName {
+	t.Helper()
+	tn, err := topology.ParseTopicName(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tn
+}
+
+// failoverFixture is a global store with regions r1, r2 and r3, tenant t
+// and namespace t/ns active in r1 with automatic failover (fallback r2,
+// then r3), and a Service of region with a cache of it, loaded.
+func failoverFixture(t *testing.T, region string) (*global.Store, *global.Cache, *Service) {
+	t.Helper()
+	ctx := t.Context()
+	gcfg := global.DefaultConfig()
+	gcfg.Logger = slog.New(slog.DiscardHandler)
+	gstore, err := global.NewStore(metatest.Memory(t), gcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []string{"r1", "r2", "r3"} {
+		if _, err := gstore.CreateCluster(ctx, r, global.ClusterData{BrokerServiceURL: "pulsar://" + r + ":6650"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := gstore.CreateTenant(ctx, "t", global.TenantInfo{AllowedClusters: []string{"r1", "r2", "r3"}}); err != nil {
+		t.Fatal(err)
+	}
+	p := global.Policies{ReplicationClusters: []string{"r1", "r2", "r3"}, ActiveRegion: "r1"}
+	p.SetFallbackRegions([]string{"r2", "r3"})
+	p.SetAutoFailover(&global.AutoFailover{DelaySeconds: 2})
+	rcpt, err := gstore.CreateNamespace(ctx, "t", "ns", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache, err := global.StartCache(gstore, global.DefaultCacheConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cache.Close() })
+	svcCtx, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
+	svc := &Service{cfg: ServiceConfig{Region: region, BrokerID: "b-" + region, CloseTimeout: time.Second}, gstore: gstore,
+		policies: cache, log: slog.New(slog.DiscardHandler), ctx: svcCtx}
+	if err := cache.Await(ctx, rcpt); err != nil {
+		t.Fatal(err)
+	}
+	return gstore, cache, svc
+}
+
+// TestFailoverGateLeavesTopicsSwitchedByHand: in a namespace with automatic
+// failover, a topic with an active region of its own (a drill's) is
+// outside the gate, its partitions included, while the namespace's other
+// topics stay behind it.
+func TestFailoverGateLeavesTopicsSwitchedByHand(t *testing.T) {
+	ctx := t.Context()
+	gstore, cache, svc := failoverFixture(t, "r2")
+	drill := mustParseTopic(t, "persistent://t/ns/drill")
+	tp := global.TopicPolicies{Partitions: 2}
+	tp.SetActiveRegion("r2")
+	rcpt, err := gstore.CreateTopic(ctx, drill, tp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cache.Await(ctx, rcpt); err != nil {
+		t.Fatal(err)
+	}
+	f := newRegionFailover(svc, DefaultFailoverConfig())
+	f.setGates(f.gates(ctx, f.optedInNamespaces()))
+	if !f.mayDispatch(drill.PartitionN(1)) {
+		t.Fatal("a partition of the drill's topic, active here by its own policy, is held by the namespace's gate")
+	}
+	if f.mayDispatch(mustParseTopic(t, "persistent://t/ns/other")) {
+		t.Fatal("another topic of the namespace, active in r1, dispatches in r2")
 	}
 }

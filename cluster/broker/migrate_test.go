@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meridian-mq/meridian/cluster/broker"
+	"github.com/meridian-mq/meridian/cluster/broker/brokertest"
 	"github.com/meridian-mq/meridian/cluster/wire/pb"
 	"github.com/meridian-mq/meridian/global"
 )
@@ -94,6 +95,66 @@ func TestSwitchTellsClientsEveryRegion(t *testing.T) {
 			if !strings.HasPrefix(p.ProducerName, broker.ReplicationProducerPrefix) {
 				t.Fatalf("producer %s still on %s", p.ProducerName, tp.Name())
 			}
+		}
+	}
+}
+
+// TestTopicActiveRegionMovesOnlyItsTopic: a topic's own active region
+// (a drill's switch) moves that topic's clients and redirects its lookups,
+// while another topic of the namespace keeps its clients and is answered
+// here.
+func TestTopicActiveRegionMovesOnlyItsTopic(t *testing.T) {
+	r := startBroker(t, nil)
+	addEastRegion(t, r)
+	ns := createNamespace(t, r, "topicswitch", global.Policies{ReplicationClusters: []string{brokertest.Region, "east"}})
+	moved, stays := "persistent://"+ns+"/moved", "persistent://"+ns+"/stays"
+
+	rc := dialRaw(t, brokerAddr(r))
+	rc.connect(int32(pb.ProtocolVersion_v20))
+	for i, topic := range []string{moved, stays} {
+		id := uint64(i + 1)
+		rc.send(pb.BaseCommand_builder{Type: pb.BaseCommand_SUBSCRIBE.Enum(), Subscribe: pb.CommandSubscribe_builder{
+			Topic: proto.String(topic), Subscription: proto.String("s"), SubType: pb.CommandSubscribe_Shared.Enum(),
+			ConsumerId: proto.Uint64(id), RequestId: proto.Uint64(id),
+		}.Build()}.Build())
+		rc.expect(pb.BaseCommand_SUCCESS)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var tp global.TopicPolicies
+	tp.SetActiveRegion("east")
+	rcpt, err := r.Service().Global().CreateTopic(ctx, mustTopic(t, moved), tp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Service().Policies().Await(ctx, rcpt); err != nil {
+		t.Fatal(err)
+	}
+	tm := rc.expect(pb.BaseCommand_TOPIC_MIGRATED).GetTopicMigrated()
+	if tm.GetResourceId() != 1 || tm.GetBrokerServiceUrl() != "pulsar://e1:6650,e2:6650,"+brokerAddr(r) {
+		t.Fatalf("TOPIC_MIGRATED %v, want consumer 1 sent to every region's brokers, east's first", tm)
+	}
+	if cc := rc.expect(pb.BaseCommand_CLOSE_CONSUMER).GetCloseConsumer(); cc.GetConsumerId() != 1 {
+		t.Fatalf("closed consumer %d, want 1 (the moved topic's)", cc.GetConsumerId())
+	}
+	if loc := lookup(t, r, moved); !loc.Redirect || loc.WebURL != "http://e1:8080" {
+		t.Fatalf("lookup of the moved topic answered %+v, want a redirect to east", loc)
+	}
+	if loc := lookup(t, r, stays); loc.Redirect {
+		t.Fatalf("lookup of the other topic answered %+v, want this region", loc)
+	}
+	// The pass that moved the one topic looked at the other too, at once
+	// (migrateInactiveTopics): a move of it would have come by now, before
+	// the PONG to a PING sent after the close.
+	rc.send(pb.BaseCommand_builder{Type: pb.BaseCommand_PING.Enum(), Ping: pb.CommandPing_builder{}.Build()}.Build())
+	rc.expect(pb.BaseCommand_PONG)
+	for _, tp := range r.Service().LoadedTopics() {
+		if tp.Name() != stays {
+			continue
+		}
+		if s := tp.Stats().Subscriptions["s"]; len(s.Consumers) != 1 {
+			t.Fatalf("the other topic's subscription has %d consumers, want 1", len(s.Consumers))
 		}
 	}
 }

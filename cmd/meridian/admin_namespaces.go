@@ -132,23 +132,29 @@ func (a *adminCLI) getActiveRegionCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			body, err := a.rawGet(ctx, path, nil)
-			if err != nil {
-				return err
-			}
-			if len(bytes.TrimSpace(body)) == 0 { // 204: none set
-				return p.scalar("none: every region serves its own clients", nil)
-			}
-			var ar activeRegion
-			if err := json.Unmarshal(body, &ar); err != nil {
-				return fmt.Errorf("the server's answer is not an active region: %w", err)
-			}
-			text := ar.ActiveRegion
-			if len(ar.FallbackRegions) > 0 {
-				text += " (fallback: " + strings.Join(ar.FallbackRegions, ", ") + ")"
-			}
-			return p.scalar(text, ar)
+			return a.printActiveRegion(ctx, p, path, nil, "none: every region serves its own clients")
 		})
+}
+
+// printActiveRegion prints the active region that path (a namespace's or a
+// topic's activeRegion endpoint) answers, or none when none is set.
+func (a *adminCLI) printActiveRegion(ctx context.Context, p *printer, path string, query map[string]string, none string) error {
+	body, err := a.rawGet(ctx, path, query)
+	if err != nil {
+		return err
+	}
+	if b := bytes.TrimSpace(body); len(b) == 0 || string(b) == "null" { // none set: a namespace's 204, a topic's null
+		return p.scalar(none, nil)
+	}
+	var ar activeRegion
+	if err := json.Unmarshal(body, &ar); err != nil {
+		return fmt.Errorf("the server's answer is not an active region: %w", err)
+	}
+	text := ar.ActiveRegion
+	if len(ar.FallbackRegions) > 0 {
+		text += " (fallback: " + strings.Join(ar.FallbackRegions, ", ") + ")"
+	}
+	return p.scalar(text, ar)
 }
 
 func (a *adminCLI) removeActiveRegionCommand() *cobra.Command {

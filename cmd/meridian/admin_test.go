@@ -446,6 +446,30 @@ func TestAdminRequests(t *testing.T) {
 			want: []want{{"DELETE", "/admin/v2/namespaces/acme/orders/activeRegion", "", ""}},
 		},
 		{
+			name: "topics set-active-region",
+			args: []string{"topics", "set-active-region", "persistent://acme/orders/drill", "eu-west"},
+			want: []want{{"POST", "/admin/v2/persistent/acme/orders/drill/activeRegion", "", `{"activeRegion":"eu-west"}`}},
+		},
+		{
+			name:   "topics get-active-region --applied",
+			args:   []string{"topics", "get-active-region", "persistent://acme/orders/drill", "--applied"},
+			canned: map[string]cannedResponse{"GET /admin/v2/persistent/acme/orders/drill/activeRegion": {200, `{"activeRegion":"us-east"}`}},
+			want:   []want{{"GET", "/admin/v2/persistent/acme/orders/drill/activeRegion", "applied=true", ""}},
+			out:    "us-east\n",
+		},
+		{
+			name:   "topics get-active-region unset",
+			args:   []string{"topics", "get-active-region", "persistent://acme/orders/drill"},
+			canned: map[string]cannedResponse{"GET /admin/v2/persistent/acme/orders/drill/activeRegion": {200, `null`}},
+			want:   []want{{"GET", "/admin/v2/persistent/acme/orders/drill/activeRegion", "applied=false", ""}},
+			out:    "none: the namespace's active region applies\n",
+		},
+		{
+			name: "topics remove-active-region",
+			args: []string{"topics", "remove-active-region", "persistent://acme/orders/drill"},
+			want: []want{{"DELETE", "/admin/v2/persistent/acme/orders/drill/activeRegion", "", ""}},
+		},
+		{
 			name: "clusters delete",
 			args: []string{"clusters", "delete", "eu-west"},
 			want: []want{{"DELETE", "/admin/v2/clusters/eu-west", "", ""}},

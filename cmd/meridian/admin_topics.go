@@ -131,5 +131,43 @@ func (a *adminCLI) topicsCommand() *cobra.Command {
 		a.clearBacklogCommand(), a.resetCursorCommand(), a.expireCommand(), a.peekCommand(),
 		terminate, unload, lookup, last, a.bundleRangeCommand(),
 		a.setTopicDispatchRateCommand(), a.getTopicDispatchRateCommand(), a.removeTopicDispatchRateCommand(),
-		a.setTopicClustersCommand(), a.getTopicClustersCommand(), a.removeTopicClustersCommand())
+		a.setTopicClustersCommand(), a.getTopicClustersCommand(), a.removeTopicClustersCommand(),
+		a.setTopicActiveRegionCommand(), a.getTopicActiveRegionCommand(), a.removeTopicActiveRegionCommand())
+}
+
+// A topic's own active region, over its namespace's (Meridian's endpoint;
+// see cluster/admin/activeregion.go).
+
+func (a *adminCLI) setTopicActiveRegionCommand() *cobra.Command {
+	return a.verb("set-active-region TOPIC REGION", "Make REGION answer every lookup of the topic, over its namespace's active region, and move its clients there (switched by hand only: automatic failover does not move it)", 2,
+		func(ctx context.Context, _ pulsaradmin.Client, _ *printer, args []string) error {
+			t, err := topicArg(args[0])
+			if err != nil {
+				return err
+			}
+			rc, err := a.restClient()
+			if err != nil {
+				return err
+			}
+			return rc.PostWithContext(ctx, topicPath(t, "activeRegion"), activeRegion{ActiveRegion: args[1]})
+		})
+}
+
+func (a *adminCLI) getTopicActiveRegionCommand() *cobra.Command {
+	var applied bool
+	cmd := a.topicVerb("get-active-region TOPIC", "Show a topic's own active region (--applied: the one in effect, its own or else its namespace's)", func(ctx context.Context, _ pulsaradmin.Client, p *printer, t utils.TopicName) error {
+		none := "none: the namespace's active region applies"
+		if applied {
+			none = "none: every region serves its own clients"
+		}
+		return a.printActiveRegion(ctx, p, topicPath(t, "activeRegion"), map[string]string{"applied": strconv.FormatBool(applied)}, none)
+	})
+	cmd.Flags().BoolVar(&applied, "applied", false, "show the active region in effect")
+	return cmd
+}
+
+func (a *adminCLI) removeTopicActiveRegionCommand() *cobra.Command {
+	return a.topicVerb("remove-active-region TOPIC", "Remove a topic's own active region: its namespace's applies again", func(ctx context.Context, _ pulsaradmin.Client, _ *printer, t utils.TopicName) error {
+		return a.restDelete(ctx, topicPath(t, "activeRegion"))
+	})
 }
