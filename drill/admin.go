@@ -32,9 +32,14 @@ type Admin interface {
 	// Topics lists the persistent topics of namespace stored in region.
 	Topics(ctx context.Context, region, namespace string) ([]string, error)
 	// SetTopicActiveRegion sets the topic-level active region (over the
-	// namespace's); RemoveTopicActiveRegion removes it.
-	SetTopicActiveRegion(ctx context.Context, topic string, ar ActiveRegion) error
+	// namespace's; switched by hand, it takes no fallbacks);
+	// RemoveTopicActiveRegion removes it.
+	SetTopicActiveRegion(ctx context.Context, topic, region string) error
 	RemoveTopicActiveRegion(ctx context.Context, topic string) error
+	// ReplicationBacklog is how many entries of topic region has yet to
+	// replicate to remote, and whether its replicator is connected to
+	// remote, from region's topic stats.
+	ReplicationBacklog(ctx context.Context, region, topic, remote string) (backlog int64, connected bool, err error)
 	// SetNamespaceActiveRegion sets the namespace's active region.
 	SetNamespaceActiveRegion(ctx context.Context, namespace string, ar ActiveRegion) error
 	// CreateFence, RenewFence and DeleteFence hold an isolate fence
@@ -65,8 +70,8 @@ type NamespaceRecord struct {
 	AutoFailover bool `json:"-"`
 }
 
-// ActiveRegion is the body of the activeRegion endpoints (namespace and
-// topic alike).
+// ActiveRegion is the body of the activeRegion endpoints (a topic's takes
+// no fallbacks).
 type ActiveRegion struct {
 	ActiveRegion    string   `json:"activeRegion"`
 	FallbackRegions []string `json:"fallbackRegions,omitempty"`
@@ -222,12 +227,30 @@ func (a *HTTPAdmin) Topics(ctx context.Context, region, namespace string) ([]str
 	return out, a.do(ctx, http.MethodGet, base, "/admin/v2/namespaces/"+namespace+"/topics", nil, &out)
 }
 
-func (a *HTTPAdmin) SetTopicActiveRegion(ctx context.Context, topic string, ar ActiveRegion) error {
-	return a.do(ctx, http.MethodPost, a.URL, topicPath(topic)+"/activeRegion", ar, nil)
+func (a *HTTPAdmin) SetTopicActiveRegion(ctx context.Context, topic, region string) error {
+	return a.do(ctx, http.MethodPost, a.URL, topicPath(topic)+"/activeRegion", ActiveRegion{ActiveRegion: region}, nil)
 }
 
 func (a *HTTPAdmin) RemoveTopicActiveRegion(ctx context.Context, topic string) error {
 	return a.do(ctx, http.MethodDelete, a.URL, topicPath(topic)+"/activeRegion", nil, nil)
+}
+
+func (a *HTTPAdmin) ReplicationBacklog(ctx context.Context, region, topic, remote string) (int64, bool, error) {
+	base, err := a.regionURL(region)
+	if err != nil {
+		return 0, false, err
+	}
+	var stats struct {
+		Replication map[string]struct {
+			Connected          bool  `json:"connected"`
+			ReplicationBacklog int64 `json:"replicationBacklog"`
+		} `json:"replication"`
+	}
+	if err := a.do(ctx, http.MethodGet, base, topicPath(topic)+"/stats", nil, &stats); err != nil {
+		return 0, false, err
+	}
+	r := stats.Replication[remote]
+	return r.ReplicationBacklog, r.Connected, nil
 }
 
 func (a *HTTPAdmin) SetNamespaceActiveRegion(ctx context.Context, namespace string, ar ActiveRegion) error {
@@ -235,7 +258,7 @@ func (a *HTTPAdmin) SetNamespaceActiveRegion(ctx context.Context, namespace stri
 }
 
 func (a *HTTPAdmin) CreateFence(ctx context.Context, namespace, name string, f Fence) error {
-	return a.do(ctx, http.MethodPut, a.URL, "/admin/v2/namespaces/"+namespace+"/fences/"+url.PathEscape(name), f, nil)
+	return a.do(ctx, http.MethodPost, a.URL, "/admin/v2/namespaces/"+namespace+"/fences/"+url.PathEscape(name), f, nil)
 }
 
 func (a *HTTPAdmin) RenewFence(ctx context.Context, namespace, name string) error {

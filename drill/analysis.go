@@ -85,13 +85,15 @@ type RTO struct {
 	Unrecovered []string `json:"unrecovered,omitempty"`
 }
 
-// Duplicates of one subscription: deliveries after a step of messages
-// acked before it.
+// Duplicates of one subscription: deliveries after a step (the failover,
+// the fail back) of messages whose ack the broker confirmed before it.
 type Duplicates struct {
-	Topic        string  `json:"topic"`
-	Subscription string  `json:"subscription"`
-	Count        int     `json:"count"`
-	Seconds      float64 `json:"seconds"`
+	Topic        string `json:"topic"`
+	Subscription string `json:"subscription"`
+	Count        int    `json:"count"`
+	// Seconds is the traffic they span, in acks: how long before the
+	// step the oldest of their acks was confirmed.
+	Seconds float64 `json:"seconds"`
 }
 
 // Order counts messages first delivered after a later one of the same
@@ -102,7 +104,13 @@ type Order struct {
 	PerKey      int  `json:"perKey"`
 	PerProducer int  `json:"perProducer"`
 	Judged      bool `json:"judged"` // false for Shared, which promises no order
+	// Examples are the first few, as "topic subscription producer:seq key
+	// after seq".
+	Examples []string `json:"examples,omitempty"`
 }
+
+// maxOrderExamples bounds Order.Examples.
+const maxOrderExamples = 10
 
 // FailBack: from the fail back to every client's first receipt or
 // delivery in the lost region again, with its own duplicates and losses.
@@ -276,41 +284,32 @@ func medianMax(ts []ClientTime) (median, maxMillis float64) {
 }
 
 // duplicates counts, per subscription, the deliveries at or after from
-// (and before until, unless zero) of messages whose ack was done before
-// from.
+// (and before until, unless zero) of messages whose ack the broker had
+// confirmed before from, and how long before from the oldest of those
+// acks was: #17's measure ("nothing acked more than one sync interval
+// before the cut is delivered again").
 func duplicates(h History, from, until time.Time) []Duplicates {
 	type sub struct{ topic, name string }
-	ackedBefore := map[sub]map[Message]bool{}
+	ackedAt := map[sub]map[Message]time.Time{}
 	for _, d := range h.Deliveries {
 		s := sub{d.Topic, d.Subscription}
-		if ackedBefore[s] == nil {
-			ackedBefore[s] = map[Message]bool{}
+		if ackedAt[s] == nil {
+			ackedAt[s] = map[Message]time.Time{}
 		}
-		if !d.AckAt.IsZero() && d.AckAt.Before(from) {
-			ackedBefore[s][d.Message] = true
+		if at, seen := ackedAt[s][d.Message]; !d.AckAt.IsZero() && d.AckAt.Before(from) && (!seen || d.AckAt.Before(at)) {
+			ackedAt[s][d.Message] = d.AckAt
 		}
-	}
-	sent := map[topicMessage]time.Time{}
-	for _, s := range h.Sends {
-		sent[topicMessage{s.Topic, s.Message}] = s.SentAt
 	}
 	var out []Duplicates
-	for s, acked := range ackedBefore {
+	for s, acked := range ackedAt {
 		dup := Duplicates{Topic: s.topic, Subscription: s.name}
-		var first, last time.Time
 		for _, d := range h.Deliveries {
-			if d.Topic != s.topic || d.Subscription != s.name || d.At.Before(from) || (!until.IsZero() && !d.At.Before(until)) || !acked[d.Message] {
+			at, ok := acked[d.Message]
+			if d.Topic != s.topic || d.Subscription != s.name || !ok || d.At.Before(from) || (!until.IsZero() && !d.At.Before(until)) {
 				continue
 			}
 			dup.Count++
-			at := sent[topicMessage{d.Topic, d.Message}]
-			if first.IsZero() || at.Before(first) {
-				first = at
-			}
-			last = later(last, at)
-		}
-		if dup.Count > 1 {
-			dup.Seconds = last.Sub(first).Seconds()
+			dup.Seconds = max(dup.Seconds, from.Sub(at).Seconds())
 		}
 		out = append(out, dup)
 	}
@@ -353,6 +352,10 @@ func order(h History, rpo map[topicMessage]bool, subType string) Order {
 		byKey.key = d.Key
 		if hi, ok := highKey[byKey]; ok && d.Seq < hi {
 			o.PerKey++
+			if len(o.Examples) < maxOrderExamples {
+				o.Examples = append(o.Examples, fmt.Sprintf("%s %s %s key %s after %d, at %s in %s",
+					d.Topic, d.Subscription, d.Message, d.Key, hi, d.At.UTC().Format("15:04:05.000"), d.Region))
+			}
 		} else {
 			highKey[byKey] = d.Seq
 		}
@@ -409,6 +412,12 @@ func Judge(f Figures, th Thresholds, subType string) Verdict {
 	}
 	add("duplicates (seconds of traffic, worst subscription)", fmt.Sprintf("%.3fs", worst),
 		fmt.Sprintf("--max-duplicates-seconds %g", th.MaxDuplicatesSeconds), worst <= th.MaxDuplicatesSeconds)
+	worstBack := 0.0
+	for _, d := range f.FailBack.Duplicates {
+		worstBack = max(worstBack, d.Seconds)
+	}
+	add("fail back duplicates (seconds of traffic, worst subscription)", fmt.Sprintf("%.3fs", worstBack),
+		fmt.Sprintf("--max-duplicates-seconds %g", th.MaxDuplicatesSeconds), worstBack <= th.MaxDuplicatesSeconds)
 	add("fail back (max over clients)", ms(f.FailBack.MaxMillis)+unrecovered(f.FailBack.NotHome), "--max-fail-back "+th.MaxFailBack.String(),
 		len(f.FailBack.NotHome) == 0 && f.FailBack.MaxMillis <= float64(th.MaxFailBack.Milliseconds()))
 	if subType != "Shared" {

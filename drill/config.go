@@ -101,8 +101,12 @@ type Thresholds struct {
 	// (failover delay + 5s) with a switch by hand.
 	MaxRTO time.Duration `json:"maxRTO"`
 	// MaxDuplicatesSeconds bounds each subscription's duplicates, in
-	// seconds of traffic. Default 1s: one replicated-subscription sync
-	// interval (replicatedSubscriptionsSnapshotFrequencyMillis).
+	// seconds of acked traffic (Duplicates.Seconds), at the failover and
+	// at the fail back. Default 1.5: #17's target of one
+	// replicated-subscription sync interval
+	// (replicatedSubscriptionsSnapshotFrequencyMillis, 1s), plus the
+	// 500ms a moving subscription waits for the acks in flight
+	// (cluster/broker's migrationAckGrace).
 	MaxDuplicatesSeconds float64 `json:"maxDuplicatesSeconds"`
 	// MaxFailBack bounds the time until every client is home again.
 	// Default 10s.
@@ -117,7 +121,7 @@ type Thresholds struct {
 
 // DefaultThresholds returns the thresholds documented on Thresholds.
 func DefaultThresholds() Thresholds {
-	return Thresholds{MaxRTO: 10 * time.Second, MaxDuplicatesSeconds: 1, MaxFailBack: 10 * time.Second,
+	return Thresholds{MaxRTO: 10 * time.Second, MaxDuplicatesSeconds: 1.5, MaxFailBack: 10 * time.Second,
 		MaxSendErrors: -1}
 }
 

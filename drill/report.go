@@ -238,3 +238,39 @@ clients: keep-alive {{.R.Client.KeepAlive}}, reconnect backoff capped at {{.R.Cl
 {{end}}</table>
 </body></html>
 `))
+
+// writeHistory writes the history every figure was computed from, as
+// history.json beside the report: an auditor, or the e2e bed's checker,
+// can recompute them.
+func writeHistory(dir string, h History) error {
+	j, err := json.Marshal(h)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "history.json"), j, 0o644)
+}
+
+// Summary is the report's verdict and figures as plain text, for the end
+// of a run.
+func Summary(r Report) string {
+	var b strings.Builder
+	verdict := "PASS"
+	if !r.Verdict.Pass {
+		verdict = "FAIL"
+	}
+	fmt.Fprintf(&b, "verdict: %s (%s losing %s, failover to %s, cut %s, %s, %d msg/s)\n", verdict, r.Namespace, r.Lose, r.To, r.Cut, r.Mode, r.Rate)
+	for _, row := range r.figureRows() {
+		fmt.Fprintf(&b, "  %-45s %s\n", row[0], row[1])
+	}
+	for _, e := range r.Figures.Order.Examples {
+		fmt.Fprintf(&b, "  out of order: %s\n", e)
+	}
+	for _, c := range r.Verdict.Checks {
+		result := "pass"
+		if !c.Pass {
+			result = "FAIL"
+		}
+		fmt.Fprintf(&b, "  %-4s %s: %s (limit %s)\n", result, c.Name, c.Value, c.Limit)
+	}
+	return strings.TrimRight(b.String(), "\n")
+}

@@ -140,6 +140,14 @@ func (p Plan) serviceURL() string {
 	return scheme + strings.Join(hosts, ",")
 }
 
+// stateSyncWait is two replicated-subscription sync intervals (broker.conf
+// replicatedSubscriptionsSnapshotFrequencyMillis, 1s by default).
+// Measured on meridian dev: failing back as soon as replication had caught
+// up redelivered the whole outage's traffic in the restored region (its
+// subscription's state had been applied before the entries arrived);
+// after two intervals, at most one interval of acks.
+const stateSyncWait = 2 * time.Second
+
 // drill is one run's state.
 type drill struct {
 	Plan
@@ -212,7 +220,7 @@ func Run(ctx context.Context, p Plan, env Env) (Report, error) {
 		err = errors.Join(err, errors.New("drill interrupted: the region was restored and the clients failed back"))
 	}
 	if p.ReportDir != "" {
-		err = errors.Join(err, r.Write(p.ReportDir))
+		err = errors.Join(err, r.Write(p.ReportDir), writeHistory(p.ReportDir, h))
 	}
 	return r, err
 }
@@ -233,7 +241,7 @@ func (d *drill) setUp(ctx context.Context) error {
 		if d.Auto {
 			continue
 		}
-		if err := d.env.Admin.SetTopicActiveRegion(ctx, t, ActiveRegion{ActiveRegion: d.Lose, FallbackRegions: []string{d.To}}); err != nil {
+		if err := d.env.Admin.SetTopicActiveRegion(ctx, t, d.Lose); err != nil {
 			if errors.Is(err, ErrNotFound) {
 				err = fmt.Errorf("%w (the cluster has no topic-level active region: it needs a Meridian with POST .../{topic}/activeRegion)", err)
 			}
@@ -279,12 +287,8 @@ func (d *drill) phases(ctx context.Context, wl *Workload) error {
 
 // switchTo moves the drill's topics' active region to region.
 func (d *drill) switchTo(ctx context.Context, region string) error {
-	other := d.Lose
-	if region == d.Lose {
-		other = d.To
-	}
 	for _, t := range d.topics {
-		if err := d.env.Admin.SetTopicActiveRegion(ctx, t, ActiveRegion{ActiveRegion: region, FallbackRegions: []string{other}}); err != nil {
+		if err := d.env.Admin.SetTopicActiveRegion(ctx, t, region); err != nil {
 			return fmt.Errorf("switching %s to %s: %w", t, region, err)
 		}
 	}
@@ -389,12 +393,49 @@ func (d *drill) restore(ctx context.Context) error {
 	d.tl.Restore = time.Now()
 	ctx = context.WithoutCancel(ctx)
 	if cutByCmd {
-		return d.shell(ctx, "restore", d.RestoreCommand)
-	}
-	if err := d.env.Admin.DeleteFence(ctx, d.Namespace, d.fenceName()); err != nil && !errors.Is(err, ErrNotFound) {
+		if err := d.shell(ctx, "restore", d.RestoreCommand); err != nil {
+			return err
+		}
+	} else if err := d.env.Admin.DeleteFence(ctx, d.Namespace, d.fenceName()); err != nil && !errors.Is(err, ErrNotFound) {
 		return fmt.Errorf("removing the fence (it lapses by itself within %v): %w", d.FenceTTL, err)
 	}
+	d.awaitCatchUp(ctx)
 	return nil
+}
+
+// awaitCatchUp waits, for Drain at most, until every other region has
+// replicated to the restored one what it stored during the outage: a fail
+// back before that would send the clients home to a region that lacks
+// messages, and the operator's runbook says as much (README, "Fail back
+// is yours"). The load goes on meanwhile, so a backlog of up to one
+// second of a topic's traffic counts as caught up, once the replicator is
+// connected again (before, the stats may show the backlog of its last
+// report).
+func (d *drill) awaitCatchUp(ctx context.Context) {
+	deadline := time.Now().Add(d.Drain)
+	perTopic := int64(max(1, d.Rate/d.Config.Topics))
+	for time.Now().Before(deadline) {
+		behind := false
+		for _, r := range d.Regions {
+			if r == d.Lose {
+				continue
+			}
+			for _, t := range d.topics {
+				n, connected, err := d.env.Admin.ReplicationBacklog(ctx, r, t, d.Lose)
+				behind = behind || err != nil || !connected || n > perTopic
+			}
+		}
+		if !behind {
+			// The acks made meanwhile reach the restored region as
+			// subscription states, written at most once per sync interval
+			// and applied to the entries there at the time: wait until
+			// one has been written after the entries arrived.
+			sleep(ctx, stateSyncWait)
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	d.say("replication into %s has not caught up within %v; failing back anyway", d.Lose, d.Drain)
 }
 
 // failBack makes the lost region active again, if the drill switched away

@@ -2,7 +2,6 @@ package drill
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -26,6 +25,9 @@ const keysPerProducer = 8
 // acks it after the next one, as consumers that work in parallel do, so
 // that individual acks (not only the mark-delete) cross the failover.
 const outOfOrderEvery = 5
+
+// holdAtMost is how long a held message waits for the next one.
+const holdAtMost = 200 * time.Millisecond
 
 // cappedBackoff doubles from 50ms up to max: pulsar-client-go's default
 // doubles up to 60s, which would measure the backoff rather than the
@@ -125,7 +127,10 @@ func StartWorkload(ctx context.Context, rec *Recorder, cfg WorkloadConfig) (_ *W
 		name := fmt.Sprintf("drill-%s-c%d", cfg.Run, i)
 		c, err := client.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: sub, Name: name,
 			Type: subscriptionType(cfg.SubscriptionType), ReplicateSubscriptionState: true,
-			SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest, BackOffPolicyFunc: policy})
+			SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest, BackOffPolicyFunc: policy,
+			// An ack counts once the broker confirmed it: a duplicate is a
+			// delivery of what the broker had confirmed acked.
+			AckWithResponse: true})
 		if err != nil {
 			return nil, fmt.Errorf("subscribing to %s: %w", topic, err)
 		}
@@ -203,11 +208,20 @@ func (c *workConsumer) run(ctx context.Context, rec *Recorder) {
 		rec.deliver(d)
 	}
 	for {
-		msg, err := c.c.Receive(ctx)
-		if err != nil {
-			if held != nil && !errors.Is(err, context.Canceled) {
+		rctx, cancel := context.WithTimeout(ctx, holdAtMost)
+		msg, err := c.c.Receive(rctx)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			// Nothing came for holdAtMost: the held message is acked
+			// alone, as a consumer would not hold it forever.
+			if held != nil {
 				ack(*held, heldMsg)
-			} else if held != nil {
+				held, heldMsg = nil, nil
+			}
+			continue
+		}
+		if err != nil {
+			if held != nil {
 				rec.deliver(*held)
 			}
 			return

@@ -17,7 +17,7 @@ import (
 // region's service away from clients:
 //
 //	GET    /admin/v2/namespaces/{tenant}/{namespace}/fences               [{"name","region","topicPrefix","ttlSeconds","holder","createdMillis"}]
-//	PUT    /admin/v2/namespaces/{tenant}/{namespace}/fences/{name}        {"region":"r","topicPrefix":"p","ttlSeconds":15,"holder":"who"}: the fence, or 409 when one of that name is there
+//	POST   /admin/v2/namespaces/{tenant}/{namespace}/fences/{name}        {"region":"r","topicPrefix":"p","ttlSeconds":15,"holder":"who"}: the fence, or 409 when one of that name is there
 //	POST   /admin/v2/namespaces/{tenant}/{namespace}/fences/{name}/renew  a whole TTL again: the fence, or 404 once it has lapsed
 //	DELETE /admin/v2/namespaces/{tenant}/{namespace}/fences/{name}        204, or 404
 //
@@ -29,7 +29,7 @@ import (
 func (h *handler) routeFences() {
 	const path = "/admin/v2/namespaces/{tenant}/{namespace}/fences"
 	h.handle("GET "+path, opSuperUser, h.listFences)
-	h.handle("PUT "+path+"/{name}", opSuperUser, h.createFence)
+	h.handle("POST "+path+"/{name}", opSuperUser, h.createFence)
 	h.handle("POST "+path+"/{name}/renew", opSuperUser, h.renewFence)
 	h.handle("DELETE "+path+"/{name}", opSuperUser, h.deleteFence)
 }
