@@ -3,6 +3,7 @@ package drill
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -314,19 +315,9 @@ func duplicates(h History, from, until time.Time) []Duplicates {
 		out = append(out, dup)
 	}
 	slices.SortFunc(out, func(a, b Duplicates) int {
-		return cmpStrings(a.Topic+"\x00"+a.Subscription, b.Topic+"\x00"+b.Subscription)
+		return strings.Compare(a.Topic+"\x00"+a.Subscription, b.Topic+"\x00"+b.Subscription)
 	})
 	return out
-}
-
-func cmpStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // order counts first deliveries out of send order, per key and per

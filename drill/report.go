@@ -66,7 +66,7 @@ func rates(h History, start, end time.Time) []Rate {
 	for k, v := range series {
 		out = append(out, Rate{Kind: k[0], Region: k[1], PerSecond: v})
 	}
-	slices.SortFunc(out, func(a, b Rate) int { return cmpStrings(a.Kind+a.Region, b.Kind+b.Region) })
+	slices.SortFunc(out, func(a, b Rate) int { return strings.Compare(a.Kind+a.Region, b.Kind+b.Region) })
 	return out
 }
 
