@@ -56,9 +56,10 @@ type Figures struct {
 	Lost        []Message `json:"lost,omitempty"`
 }
 
-// RPO: messages the lost region receipted before the cut that the new
-// region did not have while it served: neither acked before the cut nor
-// delivered between the takeover and the restore.
+// RPO: messages the lost region receipted before the cut took effect
+// (before the restore) that the new region did not have while it served:
+// neither acked before the cut nor delivered between the cut and the
+// restore.
 type RPO struct {
 	Messages int `json:"messages"`
 	// Seconds is the span of their send times: the seconds of traffic.
@@ -163,7 +164,11 @@ func Analyze(h History, tl Timeline, mode Mode, lose, subType string) Figures {
 				f.FailBack.Lost++
 			}
 		}
-		if s.Region != lose || !s.ReceiptAt.Before(tl.Cut) {
+		// The lost region may still receipt a send in the moment between
+		// the cut's request and its effect (a fence reaches the region's
+		// brokers through a watch): every receipt of the lost region
+		// before the restore counts.
+		if s.Region != lose || (!tl.Restore.IsZero() && !s.ReceiptAt.Before(tl.Restore)) {
 			continue
 		}
 		available := slices.ContainsFunc(ds, func(d Delivery) bool {

@@ -43,8 +43,9 @@ func (s *script) deliver(c, p string, seq int64, ms int, region string, ack bool
 // at 1000ms, the switch at 1010ms, the restore at 5000ms and the fail
 // back at 6000ms. Producer p sends one message every 100ms.
 //
-//   - Before the cut, east receipts 0..9; c gets and acks 0..7 in east;
-//     8 and 9 never reached west before the cut (replication lag).
+//   - East receipts 0..8 before the cut, and 9 just after its request
+//     (before the fence took effect); c gets and acks 0..7 in east; 8
+//     and 9 never reached west (replication lag).
 //   - After the cut, p's first receipt in west is at 1305ms (seq 10);
 //     c's first delivery in west is at 1400ms.
 //   - c gets 6 and 7 again in west at 1400ms: acked at 611 and 711ms,
@@ -54,9 +55,10 @@ func (s *script) deliver(c, p string, seq int64, ms int, region string, ack bool
 //     message 20 again (acked in west at 2501ms, 3.499s before).
 func unplannedDrill() (*script, Timeline) {
 	s := &script{t0: time.Date(2026, 12, 5, 20, 0, 0, 0, time.UTC)}
-	for seq := int64(0); seq < 10; seq++ {
+	for seq := int64(0); seq < 9; seq++ {
 		s.send("p", seq, int(seq)*100, "east")
 	}
+	s.send("p", 9, 1010, "east") // after the cut's request, before the fence took effect
 	for seq := int64(0); seq < 8; seq++ {
 		s.deliver("c", "p", seq, int(seq)*100+10, "east", true)
 	}
@@ -70,6 +72,7 @@ func unplannedDrill() (*script, Timeline) {
 	}
 	s.deliver("c", "p", 8, 5100, "west", true)
 	s.deliver("c", "p", 9, 5110, "west", true)
+
 	for seq := int64(50); seq < 60; seq++ {
 		s.send("p", seq, 6100+int(seq-50)*100, "east")
 	}
@@ -89,8 +92,8 @@ func TestAnalyzeUnplanned(t *testing.T) {
 	if f.Sends != 60 || f.Receipted != 60 || f.SendErrors != 0 {
 		t.Errorf("sends %d receipted %d errors %d, want 60 60 0", f.Sends, f.Receipted, f.SendErrors)
 	}
-	if f.RPO.Messages != 2 || f.RPO.ArrivedAfterRestore != 2 || f.RPO.Seconds != 0.1 {
-		t.Errorf("RPO %+v, want 2 messages over 0.1s, both after the restore", f.RPO)
+	if f.RPO.Messages != 2 || f.RPO.ArrivedAfterRestore != 2 || f.RPO.Seconds != 0.21 {
+		t.Errorf("RPO %+v, want 2 messages over 0.21s (8, and 9 receipted after the cut's request), both after the restore", f.RPO)
 	}
 	if f.LostForGood != 0 {
 		t.Errorf("lost for good %d, want 0", f.LostForGood)
