@@ -250,6 +250,16 @@ func writeHistory(dir string, h History) error {
 	return os.WriteFile(filepath.Join(dir, "history.json"), j, 0o644)
 }
 
+// ReadHistory reads the history.json that a run wrote into dir.
+func ReadHistory(dir string) (History, error) {
+	var h History
+	b, err := os.ReadFile(filepath.Join(dir, "history.json"))
+	if err != nil {
+		return h, err
+	}
+	return h, json.Unmarshal(b, &h)
+}
+
 // Summary is the report's verdict and figures as plain text, for the end
 // of a run.
 func Summary(r Report) string {
