@@ -186,12 +186,16 @@ func (r Report) svg() string {
 		fmt.Fprintf(&b, `<polyline class="rate" fill="none" stroke="%s" stroke-width="1.5"%s points="%s"><title>%s %s</title></polyline>`,
 			color, dash, strings.Join(pts, " "), s.Kind, template.HTMLEscapeString(s.Region))
 	}
+	marks := 0
 	mark := func(t time.Time, label, color string) {
 		if t.IsZero() {
 			return
 		}
+		// Labels step up the plot, so that marks close in time (the cut
+		// and the failover) stay readable.
+		marks++
 		fmt.Fprintf(&b, `<line class="mark" x1="%.1f" y1="%g" x2="%.1f" y2="%g" stroke="%s" stroke-width="2"/>`, x(t), plotTop, x(t), plotTop+h, color)
-		fmt.Fprintf(&b, `<text x="%.1f" y="%g" fill="%s">%s</text>`, x(t)+3, plotTop+h-4, color, label)
+		fmt.Fprintf(&b, `<text x="%.1f" y="%g" fill="%s">%s</text>`, x(t)+3, plotTop+h-4-14*float64(marks-1), color, label)
 	}
 	mark(tl.Cut, "cut", "#c00")
 	mark(tl.Switch, "failover", "#06c")
