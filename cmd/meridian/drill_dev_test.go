@@ -88,6 +88,23 @@ func fences(t *testing.T, web string) []json.RawMessage {
 	return list
 }
 
+// awaitOutage waits until the drill logging to log is in its outage, its
+// fence in place.
+func awaitOutage(t *testing.T, log, web string) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		b, _ := os.ReadFile(log)
+		if strings.Contains(string(b), ": outage") && len(fences(t, web)) == 1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no outage with a fence within 2 minutes:\n%s", b)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // bystander produces to and consumes from a topic of public/default
 // through us-east's broker alone, for as long as it runs, and records the
 // longest gap between receipts and between deliveries, and the send
@@ -170,9 +187,10 @@ func (b *bystander) run(ctx context.Context, t *testing.T, serviceURL, topic str
 // TestDrillAgainstDev runs the README's drill against `meridian dev`
 // (shortened: 3s before, 6s of outage, 3s after) and checks that it exits
 // 0, leaves no topic, subscription or fence behind, and that another topic
-// of public/default served in us-east without a gap throughout. Then a
-// second drill is killed with SIGKILL during its outage: its fence lapses
-// by itself within its TTL.
+// of public/default served in us-east without a gap throughout. A second
+// drill, sent SIGTERM during its outage, restores and fails back before it
+// exits (non-zero), leaving nothing behind. A third is killed with SIGKILL
+// during its outage: its fence lapses by itself within its TTL.
 func TestDrillAgainstDev(t *testing.T) {
 	regions := startDev(t)
 	east := regions[0]
@@ -225,22 +243,32 @@ func TestDrillAgainstDev(t *testing.T) {
 		}
 	})
 
+	t.Run("interrupted", func(t *testing.T) {
+		log := filepath.Join(dir, "interrupted.log")
+		drill := startProcess(t, "drill", log, "drill", "--admin-url", east.WebServiceURL, "--namespace", "public/default",
+			"--lose", "us-east", "--before", "2s", "--outage", "60s", "--report", filepath.Join(dir, "interrupted"))
+		awaitOutage(t, log, east.WebServiceURL)
+		if err := drill.stop(t, 2*time.Minute); err == nil {
+			t.Fatal("an interrupted drill exited 0")
+		}
+		b, _ := os.ReadFile(log)
+		if !strings.Contains(string(b), "interrupted: restoring us-east and failing back") || !strings.Contains(string(b), ": fail back") {
+			t.Fatalf("the drill did not restore and fail back:\n%s", b)
+		}
+		if left := drillTopics(t, regions); len(left) > 0 {
+			t.Errorf("topics left behind: %v", left)
+		}
+		if left := fences(t, east.WebServiceURL); len(left) > 0 {
+			t.Errorf("fences left behind: %s", left)
+		}
+	})
+
 	t.Run("killed", func(t *testing.T) {
 		const ttl = 3 * time.Second
 		log := filepath.Join(dir, "killed.log")
 		drill := startProcess(t, "drill", log, "drill", "--admin-url", east.WebServiceURL, "--namespace", "public/default",
 			"--lose", "us-east", "--before", "2s", "--outage", "60s", "--fence-ttl", ttl.String(), "--report", filepath.Join(dir, "killed"))
-		deadline := time.Now().Add(2 * time.Minute)
-		for {
-			b, _ := os.ReadFile(log)
-			if strings.Contains(string(b), ": outage") && len(fences(t, east.WebServiceURL)) == 1 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("no outage with a fence within 2 minutes:\n%s", b)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		awaitOutage(t, log, east.WebServiceURL)
 		drill.kill(t)
 		killed := time.Now()
 		for len(fences(t, east.WebServiceURL)) > 0 {
