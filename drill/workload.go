@@ -29,6 +29,9 @@ const outOfOrderEvery = 5
 // holdAtMost is how long a held message waits for the next one.
 const holdAtMost = 200 * time.Millisecond
 
+// maxAcksInFlight bounds a consumer's acks awaiting the broker's answer.
+const maxAcksInFlight = 256
+
 // cappedBackoff doubles from 50ms up to max: pulsar-client-go's default
 // doubles up to 60s, which would measure the backoff rather than the
 // failover.
@@ -201,11 +204,23 @@ func (m Message) String() string { return m.Producer + ":" + strconv.FormatInt(m
 func (c *workConsumer) run(ctx context.Context, rec *Recorder) {
 	var held *Delivery
 	var heldMsg pulsar.Message
+	// An ack waits for the broker's answer (AckWithResponse), a round
+	// trip; acked one at a time a consumer would take one message per
+	// round trip and fall behind. So acks run beside the receiving, at
+	// most maxAcksInFlight at once (then the receiving waits), and a
+	// delivery is recorded once its ack is settled.
+	inFlight := make(chan struct{}, maxAcksInFlight)
+	var acks sync.WaitGroup
+	defer acks.Wait()
 	ack := func(d Delivery, msg pulsar.Message) {
-		if err := c.c.Ack(msg); err == nil {
-			d.AckAt = time.Now()
-		}
-		rec.deliver(d)
+		inFlight <- struct{}{}
+		acks.Go(func() {
+			defer func() { <-inFlight }()
+			if err := c.c.Ack(msg); err == nil {
+				d.AckAt = time.Now()
+			}
+			rec.deliver(d)
+		})
 	}
 	for {
 		rctx, cancel := context.WithTimeout(ctx, holdAtMost)
