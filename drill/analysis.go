@@ -49,8 +49,12 @@ type Figures struct {
 	RTO        RTO `json:"rto"`
 	// Duplicates are per subscription, from the failover to the fail back.
 	Duplicates []Duplicates `json:"duplicates"`
-	Order      Order        `json:"order"`
-	FailBack   FailBack     `json:"failBack"`
+	// Redelivered counts every delivery, at any time, of a message whose
+	// ack the broker had confirmed before: the duplicates above and those
+	// of no step (what the e2e bed's checker calls a duplicate delivery).
+	Redelivered int      `json:"redelivered"`
+	Order       Order    `json:"order"`
+	FailBack    FailBack `json:"failBack"`
 	// LostForGood are receipted messages their subscription never got.
 	LostForGood int       `json:"lostForGood"`
 	Lost        []Message `json:"lost,omitempty"`
@@ -66,6 +70,9 @@ type RPO struct {
 	Seconds float64 `json:"seconds"`
 	// ArrivedAfterRestore are those delivered once the region came back.
 	ArrivedAfterRestore int `json:"arrivedAfterRestore"`
+	// Late are the messages, by topic: late by definition, they are left
+	// out of the order check.
+	Late map[string][]Message `json:"late,omitempty"`
 }
 
 // ClientTime is one client's time to a step.
@@ -181,6 +188,10 @@ func Analyze(h History, tl Timeline, mode Mode, lose, subType string) Figures {
 		}
 		rpo[k] = true
 		f.RPO.Messages++
+		if f.RPO.Late == nil {
+			f.RPO.Late = map[string][]Message{}
+		}
+		f.RPO.Late[s.Topic] = append(f.RPO.Late[s.Topic], s.Message)
 		if rpoFirst.IsZero() || s.SentAt.Before(rpoFirst) {
 			rpoFirst = s.SentAt
 		}
@@ -217,6 +228,7 @@ func Analyze(h History, tl Timeline, mode Mode, lose, subType string) Figures {
 	}
 
 	f.Order = order(h, rpo, subType)
+	f.Redelivered = redelivered(h)
 	return f
 }
 
@@ -323,6 +335,29 @@ func duplicates(h History, from, until time.Time) []Duplicates {
 		return strings.Compare(a.Topic+"\x00"+a.Subscription, b.Topic+"\x00"+b.Subscription)
 	})
 	return out
+}
+
+// redelivered counts the deliveries of messages whose ack a subscription
+// had had confirmed before they arrived.
+func redelivered(h History) int {
+	type key struct {
+		topic, sub string
+		Message
+	}
+	acked := map[key]time.Time{}
+	for _, d := range h.Deliveries {
+		k := key{d.Topic, d.Subscription, d.Message}
+		if at, ok := acked[k]; !d.AckAt.IsZero() && (!ok || d.AckAt.Before(at)) {
+			acked[k] = d.AckAt
+		}
+	}
+	n := 0
+	for _, d := range h.Deliveries {
+		if at, ok := acked[key{d.Topic, d.Subscription, d.Message}]; ok && at.Before(d.At) {
+			n++
+		}
+	}
+	return n
 }
 
 // order counts first deliveries out of send order, per key and per

@@ -98,6 +98,9 @@ func TestAnalyzeUnplanned(t *testing.T) {
 	if f.LostForGood != 0 {
 		t.Errorf("lost for good %d, want 0", f.LostForGood)
 	}
+	if f.Redelivered != 3 || len(f.RPO.Late["t"]) != 2 {
+		t.Errorf("redelivered %d (want 6, 7 and 20), late %v (want 8 and 9)", f.Redelivered, f.RPO.Late)
+	}
 	if len(f.RTO.Producers) != 1 || f.RTO.Producers[0].Millis != 305 || len(f.RTO.Consumers) != 1 || f.RTO.Consumers[0].Millis != 400 {
 		t.Errorf("RTO %+v, want p 305ms and c 400ms", f.RTO)
 	}

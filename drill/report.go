@@ -125,6 +125,7 @@ func (r Report) figureRows() [][2]string {
 		{"order: out of order per key / per producer", fmt.Sprintf("%d / %d (judged: %v)", f.Order.PerKey, f.Order.PerProducer, f.Order.Judged)},
 		{"fail back median / max", ms(f.FailBack.MedianMillis) + " / " + ms(f.FailBack.MaxMillis)},
 		{"fail back lost", fmt.Sprint(f.FailBack.Lost)},
+		{"redelivered after a confirmed ack (whole run)", fmt.Sprint(f.Redelivered)},
 	}
 	for _, d := range f.Duplicates {
 		rows = append(rows, [2]string{"duplicates " + d.Topic + " / " + d.Subscription, fmt.Sprintf("%d (%.3fs)", d.Count, d.Seconds)})

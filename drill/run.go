@@ -264,6 +264,12 @@ func (d *drill) phases(ctx context.Context, wl *Workload) error {
 			return err
 		}
 		d.awaitClients(ctx, wl, d.To, d.Thresholds.MaxRTO)
+		// A planned failover drains first: what the lost region stored
+		// before its clients left reaches the new region before the cut
+		// stops replication.
+		if !d.awaitReplication(ctx, []string{d.Lose}, d.To, 0) {
+			d.say("replication from %s to %s has not drained within %v; cutting anyway", d.Lose, d.To, d.Drain)
+		}
 		d.phase("cut", 0)
 		if err := d.cut(ctx); err != nil {
 			return err
@@ -412,30 +418,42 @@ func (d *drill) restore(ctx context.Context) error {
 // connected again (before, the stats may show the backlog of its last
 // report).
 func (d *drill) awaitCatchUp(ctx context.Context) {
+	var from []string
+	for _, r := range d.Regions {
+		if r != d.Lose {
+			from = append(from, r)
+		}
+	}
+	if !d.awaitReplication(ctx, from, d.Lose, int64(max(1, d.Rate/d.Config.Topics))) {
+		d.say("replication into %s has not caught up within %v; failing back anyway", d.Lose, d.Drain)
+		return
+	}
+	// The acks made meanwhile reach the restored region as subscription
+	// states, written at most once per sync interval and applied to the
+	// entries there at the time: wait until one has been written after
+	// the entries arrived.
+	sleep(ctx, stateSyncWait)
+}
+
+// awaitReplication waits, for Drain at most, until every region of from
+// has at most slack entries of the drill's topics left to replicate to
+// to, its replicator connected; it reports whether they got there.
+func (d *drill) awaitReplication(ctx context.Context, from []string, to string, slack int64) bool {
 	deadline := time.Now().Add(d.Drain)
-	perTopic := int64(max(1, d.Rate/d.Config.Topics))
-	for time.Now().Before(deadline) {
+	for time.Now().Before(deadline) && ctx.Err() == nil {
 		behind := false
-		for _, r := range d.Regions {
-			if r == d.Lose {
-				continue
-			}
+		for _, r := range from {
 			for _, t := range d.topics {
-				n, connected, err := d.env.Admin.ReplicationBacklog(ctx, r, t, d.Lose)
-				behind = behind || err != nil || !connected || n > perTopic
+				n, connected, err := d.env.Admin.ReplicationBacklog(ctx, r, t, to)
+				behind = behind || err != nil || !connected || n > slack
 			}
 		}
 		if !behind {
-			// The acks made meanwhile reach the restored region as
-			// subscription states, written at most once per sync interval
-			// and applied to the entries there at the time: wait until
-			// one has been written after the entries arrived.
-			sleep(ctx, stateSyncWait)
-			return
+			return true
 		}
-		time.Sleep(200 * time.Millisecond)
+		sleep(ctx, 200*time.Millisecond)
 	}
-	d.say("replication into %s has not caught up within %v; failing back anyway", d.Lose, d.Drain)
+	return false
 }
 
 // failBack makes the lost region active again, if the drill switched away
