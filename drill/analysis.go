@@ -62,8 +62,8 @@ type Figures struct {
 
 // RPO: messages the lost region receipted before the cut took effect
 // (before the restore) that the new region did not have while it served:
-// neither acked before the cut nor delivered between the cut and the
-// restore.
+// neither acked before the cut nor delivered elsewhere between the
+// failover (the switch, when planned) and the restore.
 type RPO struct {
 	Messages int `json:"messages"`
 	// Seconds is the span of their send times: the seconds of traffic.
@@ -180,7 +180,7 @@ func Analyze(h History, tl Timeline, mode Mode, lose, subType string) Figures {
 		}
 		available := slices.ContainsFunc(ds, func(d Delivery) bool {
 			acked := !d.AckAt.IsZero() && d.AckAt.Before(tl.Cut)
-			servedOutage := d.Region != lose && !d.At.Before(tl.Cut) && (tl.Restore.IsZero() || d.At.Before(tl.Restore))
+			servedOutage := d.Region != lose && !d.At.Before(t0) && (tl.Restore.IsZero() || d.At.Before(tl.Restore))
 			return acked || servedOutage
 		})
 		if available {

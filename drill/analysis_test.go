@@ -240,4 +240,12 @@ func TestAnalyzePlanned(t *testing.T) {
 	if f.RPO.Messages != 0 || len(f.Duplicates) != 1 || f.Duplicates[0].Count != 0 {
 		t.Fatalf("RPO %+v duplicates %+v, want none", f.RPO, f.Duplicates)
 	}
+	// East receipted 2 before the switch; west delivered it after the
+	// switch and before the cut, unacked until after it: west had it.
+	s.send("p", 2, 100, "east")
+	s.deliver("c", "p", 2, 800, "west", false)
+	s.deliver("c", "p", 2, 950, "west", true)
+	if f = Analyze(s.h, tl, Planned, "east", "Failover"); f.RPO.Messages != 0 {
+		t.Fatalf("RPO %+v duplicates %+v, want none", f.RPO, f.Duplicates)
+	}
 }
