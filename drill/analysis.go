@@ -95,7 +95,7 @@ type RTO struct {
 }
 
 // Duplicates of one subscription: deliveries after a step (the failover,
-// the fail back) of messages whose ack the broker confirmed before it.
+// the fail back) of messages the consumer acked before it.
 type Duplicates struct {
 	Topic        string `json:"topic"`
 	Subscription string `json:"subscription"`

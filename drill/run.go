@@ -267,7 +267,7 @@ func (d *drill) phases(ctx context.Context, wl *Workload) error {
 		// A planned failover drains first: what the lost region stored
 		// before its clients left reaches the new region before the cut
 		// stops replication.
-		if !d.awaitReplication(ctx, []string{d.Lose}, d.To, 0) {
+		if !d.awaitReplication(ctx, []string{d.Lose}, d.To, 0, false) {
 			d.say("replication from %s to %s has not drained within %v; cutting anyway", d.Lose, d.To, d.Drain)
 		}
 		d.phase("cut", 0)
@@ -424,7 +424,7 @@ func (d *drill) awaitCatchUp(ctx context.Context) {
 			from = append(from, r)
 		}
 	}
-	if !d.awaitReplication(ctx, from, d.Lose, int64(max(1, d.Rate/d.Config.Topics))) {
+	if !d.awaitReplication(ctx, from, d.Lose, int64(max(1, d.Rate/d.Config.Topics)), true) {
 		d.say("replication into %s has not caught up within %v; failing back anyway", d.Lose, d.Drain)
 		return
 	}
@@ -437,15 +437,17 @@ func (d *drill) awaitCatchUp(ctx context.Context) {
 
 // awaitReplication waits, for Drain at most, until every region of from
 // has at most slack entries of the drill's topics left to replicate to
-// to, its replicator connected; it reports whether they got there.
-func (d *drill) awaitReplication(ctx context.Context, from []string, to string, slack int64) bool {
+// to (its replicator connected, with reconnected: after a cut, the stats
+// show the backlog of the replicator's last report until it reconnects);
+// it reports whether they got there.
+func (d *drill) awaitReplication(ctx context.Context, from []string, to string, slack int64, reconnected bool) bool {
 	deadline := time.Now().Add(d.Drain)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		behind := false
 		for _, r := range from {
 			for _, t := range d.topics {
 				n, connected, err := d.env.Admin.ReplicationBacklog(ctx, r, t, to)
-				behind = behind || err != nil || !connected || n > slack
+				behind = behind || err != nil || (reconnected && !connected) || n > slack
 			}
 		}
 		if !behind {
