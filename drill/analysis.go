@@ -361,12 +361,15 @@ func redelivered(h History) int {
 }
 
 // order counts first deliveries out of send order, per key and per
-// producer, in each subscription, leaving out the RPO's messages.
+// producer, in each subscription, leaving out the RPO's messages: a first
+// delivery that is not above the stream's previous first delivery, as the
+// e2e bed's checker counts them (e2e/checker.go), so that one message
+// delivered early counts once, not with every message after it.
 func order(h History, rpo map[topicMessage]bool, subType string) Order {
 	o := Order{Judged: subType != "Shared"}
 	type stream struct{ topic, sub, producer, key string }
 	seen := map[stream]map[int64]bool{}
-	highKey, highProducer := map[stream]int64{}, map[stream]int64{}
+	lastKey, lastProducer := map[stream]int64{}, map[stream]int64{}
 	for _, d := range h.Deliveries {
 		if rpo[topicMessage{d.Topic, d.Message}] {
 			continue
@@ -381,20 +384,18 @@ func order(h History, rpo map[topicMessage]bool, subType string) Order {
 		seen[byProducer][d.Seq] = true
 		byKey := byProducer
 		byKey.key = d.Key
-		if hi, ok := highKey[byKey]; ok && d.Seq < hi {
+		if last, ok := lastKey[byKey]; ok && d.Seq <= last {
 			o.PerKey++
 			if len(o.Examples) < maxOrderExamples {
 				o.Examples = append(o.Examples, fmt.Sprintf("%s %s %s key %s after %d, at %s in %s",
-					d.Topic, d.Subscription, d.Message, d.Key, hi, d.At.UTC().Format("15:04:05.000"), d.Region))
+					d.Topic, d.Subscription, d.Message, d.Key, last, d.At.UTC().Format("15:04:05.000"), d.Region))
 			}
-		} else {
-			highKey[byKey] = d.Seq
 		}
-		if hi, ok := highProducer[byProducer]; ok && d.Seq < hi {
+		lastKey[byKey] = d.Seq
+		if last, ok := lastProducer[byProducer]; ok && d.Seq <= last {
 			o.PerProducer++
-		} else {
-			highProducer[byProducer] = d.Seq
 		}
+		lastProducer[byProducer] = d.Seq
 	}
 	return o
 }
