@@ -61,6 +61,7 @@ func New(cfg Config, svc *broker.Service, log *slog.Logger) (http.Handler, error
 	h.routeActiveRegion()
 	h.routeTopicActiveRegion()
 	h.routeAutoFailover()
+	h.routeFences()
 	h.routeTenants()
 	h.routeClusters()
 	h.routeBrokers()

@@ -476,6 +476,10 @@ func (c *conn) handleProducer(req *pb.CommandProducer) {
 	if name == "" {
 		name = topic.svc.producerName()
 	}
+	if err := topic.svc.refuseFencedSource(t, name); err != nil {
+		c.sendError(reqID, err)
+		return
+	}
 	p := newProducer(c, topic, req.GetProducerId(), name, eff.DeduplicationEnabled, reqID)
 	p.mode, p.since, p.metadata = req.GetProducerAccessMode(), time.Now(), keyValues(req.GetMetadata())
 	taken, full := c.addProducer(p)

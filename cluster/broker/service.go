@@ -272,6 +272,7 @@ type Service struct {
 	wg     sync.WaitGroup // loads and topic watchers
 
 	failover *regionFailover // automatic region failover (failover.go)
+	fences   *fences         // drills' fences (fence.go); nil without a global store
 
 	loads   loadSlots      // MaxConcurrentTopicLoads (limits.go)
 	lookups *LookupPermits // MaxConcurrentLookups (limits.go)
@@ -323,6 +324,9 @@ func NewService(cfg ServiceConfig, store meta.Store, policies *global.Cache, gst
 	s.loads = newLoadSlots(cfg.MaxConcurrentTopicLoads)
 	s.lookups = NewLookupPermits(cfg.MaxConcurrentLookups)
 	s.failover = newRegionFailover(s, cfg.Failover)
+	if gstore != nil {
+		s.fences = &fences{s: s}
+	}
 	lcfg := cfg.loadManager()
 	lcfg.Clock = s.clock
 	if s.lm, err = loadmgr.New(lcfg, store, policies, gstore, managedTopics{s}, log); err != nil {
@@ -344,6 +348,10 @@ func (s *Service) Start(ctx context.Context) error {
 	go s.replicationLoop()
 	go s.migrationLoop()
 	go s.failover.loop()
+	if s.fences != nil {
+		s.wg.Add(1)
+		go s.fences.run()
+	}
 	return nil
 }
 
@@ -408,6 +416,9 @@ func (s *Service) resolve(t topology.TopicName) (global.Effective, error) {
 // the lookup fails with ServiceNotReady, never a guessed owner.
 func (s *Service) Lookup(ctx context.Context, t topology.TopicName, opts LookupOptions) (Location, error) {
 	defer s.metrics.lookedUp(time.Now())
+	if err := s.refuseFenced(t); err != nil {
+		return Location{}, err
+	}
 	eff, err := s.resolve(t)
 	if err != nil {
 		return Location{}, err
@@ -533,6 +544,9 @@ func (s *Service) TopicsOfNamespace(ctx context.Context, tenant, ns string) ([]s
 // owns its bundle. A topic that does not exist is created only when create
 // is set and the namespace's auto-creation policy allows it.
 func (s *Service) Topic(ctx context.Context, t topology.TopicName, create bool) (*Topic, error) {
+	if err := s.refuseFenced(t); err != nil {
+		return nil, err
+	}
 	c := mustExist
 	if create {
 		c = autoCreate

@@ -36,6 +36,7 @@ func newRootCommand() *cobra.Command {
 	root.AddCommand(newTokenCommand())
 	root.AddCommand(newAdminCommand())
 	root.AddCommand(newPerfCommand())
+	root.AddCommand(newDrillCommand())
 	root.AddCommand(newProduceCommand())
 	root.AddCommand(newConsumeCommand())
 	return root
