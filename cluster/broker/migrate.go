@@ -28,9 +28,11 @@ import (
 //
 // Nothing is lost on the way:
 //   - A producer's SENDs are shut out first (dropped unanswered, as in a
-//     hand-off), then every SEND it took is answered with its receipt, and
-//     only then is it told to go. The client resends what has no receipt,
-//     in the new region, so each message is stored once.
+//     hand-off), then every SEND it took is answered with its receipt, the
+//     entries stored here are awaited in the new region (replication,
+//     migrationReplicationGrace at most), and only then is it told to go.
+//     The client resends what has no receipt, in the new region, so each
+//     message is stored once, and after every message it stored here.
 //   - A subscription's dispatch stops first, while acks still reach its
 //     cursor; the consumers' last acks (pulsar-client-go groups them for
 //     up to 100 ms) are awaited for migrationAckGrace, a replicated
@@ -66,10 +68,20 @@ const migrationResync = time.Second
 // longer gets them again in the new region.
 const migrationAckGrace = 500 * time.Millisecond
 
+// migrationReplicationGrace is how long a moving producer waits, once its
+// SENDs are answered, for replication to have brought everything the topic
+// stores here to the region it moves to. Its next messages are stored
+// there after these, so that a key's messages stay in order across the
+// switch. Past it (replication to that region is down) it moves anyway.
+const migrationReplicationGrace = 2 * time.Second
+
 // migrationTarget is where the clients of a namespace are sent: the broker
 // service URLs of every region of its set, in one multi-host URL each.
 type migrationTarget struct {
 	serviceURL, serviceURLTLS string
+	// region is the active region the clients go to; "" for a cluster
+	// migration, whose target is the operator's URL.
+	region string
 }
 
 // migrationLoop moves the clients of namespaces active elsewhere, on each
@@ -146,7 +158,7 @@ func (s *Service) migrationTarget(eff global.Effective) (migrationTarget, error)
 	if len(plain) == 0 && len(tls) == 0 {
 		return migrationTarget{}, fmt.Errorf("no broker service URL in the cluster records of %v", regions)
 	}
-	var to migrationTarget
+	to := migrationTarget{region: eff.ActiveRegion}
 	if len(plain) > 0 {
 		to.serviceURL = "pulsar://" + strings.Join(plain, ",")
 	}
@@ -228,6 +240,9 @@ func (p *producer) migrate(ctx context.Context, to migrationTarget) {
 	if err != nil {
 		p.topic.svc.log.Debug("moving a producer: receipts still owed at the deadline", "topic", p.topic.Name(), "err", err)
 	}
+	if to.region != "" {
+		p.topic.awaitReplicatedTo(ctx, to.region, migrationReplicationGrace)
+	}
 	if !p.c.holdsProducer(p) {
 		return // the client closed it meanwhile
 	}
@@ -274,6 +289,27 @@ func (s *subscription) migrate(ctx context.Context, to migrationTarget) {
 	if _, err := s.topic.subscription(ctx, s.name, s.kind, true, mledger.Latest, nil); err != nil {
 		s.topic.svc.log.Warn("reopening a subscription whose consumers moved", "topic", s.topic.Name(),
 			"subscription", s.name, "err", err)
+	}
+}
+
+// awaitReplicatedTo waits until the replication cursor to region has
+// passed every entry the topic stores, for grace at most, or until ctx
+// ends. A topic that does not replicate to region has nothing to wait
+// for. It polls, as awaitAcks does: the cursor is the replicator's, seen
+// through the owner's watch (the replicator writes it every 100 ms).
+func (t *Topic) awaitReplicatedTo(ctx context.Context, region string, grace time.Duration) {
+	const poll = 10 * time.Millisecond
+	last, deadline := t.ml.LastConfirmed(), time.Now().Add(grace)
+	for {
+		at, ok := t.ml.ForeignCursors()[ReplicationCursorPrefix+region]
+		if !ok || !at.Less(last) || time.Now().After(deadline) {
+			return
+		}
+		select {
+		case <-time.After(poll):
+		case <-ctx.Done():
+			return
+		}
 	}
 }
 
