@@ -302,7 +302,12 @@ func (t *Topic) awaitReplicatedTo(ctx context.Context, region string, grace time
 	last, deadline := t.ml.LastConfirmed(), time.Now().Add(grace)
 	for {
 		at, ok := t.ml.ForeignCursors()[ReplicationCursorPrefix+region]
-		if !ok || !at.Less(last) || time.Now().After(deadline) {
+		if !ok || !at.Less(last) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.svc.log.Warn("moving a producer: replication to its new region has not caught up; its next messages may be stored there ahead of older ones of the same key",
+				"topic", t.Name(), "region", region, "replicated_through", at, "last", last, "waited", grace)
 			return
 		}
 		select {
