@@ -44,7 +44,7 @@ import (
 const fenceResync = time.Second
 
 // fences is this broker's copy of the global store's fences. run owns the
-// refreshing; mu guards list for the readers.
+// refreshing; mu guards byKey for the readers.
 type fences struct {
 	s  *Service
 	mu struct {
@@ -65,7 +65,7 @@ func (f *fences) covering(region string, t topology.TopicName) (global.Fence, bo
 	return global.Fence{}, false
 }
 
-// refuseHere is the error for a client of t in this broker's region while a
+// refuseFenced is the error for a client of t in this broker's region while a
 // fence cuts it off, nil otherwise.
 func (s *Service) refuseFenced(t topology.TopicName) error {
 	if s.fences == nil {
