@@ -295,49 +295,56 @@ func (s *subscription) migrate(ctx context.Context, to migrationTarget) {
 // awaitReplicatedTo waits until the replication cursor to region has
 // passed every entry the topic stores, for grace at most, or until ctx
 // ends. A topic that does not replicate to region has nothing to wait
-// for. It polls, as awaitAcks does: the cursor is the replicator's, seen
-// through the owner's watch (the replicator writes it every 100 ms).
+// for. The cursor is the replicator's, seen through the owner's watch (the
+// replicator writes it every 100 ms).
 func (t *Topic) awaitReplicatedTo(ctx context.Context, region string, grace time.Duration) {
-	const poll = 10 * time.Millisecond
-	last, deadline := t.ml.LastConfirmed(), time.Now().Add(grace)
-	for {
-		at, ok := t.ml.ForeignCursors()[ReplicationCursorPrefix+region]
-		if !ok || !at.Less(last) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.svc.log.Warn("moving a producer: replication to its new region has not caught up; its next messages may be stored there ahead of older ones of the same key",
-				"topic", t.Name(), "region", region, "replicated_through", at, "last", last, "waited", grace)
-			return
-		}
-		select {
-		case <-time.After(poll):
-		case <-ctx.Done():
-			return
-		}
+	last := t.ml.LastConfirmed()
+	var at mledger.Position
+	caughtUp := awaitMigration(ctx, grace, func() bool {
+		var ok bool
+		at, ok = t.ml.ForeignCursors()[ReplicationCursorPrefix+region]
+		return !ok || !at.Less(last)
+	})
+	if !caughtUp && ctx.Err() == nil {
+		t.svc.log.Warn("moving a producer: replication to its new region has not caught up; its next messages may be stored there ahead of older ones of the same key",
+			"topic", t.Name(), "region", region, "replicated_through", at, "last", last, "waited", grace)
 	}
 }
 
 // awaitAcks waits until no consumer of the stopped subscription holds a
-// message unacked, for grace at most, or until ctx ends. It polls: it runs
-// once per switch, for a fraction of a second.
+// message unacked, for grace at most, or until ctx ends.
 func (s *subscription) awaitAcks(ctx context.Context, grace time.Duration) {
+	awaitMigration(ctx, grace, func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, c := range s.mu.consumers {
+			if c.unacked > 0 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// awaitMigration polls done every 10 ms until it holds, grace passes or
+// ctx ends, and reports whether it held. The waits of a move poll: each
+// runs once per switch, for a fraction of a second, on state (a cursor
+// seen through a watch, the consumers' counts) that has no signal of its
+// own.
+func awaitMigration(ctx context.Context, grace time.Duration, done func() bool) bool {
 	const poll = 10 * time.Millisecond
 	deadline := time.Now().Add(grace)
 	for {
-		s.mu.Lock()
-		unacked := 0
-		for _, c := range s.mu.consumers {
-			unacked += c.unacked
+		if done() {
+			return true
 		}
-		s.mu.Unlock()
-		if unacked == 0 || time.Now().After(deadline) {
-			return
+		if time.Now().After(deadline) {
+			return false
 		}
 		select {
 		case <-time.After(poll):
 		case <-ctx.Done():
-			return
+			return false
 		}
 	}
 }
