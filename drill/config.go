@@ -87,7 +87,7 @@ type ClientSettings struct {
 	// KeepAlive: a dead connection is noticed after two intervals.
 	// Default 5s.
 	KeepAlive time.Duration
-	// MaxBackoff caps the reconnect backoff, which starts at 50ms and
+	// MaxBackoff caps the reconnect backoff, which starts at 100 ms and
 	// doubles. Default 1s.
 	MaxBackoff time.Duration
 	// OperationTimeout bounds a send. Default 30s.

@@ -32,19 +32,21 @@ const holdAtMost = 200 * time.Millisecond
 // maxAcksInFlight bounds a consumer's acks not yet returned.
 const maxAcksInFlight = 256
 
-// cappedBackoff doubles from 50ms up to max: pulsar-client-go's default
-// doubles up to 60s, which would measure the backoff rather than the
-// failover.
-type cappedBackoff struct {
-	max, next time.Duration
+// CappedBackoff is the reconnect backoff the README recommends for
+// failover (pulsar-client-go's backoff.Policy): doubling from 100 ms, at
+// most Max. pulsar-client-go's default doubles up to 60 s, which would
+// measure the backoff rather than the failover.
+type CappedBackoff struct {
+	Max  time.Duration
+	next time.Duration
 }
 
-func (b *cappedBackoff) Next() time.Duration {
-	b.next = min(2*max(b.next, 25*time.Millisecond), b.max)
+func (b *CappedBackoff) Next() time.Duration {
+	b.next = min(2*max(b.next, 50*time.Millisecond), b.Max)
 	return b.next
 }
-func (b *cappedBackoff) IsMaxBackoffReached() bool { return false }
-func (b *cappedBackoff) Reset()                    { b.next = 0 }
+func (b *CappedBackoff) IsMaxBackoffReached() bool { return false }
+func (b *CappedBackoff) Reset()                    { b.next = 0 }
 
 // Workload is the drill's producers and consumers. Start starts them;
 // StopProducers and Close end them. Every goroutine belongs to its wg.
@@ -119,7 +121,7 @@ func StartWorkload(ctx context.Context, rec *Recorder, cfg WorkloadConfig) (_ *W
 		}
 		return c, err
 	}
-	policy := func() backoff.Policy { return &cappedBackoff{max: cfg.Client.MaxBackoff} }
+	policy := func() backoff.Policy { return &CappedBackoff{Max: cfg.Client.MaxBackoff} }
 	sub := "drill-" + cfg.Run
 	for i, topic := range cfg.Topics {
 		w := newWhere(cfg.Addresses)

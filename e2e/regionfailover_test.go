@@ -18,6 +18,7 @@ import (
 
 	"github.com/meridian-mq/meridian/cluster/ledger"
 	"github.com/meridian-mq/meridian/cluster/meta"
+	"github.com/meridian-mq/meridian/drill"
 	"github.com/meridian-mq/meridian/global"
 )
 
@@ -28,18 +29,6 @@ const (
 	autoFoInterval   = 500 * time.Millisecond
 	autoFoDelay      = 5 * time.Second
 )
-
-// cappedBackoff is the reconnect backoff the README recommends for
-// failover: doubling from 100 ms, at most a second (pulsar-client-go's
-// default goes to 60 s).
-type cappedBackoff struct{ next time.Duration }
-
-func (b *cappedBackoff) Next() time.Duration {
-	b.next = min(2*max(b.next, 50*time.Millisecond), time.Second)
-	return b.next
-}
-func (b *cappedBackoff) IsMaxBackoffReached() bool { return false }
-func (b *cappedBackoff) Reset()                    { b.next = 0 }
 
 // foDelivery is one message the failover scenario's consumer received:
 // which producer's message, the region whose ledger it came from (the
@@ -143,7 +132,7 @@ func testRegionFailover(t *testing.T, globalMembers int) {
 	const topic = "persistent://fo/ns/orders"
 	// The README's client settings for failover, or pulsar-client-go's
 	// defaults with $MERIDIAN_E2E_FAILOVER_CLIENT=default.
-	clientOpts, consumerBackoff := pulsar.ClientOptions{KeepAliveInterval: 2 * time.Second}, func() backoff.Policy { return &cappedBackoff{} }
+	clientOpts, consumerBackoff := pulsar.ClientOptions{KeepAliveInterval: 2 * time.Second}, func() backoff.Policy { return &drill.CappedBackoff{Max: time.Second} }
 	clientSettings := "keep-alive 2 s, reconnect backoff capped at 1 s"
 	if os.Getenv("MERIDIAN_E2E_FAILOVER_CLIENT") == "default" {
 		clientOpts, consumerBackoff, clientSettings = pulsar.ClientOptions{}, nil, "pulsar-client-go's defaults"
