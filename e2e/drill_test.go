@@ -25,27 +25,11 @@ import (
 func TestDrillPlannedIsolate(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
-	var regions []RegionConfig
-	for _, name := range []string{"r1", "r2", "r3"} {
-		regions = append(regions, RegionConfig{Name: name, EtcdMembers: 1, Bookies: 2, Brokers: 1, Replicators: 1})
-	}
-	bed := StartBed(t, BedConfig{Binary: meridianBin, Regions: regions, GlobalEtcd: true, LocalClients: true})
+	tr := startThreeRegions(ctx, t, 0, nil, "dr", global.Policies{ReplicationClusters: []string{"r1", "r2", "r3"}})
 	serviceURLs, adminURLs := map[string]string{}, map[string]string{}
-	for _, r := range bed.Regions {
-		for _, l := range []*Link{r.Brokers[0].Link, r.Brokers[0].WebLink} {
-			if err := l.SetShape(Shape{Latency: wanLatency}); err != nil {
-				t.Fatal(err)
-			}
-		}
+	for _, r := range tr.bed.Regions {
 		serviceURLs[r.Name] = r.Brokers[0].ServiceURL()
 		adminURLs[r.Name] = "http://" + r.Brokers[0].WebLink.Addr()
-	}
-	gs := bed.GlobalStore(ctx)
-	if _, err := gs.CreateTenant(ctx, "dr", global.TenantInfo{AllowedClusters: []string{"r1", "r2", "r3"}}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := gs.CreateNamespace(ctx, "dr", "ns", global.Policies{ReplicationClusters: []string{"r1", "r2", "r3"}}); err != nil {
-		t.Fatal(err)
 	}
 
 	cfg := drill.DefaultConfig()
