@@ -113,13 +113,21 @@ func (w *Worker) workerKey() string {
 }
 
 // register grants the worker's lease, kept alive until ctx ends, and writes
-// its registration under it.
+// its registration under it. A registration already under this id is waited
+// out while its lease lapses (awaitLapsedRegistration): a worker restarted at
+// once after a crash, under a stable --worker-id, finds its previous run's.
 func (w *Worker) register(ctx context.Context) (meta.Lease, error) {
 	lease, err := w.store.Grant(ctx, w.cfg.LeaseTTL)
 	if err != nil {
 		return nil, fmt.Errorf("replicator: lease: %w", err)
 	}
-	if _, err := w.store.Create(ctx, w.workerKey(), []byte(w.cfg.WorkerID), lease.ID()); err != nil {
+	_, err = w.store.Create(ctx, w.workerKey(), []byte(w.cfg.WorkerID), lease.ID())
+	if errors.Is(err, meta.ErrExists) {
+		if err = w.awaitLapsedRegistration(ctx); err == nil {
+			_, err = w.store.Create(ctx, w.workerKey(), []byte(w.cfg.WorkerID), lease.ID())
+		}
+	}
+	if err != nil {
 		w.store.Revoke(context.WithoutCancel(ctx), lease.ID())
 		if errors.Is(err, meta.ErrExists) {
 			return nil, fmt.Errorf("%w: %s", ErrWorkerExists, w.cfg.WorkerID)
@@ -129,6 +137,54 @@ func (w *Worker) register(ctx context.Context) (meta.Lease, error) {
 	w.states.setLease(lease.ID())
 	w.registered.Store(true)
 	return lease, nil
+}
+
+// lapseGrace is how long past the server's remaining time to live a
+// registration is waited for: etcd deletes a lapsed lease's keys on its
+// leader's next expiry check, not at the instant it lapses.
+const lapseGrace = time.Second
+
+// awaitLapsedRegistration waits for the registration under this worker's
+// id to go, for at most what the server says its lease has left (plus
+// lapseGrace). A dead run's lease is renewed by nobody and lapses within
+// that time; a live worker's is renewed, so its key outlasts the wait and
+// the answer is ErrExists. This is how a bookie restarted under ZooKeeper
+// waits for its previous session's znode to expire, rather than exiting and
+// leaving a supervisor to restart it until the lease is gone.
+func (w *Worker) awaitLapsedRegistration(ctx context.Context) error {
+	key := w.workerKey()
+	kv, err := w.store.Get(ctx, key)
+	switch {
+	case errors.Is(err, meta.ErrNotFound):
+		return nil
+	case err != nil:
+		return err
+	}
+	remaining, _, err := w.store.TimeToLive(ctx, kv.Lease)
+	switch {
+	case errors.Is(err, meta.ErrLeaseNotFound):
+		return nil
+	case err != nil:
+		return err
+	}
+	w.log.Warn("a worker with this id is registered; waiting for its lease to lapse, as a restart after a crash finds it",
+		"lease", fmt.Sprintf("%x", kv.Lease), "remaining", remaining)
+	wctx, cancel := context.WithTimeout(ctx, remaining+lapseGrace)
+	defer cancel()
+	for resp := range w.store.Watch(wctx, key, kv.ModRevision+1) {
+		if resp.Err != nil {
+			return resp.Err
+		}
+		for _, ev := range resp.Events {
+			if ev.KV.Key == key && ev.Type == meta.EventDelete {
+				return nil
+			}
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return meta.ErrExists // renewed past its time: a live worker holds it
 }
 
 // loop reconciles the held tasks with the needed ones until Close. When the

@@ -60,7 +60,7 @@ on stdout once registered:
 	f.StringSliceVar(&etcd, "etcd", nil, "comma-separated client URLs of the region's etcd (required)")
 	f.StringSliceVar(&globalEtcd, "global-etcd", nil, "comma-separated client URLs of the global configuration store's etcd (default: --etcd)")
 	f.StringVar(&metricsAddr, "metrics-listen", defaultReplicatorHTTP, "address to serve /metrics, /health and /ready on; empty: none")
-	f.StringVar(&cfg.WorkerID, "worker-id", "", "the worker's id among the region's workers (default: random)")
+	f.StringVar(&cfg.WorkerID, "worker-id", "", "the worker's id among the region's workers (default: random); a restart under the same id waits for its previous run's lease to lapse")
 	f.DurationVar(&cfg.LeaseTTL, "lease-ttl", cfg.LeaseTTL, "lease on the worker's tasks: how long the tasks of a dead worker wait for another")
 	f.DurationVar(&cfg.ScanInterval, "scan-interval", cfg.ScanInterval, "how often the worker looks for tasks to start or stop")
 	f.DurationVar(&cfg.CursorPersistInterval, "cursor-persist-interval", cfg.CursorPersistInterval, "longest wait before a task writes its cursor (what a crash sends again, deduplicated by the remote)")
