@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -111,4 +112,116 @@ func TestDrillPlannedIsolate(t *testing.T) {
 			t.Log(v)
 		}
 	}
+}
+
+// TestDrillUnplannedCommandAutomatic runs `meridian drill --cut command`
+// unplanned, with no --to, on a namespace with automatic failover: the cut
+// command SIGKILLs every process of r1 (its etcd, bookies, broker and
+// replicator), the namespace's automatic failover moves the clients, and
+// the restore command restarts r1's processes at once on their data. It
+// measures the RTO through automatic failover, which a switch by hand
+// does not show: the failover delay and the session TTL are in it.
+//
+// The commands reach the bed through a loopback HTTP endpoint of the
+// test, as an operator's reach their orchestrator; the bed's processes are
+// killed and restarted on the test's goroutine.
+//
+//	flock /tmp/meridian-e2e.lock go test -tags e2e -run TestDrillUnplannedCommandAutomatic -v ./e2e/
+func TestDrillUnplannedCommandAutomatic(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
+	defer cancel()
+	args := []string{"--failover-session-ttl", autoFoSessionTTL.String(), "--failover-margin", "1s",
+		"--failover-interval", autoFoInterval.String(), "--failover-probe-timeout", "1s"}
+	policies := global.Policies{ReplicationClusters: []string{"r1", "r2", "r3"}, ActiveRegion: "r1"}
+	policies.SetFallbackRegions([]string{"r2", "r3"})
+	policies.SetAutoFailover(&global.AutoFailover{DelaySeconds: int(autoFoDelay / time.Second)})
+	tr := startThreeRegions(ctx, t, 0, args, "dc", policies)
+	serviceURLs, adminURLs := map[string]string{}, map[string]string{}
+	for _, r := range tr.bed.Regions {
+		serviceURLs[r.Name] = r.Brokers[0].ServiceURL()
+		adminURLs[r.Name] = "http://" + r.Brokers[0].WebLink.Addr()
+	}
+
+	// The commands ask the test's goroutine to act, and wait for it.
+	type request struct {
+		what string
+		done chan struct{}
+	}
+	requests := make(chan request)
+	orchestrator := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		req := request{strings.TrimPrefix(r.URL.Path, "/"), make(chan struct{})}
+		select {
+		case requests <- req:
+		case <-r.Context().Done():
+			return
+		}
+		<-req.done
+	}))
+	defer orchestrator.Close()
+
+	cfg := drill.DefaultConfig()
+	cfg.Namespace, cfg.Lose, cfg.Mode, cfg.Cut = "dc/ns", "r1", drill.Unplanned, drill.CutCommand
+	cfg.CutCommand = "curl -fsS -X POST " + orchestrator.URL + "/cut"
+	cfg.RestoreCommand = "curl -fsS -X POST " + orchestrator.URL + "/restore"
+	cfg.Rate, cfg.Before, cfg.Outage, cfg.After = 500, 5*time.Second, 20*time.Second, 5*time.Second
+	cfg.ServiceURLs, cfg.AdminURLs = serviceURLs, adminURLs
+	cfg.Client.KeepAlive = 2 * time.Second
+	// Automatic failover switches after the delay, once r1's sessions have
+	// lapsed; the clients follow within a keep-alive and a reconnect.
+	cfg.Thresholds.MaxRTO = autoFoDelay + autoFoSessionTTL + 5*time.Second
+	cfg.ReportDir = t.TempDir()
+	// r2's broker answers the drill's namespace-wide calls: r1 is killed.
+	admin := &drill.HTTPAdmin{URL: adminURLs["r2"], AdminURLs: adminURLs, Client: http.DefaultClient}
+	plan, err := drill.MakePlan(ctx, cfg, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !plan.Auto {
+		t.Fatal("the plan leaves the switch to the drill, not to automatic failover")
+	}
+
+	type outcome struct {
+		report drill.Report
+		err    error
+	}
+	var out strings.Builder
+	finished := make(chan outcome, 1)
+	go func() {
+		r, err := drill.Run(ctx, plan, drill.Env{Admin: admin, NewClient: pulsar.NewClient, Out: &out,
+			Exit: func(int) { t.Error("the drill asked to exit") }})
+		finished <- outcome{r, err}
+	}()
+	r1 := tr.bed.Region("r1")
+	var res outcome
+	for running := true; running; {
+		select {
+		case req := <-requests:
+			switch req.what {
+			case "cut":
+				for _, p := range r1.Processes() {
+					p.Kill()
+				}
+			case "restore":
+				for _, p := range r1.Processes() {
+					p.Restart(ctx)
+				}
+			default:
+				t.Errorf("the orchestrator got %q", req.what)
+			}
+			close(req.done)
+		case res = <-finished:
+			running = false
+		}
+	}
+	t.Logf("drill output:\n%s\n%s", out.String(), drill.Summary(res.report))
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	f := res.report.Figures
+	if !res.report.Verdict.Pass || f.LostForGood != 0 || len(f.RTO.Unrecovered) != 0 || len(f.FailBack.NotHome) != 0 {
+		t.Errorf("unplanned command drill with automatic failover: pass %v, %d lost, unrecovered %v, not home %v; want a pass with none",
+			res.report.Verdict.Pass, f.LostForGood, f.RTO.Unrecovered, f.FailBack.NotHome)
+	}
+	t.Logf("RTO through automatic failover (delay %v, session TTL %v): median %.0f ms, max %.0f ms; RPO %d messages (%.1f s)",
+		autoFoDelay, autoFoSessionTTL, f.RTO.MedianMillis, f.RTO.MaxMillis, f.RPO.Messages, f.RPO.Seconds)
 }

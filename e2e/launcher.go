@@ -286,6 +286,21 @@ type Region struct {
 	Config RegionConfig
 }
 
+// Processes lists every process of the region, in the order a restart
+// of the whole region must bring them back: its etcd and global member,
+// then its bookies, brokers and replicators.
+func (r *Region) Processes() []*Process {
+	out := append([]*Process{}, r.Etcd...)
+	if r.GlobalMember != nil {
+		out = append(out, r.GlobalMember)
+	}
+	out = append(out, r.Bookies...)
+	for _, b := range r.Brokers {
+		out = append(out, b.Process)
+	}
+	return append(out, r.Replicators...)
+}
+
 // Broker is a broker process with the links in front of its ports.
 type Broker struct {
 	*Process
