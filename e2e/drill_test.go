@@ -130,12 +130,7 @@ func TestDrillPlannedIsolate(t *testing.T) {
 func TestDrillUnplannedCommandAutomatic(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
-	args := []string{"--failover-session-ttl", autoFoSessionTTL.String(), "--failover-margin", "1s",
-		"--failover-interval", autoFoInterval.String(), "--failover-probe-timeout", "1s"}
-	policies := global.Policies{ReplicationClusters: []string{"r1", "r2", "r3"}, ActiveRegion: "r1"}
-	policies.SetFallbackRegions([]string{"r2", "r3"})
-	policies.SetAutoFailover(&global.AutoFailover{DelaySeconds: int(autoFoDelay / time.Second)})
-	tr := startThreeRegions(ctx, t, 0, args, "dc", policies)
+	tr := startAutoFailoverRegions(ctx, t, 0, "dc")
 	serviceURLs, adminURLs := map[string]string{}, map[string]string{}
 	for _, r := range tr.bed.Regions {
 		serviceURLs[r.Name] = r.Brokers[0].ServiceURL()

@@ -114,18 +114,27 @@ func TestRegionFailoverAutomaticGlobalMembers(t *testing.T) { testRegionFailover
 // election timeout, 1 s.
 const globalLeaderLoss = 3*time.Second + autoFoInterval
 
+// startAutoFailoverRegions starts three regions whose brokers decide
+// failovers at the test's pace (autoFoSessionTTL, autoFoInterval), with
+// tenant's namespace "ns" active in r1, falling back to r2 then r3 after
+// autoFoDelay.
+func startAutoFailoverRegions(ctx context.Context, t *testing.T, globalMembers int, tenant string) threeRegions {
+	t.Helper()
+	args := []string{"--failover-session-ttl", autoFoSessionTTL.String(), "--failover-margin", "1s",
+		"--failover-interval", autoFoInterval.String(), "--failover-probe-timeout", "1s"}
+	policies := global.Policies{ReplicationClusters: []string{"r1", "r2", "r3"}, ActiveRegion: "r1"}
+	policies.SetFallbackRegions([]string{"r2", "r3"})
+	policies.SetAutoFailover(&global.AutoFailover{DelaySeconds: int(autoFoDelay / time.Second)})
+	return startThreeRegions(ctx, t, globalMembers, args, tenant, policies)
+}
+
 // testRegionFailover is the automatic failover scenario, on a global store
 // of one member outside the regions (globalMembers 0) or of one member in
 // each region (3).
 func testRegionFailover(t *testing.T, globalMembers int) {
 	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Minute)
 	defer cancel()
-	args := []string{"--failover-session-ttl", autoFoSessionTTL.String(), "--failover-margin", "1s",
-		"--failover-interval", autoFoInterval.String(), "--failover-probe-timeout", "1s"}
-	policies := global.Policies{ReplicationClusters: []string{"r1", "r2", "r3"}, ActiveRegion: "r1"}
-	policies.SetFallbackRegions([]string{"r2", "r3"})
-	policies.SetAutoFailover(&global.AutoFailover{DelaySeconds: int(autoFoDelay / time.Second)})
-	tr := startThreeRegions(ctx, t, globalMembers, args, "fo", policies)
+	tr := startAutoFailoverRegions(ctx, t, globalMembers, "fo")
 	bed, gs, regionOf := tr.bed, tr.gs, tr.regionOf
 
 	const topic = "persistent://fo/ns/orders"
