@@ -62,7 +62,11 @@ type Figures struct {
 
 // RPO: messages the lost region receipted before the cut took effect
 // (before the restore) that the new region did not have while it served:
-// neither acked before the cut nor delivered elsewhere between the
+// neither acked before the cut nor stored elsewhere before the restore.
+// "Stored elsewhere" is a delivery outside the lost region of a copy its
+// region stored before the restore (Delivery.StoredAt), whenever it was
+// delivered, so that a consumer behind its backlog does not count as a
+// loss of data; without StoredAt, a delivery elsewhere between the
 // failover (the switch, when planned) and the restore.
 type RPO struct {
 	Messages int `json:"messages"`
@@ -180,8 +184,12 @@ func Analyze(h History, tl Timeline, mode Mode, lose, subType string) Figures {
 		}
 		available := slices.ContainsFunc(ds, func(d Delivery) bool {
 			acked := !d.AckAt.IsZero() && d.AckAt.Before(tl.Cut)
-			servedOutage := d.Region != lose && !d.At.Before(t0) && (tl.Restore.IsZero() || d.At.Before(tl.Restore))
-			return acked || servedOutage
+			beforeRestore := func(t time.Time) bool { return tl.Restore.IsZero() || t.Before(tl.Restore) }
+			heldElsewhere := d.Region != lose && !d.At.Before(t0) && beforeRestore(d.At)
+			if !d.StoredAt.IsZero() {
+				heldElsewhere = d.Region != lose && beforeRestore(d.StoredAt)
+			}
+			return acked || heldElsewhere
 		})
 		if available {
 			continue

@@ -42,6 +42,10 @@ type Delivery struct {
 	// AckAt is when the consumer acked it (zero: not acked, e.g. the
 	// drill ended first).
 	AckAt time.Time `json:"ackAt,omitzero"`
+	// StoredAt is when the delivering region stored this copy: its
+	// broker's BrokerEntryMetadata timestamp, for a replicated copy its
+	// arrival there. Zero when the broker did not send it.
+	StoredAt time.Time `json:"storedAt,omitzero"`
 }
 
 // History is everything the workload's clients saw.

@@ -247,6 +247,9 @@ func (c *workConsumer) run(ctx context.Context, rec *Recorder) {
 		seq, _ := strconv.ParseInt(msg.Properties()[propSeq], 10, 64)
 		d := Delivery{Message: Message{Producer: msg.Properties()[propProducer], Seq: seq}, Topic: c.topic,
 			Subscription: c.sub, Consumer: c.name, Key: msg.Key(), At: time.Now(), Region: c.w.Region()}
+		if at := msg.BrokerPublishTime(); at != nil {
+			d.StoredAt = *at
+		}
 		switch {
 		case held == nil && seq%outOfOrderEvery == 0:
 			held, heldMsg = &d, msg
