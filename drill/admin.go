@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 )
 
 // Admin is what a drill asks of the admin REST API. Every call but the
@@ -36,10 +37,9 @@ type Admin interface {
 	// RemoveTopicActiveRegion removes it.
 	SetTopicActiveRegion(ctx context.Context, topic, region string) error
 	RemoveTopicActiveRegion(ctx context.Context, topic string) error
-	// ReplicationBacklog is how many entries of topic region has yet to
-	// replicate to remote, and whether its replicator is connected to
+	// Replication is the state of topic's replication from region to
 	// remote, from region's topic stats.
-	ReplicationBacklog(ctx context.Context, region, topic, remote string) (backlog int64, connected bool, err error)
+	Replication(ctx context.Context, region, topic, remote string) (ReplicationState, error)
 	// SetNamespaceActiveRegion sets the namespace's active region.
 	SetNamespaceActiveRegion(ctx context.Context, namespace string, ar ActiveRegion) error
 	// CreateFence, RenewFence and DeleteFence hold an isolate fence
@@ -75,6 +75,18 @@ type NamespaceRecord struct {
 type ActiveRegion struct {
 	ActiveRegion    string   `json:"activeRegion"`
 	FallbackRegions []string `json:"fallbackRegions,omitempty"`
+}
+
+// ReplicationState is a topic's replication to one remote region.
+type ReplicationState struct {
+	// Backlog counts the entries the replicator has yet to pass: to send,
+	// or to pass over (those that came from another region).
+	Backlog int64
+	// Delay is the age of the oldest of them, in whole seconds (Pulsar's
+	// replicationDelayInSeconds); zero without a backlog.
+	Delay time.Duration
+	// Connected: the replicator is connected to the remote region.
+	Connected bool
 }
 
 // Fence is the body of the fences endpoint.
@@ -235,22 +247,24 @@ func (a *HTTPAdmin) RemoveTopicActiveRegion(ctx context.Context, topic string) e
 	return a.do(ctx, http.MethodDelete, a.URL, topicPath(topic)+"/activeRegion", nil, nil)
 }
 
-func (a *HTTPAdmin) ReplicationBacklog(ctx context.Context, region, topic, remote string) (int64, bool, error) {
+func (a *HTTPAdmin) Replication(ctx context.Context, region, topic, remote string) (ReplicationState, error) {
 	base, err := a.regionURL(region)
 	if err != nil {
-		return 0, false, err
+		return ReplicationState{}, err
 	}
 	var stats struct {
 		Replication map[string]struct {
-			Connected          bool  `json:"connected"`
-			ReplicationBacklog int64 `json:"replicationBacklog"`
+			Connected                 bool  `json:"connected"`
+			ReplicationBacklog        int64 `json:"replicationBacklog"`
+			ReplicationDelayInSeconds int64 `json:"replicationDelayInSeconds"`
 		} `json:"replication"`
 	}
 	if err := a.do(ctx, http.MethodGet, base, topicPath(topic)+"/stats", nil, &stats); err != nil {
-		return 0, false, err
+		return ReplicationState{}, err
 	}
 	r := stats.Replication[remote]
-	return r.ReplicationBacklog, r.Connected, nil
+	return ReplicationState{Backlog: r.ReplicationBacklog, Delay: time.Duration(r.ReplicationDelayInSeconds) * time.Second,
+		Connected: r.Connected}, nil
 }
 
 func (a *HTTPAdmin) SetNamespaceActiveRegion(ctx context.Context, namespace string, ar ActiveRegion) error {

@@ -54,8 +54,8 @@ func (f *fakeAdmin) SetTopicActiveRegion(_ context.Context, topic, region string
 func (f *fakeAdmin) RemoveTopicActiveRegion(_ context.Context, topic string) error {
 	return f.write("inactive " + topic)
 }
-func (f *fakeAdmin) ReplicationBacklog(context.Context, string, string, string) (int64, bool, error) {
-	return 0, true, nil
+func (f *fakeAdmin) Replication(context.Context, string, string, string) (ReplicationState, error) {
+	return ReplicationState{Connected: true}, nil
 }
 func (f *fakeAdmin) SetNamespaceActiveRegion(_ context.Context, ns string, _ ActiveRegion) error {
 	return f.write("active " + ns)

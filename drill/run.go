@@ -148,6 +148,11 @@ func (p Plan) serviceURL() string {
 // after two intervals, at most one interval of acks.
 const stateSyncWait = 2 * time.Second
 
+// catchUpSlack is how old the oldest entry still to replicate into the
+// restored region may be for replication to count as caught up: the
+// stats give its age in whole seconds, so up to two seconds of traffic.
+const catchUpSlack = time.Second
+
 // drill is one run's state.
 type drill struct {
 	Plan
@@ -266,8 +271,13 @@ func (d *drill) phases(ctx context.Context, wl *Workload) error {
 		d.awaitClients(ctx, wl, d.To, d.Thresholds.MaxRTO)
 		// A planned failover drains first: what the lost region stored
 		// before its clients left reaches the new region before the cut
-		// stops replication.
-		if !d.awaitReplication(ctx, []string{d.Lose}, d.To, 0, false) {
+		// stops replication. Entries replicated into the lost region keep
+		// arriving meanwhile, and its replicators pass over them a cursor
+		// write at a time, so the backlog seldom reads 0: drained is the
+		// oldest entry not passed being younger than the clients' leaving.
+		left := time.Now()
+		drained := func(s ReplicationState) bool { return s.Backlog == 0 || s.Delay+time.Second <= time.Since(left) }
+		if !d.awaitReplication(ctx, []string{d.Lose}, d.To, drained) {
 			d.say("replication from %s to %s has not drained within %v; cutting anyway", d.Lose, d.To, d.Drain)
 		}
 		d.phase("cut", 0)
@@ -413,10 +423,8 @@ func (d *drill) restore(ctx context.Context) error {
 // replicated to the restored one what it stored during the outage: a fail
 // back before that would send the clients home to a region that lacks
 // messages, and the operator's runbook says as much (README, "Fail back
-// is yours"). The load goes on meanwhile, so a backlog of up to one
-// second of a topic's traffic counts as caught up, once the replicator is
-// connected again (before, the stats may show the backlog of its last
-// report).
+// is yours"). The load goes on meanwhile, so a backlog whose oldest entry
+// is at most catchUpSlack old counts as caught up.
 func (d *drill) awaitCatchUp(ctx context.Context) {
 	var from []string
 	for _, r := range d.Regions {
@@ -424,7 +432,11 @@ func (d *drill) awaitCatchUp(ctx context.Context) {
 			from = append(from, r)
 		}
 	}
-	if !d.awaitReplication(ctx, from, d.Lose, int64(max(1, d.Rate/d.Config.Topics)), true) {
+	// Caught up: connected again (until then, the stats show the backlog
+	// of the replicator's last report), with nothing older than
+	// catchUpSlack left to pass.
+	caughtUp := func(s ReplicationState) bool { return s.Connected && s.Delay <= catchUpSlack }
+	if !d.awaitReplication(ctx, from, d.Lose, caughtUp) {
 		d.say("replication into %s has not caught up within %v; failing back anyway", d.Lose, d.Drain)
 		return
 	}
@@ -435,19 +447,17 @@ func (d *drill) awaitCatchUp(ctx context.Context) {
 	sleep(ctx, stateSyncWait)
 }
 
-// awaitReplication waits, for Drain at most, until every region of from
-// has at most slack entries of the drill's topics left to replicate to
-// to (its replicator connected, with reconnected: after a cut, the stats
-// show the backlog of the replicator's last report until it reconnects);
-// it reports whether they got there.
-func (d *drill) awaitReplication(ctx context.Context, from []string, to string, slack int64, reconnected bool) bool {
+// awaitReplication waits, for Drain at most, until the replication of
+// every drill topic from every region of from to to is done; it reports
+// whether it got there.
+func (d *drill) awaitReplication(ctx context.Context, from []string, to string, done func(ReplicationState) bool) bool {
 	deadline := time.Now().Add(d.Drain)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		behind := false
 		for _, r := range from {
 			for _, t := range d.topics {
-				n, connected, err := d.env.Admin.ReplicationBacklog(ctx, r, t, to)
-				behind = behind || err != nil || (reconnected && !connected) || n > slack
+				s, err := d.env.Admin.Replication(ctx, r, t, to)
+				behind = behind || err != nil || !done(s)
 			}
 		}
 		if !behind {
