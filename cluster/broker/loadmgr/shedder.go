@@ -312,6 +312,16 @@ func (m *Manager) shedOnce(lost <-chan struct{}, sh *shedder) {
 	if len(moves) == 0 {
 		return
 	}
+	// unloaded counts the round's successful moves by the broker they
+	// left, for pulsar_lb_unload_*_total.
+	unloaded := map[string]int{}
+	defer func() {
+		n := 0
+		for _, c := range unloaded {
+			n += c
+		}
+		m.metrics.shed(n, len(unloaded))
+	}()
 	for _, mv := range moves {
 		select {
 		case <-lost:
@@ -328,6 +338,7 @@ func (m *Manager) shedOnce(lost <-chan struct{}, sh *shedder) {
 			continue
 		}
 		m.metrics.balanced(balanceShed)
+		unloaded[mv.From]++
 		m.log.Info("shed bundle", "bundle", mv.Bundle, "from", mv.From, "to", mv.To)
 	}
 	if after, err := m.Brokers(ctx); err == nil {
