@@ -102,6 +102,10 @@ pulsar_replication_delay_in_seconds{cluster="east",namespace="tenant/ns-0",remot
 		t.Errorf("topic level: %d rate_in, %d subscription backlog, %d replication backlog series; want 100 each",
 			perTopic["pulsar_rate_in"], perTopic["pulsar_subscription_back_log"], perTopic["pulsar_replication_backlog"])
 	}
+	// As Pulsar does, topic level serves the namespaces' topic counts too.
+	if perTopic["pulsar_topics_count"] != 5 {
+		t.Errorf("topic level: %d pulsar_topics_count series, want one per namespace (5)", perTopic["pulsar_topics_count"])
+	}
 }
 
 // BenchmarkCollect10kTopics is the cost of serving 10,000 topics' series
