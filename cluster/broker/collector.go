@@ -97,6 +97,8 @@ type subscriptionFamily struct {
 var subscriptionFamilies = []subscriptionFamily{
 	{"pulsar_subscription_back_log", "Messages of the topic the subscription has not acknowledged.", func(s *SubscriptionMetrics) float64 { return float64(s.Backlog) }},
 	{"pulsar_subscription_delayed", "Messages whose delivery is delayed.", func(s *SubscriptionMetrics) float64 { return float64(s.Delayed) }},
+	{"pulsar_subscription_back_log_no_delayed", "Messages of the topic the subscription has not acknowledged, less those whose delivery is delayed.",
+		func(s *SubscriptionMetrics) float64 { return float64(s.Backlog - s.Delayed) }},
 	{"pulsar_subscription_unacked_messages", "Messages delivered and not yet acknowledged.", func(s *SubscriptionMetrics) float64 { return float64(s.Unacked) }},
 	{"pulsar_subscription_msg_rate_out", "Messages per second dispatched, over the last stats period.", func(s *SubscriptionMetrics) float64 { return s.RateOut }},
 	{"pulsar_subscription_msg_throughput_out", "Bytes per second dispatched, over the last stats period.", func(s *SubscriptionMetrics) float64 { return s.ThroughputOut }},

@@ -108,6 +108,22 @@ pulsar_replication_delay_in_seconds{cluster="east",namespace="tenant/ns-0",remot
 	}
 }
 
+// TestSubscriptionBacklogNoDelayed: a subscription's backlog without its
+// delayed messages is served as Pulsar's back_log_no_delayed.
+func TestSubscriptionBacklogNoDelayed(t *testing.T) {
+	topics := []TopicMetrics{{Topic: "persistent://tenant/ns/t", Namespace: "tenant/ns",
+		Subs: map[string]SubscriptionMetrics{"s": {Backlog: 10, Delayed: 4}}}}
+	c := newPulsarCollector("east", false, func(context.Context) []TopicMetrics { return topics }, time.Second)
+	want := `
+# HELP pulsar_subscription_back_log_no_delayed Messages of the topic the subscription has not acknowledged, less those whose delivery is delayed.
+# TYPE pulsar_subscription_back_log_no_delayed gauge
+pulsar_subscription_back_log_no_delayed{cluster="east",namespace="tenant/ns",subscription="s",topic="persistent://tenant/ns/t"} 6
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "pulsar_subscription_back_log_no_delayed"); err != nil {
+		t.Error(err)
+	}
+}
+
 // BenchmarkCollect10kTopics is the cost of serving 10,000 topics' series
 // once sampled, at topic and at namespace level (the sampling itself is
 // measured, with real topics, by cluster/node's BenchmarkScrape10kTopics).
