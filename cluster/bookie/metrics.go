@@ -57,7 +57,7 @@ type bkMetrics struct {
 	// dispatched to its answer (an add's once its record is durable);
 	// addEntryRequest and readEntryRequest from the moment its frame was
 	// read, so they include the wait for an in-flight slot of its
-	// connection (Config.MaxInFlight), as BookKeeper's request stats
+	// connection (Config.MaxConnInFlight), as BookKeeper's request stats
 	// include its request queue.
 	addEntry, addEntryRequest, readEntry, readEntryRequest *prometheus.SummaryVec
 	// writeBytes and readBytes count the entry payloads added and read.
@@ -78,9 +78,8 @@ type bkMetrics struct {
 var bkQuantiles = map[float64]float64{0.5: 0.05, 0.75: 0.025, 0.95: 0.005, 0.99: 0.001, 0.999: 0.0001, 0.9999: 0.00001, 1.0: 0}
 
 // newOpStats returns a summary in the shape of BookKeeper's OpStatsLogger:
-// in seconds (BookKeeper's are in milliseconds; Prometheus's base unit is
-// the second, and the dashboards' latency panels only compare them),
-// labelled success.
+// labelled success, and in milliseconds, not Prometheus's seconds, because
+// BookKeeper's are and the dashboards made for them say "ms".
 func newOpStats(name, help string) *prometheus.SummaryVec {
 	return prometheus.NewSummaryVec(prometheus.SummaryOpts{
 		Name: name, Help: help, Objectives: bkQuantiles, MaxAge: time.Minute,
@@ -89,7 +88,7 @@ func newOpStats(name, help string) *prometheus.SummaryVec {
 
 // observe records an operation that took d, and whether it succeeded.
 func observe(s *prometheus.SummaryVec, d time.Duration, ok bool) {
-	s.WithLabelValues(strconv.FormatBool(ok)).Observe(d.Seconds())
+	s.WithLabelValues(strconv.FormatBool(ok)).Observe(float64(d) / float64(time.Millisecond))
 }
 
 // setReadOnly records the bookie turning read-only (on) or writable.
@@ -256,14 +255,14 @@ func (bk *bkMetrics) init(journalQueueLen func() float64) []prometheus.Collector
 	bk.writableDirs = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "bookie_ledger_writable_dirs", Help: "Writable data directories: the bookie has one, writable unless its disk is full.",
 	})
-	bk.addEntry = newOpStats("bookkeeper_server_ADD_ENTRY", "Seconds from an add's dispatch to its answer (once its record is durable), by success.")
-	bk.addEntryRequest = newOpStats("bookkeeper_server_ADD_ENTRY_REQUEST", "Seconds from an add's frame being read (its wait for an in-flight slot included) to its answer, by success.")
-	bk.readEntry = newOpStats("bookkeeper_server_READ_ENTRY", "Seconds from a read's dispatch to its answer, by success.")
-	bk.readEntryRequest = newOpStats("bookkeeper_server_READ_ENTRY_REQUEST", "Seconds from a read's frame being read (its wait for an in-flight slot included) to its answer, by success.")
+	bk.addEntry = newOpStats("bookkeeper_server_ADD_ENTRY", "Milliseconds from an add's dispatch to its answer (once its record is durable), by success.")
+	bk.addEntryRequest = newOpStats("bookkeeper_server_ADD_ENTRY_REQUEST", "Milliseconds from an add's frame being read (its wait for an in-flight slot included) to its answer, by success.")
+	bk.readEntry = newOpStats("bookkeeper_server_READ_ENTRY", "Milliseconds from a read's dispatch to its answer, by success.")
+	bk.readEntryRequest = newOpStats("bookkeeper_server_READ_ENTRY_REQUEST", "Milliseconds from a read's frame being read (its wait for an in-flight slot included) to its answer, by success.")
 	bk.writeBytes = prometheus.NewCounter(prometheus.CounterOpts{Name: "bookie_WRITE_BYTES", Help: "Entry payload bytes added."})
 	bk.readBytes = prometheus.NewCounter(prometheus.CounterOpts{Name: "bookie_READ_BYTES", Help: "Entry payload bytes read."})
-	bk.journalSync = newOpStats("bookie_journal_JOURNAL_SYNC", "Seconds of one group commit's write plus fdatasync, by success.")
-	bk.journalAdd = newOpStats("bookie_journal_JOURNAL_ADD_ENTRY", "Seconds from an add entering the journal's queue to its answer, by success.")
+	bk.journalSync = newOpStats("bookie_journal_JOURNAL_SYNC", "Milliseconds of one group commit's write plus fdatasync, by success.")
+	bk.journalAdd = newOpStats("bookie_journal_JOURNAL_ADD_ENTRY", "Milliseconds from an add entering the journal's queue to its answer, by success.")
 	bk.ledgers = prometheus.NewGauge(prometheus.GaugeOpts{Name: "bookie_ledgers_count", Help: "Ledgers stored on this bookie."})
 	bk.deletedLedgers = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "bookie_DELETED_LEDGER_COUNT", Help: "Ledgers garbage-collected because their metadata is gone.",
