@@ -312,16 +312,10 @@ func (m *Manager) shedOnce(lost <-chan struct{}, sh *shedder) {
 	if len(moves) == 0 {
 		return
 	}
-	// unloaded counts the round's successful moves by the broker they
-	// left, for pulsar_lb_unload_*_total.
-	unloaded := map[string]int{}
-	defer func() {
-		n := 0
-		for _, c := range unloaded {
-			n += c
-		}
-		m.metrics.shed(n, len(unloaded))
-	}()
+	// The round's successful moves, and the brokers they left, for
+	// pulsar_lb_unload_*_total.
+	shedBundles, shedFrom := 0, map[string]bool{}
+	defer func() { m.metrics.shed(shedBundles, len(shedFrom)) }()
 	for _, mv := range moves {
 		select {
 		case <-lost:
@@ -338,7 +332,8 @@ func (m *Manager) shedOnce(lost <-chan struct{}, sh *shedder) {
 			continue
 		}
 		m.metrics.balanced(balanceShed)
-		unloaded[mv.From]++
+		shedBundles++
+		shedFrom[mv.From] = true
 		m.log.Info("shed bundle", "bundle", mv.Bundle, "from", mv.From, "to", mv.To)
 	}
 	if after, err := m.Brokers(ctx); err == nil {
