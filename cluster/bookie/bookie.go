@@ -264,7 +264,7 @@ func (b *Bookie) fatal(err error) {
 
 func (b *Bookie) setReadOnly() {
 	if b.readOnly.CompareAndSwap(false, true) {
-		b.m.readOnly.Set(1)
+		b.m.setReadOnly(true)
 		b.notifyRegistration()
 	}
 }
@@ -272,7 +272,7 @@ func (b *Bookie) setReadOnly() {
 func (b *Bookie) setWritable() {
 	if b.readOnly.CompareAndSwap(true, false) {
 		b.log.Info("journal disk has room again; the bookie accepts adds")
-		b.m.readOnly.Set(0)
+		b.m.setReadOnly(false)
 		b.notifyRegistration()
 	}
 }

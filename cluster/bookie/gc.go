@@ -67,7 +67,7 @@ func (b *Bookie) CollectGarbage(ctx context.Context) (int, error) {
 			b.fatal(err)
 			return deleted, err
 		}
-		b.m.gcDeleted.Inc()
+		b.m.ledgerDeleted()
 		b.log.Info("deleted ledger whose metadata is gone", "ledger", id)
 		deleted++
 	}

@@ -401,8 +401,12 @@ func (j *journal) enqueue(ctx context.Context, o *op) error {
 		return ErrClosed
 	}
 	done := o.done
+	queued := j.clock.Now()
 	o.done = func(res opResult) {
 		j.queueBytes.Release(n)
+		if o.rec.kind == recAdd {
+			observe(j.m.bk.journalAdd, j.clock.Since(queued), res.err == nil)
+		}
 		done(res)
 	}
 	select {
@@ -485,23 +489,29 @@ func (j *journal) commit(batch []*op) bool {
 		o.rec.loc = entryLoc{file: j.fileNum, off: j.size + int64(start), size: uint32(len(j.buf) - start)}
 	}
 	start := j.clock.Now()
+	j.m.bk.forceWriteQueue.Store(int64(len(batch)))
+	defer j.m.bk.forceWriteQueue.Store(0)
 	if _, err := j.file.Write(j.buf); err != nil {
 		if errors.Is(err, syscall.ENOSPC) {
 			return j.diskFull(batch, err)
 		}
+		observe(j.m.bk.journalSync, j.clock.Since(start), false)
 		return j.fatal(batch, fmt.Errorf("%w: write: %w", ErrJournalSync, err))
 	}
 	if err := j.file.Sync(); err != nil {
+		observe(j.m.bk.journalSync, j.clock.Since(start), false)
 		return j.fatal(batch, fmt.Errorf("%w: %w", ErrJournalSync, err))
 	}
 	j.size += int64(len(j.buf))
 	j.m.journalSync.Observe(j.clock.Now().Sub(start).Seconds())
+	observe(j.m.bk.journalSync, j.clock.Since(start), true)
 	j.m.journalBatch.Observe(float64(len(batch)))
 	if cap(j.buf) > 2*j.maxBatchBytes {
 		j.buf = nil // do not pin one oversized batch's buffer
 	}
 	// applyq is small: a store that cannot keep up slows the journal, and
 	// through its queue the writers.
+	j.m.bk.callbackQueue.Add(int64(len(batch)))
 	j.applyq <- applyItem{ops: batch}
 	if j.size >= j.fileSize {
 		return j.roll()
@@ -519,6 +529,7 @@ func (j *journal) applyLoop() {
 	var recs []*record
 	var results []opResult
 	for item := range j.applyq {
+		j.m.bk.callbackQueue.Add(-int64(len(item.ops)))
 		if item.ops == nil {
 			if dead == nil {
 				select {

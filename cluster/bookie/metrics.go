@@ -1,8 +1,10 @@
 package bookie
 
 import (
+	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/meridian-mq/meridian/cluster/bookie/bkproto"
@@ -10,7 +12,10 @@ import (
 )
 
 // metrics are every metric the bookie exports, declared in this one place and
-// registered on the registry the caller passes in (never the global one).
+// registered on the registry the caller passes in (never the global one):
+// Meridian's meridian_bookie_* families, and the figures BookKeeper's own
+// Prometheus provider serves under BookKeeper's names (bk below), which
+// Pulsar's stock BookKeeper dashboard queries.
 type metrics struct {
 	journalSync     prometheus.Histogram
 	journalBatch    prometheus.Histogram
@@ -31,6 +36,82 @@ type metrics struct {
 	journalQueue atomic.Pointer[chan *op]
 	queueDepth   prometheus.GaugeFunc
 	index        indexMemory
+	bk           bkMetrics
+}
+
+// bkMetrics are the figures the bookie serves under BookKeeper's names:
+// the server's request stats (bookkeeper_server_*), the bookie's state and
+// bytes (bookie_*) and its journal's (bookie_journal_*). Latencies are
+// summaries, as BookKeeper's OpStatsLoggers are: labelled success, with
+// BookKeeper's quantiles over about the last minute (BookKeeper rolls its
+// sketches over every minute). What BookKeeper measures that Meridian has
+// no figure for (its DbLedgerStorage's entry count and its write and read
+// caches: Meridian's journal is its entry log, and it caches no entries)
+// is not served; the README says so.
+type bkMetrics struct {
+	// serverStatus is bookie_SERVER_STATUS: 1 while writable, 0 while
+	// read-only. writableDirs is bookie_ledger_writable_dirs: the bookie
+	// has one data directory, writable unless the disk is full.
+	serverStatus, writableDirs prometheus.Gauge
+	// addEntry and readEntry time a request from the moment it is
+	// dispatched to its answer (an add's once its record is durable);
+	// addEntryRequest and readEntryRequest from the moment its frame was
+	// read, so they include the wait for an in-flight slot of its
+	// connection (Config.MaxConnInFlight), as BookKeeper's request stats
+	// include its request queue.
+	addEntry, addEntryRequest, readEntry, readEntryRequest *prometheus.SummaryVec
+	// writeBytes and readBytes count the entry payloads added and read.
+	writeBytes, readBytes prometheus.Counter
+	// journalSync is one group commit's write plus fdatasync; journalAdd
+	// an add's time from entering the journal's queue to its answer.
+	journalSync, journalAdd *prometheus.SummaryVec
+	// forceWriteQueue counts the records of the batch being written and
+	// synced; callbackQueue the synced records the apply stage has not
+	// taken yet.
+	forceWriteQueue, callbackQueue atomic.Int64
+	ledgers                        prometheus.Gauge
+	deletedLedgers                 prometheus.Counter
+}
+
+// bkQuantiles are the quantiles BookKeeper's summaries serve, with the
+// error each is allowed.
+var bkQuantiles = map[float64]float64{0.5: 0.05, 0.75: 0.025, 0.95: 0.005, 0.99: 0.001, 0.999: 0.0001, 0.9999: 0.00001, 1.0: 0}
+
+// newOpStats returns a summary in the shape of BookKeeper's OpStatsLogger:
+// labelled success, and in milliseconds, not Prometheus's seconds, because
+// BookKeeper's are and the dashboards made for them say "ms".
+func newOpStats(name, help string) *prometheus.SummaryVec {
+	return prometheus.NewSummaryVec(prometheus.SummaryOpts{
+		Name: name, Help: help, Objectives: bkQuantiles, MaxAge: time.Minute,
+	}, []string{"success"})
+}
+
+// observe records an operation that took d, and whether it succeeded.
+func observe(s *prometheus.SummaryVec, d time.Duration, ok bool) {
+	s.WithLabelValues(strconv.FormatBool(ok)).Observe(float64(d) / float64(time.Millisecond))
+}
+
+// setReadOnly records the bookie turning read-only (on) or writable.
+func (m *metrics) setReadOnly(on bool) {
+	status := 1.0
+	if on {
+		status = 0
+	}
+	m.readOnly.Set(1 - status)
+	m.bk.serverStatus.Set(status)
+	m.bk.writableDirs.Set(status)
+}
+
+// setLedgers records how many ledgers the bookie stores.
+func (m *metrics) setLedgers(n int) {
+	m.ledgers.Set(float64(n))
+	m.bk.ledgers.Set(float64(n))
+}
+
+// ledgerDeleted counts a ledger GC deleted.
+func (m *metrics) ledgerDeleted() {
+	m.gcDeleted.Inc()
+	m.bk.deletedLedgers.Inc()
 }
 
 // indexMemory serves meridian_bookie_index_memory_bytes: the memory of the
@@ -137,24 +218,64 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m.queueDepth = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "meridian_bookie_journal_queue_depth",
 		Help: "Adds waiting in the journal's queue for a group commit.",
-	}, func() float64 {
-		if q := m.journalQueue.Load(); q != nil {
-			return float64(len(*q))
-		}
-		return 0
-	})
+	}, m.journalQueueLen)
 	for s := bkproto.StatusOK; s <= bkproto.StatusUnauthorized; s++ {
 		m.adds.WithLabelValues(s.String())
 		m.reads.WithLabelValues(s.String())
 	}
+	bkCollectors := m.bk.init(m.journalQueueLen)
+	m.setReadOnly(false)
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.journalSync, m.journalBatch, m.addLatency, m.adds, m.reads,
+		for _, c := range append([]prometheus.Collector{m.journalSync, m.journalBatch, m.addLatency, m.adds, m.reads,
 			m.checksumErrors, m.authFailures, m.readOnly, m.ledgers, m.gcDeleted, m.logFiles, m.logFilesDeleted, m.compactedFiles,
-			m.compactedBytes, m.queueDepth, &m.index} {
+			m.compactedBytes, m.queueDepth, &m.index}, bkCollectors...) {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}
 		}
 	}
 	return m, nil
+}
+
+// journalQueueLen is the length of the journal's queue, 0 before the
+// journal exists.
+func (m *metrics) journalQueueLen() float64 {
+	if q := m.journalQueue.Load(); q != nil {
+		return float64(len(*q))
+	}
+	return 0
+}
+
+// init builds the BookKeeper-named families and returns them to register;
+// journalQueueLen reads the journal's queue.
+func (bk *bkMetrics) init(journalQueueLen func() float64) []prometheus.Collector {
+	bk.serverStatus = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "bookie_SERVER_STATUS", Help: "1 while the bookie accepts adds, 0 while it is read-only (its disk is full).",
+	})
+	bk.writableDirs = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "bookie_ledger_writable_dirs", Help: "Writable data directories: the bookie has one, writable unless its disk is full.",
+	})
+	bk.addEntry = newOpStats("bookkeeper_server_ADD_ENTRY", "Milliseconds from an add's dispatch to its answer (once its record is durable), by success.")
+	bk.addEntryRequest = newOpStats("bookkeeper_server_ADD_ENTRY_REQUEST", "Milliseconds from an add's frame being read (its wait for an in-flight slot included) to its answer, by success.")
+	bk.readEntry = newOpStats("bookkeeper_server_READ_ENTRY", "Milliseconds from a read's dispatch to its answer, by success.")
+	bk.readEntryRequest = newOpStats("bookkeeper_server_READ_ENTRY_REQUEST", "Milliseconds from a read's frame being read (its wait for an in-flight slot included) to its answer, by success.")
+	bk.writeBytes = prometheus.NewCounter(prometheus.CounterOpts{Name: "bookie_WRITE_BYTES", Help: "Entry payload bytes added."})
+	bk.readBytes = prometheus.NewCounter(prometheus.CounterOpts{Name: "bookie_READ_BYTES", Help: "Entry payload bytes read."})
+	bk.journalSync = newOpStats("bookie_journal_JOURNAL_SYNC", "Milliseconds of one group commit's write plus fdatasync, by success.")
+	bk.journalAdd = newOpStats("bookie_journal_JOURNAL_ADD_ENTRY", "Milliseconds from an add entering the journal's queue to its answer, by success.")
+	bk.ledgers = prometheus.NewGauge(prometheus.GaugeOpts{Name: "bookie_ledgers_count", Help: "Ledgers stored on this bookie."})
+	bk.deletedLedgers = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "bookie_DELETED_LEDGER_COUNT", Help: "Ledgers garbage-collected because their metadata is gone.",
+	})
+	queueSize := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "bookie_journal_JOURNAL_QUEUE_SIZE", Help: "Adds waiting in the journal's queue for a group commit.",
+	}, journalQueueLen)
+	forceWrite := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "bookie_journal_JOURNAL_FORCE_WRITE_QUEUE_SIZE", Help: "Journal records written and waiting for their fdatasync.",
+	}, func() float64 { return float64(bk.forceWriteQueue.Load()) })
+	callbacks := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "bookie_journal_JOURNAL_CB_QUEUE_SIZE", Help: "Journal records synced and waiting for the apply stage, which applies them to the index and answers them.",
+	}, func() float64 { return float64(bk.callbackQueue.Load()) })
+	return []prometheus.Collector{bk.serverStatus, bk.writableDirs, bk.addEntry, bk.addEntryRequest, bk.readEntry, bk.readEntryRequest,
+		bk.writeBytes, bk.readBytes, bk.journalSync, bk.journalAdd, bk.ledgers, bk.deletedLedgers, queueSize, forceWrite, callbacks}
 }

@@ -134,6 +134,7 @@ func (c *serverConn) readLoop() {
 			limit = bkproto.MaxAuthFrameSize
 		}
 		f, err := bkproto.ReadFrame(br, limit)
+		arrived := c.b.clock.Now()
 		if err != nil {
 			select {
 			case <-c.done:
@@ -180,7 +181,7 @@ func (c *serverConn) readLoop() {
 			closeNow = false
 			return
 		}
-		c.b.dispatch(c, f.RequestID, m)
+		c.b.dispatch(c, f.RequestID, m, arrived)
 	}
 }
 
@@ -232,12 +233,13 @@ func result(err error) bkproto.Result {
 	return bkproto.Result{Status: bkproto.StatusOf(err), Message: err.Error()}
 }
 
-// dispatch serves one request. It runs on the connection's reader goroutine
-// and must not block except to hand work to the journal.
-func (b *Bookie) dispatch(c *serverConn, id uint64, m bkproto.Message) {
+// dispatch serves one request, whose frame was read at arrived. It runs on
+// the connection's reader goroutine and must not block except to hand work
+// to the journal.
+func (b *Bookie) dispatch(c *serverConn, id uint64, m bkproto.Message, arrived time.Time) {
 	switch req := m.(type) {
 	case *bkproto.AddRequest:
-		b.handleAdd(c, id, req)
+		b.handleAdd(c, id, req, arrived)
 	case *bkproto.ReadRequest:
 		switch {
 		case req.Fence:
@@ -245,7 +247,12 @@ func (b *Bookie) dispatch(c *serverConn, id uint64, m bkproto.Message) {
 		case req.Wait > 0:
 			b.handleWaitingRead(c, id, req)
 		default:
-			c.respond(id, b.readResponse(req.LedgerID, req.EntryID))
+			start := b.clock.Now()
+			resp := b.readResponse(req.LedgerID, req.EntryID)
+			ok := resp.Result.Status == bkproto.StatusOK
+			observe(b.m.bk.readEntry, b.clock.Since(start), ok)
+			observe(b.m.bk.readEntryRequest, b.clock.Since(arrived), ok)
+			c.respond(id, resp)
 		}
 	case *bkproto.ReadLACRequest:
 		b.handleReadLAC(c, id, req)
@@ -265,10 +272,16 @@ func (b *Bookie) dispatch(c *serverConn, id uint64, m bkproto.Message) {
 	}
 }
 
-func (b *Bookie) handleAdd(c *serverConn, id uint64, req *bkproto.AddRequest) {
+func (b *Bookie) handleAdd(c *serverConn, id uint64, req *bkproto.AddRequest, arrived time.Time) {
 	start := b.clock.Now()
+	// answered records an add's answer in BookKeeper's request stats.
+	answered := func(err error) {
+		observe(b.m.bk.addEntry, b.clock.Since(start), err == nil)
+		observe(b.m.bk.addEntryRequest, b.clock.Since(arrived), err == nil)
+	}
 	refuse := func(err error) {
 		b.m.adds.WithLabelValues(bkproto.StatusOf(err).String()).Inc()
+		answered(err)
 		c.respond(id, &bkproto.AddResponse{Result: result(err), LedgerID: req.LedgerID, EntryID: req.EntryID})
 	}
 	switch {
@@ -303,8 +316,10 @@ func (b *Bookie) handleAdd(c *serverConn, id uint64, req *bkproto.AddRequest) {
 		recovery: req.Recovery, checksum: req.Checksum, masterKey: req.MasterKey, payload: req.Payload}
 	b.journalOp(c, id, rec, func(res opResult) bkproto.Message {
 		b.m.adds.WithLabelValues(bkproto.StatusOf(res.err).String()).Inc()
+		answered(res.err)
 		if res.err == nil {
 			b.m.addLatency.Observe(b.clock.Now().Sub(start).Seconds())
+			b.m.bk.writeBytes.Add(float64(len(req.Payload)))
 		}
 		return &bkproto.AddResponse{Result: result(res.err), LedgerID: req.LedgerID, EntryID: req.EntryID}
 	})
@@ -322,6 +337,7 @@ func (b *Bookie) journalOp(c *serverConn, id uint64, rec record, answer func(opR
 func (b *Bookie) readResponse(ledgerID, entryID int64) *bkproto.ReadResponse {
 	payload, sum, lac, err := b.store.read(ledgerID, entryID)
 	b.m.reads.WithLabelValues(bkproto.StatusOf(err).String()).Inc()
+	b.m.bk.readBytes.Add(float64(len(payload)))
 	return &bkproto.ReadResponse{Result: result(err), LedgerID: ledgerID, EntryID: entryID,
 		LastAddConfirmed: lac, Checksum: sum, Payload: payload}
 }

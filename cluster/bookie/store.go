@@ -292,7 +292,7 @@ func openStore(dir string, cacheSize int64, log *slog.Logger, m *metrics, fp *fa
 		db.Close()
 		return nil, fmt.Errorf("%w: %w", ErrStorage, err)
 	}
-	m.ledgers.Set(float64(len(s.mu.ledgers)))
+	m.setLedgers(len(s.mu.ledgers))
 	m.index.set(db)
 	return s, nil
 }
@@ -507,7 +507,7 @@ func (s *store) apply(recs []*record, results []opResult) error {
 	}
 	n := len(s.mu.ledgers)
 	s.mu.Unlock()
-	s.m.ledgers.Set(float64(n))
+	s.m.setLedgers(n)
 	for i, w := range fire {
 		if w.claim() {
 			w.answer(lacs[i], nil)
@@ -775,7 +775,7 @@ func (s *store) deleteLedgerInMaint(ledgerID int64) error {
 		}
 	}
 	s.mu.Unlock()
-	s.m.ledgers.Set(float64(n))
+	s.m.setLedgers(n)
 	if st != nil {
 		for w := range st.waiters {
 			if w.claim() {

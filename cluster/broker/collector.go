@@ -36,19 +36,42 @@ var topicFamilies = func() []pulsarFamily {
 		{"pulsar_storage_size", "Bytes the topic stores in its ledgers.", func(t *TopicMetrics) float64 { return float64(t.StorageSize) }},
 		{"pulsar_msg_backlog", "Messages not yet acknowledged, summed over the subscriptions.", func(t *TopicMetrics) float64 { return float64(t.MsgBacklog) }},
 	}
-	buckets := func(names []string, what, sumUnit string, counts func(*TopicMetrics) telemetry.BucketCounts) {
+	// buckets adds the families of one set of buckets of ops (appends or
+	// storage reads), by what they measure.
+	buckets := func(names []string, ops, what, sumUnit string, counts func(*TopicMetrics) telemetry.BucketCounts) {
 		for i, name := range names {
-			f = append(f, pulsarFamily{name, "Appends of the last stats period whose " + what + " falls in this bucket (bounds as named; not cumulative).",
+			f = append(f, pulsarFamily{name, ops + " of the last stats period whose " + what + " falls in this bucket (bounds as named; not cumulative).",
 				func(t *TopicMetrics) float64 { return float64(counts(t).Counts[i]) }})
 		}
 		base := strings.TrimSuffix(strings.TrimSuffix(names[len(names)-1], "_le_overflow"), "_overflow")
 		f = append(f,
-			pulsarFamily{base + "_count", "Appends of the last stats period.", func(t *TopicMetrics) float64 { return float64(counts(t).Count) }},
-			pulsarFamily{base + "_sum", "Sum of the " + what + "s of the last stats period's appends, in " + sumUnit + ".", func(t *TopicMetrics) float64 { return float64(counts(t).Sum) }})
+			pulsarFamily{base + "_count", ops + " of the last stats period.", func(t *TopicMetrics) float64 { return float64(counts(t).Count) }},
+			pulsarFamily{base + "_sum", "Sum of the " + what + "s of the last stats period's " + strings.ToLower(ops) + ", in " + sumUnit + ".",
+				func(t *TopicMetrics) float64 { return float64(counts(t).Sum) }})
 	}
-	buckets(telemetry.WriteLatencyBucketNames, "storage write latency", "microseconds", func(t *TopicMetrics) telemetry.BucketCounts { return t.WriteLatency })
-	buckets(telemetry.EntrySizeBucketNames, "entry size", "bytes", func(t *TopicMetrics) telemetry.BucketCounts { return t.EntrySize })
+	buckets(telemetry.WriteLatencyBucketNames, "Appends", "storage write latency", "microseconds", func(t *TopicMetrics) telemetry.BucketCounts { return t.WriteLatency })
+	buckets(telemetry.EntrySizeBucketNames, "Appends", "entry size", "bytes", func(t *TopicMetrics) telemetry.BucketCounts { return t.EntrySize })
+	// Pulsar serves the entry size's last bucket as
+	// pulsar_entry_size_le_overflow; its stock dashboards query
+	// pulsar_entry_size_overflow, which Pulsar never served. Both names
+	// are served, with the same value.
+	overflow := len(telemetry.EntrySizeBucketNames) - 1
+	f = append(f, pulsarFamily{"pulsar_entry_size_overflow", "The same count as pulsar_entry_size_le_overflow, under the name Pulsar's stock dashboards query.",
+		func(t *TopicMetrics) float64 { return float64(t.EntrySize.Counts[overflow]) }})
+	buckets(readLatencyBucketNames, "Storage reads", "storage read latency", "microseconds", func(t *TopicMetrics) telemetry.BucketCounts { return t.ReadLatency })
 	return f
+}()
+
+// readLatencyBucketNames are pulsar_storage_read_latency_le_0_5 …
+// _overflow: the write latency's buckets (telemetry.WriteLatencyBoundsMicros),
+// named for the managed ledger's storage reads. Pulsar's stock messaging
+// dashboard charts their _count as the storage read rate.
+var readLatencyBucketNames = func() []string {
+	names := make([]string, len(telemetry.WriteLatencyBucketNames))
+	for i, n := range telemetry.WriteLatencyBucketNames {
+		names[i] = strings.Replace(n, "_write_", "_read_", 1)
+	}
+	return names
 }()
 
 // namespaceOnly are the topic families Pulsar serves at namespace level
@@ -74,6 +97,8 @@ type subscriptionFamily struct {
 var subscriptionFamilies = []subscriptionFamily{
 	{"pulsar_subscription_back_log", "Messages of the topic the subscription has not acknowledged.", func(s *SubscriptionMetrics) float64 { return float64(s.Backlog) }},
 	{"pulsar_subscription_delayed", "Messages whose delivery is delayed.", func(s *SubscriptionMetrics) float64 { return float64(s.Delayed) }},
+	{"pulsar_subscription_back_log_no_delayed", "Messages of the topic the subscription has not acknowledged, less those whose delivery is delayed.",
+		func(s *SubscriptionMetrics) float64 { return float64(s.Backlog - s.Delayed) }},
 	{"pulsar_subscription_unacked_messages", "Messages delivered and not yet acknowledged.", func(s *SubscriptionMetrics) float64 { return float64(s.Unacked) }},
 	{"pulsar_subscription_msg_rate_out", "Messages per second dispatched, over the last stats period.", func(s *SubscriptionMetrics) float64 { return s.RateOut }},
 	{"pulsar_subscription_msg_throughput_out", "Bytes per second dispatched, over the last stats period.", func(s *SubscriptionMetrics) float64 { return s.ThroughputOut }},
@@ -104,12 +129,12 @@ var replicationFamilies = []replicationFamily{
 // PulsarCollector serves the broker's topics as Pulsar's Prometheus series
 // (the families and labels of Pulsar's TopicStats and
 // NamespaceStatsAggregator), sampled at scrape time (Service.TopicMetrics):
-// with labels cluster,
-// namespace and topic, plus subscription or remote_cluster where Pulsar
-// has them; or, with MetricsConfig.NamespaceLevel, one series per
-// namespace, as Pulsar's exposeTopicLevelMetricsInPrometheus=false (with
-// pulsar_topics_count, and pulsar_msg_backlog labelled
-// remote_cluster="local", as Pulsar does there).
+// with labels cluster, namespace and topic, plus subscription or
+// remote_cluster where Pulsar has them; or, with
+// MetricsConfig.NamespaceLevel, one series per namespace, as Pulsar's
+// exposeTopicLevelMetricsInPrometheus=false (with pulsar_msg_backlog
+// labelled remote_cluster="local", as Pulsar does there). At both levels
+// pulsar_topics_count counts each namespace's topics, as in Pulsar.
 type PulsarCollector struct {
 	region         string
 	namespaceLevel bool
@@ -179,9 +204,8 @@ func (c *PulsarCollector) Describe(ch chan<- *prometheus.Desc) {
 			ch <- d
 		}
 		ch <- c.subStateAge
-	} else {
-		ch <- c.topicsCount
 	}
+	ch <- c.topicsCount
 	for _, d := range c.repl {
 		ch <- d
 	}
@@ -205,6 +229,14 @@ func (c *PulsarCollector) collect(ch chan<- prometheus.Metric, topics []TopicMet
 			c.collectTopic(ch, ns, cluster, ns.Namespace)
 		}
 		return
+	}
+	// Pulsar serves the namespaces' topic counts at topic level too.
+	counts := map[string]int{}
+	for i := range topics {
+		counts[topics[i].Namespace]++
+	}
+	for ns, n := range counts {
+		ch <- prometheus.MustNewConstMetric(c.topicsCount, prometheus.GaugeValue, float64(n), cluster, ns)
 	}
 	for i := range topics {
 		t := &topics[i]

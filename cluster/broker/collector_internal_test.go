@@ -102,6 +102,26 @@ pulsar_replication_delay_in_seconds{cluster="east",namespace="tenant/ns-0",remot
 		t.Errorf("topic level: %d rate_in, %d subscription backlog, %d replication backlog series; want 100 each",
 			perTopic["pulsar_rate_in"], perTopic["pulsar_subscription_back_log"], perTopic["pulsar_replication_backlog"])
 	}
+	// As Pulsar does, topic level serves the namespaces' topic counts too.
+	if perTopic["pulsar_topics_count"] != 5 {
+		t.Errorf("topic level: %d pulsar_topics_count series, want one per namespace (5)", perTopic["pulsar_topics_count"])
+	}
+}
+
+// TestSubscriptionBacklogNoDelayed: a subscription's backlog without its
+// delayed messages is served as Pulsar's back_log_no_delayed.
+func TestSubscriptionBacklogNoDelayed(t *testing.T) {
+	topics := []TopicMetrics{{Topic: "persistent://tenant/ns/t", Namespace: "tenant/ns",
+		Subs: map[string]SubscriptionMetrics{"s": {Backlog: 10, Delayed: 4}}}}
+	c := newPulsarCollector("east", false, func(context.Context) []TopicMetrics { return topics }, time.Second)
+	want := `
+# HELP pulsar_subscription_back_log_no_delayed Messages of the topic the subscription has not acknowledged, less those whose delivery is delayed.
+# TYPE pulsar_subscription_back_log_no_delayed gauge
+pulsar_subscription_back_log_no_delayed{cluster="east",namespace="tenant/ns",subscription="s",topic="persistent://tenant/ns/t"} 6
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "pulsar_subscription_back_log_no_delayed"); err != nil {
+		t.Error(err)
+	}
 }
 
 // BenchmarkCollect10kTopics is the cost of serving 10,000 topics' series

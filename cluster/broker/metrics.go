@@ -185,8 +185,9 @@ type TopicMetrics struct {
 	// topic msgBacklog.
 	MsgBacklog int64
 	// WriteLatency (microseconds) and EntrySize count the appends of the
-	// last period.
-	WriteLatency, EntrySize telemetry.BucketCounts
+	// last period, ReadLatency (microseconds) its storage reads (runs of
+	// entries read from the bookies, not from the entry cache).
+	WriteLatency, EntrySize, ReadLatency telemetry.BucketCounts
 
 	Subs        map[string]SubscriptionMetrics
 	Replication map[string]ReplicationMetrics
@@ -227,8 +228,10 @@ type topicWindow struct {
 	at        time.Time
 	base      map[string][2]int64 // msgs and bytes by counter key
 	baseWrite mledger.WriteStats
+	baseRead  telemetry.BucketCounts
 	rates     map[string][2]float64
 	lastWrite mledger.WriteStats
+	lastRead  telemetry.BucketCounts
 }
 
 // The keys of a topic's windowed counters.
@@ -240,11 +243,11 @@ const (
 )
 
 // advance closes the current period at now once it is at least period
-// long: rates and lastWrite become that period's, and a new one starts
-// from cur. The first call only starts a period.
-func (w *topicWindow) advance(now time.Time, period time.Duration, cur map[string][2]int64, write mledger.WriteStats) {
+// long: rates, lastWrite and lastRead become that period's, and a new one
+// starts from cur. The first call only starts a period.
+func (w *topicWindow) advance(now time.Time, period time.Duration, cur map[string][2]int64, write mledger.WriteStats, read telemetry.BucketCounts) {
 	if w.at.IsZero() {
-		w.at, w.base, w.baseWrite = now, cur, write
+		w.at, w.base, w.baseWrite, w.baseRead = now, cur, write, read
 		return
 	}
 	dt := now.Sub(w.at)
@@ -260,7 +263,8 @@ func (w *topicWindow) advance(now time.Time, period time.Duration, cur map[strin
 		w.rates[k] = [2]float64{float64(c[0]-b[0]) / dt.Seconds(), float64(c[1]-b[1]) / dt.Seconds()}
 	}
 	w.lastWrite = mledger.WriteStats{Latency: write.Latency.Sub(w.baseWrite.Latency), EntrySize: write.EntrySize.Sub(w.baseWrite.EntrySize)}
-	w.at, w.base, w.baseWrite = now, cur, write
+	w.lastRead = read.Sub(w.baseRead)
+	w.at, w.base, w.baseWrite, w.baseRead = now, cur, write, read
 }
 
 // topicMetricsState keeps the windows of the loaded topics. Its map holds
@@ -284,11 +288,13 @@ func (s *Service) TopicMetrics(ctx context.Context) []TopicMetrics {
 	out := make([]TopicMetrics, 0, len(topics))
 	counters := make([]map[string][2]int64, 0, len(topics))
 	writes := make([]mledger.WriteStats, 0, len(topics))
+	reads := make([]telemetry.BucketCounts, 0, len(topics))
 	for _, t := range topics {
 		tm, cur := t.metrics(ctx, tasks[t.Name()], tasksErr, now)
 		out = append(out, tm)
 		counters = append(counters, cur)
 		writes = append(writes, t.ml.WriteStats())
+		reads = append(reads, t.ml.ReadLatency())
 	}
 	period := s.cfg.Metrics.Period()
 	st := &s.metricsState
@@ -302,11 +308,11 @@ func (s *Service) TopicMetrics(ctx context.Context) []TopicMetrics {
 			w = &topicWindow{}
 		}
 		seen[tm.Topic] = w
-		w.advance(now, period, counters[i], writes[i])
+		w.advance(now, period, counters[i], writes[i], reads[i])
 		rate := func(k string) (float64, float64) { r := w.rates[k]; return r[0], r[1] }
 		tm.RateIn, tm.ThroughputIn = rate(windowIn)
 		tm.RateOut, tm.ThroughputOut = rate(windowOut)
-		tm.WriteLatency, tm.EntrySize = w.lastWrite.Latency, w.lastWrite.EntrySize
+		tm.WriteLatency, tm.EntrySize, tm.ReadLatency = w.lastWrite.Latency, w.lastWrite.EntrySize, w.lastRead
 		for name, sm := range tm.Subs {
 			sm.RateOut, sm.ThroughputOut = rate(windowSubPrefix + name)
 			tm.Subs[name] = sm
@@ -414,6 +420,7 @@ func NamespaceMetrics(topics []TopicMetrics) (namespaces []TopicMetrics, topicsC
 		ns.MsgBacklog += t.MsgBacklog
 		ns.WriteLatency = ns.WriteLatency.Add(t.WriteLatency)
 		ns.EntrySize = ns.EntrySize.Add(t.EntrySize)
+		ns.ReadLatency = ns.ReadLatency.Add(t.ReadLatency)
 		for remote, r := range t.Replication {
 			a := ns.Replication[remote]
 			a.Connected += r.Connected

@@ -9,14 +9,15 @@ import (
 )
 
 // A window reports nothing until a first period has passed, then the
-// rates of the last completed period, the same for every sample within
-// the next one; a counter that went down (a reload) or appeared gives no
-// rate for that period.
+// rates and bucket counts of the last completed period, the same for every
+// sample within the next one; a counter that went down (a reload) or
+// appeared gives no rate for that period.
 func TestTopicWindow(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	period := time.Second
 	buckets := telemetry.NewStatsBuckets(telemetry.EntrySizeBounds)
 	write := func() mledger.WriteStats { return mledger.WriteStats{EntrySize: buckets.Snapshot()} }
+	reads := telemetry.NewStatsBuckets(telemetry.WriteLatencyBoundsMicros)
 	var w topicWindow
 	for _, step := range []struct {
 		at       time.Duration
@@ -37,8 +38,9 @@ func TestTopicWindow(t *testing.T) {
 	} {
 		for range step.record {
 			buckets.Record(100)
+			reads.Record(100)
 		}
-		w.advance(t0.Add(step.at), period, step.cur, write())
+		w.advance(t0.Add(step.at), period, step.cur, write(), reads.Snapshot())
 		if got := w.rates["in"]; got != step.wantIn {
 			t.Errorf("at %v: in %v, want %v", step.at, got, step.wantIn)
 		}
@@ -47,6 +49,9 @@ func TestTopicWindow(t *testing.T) {
 		}
 		if got := w.lastWrite.EntrySize.Count; got != step.wantSize {
 			t.Errorf("at %v: %d entries in the last period, want %d", step.at, got, step.wantSize)
+		}
+		if got := w.lastRead.Count; got != step.wantSize {
+			t.Errorf("at %v: %d storage reads in the last period, want %d", step.at, got, step.wantSize)
 		}
 	}
 }

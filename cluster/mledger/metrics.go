@@ -48,3 +48,25 @@ func (ml *ManagedLedger) WriteStats() WriteStats {
 	}
 	return WriteStats{Latency: ml.writes.latency.Snapshot(), EntrySize: ml.writes.size.Snapshot()}
 }
+
+// newReadLatency returns the buckets of a managed ledger's storage reads
+// (the runs of entries it reads from the bookies; reads the entry cache
+// serves are not storage reads), in microseconds in Pulsar's write latency
+// buckets, which the broker reports as pulsar_storage_read_latency_*; nil
+// with Config.DisableMetrics.
+func newReadLatency(cfg *Config) *telemetry.StatsBuckets {
+	if cfg.DisableMetrics {
+		return nil
+	}
+	return telemetry.NewStatsBuckets(telemetry.WriteLatencyBoundsMicros)
+}
+
+// ReadLatency returns the counts of the storage reads so far, by latency
+// in microseconds (telemetry.WriteLatencyBoundsMicros); empty when
+// Config.DisableMetrics is set.
+func (ml *ManagedLedger) ReadLatency() telemetry.BucketCounts {
+	if ml.reads == nil {
+		return telemetry.BucketCounts{}
+	}
+	return ml.reads.Snapshot()
+}

@@ -37,3 +37,25 @@ func TestWriteStats(t *testing.T) {
 		}
 	}
 }
+
+// Storage reads (with no entry cache, every read) are counted once per run
+// of entries read from the bookies; with DisableMetrics nothing is.
+func TestReadLatency(t *testing.T) {
+	e := newEnv(t)
+	for _, disabled := range []bool{false, true} {
+		cfg := testConfig()
+		cfg.CacheMaxBytes, cfg.DisableMetrics = 0, disabled
+		ml := e.open(e.factory("b", cfg), fmt.Sprintf("persistent://t/ns/read-latency-%v", disabled))
+		for i := range 5 {
+			if _, err := ml.Append(context.Background(), testMessage(t, 1, uint64(i), 1, 200), 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := len(readAll(t, ml)); n != 5 {
+			t.Fatalf("read %d entries, want 5", n)
+		}
+		if got := ml.ReadLatency(); (got.Count > 0) == disabled || got.Count > 5 {
+			t.Errorf("disabled=%v: %d storage reads counted, want none when disabled, else between 1 and 5", disabled, got.Count)
+		}
+	}
+}

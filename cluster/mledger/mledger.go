@@ -14,6 +14,7 @@ import (
 
 	"github.com/meridian-mq/meridian/cluster/ledger"
 	"github.com/meridian-mq/meridian/cluster/meta"
+	"github.com/meridian-mq/meridian/telemetry"
 )
 
 // ManagedLedger is one topic: an ordered list of ledgers, written through
@@ -62,6 +63,9 @@ type ManagedLedger struct {
 	// writes records add latency and entry sizes; nil when metrics are
 	// disabled.
 	writes *writeStats
+	// reads records the latency of storage reads (read.go); nil when
+	// metrics are disabled.
+	reads *telemetry.StatsBuckets
 
 	// writeSem is the write lock: a one-slot semaphore rather than a
 	// mutex, so that an appender waiting for it can give up on its context
@@ -214,6 +218,7 @@ func open(ctx context.Context, f *Factory, topic string) (*ManagedLedger, error)
 	ml := &ManagedLedger{
 		f: f, topic: topic, cfg: cfg, log: f.log.With("topic", topic), key: ListKey(cfg.Region, topic),
 		writes:      newWriteStats(cfg),
+		reads:       newReadLatency(cfg),
 		writeSem:    make(chan struct{}, 1),
 		stopping:    make(chan struct{}),
 		ctrlCh:      make(chan ctrlOp),

@@ -58,7 +58,11 @@ func (ml *ManagedLedger) readRun(ctx context.Context, id, first, last int64) ([]
 			return nil, fmt.Errorf("%w: ledger %d closed at %d, before %d", ErrInvalidPosition, id, lac, last)
 		}
 	}
+	start := ml.f.clock.Now()
 	les, err := r.Read(ctx, first, last)
+	if err == nil && ml.reads != nil {
+		ml.reads.Record(ml.f.clock.Since(start).Microseconds())
+	}
 	out := make([]Entry, len(les))
 	for i, e := range les {
 		out[i] = Entry{Position: Position{id, e.ID}, Data: e.Payload}

@@ -447,7 +447,7 @@ func TestPulsarMetricsNamespaceLevel(t *testing.T) {
 		if strings.HasPrefix(name, "pulsar_subscription_") {
 			t.Errorf("%s served at namespace level", name)
 		}
-		if !strings.HasPrefix(name, "pulsar_") || strings.HasPrefix(name, "pulsar_replication_") {
+		if !strings.HasPrefix(name, "pulsar_") || strings.HasPrefix(name, "pulsar_replication_") || strings.HasPrefix(name, "pulsar_lb_") {
 			continue
 		}
 		want := []string{"cluster", "namespace"}

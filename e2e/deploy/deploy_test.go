@@ -28,9 +28,10 @@ import (
 const deployDir = "../../deploy"
 
 // targetLabels are the labels Prometheus adds to every scraped series
-// (instance, job, and the region label of the dev scrape configuration),
-// and le, the bucket label of a histogram's _bucket series.
-var targetLabels = map[string]bool{"instance": true, "job": true, "region": true, "le": true}
+// (instance, job, and the cluster label of deploy/prometheus's scrape
+// configurations, the region), and le, the bucket label of a histogram's
+// _bucket series.
+var targetLabels = map[string]bool{"instance": true, "job": true, "cluster": true, "le": true}
 
 // dashboardExprs are the PromQL expressions of the dashboard's panels.
 func dashboardExprs(t *testing.T) []string {

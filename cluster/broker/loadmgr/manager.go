@@ -103,11 +103,12 @@ func New(cfg Config, store meta.Store, policies *global.Cache, gstore *global.St
 	if cfg.Clock == nil {
 		cfg.Clock = clockwork.NewRealClock()
 	}
-	met, err := newMetrics(cfg)
+	m := &Manager{cfg: cfg, store: store, policies: policies, gstore: gstore, topics: topics, log: log}
+	met, err := newMetrics(cfg, m.LoadReport)
 	if err != nil {
 		return nil, err
 	}
-	m := &Manager{cfg: cfg, store: store, policies: policies, gstore: gstore, topics: topics, log: log, metrics: met}
+	m.metrics = met
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	m.own = newOwnership(store, cfg.Region, cfg.Self, cfg.OwnershipTTL, cfg.Lookup, cfg.Clock, log, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), cfg.CloseTimeout)

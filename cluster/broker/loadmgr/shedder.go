@@ -312,6 +312,10 @@ func (m *Manager) shedOnce(lost <-chan struct{}, sh *shedder) {
 	if len(moves) == 0 {
 		return
 	}
+	// The round's successful moves, and the brokers they left, for
+	// pulsar_lb_unload_*_total.
+	shedBundles, shedFrom := 0, map[string]bool{}
+	defer func() { m.metrics.shed(shedBundles, len(shedFrom)) }()
 	for _, mv := range moves {
 		select {
 		case <-lost:
@@ -328,6 +332,8 @@ func (m *Manager) shedOnce(lost <-chan struct{}, sh *shedder) {
 			continue
 		}
 		m.metrics.balanced(balanceShed)
+		shedBundles++
+		shedFrom[mv.From] = true
 		m.log.Info("shed bundle", "bundle", mv.Bundle, "from", mv.From, "to", mv.To)
 	}
 	if after, err := m.Brokers(ctx); err == nil {

@@ -204,6 +204,9 @@ func (m *Manager) splitHotBundles(r LoadReport) {
 		ctx, cancel := context.WithTimeout(m.ctx, m.cfg.TopicLoadTimeout)
 		_, _, err = m.SplitBundle(ctx, tenant, ns, b)
 		cancel()
+		if err == nil {
+			m.metrics.split()
+		}
 		if err != nil && m.ctx.Err() == nil {
 			m.log.Warn("automatic bundle split failed", "namespace", tenant+"/"+ns, "bundle", b.String(), "err", err)
 		}
