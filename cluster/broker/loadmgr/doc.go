@@ -54,7 +54,7 @@
 //	split.go         bundle split
 //	clusterrecord.go the region's cluster record
 //	handoff.go       unload requests, hand-offs and drain
-//	metrics.go       meridian_broker_ownership_changes_total and the others
+//	metrics.go       meridian_broker_ownership_changes_total and the others, and Pulsar's pulsar_lb_* (usage, unloads, splits)
 //	errors.go        the sentinel errors
 //
 // # Locks
