@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -49,6 +50,8 @@ type adminCLI struct {
 	authPlugin string
 	authParams string
 	output     string
+	// stderr receives the server's warnings (see warningPrinter).
+	stderr io.Writer
 }
 
 // newAdminCommand is `meridian admin`, the counterpart of pulsar-admin for
@@ -77,6 +80,7 @@ JSON. Authenticate with --token / --token-file, with --auth-plugin and
 			if a.output != "table" && a.output != "text" && a.output != "json" {
 				return fmt.Errorf("--output %q: want table or json", a.output)
 			}
+			a.stderr = cmd.ErrOrStderr()
 			return nil
 		},
 	}
@@ -95,15 +99,30 @@ JSON. Authenticate with --token / --token-file, with --auth-plugin and
 // credentials are an error rather than a silent choice: pulsaradmin would
 // otherwise pick one of them by its own precedence.
 func (a *adminCLI) client() (pulsaradmin.Client, error) {
-	cfg, err := a.config()
+	cfg, transport, err := a.connection()
 	if err != nil {
 		return nil, err
 	}
-	c, err := pulsaradmin.NewClient(cfg)
+	c, err := padmin.NewPulsarClientWithAuthProvider(cfg, transport)
 	if err != nil {
 		return nil, fmt.Errorf("admin client: %w", err)
 	}
 	return c, nil
+}
+
+// connection is the configuration the flags describe and the transport of
+// every request: the credentials, as pulsaradmin sends them, and the
+// printing of the server's warnings.
+func (a *adminCLI) connection() (*pulsaradmin.Config, auth.Provider, error) {
+	cfg, err := a.config()
+	if err != nil {
+		return nil, nil, err
+	}
+	provider, err := auth.GetAuthProvider(cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("admin client: %w", err)
+	}
+	return cfg, warningPrinter{Provider: provider, w: a.stderr}, nil
 }
 
 // config is the pulsaradmin configuration the flags describe.
@@ -144,16 +163,54 @@ func (a *adminCLI) config() (*pulsaradmin.Config, error) {
 // pulsaradmin builds it, for the requests pulsaradmin has no call for or
 // whose answers its types would cut short.
 func (a *adminCLI) restClient() (*rest.Client, error) {
-	cfg, err := a.config()
+	cfg, transport, err := a.connection()
 	if err != nil {
 		return nil, err
 	}
-	provider, err := auth.GetAuthProvider(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("admin client: %w", err)
-	}
 	return &rest.Client{ServiceURL: cfg.WebServiceURL, VersionInfo: padmin.ReleaseVersion,
-		HTTPClient: &http.Client{Timeout: padmin.DefaultHTTPTimeOutDuration, Transport: provider}}, nil
+		HTTPClient: &http.Client{Timeout: padmin.DefaultHTTPTimeOutDuration, Transport: transport}}, nil
+}
+
+// warningPrinter prints to w the text of every HTTP Warning header of the
+// answers to the requests it carries. The admin API warns that way about a
+// policy it stores but does not act on (RFC 7234's form:
+// 299 - "offload is not built: ..."), so the operator hears of it at once.
+type warningPrinter struct {
+	auth.Provider // sends the request, with the credentials
+	w             io.Writer
+}
+
+func (p warningPrinter) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := p.Provider.RoundTrip(req)
+	if resp != nil && p.w != nil {
+		for _, v := range resp.Header.Values("Warning") {
+			fmt.Fprintf(p.w, "meridian: warning: %s\n", warningText(v))
+		}
+	}
+	return resp, err
+}
+
+// warningText is the quoted text of a Warning header value (code, agent,
+// "text", optional "date"), unescaped; a value not in that form is
+// returned whole.
+func warningText(v string) string {
+	_, rest, ok := strings.Cut(v, `"`)
+	if !ok {
+		return v
+	}
+	var b strings.Builder
+	for i := 0; i < len(rest); i++ {
+		switch c := rest[i]; {
+		case c == '"':
+			return b.String()
+		case c == '\\' && i+1 < len(rest):
+			i++
+			b.WriteByte(rest[i])
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return v // no closing quote
 }
 
 // rawGet GETs path (below the admin URL) and returns the body as the server

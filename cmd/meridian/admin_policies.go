@@ -69,6 +69,7 @@ func (a *adminCLI) setTTLCommand() *cobra.Command {
 	})
 	cmd.Flags().StringVar(&ttl, "messageTTL", "", "time to live: seconds, or a number with s, m, h, d or w; 0 disables")
 	cmd.Flags().StringVar(&ttl, "ttl", "", "same as --messageTTL")
+	withShorthand(cmd.Flags(), "messageTTL", "ttl")
 	return cmd
 }
 

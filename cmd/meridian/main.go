@@ -27,7 +27,7 @@ func main() {
 		os.Exit(2)
 	}
 	root := newRootCommand()
-	root.SetArgs(args)
+	root.SetArgs(expandMultiLetterShorthands(root, args))
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "meridian:", err)
 		os.Exit(1)
