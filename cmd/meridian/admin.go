@@ -90,7 +90,7 @@ JSON. Authenticate with --token / --token-file, with --auth-plugin and
 	pf.StringVar(&a.authParams, "auth-params", "", `the plugin's parameters: for token "token:<jwt>", "file:<path>" or {"token":...}; for tls "tlsCertFile:<path>,tlsKeyFile:<path>"`)
 	a.register(cmd)
 	pf.StringVarP(&a.output, "output", "o", "table", "output format: table (text, as pulsar-admin prints) or json")
-	cmd.AddCommand(a.tenantsCommand(), a.namespacesCommand(), a.topicsCommand(),
+	cmd.AddCommand(a.tenantsCommand(), a.namespacesCommand(), a.topicsCommand(), a.schemasCommand(),
 		a.clustersCommand(), a.brokersCommand(), a.brokerStatsCommand(), a.bookiesCommand())
 	return cmd
 }
@@ -278,6 +278,18 @@ func (a *adminCLI) runE(fn action) func(*cobra.Command, []string) error {
 // named by use ("get TENANT").
 func (a *adminCLI) verb(use, short string, nargs int, fn action) *cobra.Command {
 	return &cobra.Command{Use: use, Short: short, Args: cobra.ExactArgs(nargs), RunE: a.runE(fn)}
+}
+
+// rawVerb is a verb without arguments that GETs path and prints the
+// server's JSON as it is.
+func (a *adminCLI) rawVerb(use, short, path string) *cobra.Command {
+	return a.verb(use, short, 0, func(ctx context.Context, _ pulsaradmin.Client, p *printer, _ []string) error {
+		body, err := a.rawGet(ctx, path, nil)
+		if err != nil {
+			return err
+		}
+		return p.raw(body)
+	})
 }
 
 func group(use, short string, subs ...*cobra.Command) *cobra.Command {
