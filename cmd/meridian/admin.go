@@ -28,15 +28,19 @@ import (
 //	admin_args.go          parsing names, message ids, sizes and times
 //	admin_tenants.go       tenants
 //	admin_clusters.go      clusters
-//	admin_brokers.go       brokers
+//	admin_brokers.go       brokers, and their dynamic configuration
 //	admin_namespaces.go    namespaces
-//	admin_topics.go        topics
+//	admin_topics.go        topics, and their properties
 //	admin_subscriptions.go the verbs on a topic's subscriptions (create-subscription, skip, peek-messages...)
-//	admin_policies.go      policies: retention, message TTL, deduplication, backlog quota, auto topic creation
-//	admin_permissions.go   permissions: grant-permission, revoke-permission, permissions
+//	admin_policies.go      namespace policies: retention, message TTL, deduplication, backlog quota, auto topic
+//	                       and subscription creation, the limits on producers, consumers and topics, properties
+//	admin_topicpolicies.go topic policies, over the namespace's: set-, get- (--applied) and remove-<policy>
+//	admin_permissions.go   permissions of namespaces and topics, and subscription permissions
+//	admin_schemas.go       schemas (get, upload, delete, test-compatibility) and the schema compatibility strategy
+//	admin_messages.go      reading messages: get-message-by-id, get-message-id, and how messages print
 //	admin_replication.go   replication clusters and replicator dispatch rates, of namespaces and topics
-//	admin_bundles.go       bundles: namespaces unload, topics bundle-range
-//	admin_load.go          load balancing: broker-stats, brokers leader-broker, namespaces split-bundle
+//	admin_bundles.go       bundles: namespaces bundles and unload, topics bundle-range
+//	admin_load.go          load balancing and statistics: broker-stats, brokers leader-broker, namespaces split-bundle
 
 // adminCLI holds `meridian admin`'s global flags: where the admin REST API
 // is and how to authenticate to it. They are pulsar-admin's flags with the
