@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -25,14 +26,15 @@ func TestAdminNewVerbsAgainstRegion(t *testing.T) {
 	defer cancel()
 	region := startRegion(ctx, t)
 	webURL, run := serveAdmin(t, region)
-	jsonOf := func(args ...string) any {
+	// jsonOf is a verb's --output json, compacted.
+	jsonOf := func(args ...string) string {
 		t.Helper()
-		var v any
 		out := run(append([]string{"-o", "json"}, args...)...)
-		if err := json.Unmarshal([]byte(out), &v); err != nil {
+		var b bytes.Buffer
+		if err := json.Compact(&b, []byte(out)); err != nil {
 			t.Fatalf("meridian admin -o json %s: not JSON: %v\n%s", strings.Join(args, " "), err, out)
 		}
-		return v
+		return b.String()
 	}
 
 	// Messages: publish two, read one back by its id, find one by time.
@@ -67,7 +69,7 @@ func TestAdminNewVerbsAgainstRegion(t *testing.T) {
 
 	// Topic policies: set, read back, read the applied one, remove.
 	run("topics", "set-retention", topic, "-s", "10M", "-t", "2h")
-	if got := jsonOf("topics", "get-retention", topic); !jsonSame(got, `{"retentionTimeInMinutes":120,"retentionSizeInMB":10}`) {
+	if got := jsonOf("topics", "get-retention", topic); !jsonEqual(t, got, `{"retentionTimeInMinutes":120,"retentionSizeInMB":10}`) {
 		t.Errorf("topics get-retention: %v", got)
 	}
 	run("topics", "set-message-ttl", topic, "-t", "90")
@@ -88,7 +90,7 @@ func TestAdminNewVerbsAgainstRegion(t *testing.T) {
 		t.Errorf("topics get-deduplication: %q", got)
 	}
 	run("topics", "set-backlog-quota", topic, "-lt", "3600", "-p", "consumer_backlog_eviction", "-t", "message_age")
-	if got := jsonOf("topics", "get-backlog-quotas", topic); !strings.Contains(jsonText(got), `"limitTime":3600`) {
+	if got := jsonOf("topics", "get-backlog-quotas", topic); !strings.Contains(got, `"limitTime":3600`) {
 		t.Errorf("topics get-backlog-quotas: %v", got)
 	}
 	run("topics", "set-max-producers", topic, "-p", "3")
@@ -96,8 +98,8 @@ func TestAdminNewVerbsAgainstRegion(t *testing.T) {
 		t.Errorf("topics get-max-producers: %q", got)
 	}
 	run("topics", "set-dispatch-rate", topic, "-md", "100", "-dt", "2")
-	if got := jsonOf("topics", "get-dispatch-rate", topic); !strings.Contains(jsonText(got), `"dispatchThrottlingRateInMsg":100`) ||
-		!strings.Contains(jsonText(got), `"ratePeriodInSecond":2`) {
+	if got := jsonOf("topics", "get-dispatch-rate", topic); !strings.Contains(got, `"dispatchThrottlingRateInMsg":100`) ||
+		!strings.Contains(got, `"ratePeriodInSecond":2`) {
 		t.Errorf("topics get-dispatch-rate: %v", got)
 	}
 
@@ -121,7 +123,7 @@ func TestAdminNewVerbsAgainstRegion(t *testing.T) {
 	if out := run("schemas", "get", schemaTopic); !strings.Contains(out, "STRING") || !strings.Contains(out, "team-a") {
 		t.Errorf("schemas get:\n%s", out)
 	}
-	if got := jsonOf("schemas", "test-compatibility", schemaTopic, "-f", schemaFile); !strings.Contains(jsonText(got), "true") {
+	if got := jsonOf("schemas", "test-compatibility", schemaTopic, "-f", schemaFile); !strings.Contains(got, "true") {
 		t.Errorf("schemas test-compatibility: %v", got)
 	}
 	run("schemas", "delete", schemaTopic)
@@ -140,10 +142,10 @@ func TestAdminNewVerbsAgainstRegion(t *testing.T) {
 	}
 
 	// Bundles and the broker's statistics.
-	if got := jsonOf("namespaces", "bundles", "public/default"); !strings.Contains(jsonText(got), "boundaries") {
+	if got := jsonOf("namespaces", "bundles", "public/default"); !strings.Contains(got, "boundaries") {
 		t.Errorf("namespaces bundles: %v", got)
 	}
-	if got := jsonText(jsonOf("broker-stats", "topics")); !strings.Contains(got, "new-verbs") {
+	if got := jsonOf("broker-stats", "topics"); !strings.Contains(got, "new-verbs") {
 		t.Errorf("broker-stats topics lacks the loaded topic: %s", got)
 	}
 	jsonOf("broker-stats", "monitoring-metrics")
@@ -153,14 +155,14 @@ func TestAdminNewVerbsAgainstRegion(t *testing.T) {
 		t.Errorf("brokers list-dynamic-config:\n%s", out)
 	}
 	run("brokers", "update-dynamic-config", "-c", "allowAutoTopicCreation", "-v", "false")
-	if got := jsonOf("brokers", "get-all-dynamic-config"); !jsonSame(got, `{"allowAutoTopicCreation":"false"}`) {
+	if got := jsonOf("brokers", "get-all-dynamic-config"); !jsonEqual(t, got, `{"allowAutoTopicCreation":"false"}`) {
 		t.Errorf("brokers get-all-dynamic-config: %v", got)
 	}
-	if got := jsonText(jsonOf("brokers", "get-runtime-config")); !strings.Contains(got, `"allowAutoTopicCreation":"false"`) {
+	if got := (jsonOf("brokers", "get-runtime-config")); !strings.Contains(got, `"allowAutoTopicCreation":"false"`) {
 		t.Errorf("brokers get-runtime-config: %s", got)
 	}
 	run("brokers", "delete-dynamic-config", "-c", "allowAutoTopicCreation")
-	if got := jsonOf("brokers", "get-all-dynamic-config"); !jsonSame(got, `{}`) {
+	if got := jsonOf("brokers", "get-all-dynamic-config"); !jsonEqual(t, got, `{}`) {
 		t.Errorf("brokers get-all-dynamic-config after delete: %v", got)
 	}
 	if _, err := runAdmin(t, webURL, "brokers", "update-dynamic-config", "-c", "noSuchSetting", "-v", "1"); err == nil {
@@ -169,18 +171,3 @@ func TestAdminNewVerbsAgainstRegion(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
-
-// jsonText is v as compact JSON.
-func jsonText(v any) string {
-	b, _ := json.Marshal(v)
-	return string(b)
-}
-
-// jsonSame reports whether v holds the value of the JSON text want.
-func jsonSame(v any, want string) bool {
-	var w any
-	if err := json.Unmarshal([]byte(want), &w); err != nil {
-		panic(err)
-	}
-	return jsonText(v) == jsonText(w)
-}

@@ -16,7 +16,8 @@ import (
 
 // `meridian admin schemas`, pulsar-admin's: a topic's schema (get, upload,
 // delete, test-compatibility); and the schema compatibility strategy of a
-// namespace and of a topic, on `namespaces` and `topics`.
+// namespace and of a topic, on `namespaces` and `topics`. pulsaradmin's
+// Schema takes no context, so its calls run to its HTTP timeout.
 
 func (a *adminCLI) schemasCommand() *cobra.Command {
 	var (
@@ -45,18 +46,18 @@ func (a *adminCLI) schemasCommand() *cobra.Command {
 
 	var uploadFile string
 	upload := a.topicVerb("upload TOPIC", "Upload a schema for a topic from a file holding its JSON (type, schema, properties)",
-		func(ctx context.Context, c pulsaradmin.Client, _ *printer, t utils.TopicName) error {
+		func(_ context.Context, c pulsaradmin.Client, _ *printer, t utils.TopicName) error {
 			payload, err := readSchemaFile(uploadFile)
 			if err != nil {
 				return err
 			}
-			return c.Schemas().CreateSchemaByPayload(t.String(), payload) // pulsaradmin's Schema takes no context
+			return c.Schemas().CreateSchemaByPayload(t.String(), payload)
 		})
 	upload.Flags().StringVarP(&uploadFile, "filename", "f", "", "the schema's file (required)")
 
 	var force bool
 	del := a.topicVerb("delete TOPIC", "Delete every version of a topic's schema",
-		func(ctx context.Context, c pulsaradmin.Client, _ *printer, t utils.TopicName) error {
+		func(_ context.Context, c pulsaradmin.Client, _ *printer, t utils.TopicName) error {
 			if force {
 				return c.Schemas().ForceDeleteSchema(t.String())
 			}
@@ -66,7 +67,7 @@ func (a *adminCLI) schemasCommand() *cobra.Command {
 
 	var testFile string
 	test := a.topicVerb("test-compatibility TOPIC", "Check whether a schema (from a file) is compatible with a topic's",
-		func(ctx context.Context, c pulsaradmin.Client, p *printer, t utils.TopicName) error {
+		func(_ context.Context, c pulsaradmin.Client, p *printer, t utils.TopicName) error {
 			payload, err := readSchemaFile(testFile)
 			if err != nil {
 				return err
