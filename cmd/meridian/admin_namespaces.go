@@ -75,6 +75,8 @@ func (a *adminCLI) namespacesCommand() *cobra.Command {
 	strategy := a.namespaceSchemaStrategyCommands()
 	stored := append(a.intNamespacePolicyCommands(), a.namespaceAutoSubscriptionCreationCommands()...)
 	stored = append(stored, a.namespacePropertiesCommands()...)
+	stored = append(stored, a.namespaceOffloadCommands()...)
+	stored = append(stored, a.bookieAffinityCommands()...)
 	cmds := []*cobra.Command{list, topics, create, del, policies,
 		a.unloadNamespaceCommand(), a.bundlesCommand(), strategy[0], strategy[1],
 		a.grantSubscriptionCommand(), a.revokeSubscriptionCommand(), a.subscriptionPermissionsCommand(),

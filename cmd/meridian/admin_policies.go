@@ -490,3 +490,125 @@ func (a *adminCLI) namespacePropertiesCommands() []*cobra.Command {
 	})
 	return []*cobra.Command{set, get, clear}
 }
+
+// A namespace's offload thresholds and deletion lag, with pulsar-admin's
+// verbs. Meridian stores them and offloads nothing (the server says so in
+// a Warning, which meridian admin prints).
+func (a *adminCLI) namespaceOffloadCommands() []*cobra.Command {
+	var size, age string
+	set := a.verb("set-offload-threshold NAMESPACE", "Set how much (--size) or how old (--time) a topic's data is before it is offloaded", 1,
+		func(ctx context.Context, c pulsaradmin.Client, _ *printer, args []string) error {
+			ns, err := namespaceArg(args[0])
+			if err != nil {
+				return err
+			}
+			if size == "" && age == "" {
+				return errors.New("give --size (-s) or --time (-t), or both")
+			}
+			if size != "" {
+				bytes, err := parseSize(size)
+				if err != nil {
+					return fmt.Errorf("--size: %w", err)
+				}
+				if err := c.Namespaces().SetOffloadThresholdWithContext(ctx, ns, bytes); err != nil {
+					return err
+				}
+			}
+			if age == "" {
+				return nil
+			}
+			secs, err := parseSeconds(age)
+			if err != nil {
+				return fmt.Errorf("--time: %w", err)
+			}
+			return c.Namespaces().SetOffloadThresholdInSecondsWithContext(ctx, ns, secs)
+		})
+	set.Flags().StringVarP(&size, "size", "s", "", "bytes kept in the bookies before offloading: bytes, or a number with k, M, G or T; -1: the broker's")
+	set.Flags().StringVarP(&age, "time", "t", "", "age of data before offloading: seconds, or a number with s, m, h, d or w; -1: the broker's")
+	get := a.verb("get-offload-threshold NAMESPACE", "Show a namespace's offload thresholds: size in bytes and time in seconds (null: none set)", 1,
+		func(ctx context.Context, _ pulsaradmin.Client, p *printer, args []string) error {
+			out := map[string]json.RawMessage{}
+			for key, endpoint := range map[string]string{"size": "offloadThreshold", "time": "offloadThresholdInSeconds"} {
+				path, err := namespaceEndpointPath(args[0], endpoint)
+				if err != nil {
+					return err
+				}
+				body, err := a.rawGet(ctx, path, nil)
+				if err != nil {
+					return err
+				}
+				if len(bytes.TrimSpace(body)) == 0 { // 204: none set
+					body = []byte("null")
+				}
+				out[key] = body
+			}
+			return p.object(out)
+		})
+	remove := a.verb("remove-offload-threshold NAMESPACE", "Remove a namespace's offload thresholds, size and time (the broker's apply)", 1,
+		func(ctx context.Context, _ pulsaradmin.Client, _ *printer, args []string) error {
+			for _, endpoint := range []string{"offloadThreshold", "offloadThresholdInSeconds"} {
+				path, err := namespaceEndpointPath(args[0], endpoint)
+				if err != nil {
+					return err
+				}
+				if err := a.restDelete(ctx, path); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	var lag string
+	setLag := a.verb("set-offload-deletion-lag NAMESPACE", "Set how long offloaded data stays in the bookies", 1,
+		func(ctx context.Context, c pulsaradmin.Client, _ *printer, args []string) error {
+			ns, err := namespaceArg(args[0])
+			if err != nil {
+				return err
+			}
+			d, err := parseRelativeTime(lag)
+			if err != nil {
+				return fmt.Errorf("--lag %q: want a time such as 10m or 1h", lag)
+			}
+			return c.Namespaces().SetOffloadDeleteLagWithContext(ctx, ns, d.Milliseconds())
+		})
+	setLag.Flags().StringVarP(&lag, "lag", "l", "", "the lag, e.g. 10m or 1h (required)")
+	clearLag := a.verb("clear-offload-deletion-lag NAMESPACE", "Remove a namespace's offload deletion lag (the broker's applies)", 1,
+		func(ctx context.Context, c pulsaradmin.Client, _ *printer, args []string) error {
+			ns, err := namespaceArg(args[0])
+			if err != nil {
+				return err
+			}
+			return c.Namespaces().ClearOffloadDeleteLagWithContext(ctx, ns)
+		})
+	return []*cobra.Command{set, get, remove, setLag,
+		a.getNamespacePolicyCommand("offload-deletion-lag", "offloadDeletionLagMs", "offload deletion lag, in milliseconds"), clearLag}
+}
+
+// A namespace's bookie affinity groups: the bookie groups its ledgers
+// prefer, as pulsar-admin's set-, get- and delete-bookie-affinity-group.
+func (a *adminCLI) bookieAffinityCommands() []*cobra.Command {
+	const endpoint = "persistence/bookieAffinity"
+	var group utils.BookieAffinityGroupData
+	set := a.verb("set-bookie-affinity-group NAMESPACE", "Set the bookie groups a namespace's ledgers prefer", 1,
+		func(ctx context.Context, _ pulsaradmin.Client, _ *printer, args []string) error {
+			path, err := namespaceEndpointPath(args[0], endpoint)
+			if err != nil {
+				return err
+			}
+			if group.BookkeeperAffinityGroupPrimary == "" {
+				return errors.New("give --primary-group (-pg)")
+			}
+			rc, err := a.restClient()
+			if err != nil {
+				return err
+			}
+			// pulsaradmin has no call for it.
+			return rc.PostWithContext(ctx, path, group)
+		})
+	set.Flags().StringVar(&group.BookkeeperAffinityGroupPrimary, "primary-group", "", "the primary bookie group (required)")
+	set.Flags().StringVar(&group.BookkeeperAffinityGroupSecondary, "secondary-group", "", "the secondary bookie group")
+	withShorthand(set.Flags(), "primary-group", "pg")
+	withShorthand(set.Flags(), "secondary-group", "sg")
+	del := a.removeNamespacePolicyCommand("bookie-affinity-group", endpoint, "bookie affinity groups")
+	del.Use = "delete-bookie-affinity-group NAMESPACE"
+	return []*cobra.Command{set, a.getNamespacePolicyCommand("bookie-affinity-group", endpoint, "bookie affinity groups"), del}
+}

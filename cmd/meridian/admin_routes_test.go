@@ -45,16 +45,18 @@ func init() {
 		method, path, _ := strings.Cut(p, " ")
 		routesWithoutVerb[method+" /admin/v2/namespaces/{tenant}/{namespace}"+path] = "a drill's fence: meridian drill holds it"
 	}
-	// Issue 34's namespace policies (persistence, offload, compaction)
-	// get their verbs with their enforcement, in admin_nspolicies.go.
-	for _, endpoint := range []string{"persistence", "persistence/bookieAffinity", "compactionThreshold",
-		"offloadThreshold", "offloadThresholdInSeconds", "offloadDeletionLagMs"} {
+	for _, endpoint := range []string{"persistence", "compactionThreshold"} {
 		for _, method := range []string{"GET", "POST", "DELETE"} {
-			routesWithoutVerb[method+" /admin/v2/namespaces/{tenant}/{namespace}/"+endpoint] =
-				"its verbs come with the namespace policies of issue 34 (admin_nspolicies.go)"
+			routesAwaitingVerbs[method+" /admin/v2/namespaces/{tenant}/{namespace}/"+endpoint] = true
 		}
 	}
 }
+
+// routesAwaitingVerbs are routes whose verbs another branch of issue 34
+// adds (the namespace policies' admin_nspolicies.go): they count as
+// reached until it merges, and are then reached by those verbs; delete
+// them here once it has.
+var routesAwaitingVerbs = map[string]bool{}
 
 // walkFlags are the flags each verb needs to send its requests, by its
 // path below `meridian admin`: one command line each, run in turn (a verb
@@ -72,6 +74,9 @@ var walkFlags = map[string][][]string{
 	"namespaces revoke-permission":                     {{"--role", "r"}},
 	"namespaces grant-subscription-permission":         {{"--subscription", "s", "--roles", "r"}},
 	"namespaces revoke-subscription-permission":        {{"--subscription", "s", "--role", "r"}},
+	"namespaces set-offload-threshold":                 {{"-s", "1G", "-t", "1h"}},
+	"namespaces set-offload-deletion-lag":              {{"-l", "1h"}},
+	"namespaces set-bookie-affinity-group":             {{"-pg", "group-a"}},
 	"namespaces set-max-topics-per-namespace":          {{"-t", "10"}},
 	"namespaces set-max-producers-per-topic":           {{"-p", "10"}},
 	"namespaces set-max-consumers-per-topic":           {{"-c", "10"}},
@@ -291,7 +296,7 @@ func TestEveryRouteHasAVerb(t *testing.T) {
 		if reached[p] && listed {
 			stale = append(stale, p)
 		}
-		covered[p] = reached[p] || listed
+		covered[p] = reached[p] || listed || routesAwaitingVerbs[p]
 	}
 	for grew := true; grew; {
 		grew = false
@@ -299,6 +304,11 @@ func TestEveryRouteHasAVerb(t *testing.T) {
 			if twin := coveredBy(p, served); !covered[p] && twin != "" && covered[twin] {
 				covered[p], grew = true, true
 			}
+		}
+	}
+	for p := range routesAwaitingVerbs {
+		if reached[p] {
+			t.Logf("%s is reached now: delete it from routesAwaitingVerbs", p)
 		}
 	}
 	var missing []string
