@@ -388,19 +388,29 @@ type padminNamespaces = padmin.Namespaces
 // server answers it.
 func (a *adminCLI) getNamespacePolicyCommand(name, endpoint, what string) *cobra.Command {
 	return a.verb("get-"+name+" NAMESPACE", "Show a namespace's "+what+" (null: none set)", 1, func(ctx context.Context, _ pulsaradmin.Client, p *printer, args []string) error {
-		path, err := namespaceEndpointPath(args[0], endpoint)
+		body, err := a.namespacePolicy(ctx, args[0], endpoint)
 		if err != nil {
 			return err
-		}
-		body, err := a.rawGet(ctx, path, nil)
-		if err != nil {
-			return err
-		}
-		if len(bytes.TrimSpace(body)) == 0 { // 204: none set
-			body = []byte("null")
 		}
 		return p.raw(body)
 	})
+}
+
+// namespacePolicy is the server's answer to a GET of a namespace policy's
+// endpoint: its JSON, or null when none is set.
+func (a *adminCLI) namespacePolicy(ctx context.Context, ns, endpoint string) ([]byte, error) {
+	path, err := namespaceEndpointPath(ns, endpoint)
+	if err != nil {
+		return nil, err
+	}
+	body, err := a.rawGet(ctx, path, nil)
+	if err != nil {
+		return nil, err
+	}
+	if len(bytes.TrimSpace(body)) == 0 { // 204: none set
+		return []byte("null"), nil
+	}
+	return body, nil
 }
 
 func (a *adminCLI) intNamespacePolicyCommands() []*cobra.Command {
@@ -529,16 +539,9 @@ func (a *adminCLI) namespaceOffloadCommands() []*cobra.Command {
 		func(ctx context.Context, _ pulsaradmin.Client, p *printer, args []string) error {
 			out := map[string]json.RawMessage{}
 			for key, endpoint := range map[string]string{"size": "offloadThreshold", "time": "offloadThresholdInSeconds"} {
-				path, err := namespaceEndpointPath(args[0], endpoint)
+				body, err := a.namespacePolicy(ctx, args[0], endpoint)
 				if err != nil {
 					return err
-				}
-				body, err := a.rawGet(ctx, path, nil)
-				if err != nil {
-					return err
-				}
-				if len(bytes.TrimSpace(body)) == 0 { // 204: none set
-					body = []byte("null")
 				}
 				out[key] = body
 			}
