@@ -227,6 +227,7 @@ func TestEveryRouteHasAVerb(t *testing.T) {
 	t.Cleanup(srv.Close)
 
 	var verbs [][]string
+	walked := map[string]bool{}
 	walk(newAdminCommand(), func(c *cobra.Command) {
 		names := map[string]bool{}
 		for _, sub := range c.Commands() {
@@ -241,6 +242,7 @@ func TestEveryRouteHasAVerb(t *testing.T) {
 			return
 		}
 		path := strings.TrimPrefix(c.CommandPath(), "admin ")
+		walked[path] = true
 		args := strings.Fields(path)
 		for _, placeholder := range strings.Fields(c.Use)[1:] {
 			if strings.HasPrefix(placeholder, "[") {
@@ -260,6 +262,11 @@ func TestEveryRouteHasAVerb(t *testing.T) {
 			verbs = append(verbs, append(slices.Clone(args), flags...))
 		}
 	})
+	for path := range walkFlags {
+		if !walked[path] {
+			t.Errorf("walkFlags has flags for %q, which is no verb of meridian admin", path)
+		}
+	}
 	schemaFile := filepath.Join(t.TempDir(), "schema.json")
 	if err := os.WriteFile(schemaFile, []byte(`{"type":"STRING","schema":"","properties":{}}`), 0o600); err != nil {
 		t.Fatal(err)
