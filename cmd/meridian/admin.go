@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -27,15 +28,19 @@ import (
 //	admin_args.go          parsing names, message ids, sizes and times
 //	admin_tenants.go       tenants
 //	admin_clusters.go      clusters
-//	admin_brokers.go       brokers
+//	admin_brokers.go       brokers, and their dynamic configuration
 //	admin_namespaces.go    namespaces
-//	admin_topics.go        topics
+//	admin_topics.go        topics, and their properties
 //	admin_subscriptions.go the verbs on a topic's subscriptions (create-subscription, skip, peek-messages...)
-//	admin_policies.go      policies: retention, message TTL, deduplication, backlog quota, auto topic creation
-//	admin_permissions.go   permissions: grant-permission, revoke-permission, permissions
+//	admin_policies.go      namespace policies: retention, message TTL, deduplication, backlog quota, auto topic
+//	                       and subscription creation, the limits on producers, consumers and topics, properties
+//	admin_topicpolicies.go topic policies, over the namespace's: set-, get- (--applied) and remove-<policy>
+//	admin_permissions.go   permissions of namespaces and topics, and subscription permissions
+//	admin_schemas.go       schemas (get, upload, delete, test-compatibility) and the schema compatibility strategy
+//	admin_messages.go      reading messages: get-message-by-id, get-message-id, and how messages print
 //	admin_replication.go   replication clusters and replicator dispatch rates, of namespaces and topics
-//	admin_bundles.go       bundles: namespaces unload, topics bundle-range
-//	admin_load.go          load balancing: broker-stats, brokers leader-broker, namespaces split-bundle
+//	admin_bundles.go       bundles: namespaces bundles and unload, topics bundle-range
+//	admin_load.go          load balancing and statistics: broker-stats, brokers leader-broker, namespaces split-bundle
 
 // adminCLI holds `meridian admin`'s global flags: where the admin REST API
 // is and how to authenticate to it. They are pulsar-admin's flags with the
@@ -49,6 +54,8 @@ type adminCLI struct {
 	authPlugin string
 	authParams string
 	output     string
+	// stderr receives the server's warnings (see warningPrinter).
+	stderr io.Writer
 }
 
 // newAdminCommand is `meridian admin`, the counterpart of pulsar-admin for
@@ -77,6 +84,7 @@ JSON. Authenticate with --token / --token-file, with --auth-plugin and
 			if a.output != "table" && a.output != "text" && a.output != "json" {
 				return fmt.Errorf("--output %q: want table or json", a.output)
 			}
+			a.stderr = cmd.ErrOrStderr()
 			return nil
 		},
 	}
@@ -86,7 +94,7 @@ JSON. Authenticate with --token / --token-file, with --auth-plugin and
 	pf.StringVar(&a.authParams, "auth-params", "", `the plugin's parameters: for token "token:<jwt>", "file:<path>" or {"token":...}; for tls "tlsCertFile:<path>,tlsKeyFile:<path>"`)
 	a.register(cmd)
 	pf.StringVarP(&a.output, "output", "o", "table", "output format: table (text, as pulsar-admin prints) or json")
-	cmd.AddCommand(a.tenantsCommand(), a.namespacesCommand(), a.topicsCommand(),
+	cmd.AddCommand(a.tenantsCommand(), a.namespacesCommand(), a.topicsCommand(), a.schemasCommand(),
 		a.clustersCommand(), a.brokersCommand(), a.brokerStatsCommand(), a.bookiesCommand())
 	return cmd
 }
@@ -95,15 +103,30 @@ JSON. Authenticate with --token / --token-file, with --auth-plugin and
 // credentials are an error rather than a silent choice: pulsaradmin would
 // otherwise pick one of them by its own precedence.
 func (a *adminCLI) client() (pulsaradmin.Client, error) {
-	cfg, err := a.config()
+	cfg, transport, err := a.connection()
 	if err != nil {
 		return nil, err
 	}
-	c, err := pulsaradmin.NewClient(cfg)
+	c, err := padmin.NewPulsarClientWithAuthProvider(cfg, transport)
 	if err != nil {
 		return nil, fmt.Errorf("admin client: %w", err)
 	}
 	return c, nil
+}
+
+// connection is the configuration the flags describe and the transport of
+// every request: the credentials, as pulsaradmin sends them, and the
+// printing of the server's warnings.
+func (a *adminCLI) connection() (*pulsaradmin.Config, auth.Provider, error) {
+	cfg, err := a.config()
+	if err != nil {
+		return nil, nil, err
+	}
+	provider, err := auth.GetAuthProvider(cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("admin client: %w", err)
+	}
+	return cfg, warningPrinter{Provider: provider, w: a.stderr}, nil
 }
 
 // config is the pulsaradmin configuration the flags describe.
@@ -144,16 +167,54 @@ func (a *adminCLI) config() (*pulsaradmin.Config, error) {
 // pulsaradmin builds it, for the requests pulsaradmin has no call for or
 // whose answers its types would cut short.
 func (a *adminCLI) restClient() (*rest.Client, error) {
-	cfg, err := a.config()
+	cfg, transport, err := a.connection()
 	if err != nil {
 		return nil, err
 	}
-	provider, err := auth.GetAuthProvider(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("admin client: %w", err)
-	}
 	return &rest.Client{ServiceURL: cfg.WebServiceURL, VersionInfo: padmin.ReleaseVersion,
-		HTTPClient: &http.Client{Timeout: padmin.DefaultHTTPTimeOutDuration, Transport: provider}}, nil
+		HTTPClient: &http.Client{Timeout: padmin.DefaultHTTPTimeOutDuration, Transport: transport}}, nil
+}
+
+// warningPrinter prints to w the text of every HTTP Warning header of the
+// answers to the requests it carries. The admin API warns that way about a
+// policy it stores but does not act on (RFC 7234's form:
+// 299 - "offload is not built: ..."), so the operator hears of it at once.
+type warningPrinter struct {
+	auth.Provider // sends the request, with the credentials
+	w             io.Writer
+}
+
+func (p warningPrinter) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := p.Provider.RoundTrip(req)
+	if resp != nil && p.w != nil {
+		for _, v := range resp.Header.Values("Warning") {
+			fmt.Fprintf(p.w, "meridian: warning: %s\n", warningText(v))
+		}
+	}
+	return resp, err
+}
+
+// warningText is the quoted text of a Warning header value (code, agent,
+// "text", optional "date"), unescaped; a value not in that form is
+// returned whole.
+func warningText(v string) string {
+	_, rest, ok := strings.Cut(v, `"`)
+	if !ok {
+		return v
+	}
+	var b strings.Builder
+	for i := 0; i < len(rest); i++ {
+		switch c := rest[i]; {
+		case c == '"':
+			return b.String()
+		case c == '\\' && i+1 < len(rest):
+			i++
+			b.WriteByte(rest[i])
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return v // no closing quote
 }
 
 // rawGet GETs path (below the admin URL) and returns the body as the server
@@ -221,6 +282,18 @@ func (a *adminCLI) runE(fn action) func(*cobra.Command, []string) error {
 // named by use ("get TENANT").
 func (a *adminCLI) verb(use, short string, nargs int, fn action) *cobra.Command {
 	return &cobra.Command{Use: use, Short: short, Args: cobra.ExactArgs(nargs), RunE: a.runE(fn)}
+}
+
+// rawVerb is a verb without arguments that GETs path and prints the
+// server's JSON as it is.
+func (a *adminCLI) rawVerb(use, short, path string) *cobra.Command {
+	return a.verb(use, short, 0, func(ctx context.Context, _ pulsaradmin.Client, p *printer, _ []string) error {
+		body, err := a.rawGet(ctx, path, nil)
+		if err != nil {
+			return err
+		}
+		return p.raw(body)
+	})
 }
 
 func group(use, short string, subs ...*cobra.Command) *cobra.Command {

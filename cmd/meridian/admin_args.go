@@ -90,3 +90,15 @@ func parseSeconds(s string) (int64, error) {
 	}
 	return int64(d / time.Second), nil
 }
+
+// propertiesArg parses key=value pairs given with flag, at least one.
+func propertiesArg(flag string, pairs []string) (map[string]string, error) {
+	props, err := parseProperties(pairs)
+	if err != nil {
+		return nil, err
+	}
+	if len(props) == 0 {
+		return nil, fmt.Errorf("give %s (-p) key=value, repeated or comma-separated", flag)
+	}
+	return props, nil
+}

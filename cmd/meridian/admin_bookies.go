@@ -97,7 +97,12 @@ func (a *adminCLI) bookiesCommand() *cobra.Command {
 			}
 			return c.DeleteWithContext(ctx, bookiePath(args[0], "state"))
 		})
-	return group("bookies", "The region's bookies and their auto-recovery", list, under, decommission, status, lost, clear, a.autoRecoveryCommand())
+	// pulsar-admin's own two listings, in BookKeeper's JSON as Pulsar
+	// answers them.
+	listBookies := a.rawVerb("list-bookies", "List the registered bookies, as pulsar-admin's bookies list-bookies", "/admin/v2/bookies/all")
+	racks := a.rawVerb("racks-placement", "Show the bookies' racks, as pulsar-admin's bookies racks-placement", "/admin/v2/bookies/racks-info")
+	return group("bookies", "The region's bookies and their auto-recovery", list, under, decommission, status, lost, clear, a.autoRecoveryCommand(),
+		listBookies, racks)
 }
 
 // autoRecoveryCommand is `meridian admin bookies autorecovery

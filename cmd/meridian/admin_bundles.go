@@ -54,3 +54,21 @@ func (a *adminCLI) bundleRangeCommand() *cobra.Command {
 		return p.scalar(rng, rng)
 	})
 }
+
+// bundlesCommand is pulsar-admin's `namespaces bundles`: a namespace's
+// bundles, as the boundaries of their hash ranges.
+func (a *adminCLI) bundlesCommand() *cobra.Command {
+	return a.verb("bundles NAMESPACE", "Show a namespace's bundles: the boundaries of their hash ranges", 1,
+		func(ctx context.Context, _ pulsaradmin.Client, p *printer, args []string) error {
+			path, err := namespaceEndpointPath(args[0], "bundles")
+			if err != nil {
+				return err
+			}
+			// pulsaradmin has no call for it.
+			body, err := a.rawGet(ctx, path, nil)
+			if err != nil {
+				return err
+			}
+			return p.raw(body)
+		})
+}

@@ -13,17 +13,17 @@ import (
 
 // brokerStatsCommand is `admin broker-stats`.
 func (a *adminCLI) brokerStatsCommand() *cobra.Command {
-	report := a.verb("load-report", "Show the broker's load report (Pulsar's LocalBrokerData), of the broker at --admin-url", 0,
-		func(ctx context.Context, _ pulsaradmin.Client, p *printer, _ []string) error {
-			// Raw, as statistics print: pulsaradmin's GetLoadReport drops
-			// the server's error, and its types drop Meridian's fields.
-			body, err := a.rawGet(ctx, "/admin/v2/broker-stats/load-report", nil)
-			if err != nil {
-				return err
-			}
-			return p.raw(body)
-		})
-	return group("broker-stats", "Inspect a broker's load", report)
+	// Raw, as statistics print: pulsaradmin's GetLoadReport drops the
+	// server's error, and its types drop Meridian's fields.
+	report := a.rawVerb("load-report", "Show the broker's load report (Pulsar's LocalBrokerData), of the broker at --admin-url", "/admin/v2/broker-stats/load-report")
+	topics := a.rawVerb("topics", "Show the statistics of the topics the broker at --admin-url serves, by namespace and bundle", "/admin/v2/broker-stats/topics")
+	topics.Aliases = []string{"destinations"}
+	metrics := a.rawVerb("monitoring-metrics", "Show the broker's metrics per namespace, in Pulsar's monitoring-metrics form", "/admin/v2/broker-stats/metrics")
+	for _, cmd := range []*cobra.Command{topics, metrics} {
+		// pulsar-admin's -i/--indent: the JSON here is always indented.
+		cmd.Flags().BoolP("indent", "i", true, "indent the JSON (always: accepted for pulsar-admin's command lines)")
+	}
+	return group("broker-stats", "Inspect a broker's load and statistics", report, topics, metrics)
 }
 
 // leaderBrokerVerb is `admin brokers leader-broker`.

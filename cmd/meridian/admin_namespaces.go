@@ -72,11 +72,17 @@ func (a *adminCLI) namespacesCommand() *cobra.Command {
 	})
 
 	retention := a.retentionCommands()
-	return group("namespaces", "Manage namespaces and their policies", list, topics, create, del, policies,
-		a.unloadNamespaceCommand(),
-		retention[0], retention[1],
-		a.setTTLCommand(), a.getTTLCommand(),
-		a.setDedupCommand(), a.getDedupCommand(),
+	strategy := a.namespaceSchemaStrategyCommands()
+	stored := append(a.intNamespacePolicyCommands(), a.namespaceAutoSubscriptionCreationCommands()...)
+	stored = append(stored, a.namespacePropertiesCommands()...)
+	stored = append(stored, a.namespaceOffloadCommands()...)
+	stored = append(stored, a.bookieAffinityCommands()...)
+	cmds := []*cobra.Command{list, topics, create, del, policies,
+		a.unloadNamespaceCommand(), a.bundlesCommand(), strategy[0], strategy[1],
+		a.grantSubscriptionCommand(), a.revokeSubscriptionCommand(), a.subscriptionPermissionsCommand(),
+		retention[0], retention[1], a.removeNamespacePolicyCommand("retention", "retention", "retention"),
+		a.setTTLCommand(), a.getTTLCommand(), a.removeTTLCommand(),
+		a.setDedupCommand(), a.getDedupCommand(), a.removeNamespacePolicyCommand("deduplication", "deduplication", "deduplication switch"),
 		a.grantCommand(), a.revokeCommand(), a.permissionsCommand(),
 		a.setClustersCommand(), a.getClustersCommand(),
 		a.setBacklogQuotaCommand(), a.getBacklogQuotaCommand(), a.removeBacklogQuotaCommand(),
@@ -84,7 +90,8 @@ func (a *adminCLI) namespacesCommand() *cobra.Command {
 		a.setNamespaceDispatchRateCommand(), a.getNamespaceDispatchRateCommand(), a.removeNamespaceDispatchRateCommand(),
 		a.splitBundleVerb(),
 		a.setActiveRegionCommand(), a.getActiveRegionCommand(), a.removeActiveRegionCommand(),
-		a.setAutoFailoverCommand(), a.getAutoFailoverCommand(), a.removeAutoFailoverCommand())
+		a.setAutoFailoverCommand(), a.getAutoFailoverCommand(), a.removeAutoFailoverCommand()}
+	return group("namespaces", "Manage namespaces and their policies", append(cmds, stored...)...)
 }
 
 // activeRegion is the body of Meridian's activeRegion endpoint (pulsaradmin

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -78,6 +79,16 @@ func (p *printer) raw(body []byte) error {
 	}
 	_, err := fmt.Fprintf(p.w, "%s\n", b.Bytes())
 	return err
+}
+
+// sortedKeys are m's keys in order, for printing a map a row a key.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }
 
 func joinOrNone(s []string) string {

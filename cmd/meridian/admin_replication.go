@@ -26,6 +26,9 @@ func (f *dispatchRateFlags) register(cmd *cobra.Command) {
 	fs.Int64Var(&f.msgs, "msg-dispatch-rate", -1, "messages per period (-1: no limit)")
 	fs.Int64Var(&f.bytes, "byte-dispatch-rate", -1, "bytes per period (-1: no limit)")
 	fs.IntVar(&f.period, "dispatch-rate-period", 1, "the period, in seconds")
+	withShorthand(fs, "msg-dispatch-rate", "md")
+	withShorthand(fs, "byte-dispatch-rate", "bd")
+	withShorthand(fs, "dispatch-rate-period", "dt")
 }
 
 func (f *dispatchRateFlags) check() error {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/meridian-mq/meridian/cluster/admin"
+	"github.com/meridian-mq/meridian/cluster/node"
 )
 
 // TestAdminReplicationRequests checks the requests of the replication
@@ -118,7 +119,13 @@ func startAdminRegion(t *testing.T) (string, func(args ...string) string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
-	region := startRegion(ctx, t)
+	return serveAdmin(t, startRegion(ctx, t))
+}
+
+// serveAdmin serves region's admin API, and returns its URL and a runner
+// of `meridian admin` against it that fails the test on an error.
+func serveAdmin(t *testing.T, region *node.Broker) (string, func(args ...string) string) {
+	t.Helper()
 	h, err := admin.New(admin.DefaultConfig(), region.Service(), discardLogger())
 	if err != nil {
 		t.Fatal(err)

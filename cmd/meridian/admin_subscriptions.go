@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
+	"net/url"
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsaradmin"
@@ -128,14 +126,6 @@ func (a *adminCLI) expireCommand() *cobra.Command {
 	return cmd
 }
 
-// peekedMessage is a peeked message as --output json prints it.
-type peekedMessage struct {
-	MessageID  string            `json:"messageId"`
-	Topic      string            `json:"topic,omitempty"`
-	Properties map[string]string `json:"properties"`
-	Payload    []byte            `json:"payload"`
-}
-
 func (a *adminCLI) peekCommand() *cobra.Command {
 	var n int
 	cmd, _ := a.subVerb("peek-messages TOPIC", "Show the next N messages of a subscription without acknowledging them", func(ctx context.Context, c pulsaradmin.Client, p *printer, t utils.TopicName, sub string) error {
@@ -146,33 +136,44 @@ func (a *adminCLI) peekCommand() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		if p.json {
-			out := make([]peekedMessage, 0, len(msgs))
-			for _, m := range msgs {
-				out = append(out, peekedMessage{MessageID: m.MessageID.String(), Topic: m.Topic, Properties: m.Properties, Payload: m.Payload})
-			}
-			return p.jsonValue(out)
-		}
-		for i, m := range msgs {
-			keys := make([]string, 0, len(m.Properties))
-			for k := range m.Properties {
-				keys = append(keys, k)
-			}
-			slices.Sort(keys)
-			props := make([]string, 0, len(keys))
-			for _, k := range keys {
-				props = append(props, k+"="+m.Properties[k])
-			}
-			if _, err := fmt.Fprintf(p.w, "Batch Message ID: %s\nProperties: %s\n%s", m.MessageID.String(),
-				strings.Join(props, ", "), hex.Dump(m.Payload)); err != nil {
-				return err
-			}
-			if i < len(msgs)-1 {
-				fmt.Fprintln(p.w)
-			}
-		}
-		return nil
+		return p.messages(msgs)
 	})
 	cmd.Flags().IntVarP(&n, "count", "n", 1, "number of messages")
+	return cmd
+}
+
+// replicatedSubscriptionPath is the endpoint of a subscription's
+// replicated status (pulsaradmin has no call for it).
+func replicatedSubscriptionPath(t utils.TopicName, sub string) string {
+	return topicPath(t, "subscription/"+url.PathEscape(sub)+"/replicatedSubscriptionStatus")
+}
+
+func (a *adminCLI) setReplicatedSubscriptionCommand() *cobra.Command {
+	var f switchFlags
+	cmd, _ := a.subVerb("set-replicated-subscription-status TOPIC", "Make a subscription replicated (--enable): its acknowledgements reach the other regions",
+		func(ctx context.Context, _ pulsaradmin.Client, _ *printer, t utils.TopicName, sub string) error {
+			on, err := f.on()
+			if err != nil {
+				return err
+			}
+			rc, err := a.restClient()
+			if err != nil {
+				return err
+			}
+			return rc.PostWithContext(ctx, replicatedSubscriptionPath(t, sub), on)
+		})
+	f.register(cmd, "the subscription's replication")
+	return cmd
+}
+
+func (a *adminCLI) getReplicatedSubscriptionCommand() *cobra.Command {
+	cmd, _ := a.subVerb("get-replicated-subscription-status TOPIC", "Show whether a subscription is replicated",
+		func(ctx context.Context, _ pulsaradmin.Client, p *printer, t utils.TopicName, sub string) error {
+			body, err := a.rawGet(ctx, replicatedSubscriptionPath(t, sub), nil)
+			if err != nil {
+				return err
+			}
+			return p.raw(body)
+		})
 	return cmd
 }

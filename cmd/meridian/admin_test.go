@@ -72,17 +72,24 @@ func (f *fakeAdmin) requests() []recorded {
 	return append([]recorded(nil), f.reqs...)
 }
 
-// runAdmin runs `meridian admin args...` against url and returns stdout.
+// runAdmin runs `meridian admin args...` against url, as main runs it,
+// and returns stdout.
 func runAdmin(t *testing.T, url string, args ...string) (string, error) {
 	t.Helper()
-	cmd := newAdminCommand()
-	var out bytes.Buffer
-	cmd.SetOut(&out)
-	cmd.SetErr(io.Discard)
-	cmd.SetArgs(append([]string{"--admin-url", url}, args...))
-	cmd.SilenceUsage, cmd.SilenceErrors = true, true
-	err := cmd.ExecuteContext(context.Background())
-	return out.String(), err
+	out, _, err := runAdminStreams(t, url, args...)
+	return out, err
+}
+
+// runAdminStreams is runAdmin, returning stderr too.
+func runAdminStreams(t *testing.T, url string, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	root := newRootCommand()
+	var out, errOut bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&errOut)
+	root.SetArgs(expandMultiLetterShorthands(root, append([]string{"admin", "--admin-url", url}, args...)))
+	err = root.ExecuteContext(context.Background())
+	return out.String(), errOut.String(), err
 }
 
 // jsonEqual reports whether two JSON texts hold the same value.
@@ -228,12 +235,18 @@ func TestAdminRequests(t *testing.T) {
 			want: []want{{"POST", "/admin/v2/namespaces/public/default/deduplication", "", `true`}},
 		},
 		{
-			name: "namespaces get-deduplication",
-			args: []string{"namespaces", "get-deduplication", "public/default"},
-			canned: map[string]cannedResponse{"GET /admin/v2/namespaces/public/default": {200,
-				`{"deduplicationEnabled":false,"replication_clusters":["standalone"]}`}},
-			want: []want{{"GET", "/admin/v2/namespaces/public/default", "", ""}},
-			out:  "false\n",
+			name:   "namespaces get-deduplication",
+			args:   []string{"namespaces", "get-deduplication", "public/default"},
+			canned: map[string]cannedResponse{"GET /admin/v2/namespaces/public/default/deduplication": {200, `false`}},
+			want:   []want{{"GET", "/admin/v2/namespaces/public/default/deduplication", "", ""}},
+			out:    "false\n",
+		},
+		{
+			name:   "namespaces get-deduplication unset",
+			args:   []string{"namespaces", "get-deduplication", "public/default"},
+			canned: map[string]cannedResponse{"GET /admin/v2/namespaces/public/default/deduplication": {204, ``}},
+			want:   []want{{"GET", "/admin/v2/namespaces/public/default/deduplication", "", ""}},
+			out:    "unset (broker default)\n",
 		},
 		{
 			name: "namespaces set-clusters",

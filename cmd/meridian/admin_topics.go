@@ -126,13 +126,20 @@ func (a *adminCLI) topicsCommand() *cobra.Command {
 		return p.scalar(shortID(id), id)
 	})
 
-	return group("topics", "Manage topics and their subscriptions", list, create, createPart, updatePart, del, delPart,
+	cmds := []*cobra.Command{list, create, createPart, updatePart, del, delPart,
 		stats, pstats, internal, subs, a.createSubCommand(), a.unsubscribeCommand(), a.skipCommand(),
 		a.clearBacklogCommand(), a.resetCursorCommand(), a.expireCommand(), a.peekCommand(),
 		terminate, unload, lookup, last, a.bundleRangeCommand(),
 		a.setTopicDispatchRateCommand(), a.getTopicDispatchRateCommand(), a.removeTopicDispatchRateCommand(),
 		a.setTopicClustersCommand(), a.getTopicClustersCommand(), a.removeTopicClustersCommand(),
-		a.setTopicActiveRegionCommand(), a.getTopicActiveRegionCommand(), a.removeTopicActiveRegionCommand())
+		a.setTopicActiveRegionCommand(), a.getTopicActiveRegionCommand(), a.removeTopicActiveRegionCommand()}
+	cmds = append(cmds, a.grantTopicCommand(), a.revokeTopicCommand(), a.topicPermissionsCommand(),
+		a.getMessageByIDCommand(), a.getMessageIDCommand(),
+		a.setReplicatedSubscriptionCommand(), a.getReplicatedSubscriptionCommand())
+	cmds = append(cmds, a.topicPropertiesCommands()...)
+	cmds = append(cmds, a.topicSchemaStrategyCommands()...)
+	cmds = append(cmds, a.topicPolicyVerbs()...)
+	return group("topics", "Manage topics, their subscriptions and their policies", cmds...)
 }
 
 // A topic's own active region, over its namespace's (Meridian's endpoint;
@@ -170,4 +177,35 @@ func (a *adminCLI) removeTopicActiveRegionCommand() *cobra.Command {
 	return a.topicVerb("remove-active-region TOPIC", "Remove a topic's own active region: its namespace's applies again", func(ctx context.Context, _ pulsaradmin.Client, _ *printer, t utils.TopicName) error {
 		return a.restDelete(ctx, topicPath(t, "activeRegion"))
 	})
+}
+
+// A topic's properties: metadata kept with it, as pulsar-admin's
+// get-properties, update-properties and remove-properties.
+
+func (a *adminCLI) topicPropertiesCommands() []*cobra.Command {
+	get := a.topicVerb("get-properties TOPIC", "Show a topic's properties", func(ctx context.Context, c pulsaradmin.Client, p *printer, t utils.TopicName) error {
+		props, err := c.Topics().GetPropertiesWithContext(ctx, t)
+		if err != nil {
+			return err
+		}
+		return p.settings(props)
+	})
+	var pairs []string
+	update := a.topicVerb("update-properties TOPIC", "Add or change properties of a topic (the others are kept)", func(ctx context.Context, c pulsaradmin.Client, _ *printer, t utils.TopicName) error {
+		props, err := propertiesArg("--property", pairs)
+		if err != nil {
+			return err
+		}
+		return c.Topics().UpdatePropertiesWithContext(ctx, t, props)
+	})
+	update.Flags().StringSliceVarP(&pairs, "property", "p", nil, "key=value (repeat -p, or separate them with commas)")
+	var key string
+	remove := a.topicVerb("remove-properties TOPIC", "Remove one property of a topic", func(ctx context.Context, c pulsaradmin.Client, _ *printer, t utils.TopicName) error {
+		if key == "" {
+			return errors.New("give --key (-k)")
+		}
+		return c.Topics().RemovePropertyWithContext(ctx, t, key)
+	})
+	remove.Flags().StringVarP(&key, "key", "k", "", "the property to remove (required)")
+	return []*cobra.Command{get, update, remove}
 }

@@ -22,64 +22,6 @@ import (
 // output carries over. They connect through the perfCLI of `meridian perf`
 // (service URL, authentication, TLS), whose flags they take.
 
-// pulsarClientShorthands are pulsar-client's short flags of more than one
-// letter, each with the long flag it stands for. pflag reads "-dr" as the
-// shorthands -d and -r, so expandShorthands rewrites each of them to its
-// long flag before the flags are parsed; this table is the one place that
-// lists them.
-var pulsarClientShorthands = map[string]string{
-	"-dr": "--disable-replication",
-}
-
-// expandShorthands returns args with every multi-letter short flag of
-// long (a table like pulsarClientShorthands) written as its long flag. An
-// argument that is the value of the flag before it (in `-m -dr` it is the
-// message) and every argument after "--" are left as they are; cmd's flags
-// tell which flags take a value, as pflag reads them.
-func expandShorthands(cmd *cobra.Command, args []string, long map[string]string) []string {
-	flags := cmd.Flags()
-	// valueFollows reports whether the flag argument arg takes the next
-	// argument as its value.
-	valueFollows := func(arg string) bool {
-		if name, ok := strings.CutPrefix(arg, "--"); ok {
-			if strings.Contains(name, "=") {
-				return false
-			}
-			f := flags.Lookup(name)
-			return f != nil && f.NoOptDefVal == ""
-		}
-		// A group of shorthands (-xvf): the first that takes a value takes
-		// the rest of the group, or the next argument when it ends the group.
-		for i := 1; i < len(arg); i++ {
-			f := flags.ShorthandLookup(arg[i : i+1])
-			if f == nil {
-				return false // pflag reports the unknown flag
-			}
-			if f.NoOptDefVal == "" {
-				return i == len(arg)-1
-			}
-		}
-		return false
-	}
-	out := make([]string, 0, len(args))
-	for i := 0; i < len(args); i++ {
-		arg := args[i]
-		if arg == "--" {
-			return append(out, args[i:]...)
-		}
-		if l, ok := long[arg]; ok {
-			out = append(out, l)
-			continue
-		}
-		out = append(out, arg)
-		if len(arg) > 1 && arg[0] == '-' && valueFollows(arg) && i+1 < len(args) {
-			i++
-			out = append(out, args[i])
-		}
-	}
-	return out
-}
-
 // connectionFlags adds the service URL, the operation timeout and
 // `meridian perf`'s authentication and TLS flags to cmd, and returns the
 // perfCLI that holds them. The URL is --url, as pulsar-client names it, or
@@ -157,19 +99,7 @@ comma-separated.
 -dr (pulsar-client's short name of --disable-replication) keeps the
 messages in this region; --replication-clusters sends them to those
 regions only.`,
-		// pflag cannot parse pulsar-client's -dr: RunE parses the flags
-		// itself once expandShorthands has rewritten it.
-		DisableFlagParsing: true,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			flags := cmd.Flags()
-			if err := flags.Parse(expandShorthands(cmd, args, pulsarClientShorthands)); err != nil {
-				return err
-			}
-			if help, _ := flags.GetBool("help"); help {
-				return cmd.Help()
-			}
-			return a.run(cmd, flags.Args())
-		},
+		RunE: func(cmd *cobra.Command, args []string) error { return a.run(cmd, args) },
 	}
 	a.conn = connectionFlags(cmd)
 	f := cmd.Flags()
@@ -178,6 +108,7 @@ regions only.`,
 	f.StringVarP(&a.key, "key", "k", "", "the key of every message (it chooses the partition)")
 	f.StringSliceVarP(&a.properties, "properties", "p", nil, "key=value properties of every message (repeat -p, or separate them with commas)")
 	f.BoolVar(&a.disableReplication, "disable-replication", false, "keep the messages in this region (short form -dr)")
+	withShorthand(f, "disable-replication", "dr")
 	f.StringSliceVar(&a.replicationClusters, "replication-clusters", nil, "replicate the messages to these regions only, e.g. us-east,eu-west")
 	return cmd
 }

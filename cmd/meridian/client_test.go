@@ -23,7 +23,7 @@ func runClient(ctx context.Context, args ...string) (string, error) {
 	var out bytes.Buffer
 	cmd.SetOut(&out)
 	cmd.SetErr(io.Discard)
-	cmd.SetArgs(args)
+	cmd.SetArgs(expandMultiLetterShorthands(cmd, args))
 	err := cmd.ExecuteContext(ctx)
 	return out.String(), err
 }
@@ -32,8 +32,7 @@ func runClient(ctx context.Context, args ...string) (string, error) {
 // would read it as a flag, and stays as it is where it is a flag's value
 // or follows "--".
 func TestExpandShorthands(t *testing.T) {
-	cmd := newProduceCommand()
-	cmd.InitDefaultHelpFlag()
+	root := newRootCommand()
 	cases := []struct{ in, want []string }{
 		{[]string{"-dr", "t"}, []string{"--disable-replication", "t"}},
 		{[]string{"t", "-m", "x", "-dr"}, []string{"t", "-m", "x", "--disable-replication"}},
@@ -54,8 +53,9 @@ func TestExpandShorthands(t *testing.T) {
 		{nil, []string{}},
 	}
 	for _, c := range cases {
-		if got := expandShorthands(cmd, c.in, pulsarClientShorthands); !slices.Equal(got, c.want) {
-			t.Errorf("expandShorthands(%q) = %q, want %q", c.in, got, c.want)
+		in, want := append([]string{"produce"}, c.in...), append([]string{"produce"}, c.want...)
+		if got := expandMultiLetterShorthands(root, in); !slices.Equal(got, want) {
+			t.Errorf("expandMultiLetterShorthands(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

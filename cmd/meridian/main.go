@@ -3,7 +3,9 @@
 // produce, consume, perf, token) is a subcommand. Each subcommand is thin
 // wiring over the packages that do the work.
 //
-// root.go holds the command tree, which main.go runs. Each server command
+// root.go holds the command tree, which main.go runs, and what makes the
+// command line Pulsar's: multi-letter short flags, and an unknown command
+// or flag refused with a suggestion. Each server command
 // has its file, named after it; all but etcd.go configure cluster/node, and
 // config.go holds what they share (the config file, the TLS and log flags,
 // running a node). credentials.go holds the authentication and TLS flags of
@@ -27,7 +29,7 @@ func main() {
 		os.Exit(2)
 	}
 	root := newRootCommand()
-	root.SetArgs(args)
+	root.SetArgs(expandMultiLetterShorthands(root, args))
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "meridian:", err)
 		os.Exit(1)
