@@ -1,7 +1,6 @@
 package global
 
 import (
-	"encoding/json"
 	"fmt"
 )
 
@@ -47,41 +46,17 @@ func (r DispatchRate) Validate() error {
 // else the namespace's for region, as Pulsar resolves it. A rate that limits
 // nothing counts as none.
 func (e Effective) ReplicatorDispatchRateFrom(region string) (DispatchRate, bool) {
-	r, ok := DispatchRate{}, false
-	if e.ReplicatorDispatchRate != nil {
-		r, ok = *e.ReplicatorDispatchRate, true
-	} else {
-		r, ok = e.NamespaceReplicatorDispatchRates[region]
-	}
-	if !ok || !r.Limited() {
-		return DispatchRate{}, false
-	}
-	return r, true
+	return topicElseRegion(e.ReplicatorDispatchRate, e.NamespaceReplicatorDispatchRates, region)
 }
 
 // topicReplicatorDispatchRate reads a topic's rate from its Extra: nil when
 // unset or not a valid rate (the admin API stores no other).
 func topicReplicatorDispatchRate(e Extra) *DispatchRate {
-	v, set := e[ExtraReplicatorDispatchRate]
-	var r DispatchRate
-	if !set || json.Unmarshal(v, &r) != nil || r.Validate() != nil {
-		return nil
-	}
-	return &r
+	return decodeExtra(e, ExtraReplicatorDispatchRate, DispatchRate.Validate)
 }
 
 // NamespaceReplicatorDispatchRates reads a namespace's rates per source
 // region from its Extra, leaving out any that is not valid: nil when unset.
 func NamespaceReplicatorDispatchRates(e Extra) map[string]DispatchRate {
-	v, set := e[ExtraReplicatorDispatchRate]
-	var m map[string]DispatchRate
-	if !set || json.Unmarshal(v, &m) != nil {
-		return nil
-	}
-	for region, r := range m {
-		if r.Validate() != nil {
-			delete(m, region)
-		}
-	}
-	return m
+	return regionValues(e, ExtraReplicatorDispatchRate, DispatchRate.Validate)
 }

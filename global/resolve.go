@@ -177,6 +177,18 @@ type Effective struct {
 	// region, or nil. ReplicatorDispatchRateFrom resolves them.
 	ReplicatorDispatchRate           *DispatchRate
 	NamespaceReplicatorDispatchRates map[string]DispatchRate
+	// PublishRate is the topic's publishRate, which overrides the
+	// namespace's in every region, or nil; NamespacePublishRates are the
+	// namespace's, by region, or nil. PublishRateIn resolves them.
+	PublishRate           *PublishRate
+	NamespacePublishRates map[string]PublishRate
+	// MaxMessageSize is the topic's maxMessageSize in bytes; 0 is none
+	// beyond the broker's.
+	MaxMessageSize int
+	// Persistence is the E/Qw/Qa of the topic's new ledgers: the topic's
+	// policy, else the namespace's; nil when neither sets one and the
+	// broker's managedLedgerDefault* apply.
+	Persistence *PersistencePolicies
 }
 
 // Resolve computes a topic's effective policies, field by field: the topic
@@ -254,6 +266,11 @@ func Resolve(d BrokerDefaults, tenant TenantInfo, ns Policies, topic *TopicPolic
 	}
 	e.ReplicatorDispatchRate = topicReplicatorDispatchRate(tp.Extra)
 	e.NamespaceReplicatorDispatchRates = NamespaceReplicatorDispatchRates(ns.Extra)
+	e.PublishRate = decodeExtra[PublishRate](tp.Extra, ExtraTopicPublishRate, nil)
+	e.NamespacePublishRates = regionValues[PublishRate](ns.Extra, ExtraPublishRate, nil)
+	e.MaxMessageSize, _ = tp.Extra.limit(ExtraMaxMessageSize)
+	e.Persistence = first(decodeExtra(tp.Extra, ExtraPersistence, PersistencePolicies.Validate),
+		decodeExtra(ns.Extra, ExtraPersistence, PersistencePolicies.Validate))
 	if ns.Bundles != nil {
 		// Validated on every write; a record that does not parse yields
 		// no bundles rather than invented ones.

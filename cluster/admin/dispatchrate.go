@@ -61,9 +61,7 @@ func parseDispatchRate(body []byte) (global.DispatchRate, error) {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return rate, fmt.Errorf("%w: a JSON body is required", ErrBadRequest)
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&rate); err != nil {
+	if err := strictJSON(body, &rate); err != nil {
 		return rate, fmt.Errorf("%w: Invalid value for replicatorDispatchRate: want {dispatchThrottlingRateInMsg, dispatchThrottlingRateInByte, ratePeriodInSecond}: %v",
 			ErrPrecondition, err)
 	}

@@ -70,6 +70,7 @@ func New(cfg Config, svc *broker.Service, log *slog.Logger) (http.Handler, error
 	h.routeLoadBalance()
 	h.routeStoredPolicies()
 	h.routeReplicatorDispatchRate()
+	h.routeRefusedPolicies()
 	h.routeBookies()
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, fmt.Errorf("%w: no endpoint %s %s", ErrNotFound, r.Method, r.URL.Path))

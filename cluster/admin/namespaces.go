@@ -88,7 +88,7 @@ func (h *handler) routeNamespaces() {
 // store (validated there as a whole: a refused update changes nothing),
 // waits for this broker's cache to show it, and answers 204.
 func (h *handler) updateNamespace(w http.ResponseWriter, r *http.Request, tenant, ns string, mutate func(*global.Policies) error) error {
-	_, rc, err := h.svc.Global().UpdateNamespace(r.Context(), tenant, ns, mutate)
+	p, rc, err := h.svc.Global().UpdateNamespace(r.Context(), tenant, ns, mutate)
 	if errors.Is(err, global.ErrNotFound) {
 		if _, found := h.svc.Policies().Tenant(tenant); !found {
 			return pulsarReason{ErrNotFound, "Tenant does not exist"}
@@ -99,6 +99,7 @@ func (h *handler) updateNamespace(w http.ResponseWriter, r *http.Request, tenant
 		return err
 	}
 	h.await(r, rc)
+	h.warnUnbuilt(w, r, global.UnbuiltIn(p), tenant+"/"+ns)
 	return noContent(w)
 }
 

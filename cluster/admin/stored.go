@@ -13,25 +13,15 @@ import (
 
 // Stored policies: the Pulsar namespace and topic policies that Meridian
 // keeps in the Extra map of the namespace's or topic's global record and
-// answers back. The broker enforces the producer, consumer and subscription
-// limits (namespace maxProducersPerTopic, maxConsumersPerTopic and
-// maxConsumersPerSubscription; topic maxProducers, maxConsumers,
-// maxConsumersPerSubscription, maxSubscriptionsPerTopic and
-// maxUnackedMessagesOnConsumer) and the namespace's and the topic's
-// autoSubscriptionCreation, as global.Resolve reads them; the replicator
-// enforces the topic's replicatorDispatchRate (dispatchrate.go). Setting
-// any other changes what GET returns and nothing else:
-//
-//   - namespace: maxTopicsPerNamespace, subscriptionExpirationTime,
-//     compactionThreshold, offloadThreshold, offloadThresholdInSeconds,
-//     offloadDeletionLagMs, persistence, persistence/bookieAffinity,
-//     properties (namespace properties are metadata, so "not enforced" is
-//     their whole meaning);
-//   - topic: maxUnackedMessagesOnSubscription, persistence,
-//     delayedDelivery, dispatchRate, publishRate, subscribeRate,
-//     subscriptionDispatchRate, offloadPolicies,
-//     maxMessageSize, deduplicationSnapshotInterval,
-//     schemaValidationEnforced, and the topic's properties.
+// answers back. Some of them are enforced, as global.Resolve reads them:
+// the broker enforces the producer, consumer and subscription limits, the
+// topic's unacked-message limit per consumer, autoSubscriptionCreation,
+// the publish rate, maxMessageSize and persistence (the E/Qw/Qa of new
+// ledgers); the replicator enforces replicatorDispatchRate
+// (dispatchrate.go). The others are stored and not enforced yet, and
+// global.UnbuiltPolicies lists each: a set of one answers with a Warning
+// (unbuilt.go). A namespace's properties are metadata, which is all they
+// mean.
 //
 // One table describes them all, and one set of handlers serves the table:
 // a policy is its path, its key in Extra (Pulsar's JSON field name), the
@@ -47,6 +37,8 @@ const (
 	kindObject                        // a JSON object (Pulsar's *Data types)
 	kindStringMap                     // an object of strings, merged on set (properties)
 	kindDispatchRate                  // a global.DispatchRate (replicatorDispatchRate)
+	kindPublishRate                   // a global.PublishRate
+	kindPersistence                   // global.PersistencePolicies, within the region's bookies
 )
 
 // storedPolicy is one row of the table.
@@ -60,6 +52,14 @@ type storedPolicy struct {
 	nsKey string
 	// invalid, when set, is Pulsar's reason for refusing a value.
 	invalid string
+	// perRegion, for a namespace policy, keeps one value per region, as
+	// Pulsar keys its rates by cluster: the Extra value is a map from
+	// region to value, and this region's admin API sets, answers and
+	// removes this region's entry.
+	perRegion bool
+	// deletePath, when set, is where DELETE is served instead of path
+	// (Pulsar's removeOffloadPolicies).
+	deletePath string
 }
 
 var namespaceStored = []storedPolicy{
@@ -75,7 +75,13 @@ var namespaceStored = []storedPolicy{
 	{path: "offloadThresholdInSeconds", key: "offload_threshold_in_seconds", kind: kindNonNegInt,
 		invalid: "Invalid value for offloadThresholdInSecond"},
 	{path: "offloadDeletionLagMs", key: "offload_deletion_lag_ms", kind: kindNonNegInt},
-	{path: "persistence", key: "persistence", kind: kindObject},
+	{path: "persistence", key: global.ExtraPersistence, kind: kindPersistence},
+	{path: "publishRate", key: global.ExtraPublishRate, kind: kindPublishRate, perRegion: true},
+	{path: "dispatchRate", key: global.ExtraDispatchRate, kind: kindObject, perRegion: true},
+	{path: "subscriptionDispatchRate", key: global.ExtraSubscriptionDispatchRate, kind: kindObject, perRegion: true},
+	{path: "subscribeRate", key: global.ExtraSubscribeRate, kind: kindObject, perRegion: true},
+	{path: "delayedDelivery", key: global.ExtraDelayedDelivery, kind: kindObject},
+	{path: "offloadPolicies", key: "offload_policies", kind: kindObject, deletePath: "removeOffloadPolicies"},
 	{path: "persistence/bookieAffinity", key: "bookie_affinity_group", kind: kindObject},
 	{path: "autoSubscriptionCreation", key: global.ExtraAutoSubscriptionCreation, kind: kindObject},
 	{path: "properties", key: "properties", kind: kindStringMap, unset: "{}"},
@@ -86,15 +92,16 @@ var topicStored = []storedPolicy{
 	{path: "maxConsumers", key: global.ExtraTopicMaxConsumers, kind: kindNonNegInt, nsKey: global.ExtraMaxConsumersPerTopic},
 	{path: "maxUnackedMessagesOnConsumer", key: global.ExtraTopicMaxUnackedOnConsumer, kind: kindNonNegInt},
 	{path: "maxUnackedMessagesOnSubscription", key: "maxUnackedMessagesOnSubscription", kind: kindNonNegInt},
-	{path: "persistence", key: "persistence", kind: kindObject, nsKey: "persistence"},
-	{path: "delayedDelivery", key: "delayedDelivery", kind: kindObject},
-	{path: "dispatchRate", key: "dispatchRate", kind: kindObject},
-	{path: "publishRate", key: "publishRate", kind: kindObject},
-	{path: "subscribeRate", key: "subscribeRate", kind: kindObject},
-	{path: "subscriptionDispatchRate", key: "subscriptionDispatchRate", kind: kindObject},
+	{path: "persistence", key: global.ExtraPersistence, kind: kindPersistence, nsKey: global.ExtraPersistence},
+	{path: "delayedDelivery", key: global.ExtraTopicDelayedDelivery, kind: kindObject},
+	{path: "dispatchRate", key: global.ExtraTopicDispatchRate, kind: kindObject},
+	{path: "publishRate", key: global.ExtraTopicPublishRate, kind: kindPublishRate},
+	{path: "subscribeRate", key: global.ExtraTopicSubscribeRate, kind: kindObject},
+	{path: "subscriptionDispatchRate", key: global.ExtraTopicSubscriptionDispatchRate, kind: kindObject},
+	{path: "compactionThreshold", key: "compactionThreshold", kind: kindNonNegInt},
 	{path: "replicatorDispatchRate", key: global.ExtraReplicatorDispatchRate, kind: kindDispatchRate},
 	{path: "offloadPolicies", key: "offloadPolicies", kind: kindObject},
-	{path: "maxMessageSize", key: "maxMessageSize", kind: kindNonNegInt},
+	{path: "maxMessageSize", key: global.ExtraMaxMessageSize, kind: kindNonNegInt},
 	{path: "maxSubscriptionsPerTopic", key: global.ExtraTopicMaxSubscriptions, kind: kindNonNegInt},
 	{path: "maxConsumersPerSubscription", key: global.ExtraTopicMaxConsumersPerSubscription, kind: kindNonNegInt, nsKey: global.ExtraMaxConsumersPerSubscription},
 	{path: "deduplicationSnapshotInterval", key: "deduplicationSnapshotIntervalSeconds", kind: kindNonNegInt},
@@ -144,12 +151,33 @@ func (sp storedPolicy) check(body []byte) (json.RawMessage, error) {
 			return nil, err
 		}
 		return json.Marshal(rate)
+	case kindPublishRate:
+		var rate global.PublishRate
+		if strictJSON(body, &rate) != nil {
+			return nil, bad("{publishThrottlingRateInMsg, publishThrottlingRateInByte}")
+		}
+	case kindPersistence:
+		var p global.PersistencePolicies
+		if strictJSON(body, &p) != nil {
+			return nil, bad("{bookkeeperEnsemble, bookkeeperWriteQuorum, bookkeeperAckQuorum, managedLedgerMaxMarkDeleteRate}")
+		}
+		if err := p.Validate(); err != nil {
+			return nil, err
+		}
 	}
 	var out bytes.Buffer
 	if err = json.Compact(&out, body); err != nil {
 		return nil, fmt.Errorf("%w: malformed JSON body: %v", ErrBadRequest, err)
 	}
 	return out.Bytes(), nil
+}
+
+// strictJSON decodes body into v, refusing fields v does not have: a
+// misspelt field of a policy would otherwise read as its default.
+func strictJSON(body []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
 }
 
 // set applies v to extra: a replacement, or for a string map a merge.
@@ -227,7 +255,60 @@ func (h *handler) readStored(r *http.Request, sp storedPolicy) (json.RawMessage,
 	if len(bytes.TrimSpace(b)) == 0 {
 		return nil, fmt.Errorf("%w: a JSON body is required", ErrBadRequest)
 	}
-	return sp.check(b)
+	v, err := sp.check(b)
+	if err != nil || sp.kind != kindPersistence {
+		return v, err
+	}
+	// Checked when set, as a ledger with a larger ensemble could not be
+	// created: the topic's appends would fail until the policy changed.
+	var p global.PersistencePolicies
+	if err := json.Unmarshal(v, &p); err != nil {
+		return nil, err
+	}
+	if n := h.svc.WritableBookies(); p.BookkeeperEnsemble > n {
+		return nil, fmt.Errorf("%w: Bookkeeper Ensemble (%d) is larger than the %d writable bookies of region %s",
+			global.ErrInvalidPolicies, p.BookkeeperEnsemble, n, h.svc.Region())
+	}
+	return v, nil
+}
+
+// inRegion is the value of a per-region policy for region, from the
+// namespace's Extra value of the policy (nil: unset).
+func inRegion(v json.RawMessage, region string) json.RawMessage {
+	var m map[string]json.RawMessage
+	if v == nil || json.Unmarshal(v, &m) != nil {
+		return nil
+	}
+	return m[region]
+}
+
+// setInRegion sets region's entry of a per-region policy in extra, or
+// removes it when v is nil (and the policy with its last entry).
+func (sp storedPolicy) setInRegion(extra global.Extra, region string, v json.RawMessage) (global.Extra, error) {
+	m := map[string]json.RawMessage{}
+	if old, found := extra[sp.key]; found {
+		if err := json.Unmarshal(old, &m); err != nil {
+			return nil, fmt.Errorf("%w: stored %s: %v", global.ErrCorrupt, sp.key, err)
+		}
+	}
+	if v != nil {
+		m[region] = v
+	} else {
+		delete(m, region)
+	}
+	if len(m) == 0 {
+		delete(extra, sp.key)
+		return extra, nil
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	if extra == nil {
+		extra = global.Extra{}
+	}
+	extra[sp.key] = b
+	return extra, nil
 }
 
 func (h *handler) routeStoredPolicies() {
@@ -239,7 +320,11 @@ func (h *handler) routeStoredPolicies() {
 			if !found {
 				return fmt.Errorf("%w: namespace %s/%s does not exist", ErrNotFound, tenant, name)
 			}
-			return sp.answer(w, p.Extra[sp.key], false)
+			v := p.Extra[sp.key]
+			if sp.perRegion {
+				v = inRegion(v, h.svc.Region())
+			}
+			return sp.answer(w, v, false)
 		})
 		set := func(w http.ResponseWriter, r *http.Request) error {
 			v, err := h.readStored(r, sp)
@@ -247,7 +332,11 @@ func (h *handler) routeStoredPolicies() {
 				return err
 			}
 			return h.updateNamespace(w, r, r.PathValue("tenant"), r.PathValue("namespace"), func(p *global.Policies) error {
-				p.Extra, err = sp.set(p.Extra, v)
+				if sp.perRegion {
+					p.Extra, err = sp.setInRegion(p.Extra, h.svc.Region(), v)
+				} else {
+					p.Extra, err = sp.set(p.Extra, v)
+				}
 				return err
 			})
 		}
@@ -255,8 +344,17 @@ func (h *handler) routeStoredPolicies() {
 		// pulsaradmin's choice varies by version, so both are served.
 		h.handle("POST "+ns+sp.path, opTenantAdmin, set)
 		h.handle("PUT "+ns+sp.path, opTenantAdmin, set)
-		h.handle("DELETE "+ns+sp.path, opTenantAdmin, func(w http.ResponseWriter, r *http.Request) error {
+		deletePath := sp.path
+		if sp.deletePath != "" {
+			deletePath = sp.deletePath
+		}
+		h.handle("DELETE "+ns+deletePath, opTenantAdmin, func(w http.ResponseWriter, r *http.Request) error {
 			return h.updateNamespace(w, r, r.PathValue("tenant"), r.PathValue("namespace"), func(p *global.Policies) error {
+				if sp.perRegion {
+					var err error
+					p.Extra, err = sp.setInRegion(p.Extra, h.svc.Region(), nil)
+					return err
+				}
 				return sp.clear(r, p.Extra)
 			})
 		})
@@ -297,6 +395,7 @@ func (h *handler) routeStoredPolicies() {
 			if err != nil {
 				return err
 			}
+			h.warnUnbuiltTopic(w, r, base)
 			return noContent(w)
 		}
 		h.handleTopic("POST", p, "/"+sp.path, opTenantAdmin, set)

@@ -217,6 +217,7 @@ func (h *handler) setTopicPolicy(set func(r *http.Request, tp *global.TopicPolic
 		if err != nil {
 			return err
 		}
+		h.warnUnbuiltTopic(w, r, base)
 		return noContent(w)
 	}
 }

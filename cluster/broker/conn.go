@@ -186,6 +186,7 @@ func (c *conn) release(ctx context.Context) {
 	clear(c.mu.consumers)
 	c.mu.Unlock()
 	for _, p := range producers {
+		p.stopPacing(ctx) // it publishes no more once it has ended
 		p.closed()
 	}
 	for _, cons := range consumers {

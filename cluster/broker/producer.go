@@ -71,10 +71,16 @@ type producer struct {
 	// (awaitReceipts).
 	receipted chan struct{}
 
-	// nextTurn is the turn of the next SEND (the reader goroutine's).
+	// pacer, once the producer is paced (publishrate.go), holds its SENDs
+	// until the topic's publish rate admits them; nil until then. The
+	// reader goroutine's.
+	pacer *pacer
+	// nextTurn is the turn of the next SEND (the publishing goroutine's:
+	// the reader's, or the pacer's once there is one).
 	nextTurn uint64
 	// appendErr is the first error of an append of this producer's; every
-	// SEND after it fails with it (the reader goroutine's, see publish).
+	// SEND after it fails with it (the publishing goroutine's, see
+	// publish).
 	appendErr error
 	// turnMu orders the answers between the receipt goroutine and the
 	// ledger writer (early): turn counts the SENDs answered, in SEND
@@ -169,6 +175,14 @@ func (p *producer) publish(send *pb.CommandSend, f *wire.Frame) {
 		return
 	}
 	r.messages = n
+	if limit := p.topic.limits.maxMessageSize.Load(); limit > 0 && !send.GetIsChunk() && int64(len(f.Message)) > limit {
+		// Pulsar's check and words (AbstractTopic.isExceedMaximumMessageSize):
+		// the message with its metadata, a chunk never, as NotAllowed,
+		// which fails the send and keeps the connection.
+		r.err = fmt.Errorf("%w: Exceed maximum message size", wire.ErrNotAllowed)
+		p.queue(r)
+		return
+	}
 	if send.GetIsChunk() || p.repl {
 		md, err := f.DecodeMetadata()
 		if err != nil {
@@ -432,9 +446,10 @@ func (p *producer) disconnectTo(dest *loadmgr.Owner) {
 }
 
 // closed is the client closing the producer, or its connection ending.
-// It runs on the connection's reader, the only goroutine that queues
-// receipts, so it can close the queue: the receipts already queued are
-// still answered.
+// It runs on the goroutine that queues the producer's receipts (the
+// connection's reader, or the producer's pacer), or once that has ended,
+// so it can close the queue: the receipts already queued are still
+// answered.
 func (p *producer) closed() {
 	p.topic.removeProducer(p)
 	p.receipts.close()
@@ -575,6 +590,16 @@ func (c *conn) handleSend(f *wire.Frame) error {
 	if !f.HasPayload() {
 		return fmt.Errorf("SEND without a message")
 	}
+	if pc := p.pacing(); pc != nil {
+		n, err := wire.BatchCount(f.Metadata, f.Payload)
+		if err != nil {
+			n = 1 // publish refuses it, unstored
+		}
+		if !pc.push(pacedItem{send: send, frame: *f, messages: n}) {
+			return c.ctx.Err()
+		}
+		return nil
+	}
 	// Counted before it is queued, so that its receipt never settles
 	// what was not yet counted; the pause, if any, follows the SEND.
 	c.notePublish(p, len(f.Message))
@@ -586,7 +611,19 @@ func (c *conn) handleSend(f *wire.Frame) error {
 }
 
 func (c *conn) handleCloseProducer(req *pb.CommandCloseProducer) {
-	if p, ok := c.producerFor(req.GetProducerId()); ok && c.forgetProducer(p) {
+	p, ok := c.producerFor(req.GetProducerId())
+	if ok && p.pacer != nil {
+		// Behind the SENDs it waits for (publishrate.go).
+		p.pacer.push(pacedItem{closeReq: req})
+		return
+	}
+	c.closeProducer(p, req)
+}
+
+// closeProducer closes p (nil: none by that id) for the client, after
+// every receipt it owes, and answers the request.
+func (c *conn) closeProducer(p *producer, req *pb.CommandCloseProducer) {
+	if p != nil && c.forgetProducer(p) {
 		p.closed()
 		p.waitDone(c.ctx)
 	}

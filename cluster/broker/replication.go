@@ -130,6 +130,7 @@ func (s *Service) syncLoadedTopics() {
 			continue // the namespace is going away; the topic with it
 		}
 		t.ml.SetRetention(retentionOf(eff))
+		t.applyPolicies(eff)
 		ctx, cancel := context.WithTimeout(s.ctx, s.cfg.TopicLoadTimeout)
 		repl, err := s.syncReplicationCursors(ctx, t.name, eff, t.repl, t.replicationStart)
 		cancel()

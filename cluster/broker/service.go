@@ -713,7 +713,7 @@ func (s *Service) loadTopic(ctx context.Context, t topology.TopicName, create cr
 			return nil, fmt.Errorf("%w: load %s: %v", wire.ErrServiceNotReady, t, err)
 		}
 	}
-	ml, err := s.ledgers.Open(ctx, t.String())
+	ml, err := s.ledgers.Open(ctx, t.String(), mledger.WithQuorums(s.quorumsOf(eff)))
 	if err != nil {
 		return nil, fmt.Errorf("%w: open %s: %v", wire.ErrServiceNotReady, t, err)
 	}
@@ -729,6 +729,7 @@ func (s *Service) loadTopic(ctx context.Context, t topology.TopicName, create cr
 		return nil, fmt.Errorf("%w: load %s: %v", wire.ErrServiceNotReady, t, err)
 	}
 	topic.repl = repl
+	topic.applyPolicies(eff)
 	s.log.Info("topic loaded", "topic", t.String())
 	return topic, nil
 }

@@ -35,6 +35,8 @@ type Topic struct {
 	eff  global.Effective // policies as of load
 	dd   *dedup
 	in   counters // stored messages and bytes
+	// limits are the policies checked on each SEND (publishrate.go).
+	limits topicLimits
 	// lastPublish is when a SEND was last stored, in unix milliseconds (0:
 	// none since the topic loaded): Pulsar's lastPublishTimestamp.
 	lastPublish atomic.Int64

@@ -44,7 +44,7 @@ func NewFactory(cfg Config, client *ledger.Client, store meta.Store, logger *slo
 
 // Open opens topic's managed ledger for writing, creating it if it does not
 // exist. See ManagedLedger for what opening does after a crash.
-func (f *Factory) Open(ctx context.Context, topic string) (*ManagedLedger, error) {
+func (f *Factory) Open(ctx context.Context, topic string, opts ...OpenOption) (*ManagedLedger, error) {
 	f.mu.Lock()
 	if _, ok := f.open[topic]; ok {
 		f.mu.Unlock()
@@ -52,7 +52,7 @@ func (f *Factory) Open(ctx context.Context, topic string) (*ManagedLedger, error
 	}
 	f.open[topic] = nil // reserve; Open of the same topic meanwhile fails
 	f.mu.Unlock()
-	ml, err := open(ctx, f, topic)
+	ml, err := open(ctx, f, topic, opts)
 	f.mu.Lock()
 	if err != nil {
 		delete(f.open, topic)

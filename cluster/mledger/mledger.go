@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -148,6 +149,9 @@ type ManagedLedger struct {
 		time time.Duration
 		size int64
 	}
+	// quorums are the E/Qw/Qa of the next ledger created: Config's until
+	// WithQuorums or SetQuorums. Never nil.
+	quorums atomic.Pointer[Quorums]
 }
 
 // cursorMarks is what a cursor publishes to its managed ledger: where it has
@@ -213,7 +217,7 @@ func (f *AppendFuture) complete(p Position, err error) {
 // open loads or creates the topic's list, recovers the previous last ledger
 // (fencing whoever wrote it), reads back the last index and starts a new
 // ledger, then claims the list by CAS.
-func open(ctx context.Context, f *Factory, topic string) (*ManagedLedger, error) {
+func open(ctx context.Context, f *Factory, topic string, opts []OpenOption) (*ManagedLedger, error) {
 	cfg := &f.cfg
 	ml := &ManagedLedger{
 		f: f, topic: topic, cfg: cfg, log: f.log.With("topic", topic), key: ListKey(cfg.Region, topic),
@@ -237,6 +241,11 @@ func open(ctx context.Context, f *Factory, topic string) (*ManagedLedger, error)
 		dormant:     map[string]Position{},
 	}
 	ml.retention.time, ml.retention.size = cfg.RetentionTime, cfg.RetentionSize
+	q := f.DefaultQuorums()
+	ml.quorums.Store(&q)
+	for _, o := range opts {
+		o(ml)
+	}
 	mctx, cancel := f.metaCtx(ctx)
 	kv, err := f.store.Get(mctx, ml.key)
 	switch {

@@ -109,7 +109,8 @@ func (n *nextLedger) stop() {
 }
 
 func (ml *ManagedLedger) createLedger(ctx context.Context) (*ledger.Writer, error) {
-	w, err := ml.f.client.Create(ctx, ml.cfg.EnsembleSize, ml.cfg.WriteQuorum, ml.cfg.AckQuorum,
+	q := ml.Quorums()
+	w, err := ml.f.client.Create(ctx, q.Ensemble, q.WriteQuorum, q.AckQuorum,
 		map[string]string{"topic": ml.topic, "application": "meridian-mledger"})
 	if err != nil {
 		return nil, fmt.Errorf("create ledger: %w", err)

@@ -300,6 +300,11 @@ func startBroker(ctx context.Context, r *regionParts, cfg BrokerConfig) (_ *Brok
 			return nil, fmt.Errorf("node: register the broker's Pulsar metrics: %w", err)
 		}
 		n.closers = append(n.closers, func() { r.registry.Unregister(pulsar) })
+		unbuilt := admin.NewUnbuiltCollector(cache)
+		if err := r.registry.Register(unbuilt); err != nil {
+			return nil, fmt.Errorf("node: register the policies-not-built metric: %w", err)
+		}
+		n.closers = append(n.closers, func() { r.registry.Unregister(unbuilt) })
 	}
 	if err := n.service.Start(ctx); err != nil {
 		return nil, err

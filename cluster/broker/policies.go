@@ -1,0 +1,30 @@
+package broker
+
+import (
+	"github.com/meridian-mq/meridian/cluster/mledger"
+	"github.com/meridian-mq/meridian/global"
+)
+
+// applyPolicies hands a loaded topic the policies it enforces as they
+// change: its publish rate in this region and its maxMessageSize, checked
+// on each SEND, and the quorums of its next ledgers (persistence). It runs
+// at load and on every pass of the Service's policy loop.
+func (t *Topic) applyPolicies(eff global.Effective) {
+	r, _ := eff.PublishRateIn(t.svc.cfg.Region)
+	t.limits.publishRate.set(publishRate{msgs: r.PublishThrottlingRateInMsg, bytes: r.PublishThrottlingRateInByte})
+	t.limits.maxMessageSize.Store(int64(eff.MaxMessageSize))
+	t.ml.SetQuorums(t.svc.quorumsOf(eff))
+}
+
+// quorumsOf is the E/Qw/Qa of a topic's new ledgers: its persistence
+// policy, else the broker's managedLedgerDefault* (mledger.Config).
+func (s *Service) quorumsOf(eff global.Effective) mledger.Quorums {
+	if p := eff.Persistence; p != nil {
+		return mledger.Quorums{Ensemble: p.BookkeeperEnsemble, WriteQuorum: p.BookkeeperWriteQuorum, AckQuorum: p.BookkeeperAckQuorum}
+	}
+	return s.ledgers.DefaultQuorums()
+}
+
+// WritableBookies is how many of the region's live bookies take adds: the
+// largest ensemble a persistence policy may ask for.
+func (s *Service) WritableBookies() int { return s.ledgers.WritableBookies() }

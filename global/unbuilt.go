@@ -1,0 +1,139 @@
+package global
+
+import "slices"
+
+// Unbuilt is one policy Meridian accepts, stores and answers back, but does
+// not act on yet. It is accepted, not refused, because Pulsar tools apply
+// policy sets wholesale (pulsaradmin's own suite sets each of these and
+// expects no error); it is never silent: the admin API answers a set of it
+// with an HTTP Warning naming Feature, the broker logs the change, and a
+// metric counts the namespaces and topics that hold it.
+type Unbuilt struct {
+	// Feature names what is missing, as an operator would search for it.
+	Feature string
+	// Reason says what Meridian does instead.
+	Reason string
+	// Paths are the admin API path segments (after the namespace or the
+	// topic) whose set stores the policy.
+	Paths []string
+	// InNamespace and InTopic report whether a record holds the policy
+	// with an effect it would have on Pulsar; nil when the level has none.
+	InNamespace func(Policies) bool
+	InTopic     func(TopicPolicies) bool
+}
+
+// UnbuiltPolicies is the one table of the policies that are stored and not
+// enforced. A change that enforces one removes its row.
+var UnbuiltPolicies = []Unbuilt{
+	{Feature: "offload", Reason: "ledgers are never moved to tiered storage; they stay on the bookies until retention deletes them",
+		Paths:       []string{"offloadPolicies", "offloadThreshold", "offloadThresholdInSeconds", "offloadDeletionLagMs"},
+		InNamespace: extraHas("offload_policies", "offload_threshold", "offload_threshold_in_seconds", "offload_deletion_lag_ms"),
+		InTopic:     topicExtraHas("offloadPolicies")},
+	{Feature: "compaction", Reason: "topics are never compacted; a compacted read sees every message",
+		Paths:       []string{"compactionThreshold"},
+		InNamespace: extraHas("compaction_threshold"), InTopic: topicExtraHas("compactionThreshold")},
+	{Feature: "dispatch rate", Reason: "a topic's dispatch is not throttled",
+		Paths:       []string{"dispatchRate"},
+		InNamespace: extraHas(ExtraDispatchRate), InTopic: topicExtraHas(ExtraTopicDispatchRate)},
+	{Feature: "subscription dispatch rate", Reason: "a subscription's dispatch is not throttled",
+		Paths:       []string{"subscriptionDispatchRate"},
+		InNamespace: extraHas(ExtraSubscriptionDispatchRate), InTopic: topicExtraHas(ExtraTopicSubscriptionDispatchRate)},
+	{Feature: "subscribe rate", Reason: "a consumer's subscribes are not throttled",
+		Paths:       []string{"subscribeRate"},
+		InNamespace: extraHas(ExtraSubscribeRate), InTopic: topicExtraHas(ExtraTopicSubscribeRate)},
+	{Feature: "delayed delivery policy", Reason: "delayed messages are always delivered at their time; the policy's switch and tick are not read",
+		Paths:       []string{"delayedDelivery"},
+		InNamespace: extraHas(ExtraDelayedDelivery), InTopic: topicExtraHas(ExtraTopicDelayedDelivery)},
+	{Feature: "subscription message TTL", Reason: "the TTL expires replication backlogs only; a subscription's backlog never expires",
+		Paths: []string{"messageTTL"},
+		InNamespace: func(p Policies) bool {
+			return p.MessageTTLInSeconds != nil && *p.MessageTTLInSeconds > 0
+		},
+		InTopic: func(tp TopicPolicies) bool {
+			return tp.MessageTTLInSeconds != nil && *tp.MessageTTLInSeconds > 0
+		}},
+	{Feature: "backlog quota message_age", Reason: "a backlog quota limits size only; its age limit is not checked",
+		Paths:       []string{"backlogQuota"},
+		InNamespace: func(p Policies) bool { return ageQuota(p.BacklogQuotaMap) },
+		InTopic:     func(tp TopicPolicies) bool { return ageQuota(tp.BacklogQuotaMap) }},
+	{Feature: "subscription expiration", Reason: "inactive subscriptions are never deleted",
+		Paths: []string{"subscriptionExpirationTime"}, InNamespace: extraHas("subscription_expiration_time_minutes")},
+	{Feature: "max topics per namespace", Reason: "a namespace's topic count is not limited",
+		Paths: []string{"maxTopicsPerNamespace"}, InNamespace: extraHas("max_topics_per_namespace")},
+	{Feature: "max unacked messages per subscription", Reason: "a subscription's unacked messages are limited per consumer only",
+		Paths: []string{"maxUnackedMessagesOnSubscription"}, InTopic: topicExtraHas("maxUnackedMessagesOnSubscription")},
+	{Feature: "deduplication snapshot interval per topic", Reason: "the broker's DedupSnapshotInterval applies to every topic",
+		Paths: []string{"deduplicationSnapshotInterval"}, InTopic: topicExtraHas("deduplicationSnapshotIntervalSeconds")},
+	{Feature: "schema validation enforcement", Reason: "a producer without a schema is not refused on a topic with one",
+		Paths: []string{"schemaValidationEnforced"}, InTopic: topicExtraHas("schemaValidationEnforced")},
+	{Feature: "bookie affinity group", Reason: "ledgers are placed by rack and region only",
+		Paths: []string{"bookieAffinity"}, InNamespace: extraHas("bookie_affinity_group")},
+	{Feature: "per-namespace mark-delete rate", Reason: "the region's CursorPersistInterval paces every cursor's writes",
+		Paths:       []string{"persistence"},
+		InNamespace: func(p Policies) bool { return markDeleteRate(p.Extra) },
+		InTopic:     func(tp TopicPolicies) bool { return markDeleteRate(tp.Extra) }},
+}
+
+// The Extra keys of the dispatch-side rates and of delayed delivery, by
+// Pulsar's names. A namespace keeps each rate per region, as Pulsar keys
+// them by cluster; a topic keeps one.
+const (
+	ExtraDispatchRate                  = "clusterDispatchRate"
+	ExtraSubscriptionDispatchRate      = "subscriptionDispatchRate"
+	ExtraSubscribeRate                 = "clusterSubscribeRate"
+	ExtraDelayedDelivery               = "delayed_delivery_policies"
+	ExtraTopicDispatchRate             = "dispatchRate"
+	ExtraTopicSubscriptionDispatchRate = "subscriptionDispatchRate"
+	ExtraTopicSubscribeRate            = "subscribeRate"
+	ExtraTopicDelayedDelivery          = "delayedDelivery"
+)
+
+// UnbuiltIn returns the rows that p holds.
+func UnbuiltIn(p Policies) []Unbuilt {
+	return unbuiltWhere(func(u Unbuilt) bool { return u.InNamespace != nil && u.InNamespace(p) })
+}
+
+// UnbuiltInTopic returns the rows that tp holds.
+func UnbuiltInTopic(tp TopicPolicies) []Unbuilt {
+	return unbuiltWhere(func(u Unbuilt) bool { return u.InTopic != nil && u.InTopic(tp) })
+}
+
+func unbuiltWhere(holds func(Unbuilt) bool) []Unbuilt {
+	var out []Unbuilt
+	for _, u := range UnbuiltPolicies {
+		if holds(u) {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// SetBy reports whether a set at the admin path segment path stores u.
+func (u Unbuilt) SetBy(path string) bool { return slices.Contains(u.Paths, path) }
+
+func extraHas(keys ...string) func(Policies) bool {
+	return func(p Policies) bool { return anyKey(p.Extra, keys) }
+}
+
+func topicExtraHas(keys ...string) func(TopicPolicies) bool {
+	return func(tp TopicPolicies) bool { return anyKey(tp.Extra, keys) }
+}
+
+func anyKey(e Extra, keys []string) bool {
+	for _, k := range keys {
+		if _, set := e[k]; set {
+			return true
+		}
+	}
+	return false
+}
+
+func ageQuota(m map[BacklogQuotaType]BacklogQuota) bool {
+	q, set := m[MessageAge]
+	return set && q.LimitTime > 0
+}
+
+func markDeleteRate(e Extra) bool {
+	p := decodeExtra[PersistencePolicies](e, ExtraPersistence, nil)
+	return p != nil && p.ManagedLedgerMaxMarkDeleteRate > 0
+}
