@@ -125,6 +125,13 @@ func newAdmin(t testing.TB, url string) pulsaradmin.Client {
 // body.
 func call(t testing.TB, method, path, body string, header ...string) (int, string) {
 	t.Helper()
+	status, b, _ := callHeader(t, method, path, body, header...)
+	return status, b
+}
+
+// callHeader is call that also returns the answer's header.
+func callHeader(t testing.TB, method, path, body string, header ...string) (int, string, http.Header) {
+	t.Helper()
 	req, err := http.NewRequest(method, web.URL+path, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
@@ -141,7 +148,7 @@ func call(t testing.TB, method, path, body string, header ...string) (int, strin
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return resp.StatusCode, string(b), resp.Header
 }
 
 func stringsReader(s string) *strings.Reader { return strings.NewReader(s) }

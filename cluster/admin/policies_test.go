@@ -1,0 +1,325 @@
+package admin_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/meridian-mq/meridian/cluster/admin"
+	"github.com/meridian-mq/meridian/cluster/broker/brokertest"
+	"github.com/meridian-mq/meridian/cluster/ledger"
+)
+
+// newNamespace creates public/<prefix>-<n> and deletes it when the test
+// ends.
+func newNamespace(t *testing.T, prefix string) string {
+	t.Helper()
+	adm := newAdmin(t, web.URL)
+	ns := "public/" + prefix + "-" + uniq()
+	if err := adm.Namespaces().CreateNamespace(ns); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = adm.Namespaces().DeleteNamespace(ns) })
+	return ns
+}
+
+// TestNamespacePublishRate: a namespace publish rate of 100 msg/s holds a
+// producer that asks for 1,000 msg/s to 100 ± 10% over 10 s, with no send
+// error, while a consumer on the same client (the same connection) keeps
+// up with its own topic, which a producer on that client feeds at 200
+// msg/s. Pulsar's way, pausing the connection, would stall that consumer.
+func TestNamespacePublishRate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs for 12 s")
+	}
+	throttled, free := newNamespace(t, "rate"), newNamespace(t, "free")
+	adm := newAdmin(t, web.URL)
+	name, _ := utils.GetNamespaceName(throttled)
+	if err := adm.Namespaces().SetPublishRate(*name, utils.PublishRate{PublishThrottlingRateInMsg: 100, PublishThrottlingRateInByte: -1}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := adm.Namespaces().GetPublishRate(*name); err != nil || got.PublishThrottlingRateInMsg != 100 {
+		t.Fatalf("publish rate %+v, %v", got, err)
+	}
+
+	client := newClient(t, region.ServiceURL())
+	slow, err := client.CreateProducer(pulsar.ProducerOptions{Topic: "persistent://" + throttled + "/t", SendTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Close()
+	other := "persistent://" + free + "/t"
+	fast, err := client.CreateProducer(pulsar.ProducerOptions{Topic: other, DisableBatching: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fast.Close()
+	cons, err := client.Subscribe(pulsar.ConsumerOptions{Topic: other, SubscriptionName: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+
+	const (
+		asked  = 1000 // msg/s
+		window = 10 * time.Second
+		warmup = time.Second // the pending queues fill; the limiter's burst passes
+	)
+	var (
+		mu       sync.Mutex
+		receipts []time.Time
+		sendErr  atomic.Value
+	)
+	start := time.Now()
+	end := start.Add(warmup + window)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // the workload: 1,000 msg/s asked of the throttled producer
+		defer wg.Done()
+		for i := 0; time.Now().Before(end); i++ {
+			if ahead := time.Until(start.Add(time.Duration(i) * time.Second / asked)); ahead > 0 {
+				time.Sleep(ahead) // pacing the workload, not waiting for a condition
+			}
+			slow.SendAsync(context.Background(), &pulsar.ProducerMessage{Payload: []byte("x")},
+				func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
+					if err != nil {
+						sendErr.Store(err)
+						return
+					}
+					mu.Lock()
+					receipts = append(receipts, time.Now())
+					mu.Unlock()
+				})
+		}
+	}()
+
+	// Meanwhile the consumer on the same connection receives and acks
+	// its own topic's messages as they come.
+	var sent, lagging int
+	ctx, cancel := context.WithTimeout(context.Background(), warmup+window+30*time.Second)
+	defer cancel()
+	for tick := time.NewTicker(5 * time.Millisecond); time.Now().Before(end); <-tick.C {
+		if _, err := fast.Send(ctx, &pulsar.ProducerMessage{Payload: []byte(time.Now().Format(time.RFC3339Nano))}); err != nil {
+			t.Fatal(err)
+		}
+		sent++
+		msg, err := cons.Receive(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sentAt, _ := time.Parse(time.RFC3339Nano, string(msg.Payload()))
+		if time.Since(sentAt) > 2*time.Second {
+			lagging++
+		}
+		if err := cons.Ack(msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+	if err, _ := sendErr.Load().(error); err != nil {
+		t.Fatalf("a throttled send failed: %v", err)
+	}
+	mu.Lock()
+	inWindow := 0
+	for _, at := range receipts {
+		if at.After(start.Add(warmup)) && !at.After(end) {
+			inWindow++
+		}
+	}
+	mu.Unlock()
+	rate := float64(inWindow) / window.Seconds()
+	t.Logf("throttled producer: %.1f msg/s over %v; other topic: %d sent and received, %d later than 2 s", rate, window, sent, lagging)
+	if rate < 90 || rate > 110 {
+		t.Errorf("throttled producer stored %.1f msg/s, want 100 ± 10%%", rate)
+	}
+	if lagging > 0 || sent < 100 {
+		t.Errorf("the consumer on the same connection fell behind: %d of %d messages later than 2 s", lagging, sent)
+	}
+	if status, body := call(t, "DELETE", "/admin/v2/namespaces/"+throttled+"/publishRate", ""); status != http.StatusNoContent {
+		t.Fatalf("remove the publish rate: %d %s", status, body)
+	}
+}
+
+// TestNamespacePersistence: a namespace with persistence E=2 Qw=2 Qa=1
+// writes its new ledgers so; a policy the region's bookies cannot hold, or
+// that breaks E >= Qw >= Qa >= 1, is refused and changes nothing.
+func TestNamespacePersistence(t *testing.T) {
+	ns := newNamespace(t, "persistence")
+	adm := newAdmin(t, web.URL)
+	if err := adm.Namespaces().SetPersistence(ns, utils.PersistencePolicies{BookkeeperEnsemble: 2, BookkeeperWriteQuorum: 2, BookkeeperAckQuorum: 1}); err != nil {
+		t.Fatal(err)
+	}
+	p := "/admin/v2/namespaces/" + ns + "/persistence"
+	for _, bad := range []string{
+		`{"bookkeeperEnsemble":4,"bookkeeperWriteQuorum":2,"bookkeeperAckQuorum":1}`, // the region has 3 bookies
+		`{"bookkeeperEnsemble":2,"bookkeeperWriteQuorum":3,"bookkeeperAckQuorum":1}`,
+		`{"bookkeeperEnsemble":2,"bookkeeperWriteQuorum":2,"bookkeeperAckQuorum":0}`,
+		`{"bookkeeperEnsemble":2,"bookkeeperWriteQuorum":2,"bookkeeperAckQuorum":1,"ensemble":3}`,
+	} {
+		if status, body := call(t, "POST", p, bad); status != http.StatusPreconditionFailed {
+			t.Errorf("persistence %s: %d %s, want 412", bad, status, body)
+		}
+	}
+	got, err := adm.Namespaces().GetPersistence(ns)
+	if err != nil || got == nil || got.BookkeeperEnsemble != 2 || got.BookkeeperWriteQuorum != 2 || got.BookkeeperAckQuorum != 1 {
+		t.Fatalf("persistence after refusals: %+v, %v; want 2/2/1 unchanged", got, err)
+	}
+
+	topic := "persistent://" + ns + "/t"
+	prod, err := newClient(t, region.ServiceURL()).CreateProducer(pulsar.ProducerOptions{Topic: topic})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	if _, err := prod.Send(context.Background(), &pulsar.ProducerMessage{Payload: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	stats, err := adm.Topics().GetInternalStats(topicName(t, topic))
+	if err != nil || len(stats.Ledgers) == 0 {
+		t.Fatalf("internal stats %+v, %v", stats, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, l := range stats.Ledgers {
+		kv, err := storage.Store.Get(ctx, ledger.LedgerKey(brokertest.Region, l.LedgerID))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var md ledger.Metadata
+		if err := json.Unmarshal(kv.Value, &md); err != nil {
+			t.Fatal(err)
+		}
+		if md.EnsembleSize != 2 || md.WriteQuorum != 2 || md.AckQuorum != 1 {
+			t.Errorf("ledger %d: E=%d Qw=%d Qa=%d, want the namespace's 2/2/1", l.LedgerID, md.EnsembleSize, md.WriteQuorum, md.AckQuorum)
+		}
+	}
+}
+
+// TestTopicMaxMessageSize: a message above the topic's maxMessageSize is
+// refused as Pulsar refuses it (SEND_ERROR NotAllowed, "Exceed maximum
+// message size", which pulsar-client-go leaves to its send timeout) and not
+// stored; one below it is stored.
+func TestTopicMaxMessageSize(t *testing.T) {
+	ns := newNamespace(t, "msgsize")
+	topic := "persistent://" + ns + "/t"
+	adm := newAdmin(t, web.URL)
+	tn := topicName(t, topic)
+	if err := adm.Topics().Create(tn, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := adm.Topics().SetMaxMessageSize(tn, 1024); err != nil {
+		t.Fatal(err)
+	}
+	prod, err := newClient(t, region.ServiceURL()).CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true,
+		SendTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := prod.Send(ctx, &pulsar.ProducerMessage{Payload: make([]byte, 100)}); err != nil {
+		t.Fatalf("a message under the limit: %v", err)
+	}
+	if _, err := prod.Send(ctx, &pulsar.ProducerMessage{Payload: make([]byte, 2000)}); err == nil {
+		t.Fatal("a message over the topic's maxMessageSize was stored")
+	}
+	stats, err := adm.Topics().GetStats(tn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stats.MsgCounterIn != 1 {
+		t.Errorf("the topic stored %d messages, want only the one under the limit", stats.MsgCounterIn)
+	}
+}
+
+// TestUnbuiltPoliciesWarn: a policy that is stored but not built is
+// accepted with a Warning naming the feature and counted by the metric;
+// one that has no effect and no use is refused with 405 and changes
+// nothing.
+func TestUnbuiltPoliciesWarn(t *testing.T) {
+	ns := newNamespace(t, "unbuilt")
+	reg := prometheus.NewPedanticRegistry()
+	if err := reg.Register(admin.NewUnbuiltCollector(region.Service().Policies())); err != nil {
+		t.Fatal(err)
+	}
+	countOf := func(feature, level string) int {
+		t.Helper()
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			for _, m := range mf.GetMetric() {
+				labels := map[string]string{}
+				for _, l := range m.GetLabel() {
+					labels[l.GetName()] = l.GetValue()
+				}
+				if labels["feature"] == feature && labels["level"] == level {
+					return int(m.GetGauge().GetValue())
+				}
+			}
+		}
+		t.Fatalf("no series for %s/%s", feature, level)
+		return 0
+	}
+	if n, err := testutil.GatherAndCount(reg, "meridian_policies_not_built"); err != nil || n == 0 {
+		t.Fatalf("meridian_policies_not_built: %d series, %v", n, err)
+	}
+	before := countOf("offload", "namespace")
+
+	for _, c := range []struct{ path, body, feature string }{
+		{"offloadPolicies", `{"managedLedgerOffloadDriver":"aws-s3"}`, "offload"},
+		{"compactionThreshold", `1048576`, "compaction"},
+		{"dispatchRate", `{"dispatchThrottlingRateInMsg":10,"dispatchThrottlingRateInByte":-1,"ratePeriodInSecond":1}`, "dispatch rate"},
+		{"messageTTL", `60`, "subscription message TTL"},
+	} {
+		status, body, h := callHeader(t, "POST", "/admin/v2/namespaces/"+ns+"/"+c.path, c.body)
+		if status != http.StatusNoContent {
+			t.Fatalf("set %s: %d %s", c.path, status, body)
+		}
+		if w := h.Get("Warning"); !strings.HasPrefix(w, `299 - "`+c.feature+" is not built: ") {
+			t.Errorf("set %s: Warning %q, want one naming %q", c.path, w, c.feature)
+		}
+	}
+	if n := countOf("offload", "namespace"); n != before+1 {
+		t.Errorf("namespaces holding offload policies: %d, want %d", n, before+1)
+	}
+	// A built policy carries no warning.
+	if _, _, h := callHeader(t, "POST", "/admin/v2/namespaces/"+ns+"/retention", `{"retentionTimeInMinutes":10,"retentionSizeInMB":10}`); h.Get("Warning") != "" {
+		t.Errorf("retention answered with Warning %q", h.Get("Warning"))
+	}
+	if _, _, h := callHeader(t, "DELETE", "/admin/v2/namespaces/"+ns+"/removeOffloadPolicies", ""); h.Get("Warning") != "" {
+		t.Errorf("removing offload policies answered with Warning %q", h.Get("Warning"))
+	}
+	if n := countOf("offload", "namespace"); n != before {
+		t.Errorf("namespaces holding offload policies after the removal: %d, want %d", n, before)
+	}
+
+	// Refused: 405 with the reason, and a GET shows nothing was stored.
+	p := "/admin/v2/namespaces/" + ns + "/inactiveTopicPolicies"
+	status, body := call(t, "POST", p, `{"inactiveTopicDeleteMode":"delete_when_no_subscriptions","maxInactiveDurationSeconds":60,"deleteWhileInactive":true}`)
+	if status != http.StatusMethodNotAllowed || !strings.Contains(body, "inactive topic deletion is not supported") {
+		t.Errorf("inactiveTopicPolicies: %d %s, want 405 with the reason", status, body)
+	}
+	if status, body := call(t, "GET", p, ""); status != http.StatusNoContent {
+		t.Errorf("inactiveTopicPolicies after a refused set: %d %s, want 204 (unset)", status, body)
+	}
+	p = "/admin/v2/namespaces/" + ns + "/encryptionRequired"
+	if status, body := call(t, "POST", p, `true`); status != http.StatusMethodNotAllowed {
+		t.Errorf("encryptionRequired: %d %s, want 405", status, body)
+	}
+	if status, body := call(t, "GET", p, ""); status != http.StatusOK || body != "false" {
+		t.Errorf("encryptionRequired after a refused set: %d %s, want false", status, body)
+	}
+}
