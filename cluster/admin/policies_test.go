@@ -323,3 +323,45 @@ func TestUnbuiltPoliciesWarn(t *testing.T) {
 		t.Errorf("encryptionRequired after a refused set: %d %s, want false", status, body)
 	}
 }
+
+// TestCreateSubscriptionCreatesTopic: as Pulsar's internalCreateSubscription,
+// creating a subscription on a topic that does not exist creates the topic
+// when auto topic creation allows it (partitioned when that is the
+// namespace's auto-creation type), and answers 404 when it does not.
+func TestCreateSubscriptionCreatesTopic(t *testing.T) {
+	adm := newAdmin(t, web.URL)
+	ns := newNamespace(t, "subcreate")
+	plain := topicName(t, "persistent://"+ns+"/plain")
+	if err := adm.Subscriptions().Create(plain, "s", utils.Earliest); err != nil {
+		t.Fatalf("create a subscription on a missing topic, auto-creation allowed: %v", err)
+	}
+	if subs, err := adm.Subscriptions().List(plain); err != nil || len(subs) != 1 || subs[0] != "s" {
+		t.Fatalf("subscriptions of the created topic: %v, %v", subs, err)
+	}
+
+	name, _ := utils.GetNamespaceName(ns)
+	three := 3
+	if err := adm.Namespaces().SetTopicAutoCreation(*name, utils.TopicAutoCreationConfig{Allow: true, Type: utils.Partitioned, Partitions: &three}); err != nil {
+		t.Fatal(err)
+	}
+	parted := topicName(t, "persistent://"+ns+"/parted")
+	if err := adm.Subscriptions().Create(parted, "s", utils.Latest); err != nil {
+		t.Fatalf("create a subscription on a missing topic, partitioned auto-creation: %v", err)
+	}
+	meta, err := adm.Topics().GetMetadata(parted)
+	if err != nil || meta.Partitions != 3 {
+		t.Fatalf("partitioned metadata %+v, %v; want 3 partitions", meta, err)
+	}
+	p2 := topicName(t, "persistent://"+ns+"/parted-partition-2")
+	if subs, err := adm.Subscriptions().List(p2); err != nil || len(subs) != 1 {
+		t.Fatalf("subscriptions of partition 2: %v, %v", subs, err)
+	}
+
+	if err := adm.Namespaces().SetTopicAutoCreation(*name, utils.TopicAutoCreationConfig{Allow: false}); err != nil {
+		t.Fatal(err)
+	}
+	err = adm.Subscriptions().Create(topicName(t, "persistent://"+ns+"/none"), "s", utils.Latest)
+	if err == nil || !strings.Contains(err.Error(), "404") {
+		t.Fatalf("create a subscription on a missing topic, auto-creation not allowed: %v, want 404", err)
+	}
+}

@@ -435,6 +435,33 @@ func (h *handler) eachTopic(r *http.Request, t topology.TopicName, op func(tp *b
 	return h.eachTopicAnswer(r, t, func(tp *broker.Topic) ([]byte, error) { return nil, op(tp) }, nil)
 }
 
+// eachTopicCreating is eachTopic on a topic that the operation creates when
+// it does not exist and auto topic creation allows (the namespace's
+// override, else the broker's), as Pulsar's internalCreateSubscription
+// does: it reads the partitioned metadata allowing auto-creation, so that
+// a missing topic is created partitioned when that is the auto-creation
+// type, and loads a non-partitioned topic creating it.
+func (h *handler) eachTopicCreating(r *http.Request, t topology.TopicName, op func(tp *broker.Topic) error) error {
+	if err := h.namespaceExists(t.Tenant, t.Namespace); err != nil {
+		return err
+	}
+	n, err := h.svc.Partitions(r.Context(), t)
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		return h.eachTopic(r, t, op)
+	}
+	if err := h.localOrRedirect(r, t); err != nil {
+		return err
+	}
+	tp, err := h.svc.Topic(r.Context(), t, true)
+	if err != nil {
+		return err
+	}
+	return op(tp)
+}
+
 // eachTopicAnswer is eachTopic for an operation that answers: collect,
 // when set, gets each topic's answer, local or from the partition's owner.
 func (h *handler) eachTopicAnswer(r *http.Request, t topology.TopicName, op func(tp *broker.Topic) ([]byte, error), collect func(b []byte) error) error {
@@ -673,7 +700,8 @@ func (h *handler) subscriptions(w http.ResponseWriter, r *http.Request, t topolo
 // createSubscription creates a durable subscription at the message id in
 // the body (that message is the first delivered), or at the end when there
 // is none; pulsaradmin's Latest and Earliest ids mean the end and the
-// beginning.
+// beginning. A topic that does not exist yet is created first when auto
+// topic creation allows it, as on Pulsar; otherwise the answer is 404.
 func (h *handler) createSubscription(w http.ResponseWriter, r *http.Request, t topology.TopicName) error {
 	sub := r.PathValue("sub")
 	var id *messageID
@@ -696,7 +724,7 @@ func (h *handler) createSubscription(w http.ResponseWriter, r *http.Request, t t
 	default:
 		start = &mledger.Position{Ledger: id.LedgerID, Entry: id.EntryID - 1}
 	}
-	err = h.eachTopic(r, t, func(tp *broker.Topic) error {
+	err = h.eachTopicCreating(r, t, func(tp *broker.Topic) error {
 		if slices.Contains(tp.Subscriptions(), sub) {
 			return fmt.Errorf("%w: subscription %s already exists on %s", ErrConflict, sub, tp.Name())
 		}
