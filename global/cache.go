@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
+
 	"github.com/meridian-mq/meridian/cluster/meta"
 	"github.com/meridian-mq/meridian/topology"
 )
@@ -19,9 +21,11 @@ import (
 type CacheConfig struct {
 	// RetryMin and RetryMax bound the backoff between attempts to re-list
 	// after the global store failed (unreachable, closed, a watch that
-	// ended). The delay doubles from RetryMin up to RetryMax; each attempt
-	// is one List of the whole global prefix. Defaults 100ms and 5s;
-	// RetryMin at least 10ms, RetryMax at least RetryMin.
+	// ended). The delay doubles from RetryMin up to RetryMax, each wait
+	// drawn at random within ±50% of it, so that the brokers of a region
+	// do not all re-list at the same instant when the store comes back;
+	// each attempt is one List of the whole global prefix. Defaults 100ms
+	// and 5s; RetryMin at least 10ms, RetryMax at least RetryMin.
 	RetryMin, RetryMax time.Duration
 	// ListTimeout bounds one List, and one probe. Default 10s; at least
 	// 100ms.
@@ -218,11 +222,12 @@ func (c *Cache) Err() error {
 
 func (c *Cache) run(ctx context.Context) {
 	defer c.wg.Done()
-	delay := c.cfg.RetryMin
+	retry := backoff.NewExponentialBackOff()
+	retry.InitialInterval, retry.MaxInterval, retry.MaxElapsedTime = c.cfg.RetryMin, c.cfg.RetryMax, 0
 	for {
 		rev, err := c.load(ctx)
 		if err == nil {
-			delay = c.cfg.RetryMin
+			retry.Reset()
 			err = c.follow(ctx, rev)
 		}
 		if ctx.Err() != nil {
@@ -235,6 +240,7 @@ func (c *Cache) run(ctx context.Context) {
 			c.log.Info("global config watch fell behind compaction; re-listing", "err", err)
 			continue
 		}
+		delay := retry.NextBackOff()
 		c.log.Warn("global config store unavailable; serving the last known state", "err", err, "retry_in", delay)
 		t := time.NewTimer(delay)
 		select {
@@ -243,7 +249,6 @@ func (c *Cache) run(ctx context.Context) {
 			t.Stop()
 			return
 		}
-		delay = min(2*delay, c.cfg.RetryMax)
 	}
 }
 

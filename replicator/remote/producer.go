@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
+
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meridian-mq/meridian/cluster/wire"
@@ -109,7 +111,7 @@ func (r *Receipt) complete(id MessageID, err error) {
 // redirects), connects to the owner, and creates the replication producer.
 // Answers that mean "try again soon" (ServiceNotReady, ProducerBusy while
 // the previous connection's producer is being released, TooManyRequests)
-// are retried with a growing pause until OperationTimeout; any other
+// are retried with a growing, jittered pause until OperationTimeout; any other
 // failure is returned at once: ErrConnect with the remote's wire error
 // (e.g. wire.ErrAuthentication) or the network error, ErrProtocol for a
 // broker that misbehaves, ErrInvalidConfig for credentials or a trust
@@ -127,7 +129,10 @@ func Open(ctx context.Context, cfg Config) (*Producer, error) {
 	auth, _ := newAuth(cfg.Cluster.AuthenticationPlugin, cfg.Cluster.AuthenticationParameters)
 	ctx, cancel := context.WithTimeout(ctx, cfg.OperationTimeout)
 	defer cancel()
-	pause := 50 * time.Millisecond
+	// Jittered, so that the tasks of a region that all found the remote
+	// not ready do not all ask again at the same instant.
+	retry := backoff.NewExponentialBackOff()
+	retry.InitialInterval, retry.MaxInterval, retry.MaxElapsedTime = 50*time.Millisecond, time.Second, 0
 	for {
 		s, success, schemas, err := openOnce(ctx, cfg, auth)
 		if err == nil {
@@ -136,6 +141,7 @@ func Open(ctx context.Context, cfg Config) (*Producer, error) {
 		if !retriable(err) {
 			return nil, err
 		}
+		pause := retry.NextBackOff()
 		log.Debug("remote producer not ready, retrying", "error", err, "pause", pause)
 		t := time.NewTimer(pause)
 		select {
@@ -144,7 +150,6 @@ func Open(ctx context.Context, cfg Config) (*Producer, error) {
 			t.Stop()
 			return nil, fmt.Errorf("%w (gave up after %v): %w", err, cfg.OperationTimeout, ctx.Err())
 		}
-		pause = min(2*pause, time.Second)
 	}
 }
 
