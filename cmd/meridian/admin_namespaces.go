@@ -77,6 +77,7 @@ func (a *adminCLI) namespacesCommand() *cobra.Command {
 	stored = append(stored, a.namespacePropertiesCommands()...)
 	stored = append(stored, a.namespaceOffloadCommands()...)
 	stored = append(stored, a.bookieAffinityCommands()...)
+	stored = append(stored, a.namespacePolicyCommands()...) // admin_nspolicies.go
 	cmds := []*cobra.Command{list, topics, create, del, policies,
 		a.unloadNamespaceCommand(), a.bundlesCommand(), strategy[0], strategy[1],
 		a.grantSubscriptionCommand(), a.revokeSubscriptionCommand(), a.subscriptionPermissionsCommand(),
