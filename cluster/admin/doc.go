@@ -29,19 +29,20 @@
 // topic is answered with a 307 redirect to the owner's web URL, as Pulsar
 // does, and the client follows it.
 //
-// # Stored, not enforced
+// # Policies: enforced, stored with a warning, or refused
 //
-// Many of Pulsar's namespace and topic policies (the subscription's
-// unacked-message limit, the consumers' dispatch, publish and subscribe
-// rates, offload and compaction thresholds, persistence, delayed delivery,
-// max message size, schema validation, the deduplication snapshot interval,
-// subscription expiration, properties) are accepted, validated for their
-// JSON shape, stored in the global record's Extra map and answered back, but
-// nothing acts on them. stored.go lists them in one table. The producer,
-// consumer and subscription limits, a topic's unacked-message limit per
-// consumer and auto subscription creation are stored the same way, and the
-// broker enforces them; so is the replicator dispatch rate
-// (dispatchrate.go), which the replicator enforces.
+// Many of Pulsar's namespace and topic policies are kept in the global
+// record's Extra map, validated for their shape, and answered back
+// (stored.go lists them in one table). The broker enforces those that
+// global.Resolve reads: the producer, consumer and subscription limits, a
+// topic's unacked-message limit per consumer, auto subscription creation,
+// the publish rate, maxMessageSize and persistence; the replicator
+// enforces the replicator dispatch rate (dispatchrate.go). The others are
+// listed in global.UnbuiltPolicies: a set of one is accepted, as Pulsar
+// tools expect, but answered with an HTTP Warning naming what is not
+// built, logged, and counted by meridian_policies_not_built. Policies with
+// no effect that no tool needs are refused with 405 and change nothing
+// (unbuilt.go).
 //
 // # Bad input changes nothing
 //
@@ -59,7 +60,8 @@
 // Meridian's own endpoint), topics.go, messages.go (peek and message lookups, with trail.go's
 // headers), schemas.go, lookup.go, bundles.go, loadbalance.go,
 // brokerstats.go and brokerconfig.go. Policies are in topicpolicies.go (the
-// topic-level overrides global resolves), stored.go and dispatchrate.go;
+// topic-level overrides global resolves), stored.go, dispatchrate.go and
+// unbuilt.go;
 // statistics in stats.go and replication.go (a topic's replication stats).
 //
 // Its locks are ordered with the rest of the process's in docs/lock-order.md.
