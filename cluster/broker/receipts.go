@@ -10,7 +10,8 @@ import "sync"
 const maxReceipts = 4096
 
 // receiptQueue is a producer's SENDs awaiting their receipt, in SEND order:
-// the connection's reader pushes, the producer's receipt goroutine pops.
+// the goroutine that publishes them pushes (the connection's reader, or
+// the producer's pacer: publishrate.go), its receipt goroutine pops.
 //
 // Its memory is what is in it: the slice grows with the SENDs in flight
 // and is let go once they are answered. A channel of maxReceipts would
