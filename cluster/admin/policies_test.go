@@ -320,9 +320,26 @@ func TestUnbuiltPoliciesWarn(t *testing.T) {
 		t.Errorf("namespaces holding offload policies after the removal: %d, want %d", n, before)
 	}
 
+	// A topic's policy warns the same way, and counts at topic level.
+	topic := "persistent://" + ns + "/t"
+	if err := newAdmin(t, web.URL).Topics().Create(topicName(t, topic), 0); err != nil {
+		t.Fatal(err)
+	}
+	beforeTopics := countOf("subscribe rate", "topic")
+	status, body, h := callHeader(t, "POST", "/admin/v2/persistent/"+ns+"/t/subscribeRate", `{"subscribeThrottlingRatePerConsumer":5,"ratePeriodInSecond":30}`)
+	if status != http.StatusNoContent || !strings.HasPrefix(h.Get("Warning"), `299 - "subscribe rate is not built: `) {
+		t.Errorf("a topic's subscribeRate: %d %s, Warning %q", status, body, h.Get("Warning"))
+	}
+	if n := countOf("subscribe rate", "topic"); n != beforeTopics+1 {
+		t.Errorf("topics holding a subscribe rate: %d, want %d", n, beforeTopics+1)
+	}
+	if _, _, h := callHeader(t, "POST", "/admin/v2/persistent/"+ns+"/t/publishRate", `{"publishThrottlingRateInMsg":5,"publishThrottlingRateInByte":-1}`); h.Get("Warning") != "" {
+		t.Errorf("a topic's publishRate, which is enforced, answered with Warning %q", h.Get("Warning"))
+	}
+
 	// Refused: 405 with the reason, and a GET shows nothing was stored.
 	p := "/admin/v2/namespaces/" + ns + "/inactiveTopicPolicies"
-	status, body := call(t, "POST", p, `{"inactiveTopicDeleteMode":"delete_when_no_subscriptions","maxInactiveDurationSeconds":60,"deleteWhileInactive":true}`)
+	status, body = call(t, "POST", p, `{"inactiveTopicDeleteMode":"delete_when_no_subscriptions","maxInactiveDurationSeconds":60,"deleteWhileInactive":true}`)
 	if status != http.StatusMethodNotAllowed || !strings.Contains(body, "inactive topic deletion is not supported") {
 		t.Errorf("inactiveTopicPolicies: %d %s, want 405 with the reason", status, body)
 	}
