@@ -407,19 +407,25 @@ func TestCreateSubscriptionCreatesTopic(t *testing.T) {
 //	go test -run '^$' -bench PublishThrottleCPU -benchtime 1x ./cluster/admin/
 func BenchmarkPublishThrottleCPU(b *testing.B) {
 	for _, c := range []struct {
-		name  string
-		asked int
-		rate  int64 // 0: none
-	}{{"unthrottled-100", 100, 0}, {"throttled-1000-to-100", 1000, 100}} {
+		name    string
+		asked   int
+		rate    int64 // 0: none
+		batches bool
+	}{
+		{"unthrottled-100", 100, 0, true}, {"throttled-1000-to-100", 1000, 100, true},
+		// One message a SEND: as many SENDs a second in both, where a
+		// throttled producer's client otherwise batches what waits.
+		{"unthrottled-100-unbatched", 100, 0, false}, {"throttled-1000-to-100-unbatched", 1000, 100, false},
+	} {
 		b.Run(c.name, func(b *testing.B) {
 			for range b.N {
-				publishCPU(b, c.asked, c.rate)
+				publishCPU(b, c.asked, c.rate, c.batches)
 			}
 		})
 	}
 }
 
-func publishCPU(b *testing.B, asked int, rate int64) {
+func publishCPU(b *testing.B, asked int, rate int64, batches bool) {
 	adm := newAdmin(b, web.URL)
 	ns := "public/cpu-" + uniq()
 	if err := adm.Namespaces().CreateNamespace(ns); err != nil {
@@ -433,7 +439,8 @@ func publishCPU(b *testing.B, asked int, rate int64) {
 			b.Fatalf("set the publish rate: %d %s", status, reason)
 		}
 	}
-	prod, err := newClient(b, region.ServiceURL()).CreateProducer(pulsar.ProducerOptions{Topic: "persistent://" + ns + "/t", SendTimeout: time.Minute})
+	prod, err := newClient(b, region.ServiceURL()).CreateProducer(pulsar.ProducerOptions{Topic: "persistent://" + ns + "/t", SendTimeout: time.Minute,
+		DisableBatching: !batches})
 	if err != nil {
 		b.Fatal(err)
 	}
