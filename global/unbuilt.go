@@ -31,7 +31,7 @@ var UnbuiltPolicies = []Unbuilt{
 		InTopic:     topicExtraHas("offloadPolicies")},
 	{Feature: "compaction", Reason: "topics are never compacted; a compacted read sees every message",
 		Paths:       []string{"compactionThreshold"},
-		InNamespace: extraHas("compaction_threshold"), InTopic: topicExtraHas("compactionThreshold")},
+		InNamespace: extraHas("compaction_threshold")},
 	{Feature: "dispatch rate", Reason: "a topic's dispatch is not throttled",
 		Paths:       []string{"dispatchRate"},
 		InNamespace: extraHas(ExtraDispatchRate), InTopic: topicExtraHas(ExtraTopicDispatchRate)},

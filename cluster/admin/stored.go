@@ -98,7 +98,6 @@ var topicStored = []storedPolicy{
 	{path: "publishRate", key: global.ExtraTopicPublishRate, kind: kindPublishRate},
 	{path: "subscribeRate", key: global.ExtraTopicSubscribeRate, kind: kindObject},
 	{path: "subscriptionDispatchRate", key: global.ExtraTopicSubscriptionDispatchRate, kind: kindObject},
-	{path: "compactionThreshold", key: "compactionThreshold", kind: kindNonNegInt},
 	{path: "replicatorDispatchRate", key: global.ExtraReplicatorDispatchRate, kind: kindDispatchRate},
 	{path: "offloadPolicies", key: "offloadPolicies", kind: kindObject},
 	{path: "maxMessageSize", key: global.ExtraMaxMessageSize, kind: kindNonNegInt},

@@ -5,6 +5,26 @@ import (
 	"testing"
 )
 
+func init() {
+	// What the walk of the routes (admin_routes_test.go) gives the verbs
+	// of this file that need flags.
+	walkFlags["namespaces set-delayed-delivery"] = [][]string{{"-e"}}
+	walkFlags["namespaces set-offload-policies"] = [][]string{{"-d", "aws-s3"}}
+	walkFlags["namespaces set-compaction-threshold"] = [][]string{{"-t", "1G"}}
+	// The policies the server refuses (cluster/admin/unbuilt.go): no verb
+	// sets what nothing would act on.
+	for _, route := range []string{
+		"/admin/v2/namespaces/{tenant}/{namespace}/inactiveTopicPolicies",
+		"/admin/v2/namespaces/{tenant}/{namespace}/encryptionRequired",
+		"/admin/v2/persistent/{tenant}/{namespace}/{topic}/inactiveTopicPolicies",
+		"/admin/v2/non-persistent/{tenant}/{namespace}/{topic}/inactiveTopicPolicies",
+	} {
+		for _, method := range []string{"GET", "POST", "PUT", "DELETE"} {
+			routesWithoutVerb[method+" "+route] = "refused by the server (405): Meridian has no such feature"
+		}
+	}
+}
+
 // TestNamespacePolicyVerbs checks the requests and bodies of the set-,
 // get- and remove- verbs of admin_nspolicies.go, with pulsar-admin's flags.
 func TestNamespacePolicyVerbs(t *testing.T) {
