@@ -286,7 +286,7 @@ func (s *subscription) migrate(ctx context.Context, to migrationTarget) {
 	if !s.cursor.Durable() {
 		return
 	}
-	if _, err := s.topic.subscription(ctx, s.name, s.kind, true, mledger.Latest, nil); err != nil {
+	if _, err := s.topic.subscription(ctx, s.name, s.subType(), true, mledger.Latest, nil); err != nil {
 		s.topic.svc.log.Warn("reopening a subscription whose consumers moved", "topic", s.topic.Name(),
 			"subscription", s.name, "err", err)
 	}

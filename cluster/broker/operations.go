@@ -139,7 +139,7 @@ func (t *Topic) Stats() TopicStats {
 func (s *subscription) stats() SubscriptionStats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ss := SubscriptionStats{Type: s.kind.String(), Durable: s.cursor.Durable(), MsgBacklog: s.cursor.Backlog(),
+	ss := SubscriptionStats{Type: s.mu.kind.String(), Durable: s.cursor.Durable(), MsgBacklog: s.cursor.Backlog(),
 		MarkDelete: s.cursor.MarkDeletePosition(), ReadPosition: s.cursor.ReadPosition(),
 		DelayedMessages: int64(s.mu.delayed.Len())}
 	ss.MsgOutCounter, ss.BytesOutCounter = s.out.msgs.Load(), s.out.bytes.Load()
@@ -407,24 +407,6 @@ func (t *Topic) Message(ctx context.Context, p mledger.Position) (mledger.Entry,
 		return mledger.Entry{}, fmt.Errorf("%w: %v", wire.ErrPersistence, err)
 	}
 	return es[0], nil
-}
-
-// dropPending forgets what was delivered before the cursor moved under the
-// subscription (skip, expiry), and wakes the dispatcher.
-func (s *subscription) dropPending() {
-	s.mu.Lock()
-	for p := range s.mu.pending {
-		if s.cursor.IsAcked(p) || !s.cursor.MarkDeletePosition().Less(p) {
-			s.forgetLocked(p)
-		}
-	}
-	for p := range s.mu.replay {
-		if !s.cursor.MarkDeletePosition().Less(p) {
-			s.dropReplayLocked(p)
-		}
-	}
-	s.mu.Unlock()
-	s.poke()
 }
 
 // ---- service-level operations ----

@@ -754,36 +754,9 @@ func (s *subscription) consumed(p mledger.Position) (whole bool, remaining []int
 // entries in the cursor, batches in part in the ack sets that delivery
 // sends along. Nothing is un-acked (a union).
 func (s *subscription) applyRemote(applies []replsub.Apply) error {
-	var whole []mledger.Position
-	s.mu.Lock()
-	for _, a := range applies {
-		if a.Remaining == nil {
-			whole = append(whole, a.Pos)
-			continue
-		}
-		set, ok := s.mu.partial[a.Pos]
-		if !ok {
-			s.mu.partial[a.Pos] = slices.Clone(a.Remaining)
-			continue
-		}
-		if intersect(set, a.Remaining) {
-			whole = append(whole, a.Pos)
-		}
-	}
-	s.mu.Unlock()
-	whole = slices.DeleteFunc(whole, s.cursor.IsAcked)
-	if len(whole) == 0 {
-		return nil
-	}
-	if err := s.cursor.Ack(whole...); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	for _, p := range whole {
-		s.forgetLocked(p)
-	}
-	s.mu.Unlock()
-	return nil
+	var err error
+	s.do(func() { err = s.mu.applyRemote(s.cursor, applies) })
+	return err
 }
 
 // replaceState makes the subscription's consumed set exactly applies (a

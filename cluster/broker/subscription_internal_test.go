@@ -2,6 +2,7 @@ package broker
 
 import (
 	"encoding/binary"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -19,21 +20,17 @@ import (
 // back behind it. (TestFrozenConsumerIsSkipped/Key_Shared saw "key k4:
 // message 4 after 84" under load this way.)
 func TestReplayedEntryWaitsBehindAnEarlierOfItsKey(t *testing.T) {
-	s := &subscription{kind: pb.CommandSubscribe_Key_Shared}
-	s.mu.pending = map[mledger.Position]*pendingEntry{}
-	s.mu.replay = map[mledger.Position]uint32{}
-	s.mu.replayKeys = map[uint32]int{}
-	s.mu.redeliveries = map[mledger.Position]uint32{}
-	s.mu.partial = map[mledger.Position][]int64{}
+	var d dispatchState
+	d.init(pb.CommandSubscribe_Key_Shared, -1, DefaultDispatchConfig(), slog.Default(), func(*consumer, bool) {}, func() {})
 	live := &consumer{c: &conn{msgs: newMsgQueue(100, 1<<20)}, permits: 100, maxUnacked: 1000}
-	if err := s.mu.keys.add(live, nil); err != nil {
+	if err := d.keys.add(live, nil); err != nil {
 		t.Fatal(err)
 	}
 	at := func(entry int64) mledger.Position { return mledger.Position{Ledger: 1, Entry: entry} }
 	h := keyHash([]byte("k"))
 
-	s.addReplayLocked(at(4), h) // handed back by the consumer that left
-	out := s.assign([]mledger.Entry{keyedEntry(t, at(84), "k"), keyedEntry(t, at(85), "other")}, time.Now())
+	d.addReplay(at(4), h) // handed back by the consumer that left
+	out := d.assign([]mledger.Entry{keyedEntry(t, at(84), "k"), keyedEntry(t, at(85), "other")}, time.Now())
 
 	for _, d := range out {
 		if d.e.pos == at(84) {
@@ -43,8 +40,8 @@ func TestReplayedEntryWaitsBehindAnEarlierOfItsKey(t *testing.T) {
 	if len(out) != 1 || out[0].e.pos != at(85) {
 		t.Errorf("delivered %d entries, want only entry 85 (another key)", len(out))
 	}
-	if _, ok := s.mu.replay[at(84)]; !ok || s.mu.replayKeys[h] != 2 {
-		t.Errorf("entry 84 is not back in replay behind entry 4 (replay %v)", s.mu.replay)
+	if _, ok := d.replay[at(84)]; !ok || d.replayKeys[h] != 2 {
+		t.Errorf("entry 84 is not back in replay behind entry 4 (replay %v)", d.replay)
 	}
 }
 
