@@ -603,6 +603,24 @@ func (d *dispatchState) unassign(dl delivery) {
 	d.addReplay(dl.e.pos, dl.pe.hash)
 }
 
+// send queues deliveries on their consumers' connections, never waiting,
+// and returns those sent. A consumer whose connection refuses one is
+// skipped for the rest of the deliveries, so that a key's entries keep
+// their order, and what it was assigned goes back to replay with its
+// permits.
+func (d *dispatchState) send(out []delivery) (sent []delivery) {
+	skipped := map[*consumer]bool{}
+	for _, dl := range out {
+		if skipped[dl.c] || !dl.c.c.sendMessage(dl.c.id, dl.e, dl.redelivered, dl.ackSet) {
+			skipped[dl.c] = true
+			d.unassign(dl)
+			continue
+		}
+		sent = append(sent, dl)
+	}
+	return sent
+}
+
 // replayHoldsEarlier reports whether the replay set holds an entry of key
 // hash h before p, which p must then wait behind (Key_Shared). A fresh
 // entry comes after every replay entry, so for it this is whether the key

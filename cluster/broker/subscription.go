@@ -449,27 +449,18 @@ func earliest(a, b time.Time) time.Time {
 	return a
 }
 
-// send queues a round's deliveries on their connections, never waiting. A
-// consumer whose connection refuses one is skipped for the rest of the
-// round, so that a key's entries keep their order, and what it was
-// assigned goes back to replay with its permits. It returns how many were
-// sent. mu is held.
-func (s *subscription) send(out []delivery) (sent int) {
-	skipped := map[*consumer]bool{}
+// send queues a round's deliveries (dispatchState.send) and counts and
+// traces those sent. mu is held.
+func (s *subscription) send(out []delivery) int {
+	sent := s.mu.send(out)
 	now := s.clock.Now().UnixMilli()
-	for _, d := range out {
-		if skipped[d.c] || !d.c.c.sendMessage(d.c.id, d.e, d.redelivered, d.ackSet) {
-			skipped[d.c] = true
-			s.mu.unassign(d)
-			continue
-		}
-		sent++
+	for _, d := range sent {
 		d.c.lastConsumed.Store(now)
 		s.traceDeliver(d)
 		d.c.out.add(d.e.size, len(d.e.msg))
 		s.out.add(d.e.size, len(d.e.msg))
 	}
-	return sent
+	return len(sent)
 }
 
 // ---- seek, unsubscribe, close ----
