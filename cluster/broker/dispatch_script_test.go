@@ -369,7 +369,9 @@ func (c *scriptCursor) advance() {
 	c.readAfter = max(c.readAfter, c.markDelete)
 }
 
-func (c *scriptCursor) IsAcked(p mledger.Position) bool { return p.Entry <= c.markDelete || c.acked[p.Entry] }
+func (c *scriptCursor) IsAcked(p mledger.Position) bool {
+	return p.Entry <= c.markDelete || c.acked[p.Entry]
+}
 
 func (c *scriptCursor) markDeletePosition() mledger.Position {
 	return mledger.Position{Ledger: 1, Entry: c.markDelete}
