@@ -546,9 +546,23 @@ func (d *dispatchState) replayable(n int) []mledger.Position {
 // from the replay set, the earliest of their keys there when the round
 // took them; a fresh entry of a key with entries waiting in replay waits
 // behind them.
+//
+// An Exclusive or Failover entry waits behind every earlier one in the
+// replay set, and behind one held this round, since the one consumer
+// takes them in order: a round plans to read new entries only with the
+// set empty, but while it reads, a consumer may leave or ask for a
+// redelivery, or the read of a replay entry fail.
 func (d *dispatchState) assign(entries []mledger.Entry, now time.Time) []delivery {
 	var out []delivery
-	held := map[uint32]bool{} // Key_Shared: keys with an entry held this round
+	held := map[uint32]bool{} // keys with an entry held this round (one key, 0, for the other types)
+	var firstReplay *mledger.Position
+	if !d.shared() {
+		for q := range d.replay {
+			if firstReplay == nil || q.Less(*firstReplay) {
+				firstReplay = &q
+			}
+		}
+	}
 	for _, raw := range entries {
 		if _, taken := d.pending[raw.Position]; taken {
 			continue
@@ -574,7 +588,7 @@ func (d *dispatchState) assign(entries []mledger.Entry, now time.Time) []deliver
 					c = nil
 				}
 			}
-		} else {
+		} else if d.shared() || (!held[h] && (firstReplay == nil || e.pos.Less(*firstReplay))) {
 			c = d.pick()
 		}
 		if c == nil {
