@@ -304,7 +304,7 @@ func (s *subscription) run() {
 		case r := <-readDone:
 			progressed, failed := s.finish(r)
 			if failed {
-				retryAt = s.clock.Now().Add(s.readFailed(retry.NextBackOff(), r.err))
+				retryAt = s.clock.Now().Add(retry.NextBackOff())
 			} else {
 				retry.Reset()
 			}
@@ -368,6 +368,14 @@ type roundRead struct {
 // goroutine: the replay entries first, then the new ones. A replay read
 // that fails keeps the rest for a later round rather than lose them, and,
 // for a type whose one consumer takes entries in order, reads no new ones.
+//
+// A read that failed is retried (run) after a wait that grows
+// exponentially from Dispatch.ReadRetryInitial to Dispatch.ReadRetryMax,
+// with jitter, so that the subscriptions of a bookie in trouble do not
+// retry in step. Nothing else is sure to wake the dispatcher: on an idle
+// topic no entry is appended, and a client sends FLOW only once it has
+// taken half of what it asked for, so a consumer (a reader from the
+// earliest position, say) that got nothing would wait for ever.
 func (s *subscription) read(p roundPlan, done chan<- roundRead) {
 	r := roundRead{plan: p}
 	readNew := p.readNew
@@ -394,12 +402,15 @@ func (s *subscription) read(p roundPlan, done chan<- roundRead) {
 		r.fresh = len(es)
 		r.entries = append(r.entries, es...)
 	}
+	if r.err != nil && s.ctx.Err() == nil {
+		s.topic.svc.log.Warn("dispatch read failed; retrying", "topic", s.topic.Name(), "subscription", s.name, "err", r.err)
+	}
 	done <- r
 }
 
 // finish ends a round with what its read brought: it assigns and sends
 // the entries. It reports whether anything moved, and whether the read
-// failed.
+// failed (read logged it).
 func (s *subscription) finish(r roundRead) (progressed, failed bool) {
 	s.topic.svc.metrics.dispatchRead(len(r.entries))
 	s.mu.Lock()
@@ -411,22 +422,6 @@ func (s *subscription) finish(r roundRead) (progressed, failed bool) {
 		sent = s.send(s.mu.assign(r.entries, r.plan.now))
 	}
 	return sent > 0 || r.fresh > 0, r.err != nil
-}
-
-// readFailed logs a failed read and returns the wait before its retry.
-//
-// Nothing else is sure to wake the dispatcher: on an idle topic no entry
-// is appended, and a client sends FLOW only once it has taken half of what
-// it asked for, so a consumer (a reader from the earliest position, say)
-// that got nothing would wait for ever. The wait grows exponentially from
-// Dispatch.ReadRetryInitial to Dispatch.ReadRetryMax, with jitter, so that
-// the subscriptions of a bookie in trouble do not retry in step.
-func (s *subscription) readFailed(wait time.Duration, err error) time.Duration {
-	if s.ctx.Err() == nil {
-		s.topic.svc.log.Warn("dispatch read failed; retrying", "topic", s.topic.Name(), "subscription", s.name,
-			"retry_in", wait, "err", err)
-	}
-	return wait
 }
 
 // resumeIdle answers the pauses that waited for the round that just

@@ -10,6 +10,7 @@
 package brokertest
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -128,6 +129,8 @@ type Config struct {
 	// record, and as the target of admin redirects), for tests that serve
 	// the admin API over it; empty by default.
 	WebURL string
+	// Logger logs the broker's parts; nil: Logger().
+	Logger *slog.Logger
 }
 
 // DefaultConfig is a broker with the packages' defaults.
@@ -153,7 +156,7 @@ type Broker struct {
 // Start starts a broker on s and bootstraps tenant public and namespace
 // public/default (replicating to Region) in its global store.
 func Start(ctx context.Context, s *Storage, cfg Config) (_ *Broker, err error) {
-	log := Logger()
+	log := cmp.Or(cfg.Logger, Logger())
 	b := &Broker{served: make(chan struct{})}
 	defer func() {
 		if err != nil {
