@@ -31,7 +31,8 @@
 //
 // Dispatch:
 //
-//	subscription.go a subscription's dispatcher: reads, acks, redelivery, seek
+//	subscription.go a subscription's dispatcher goroutine: requests, rounds, seek
+//	dispatch.go     the delivery state the dispatcher owns (a state machine)
 //	consumer.go     one consumer, and the consumer-side commands
 //	keyshared.go    Key_Shared's hash ranges
 //	entry.go        an entry on its way to a consumer

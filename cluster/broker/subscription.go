@@ -419,7 +419,7 @@ func (s *subscription) finish(r roundRead) (progressed, failed bool) {
 	s.mu.requeue(r.plan, r.unread)
 	sent := 0
 	if len(r.entries) > 0 {
-		sent = s.send(s.mu.assign(r.entries, r.plan.now))
+		sent = s.sendLocked(s.mu.assign(r.entries, r.plan.now))
 	}
 	return sent > 0 || r.fresh > 0, r.err != nil
 }
@@ -444,9 +444,9 @@ func earliest(a, b time.Time) time.Time {
 	return a
 }
 
-// send queues a round's deliveries (dispatchState.send) and counts and
+// sendLocked queues a round's deliveries (dispatchState.send) and counts and
 // traces those sent. mu is held.
-func (s *subscription) send(out []delivery) int {
+func (s *subscription) sendLocked(out []delivery) int {
 	sent := s.mu.send(out)
 	now := s.clock.Now().UnixMilli()
 	for _, d := range sent {
