@@ -260,8 +260,7 @@ func (s *subscription) run() {
 		changed  <-chan struct{} // the managed ledger's, taken before the last round
 		gate     <-chan struct{} // the failover gate's, likewise
 		retryAt  time.Time       // when a failed read is retried (zero: none)
-		due      time.Time       // when the next delayed entry falls due
-		timer    clockwork.Timer // fires at timerAt
+		timer    clockwork.Timer // fires at timerAt, the earlier of retryAt and the next delayed entry's time
 		timerAt  time.Time
 		retry    = backoff.NewExponentialBackOff(
 			backoff.WithInitialInterval(s.cfg.ReadRetryInitial), backoff.WithMaxInterval(s.cfg.ReadRetryMax),
@@ -282,7 +281,7 @@ func (s *subscription) run() {
 				go s.read(plan, readDone)
 			}
 		}
-		if next := earliest(due, retryAt); !next.Equal(timerAt) {
+		if next := earliest(s.nextDelayed(), retryAt); !next.Equal(timerAt) {
 			if timer != nil {
 				timer.Stop()
 				timer = nil
@@ -309,7 +308,7 @@ func (s *subscription) run() {
 				retry.Reset()
 			}
 			woken = woken || progressed
-			due = s.resumeIdle()
+			s.resumeIdle()
 		case <-changed:
 			woken = true
 		case <-gate:
@@ -320,7 +319,11 @@ func (s *subscription) run() {
 			timer, timerAt, retryAt, woken = nil, time.Time{}, time.Time{}, true
 		case <-s.ctx.Done():
 			if s.reading() {
-				<-readDone // cancelled with s.ctx
+				<-readDone // cancelled with s.ctx; stopped, nothing is sent
+				s.mu.Lock()
+				s.mu.reading = false
+				s.mu.Unlock()
+				s.resumeIdle()
 			}
 			return
 		}
@@ -418,21 +421,27 @@ func (s *subscription) finish(r roundRead) (progressed, failed bool) {
 	s.mu.reading = false
 	s.mu.requeue(r.plan, r.unread)
 	sent := 0
-	if len(r.entries) > 0 {
+	if len(r.entries) > 0 && !s.mu.closed {
 		sent = s.sendLocked(s.mu.assign(r.entries, r.plan.now))
 	}
 	return sent > 0 || r.fresh > 0, r.err != nil
 }
 
 // resumeIdle answers the pauses that waited for the round that just
-// ended, and returns when the next delayed entry falls due.
-func (s *subscription) resumeIdle() time.Time {
+// ended.
+func (s *subscription) resumeIdle() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, ch := range s.mu.idle {
 		close(ch)
 	}
 	s.mu.idle = nil
+}
+
+// nextDelayed is when the next delayed entry falls due (zero: none).
+func (s *subscription) nextDelayed() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	return s.mu.delayed.next()
 }
 
