@@ -32,26 +32,35 @@ import (
 // round read waits behind the older ones its failed read left for
 // redelivery.
 //
-// The round is held in storage by a slow answer to its read of the new
-// entry (3s); the consumers change meanwhile. The test waits on that read
+// The round is held in storage by a slow answer to its read of the first
+// new entry (3s); the consumers change meanwhile. The test waits on that read
 // being asked for, never on the clock.
 func TestTypeChangesWhileARoundReads(t *testing.T) {
-	const total = 4
+	const total = 20
 	storage := newStorage(t)
 	b, c, topic, tp := uncachedTopic(t, storage, total, nil)
 
-	// A Shared consumer is sent m0..m2 and takes none: m3 stays unread.
+	// A Shared consumer with a small receiver queue is sent the first
+	// messages and takes none; the client asks for no more once its queue
+	// is full, and the rest stay unread.
 	holder := subscribe(t, c, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Type: pulsar.Shared,
-		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest, ReceiverQueueSize: total - 1})
-	testkit.WaitFor(t, "m0..m2 sent to the first consumer", func() bool {
-		return tp.Stats().Subscriptions["s"].UnackedMessages == total-1
+		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest, ReceiverQueueSize: 3})
+	var firstUnread int64
+	testkit.WaitFor(t, "the first consumer's queue full", func() bool {
+		st := tp.Stats().Subscriptions["s"]
+		firstUnread = st.ReadPosition.Entry + 1
+		return st.UnackedMessages > 0 && len(st.Consumers) == 1 && st.Consumers[0].AvailablePermits <= 0
 	})
+	if firstUnread >= total {
+		t.Fatalf("the first consumer was sent all %d messages", total)
+	}
 
-	// Its leaving hands m0..m2 back. The next consumer's round fails to
-	// read m0, then reads m3, whose answer comes late.
+	// Its leaving hands what it was sent back. The next consumer's round
+	// fails to read the first of them, then reads the first unread one,
+	// whose answer comes late.
 	var slowRead atomic.Bool
 	storage.Bookies.SetDelay(func(client, _ string, op ledgertest.Op, entry int64, back bool) time.Duration {
-		if client != b.ID() || op != ledgertest.OpRead || entry != total-1 || !back {
+		if client != b.ID() || op != ledgertest.OpRead || entry != firstUnread || !back {
 			return 0
 		}
 		slowRead.Store(true)
@@ -63,7 +72,7 @@ func TestTypeChangesWhileARoundReads(t *testing.T) {
 	}
 	holder.Close()
 	shared := subscribe(t, c, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Type: pulsar.Shared})
-	testkit.WaitFor(t, "the round's read of m3", slowRead.Load)
+	testkit.WaitFor(t, "the round's read of the first unread message", slowRead.Load)
 
 	// The type changes while that read is under way.
 	shared.Close()
