@@ -55,7 +55,10 @@ type subscription struct {
 	wake     chan struct{} // cap 1: "permits, consumers or replay changed"
 	ctx      context.Context
 	cancel   context.CancelFunc
-	done     chan struct{} // closed when run returns
+	// stopped is closed once run serves no more requests (do then runs
+	// them on its caller); done once run and its round's read have ended.
+	stopped chan struct{}
+	done    chan struct{}
 
 	// replMu serialises what changes a replicated subscription's epoch
 	// with the sync that reads it (replsubs.go): a seek here resets the
@@ -96,7 +99,7 @@ type request struct {
 
 func newSubscription(t *Topic, name string, kind pb.CommandSubscribe_SubType, cur *mledger.Cursor) *subscription {
 	s := &subscription{topic: t, name: name, cursor: cur, cfg: t.svc.cfg.Dispatch, clock: t.svc.clock,
-		requests: make(chan request), wake: make(chan struct{}, 1), done: make(chan struct{})}
+		requests: make(chan request), wake: make(chan struct{}, 1), stopped: make(chan struct{}), done: make(chan struct{})}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.mu.init(kind, t.name.Partition, s.cfg, t.svc.log.With("topic", t.Name(), "subscription", name),
 		func(c *consumer, active bool) { c.c.send(activeConsumerChange(c.id, active)) }, s.poke)
@@ -124,7 +127,7 @@ func (s *subscription) do(f func()) {
 	select {
 	case s.requests <- req:
 		<-req.done
-	case <-s.done:
+	case <-s.stopped:
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		f()
@@ -318,6 +321,9 @@ func (s *subscription) run() {
 		case <-fire:
 			timer, timerAt, retryAt, woken = nil, time.Time{}, time.Time{}, true
 		case <-s.ctx.Done():
+			// Requests no longer wait for the dispatcher, whatever the
+			// read under way takes to end.
+			close(s.stopped)
 			if s.reading() {
 				<-readDone // cancelled with s.ctx; stopped, nothing is sent
 				s.mu.Lock()
