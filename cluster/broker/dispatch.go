@@ -61,6 +61,12 @@ type dispatchState struct {
 	autoSplit bool
 	pending   map[mledger.Position]*pendingEntry
 	replay    map[mledger.Position]uint32 // value: key hash (Key_Shared)
+	// inRound holds the replay entries the round under way took to read
+	// (value: key hash). They are still taken back: an ack of one applies
+	// (ackable) and forgets it here, and the round then leaves it unsent
+	// (endRound). Without it, an ack that met its entry in flight between
+	// the replay set and a consumer was ignored and the entry sent again.
+	inRound map[mledger.Position]uint32
 	// replayKeys counts replay entries per key hash (Key_Shared): a new
 	// entry of a waiting key waits behind them.
 	replayKeys   map[uint32]int
@@ -105,6 +111,7 @@ func (d *dispatchState) init(kind pb.CommandSubscribe_SubType, partition int, cf
 	d.kind, d.partition, d.cfg, d.log, d.announce, d.wake = kind, partition, cfg, log, announce, wake
 	d.pending = make(map[mledger.Position]*pendingEntry)
 	d.replay = make(map[mledger.Position]uint32)
+	d.inRound = make(map[mledger.Position]uint32)
 	d.replayKeys = make(map[uint32]int)
 	d.redeliveries = make(map[mledger.Position]uint32)
 	d.partial = make(map[mledger.Position][]int64)
@@ -275,7 +282,8 @@ func (d *dispatchState) ackable(c *consumer, p mledger.Position) bool {
 		return pe.c == c
 	}
 	_, takenBack := d.replay[p]
-	return takenBack
+	_, reading := d.inRound[p]
+	return takenBack || reading
 }
 
 func (d *dispatchState) ackOne(cur ackCursor, cumulative bool, p mledger.Position, ackSet []int64) error {
@@ -314,6 +322,11 @@ func (d *dispatchState) ackCumulative(cur ackCursor, p mledger.Position) error {
 		return err
 	}
 	for q := range d.pending {
+		if !p.Less(q) {
+			d.forget(q)
+		}
+	}
+	for q := range d.inRound {
 		if !p.Less(q) {
 			d.forget(q)
 		}
@@ -378,6 +391,7 @@ func (d *dispatchState) forget(p mledger.Position) {
 		delete(d.pending, p)
 	}
 	d.dropReplay(p)
+	delete(d.inRound, p)
 	delete(d.redeliveries, p)
 	delete(d.partial, p)
 }
@@ -446,6 +460,7 @@ func (d *dispatchState) resubscribed(c *consumer) {
 func (d *dispatchState) rewind() {
 	clear(d.pending)
 	clear(d.replay)
+	clear(d.inRound)
 	clear(d.replayKeys)
 	clear(d.redeliveries)
 	clear(d.partial)
@@ -471,7 +486,7 @@ type roundPlan struct {
 
 // plan starts a round at now: due delayed entries join the replay set, the
 // recently joined consumers acked up to markDeleted are released, and the
-// replay entries the round reads leave the set (requeue puts back those
+// replay entries the round reads leave the set (endRound puts back those
 // not read). ok is false when nobody can take anything.
 func (d *dispatchState) plan(now time.Time, markDeleted mledger.Position) (p roundPlan, ok bool) {
 	if d.closed {
@@ -489,6 +504,7 @@ func (d *dispatchState) plan(now time.Time, markDeleted mledger.Position) (p rou
 	p.replay = d.replayable(p.budget)
 	for _, q := range p.replay {
 		p.hashes[q] = d.replay[q]
+		d.inRound[q] = d.replay[q]
 		d.dropReplay(q)
 	}
 	// New entries are read only behind what waits for redelivery: on a
@@ -504,12 +520,23 @@ func (d *dispatchState) plan(now time.Time, markDeleted mledger.Position) (p rou
 	return p, true
 }
 
-// requeue puts back the replay entries of plan p that a round did not
-// read.
-func (d *dispatchState) requeue(p roundPlan, unread []mledger.Position) {
+// endRound ends the round of plan p with what its read brought: the
+// replay entries it did not read (unread) go back to the set, and of the
+// replay entries it read, those acked meanwhile are left out. It returns
+// the entries to assign.
+func (d *dispatchState) endRound(p roundPlan, unread []mledger.Position, read []mledger.Entry) []mledger.Entry {
 	for _, q := range unread {
-		d.addReplay(q, p.hashes[q])
+		if _, ok := d.inRound[q]; ok {
+			d.addReplay(q, p.hashes[q])
+		}
 	}
+	read = slices.DeleteFunc(read, func(e mledger.Entry) bool {
+		_, replayed := p.hashes[e.Position]
+		_, still := d.inRound[e.Position]
+		return replayed && !still
+	})
+	clear(d.inRound)
+	return read
 }
 
 // replayable picks, in position order, up to n replay entries that a

@@ -131,7 +131,26 @@ func (h *dispatchScript) run(t *testing.T, td *datadriven.TestData) string {
 		h.frozen[td.CmdArgs[0].Key] = td.Cmd == "freeze"
 		return h.print("")
 	case "round":
-		h.rounds(td.HasArg("fail-replay"))
+		// ack-while-reading=(c,pos...): consumer c acks pos while the
+		// first round reads, between its plan and its end.
+		var whileReading func()
+		for _, arg := range td.CmdArgs {
+			if arg.Key == "ack-while-reading" && len(arg.Vals) > 1 {
+				var ids []*pb.MessageIdData
+				for _, v := range arg.Vals[1:] {
+					p := parsePosition(t, v)
+					ids = append(ids, pb.MessageIdData_builder{LedgerId: proto.Uint64(uint64(p.Ledger)),
+						EntryId: proto.Uint64(uint64(p.Entry))}.Build())
+				}
+				c := h.consumers[arg.Vals[0]]
+				whileReading = func() {
+					if ignored, err := h.d.ack(&h.cursor, c, false, ids); err != nil {
+						fmt.Fprintf(&h.out, "ignored %d: %v\n", ignored, err)
+					}
+				}
+			}
+		}
+		h.rounds(td.HasArg("fail-replay"), whileReading)
 		return h.print("")
 	case "ack":
 		c := h.consumer(td, 0)
@@ -224,7 +243,7 @@ func (h *dispatchScript) consumer(td *datadriven.TestData, arg int) *consumer {
 
 // rounds runs dispatch rounds as the dispatcher goroutine does, until one
 // moves nothing, and takes from the connections what they were sent.
-func (h *dispatchScript) rounds(failReplay bool) {
+func (h *dispatchScript) rounds(failReplay bool, whileReading func()) {
 	for range 100 {
 		h.drain()
 		p, ok := h.d.plan(h.now, h.cursor.markDeletePosition())
@@ -250,7 +269,11 @@ func (h *dispatchScript) rounds(failReplay bool) {
 			fresh = len(es)
 			read = append(read, es...)
 		}
-		h.d.requeue(p, unread)
+		if whileReading != nil {
+			whileReading()
+			whileReading = nil
+		}
+		read = h.d.endRound(p, unread, read)
 		sent := h.d.send(h.d.assign(read, p.now))
 		if len(sent) == 0 && fresh == 0 {
 			h.drain()

@@ -425,10 +425,10 @@ func (s *subscription) finish(r roundRead) (progressed, failed bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.mu.reading = false
-	s.mu.requeue(r.plan, r.unread)
+	entries := s.mu.endRound(r.plan, r.unread, r.entries)
 	sent := 0
-	if len(r.entries) > 0 && !s.mu.closed {
-		sent = s.sendLocked(s.mu.assign(r.entries, r.plan.now))
+	if len(entries) > 0 && !s.mu.closed {
+		sent = s.sendLocked(s.mu.assign(entries, r.plan.now))
 	}
 	return sent > 0 || r.fresh > 0, r.err != nil
 }
