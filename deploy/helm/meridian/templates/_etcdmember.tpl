@@ -3,7 +3,7 @@ meridian.etcdMember is the StatefulSet of etcd members that the region's
 etcd and the region's global-store member share: .ctx (root and role),
 .name, .replicas, .storage, .resources, .config (its ConfigMap's data, whose
 checksum restarts the members when it changes) and .env, the member's own
-variables (its name and advertised URLs), after POD_NAME.
+variables (its name and advertised URLs, which may name $(POD_NAME)), if any.
 */}}
 {{- define "meridian.etcdMember" -}}
 {{- $root := .ctx.root }}
@@ -46,11 +46,11 @@ spec:
           envFrom:
             - configMapRef:
                 name: {{ .name }}
+          {{- with .env }}
           env:
-            {{- include "meridian.podNameEnv" . | nindent 12 }}
-            {{- with .env }}
+            {{- include "meridian.podNameEnv" $ | nindent 12 }}
             {{- toYaml . | nindent 12 }}
-            {{- end }}
+          {{- end }}
           ports:
             - name: client
               containerPort: 2379
