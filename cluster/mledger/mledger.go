@@ -151,7 +151,7 @@ type ManagedLedger struct {
 	}
 	// quorums are the E/Qw/Qa of the next ledger created: Config's until
 	// WithQuorums or SetQuorums. Never nil.
-	quorums atomic.Pointer[Quorums]
+	quorums atomic.Pointer[ledger.Quorum]
 }
 
 // cursorMarks is what a cursor publishes to its managed ledger: where it has

@@ -1,20 +1,6 @@
 package mledger
 
-import "fmt"
-
-// Quorums are the ensemble size, write quorum and ack quorum of a ledger:
-// BookKeeper's E, Qw and Qa, E >= Qw >= Qa >= 1.
-type Quorums struct {
-	Ensemble, WriteQuorum, AckQuorum int
-}
-
-// Validate checks E >= Qw >= Qa >= 1.
-func (q Quorums) Validate() error {
-	if !(q.Ensemble >= q.WriteQuorum && q.WriteQuorum >= q.AckQuorum && q.AckQuorum >= 1) {
-		return fmt.Errorf("%w: need E >= Qw >= Qa >= 1, have %d/%d/%d", ErrInvalidConfig, q.Ensemble, q.WriteQuorum, q.AckQuorum)
-	}
-	return nil
-}
+import "github.com/meridian-mq/meridian/cluster/ledger"
 
 // OpenOption changes how Factory.Open opens one managed ledger.
 type OpenOption func(*ManagedLedger)
@@ -23,17 +9,17 @@ type OpenOption func(*ManagedLedger)
 // AckQuorum, the quorums of the ledgers the managed ledger creates: a
 // namespace's or topic's persistence policy, as Pulsar reads it when it
 // opens the managed ledger. It applies from the first ledger created.
-func WithQuorums(q Quorums) OpenOption {
+func WithQuorums(q ledger.Quorum) OpenOption {
 	return func(ml *ManagedLedger) { ml.quorums.Store(&q) }
 }
 
 // SetQuorums makes q the quorums of the ledgers created from now on, as a
 // persistence policy change does on Pulsar. The ledger being written keeps
 // its own, and so does one already made ahead for the next rollover.
-func (ml *ManagedLedger) SetQuorums(q Quorums) { ml.quorums.Store(&q) }
+func (ml *ManagedLedger) SetQuorums(q ledger.Quorum) { ml.quorums.Store(&q) }
 
 // Quorums returns the quorums of the ledgers created from now on.
-func (ml *ManagedLedger) Quorums() Quorums { return *ml.quorums.Load() }
+func (ml *ManagedLedger) Quorums() ledger.Quorum { return *ml.quorums.Load() }
 
 // WritableBookies is how many of the region's live bookies take adds: the
 // largest ensemble a new ledger can have.
@@ -48,6 +34,6 @@ func (f *Factory) WritableBookies() int {
 }
 
 // DefaultQuorums are Config's EnsembleSize, WriteQuorum and AckQuorum.
-func (f *Factory) DefaultQuorums() Quorums {
-	return Quorums{f.cfg.EnsembleSize, f.cfg.WriteQuorum, f.cfg.AckQuorum}
+func (f *Factory) DefaultQuorums() ledger.Quorum {
+	return ledger.Quorum{Ensemble: f.cfg.EnsembleSize, Write: f.cfg.WriteQuorum, Ack: f.cfg.AckQuorum}
 }
