@@ -1,7 +1,7 @@
 package broker
 
 import (
-	"github.com/meridian-mq/meridian/cluster/ledger"
+	"github.com/meridian-mq/meridian/cluster/mledger"
 	"github.com/meridian-mq/meridian/global"
 )
 
@@ -18,9 +18,9 @@ func (t *Topic) applyPolicies(eff global.Effective) {
 
 // quorumsOf is the E/Qw/Qa of a topic's new ledgers: its persistence
 // policy, else the broker's managedLedgerDefault* (mledger.Config).
-func (s *Service) quorumsOf(eff global.Effective) ledger.Quorum {
+func (s *Service) quorumsOf(eff global.Effective) mledger.Quorums {
 	if p := eff.Persistence; p != nil {
-		return ledger.Quorum{Ensemble: p.BookkeeperEnsemble, Write: p.BookkeeperWriteQuorum, Ack: p.BookkeeperAckQuorum}
+		return mledger.Quorums{Ensemble: p.BookkeeperEnsemble, Write: p.BookkeeperWriteQuorum, Ack: p.BookkeeperAckQuorum}
 	}
 	return s.ledgers.DefaultQuorums()
 }

@@ -151,7 +151,7 @@ type ManagedLedger struct {
 	}
 	// quorums are the E/Qw/Qa of the next ledger created: Config's until
 	// WithQuorums or SetQuorums. Never nil.
-	quorums atomic.Pointer[ledger.Quorum]
+	quorums atomic.Pointer[Quorums]
 }
 
 // cursorMarks is what a cursor publishes to its managed ledger: where it has

@@ -2,6 +2,11 @@ package mledger
 
 import "github.com/meridian-mq/meridian/cluster/ledger"
 
+// Quorums is a ledger's E, Qw and Qa, as the ledger client takes and checks
+// them: an alias, so that cluster/broker, which reaches the bookies only
+// through this package, names them without importing cluster/ledger.
+type Quorums = ledger.Quorum
+
 // OpenOption changes how Factory.Open opens one managed ledger.
 type OpenOption func(*ManagedLedger)
 
@@ -9,17 +14,17 @@ type OpenOption func(*ManagedLedger)
 // AckQuorum, the quorums of the ledgers the managed ledger creates: a
 // namespace's or topic's persistence policy, as Pulsar reads it when it
 // opens the managed ledger. It applies from the first ledger created.
-func WithQuorums(q ledger.Quorum) OpenOption {
+func WithQuorums(q Quorums) OpenOption {
 	return func(ml *ManagedLedger) { ml.quorums.Store(&q) }
 }
 
 // SetQuorums makes q the quorums of the ledgers created from now on, as a
 // persistence policy change does on Pulsar. The ledger being written keeps
 // its own, and so does one already made ahead for the next rollover.
-func (ml *ManagedLedger) SetQuorums(q ledger.Quorum) { ml.quorums.Store(&q) }
+func (ml *ManagedLedger) SetQuorums(q Quorums) { ml.quorums.Store(&q) }
 
 // Quorums returns the quorums of the ledgers created from now on.
-func (ml *ManagedLedger) Quorums() ledger.Quorum { return *ml.quorums.Load() }
+func (ml *ManagedLedger) Quorums() Quorums { return *ml.quorums.Load() }
 
 // WritableBookies is how many of the region's live bookies take adds: the
 // largest ensemble a new ledger can have.
@@ -34,6 +39,6 @@ func (f *Factory) WritableBookies() int {
 }
 
 // DefaultQuorums are Config's EnsembleSize, WriteQuorum and AckQuorum.
-func (f *Factory) DefaultQuorums() ledger.Quorum {
-	return ledger.Quorum{Ensemble: f.cfg.EnsembleSize, Write: f.cfg.WriteQuorum, Ack: f.cfg.AckQuorum}
+func (f *Factory) DefaultQuorums() Quorums {
+	return Quorums{Ensemble: f.cfg.EnsembleSize, Write: f.cfg.WriteQuorum, Ack: f.cfg.AckQuorum}
 }
