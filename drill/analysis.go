@@ -159,6 +159,7 @@ func Analyze(h History, tl Timeline, mode Mode, lose, subType string) Figures {
 
 	// RPO and losses.
 	rpo := map[topicMessage]bool{}
+	beforeRestore := func(t time.Time) bool { return tl.Restore.IsZero() || t.Before(tl.Restore) }
 	var rpoFirst, rpoLast time.Time
 	for _, s := range h.Sends {
 		if !s.Receipted() {
@@ -179,12 +180,11 @@ func Analyze(h History, tl Timeline, mode Mode, lose, subType string) Figures {
 		// the cut's request and its effect (a fence reaches the region's
 		// brokers through a watch): every receipt of the lost region
 		// before the restore counts.
-		if s.Region != lose || (!tl.Restore.IsZero() && !s.ReceiptAt.Before(tl.Restore)) {
+		if s.Region != lose || !beforeRestore(s.ReceiptAt) {
 			continue
 		}
 		available := slices.ContainsFunc(ds, func(d Delivery) bool {
 			acked := !d.AckAt.IsZero() && d.AckAt.Before(tl.Cut)
-			beforeRestore := func(t time.Time) bool { return tl.Restore.IsZero() || t.Before(tl.Restore) }
 			heldElsewhere := d.Region != lose && !d.At.Before(t0) && beforeRestore(d.At)
 			if !d.StoredAt.IsZero() {
 				heldElsewhere = d.Region != lose && beforeRestore(d.StoredAt)

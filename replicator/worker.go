@@ -173,6 +173,9 @@ func (w *Worker) awaitLapsedRegistration(ctx context.Context) error {
 	defer cancel()
 	for resp := range w.store.Watch(wctx, key, kv.ModRevision+1) {
 		if resp.Err != nil {
+			if wctx.Err() != nil {
+				break // the wait is over, not the store
+			}
 			return resp.Err
 		}
 		for _, ev := range resp.Events {

@@ -347,3 +347,18 @@ func queryBool(r *http.Request, name string) (bool, error) {
 	}
 	return false, fmt.Errorf("%w: query parameter %s=%q is not true or false", ErrBadRequest, name, v)
 }
+
+// Routes returns the patterns an admin handler (from New) serves and
+// what each checks the role for: "none" (open to every authenticated role),
+// "superuser", "tenant-admin", "lookup", "produce" or "consume".
+// Tests walk it: the authorization walk, the fuzzer, and the CLI's check
+// that every route has a verb.
+func Routes(h http.Handler) map[string]string {
+	names := map[operation]string{opNone: "none", opSuperUser: "superuser", opTenantAdmin: "tenant-admin",
+		opLookup: "lookup", opProduce: "produce", opConsume: "consume"}
+	out := map[string]string{}
+	for _, r := range h.(*handler).routes {
+		out[r.pattern] = names[r.op]
+	}
+	return out
+}

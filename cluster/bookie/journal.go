@@ -405,7 +405,7 @@ func (j *journal) enqueue(ctx context.Context, o *op) error {
 	o.done = func(res opResult) {
 		j.queueBytes.Release(n)
 		if o.rec.kind == recAdd {
-			observe(j.m.bk.journalAdd, j.clock.Since(queued), res.err == nil)
+			j.m.bk.journalAdd.observe(j.clock.Since(queued), res.err == nil)
 		}
 		done(res)
 	}
@@ -495,16 +495,16 @@ func (j *journal) commit(batch []*op) bool {
 		if errors.Is(err, syscall.ENOSPC) {
 			return j.diskFull(batch, err)
 		}
-		observe(j.m.bk.journalSync, j.clock.Since(start), false)
+		j.m.bk.journalSync.observe(j.clock.Since(start), false)
 		return j.fatal(batch, fmt.Errorf("%w: write: %w", ErrJournalSync, err))
 	}
 	if err := j.file.Sync(); err != nil {
-		observe(j.m.bk.journalSync, j.clock.Since(start), false)
+		j.m.bk.journalSync.observe(j.clock.Since(start), false)
 		return j.fatal(batch, fmt.Errorf("%w: %w", ErrJournalSync, err))
 	}
 	j.size += int64(len(j.buf))
 	j.m.journalSync.Observe(j.clock.Now().Sub(start).Seconds())
-	observe(j.m.bk.journalSync, j.clock.Since(start), true)
+	j.m.bk.journalSync.observe(j.clock.Since(start), true)
 	j.m.journalBatch.Observe(float64(len(batch)))
 	if cap(j.buf) > 2*j.maxBatchBytes {
 		j.buf = nil // do not pin one oversized batch's buffer

@@ -1,7 +1,6 @@
 package bookie
 
 import (
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -59,12 +58,12 @@ type bkMetrics struct {
 	// read, so they include the wait for an in-flight slot of its
 	// connection (Config.MaxConnInFlight), as BookKeeper's request stats
 	// include its request queue.
-	addEntry, addEntryRequest, readEntry, readEntryRequest *prometheus.SummaryVec
+	addEntry, addEntryRequest, readEntry, readEntryRequest *opStats
 	// writeBytes and readBytes count the entry payloads added and read.
 	writeBytes, readBytes prometheus.Counter
 	// journalSync is one group commit's write plus fdatasync; journalAdd
 	// an add's time from entering the journal's queue to its answer.
-	journalSync, journalAdd *prometheus.SummaryVec
+	journalSync, journalAdd *opStats
 	// forceWriteQueue counts the records of the batch being written and
 	// synced; callbackQueue the synced records the apply stage has not
 	// taken yet.
@@ -77,18 +76,30 @@ type bkMetrics struct {
 // error each is allowed.
 var bkQuantiles = map[float64]float64{0.5: 0.05, 0.75: 0.025, 0.95: 0.005, 0.99: 0.001, 0.999: 0.0001, 0.9999: 0.00001, 1.0: 0}
 
-// newOpStats returns a summary in the shape of BookKeeper's OpStatsLogger:
+// opStats is a summary in the shape of BookKeeper's OpStatsLogger:
 // labelled success, and in milliseconds, not Prometheus's seconds, because
-// BookKeeper's are and the dashboards made for them say "ms".
-func newOpStats(name, help string) *prometheus.SummaryVec {
-	return prometheus.NewSummaryVec(prometheus.SummaryOpts{
+// BookKeeper's are and the dashboards made for them say "ms". Both of its
+// series exist from the start, as BookKeeper's do, and are looked up once:
+// adds and reads observe them on their path.
+type opStats struct {
+	vec        *prometheus.SummaryVec
+	ok, failed prometheus.Observer
+}
+
+func newOpStats(name, help string) *opStats {
+	vec := prometheus.NewSummaryVec(prometheus.SummaryOpts{
 		Name: name, Help: help, Objectives: bkQuantiles, MaxAge: time.Minute,
 	}, []string{"success"})
+	return &opStats{vec: vec, ok: vec.WithLabelValues("true"), failed: vec.WithLabelValues("false")}
 }
 
 // observe records an operation that took d, and whether it succeeded.
-func observe(s *prometheus.SummaryVec, d time.Duration, ok bool) {
-	s.WithLabelValues(strconv.FormatBool(ok)).Observe(float64(d) / float64(time.Millisecond))
+func (s *opStats) observe(d time.Duration, ok bool) {
+	o := s.failed
+	if ok {
+		o = s.ok
+	}
+	o.Observe(float64(d) / float64(time.Millisecond))
 }
 
 // setReadOnly records the bookie turning read-only (on) or writable.
@@ -276,6 +287,7 @@ func (bk *bkMetrics) init(journalQueueLen func() float64) []prometheus.Collector
 	callbacks := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "bookie_journal_JOURNAL_CB_QUEUE_SIZE", Help: "Journal records synced and waiting for the apply stage, which applies them to the index and answers them.",
 	}, func() float64 { return float64(bk.callbackQueue.Load()) })
-	return []prometheus.Collector{bk.serverStatus, bk.writableDirs, bk.addEntry, bk.addEntryRequest, bk.readEntry, bk.readEntryRequest,
-		bk.writeBytes, bk.readBytes, bk.journalSync, bk.journalAdd, bk.ledgers, bk.deletedLedgers, queueSize, forceWrite, callbacks}
+	return []prometheus.Collector{bk.serverStatus, bk.writableDirs, bk.addEntry.vec, bk.addEntryRequest.vec, bk.readEntry.vec,
+		bk.readEntryRequest.vec, bk.writeBytes, bk.readBytes, bk.journalSync.vec, bk.journalAdd.vec, bk.ledgers, bk.deletedLedgers,
+		queueSize, forceWrite, callbacks}
 }

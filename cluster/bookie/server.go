@@ -250,8 +250,8 @@ func (b *Bookie) dispatch(c *serverConn, id uint64, m bkproto.Message, arrived t
 			start := b.clock.Now()
 			resp := b.readResponse(req.LedgerID, req.EntryID)
 			ok := resp.Result.Status == bkproto.StatusOK
-			observe(b.m.bk.readEntry, b.clock.Since(start), ok)
-			observe(b.m.bk.readEntryRequest, b.clock.Since(arrived), ok)
+			b.m.bk.readEntry.observe(b.clock.Since(start), ok)
+			b.m.bk.readEntryRequest.observe(b.clock.Since(arrived), ok)
 			c.respond(id, resp)
 		}
 	case *bkproto.ReadLACRequest:
@@ -276,8 +276,8 @@ func (b *Bookie) handleAdd(c *serverConn, id uint64, req *bkproto.AddRequest, ar
 	start := b.clock.Now()
 	// answered records an add's answer in BookKeeper's request stats.
 	answered := func(err error) {
-		observe(b.m.bk.addEntry, b.clock.Since(start), err == nil)
-		observe(b.m.bk.addEntryRequest, b.clock.Since(arrived), err == nil)
+		b.m.bk.addEntry.observe(b.clock.Since(start), err == nil)
+		b.m.bk.addEntryRequest.observe(b.clock.Since(arrived), err == nil)
 	}
 	refuse := func(err error) {
 		b.m.adds.WithLabelValues(bkproto.StatusOf(err).String()).Inc()

@@ -20,7 +20,7 @@ func (t *Topic) applyPolicies(eff global.Effective) {
 // policy, else the broker's managedLedgerDefault* (mledger.Config).
 func (s *Service) quorumsOf(eff global.Effective) mledger.Quorums {
 	if p := eff.Persistence; p != nil {
-		return mledger.Quorums{Ensemble: p.BookkeeperEnsemble, WriteQuorum: p.BookkeeperWriteQuorum, AckQuorum: p.BookkeeperAckQuorum}
+		return mledger.Quorums{Ensemble: p.BookkeeperEnsemble, Write: p.BookkeeperWriteQuorum, Ack: p.BookkeeperAckQuorum}
 	}
 	return s.ledgers.DefaultQuorums()
 }

@@ -1,20 +1,11 @@
 package mledger
 
-import "fmt"
+import "github.com/meridian-mq/meridian/cluster/ledger"
 
-// Quorums are the ensemble size, write quorum and ack quorum of a ledger:
-// BookKeeper's E, Qw and Qa, E >= Qw >= Qa >= 1.
-type Quorums struct {
-	Ensemble, WriteQuorum, AckQuorum int
-}
-
-// Validate checks E >= Qw >= Qa >= 1.
-func (q Quorums) Validate() error {
-	if !(q.Ensemble >= q.WriteQuorum && q.WriteQuorum >= q.AckQuorum && q.AckQuorum >= 1) {
-		return fmt.Errorf("%w: need E >= Qw >= Qa >= 1, have %d/%d/%d", ErrInvalidConfig, q.Ensemble, q.WriteQuorum, q.AckQuorum)
-	}
-	return nil
-}
+// Quorums is a ledger's E, Qw and Qa, as the ledger client takes and checks
+// them: an alias, so that cluster/broker, which reaches the bookies only
+// through this package, names them without importing cluster/ledger.
+type Quorums = ledger.Quorum
 
 // OpenOption changes how Factory.Open opens one managed ledger.
 type OpenOption func(*ManagedLedger)
@@ -49,5 +40,5 @@ func (f *Factory) WritableBookies() int {
 
 // DefaultQuorums are Config's EnsembleSize, WriteQuorum and AckQuorum.
 func (f *Factory) DefaultQuorums() Quorums {
-	return Quorums{f.cfg.EnsembleSize, f.cfg.WriteQuorum, f.cfg.AckQuorum}
+	return Quorums{Ensemble: f.cfg.EnsembleSize, Write: f.cfg.WriteQuorum, Ack: f.cfg.AckQuorum}
 }
