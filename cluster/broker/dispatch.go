@@ -254,11 +254,21 @@ const maxPermits = 1 << 30
 func (d *dispatchState) ack(cur ackCursor, c *consumer, cumulative bool, ids []*pb.MessageIdData) (ignored int64, firstErr error) {
 	for _, id := range ids {
 		p := mledger.Position{Ledger: int64(id.GetLedgerId()), Entry: int64(id.GetEntryId())}
-		err := ErrAckNotDelivered
-		if d.ackable(c, p) {
+		var err error
+		switch {
+		case d.ackable(c, p):
 			err = d.ackOne(cur, cumulative, p, id.GetAckSet())
-		} else {
+		case cur.IsAcked(p):
+			// Acked already: this ack changes nothing, and it succeeds, as
+			// Pulsar's does. A client may hold two copies of one entry: it
+			// received the entry from the topic's previous broker, and
+			// again here, because its ack reached here while the entry
+			// was being read, before it was delivered (ignored, below).
+			// Once the retried ack of one copy applied, the other copy's
+			// ack would otherwise be refused for ever.
+		default:
 			ignored++
+			err = ErrAckNotDelivered
 		}
 		if err != nil && firstErr == nil {
 			firstErr = err
