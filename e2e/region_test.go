@@ -63,6 +63,12 @@ func TestScenarioRegionFaults(t *testing.T) {
 		sub              = "checker"
 		perPhase         = 600 // receipts between faults
 		redeliveryWindow = 3 * time.Second
+		// reconnectWindow excuses an ack the consumer retried across a
+		// broker restart: it reaches the new broker after the broker has
+		// dispatched the message again (the cursor had not persisted the
+		// ack), and the consumer takes that copy after the ack's answer,
+		// as the nemesis allows (nemesisReconnect).
+		reconnectWindow = 2 * time.Second
 		// slowSync is the slow disks' delay on each journal fsync, and
 		// slowFor how long they are slow before the crash. No commit
 		// started after the disks turned slow completes in between, so
@@ -195,7 +201,7 @@ func TestScenarioRegionFaults(t *testing.T) {
 
 	h := rec.History()
 	bed.Verify(h, Rules{Disruptions: []Disruption{{Start: brokerFault, End: brokerFault.Add(restarted)},
-		{Start: slowFault, End: slowFault.Add(slowRestarted)}}, RedeliveryWindow: redeliveryWindow})
+		{Start: slowFault, End: slowFault.Add(slowRestarted)}}, RedeliveryWindow: redeliveryWindow, ReconnectWindow: reconnectWindow})
 	receiptTimes, deliveryTimes := eventTimes(h)
 	t.Logf("pause after fault 1 (bookie SIGKILL): receipts %v, deliveries %v",
 		maxGap(receiptTimes, bookieFault, brokerFault).Round(time.Millisecond), maxGap(deliveryTimes, bookieFault, brokerFault).Round(time.Millisecond))
