@@ -49,6 +49,20 @@ func (e Effective) ReplicatorDispatchRateFrom(region string) (DispatchRate, bool
 	return topicElseRegion(e.ReplicatorDispatchRate, e.NamespaceReplicatorDispatchRates, region)
 }
 
+// DispatchRateIn is the dispatch rate of the topic in region (all its
+// subscriptions together), and whether there is one: the topic's policy,
+// else the namespace's for region, as Pulsar resolves it.
+func (e Effective) DispatchRateIn(region string) (DispatchRate, bool) {
+	return topicElseRegion(e.DispatchRate, e.NamespaceDispatchRates, region)
+}
+
+// SubscriptionDispatchRateIn is the dispatch rate of each of the topic's
+// subscriptions in region, and whether there is one, resolved as
+// DispatchRateIn.
+func (e Effective) SubscriptionDispatchRateIn(region string) (DispatchRate, bool) {
+	return topicElseRegion(e.SubscriptionDispatchRate, e.NamespaceSubscriptionDispatchRates, region)
+}
+
 // topicReplicatorDispatchRate reads a topic's rate from its Extra: nil when
 // unset or not a valid rate (the admin API stores no other).
 func topicReplicatorDispatchRate(e Extra) *DispatchRate {

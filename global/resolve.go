@@ -182,6 +182,15 @@ type Effective struct {
 	// namespace's, by region, or nil. PublishRateIn resolves them.
 	PublishRate           *PublishRate
 	NamespacePublishRates map[string]PublishRate
+	// DispatchRate and SubscriptionDispatchRate are the topic's
+	// dispatchRate and subscriptionDispatchRate, which override the
+	// namespace's in every region, or nil; the Namespace... maps are the
+	// namespace's, by region, or nil. DispatchRateIn and
+	// SubscriptionDispatchRateIn resolve them.
+	DispatchRate                       *DispatchRate
+	NamespaceDispatchRates             map[string]DispatchRate
+	SubscriptionDispatchRate           *DispatchRate
+	NamespaceSubscriptionDispatchRates map[string]DispatchRate
 	// MaxMessageSize is the topic's maxMessageSize in bytes; 0 is none
 	// beyond the broker's.
 	MaxMessageSize int
@@ -268,6 +277,10 @@ func Resolve(d BrokerDefaults, tenant TenantInfo, ns Policies, topic *TopicPolic
 	e.NamespaceReplicatorDispatchRates = NamespaceReplicatorDispatchRates(ns.Extra)
 	e.PublishRate = decodeExtra[PublishRate](tp.Extra, ExtraTopicPublishRate, nil)
 	e.NamespacePublishRates = regionValues[PublishRate](ns.Extra, ExtraPublishRate, nil)
+	e.DispatchRate = decodeExtra(tp.Extra, ExtraTopicDispatchRate, DispatchRate.Validate)
+	e.NamespaceDispatchRates = regionValues(ns.Extra, ExtraDispatchRate, DispatchRate.Validate)
+	e.SubscriptionDispatchRate = decodeExtra(tp.Extra, ExtraTopicSubscriptionDispatchRate, DispatchRate.Validate)
+	e.NamespaceSubscriptionDispatchRates = regionValues(ns.Extra, ExtraSubscriptionDispatchRate, DispatchRate.Validate)
 	e.MaxMessageSize, _ = tp.Extra.limit(ExtraMaxMessageSize)
 	e.Persistence = first(decodeExtra(tp.Extra, ExtraPersistence, PersistencePolicies.Validate),
 		decodeExtra(ns.Extra, ExtraPersistence, PersistencePolicies.Validate))

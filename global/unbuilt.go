@@ -32,12 +32,20 @@ var UnbuiltPolicies = []Unbuilt{
 	{Feature: "compaction", Reason: "topics are never compacted; a compacted read sees every message",
 		Paths:       []string{"compactionThreshold"},
 		InNamespace: extraHas("compaction_threshold")},
-	{Feature: "dispatch rate", Reason: "a topic's dispatch is not throttled",
-		Paths:       []string{"dispatchRate"},
-		InNamespace: extraHas(ExtraDispatchRate), InTopic: topicExtraHas(ExtraTopicDispatchRate)},
-	{Feature: "subscription dispatch rate", Reason: "a subscription's dispatch is not throttled",
-		Paths:       []string{"subscriptionDispatchRate"},
-		InNamespace: extraHas(ExtraSubscriptionDispatchRate), InTopic: topicExtraHas(ExtraTopicSubscriptionDispatchRate)},
+	{Feature: "dispatch rate relative to publish rate", Reason: "a topic's and a subscription's dispatch rates are absolute: relativeToPublishRate applies to replicatorDispatchRate only",
+		Paths: []string{"dispatchRate", "subscriptionDispatchRate"},
+		InNamespace: func(p Policies) bool {
+			return relativeRate(regionValues[DispatchRate](p.Extra, ExtraDispatchRate, nil)) ||
+				relativeRate(regionValues[DispatchRate](p.Extra, ExtraSubscriptionDispatchRate, nil))
+		},
+		InTopic: func(tp TopicPolicies) bool {
+			for _, key := range []string{ExtraTopicDispatchRate, ExtraTopicSubscriptionDispatchRate} {
+				if r := decodeExtra[DispatchRate](tp.Extra, key, nil); r != nil && r.RelativeToPublishRate {
+					return true
+				}
+			}
+			return false
+		}},
 	{Feature: "subscribe rate", Reason: "a consumer's subscribes are not throttled",
 		Paths:       []string{"subscribeRate"},
 		InNamespace: extraHas(ExtraSubscribeRate), InTopic: topicExtraHas(ExtraTopicSubscribeRate)},
@@ -131,6 +139,17 @@ func anyKey(e Extra, keys []string) bool {
 func ageQuota(m map[BacklogQuotaType]BacklogQuota) bool {
 	q, set := m[MessageAge]
 	return set && q.LimitTime > 0
+}
+
+// relativeRate reports whether any of rates is relative to the publish
+// rate.
+func relativeRate(rates map[string]DispatchRate) bool {
+	for _, r := range rates {
+		if r.RelativeToPublishRate {
+			return true
+		}
+	}
+	return false
 }
 
 func markDeleteRate(e Extra) bool {

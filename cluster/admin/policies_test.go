@@ -295,7 +295,8 @@ func TestUnbuiltPoliciesWarn(t *testing.T) {
 	for _, c := range []struct{ path, body, feature string }{
 		{"offloadPolicies", `{"managedLedgerOffloadDriver":"aws-s3"}`, "offload"},
 		{"compactionThreshold", `1048576`, "compaction"},
-		{"dispatchRate", `{"dispatchThrottlingRateInMsg":10,"dispatchThrottlingRateInByte":-1,"ratePeriodInSecond":1}`, "dispatch rate"},
+		{"dispatchRate", `{"dispatchThrottlingRateInMsg":10,"dispatchThrottlingRateInByte":-1,"ratePeriodInSecond":1,"relativeToPublishRate":true}`,
+			"dispatch rate relative to publish rate"},
 		{"messageTTL", `60`, "subscription message TTL"},
 	} {
 		status, body, h := callHeader(t, "POST", "/admin/v2/namespaces/"+ns+"/"+c.path, c.body)
@@ -488,4 +489,94 @@ func processCPU(b *testing.B) time.Duration {
 		b.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// TestNamespaceDispatchRates: a namespace's dispatchRate limits what a
+// topic's subscriptions deliver together, and its subscriptionDispatchRate
+// what each subscription delivers. Checked as a bound that load cannot
+// break: by any moment, a limiter has let through at most its burst (one
+// period's worth) plus the rate times the time since it was made, which is
+// after the test's start.
+func TestNamespaceDispatchRates(t *testing.T) {
+	const (
+		limit    = 50 // messages a second
+		messages = 100
+	)
+	adm := newAdmin(t, web.URL)
+	rate := utils.DispatchRate{DispatchThrottlingRateInMsg: limit, DispatchThrottlingRateInByte: -1, RatePeriodInSecond: 1}
+	for _, c := range []struct {
+		name     string
+		set      func(utils.NameSpaceName, utils.DispatchRate) error
+		together bool // one limit for both subscriptions
+	}{
+		{"dispatchRate", adm.Namespaces().SetDispatchRate, true},
+		{"subscriptionDispatchRate", adm.Namespaces().SetSubscriptionDispatchRate, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ns := newNamespace(t, "dispatch")
+			name, _ := utils.GetNamespaceName(ns)
+			if err := c.set(*name, rate); err != nil {
+				t.Fatal(err)
+			}
+			topic := "persistent://" + ns + "/t"
+			client := newClient(t, region.ServiceURL())
+			start := time.Now()
+			var consumers []pulsar.Consumer
+			for _, sub := range []string{"a", "b"} {
+				cons, err := client.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: sub})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer cons.Close()
+				consumers = append(consumers, cons)
+			}
+			p, err := client.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			for range messages {
+				p.SendAsync(context.Background(), &pulsar.ProducerMessage{Payload: []byte("m")}, nil)
+			}
+			if err := p.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			var (
+				mu       sync.Mutex
+				received = map[string]int{}
+				wg       sync.WaitGroup
+			)
+			// over reports a count past the limiter's bound at now.
+			over := func(n int, now time.Time) bool { return float64(n) > limit+limit*now.Sub(start).Seconds()+1 }
+			for i, cons := range consumers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+					defer cancel()
+					for range messages {
+						msg, err := cons.Receive(ctx)
+						if err != nil {
+							t.Errorf("subscription %d: %v", i, err)
+							return
+						}
+						cons.Ack(msg)
+						now := time.Now()
+						mu.Lock()
+						received[cons.Subscription()]++
+						n := received[cons.Subscription()]
+						if c.together {
+							n = received["a"] + received["b"]
+						}
+						mu.Unlock()
+						if over(n, now) {
+							t.Errorf("%d messages delivered %v after the start, over the rate of %d a second", n, now.Sub(start), limit)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+		})
+	}
 }

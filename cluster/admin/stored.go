@@ -36,7 +36,7 @@ const (
 	kindBool                          // true or false
 	kindObject                        // a JSON object (Pulsar's *Data types)
 	kindStringMap                     // an object of strings, merged on set (properties)
-	kindDispatchRate                  // a global.DispatchRate (replicatorDispatchRate)
+	kindDispatchRate                  // a global.DispatchRate (the replicator's, the topic's, a subscription's)
 	kindPublishRate                   // a global.PublishRate
 	kindPersistence                   // global.PersistencePolicies, within the region's bookies
 )
@@ -77,8 +77,8 @@ var namespaceStored = []storedPolicy{
 	{path: "offloadDeletionLagMs", key: "offload_deletion_lag_ms", kind: kindNonNegInt},
 	{path: "persistence", key: global.ExtraPersistence, kind: kindPersistence},
 	{path: "publishRate", key: global.ExtraPublishRate, kind: kindPublishRate, perRegion: true},
-	{path: "dispatchRate", key: global.ExtraDispatchRate, kind: kindObject, perRegion: true},
-	{path: "subscriptionDispatchRate", key: global.ExtraSubscriptionDispatchRate, kind: kindObject, perRegion: true},
+	{path: "dispatchRate", key: global.ExtraDispatchRate, kind: kindDispatchRate, perRegion: true},
+	{path: "subscriptionDispatchRate", key: global.ExtraSubscriptionDispatchRate, kind: kindDispatchRate, perRegion: true},
 	{path: "subscribeRate", key: global.ExtraSubscribeRate, kind: kindObject, perRegion: true},
 	{path: "delayedDelivery", key: global.ExtraDelayedDelivery, kind: kindObject},
 	{path: "offloadPolicies", key: "offload_policies", kind: kindObject, deletePath: "removeOffloadPolicies"},
@@ -94,10 +94,10 @@ var topicStored = []storedPolicy{
 	{path: "maxUnackedMessagesOnSubscription", key: "maxUnackedMessagesOnSubscription", kind: kindNonNegInt},
 	{path: "persistence", key: global.ExtraPersistence, kind: kindPersistence, nsKey: global.ExtraPersistence},
 	{path: "delayedDelivery", key: global.ExtraTopicDelayedDelivery, kind: kindObject},
-	{path: "dispatchRate", key: global.ExtraTopicDispatchRate, kind: kindObject},
+	{path: "dispatchRate", key: global.ExtraTopicDispatchRate, kind: kindDispatchRate},
 	{path: "publishRate", key: global.ExtraTopicPublishRate, kind: kindPublishRate},
 	{path: "subscribeRate", key: global.ExtraTopicSubscribeRate, kind: kindObject},
-	{path: "subscriptionDispatchRate", key: global.ExtraTopicSubscriptionDispatchRate, kind: kindObject},
+	{path: "subscriptionDispatchRate", key: global.ExtraTopicSubscriptionDispatchRate, kind: kindDispatchRate},
 	{path: "replicatorDispatchRate", key: global.ExtraReplicatorDispatchRate, kind: kindDispatchRate},
 	{path: "offloadPolicies", key: "offloadPolicies", kind: kindObject},
 	{path: "maxMessageSize", key: global.ExtraMaxMessageSize, kind: kindNonNegInt},

@@ -77,6 +77,12 @@ type dispatchState struct {
 	// whole batch is delivered again.
 	partial map[mledger.Position][]int64
 	delayed delayedQueue
+	// rates are the dispatch rates the subscription's deliveries count
+	// against (dispatchrate.go): the topic's, shared with its other
+	// subscriptions, and the subscription's own. While one is spent, no
+	// round starts before throttledUntil.
+	rates          []*dispatchLimiter
+	throttledUntil time.Time
 	// msgsPerEntry is the moving average of the messages in the entries
 	// dispatched (0 before the first), by which a round turns permits into
 	// entries to read.
@@ -506,7 +512,17 @@ func (d *dispatchState) plan(now time.Time, markDeleted mledger.Position) (p rou
 	for _, e := range d.delayed.popDue(now.UnixMilli()) {
 		d.addReplay(e.pos, e.hash)
 	}
-	budget := d.readBudget()
+	d.throttledUntil = time.Time{}
+	allowed := int64(math.MaxInt64)
+	for _, r := range d.rates {
+		msgs, wait := r.allowance(now)
+		if wait > 0 {
+			d.throttledUntil = now.Add(wait)
+			return roundPlan{}, false
+		}
+		allowed = min(allowed, msgs)
+	}
+	budget := d.readBudget(allowed)
 	if budget <= 0 {
 		return roundPlan{}, false
 	}
@@ -654,13 +670,14 @@ func (d *dispatchState) unassign(dl delivery) {
 	d.addReplay(dl.e.pos, dl.pe.hash)
 }
 
-// send queues deliveries on their consumers' connections, never waiting,
-// and returns those sent. A consumer whose connection refuses one is
-// skipped for the rest of the deliveries, so that a key's entries keep
-// their order, and what it was assigned goes back to replay with its
-// permits.
-func (d *dispatchState) send(out []delivery) (sent []delivery) {
+// send queues deliveries on their consumers' connections at now, never
+// waiting, and returns those sent, which it counts against the dispatch
+// rates. A consumer whose connection refuses one is skipped for the rest
+// of the deliveries, so that a key's entries keep their order, and what it
+// was assigned goes back to replay with its permits.
+func (d *dispatchState) send(out []delivery, now time.Time) (sent []delivery) {
 	skipped := map[*consumer]bool{}
+	msgs, bytes := 0, 0
 	for _, dl := range out {
 		if skipped[dl.c] || !dl.c.c.sendMessage(dl.c.id, dl.e, dl.redelivered, dl.ackSet) {
 			skipped[dl.c] = true
@@ -668,8 +685,18 @@ func (d *dispatchState) send(out []delivery) (sent []delivery) {
 			continue
 		}
 		sent = append(sent, dl)
+		msgs, bytes = msgs+dl.e.size, bytes+len(dl.e.msg)
+	}
+	for _, r := range d.rates {
+		r.take(now, msgs, bytes)
 	}
 	return sent
+}
+
+// wakeAt is when the dispatcher must start a round unasked (zero: never):
+// the next delayed entry falls due, or a spent dispatch rate has refilled.
+func (d *dispatchState) wakeAt() time.Time {
+	return earliest(d.delayed.next(), d.throttledUntil)
 }
 
 // replayHoldsEarlier reports whether the replay set holds an entry of key
@@ -761,14 +788,15 @@ func (d *dispatchState) pick() *consumer {
 }
 
 // readBudget is how many entries a round reads: the consumers' permits,
-// which count messages, over the average messages per entry dispatched so
-// far (rounded up, so that the last entry a consumer can start is read in
-// the same round), and at most MaxReadEntries. Pulsar's dispatchers
+// which count messages, at most allowed of them (the dispatch rates), over
+// the average messages per entry dispatched so far (rounded up, so that the
+// last entry a consumer can start is read in the same round), and at most
+// MaxReadEntries. Pulsar's dispatchers
 // estimate the same way. Reading an entry per permit would read up to a
 // batch's size times too many, and every entry the consumers cannot take
 // goes back to the replay set, to be read again.
-func (d *dispatchState) readBudget() int64 {
-	permits := d.permits()
+func (d *dispatchState) readBudget(allowed int64) int64 {
+	permits := min(d.permits(), allowed)
 	if permits <= 0 {
 		return 0
 	}

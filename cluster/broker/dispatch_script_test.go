@@ -20,6 +20,7 @@ import (
 	"github.com/meridian-mq/meridian/cluster/mledger"
 	"github.com/meridian-mq/meridian/cluster/wire"
 	"github.com/meridian-mq/meridian/cluster/wire/pb"
+	"github.com/meridian-mq/meridian/global"
 )
 
 // TestDispatchScripts drives the dispatcher's state machine
@@ -28,7 +29,7 @@ import (
 // kept by the script, assigns and sends. Each command prints what the
 // consumers were sent (and what Failover announced). The commands:
 //
-//	init type=<SubType> [partition=N] [max-read=N] [max-redeliveries=N]
+//	init type=<SubType> [partition=N] [max-read=N] [max-redeliveries=N] [dispatch-rate=<msgs a second>]
 //	append            one entry per input line: <key or -> [batch=N] [deliver-at=<ms>]
 //	join <c> [type=<SubType>] [priority=N] [ranges=a-b,c-d] [queue=N] [max-unacked=N]
 //	leave <c>
@@ -65,7 +66,8 @@ type dispatchScript struct {
 	entries   []mledger.Entry // ledger 1, entry i at i
 	cursor    scriptCursor
 	now       time.Time
-	out       strings.Builder // announcements, until printed
+	rate      *dispatchLimiter // the subscription's dispatch rate, if init set one
+	out       strings.Builder  // announcements, until printed
 }
 
 func (h *dispatchScript) run(t *testing.T, td *datadriven.TestData) string {
@@ -84,6 +86,13 @@ func (h *dispatchScript) run(t *testing.T, td *datadriven.TestData) string {
 		h.entries = nil
 		h.cursor = scriptCursor{markDelete: -1, readAfter: -1, acked: map[int64]bool{}, entries: &h.entries}
 		h.now = time.UnixMilli(1_000)
+		h.rate = nil
+		if td.HasArg("dispatch-rate") {
+			var msgs int64
+			td.ScanArgs(t, "dispatch-rate", &msgs)
+			h.rate = &dispatchLimiter{}
+			h.rate.set(global.DispatchRate{DispatchThrottlingRateInMsg: msgs, DispatchThrottlingRateInByte: -1, RatePeriodInSecond: 1}, true, h.now)
+		}
 		h.restart()
 		return "ok"
 	case "append":
@@ -231,6 +240,9 @@ func (h *dispatchScript) restart() {
 		fmt.Fprintf(&h.out, "%s: %s\n", c.name, state)
 	}, func() {})
 	h.consumers, h.frozen = map[string]*consumer{}, map[string]bool{}
+	if h.rate != nil {
+		h.d.rates = []*dispatchLimiter{h.rate}
+	}
 }
 
 func (h *dispatchScript) consumer(td *datadriven.TestData, arg int) *consumer {
@@ -274,7 +286,7 @@ func (h *dispatchScript) rounds(failReplay bool, whileReading func()) {
 			whileReading = nil
 		}
 		read = h.d.endRound(p, unread, read)
-		sent := h.d.send(h.d.assign(read, p.now))
+		sent := h.d.send(h.d.assign(read, p.now), p.now)
 		if len(sent) == 0 && fresh == 0 {
 			h.drain()
 			return

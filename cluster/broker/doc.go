@@ -33,6 +33,7 @@
 //
 //	subscription.go a subscription's dispatcher goroutine: requests, rounds, seek
 //	dispatch.go     the delivery state the dispatcher owns (a state machine)
+//	dispatchrate.go dispatch rates: the topic's and each subscription's token buckets
 //	consumer.go     one consumer, and the consumer-side commands
 //	keyshared.go    Key_Shared's hash ranges
 //	entry.go        an entry on its way to a consumer

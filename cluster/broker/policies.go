@@ -7,13 +7,15 @@ import (
 
 // applyPolicies hands a loaded topic the policies it enforces as they
 // change: its publish rate in this region and its maxMessageSize, checked
-// on each SEND, and the quorums of its next ledgers (persistence). It runs
+// on each SEND, the quorums of its next ledgers (persistence), and its
+// dispatch rates. It runs
 // at load and on every pass of the Service's policy loop.
 func (t *Topic) applyPolicies(eff global.Effective) {
 	r, _ := eff.PublishRateIn(t.svc.cfg.Region)
 	t.limits.publishRate.set(publishRate{msgs: r.PublishThrottlingRateInMsg, bytes: r.PublishThrottlingRateInByte})
 	t.limits.maxMessageSize.Store(int64(eff.MaxMessageSize))
 	t.ml.SetQuorums(t.svc.quorumsOf(eff))
+	t.applyDispatchRates(eff)
 }
 
 // quorumsOf is the E/Qw/Qa of a topic's new ledgers: its persistence

@@ -74,6 +74,9 @@ type subscription struct {
 	// topic was loaded: positions never delivered to the consumer that
 	// acked them (see ack).
 	ignoredAcks atomic.Int64
+	// dispatchRate is the subscription's own dispatch rate (its topic's
+	// subscriptionDispatchRate, dispatchrate.go).
+	dispatchRate dispatchLimiter
 
 	// mu guards the delivery state. Only the dispatcher goroutine writes
 	// it (or, once the dispatcher has stopped, a request's caller), always
@@ -103,6 +106,7 @@ func newSubscription(t *Topic, name string, kind pb.CommandSubscribe_SubType, cu
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.mu.init(kind, t.name.Partition, s.cfg, t.svc.log.With("topic", t.Name(), "subscription", name),
 		func(c *consumer, active bool) { c.c.send(activeConsumerChange(c.id, active)) }, s.poke)
+	s.mu.rates = t.subscriptionRates(&s.dispatchRate)
 	s.isReplicated.Store(cur.Durable() && cur.Properties()[replicatedProperty] == "1")
 	t.svc.wg.Add(1)
 	go func() {
@@ -284,7 +288,7 @@ func (s *subscription) run() {
 				go s.read(plan, readDone)
 			}
 		}
-		if next := earliest(s.nextDelayed(), retryAt); !next.Equal(timerAt) {
+		if next := earliest(s.wakeAt(), retryAt); !next.Equal(timerAt) {
 			if timer != nil {
 				timer.Stop()
 				timer = nil
@@ -444,11 +448,11 @@ func (s *subscription) resumeIdle() {
 	s.mu.idle = nil
 }
 
-// nextDelayed is when the next delayed entry falls due (zero: none).
-func (s *subscription) nextDelayed() time.Time {
+// wakeAt is when the dispatcher starts a round unasked (zero: never).
+func (s *subscription) wakeAt() time.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.mu.delayed.next()
+	return s.mu.wakeAt()
 }
 
 // earliest is the earlier of two times, the zero time standing for none.
@@ -462,10 +466,10 @@ func earliest(a, b time.Time) time.Time {
 // sendLocked queues a round's deliveries (dispatchState.send) and counts and
 // traces those sent. mu is held.
 func (s *subscription) sendLocked(out []delivery) int {
-	sent := s.mu.send(out)
-	now := s.clock.Now().UnixMilli()
+	now := s.clock.Now()
+	sent := s.mu.send(out, now)
 	for _, d := range sent {
-		d.c.lastConsumed.Store(now)
+		d.c.lastConsumed.Store(now.UnixMilli())
 		s.traceDeliver(d)
 		d.c.out.add(d.e.size, len(d.e.msg))
 		s.out.add(d.e.size, len(d.e.msg))

@@ -37,6 +37,8 @@ type Topic struct {
 	in   counters // stored messages and bytes
 	// limits are the policies checked on each SEND (publishrate.go).
 	limits topicLimits
+	// dispatchRates limit what the subscriptions deliver (dispatchrate.go).
+	dispatchRates topicDispatchRates
 	// lastPublish is when a SEND was last stored, in unix milliseconds (0:
 	// none since the topic loaded): Pulsar's lastPublishTimestamp.
 	lastPublish atomic.Int64
