@@ -44,14 +44,6 @@ var UnbuiltPolicies = []Unbuilt{
 	{Feature: "delayed delivery policy", Reason: "delayed messages are always delivered at their time; the policy's switch and tick are not read",
 		Paths:       []string{"delayedDelivery"},
 		InNamespace: extraHas(ExtraDelayedDelivery), InTopic: topicExtraHas(ExtraTopicDelayedDelivery)},
-	{Feature: "subscription message TTL", Reason: "the TTL expires replication backlogs only; a subscription's backlog never expires",
-		Paths: []string{"messageTTL"},
-		InNamespace: func(p Policies) bool {
-			return p.MessageTTLInSeconds != nil && *p.MessageTTLInSeconds > 0
-		},
-		InTopic: func(tp TopicPolicies) bool {
-			return tp.MessageTTLInSeconds != nil && *tp.MessageTTLInSeconds > 0
-		}},
 	{Feature: "backlog quota message_age", Reason: "a backlog quota limits size only; its age limit is not checked",
 		Paths:       []string{"backlogQuota"},
 		InNamespace: func(p Policies) bool { return ageQuota(p.BacklogQuotaMap) },

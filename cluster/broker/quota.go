@@ -134,13 +134,13 @@ func (t *Topic) enforceQuota() {
 // quotaLoop checks every loaded topic's backlog quota on a schedule.
 func (s *Service) quotaLoop(interval time.Duration) {
 	defer s.wg.Done()
-	tick := time.NewTicker(interval)
+	tick := s.clock.NewTicker(interval)
 	defer tick.Stop()
 	for {
 		select {
 		case <-s.ctx.Done():
 			return
-		case <-tick.C:
+		case <-tick.Chan():
 		}
 		for _, t := range s.loadedTopics() {
 			t.enforceQuota()

@@ -84,6 +84,10 @@ type ServiceConfig struct {
 	// against their backlog quota (Pulsar's
 	// backlogQuotaCheckIntervalInSeconds, 60s). At least 1s.
 	BacklogQuotaCheckInterval time.Duration
+	// MessageExpiryCheckInterval is how often the subscriptions of loaded
+	// topics with a message TTL expire what is older than it (Pulsar's
+	// messageExpiryCheckIntervalInMinutes, 5m; see expiry.go). At least 1s.
+	MessageExpiryCheckInterval time.Duration
 	// ReplicationStartAt is where the replication cursor of a region added
 	// to the clusters of a topic that already exists starts (Pulsar's
 	// replicationStartAt, PIP-356): ReplicationStartLatest (the default)
@@ -175,10 +179,11 @@ func DefaultServiceConfig(region, brokerID, serviceURL string) ServiceConfig {
 		MaxConcurrentTopicLoads: 5000,
 		MaxConcurrentLookups:    50_000,
 
-		BacklogQuotaCheckInterval: time.Minute,
-		ReplicationStartAt:        ReplicationStartLatest,
-		CloseTimeout:              5 * time.Second,
-		LoadBalance:               loadmgr.DefaultBalanceConfig(),
+		BacklogQuotaCheckInterval:  time.Minute,
+		MessageExpiryCheckInterval: 5 * time.Minute,
+		ReplicationStartAt:         ReplicationStartLatest,
+		CloseTimeout:               5 * time.Second,
+		LoadBalance:                loadmgr.DefaultBalanceConfig(),
 	}
 }
 
@@ -204,6 +209,8 @@ func (c ServiceConfig) Validate() error {
 		return fmt.Errorf("%w: DedupSnapshotInterval %d, want at least 1", ErrInvalidConfig, c.DedupSnapshotInterval)
 	case c.BacklogQuotaCheckInterval < time.Second:
 		return fmt.Errorf("%w: BacklogQuotaCheckInterval %v, want at least 1s", ErrInvalidConfig, c.BacklogQuotaCheckInterval)
+	case c.MessageExpiryCheckInterval < time.Second:
+		return fmt.Errorf("%w: MessageExpiryCheckInterval %v, want at least 1s", ErrInvalidConfig, c.MessageExpiryCheckInterval)
 	case c.TopicLoadTimeout < time.Second:
 		return fmt.Errorf("%w: TopicLoadTimeout %v, want at least 1s", ErrInvalidConfig, c.TopicLoadTimeout)
 	case c.MaxConcurrentTopicLoads < 1:
@@ -336,15 +343,16 @@ func NewService(cfg ServiceConfig, store meta.Store, policies *global.Cache, gst
 }
 
 // Start starts the load manager (which removes the previous run's claims
-// and registers the broker), the backlog quota checks, the replication
+// and registers the broker), the backlog quota checks, message expiry, the replication
 // cursors' upkeep, the moving of clients of namespaces active elsewhere
 // (migrate.go) and automatic region failover (failover.go).
 func (s *Service) Start(ctx context.Context) error {
 	if err := s.lm.Start(ctx); err != nil {
 		return err
 	}
-	s.wg.Add(4)
+	s.wg.Add(5)
 	go s.quotaLoop(s.cfg.BacklogQuotaCheckInterval)
+	go s.expiryLoop(s.cfg.MessageExpiryCheckInterval)
 	go s.replicationLoop()
 	go s.migrationLoop()
 	go s.failover.loop()

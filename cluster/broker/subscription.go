@@ -77,6 +77,9 @@ type subscription struct {
 	// topic was loaded: positions never delivered to the consumer that
 	// acked them (see ack).
 	ignoredAcks atomic.Int64
+	// expired counts the entries its cursor skipped by message expiry
+	// (expiry.go) since the topic was loaded.
+	expired atomic.Int64
 
 	// readRetry is the wait before the next retry of a storage read that
 	// failed, 0 while reads succeed (see retryReadInRound). Guarded by

@@ -193,6 +193,7 @@ var pulsarConfKeys = []confMapping{
 	{"brokerDeduplicationEntriesInterval", integer(1, 1<<30, func(c *RegionConfig) *int { return &c.Broker.Service.DedupSnapshotInterval })},
 	{"topicLoadTimeoutSeconds", seconds(1, 3600, func(c *RegionConfig) *time.Duration { return &c.Broker.Service.TopicLoadTimeout })},
 	{"backlogQuotaCheckIntervalInSeconds", seconds(1, 86400, func(c *RegionConfig) *time.Duration { return &c.Broker.Service.BacklogQuotaCheckInterval })},
+	{"messageExpiryCheckIntervalInMinutes", minutes(1, 1440, func(c *RegionConfig) *time.Duration { return &c.Broker.Service.MessageExpiryCheckInterval })},
 	{"replicationStartAt", func(c *RegionConfig, v string) error {
 		switch at := broker.ReplicationStart(strings.ToLower(v)); at {
 		case broker.ReplicationStartLatest, broker.ReplicationStartEarliest:

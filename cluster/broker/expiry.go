@@ -1,0 +1,97 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/meridian-mq/meridian/cluster/mledger"
+	"github.com/meridian-mq/meridian/cluster/wire"
+)
+
+// Message expiry, as Pulsar's expiry monitor runs it. Every
+// MessageExpiryCheckInterval (messageExpiryCheckIntervalInMinutes) the
+// service goes over its loaded topics. On a topic with a message TTL
+// (messageTTLInSeconds: the topic's, else the namespace's, else
+// ttlDurationDefaultInSeconds), every subscription consumes what was stored
+// longer ago than the TTL, as an admin's expire-messages does: its cursor
+// moves past those entries, and the messages still to deliver or
+// redeliver among them are dropped. A message may so outlive its TTL by up
+// to one interval, as in Pulsar.
+//
+// Age is the entry's broker timestamp in this region (mledger.FindByTime):
+// a message replicated here ages from its arrival, not from its first
+// publication. Replication cursors are not the broker's to move: the
+// replicator skips expired entries as it reads them (replicator/ttl.go).
+
+// expiryLoop expires the loaded topics' subscriptions on a schedule.
+func (s *Service) expiryLoop(interval time.Duration) {
+	defer s.wg.Done()
+	tick := s.clock.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-tick.Chan():
+		}
+		for _, t := range s.loadedTopics() {
+			t.expireByTTL(s.ctx)
+		}
+	}
+}
+
+// expireByTTL expires t's subscriptions by its message TTL, if it has one.
+func (t *Topic) expireByTTL(ctx context.Context) {
+	eff, err := t.svc.resolve(t.name)
+	if err != nil || eff.MessageTTLInSeconds <= 0 {
+		return
+	}
+	subs := t.subscriptions()
+	if len(subs) == 0 {
+		return
+	}
+	first, err := t.firstUnexpired(ctx, time.Duration(eff.MessageTTLInSeconds)*time.Second)
+	if err != nil {
+		t.svc.log.Warn("message expiry: finding the first message within the TTL", "topic", t.Name(), "err", err)
+		return
+	}
+	for _, s := range subs {
+		if err := s.expireBefore(first); err != nil {
+			t.svc.log.Warn("message expiry", "topic", t.Name(), "subscription", s.name, "err", err)
+		}
+	}
+}
+
+// firstUnexpired is the position of the first entry stored at most age
+// ago: the one after the last entry when every entry is older.
+func (t *Topic) firstUnexpired(ctx context.Context, age time.Duration) (mledger.Position, error) {
+	p, found, err := t.ml.FindByTime(ctx, t.svc.clock.Now().Add(-age).UnixMilli())
+	if err != nil {
+		return mledger.Position{}, fmt.Errorf("%w: %v", wire.ErrPersistence, err)
+	}
+	if !found {
+		p = t.ml.LastConfirmed()
+		p.Entry++
+	}
+	return p, nil
+}
+
+// expireBefore consumes every entry of s before first, and counts those it
+// consumed (the subscription stats' expired messages, in entries, as
+// Pulsar's expiry monitor counts them).
+func (s *subscription) expireBefore(first mledger.Position) error {
+	if first.Entry == 0 {
+		return nil // nothing older than the first entry of a ledger to know of
+	}
+	backlog := s.cursor.Backlog()
+	if err := s.cursor.AckCumulative(mledger.Position{Ledger: first.Ledger, Entry: first.Entry - 1}); err != nil &&
+		!errors.Is(err, mledger.ErrInvalidPosition) {
+		return err
+	}
+	s.expired.Add(max(backlog-s.cursor.Backlog(), 0))
+	s.dropPending()
+	s.replicatedChanged()
+	return nil
+}
