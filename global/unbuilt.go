@@ -44,10 +44,6 @@ var UnbuiltPolicies = []Unbuilt{
 	{Feature: "delayed delivery policy", Reason: "delayed messages are always delivered at their time; the policy's switch and tick are not read",
 		Paths:       []string{"delayedDelivery"},
 		InNamespace: extraHas(ExtraDelayedDelivery), InTopic: topicExtraHas(ExtraTopicDelayedDelivery)},
-	{Feature: "backlog quota message_age", Reason: "a backlog quota limits size only; its age limit is not checked",
-		Paths:       []string{"backlogQuota"},
-		InNamespace: func(p Policies) bool { return ageQuota(p.BacklogQuotaMap) },
-		InTopic:     func(tp TopicPolicies) bool { return ageQuota(tp.BacklogQuotaMap) }},
 	{Feature: "subscription expiration", Reason: "inactive subscriptions are never deleted",
 		Paths: []string{"subscriptionExpirationTime"}, InNamespace: extraHas("subscription_expiration_time_minutes")},
 	{Feature: "max topics per namespace", Reason: "a namespace's topic count is not limited",
@@ -118,11 +114,6 @@ func anyKey(e Extra, keys []string) bool {
 		}
 	}
 	return false
-}
-
-func ageQuota(m map[BacklogQuotaType]BacklogQuota) bool {
-	q, set := m[MessageAge]
-	return set && q.LimitTime > 0
 }
 
 func markDeleteRate(e Extra) bool {

@@ -25,23 +25,6 @@ import (
 // publication. Replication cursors are not the broker's to move: the
 // replicator skips expired entries as it reads them (replicator/ttl.go).
 
-// expiryLoop expires the loaded topics' subscriptions on a schedule.
-func (s *Service) expiryLoop(interval time.Duration) {
-	defer s.wg.Done()
-	tick := s.clock.NewTicker(interval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-s.ctx.Done():
-			return
-		case <-tick.Chan():
-		}
-		for _, t := range s.loadedTopics() {
-			t.expireByTTL(s.ctx)
-		}
-	}
-}
-
 // expireByTTL expires t's subscriptions by its message TTL, if it has one.
 func (t *Topic) expireByTTL(ctx context.Context) {
 	eff, err := t.svc.resolve(t.name)
@@ -52,7 +35,7 @@ func (t *Topic) expireByTTL(ctx context.Context) {
 	if len(subs) == 0 {
 		return
 	}
-	first, err := t.firstUnexpired(ctx, time.Duration(eff.MessageTTLInSeconds)*time.Second)
+	first, _, err := t.storedWithin(ctx, time.Duration(eff.MessageTTLInSeconds)*time.Second)
 	if err != nil {
 		t.svc.log.Warn("message expiry: finding the first message within the TTL", "topic", t.Name(), "err", err)
 		return
@@ -64,18 +47,20 @@ func (t *Topic) expireByTTL(ctx context.Context) {
 	}
 }
 
-// firstUnexpired is the position of the first entry stored at most age
-// ago: the one after the last entry when every entry is older.
-func (t *Topic) firstUnexpired(ctx context.Context, age time.Duration) (mledger.Position, error) {
+// storedWithin finds the entries stored at most age ago: first is the
+// first of them (the position after the last entry when there is none),
+// and within how many there are.
+func (t *Topic) storedWithin(ctx context.Context, age time.Duration) (first mledger.Position, within int64, err error) {
 	p, found, err := t.ml.FindByTime(ctx, t.svc.clock.Now().Add(-age).UnixMilli())
 	if err != nil {
-		return mledger.Position{}, fmt.Errorf("%w: %v", wire.ErrPersistence, err)
+		return mledger.Position{}, 0, fmt.Errorf("%w: %v", wire.ErrPersistence, err)
 	}
 	if !found {
 		p = t.ml.LastConfirmed()
 		p.Entry++
+		return p, 0, nil
 	}
-	return p, nil
+	return p, t.ml.EntriesAfter(p) + 1, nil
 }
 
 // expireBefore consumes every entry of s before first, and counts those it

@@ -319,7 +319,7 @@ func (t *Topic) ExpireMessages(ctx context.Context, name string, age time.Durati
 	if err != nil {
 		return err
 	}
-	first, err := t.firstUnexpired(ctx, age)
+	first, _, err := t.storedWithin(ctx, age)
 	if err != nil {
 		return err
 	}

@@ -351,8 +351,8 @@ func (s *Service) Start(ctx context.Context) error {
 		return err
 	}
 	s.wg.Add(5)
-	go s.quotaLoop(s.cfg.BacklogQuotaCheckInterval)
-	go s.expiryLoop(s.cfg.MessageExpiryCheckInterval)
+	go s.eachLoadedTopic(s.cfg.BacklogQuotaCheckInterval, func(t *Topic) { t.enforceQuota(s.ctx) })
+	go s.eachLoadedTopic(s.cfg.MessageExpiryCheckInterval, func(t *Topic) { t.expireByTTL(s.ctx) })
 	go s.replicationLoop()
 	go s.migrationLoop()
 	go s.failover.loop()
@@ -817,6 +817,25 @@ func (s *Service) LookupPermits() *LookupPermits { return s.lookups }
 func (s *Service) TopicLoadsQueued() int64 { return s.loads.queued.Load() }
 
 // loadedTopics returns the topics loaded here.
+// eachLoadedTopic calls f for every loaded topic each interval, on the
+// service's clock, until the service stops (the backlog quota checks,
+// message expiry).
+func (s *Service) eachLoadedTopic(interval time.Duration, f func(*Topic)) {
+	defer s.wg.Done()
+	tick := s.clock.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-tick.Chan():
+		}
+		for _, t := range s.loadedTopics() {
+			f(t)
+		}
+	}
+}
+
 func (s *Service) loadedTopics() []*Topic {
 	s.mu.Lock()
 	defer s.mu.Unlock()
