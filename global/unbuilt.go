@@ -44,8 +44,6 @@ var UnbuiltPolicies = []Unbuilt{
 	{Feature: "delayed delivery policy", Reason: "delayed messages are always delivered at their time; the policy's switch and tick are not read",
 		Paths:       []string{"delayedDelivery"},
 		InNamespace: extraHas(ExtraDelayedDelivery), InTopic: topicExtraHas(ExtraTopicDelayedDelivery)},
-	{Feature: "subscription expiration", Reason: "inactive subscriptions are never deleted",
-		Paths: []string{"subscriptionExpirationTime"}, InNamespace: extraHas("subscription_expiration_time_minutes")},
 	{Feature: "max topics per namespace", Reason: "a namespace's topic count is not limited",
 		Paths: []string{"maxTopicsPerNamespace"}, InNamespace: extraHas("max_topics_per_namespace")},
 	{Feature: "max unacked messages per subscription", Reason: "a subscription's unacked messages are limited per consumer only",

@@ -80,3 +80,33 @@ func (s *subscription) expireBefore(first mledger.Position) error {
 	s.replicatedChanged()
 	return nil
 }
+
+// Inactive subscriptions, as Pulsar expires them. Every
+// SubscriptionExpiryCheckInterval (subscriptionExpiryCheckIntervalInMinutes)
+// a durable subscription that has had no consumer for longer than its
+// namespace's subscriptionExpirationTime (else the broker's
+// subscriptionExpirationTimeMinutes) is deleted, with its cursor. A
+// replicated subscription is kept, as in Pulsar (apache/pulsar#8066):
+// another region's state would only create it again.
+
+// expireInactiveSubscriptions deletes t's subscriptions that have gone
+// without a consumer for longer than their expiration time.
+func (t *Topic) expireInactiveSubscriptions(ctx context.Context) {
+	eff, err := t.svc.resolve(t.name)
+	if err != nil || eff.SubscriptionExpirationTimeMinutes <= 0 {
+		return
+	}
+	idleSince := t.svc.clock.Now().Add(-time.Duration(eff.SubscriptionExpirationTimeMinutes) * time.Minute).UnixMilli()
+	for _, s := range t.subscriptions() {
+		if !s.cursor.Durable() || s.replicated() || s.consumerCount() > 0 || s.lastActive.Load() > idleSince {
+			continue
+		}
+		// Refused (ErrConsumerBusy) if a consumer attached meanwhile.
+		if err := t.DeleteSubscription(ctx, s.name, false); err != nil {
+			t.svc.log.Warn("subscription expiry", "topic", t.Name(), "subscription", s.name, "err", err)
+			continue
+		}
+		t.svc.log.Info("deleted a subscription without consumers for longer than its expiration time",
+			"topic", t.Name(), "subscription", s.name, "minutes", eff.SubscriptionExpirationTimeMinutes)
+	}
+}

@@ -2,11 +2,14 @@ package broker_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/jonboulle/clockwork"
 
 	"github.com/meridian-mq/meridian/cluster/broker"
 	"github.com/meridian-mq/meridian/cluster/broker/brokertest"
@@ -65,5 +68,54 @@ func TestMessageTTLExpiresSubscriptions(t *testing.T) {
 	waitExpired(15)
 	if s := stats(kept, "idle"); s.MsgBacklog != 10 || s.Expired != 0 {
 		t.Errorf("the topic without a TTL: backlog %d, %d expired; want 10 and 0", s.MsgBacklog, s.Expired)
+	}
+}
+
+// TestInactiveSubscriptionsExpire: on a namespace with a subscription
+// expiration time, a durable subscription that has had no consumer for
+// that long is deleted at the next check; one with a consumer stays, and
+// so does an idle one on a namespace without the policy. On the fake
+// clock: the expiration counts in minutes.
+func TestInactiveSubscriptionsExpire(t *testing.T) {
+	clock := clockwork.NewFakeClock()
+	r := startBroker(t, nil, func(c *brokertest.Config) {
+		c.Service.Clock = clock
+		c.Service.SubscriptionExpiryCheckInterval = time.Minute
+	})
+	c := newClient(t, r.ServiceURL())
+	expiring := "persistent://" + createNamespace(t, r, "subexp", global.Policies{
+		Extra: global.Extra{global.ExtraSubscriptionExpirationTime: json.RawMessage("1")}}) + "/t"
+	kept := "persistent://" + createNamespace(t, r, "subkept", global.Policies{}) + "/t"
+	idle := func(topic, name string) {
+		subscribe(t, c, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: name}).Close()
+	}
+	subscriptions := func(topic string) []string {
+		tp, err := r.Service().Topic(context.Background(), mustTopic(t, topic), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tp.Subscriptions()
+	}
+	// check lets the check run (its ticker fires) until name is gone.
+	check := func(name string) {
+		testkit.WaitFor(t, "subscription "+name+" expired", func() bool {
+			clock.Advance(time.Minute)
+			return !slices.Contains(subscriptions(expiring), name)
+		})
+	}
+	idle(expiring, "idle")
+	idle(kept, "idle")
+	subscribe(t, c, pulsar.ConsumerOptions{Topic: expiring, SubscriptionName: "busy"})
+	check("idle")
+	// A second subscription gone idle after the first expired: its
+	// expiry is a check that began after the first one ended, and went
+	// over every subscription.
+	idle(expiring, "later")
+	check("later")
+	if got := subscriptions(expiring); !slices.Equal(got, []string{"busy"}) {
+		t.Errorf("subscriptions of the expiring topic: %v, want [busy]", got)
+	}
+	if got := subscriptions(kept); !slices.Equal(got, []string{"idle"}) {
+		t.Errorf("subscriptions of the topic without the policy: %v, want [idle]", got)
 	}
 }

@@ -88,6 +88,12 @@ type ServiceConfig struct {
 	// topics with a message TTL expire what is older than it (Pulsar's
 	// messageExpiryCheckIntervalInMinutes, 5m; see expiry.go). At least 1s.
 	MessageExpiryCheckInterval time.Duration
+	// SubscriptionExpiryCheckInterval is how often durable subscriptions
+	// that have gone without a consumer for longer than their namespace's
+	// subscriptionExpirationTime are deleted (Pulsar's
+	// subscriptionExpiryCheckIntervalInMinutes, 5m; see expiry.go). At
+	// least 1s.
+	SubscriptionExpiryCheckInterval time.Duration
 	// ReplicationStartAt is where the replication cursor of a region added
 	// to the clusters of a topic that already exists starts (Pulsar's
 	// replicationStartAt, PIP-356): ReplicationStartLatest (the default)
@@ -179,11 +185,12 @@ func DefaultServiceConfig(region, brokerID, serviceURL string) ServiceConfig {
 		MaxConcurrentTopicLoads: 5000,
 		MaxConcurrentLookups:    50_000,
 
-		BacklogQuotaCheckInterval:  time.Minute,
-		MessageExpiryCheckInterval: 5 * time.Minute,
-		ReplicationStartAt:         ReplicationStartLatest,
-		CloseTimeout:               5 * time.Second,
-		LoadBalance:                loadmgr.DefaultBalanceConfig(),
+		BacklogQuotaCheckInterval:       time.Minute,
+		MessageExpiryCheckInterval:      5 * time.Minute,
+		SubscriptionExpiryCheckInterval: 5 * time.Minute,
+		ReplicationStartAt:              ReplicationStartLatest,
+		CloseTimeout:                    5 * time.Second,
+		LoadBalance:                     loadmgr.DefaultBalanceConfig(),
 	}
 }
 
@@ -211,6 +218,8 @@ func (c ServiceConfig) Validate() error {
 		return fmt.Errorf("%w: BacklogQuotaCheckInterval %v, want at least 1s", ErrInvalidConfig, c.BacklogQuotaCheckInterval)
 	case c.MessageExpiryCheckInterval < time.Second:
 		return fmt.Errorf("%w: MessageExpiryCheckInterval %v, want at least 1s", ErrInvalidConfig, c.MessageExpiryCheckInterval)
+	case c.SubscriptionExpiryCheckInterval < time.Second:
+		return fmt.Errorf("%w: SubscriptionExpiryCheckInterval %v, want at least 1s", ErrInvalidConfig, c.SubscriptionExpiryCheckInterval)
 	case c.TopicLoadTimeout < time.Second:
 		return fmt.Errorf("%w: TopicLoadTimeout %v, want at least 1s", ErrInvalidConfig, c.TopicLoadTimeout)
 	case c.MaxConcurrentTopicLoads < 1:
@@ -343,16 +352,18 @@ func NewService(cfg ServiceConfig, store meta.Store, policies *global.Cache, gst
 }
 
 // Start starts the load manager (which removes the previous run's claims
-// and registers the broker), the backlog quota checks, message expiry, the replication
+// and registers the broker), the backlog quota checks, message and
+// subscription expiry, the replication
 // cursors' upkeep, the moving of clients of namespaces active elsewhere
 // (migrate.go) and automatic region failover (failover.go).
 func (s *Service) Start(ctx context.Context) error {
 	if err := s.lm.Start(ctx); err != nil {
 		return err
 	}
-	s.wg.Add(5)
+	s.wg.Add(6)
 	go s.eachLoadedTopic(s.cfg.BacklogQuotaCheckInterval, func(t *Topic) { t.enforceQuota(s.ctx) })
 	go s.eachLoadedTopic(s.cfg.MessageExpiryCheckInterval, func(t *Topic) { t.expireByTTL(s.ctx) })
+	go s.eachLoadedTopic(s.cfg.SubscriptionExpiryCheckInterval, func(t *Topic) { t.expireInactiveSubscriptions(s.ctx) })
 	go s.replicationLoop()
 	go s.migrationLoop()
 	go s.failover.loop()

@@ -239,6 +239,8 @@ var pulsarConfKeys = []confMapping{
 	{"defaultRetentionTimeInMinutes", integer(-1, 1<<31-1, func(c *RegionConfig) *int { return &c.Broker.Service.Policies.RetentionTimeInMinutes })},
 	{"defaultRetentionSizeInMB", int64Field(-1, 1<<40, func(c *RegionConfig) *int64 { return &c.Broker.Service.Policies.RetentionSizeInMB })},
 	{"ttlDurationDefaultInSeconds", integer(0, 1<<31-1, func(c *RegionConfig) *int { return &c.Broker.Service.Policies.MessageTTLInSeconds })},
+	{"subscriptionExpirationTimeMinutes", integer(0, 1<<31-1, func(c *RegionConfig) *int { return &c.Broker.Service.Policies.SubscriptionExpirationTimeMinutes })},
+	{"subscriptionExpiryCheckIntervalInMinutes", minutes(1, 1440, func(c *RegionConfig) *time.Duration { return &c.Broker.Service.SubscriptionExpiryCheckInterval })},
 	{"backlogQuotaDefaultLimitBytes", int64Field(-1, 1<<62, func(c *RegionConfig) *int64 { return &c.Broker.Service.Policies.BacklogQuotaLimitBytes })},
 	{"backlogQuotaDefaultLimitSecond", int64Field(-1, 1<<40, func(c *RegionConfig) *int64 { return &c.Broker.Service.Policies.BacklogQuotaLimitSeconds })},
 	{"backlogQuotaDefaultLimitGB", func(c *RegionConfig, v string) error {
