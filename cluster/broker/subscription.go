@@ -77,6 +77,13 @@ type subscription struct {
 	// topic was loaded: positions never delivered to the consumer that
 	// acked them (see ack).
 	ignoredAcks atomic.Int64
+	// lastActive is when the subscription last had a consumer (Unix ms):
+	// its creation or load, or its last consumer's leaving. Subscription
+	// expiry goes by it (expiry.go).
+	lastActive atomic.Int64
+	// expired counts the entries its cursor skipped by message expiry
+	// (expiry.go) since the topic was loaded.
+	expired atomic.Int64
 
 	// readRetry is the wait before the next retry of a storage read that
 	// failed, 0 while reads succeed (see retryReadInRound). Guarded by
@@ -121,6 +128,7 @@ func newSubscription(t *Topic, name string, kind pb.CommandSubscribe_SubType, cu
 	s := &subscription{topic: t, name: name, kind: kind, cursor: cur, cfg: t.svc.cfg.Dispatch,
 		clock: t.svc.clock, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.lastActive.Store(s.clock.Now().UnixMilli())
 	s.mu.pending = make(map[mledger.Position]*pendingEntry)
 	s.mu.replay = make(map[mledger.Position]uint32)
 	s.mu.replayKeys = make(map[uint32]int)
