@@ -20,6 +20,9 @@ type BrokerDefaults struct {
 	RetentionSizeInMB      int64
 	// MessageTTLInSeconds is ttlDurationDefaultInSeconds: 0, no expiry.
 	MessageTTLInSeconds int
+	// SubscriptionExpirationTimeMinutes is subscriptionExpirationTimeMinutes:
+	// 0, subscriptions without consumers are kept for ever.
+	SubscriptionExpirationTimeMinutes int
 	// DeduplicationEnabled is brokerDeduplicationEnabled: false. Replication
 	// relies on deduplication of its own producer regardless (DESIGN §6).
 	DeduplicationEnabled bool
@@ -90,6 +93,9 @@ func (d BrokerDefaults) Validate() error {
 	if err := (RetentionPolicies{d.RetentionTimeInMinutes, d.RetentionSizeInMB}).validate(); err != nil {
 		return fmt.Errorf("global: BrokerDefaults: %w", err)
 	}
+	if d.SubscriptionExpirationTimeMinutes < 0 {
+		return fmt.Errorf("global: BrokerDefaults.SubscriptionExpirationTimeMinutes must not be negative, got %d", d.SubscriptionExpirationTimeMinutes)
+	}
 	if d.MessageTTLInSeconds < 0 {
 		return fmt.Errorf("global: BrokerDefaults.MessageTTLInSeconds must not be negative, got %d", d.MessageTTLInSeconds)
 	}
@@ -125,6 +131,11 @@ func (d BrokerDefaults) backlogQuotas() map[BacklogQuotaType]BacklogQuota {
 	}
 }
 
+// ExtraSubscriptionExpirationTime is the Extra key of a namespace's
+// subscriptionExpirationTime, in minutes (Pulsar's
+// Policies.subscription_expiration_time_minutes).
+const ExtraSubscriptionExpirationTime = "subscription_expiration_time_minutes"
+
 // Effective are the policies a broker applies to one topic.
 type Effective struct {
 	Retention RetentionPolicies
@@ -132,6 +143,10 @@ type Effective struct {
 	BacklogQuotas        map[BacklogQuotaType]BacklogQuota
 	MessageTTLInSeconds  int
 	DeduplicationEnabled bool
+	// SubscriptionExpirationTimeMinutes is how long a durable subscription
+	// may go without a consumer before the broker deletes it: the
+	// namespace's subscriptionExpirationTime, else the broker's; 0, never.
+	SubscriptionExpirationTimeMinutes int
 	// AutoTopicCreation is the namespace's override or the broker's
 	// setting; Partitions is set only for the partitioned type.
 	AutoTopicCreation AutoTopicCreation
@@ -227,6 +242,10 @@ func Resolve(d BrokerDefaults, tenant TenantInfo, ns Policies, topic *TopicPolic
 	}
 	if ttl := first(tp.MessageTTLInSeconds, ns.MessageTTLInSeconds); ttl != nil {
 		e.MessageTTLInSeconds = *ttl
+	}
+	e.SubscriptionExpirationTimeMinutes = d.SubscriptionExpirationTimeMinutes
+	if m, ok := ns.Extra.limit(ExtraSubscriptionExpirationTime); ok {
+		e.SubscriptionExpirationTimeMinutes = m
 	}
 	if dd := first(tp.DeduplicationEnabled, ns.DeduplicationEnabled); dd != nil {
 		e.DeduplicationEnabled = *dd

@@ -52,20 +52,6 @@ var UnbuiltPolicies = []Unbuilt{
 	{Feature: "delayed delivery policy", Reason: "delayed messages are always delivered at their time; the policy's switch and tick are not read",
 		Paths:       []string{"delayedDelivery"},
 		InNamespace: extraHas(ExtraDelayedDelivery), InTopic: topicExtraHas(ExtraTopicDelayedDelivery)},
-	{Feature: "subscription message TTL", Reason: "the TTL expires replication backlogs only; a subscription's backlog never expires",
-		Paths: []string{"messageTTL"},
-		InNamespace: func(p Policies) bool {
-			return p.MessageTTLInSeconds != nil && *p.MessageTTLInSeconds > 0
-		},
-		InTopic: func(tp TopicPolicies) bool {
-			return tp.MessageTTLInSeconds != nil && *tp.MessageTTLInSeconds > 0
-		}},
-	{Feature: "backlog quota message_age", Reason: "a backlog quota limits size only; its age limit is not checked",
-		Paths:       []string{"backlogQuota"},
-		InNamespace: func(p Policies) bool { return ageQuota(p.BacklogQuotaMap) },
-		InTopic:     func(tp TopicPolicies) bool { return ageQuota(tp.BacklogQuotaMap) }},
-	{Feature: "subscription expiration", Reason: "inactive subscriptions are never deleted",
-		Paths: []string{"subscriptionExpirationTime"}, InNamespace: extraHas("subscription_expiration_time_minutes")},
 	{Feature: "max topics per namespace", Reason: "a namespace's topic count is not limited",
 		Paths: []string{"maxTopicsPerNamespace"}, InNamespace: extraHas("max_topics_per_namespace")},
 	{Feature: "max unacked messages per subscription", Reason: "a subscription's unacked messages are limited per consumer only",
@@ -134,11 +120,6 @@ func anyKey(e Extra, keys []string) bool {
 		}
 	}
 	return false
-}
-
-func ageQuota(m map[BacklogQuotaType]BacklogQuota) bool {
-	q, set := m[MessageAge]
-	return set && q.LimitTime > 0
 }
 
 // relativeRate reports whether any of rates is relative to the publish

@@ -297,7 +297,6 @@ func TestUnbuiltPoliciesWarn(t *testing.T) {
 		{"compactionThreshold", `1048576`, "compaction"},
 		{"dispatchRate", `{"dispatchThrottlingRateInMsg":10,"dispatchThrottlingRateInByte":-1,"ratePeriodInSecond":1,"relativeToPublishRate":true}`,
 			"dispatch rate relative to publish rate"},
-		{"messageTTL", `60`, "subscription message TTL"},
 	} {
 		status, body, h := callHeader(t, "POST", "/admin/v2/namespaces/"+ns+"/"+c.path, c.body)
 		if status != http.StatusNoContent {

@@ -54,6 +54,7 @@ type (
 		MsgThroughputOut    float64 `json:"msgThroughputOut"`
 		MsgRateRedeliver    float64 `json:"msgRateRedeliver"`
 		MsgRateExpired      float64 `json:"msgRateExpired"`
+		TotalMsgExpired     int64   `json:"totalMsgExpired"`
 		MsgBacklog          int64   `json:"msgBacklog"`
 		MsgBacklogNoDelayed int64   `json:"msgBacklogNoDelayed"`
 		MsgDelayed          int64   `json:"msgDelayed"`
@@ -210,6 +211,8 @@ func (h *handler) renderStats(name string, st broker.TopicStats, dedup bool) top
 			Consumers: []consumerStats{}, ConsumersAfterMarkDeletePosition: map[string]string{},
 			SubscriptionProperties: map[string]string{}}
 		ss.MsgRateOut, ss.MsgThroughputOut = h.rates.rate(name+"\x00s\x00"+sub, now, s.MsgOutCounter, s.BytesOutCounter)
+		ss.TotalMsgExpired = s.Expired
+		ss.MsgRateExpired, _ = h.rates.rate(name+"\x00expired\x00"+sub, now, s.Expired, 0)
 		for _, c := range s.Consumers {
 			cs := consumerStats{ConsumerName: c.ConsumerName, AvailablePermits: c.AvailablePermits,
 				UnackedMessages: c.UnackedMessages, MsgOutCounter: c.MsgOutCounter, BytesOutCounter: c.BytesOutCounter,
@@ -284,6 +287,8 @@ func (s *topicStats) add(p topicStats) {
 		}
 		ss.MsgRateOut += ps.MsgRateOut
 		ss.MsgThroughputOut += ps.MsgThroughputOut
+		ss.MsgRateExpired += ps.MsgRateExpired
+		ss.TotalMsgExpired += ps.TotalMsgExpired
 		ss.MsgBacklog += ps.MsgBacklog
 		ss.MsgBacklogNoDelayed += ps.MsgBacklogNoDelayed
 		ss.MsgDelayed += ps.MsgDelayed

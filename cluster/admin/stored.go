@@ -65,7 +65,7 @@ type storedPolicy struct {
 var namespaceStored = []storedPolicy{
 	{path: "maxTopicsPerNamespace", key: "max_topics_per_namespace", kind: kindNonNegInt, unset: "0",
 		invalid: "maxTopicsPerNamespace must be 0 or more"},
-	{path: "subscriptionExpirationTime", key: "subscription_expiration_time_minutes", kind: kindNonNegInt,
+	{path: "subscriptionExpirationTime", key: global.ExtraSubscriptionExpirationTime, kind: kindNonNegInt,
 		invalid: "Invalid value for subscription expiration time"},
 	{path: "maxProducersPerTopic", key: global.ExtraMaxProducersPerTopic, kind: kindNonNegInt},
 	{path: "maxConsumersPerTopic", key: global.ExtraMaxConsumersPerTopic, kind: kindNonNegInt},

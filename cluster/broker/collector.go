@@ -105,6 +105,7 @@ var subscriptionFamilies = []subscriptionFamily{
 	{"pulsar_subscription_consumers_count", "Consumers connected to the subscription.", func(s *SubscriptionMetrics) float64 { return float64(s.Consumers) }},
 	{"pulsar_out_messages_total", "Messages dispatched to the subscription since the topic was loaded.", func(s *SubscriptionMetrics) float64 { return float64(s.MsgOutCounter) }},
 	{"pulsar_out_bytes_total", "Bytes dispatched to the subscription since the topic was loaded.", func(s *SubscriptionMetrics) float64 { return float64(s.BytesOutCounter) }},
+	{"pulsar_subscription_total_msg_expired", "Messages (entries) consumed by message expiry since the topic was loaded.", func(s *SubscriptionMetrics) float64 { return float64(s.Expired) }},
 	{"pulsar_subscription_ignored_acks_total", "Acked message ids the broker ignored since the topic was loaded: positions never delivered to the consumer that acked them (after a failover, ids of another region).", func(s *SubscriptionMetrics) float64 { return float64(s.IgnoredAcks) }},
 }
 

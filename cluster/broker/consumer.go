@@ -64,6 +64,7 @@ func (c *consumer) disconnectTo(ctx context.Context, dest *loadmgr.Owner) {
 // subscription ends with its last consumer, closed by ctx's deadline.
 func (c *consumer) detach(ctx context.Context) {
 	if c.sub.removeConsumer(c) {
+		c.sub.lastActive.Store(c.sub.clock.Now().UnixMilli())
 		c.sub.endIfUnused(ctx)
 	}
 }

@@ -26,6 +26,7 @@
 //	replication.go the replication cursors a topic keeps for its remote regions
 //	replsubs.go    replicated subscriptions: their states to and from the other regions
 //	quota.go       backlog quotas
+//	expiry.go      message expiry: subscriptions consume what outlived the TTL
 //	schemas.go     the schema commands, over the schema subpackage
 //	trace.go       spans of publish and delivery for traced messages
 //

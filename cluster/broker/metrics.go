@@ -199,7 +199,7 @@ type SubscriptionMetrics struct {
 	Consumers                      int
 	RateOut, ThroughputOut         float64
 	MsgOutCounter, BytesOutCounter int64
-	IgnoredAcks                    int64
+	IgnoredAcks, Expired           int64
 	// ReplicatedStateAge is, per remote region, the age of its state of
 	// this replicated subscription last applied here.
 	ReplicatedStateAge map[string]time.Duration
@@ -351,7 +351,7 @@ func (t *Topic) metrics(ctx context.Context, tasks map[string]mledger.Replicatio
 		tm.MsgBacklog += ss.MsgBacklog
 		tm.Subs[name] = SubscriptionMetrics{Backlog: ss.MsgBacklog, Unacked: ss.UnackedMessages, Delayed: ss.DelayedMessages,
 			Consumers: len(ss.Consumers), MsgOutCounter: ss.MsgOutCounter, BytesOutCounter: ss.BytesOutCounter,
-			IgnoredAcks: ss.IgnoredAcks, ReplicatedStateAge: ss.ReplicatedStateAges(now)}
+			IgnoredAcks: ss.IgnoredAcks, Expired: ss.Expired, ReplicatedStateAge: ss.ReplicatedStateAges(now)}
 		cur[windowSubPrefix+name] = [2]int64{ss.MsgOutCounter, ss.BytesOutCounter}
 	}
 	// Inbound: the replication producers the remote regions connected

@@ -71,6 +71,9 @@ type SubscriptionStats struct {
 	// IgnoredAcks counts the acked ids ignored since the topic was
 	// loaded: positions never delivered to the consumer that acked them.
 	IgnoredAcks int64
+	// Expired counts the entries consumed by message expiry since the
+	// topic was loaded (expiry.go).
+	Expired int64
 	// Replicated says the subscription's state travels to the other
 	// regions; ReplicatedStateTaken says when each of them took the state
 	// last applied here (its age is now less that).
@@ -143,7 +146,7 @@ func (s *subscription) stats() SubscriptionStats {
 		MarkDelete: s.cursor.MarkDeletePosition(), ReadPosition: s.cursor.ReadPosition(),
 		DelayedMessages: int64(s.mu.delayed.Len())}
 	ss.MsgOutCounter, ss.BytesOutCounter = s.out.msgs.Load(), s.out.bytes.Load()
-	ss.IgnoredAcks = s.ignoredAcks.Load()
+	ss.IgnoredAcks, ss.Expired = s.ignoredAcks.Load(), s.expired.Load()
 	if ss.Replicated = s.replicated(); ss.Replicated && s.topic.rs != nil {
 		ss.ReplicatedStateTaken = s.topic.rs.takenAt(s.name)
 	}
@@ -316,24 +319,11 @@ func (t *Topic) ExpireMessages(ctx context.Context, name string, age time.Durati
 	if err != nil {
 		return err
 	}
-	p, found, err := t.ml.FindByTime(ctx, time.Now().Add(-age).UnixMilli())
+	first, _, err := t.storedWithin(ctx, age)
 	if err != nil {
-		return fmt.Errorf("%w: %v", wire.ErrPersistence, err)
-	}
-	if !found {
-		p = t.ml.LastConfirmed()
-		p.Entry++
-	}
-	if p.Entry == 0 {
-		return nil // nothing older than the first entry of a ledger to know of
-	}
-	if err := s.cursor.AckCumulative(mledger.Position{Ledger: p.Ledger, Entry: p.Entry - 1}); err != nil &&
-		!errors.Is(err, mledger.ErrInvalidPosition) {
 		return err
 	}
-	s.dropPending()
-	s.replicatedChanged()
-	return nil
+	return s.expireBefore(first)
 }
 
 // Peek returns up to n entries a subscription has not consumed, from its

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -12,21 +13,27 @@ import (
 
 // Backlog quotas, as Pulsar enforces them: a topic's backlog is what its
 // slowest durable cursor has not consumed, its replication cursors
-// included (a remote region that is down holds it). When it is over the
-// destination_storage limit,
+// included (a remote region that is down holds it). A destination_storage
+// quota limits its size, a message_age quota the age of its oldest
+// message (stored in this region longer ago than limitTime). When the
+// topic is over either,
 //   - producer_request_hold and producer_exception: the topic's producers
 //     are disconnected, and new ones are refused (ProducerBlockedQuota...)
 //     until the backlog is back under the limit; clients keep retrying
 //     until their send timeout;
-//   - consumer_backlog_eviction: the slowest subscriptions skip their
-//     oldest messages until their backlog fits; a replication cursor is
+//   - consumer_backlog_eviction: for size, the slowest subscriptions skip
+//     their oldest messages until their backlog fits; for age, every
+//     subscription expires what is older than the limit (counted as
+//     expired, as Pulsar's eviction by time is). A replication cursor is
 //     its replicator's and is not moved, so what a remote has not received
 //     stays for it.
 //
 // The service checks every loaded topic each BacklogQuotaCheckInterval
 // (Pulsar's backlogQuotaCheckIntervalInSeconds), and a new producer is
-// checked when it connects. The backlog's size is estimated as its entry
-// count times the topic's average stored entry size.
+// checked when it connects: against the size then, and against the age as
+// the last check found it (the age needs a search of the storage). The
+// backlog's size is estimated as its entry count times the topic's
+// average stored entry size.
 
 // backlogBytes estimates the bytes the slowest durable cursor has not
 // consumed: a subscription's, or a replication cursor's (a remote region
@@ -75,44 +82,67 @@ func storageQuota(eff global.Effective) (global.BacklogQuota, bool) {
 	return q, ok && q.LimitSize >= 0
 }
 
-// quotaExceeded reports the storage quota's policy when the topic is over
-// it.
-func (t *Topic) quotaExceeded(eff global.Effective) (global.BacklogPolicy, bool) {
-	q, ok := storageQuota(eff)
-	if !ok {
-		return "", false
-	}
-	return q.Policy, t.backlogBytes() > q.LimitSize
+// ageQuota is the topic's message_age quota, if it has a limit.
+func ageQuota(eff global.Effective) (global.BacklogQuota, bool) {
+	q, ok := eff.BacklogQuotas[global.MessageAge]
+	return q, ok && q.LimitTime > 0
 }
 
-// admitProducerQuota refuses a new producer on a topic over its quota
-// with a producer-blocking policy.
+// storageExceeded reports whether the topic is over its storage quota.
+func (t *Topic) storageExceeded(eff global.Effective) bool {
+	q, ok := storageQuota(eff)
+	return ok && t.backlogBytes() > q.LimitSize
+}
+
+// admitProducerQuota refuses a new producer on a topic over a quota with
+// a producer-blocking policy.
 func (t *Topic) admitProducerQuota(eff global.Effective) error {
-	policy, over := t.quotaExceeded(eff)
-	switch {
-	case !over:
-		return nil
-	case policy == global.ProducerRequestHold:
-		return fmt.Errorf("%w: topic %s is over its backlog quota", wire.ErrProducerBlockedQuotaExceeded, t.Name())
-	case policy == global.ProducerException:
-		return fmt.Errorf("%w: topic %s is over its backlog quota", wire.ErrProducerBlockedQuotaExceededAtOpen, t.Name())
+	if q, ok := storageQuota(eff); ok && t.storageExceeded(eff) {
+		if err := refuseProducer(q.Policy, t.Name()); err != nil {
+			return err
+		}
+	}
+	if q, ok := ageQuota(eff); ok && t.overAgeQuota.Load() {
+		return refuseProducer(q.Policy, t.Name())
 	}
 	return nil
 }
 
-// enforceQuota applies the storage quota's policy once.
-func (t *Topic) enforceQuota() {
+// refuseProducer is the refusal of a new producer on a topic over a quota
+// whose policy is policy; nil for a policy that blocks no producer.
+func refuseProducer(policy global.BacklogPolicy, topic string) error {
+	switch policy {
+	case global.ProducerRequestHold:
+		return fmt.Errorf("%w: topic %s is over its backlog quota", wire.ErrProducerBlockedQuotaExceeded, topic)
+	case global.ProducerException:
+		return fmt.Errorf("%w: topic %s is over its backlog quota", wire.ErrProducerBlockedQuotaExceededAtOpen, topic)
+	}
+	return nil
+}
+
+// enforceQuota applies the topic's backlog quotas once.
+func (t *Topic) enforceQuota(ctx context.Context) {
 	eff, err := t.svc.resolve(t.name)
 	if err != nil {
 		return
 	}
-	q, ok := storageQuota(eff)
+	if q, ok := storageQuota(eff); ok {
+		t.enforceStorageQuota(eff, q)
+	}
+	q, ok := ageQuota(eff)
 	if !ok {
+		t.overAgeQuota.Store(false)
 		return
 	}
+	if err := t.enforceAgeQuota(ctx, q); err != nil {
+		t.svc.log.Warn("backlog quota: checking the age of the backlog", "topic", t.Name(), "err", err)
+	}
+}
+
+func (t *Topic) enforceStorageQuota(eff global.Effective, q global.BacklogQuota) {
 	switch q.Policy {
 	case global.ProducerRequestHold, global.ProducerException:
-		if _, over := t.quotaExceeded(eff); over {
+		if t.storageExceeded(eff) {
 			t.disconnectProducers()
 		}
 	case global.ConsumerBacklogEviction:
@@ -131,19 +161,36 @@ func (t *Topic) enforceQuota() {
 	}
 }
 
-// quotaLoop checks every loaded topic's backlog quota on a schedule.
-func (s *Service) quotaLoop(interval time.Duration) {
-	defer s.wg.Done()
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-s.ctx.Done():
-			return
-		case <-tick.C:
-		}
-		for _, t := range s.loadedTopics() {
-			t.enforceQuota()
+// enforceAgeQuota checks the message_age quota q, and records the verdict
+// for the producers that connect until the next check.
+func (t *Topic) enforceAgeQuota(ctx context.Context, q global.BacklogQuota) error {
+	limit := time.Duration(q.LimitTime) * time.Second
+	first, within, err := t.storedWithin(ctx, limit)
+	if err != nil {
+		return err
+	}
+	// A cursor holds a message older than the limit when it has more
+	// entries after its mark-delete position than were stored within it.
+	holdsOlder := func(markDeleted mledger.Position) bool { return t.ml.EntriesAfter(markDeleted) > within }
+	if q.Policy == global.ConsumerBacklogEviction {
+		for _, s := range t.subscriptions() {
+			if s.cursor.Durable() && holdsOlder(s.cursor.MarkDeletePosition()) {
+				if err := s.expireBefore(first); err != nil {
+					return err
+				}
+			}
 		}
 	}
+	over := false
+	for _, s := range t.subscriptions() {
+		over = over || (s.cursor.Durable() && holdsOlder(s.cursor.MarkDeletePosition()))
+	}
+	for name, p := range t.ml.ForeignCursors() {
+		over = over || (strings.HasPrefix(name, mledger.ReplicationCursorPrefix) && holdsOlder(p))
+	}
+	t.overAgeQuota.Store(over)
+	if over && (q.Policy == global.ProducerRequestHold || q.Policy == global.ProducerException) {
+		t.disconnectProducers()
+	}
+	return nil
 }

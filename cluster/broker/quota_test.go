@@ -128,3 +128,61 @@ func TestBacklogQuotaCountsReplication(t *testing.T) {
 		return err != nil
 	})
 }
+
+// TestBacklogQuotaMessageAge: a message_age quota holds producers while a
+// subscription has a message stored longer ago than its limit, and admits
+// them again once the subscription consumed it; under
+// consumer_backlog_eviction such messages expire instead.
+func TestBacklogQuotaMessageAge(t *testing.T) {
+	r := startBroker(t, nil, func(c *brokertest.Config) { c.Service.BacklogQuotaCheckInterval = time.Second })
+	c := newClient(t, r.ServiceURL())
+	ageQuota := func(policy global.BacklogPolicy) map[global.BacklogQuotaType]global.BacklogQuota {
+		return map[global.BacklogQuotaType]global.BacklogQuota{
+			global.MessageAge: {LimitSize: -1, LimitTime: 1, Policy: policy},
+		}
+	}
+	fill := func(topic string) pulsar.Consumer {
+		cons := subscribe(t, c, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "slow"})
+		p := createProducer(t, c, pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+		for range 5 {
+			if _, err := p.Send(context.Background(), &pulsar.ProducerMessage{Payload: []byte("m")}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return cons
+	}
+	short, err := pulsar.NewClient(pulsar.ClientOptions{URL: r.ServiceURL(), OperationTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer short.Close()
+	admitted := func(topic string) bool {
+		p, err := short.CreateProducer(pulsar.ProducerOptions{Topic: topic})
+		if err == nil {
+			p.Close()
+		}
+		return err == nil
+	}
+
+	topic := "persistent://" + createNamespace(t, r, "age-hold", global.Policies{BacklogQuotaMap: ageQuota(global.ProducerRequestHold)}) + "/t"
+	cons := fill(topic)
+	testkit.WaitFor(t, "a producer refused while the backlog holds a message older than a second", func() bool { return !admitted(topic) })
+	for range 5 {
+		cons.Ack(receive(t, cons))
+	}
+	testkit.WaitFor(t, "a producer admitted once the backlog is consumed", func() bool { return admitted(topic) })
+
+	topic = "persistent://" + createNamespace(t, r, "age-evict", global.Policies{BacklogQuotaMap: ageQuota(global.ConsumerBacklogEviction)}) + "/t"
+	fill(topic)
+	testkit.WaitFor(t, "the slow subscription's messages older than a second expired", func() bool {
+		tp, err := r.Service().Topic(context.Background(), mustTopic(t, topic), false)
+		if err != nil {
+			return false
+		}
+		s := tp.Stats().Subscriptions["slow"]
+		return s.MsgBacklog == 0 && s.Expired == 5
+	})
+	if !admitted(topic) {
+		t.Error("a producer was refused under consumer_backlog_eviction")
+	}
+}

@@ -84,6 +84,16 @@ type ServiceConfig struct {
 	// against their backlog quota (Pulsar's
 	// backlogQuotaCheckIntervalInSeconds, 60s). At least 1s.
 	BacklogQuotaCheckInterval time.Duration
+	// MessageExpiryCheckInterval is how often the subscriptions of loaded
+	// topics with a message TTL expire what is older than it (Pulsar's
+	// messageExpiryCheckIntervalInMinutes, 5m; see expiry.go). At least 1s.
+	MessageExpiryCheckInterval time.Duration
+	// SubscriptionExpiryCheckInterval is how often durable subscriptions
+	// that have gone without a consumer for longer than their namespace's
+	// subscriptionExpirationTime are deleted (Pulsar's
+	// subscriptionExpiryCheckIntervalInMinutes, 5m; see expiry.go). At
+	// least 1s.
+	SubscriptionExpiryCheckInterval time.Duration
 	// ReplicationStartAt is where the replication cursor of a region added
 	// to the clusters of a topic that already exists starts (Pulsar's
 	// replicationStartAt, PIP-356): ReplicationStartLatest (the default)
@@ -175,10 +185,12 @@ func DefaultServiceConfig(region, brokerID, serviceURL string) ServiceConfig {
 		MaxConcurrentTopicLoads: 5000,
 		MaxConcurrentLookups:    50_000,
 
-		BacklogQuotaCheckInterval: time.Minute,
-		ReplicationStartAt:        ReplicationStartLatest,
-		CloseTimeout:              5 * time.Second,
-		LoadBalance:               loadmgr.DefaultBalanceConfig(),
+		BacklogQuotaCheckInterval:       time.Minute,
+		MessageExpiryCheckInterval:      5 * time.Minute,
+		SubscriptionExpiryCheckInterval: 5 * time.Minute,
+		ReplicationStartAt:              ReplicationStartLatest,
+		CloseTimeout:                    5 * time.Second,
+		LoadBalance:                     loadmgr.DefaultBalanceConfig(),
 	}
 }
 
@@ -204,6 +216,10 @@ func (c ServiceConfig) Validate() error {
 		return fmt.Errorf("%w: DedupSnapshotInterval %d, want at least 1", ErrInvalidConfig, c.DedupSnapshotInterval)
 	case c.BacklogQuotaCheckInterval < time.Second:
 		return fmt.Errorf("%w: BacklogQuotaCheckInterval %v, want at least 1s", ErrInvalidConfig, c.BacklogQuotaCheckInterval)
+	case c.MessageExpiryCheckInterval < time.Second:
+		return fmt.Errorf("%w: MessageExpiryCheckInterval %v, want at least 1s", ErrInvalidConfig, c.MessageExpiryCheckInterval)
+	case c.SubscriptionExpiryCheckInterval < time.Second:
+		return fmt.Errorf("%w: SubscriptionExpiryCheckInterval %v, want at least 1s", ErrInvalidConfig, c.SubscriptionExpiryCheckInterval)
 	case c.TopicLoadTimeout < time.Second:
 		return fmt.Errorf("%w: TopicLoadTimeout %v, want at least 1s", ErrInvalidConfig, c.TopicLoadTimeout)
 	case c.MaxConcurrentTopicLoads < 1:
@@ -336,15 +352,18 @@ func NewService(cfg ServiceConfig, store meta.Store, policies *global.Cache, gst
 }
 
 // Start starts the load manager (which removes the previous run's claims
-// and registers the broker), the backlog quota checks, the replication
+// and registers the broker), the backlog quota checks, message and
+// subscription expiry, the replication
 // cursors' upkeep, the moving of clients of namespaces active elsewhere
 // (migrate.go) and automatic region failover (failover.go).
 func (s *Service) Start(ctx context.Context) error {
 	if err := s.lm.Start(ctx); err != nil {
 		return err
 	}
-	s.wg.Add(4)
-	go s.quotaLoop(s.cfg.BacklogQuotaCheckInterval)
+	s.wg.Add(6)
+	go s.eachLoadedTopic(s.cfg.BacklogQuotaCheckInterval, func(t *Topic) { t.enforceQuota(s.ctx) })
+	go s.eachLoadedTopic(s.cfg.MessageExpiryCheckInterval, func(t *Topic) { t.expireByTTL(s.ctx) })
+	go s.eachLoadedTopic(s.cfg.SubscriptionExpiryCheckInterval, func(t *Topic) { t.expireInactiveSubscriptions(s.ctx) })
 	go s.replicationLoop()
 	go s.migrationLoop()
 	go s.failover.loop()
@@ -809,6 +828,25 @@ func (s *Service) LookupPermits() *LookupPermits { return s.lookups }
 func (s *Service) TopicLoadsQueued() int64 { return s.loads.queued.Load() }
 
 // loadedTopics returns the topics loaded here.
+// eachLoadedTopic calls f for every loaded topic each interval, on the
+// service's clock, until the service stops (the backlog quota checks,
+// message expiry).
+func (s *Service) eachLoadedTopic(interval time.Duration, f func(*Topic)) {
+	defer s.wg.Done()
+	tick := s.clock.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-tick.Chan():
+		}
+		for _, t := range s.loadedTopics() {
+			f(t)
+		}
+	}
+}
+
 func (s *Service) loadedTopics() []*Topic {
 	s.mu.Lock()
 	defer s.mu.Unlock()

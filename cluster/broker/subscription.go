@@ -77,6 +77,13 @@ type subscription struct {
 	// dispatchRate is the subscription's own dispatch rate (its topic's
 	// subscriptionDispatchRate, dispatchrate.go).
 	dispatchRate dispatchLimiter
+	// lastActive is when the subscription last had a consumer (Unix ms):
+	// its creation or load, or its last consumer's leaving. Subscription
+	// expiry goes by it (expiry.go).
+	lastActive atomic.Int64
+	// expired counts the entries its cursor skipped by message expiry
+	// (expiry.go) since the topic was loaded.
+	expired atomic.Int64
 
 	// mu guards the delivery state. Only the dispatcher goroutine writes
 	// it (or, once the dispatcher has stopped, a request's caller), always
@@ -107,6 +114,7 @@ func newSubscription(t *Topic, name string, kind pb.CommandSubscribe_SubType, cu
 	s.mu.init(kind, t.name.Partition, s.cfg, t.svc.log.With("topic", t.Name(), "subscription", name),
 		func(c *consumer, active bool) { c.c.send(activeConsumerChange(c.id, active)) }, s.poke)
 	s.mu.rates = t.subscriptionRates(&s.dispatchRate)
+	s.lastActive.Store(s.clock.Now().UnixMilli())
 	s.isReplicated.Store(cur.Durable() && cur.Properties()[replicatedProperty] == "1")
 	t.svc.wg.Add(1)
 	go func() {

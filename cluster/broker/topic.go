@@ -49,6 +49,9 @@ type Topic struct {
 	// rs carries the replicated subscriptions to and from the other regions
 	// (replsubs.go); nil when the topic replicates nowhere. Set by the load.
 	rs *replicatedSubs
+	// overAgeQuota is the last backlog quota check's verdict on the
+	// message_age quota (quota.go), by which a new producer is admitted.
+	overAgeQuota atomic.Bool
 
 	closed    chan struct{}
 	closeOnce sync.Once

@@ -16,6 +16,7 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
+	"golang.org/x/crypto/bcrypt"
 )
 
 // EmbedConfig configures an embedded etcd member: the one-member cluster of
@@ -106,6 +107,13 @@ type EmbedConfig struct {
 	// region's etcd admits only the region's components. Zero: plain http.
 	ClientTLS EmbedTLS
 	PeerTLS   EmbedTLS
+	// BcryptCost is the cost of the hashes of etcd's user passwords
+	// (etcd's --bcrypt-cost), once its authentication is on (`etcdctl auth
+	// enable`). Each client's authentication checks one hash, which costs
+	// 2^BcryptCost rounds of the member's CPU: about 60ms at the default
+	// 10. A lower cost is cheaper to check and to guess. Default 10;
+	// between 4 and 31. The cost applies to passwords set while it holds.
+	BcryptCost int
 	// StartTimeout bounds how long StartEmbed waits for the member to be
 	// ready, which for a multi-member cluster means until a quorum of members
 	// is up. Default 1m.
@@ -167,6 +175,7 @@ func DefaultEmbedConfig() EmbedConfig {
 		DefragMinFree:           128 << 20,
 		HeartbeatInterval:       100 * time.Millisecond,
 		ElectionTimeout:         time.Second,
+		BcryptCost:              bcrypt.DefaultCost,
 		StartTimeout:            time.Minute,
 		Logger:                  slog.Default(),
 		LogLevel:                slog.LevelWarn,
@@ -231,6 +240,8 @@ func (c EmbedConfig) Validate() error {
 		return bad("HeartbeatInterval must be at least 10ms, got %v", c.HeartbeatInterval)
 	case c.ElectionTimeout < 5*c.HeartbeatInterval:
 		return bad("ElectionTimeout (%v) must be at least 5 HeartbeatIntervals (%v)", c.ElectionTimeout, c.HeartbeatInterval)
+	case c.BcryptCost < bcrypt.MinCost || c.BcryptCost > bcrypt.MaxCost:
+		return bad("BcryptCost must be in [%d, %d], got %d", bcrypt.MinCost, bcrypt.MaxCost, c.BcryptCost)
 	case c.StartTimeout <= 0:
 		return bad("StartTimeout must be positive, got %v", c.StartTimeout)
 	}
@@ -365,6 +376,7 @@ func startEtcd(cfg EmbedConfig, noise *memberNoise) (_ *embed.Etcd, picked bool,
 	ec.QuotaBackendBytes = cfg.QuotaBackendBytes
 	ec.TickMs = uint(cfg.HeartbeatInterval / time.Millisecond)
 	ec.ElectionMs = uint(cfg.ElectionTimeout / time.Millisecond)
+	ec.BcryptCost = uint(cfg.BcryptCost)
 	ec.Logger = "zap"
 	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(quietMember(zapToSlog(cfg.Logger, cfg.LogLevel), noise))
 	e, err := embed.StartEtcd(ec)

@@ -37,7 +37,10 @@ type EtcdConfig struct {
 	// small a value makes bursty writes restart watches. Default 4096;
 	// between 1 and 1,000,000.
 	WatchBacklog int
-	// Username and Password authenticate to etcd when Username is set.
+	// Username and Password authenticate to etcd (its RBAC, `etcdctl
+	// user add`) when Username is set; Password is then required, since
+	// the client would otherwise connect as no user without a word. An
+	// error names the user, never the password.
 	Username, Password string
 	// TLS, when set, connects over TLS (https:// endpoints): RootCAs
 	// verify the members' certificates, and Certificates hold the client
@@ -74,9 +77,19 @@ func (c EtcdConfig) Validate() error {
 		return fmt.Errorf("meta: EtcdConfig.ListPageSize must be in [1, 100000], got %d", c.ListPageSize)
 	case c.WatchBacklog < 1 || c.WatchBacklog > 1_000_000:
 		return fmt.Errorf("meta: EtcdConfig.WatchBacklog must be in [1, 1000000], got %d", c.WatchBacklog)
+	case c.Username != "" && c.Password == "":
+		return fmt.Errorf("meta: EtcdConfig.Username %q needs a Password", c.Username)
+	case c.Username == "" && c.Password != "":
+		return errors.New("meta: EtcdConfig.Password needs a Username")
 	}
 	return nil
 }
+
+// probeKey is what a read that only wants the cluster's answer (or its
+// revision) reads: a key inside Root + "/", the prefix that every key is
+// under and that an etcd user with the least rights is granted (Root itself
+// is outside that prefix, and etcd's authentication refuses it).
+const probeKey = Root + "/"
 
 // Etcd is the Store over an etcd cluster.
 //
@@ -124,6 +137,11 @@ func Dial(ctx context.Context, endpoints []string, cfg EtcdConfig) (*Etcd, error
 	if len(endpoints) == 0 {
 		return nil, errors.New("meta: Dial needs at least one etcd endpoint")
 	}
+	// who names the etcd in errors: its endpoints and, with RBAC, the user.
+	who := fmt.Sprint(endpoints)
+	if cfg.Username != "" {
+		who += fmt.Sprintf(" as user %q", cfg.Username)
+	}
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:            endpoints,
 		DialTimeout:          cfg.DialTimeout,
@@ -135,14 +153,18 @@ func Dial(ctx context.Context, endpoints []string, cfg EtcdConfig) (*Etcd, error
 		Logger:               zapToSlog(cfg.Logger, cfg.LogLevel),
 	})
 	if err != nil {
-		return nil, fmt.Errorf("meta: etcd client for %v: %w", endpoints, err)
+		return nil, fmt.Errorf("meta: etcd client for %s: %w", who, err)
 	}
 	pctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
 	defer cancel()
-	if _, err := cli.Get(pctx, Root, clientv3.WithCountOnly()); err != nil {
+	if _, err := cli.Get(pctx, probeKey, clientv3.WithCountOnly()); err != nil {
 		_ = cli.Close()
-		return nil, fmt.Errorf("meta: etcd at %v did not answer a quorum read within %v "+
-			"(is the cluster up, with a majority of its members?): %w", endpoints, cfg.DialTimeout, err)
+		if refusedByAuth(err) {
+			return nil, fmt.Errorf("meta: etcd at %s refused the client: %w (its authentication is on: "+
+				"give a user whose roles grant read and write on %s, and its password, or a client certificate of one)", who, err, probeKey)
+		}
+		return nil, fmt.Errorf("meta: etcd at %s did not answer a quorum read within %v "+
+			"(is the cluster up, with a majority of its members?): %w", who, cfg.DialTimeout, err)
 	}
 	s, err := NewEtcd(cli, cfg)
 	if err != nil {
@@ -151,6 +173,17 @@ func Dial(ctx context.Context, endpoints []string, cfg EtcdConfig) (*Etcd, error
 	}
 	s.ownsCli = true
 	return s, nil
+}
+
+// refusedByAuth reports whether err is etcd's authentication refusing a
+// request: it answered, so the cluster is up, and waiting will not help.
+func refusedByAuth(err error) bool {
+	for _, refusal := range []error{rpctypes.ErrUserEmpty, rpctypes.ErrPermissionDenied, rpctypes.ErrInvalidAuthToken} {
+		if errors.Is(err, refusal) {
+			return true
+		}
+	}
+	return false
 }
 
 // NewEtcd wraps a client the caller already has. Close leaves the client
@@ -365,7 +398,7 @@ func (s *Etcd) Watch(ctx context.Context, prefix string, fromRev int64) <-chan W
 		return fail(ErrClosed)
 	}
 	if fromRev <= 0 {
-		resp, err := s.cli.Get(ctx, Root, clientv3.WithCountOnly())
+		resp, err := s.cli.Get(ctx, probeKey, clientv3.WithCountOnly())
 		if err != nil {
 			return fail(s.fail("watch", prefix, err))
 		}

@@ -315,6 +315,8 @@ func TestEmbedConfigValidate(t *testing.T) {
 		"negative defrag free": func(c *EmbedConfig) { c.DefragMinFree = -1 },
 		"election too short":   func(c *EmbedConfig) { c.ElectionTimeout = 2 * c.HeartbeatInterval },
 		"no start timeout":     func(c *EmbedConfig) { c.StartTimeout = 0 },
+		"bcrypt cost too low":  func(c *EmbedConfig) { c.BcryptCost = 3 },
+		"bcrypt cost too high": func(c *EmbedConfig) { c.BcryptCost = 32 },
 	} {
 		c := DefaultEmbedConfig()
 		mutate(&c)
@@ -339,6 +341,9 @@ func TestEtcdConfigValidate(t *testing.T) {
 		"dial timeout": func(c *EtcdConfig) { c.DialTimeout = time.Millisecond },
 		"keepalive":    func(c *EtcdConfig) { c.KeepAliveTime = 0 },
 		"page size":    func(c *EtcdConfig) { c.ListPageSize = 0 },
+		// clientv3 would connect as no user without a word.
+		"user without a password": func(c *EtcdConfig) { c.Username = "meridian" },
+		"password without a user": func(c *EtcdConfig) { c.Password = "secret" },
 	} {
 		c := DefaultEtcdConfig()
 		mutate(&c)

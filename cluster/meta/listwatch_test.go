@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jonboulle/clockwork"
 )
 
 // failingWatch is a Store whose first Watch ends at once with an error, as
@@ -37,7 +39,7 @@ func (f *failingWatch) Watch(ctx context.Context, prefix string, fromRev int64) 
 // events, and after a watch error the prefix is listed again, with the
 // key written while no watch ran in the new listing.
 func TestListWatch(t *testing.T) {
-	mem := newTestMemory(t, &manualClock{}, 1000)
+	mem := newTestMemory(t, clockwork.NewFakeClock(), 1000)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if _, err := mem.Create(ctx, "p/a", []byte("1"), NoLease); err != nil {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/jonboulle/clockwork"
 )
 
 // MemoryConfig configures NewMemory.
@@ -17,13 +19,16 @@ type MemoryConfig struct {
 	// store's memory: every kept revision holds its events. At least 1.
 	HistoryLimit int
 	// Clock times lease expiry once a lease's keep-alive has stopped (its
-	// Grant context ended). Defaults to the wall clock when nil.
-	Clock Clock
+	// Grant context ended): a lease whose keep-alive has stopped expires one
+	// TTL later, exactly as an etcd server lets it lapse. Tests pass a fake
+	// clock to expire leases without sleeping. Defaults to the wall clock
+	// when nil.
+	Clock clockwork.Clock
 }
 
 // DefaultMemoryConfig keeps 10,000 revisions of history on the wall clock.
 func DefaultMemoryConfig() MemoryConfig {
-	return MemoryConfig{HistoryLimit: 10_000, Clock: SystemClock()}
+	return MemoryConfig{HistoryLimit: 10_000, Clock: clockwork.NewRealClock()}
 }
 
 // Validate reports a field out of bounds.
@@ -53,7 +58,7 @@ func (c MemoryConfig) Validate() error {
 // one goroutine, owned by the store: Close stops them and waits for them, as
 // it does for lease timers.
 type Memory struct {
-	clock        Clock
+	clock        clockwork.Clock
 	historyLimit int
 
 	// life is cancelled by Close; it stops the goroutines the store owns.
@@ -90,7 +95,7 @@ func NewMemory(cfg MemoryConfig) (*Memory, error) {
 		return nil, err
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = SystemClock()
+		cfg.Clock = clockwork.NewRealClock()
 	}
 	m := &Memory{clock: cfg.Clock, historyLimit: cfg.HistoryLimit}
 	m.life, m.cancel = context.WithCancel(context.Background())
@@ -460,7 +465,7 @@ func (m *Memory) keepAliveStopped(l *memLease) {
 		if !m.mu.closed && m.mu.leases[l.id] == l {
 			m.endLeaseLocked(l)
 		}
-	})
+	}).Stop
 	l.closeDoneLocked()
 }
 

@@ -3,71 +3,13 @@ package meta
 import (
 	"context"
 	"errors"
-	"sort"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/jonboulle/clockwork"
 )
 
-// manualClock is a Clock that moves only when Advance is called.
-type manualClock struct {
-	mu     sync.Mutex
-	now    time.Duration
-	timers []*manualTimer
-}
-
-type manualTimer struct {
-	at      time.Duration
-	f       func()
-	stopped bool
-}
-
-func (c *manualClock) AfterFunc(d time.Duration, f func()) func() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	tm := &manualTimer{at: c.now + d, f: f}
-	c.timers = append(c.timers, tm)
-	return func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		was := tm.stopped
-		tm.stopped = true
-		return !was
-	}
-}
-
-func (c *manualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return time.Unix(0, 0).Add(c.now)
-}
-
-// Advance moves time forward by d and runs, in their own goroutines as
-// time.AfterFunc would, the timers that came due.
-func (c *manualClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now += d
-	var due []*manualTimer
-	kept := c.timers[:0]
-	for _, tm := range c.timers {
-		switch {
-		case tm.stopped:
-		case tm.at <= c.now:
-			tm.stopped = true
-			due = append(due, tm)
-		default:
-			kept = append(kept, tm)
-		}
-	}
-	c.timers = kept
-	c.mu.Unlock()
-	sort.Slice(due, func(i, j int) bool { return due[i].at < due[j].at })
-	for _, tm := range due {
-		go tm.f()
-	}
-}
-
-func newTestMemory(t *testing.T, clock Clock, history int) *Memory {
+func newTestMemory(t *testing.T, clock clockwork.Clock, history int) *Memory {
 	t.Helper()
 	cfg := DefaultMemoryConfig()
 	cfg.Clock = clock
@@ -80,7 +22,7 @@ func newTestMemory(t *testing.T, clock Clock, history int) *Memory {
 }
 
 func TestMemoryContract(t *testing.T) {
-	clock := &manualClock{}
+	clock := clockwork.NewFakeClock()
 	runContract(t, harness{
 		newStore: func(t *testing.T) Store { return newTestMemory(t, clock, 1000) },
 		ttl:      5 * time.Second,
@@ -101,7 +43,7 @@ func TestMemoryConfigValidate(t *testing.T) {
 // A lease expired on the server's side (Expire) deletes its keys at once and
 // ends its holder's lease, without any time passing.
 func TestMemoryExpire(t *testing.T) {
-	m := newTestMemory(t, &manualClock{}, 100)
+	m := newTestMemory(t, clockwork.NewFakeClock(), 100)
 	defer m.Close()
 	ctx := t.Context()
 	l, err := m.Grant(ctx, time.Hour)
@@ -128,7 +70,7 @@ func TestMemoryExpire(t *testing.T) {
 // A watcher that does not read falls behind the bounded history and gets
 // ErrCompacted instead of holding memory without bound.
 func TestMemorySlowWatcherCompacted(t *testing.T) {
-	m := newTestMemory(t, &manualClock{}, 4)
+	m := newTestMemory(t, clockwork.NewFakeClock(), 4)
 	defer m.Close()
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()

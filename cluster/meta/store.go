@@ -3,7 +3,8 @@
 // guarded by a second key's ModRevision in the same transaction), moving a key
 // to another lease, prefix watch, leases and elections) in store.go, with two
 // implementations: one over etcd (go.etcd.io/etcd/client/v3, etcd.go) and one
-// in memory for unit tests (memory.go, whose lease expiry runs on a Clock).
+// in memory for unit tests (memory.go, whose lease expiry runs on an injected
+// clockwork.Clock).
 // Both campaign in elections by the one algorithm of election.go.
 //
 // Every write to shared state is conditional. Keys are created only when absent

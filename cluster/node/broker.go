@@ -236,6 +236,8 @@ func startBroker(ctx context.Context, r *regionParts, cfg BrokerConfig) (_ *Brok
 	if n.webLn, err = net.Listen("tcp", cfg.WebAddr); err != nil {
 		return nil, fmt.Errorf("node: web listener: %w", err)
 	}
+	webCfg := cfg.Web.orDefault()
+	n.webLn = webCfg.listener(n.webLn)
 	n.closers = append(n.closers, func() { n.webLn.Close() })
 	if cfg.BrokerTLSAddr != "" {
 		ln, err := net.Listen("tcp", cfg.BrokerTLSAddr)
@@ -250,7 +252,7 @@ func startBroker(ctx context.Context, r *regionParts, cfg BrokerConfig) (_ *Brok
 		if err != nil {
 			return nil, fmt.Errorf("node: web TLS listener: %w", err)
 		}
-		n.webTLSLn = tls.NewListener(ln, tlsCfg)
+		n.webTLSLn = webCfg.tlsListener(ln, tlsCfg)
 		n.closers = append(n.closers, func() { n.webTLSLn.Close() })
 	}
 	serviceURL, webURL := n.ServiceURL(), n.WebURL()
@@ -342,7 +344,6 @@ func startBroker(ctx context.Context, r *regionParts, cfg BrokerConfig) (_ *Brok
 	if err != nil {
 		return nil, fmt.Errorf("node: admin API: %w", err)
 	}
-	webCfg := cfg.Web.orDefault()
 	web := webCfg.server(webHandler(r.registry, adm, n.statusPage, r.pprof))
 	n.closers = append(n.closers, func() { web.Close() })
 
@@ -350,7 +351,7 @@ func startBroker(ctx context.Context, r *regionParts, cfg BrokerConfig) (_ *Brok
 	var serving sync.WaitGroup
 	serveWeb := func(ln net.Listener) {
 		serving.Go(func() {
-			if err := web.Serve(webCfg.listener(ln)); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := web.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.Warn("web server stopped", "listener", ln.Addr().String(), "err", err)
 			}
 		})

@@ -193,6 +193,36 @@ func TestNodeTLSAndClientCertAuth(t *testing.T) {
 			t.Fatalf("GET /metrics over https: %s", resp.Status)
 		}
 	})
+	// pulsar-client-go's TestHTTPSAuth: with an https:// service URL the
+	// client looks topics up over HTTP, with its certificate as its only
+	// credential. The role must be the certificate's CommonName there too.
+	t.Run("https lookup by certificate", func(t *testing.T) {
+		lookup := func(cn string) (int, string) {
+			t.Helper()
+			cert, err := tls.LoadX509KeyPair(pki.client(t, cn))
+			if err != nil {
+				t.Fatal(err)
+			}
+			pool := x509.NewCertPool()
+			pool.AddCert(pki.ca.Cert)
+			hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+				TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}}}}
+			defer hc.CloseIdleConnections()
+			resp, err := hc.Get(s.WebURLTLS() + "/lookup/v2/topic/persistent/public/default/tls-topic")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			return resp.StatusCode, string(body)
+		}
+		if code, body := lookup("admin-role"); code != http.StatusOK {
+			t.Fatalf("lookup with the superuser's certificate: %d %s", code, body)
+		}
+		if code, body := lookup("nobody"); code != http.StatusForbidden || !strings.Contains(body, `\"nobody\"`) {
+			t.Fatalf("lookup with the certificate of a role without grants: %d %s, want 403 naming the role nobody", code, body)
+		}
+	})
 }
 
 // TestNodeTLSConfigErrors: TLS without a certificate, or a provider that

@@ -193,6 +193,7 @@ var pulsarConfKeys = []confMapping{
 	{"brokerDeduplicationEntriesInterval", integer(1, 1<<30, func(c *RegionConfig) *int { return &c.Broker.Service.DedupSnapshotInterval })},
 	{"topicLoadTimeoutSeconds", seconds(1, 3600, func(c *RegionConfig) *time.Duration { return &c.Broker.Service.TopicLoadTimeout })},
 	{"backlogQuotaCheckIntervalInSeconds", seconds(1, 86400, func(c *RegionConfig) *time.Duration { return &c.Broker.Service.BacklogQuotaCheckInterval })},
+	{"messageExpiryCheckIntervalInMinutes", minutes(1, 1440, func(c *RegionConfig) *time.Duration { return &c.Broker.Service.MessageExpiryCheckInterval })},
 	{"replicationStartAt", func(c *RegionConfig, v string) error {
 		switch at := broker.ReplicationStart(strings.ToLower(v)); at {
 		case broker.ReplicationStartLatest, broker.ReplicationStartEarliest:
@@ -238,6 +239,8 @@ var pulsarConfKeys = []confMapping{
 	{"defaultRetentionTimeInMinutes", integer(-1, 1<<31-1, func(c *RegionConfig) *int { return &c.Broker.Service.Policies.RetentionTimeInMinutes })},
 	{"defaultRetentionSizeInMB", int64Field(-1, 1<<40, func(c *RegionConfig) *int64 { return &c.Broker.Service.Policies.RetentionSizeInMB })},
 	{"ttlDurationDefaultInSeconds", integer(0, 1<<31-1, func(c *RegionConfig) *int { return &c.Broker.Service.Policies.MessageTTLInSeconds })},
+	{"subscriptionExpirationTimeMinutes", integer(0, 1<<31-1, func(c *RegionConfig) *int { return &c.Broker.Service.Policies.SubscriptionExpirationTimeMinutes })},
+	{"subscriptionExpiryCheckIntervalInMinutes", minutes(1, 1440, func(c *RegionConfig) *time.Duration { return &c.Broker.Service.SubscriptionExpiryCheckInterval })},
 	{"backlogQuotaDefaultLimitBytes", int64Field(-1, 1<<62, func(c *RegionConfig) *int64 { return &c.Broker.Service.Policies.BacklogQuotaLimitBytes })},
 	{"backlogQuotaDefaultLimitSecond", int64Field(-1, 1<<40, func(c *RegionConfig) *int64 { return &c.Broker.Service.Policies.BacklogQuotaLimitSeconds })},
 	{"backlogQuotaDefaultLimitGB", func(c *RegionConfig, v string) error {

@@ -83,13 +83,16 @@ type Config struct {
 	// etcd (DESIGN §3: it may be another cluster). Empty: the regions'
 	// store holds the global configuration too.
 	GlobalEtcd []string
-	// EtcdTLS is how this process's etcd clients reach a secured etcd
-	// (https:// URLs in Etcd and GlobalEtcd): CAFile verifies the members,
-	// CertFile and KeyFile are the client certificate of an etcd run with
-	// --client-cert-auth. The global store's etcd is reached with the same
-	// files. Zero: plain http. Not used for an embedded etcd, which serves
-	// this process alone on loopback.
-	EtcdTLS TLSFiles
+	// EtcdAuth is how this process's etcd clients reach the region's
+	// secured etcd (Etcd): its TLS and its RBAC user. Zero: plain http, no
+	// user. Not for an embedded etcd, which serves this process alone on
+	// loopback.
+	EtcdAuth EtcdClientAuth
+	// GlobalEtcdAuth is how they reach the global store's etcd when
+	// GlobalEtcd is another cluster. Zero: EtcdAuth, as one secured etcd
+	// deployment usually serves both; set, it is the whole of the global
+	// side's settings (nothing of EtcdAuth carries over).
+	GlobalEtcdAuth EtcdClientAuth
 	// Regions are the regions this process serves parts of: one for every
 	// command but dev. Their names are distinct.
 	Regions []RegionConfig
@@ -184,6 +187,18 @@ func (c Config) Validate() error {
 		return errors.New("node: Config.DataDir is required with an embedded etcd")
 	case !c.EmbedEtcd && len(c.Etcd) == 0:
 		return errors.New("node: Config.Etcd is required: the client URLs of the region's etcd")
+	case c.EmbedEtcd && !c.EtcdAuth.IsZero():
+		return errors.New("node: Config.EtcdAuth is for an etcd of its own (Config.Etcd), not the embedded one")
+	case !c.GlobalEtcdAuth.IsZero() && !c.separateGlobal(c.Etcd):
+		return errors.New("node: Config.GlobalEtcdAuth needs Config.GlobalEtcd, the URLs of another etcd than the region's")
+	}
+	for _, a := range []struct {
+		field string
+		auth  EtcdClientAuth
+	}{{"EtcdAuth", c.EtcdAuth}, {"GlobalEtcdAuth", c.GlobalEtcdAuth}} {
+		if err := a.auth.Validate(); err != nil {
+			return fmt.Errorf("node: Config.%s: %w", a.field, err)
+		}
 	}
 	seen := map[string]bool{}
 	for _, r := range c.Regions {
@@ -451,13 +466,17 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		n.closers = append(n.closers, func() { n.etcd.Close() })
 		endpoints = n.etcd.Endpoints()
 	}
-	store, err := n.dial(ctx, endpoints, !cfg.EmbedEtcd)
+	store, err := n.dial(ctx, endpoints, cfg.EtcdAuth)
 	if err != nil {
 		return nil, fmt.Errorf("node: connect to the region's etcd %v: %w", endpoints, err)
 	}
 	global := store
-	if len(cfg.GlobalEtcd) > 0 && !slices.Equal(cfg.GlobalEtcd, endpoints) {
-		if global, err = n.dial(ctx, cfg.GlobalEtcd, true); err != nil {
+	if cfg.separateGlobal(endpoints) {
+		auth := cfg.GlobalEtcdAuth
+		if auth.IsZero() {
+			auth = cfg.EtcdAuth
+		}
+		if global, err = n.dial(ctx, cfg.GlobalEtcd, auth); err != nil {
 			return nil, fmt.Errorf("node: connect to the global etcd %v: %w", cfg.GlobalEtcd, err)
 		}
 	}
@@ -494,16 +513,19 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	return n, nil
 }
 
-// dial connects to the etcd at endpoints; with external, an etcd of its
-// own, reached with Config.EtcdTLS.
-func (n *Node) dial(ctx context.Context, endpoints []string, external bool) (meta.Store, error) {
+// separateGlobal reports whether the global store is an etcd of its own,
+// apart from the region's at endpoints.
+func (c Config) separateGlobal(endpoints []string) bool {
+	return len(c.GlobalEtcd) > 0 && !slices.Equal(c.GlobalEtcd, endpoints)
+}
+
+// dial connects to the etcd at endpoints with auth (zero for the embedded
+// etcd).
+func (n *Node) dial(ctx context.Context, endpoints []string, auth EtcdClientAuth) (meta.Store, error) {
 	ecfg := meta.DefaultEtcdConfig()
 	ecfg.Logger = n.cfg.Logger
-	if external {
-		var err error
-		if ecfg.TLS, err = n.cfg.EtcdTLS.ClientConfig(); err != nil {
-			return nil, fmt.Errorf("node: etcd client TLS: %w", err)
-		}
+	if err := auth.apply(&ecfg); err != nil {
+		return nil, err
 	}
 	s, err := meta.Dial(ctx, endpoints, ecfg)
 	if err != nil {

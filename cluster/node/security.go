@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/meridian-mq/meridian/cluster/bookie/bkproto"
+	"github.com/meridian-mq/meridian/cluster/meta"
 )
 
 // TLSFiles names the PEM files of one side of a TLS connection, as the
@@ -100,16 +102,72 @@ func readPool(file string) (*x509.CertPool, error) {
 // ReadToken reads a secret token from file, without the surrounding
 // white space a text editor leaves. An empty file is an error: it would
 // turn authentication off without a word.
-func ReadToken(file string) (string, error) {
+func ReadToken(file string) (string, error) { return readSecret(file, "token") }
+
+// readSecret reads the secret in file as ReadToken does; what names it in
+// errors, which never quote the file's content.
+func readSecret(file, what string) (string, error) {
 	b, err := os.ReadFile(file)
 	if err != nil {
-		return "", fmt.Errorf("node: token file: %w", err)
+		return "", fmt.Errorf("node: %s file: %w", what, err)
 	}
 	t := string(bytes.TrimSpace(b))
 	if t == "" {
-		return "", fmt.Errorf("node: token file %s is empty", file)
+		return "", fmt.Errorf("node: %s file %s is empty", what, file)
 	}
 	return t, nil
+}
+
+// EtcdClientAuth is how this process's etcd clients reach one secured
+// etcd cluster (the region's, or the global configuration store's): its
+// TLS and its RBAC user. The zero value is plain http with no user.
+type EtcdClientAuth struct {
+	// TLS, for https:// URLs: CAFile verifies the members (empty: the
+	// system's roots); CertFile and KeyFile are the client certificate of
+	// an etcd run with --client-cert-auth (with etcd's authentication on,
+	// etcd takes the user from its CommonName when Username is empty).
+	TLS TLSFiles
+	// Username is the etcd user (`etcdctl user add`) whose roles grant
+	// read and write on /meridian/; its password is in PasswordFile. Both
+	// or neither. The password is a file's, never a value of its own, so
+	// that it shows in no process list, shell history or log.
+	Username, PasswordFile string
+}
+
+// IsZero reports whether a says nothing: plain http, no user.
+func (a EtcdClientAuth) IsZero() bool { return a == EtcdClientAuth{} }
+
+// Validate checks that the user and its password file go together.
+// A user name holding ':' is refused without being quoted: it is
+// etcdctl's user:password form, so it likely holds a password.
+func (a EtcdClientAuth) Validate() error {
+	switch {
+	case strings.Contains(a.Username, ":"):
+		return errors.New("node: the etcd user name holds ':' (etcdctl's user:password form?): give the user alone, and its password in a file")
+	case a.Username != "" && a.PasswordFile == "":
+		return fmt.Errorf("node: etcd user %q needs a password file", a.Username)
+	case a.Username == "" && a.PasswordFile != "":
+		return fmt.Errorf("node: the etcd password file %s needs a user", a.PasswordFile)
+	}
+	return nil
+}
+
+// apply reads a's files onto cfg: its TLS, its user and password.
+func (a EtcdClientAuth) apply(cfg *meta.EtcdConfig) error {
+	if err := a.Validate(); err != nil {
+		return err
+	}
+	var err error
+	if cfg.TLS, err = a.TLS.ClientConfig(); err != nil {
+		return fmt.Errorf("node: etcd client TLS: %w", err)
+	}
+	if a.Username != "" {
+		cfg.Username = a.Username
+		if cfg.Password, err = readSecret(a.PasswordFile, "etcd password"); err != nil {
+			return fmt.Errorf("node: etcd user %q: %w", a.Username, err)
+		}
+	}
+	return nil
 }
 
 // BookieClientAuth is how a region's ledger client (its broker, replicator

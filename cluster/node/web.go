@@ -1,6 +1,7 @@
 package node
 
 import (
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/http"
@@ -92,4 +93,15 @@ func (c HTTPConfig) listener(ln net.Listener) net.Listener {
 		return ln
 	}
 	return netutil.LimitListener(ln, c.MaxConnections)
+}
+
+// tlsListener serves TLS with cfg over ln, its open connections bounded
+// as listener bounds them. The bound sits beneath TLS, never around it:
+// http.Server gives a handler the connection's TLS state (Request.TLS, and
+// with it the client certificate that the "tls" provider takes the role
+// from) only when the accepted connection is itself a *tls.Conn, and a
+// bounding wrapper around one hides it, so every certificate-authenticated
+// request would be anonymous.
+func (c HTTPConfig) tlsListener(ln net.Listener, cfg *tls.Config) net.Listener {
+	return tls.NewListener(c.listener(ln), cfg)
 }

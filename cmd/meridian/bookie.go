@@ -26,7 +26,7 @@ func newBookieCommand() *cobra.Command {
 	)
 	var logs *logFlags
 	var creds *bookieServerFlags
-	var etcdTLS node.TLSFiles
+	var etcdAuth node.EtcdClientAuth
 	cmd := &cobra.Command{
 		Use:   "bookie",
 		Short: "Run one bookie (ledger storage) until SIGINT or SIGTERM",
@@ -88,7 +88,7 @@ has no authentication and is off by default).`,
 			case cfg.DataDir == "":
 				return errors.New("--data-dir is required: the bookie's journal and index live there")
 			}
-			ncfg := node.Config{Etcd: etcd, EtcdTLS: etcdTLS, Logger: log, Regions: []node.RegionConfig{
+			ncfg := node.Config{Etcd: etcd, EtcdAuth: etcdAuth, Logger: log, Regions: []node.RegionConfig{
 				{Name: region, Bookies: []bookie.Config{cfg}, MetricsAddr: metricsAddr},
 			}}
 			// A bookie whose journal fsync failed stops, and so does the
@@ -122,7 +122,7 @@ has no authentication and is off by default).`,
 	f.StringVar(&cfg.FailpointEndpoint, "failpoint-endpoint", "", "address of an HTTP endpoint, /failpoints, that switches failpoints at run time; for tests only (default: off)")
 	f.StringVar(&metricsAddr, "metrics-listen", defaultBookieHTTP, "address to serve /metrics, /health, /ready and BookKeeper's /api/v1/bookie/is_ready and /state on (BookKeeper's HTTP port, 8000); empty: none")
 	creds = addBookieServerFlags(f)
-	addEtcdClientTLSFlags(f, &etcdTLS)
+	addEtcdClientFlags(f, &etcdAuth, nil)
 	logs = addServerFlags(f)
 	return cmd
 }

@@ -88,7 +88,7 @@ clients waiting --ownership-ttl for it to expire.`,
 	f.DurationVar(&b.BookieWait, "bookie-wait", b.BookieWait, "how long to wait at start for --ensemble-size bookies to register")
 	autoRecovery = addAutoRecoveryFlags(f)
 	addBookieClientFlags(f, &cfg.Regions[0].BookieClient)
-	addEtcdClientTLSFlags(f, &cfg.EtcdTLS)
+	addEtcdClientFlags(f, &cfg.EtcdAuth, &cfg.GlobalEtcdAuth)
 	logs = addServerFlags(f)
 	return cmd
 }

@@ -16,6 +16,8 @@ func TestBrokerAndStandaloneFlagErrors(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("# broker.conf\nclusterName=r\nbrokerServicePort=sixty\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// broker would start but for the flags each case adds.
+	broker := []string{"broker", "--region", "r", "--etcd", "http://127.0.0.1:1", "--advertised-address", "h"}
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -29,6 +31,11 @@ func TestBrokerAndStandaloneFlagErrors(t *testing.T) {
 		{[]string{"dev", "--regions", "a,a"}, "distinct"},
 		{[]string{"dev", "--regions", ""}, "at least one region"},
 		{[]string{"standalone", "--no-such-flag"}, "unknown flag"},
+		{append(broker, "--etcd-user", "meridian"), `etcd user "meridian" needs a password file`},
+		{append(broker, "--etcd-password-file", "pw"), "the etcd password file pw needs a user"},
+		{append(broker, "--etcd-user", "meridian:s3cret"), "etcdctl's user:password form"},
+		{append(broker, "--global-etcd-user", "g", "--global-etcd-password-file", "pw"), "GlobalEtcdAuth needs Config.GlobalEtcd"},
+		{[]string{"standalone", "--etcd-cacert", "ca.pem"}, "not the embedded one"},
 	} {
 		cmd := newRootCommand()
 		var out bytes.Buffer
@@ -38,6 +45,9 @@ func TestBrokerAndStandaloneFlagErrors(t *testing.T) {
 		err := cmd.Execute()
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("meridian %s: %v, want an error containing %q", strings.Join(tc.args, " "), err, tc.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("meridian %s: %v shows the password", strings.Join(tc.args, " "), err)
 		}
 	}
 }

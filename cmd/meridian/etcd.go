@@ -78,6 +78,7 @@ quota, etcd refuses writes with a NOSPACE alarm: compact, defragment, then run
 	f.DurationVar(&cfg.StartTimeout, "start-timeout", cfg.StartTimeout, "how long to wait for the member (and its quorum) to be ready")
 	f.TextVar(&logLevel, "log-level", logLevel, "lowest level of etcd's own log records to print (debug, info, warn, error)")
 	addEtcdServerTLSFlags(f, &cfg)
+	f.IntVar(&cfg.BcryptCost, "bcrypt-cost", cfg.BcryptCost, "cost of the hashes of etcd's user passwords, once its authentication is on (etcdctl auth enable): each client's login checks one")
 	return cmd
 }
 

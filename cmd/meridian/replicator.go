@@ -25,7 +25,7 @@ func newReplicatorCommand() *cobra.Command {
 	)
 	var logs *logFlags
 	var bookieAuth node.BookieClientAuth
-	var etcdTLS node.TLSFiles
+	var etcdAuth, globalEtcdAuth node.EtcdClientAuth
 	cmd := &cobra.Command{
 		Use:   "replicator",
 		Short: "Run one replication worker of a region until SIGINT or SIGTERM",
@@ -47,7 +47,7 @@ on stdout once registered:
 			case len(etcd) == 0:
 				return errors.New("--etcd is required: the region's etcd holds the topics, cursors and task leases")
 			}
-			ncfg := node.Config{Etcd: etcd, GlobalEtcd: globalEtcd, EtcdTLS: etcdTLS, Logger: logs.logger(cmd), Regions: []node.RegionConfig{
+			ncfg := node.Config{Etcd: etcd, GlobalEtcd: globalEtcd, EtcdAuth: etcdAuth, GlobalEtcdAuth: globalEtcdAuth, Logger: logs.logger(cmd), Regions: []node.RegionConfig{
 				{Name: region, Replicator: &cfg, MetricsAddr: metricsAddr, BookieClient: bookieAuth},
 			}}
 			return runNode(cmd, "replicator", ncfg, func(n *node.Node) (string, error) {
@@ -66,7 +66,7 @@ on stdout once registered:
 	f.DurationVar(&cfg.CursorPersistInterval, "cursor-persist-interval", cfg.CursorPersistInterval, "longest wait before a task writes its cursor (what a crash sends again, deduplicated by the remote)")
 	f.IntVar(&cfg.Remote.MaxInFlightEntries, "max-in-flight", cfg.Remote.MaxInFlightEntries, "entries per task sent and not yet acknowledged by the remote (cover a WAN round trip at the rate)")
 	addBookieClientFlags(f, &bookieAuth)
-	addEtcdClientTLSFlags(f, &etcdTLS)
+	addEtcdClientFlags(f, &etcdAuth, &globalEtcdAuth)
 	logs = addServerFlags(f)
 	return cmd
 }

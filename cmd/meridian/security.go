@@ -12,12 +12,28 @@ import (
 // never a secret itself, so that no secret shows in ps or in a shell's
 // history; MERIDIAN_FLAG_* variables set them as they set every flag.
 
-// addEtcdClientTLSFlags registers the etcd client's TLS files, named as
-// etcdctl names them with an etcd- prefix.
-func addEtcdClientTLSFlags(f *pflag.FlagSet, files *node.TLSFiles) {
-	f.StringVar(&files.CAFile, "etcd-cacert", "", "PEM CA certificates that verify the etcd members (https:// --etcd URLs); default: the system's roots")
-	f.StringVar(&files.CertFile, "etcd-cert", "", "PEM client certificate for an etcd run with --client-cert-auth (also used for --global-etcd)")
-	f.StringVar(&files.KeyFile, "etcd-key", "", "PEM private key of --etcd-cert")
+// addEtcdClientFlags registers how the process reaches the region's etcd
+// (--etcd) onto region: TLS files named as etcdctl names them with an
+// etcd- prefix, and an etcd user whose password is in a file (etcdctl's
+// --user and --password, which take the password itself). With global
+// non-nil, a command that takes --global-etcd gets the same flags with a
+// global- prefix, for that etcd.
+func addEtcdClientFlags(f *pflag.FlagSet, region, global *node.EtcdClientAuth) {
+	type side struct {
+		prefix, etcd, note string
+		auth               *node.EtcdClientAuth
+	}
+	sides := []side{{"etcd-", "the region's etcd", "", region}}
+	if global != nil {
+		sides = append(sides, side{"global-etcd-", "the global configuration store's etcd", " (if no --global-etcd-* flag is given, the --etcd-* ones apply)", global})
+	}
+	for _, s := range sides {
+		f.StringVar(&s.auth.TLS.CAFile, s.prefix+"cacert", "", "PEM CA certificates that verify the members of "+s.etcd+" (https:// URLs; default: the system's roots)"+s.note)
+		f.StringVar(&s.auth.TLS.CertFile, s.prefix+"cert", "", "PEM client certificate for "+s.etcd+", run with --client-cert-auth"+s.note)
+		f.StringVar(&s.auth.TLS.KeyFile, s.prefix+"key", "", "PEM private key of --"+s.prefix+"cert")
+		f.StringVar(&s.auth.Username, s.prefix+"user", "", "user of "+s.etcd+" (its authentication and roles, etcdctl user add), with read and write on /meridian/"+s.note)
+		f.StringVar(&s.auth.PasswordFile, s.prefix+"password-file", "", "file holding the password of --"+s.prefix+"user")
+	}
 }
 
 // addBookieClientFlags registers how a region's ledger client (its

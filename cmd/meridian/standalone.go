@@ -36,6 +36,9 @@ standalone.conf or broker.conf (ports, TLS, authentication, authorization,
 policy defaults, ledger settings); flags given on the command line win,
 and every key Meridian does not support is named in one warning each.
   meridian standalone --config conf/standalone.conf --data-dir /tmp/meridian
+With metadataStoreUrl (and configurationMetadataStoreUrl) in --config, the
+metadata lives in that etcd instead of an embedded one; the --etcd-* flags
+(and --global-etcd-*) say how to reach it when it is secured.
 Everything lives under --data-dir (etcd/, bookie/): stopping, even
 with SIGKILL, and starting again on the same directory and ports continues
 where it stopped; acknowledged messages are kept and consumers resume from
@@ -67,6 +70,7 @@ delivered again).`,
 	f.StringVar(&b.WebAddr, "web-listen", b.WebAddr, "address to serve HTTP (the admin API, /metrics) on")
 	addTLSFlags(f, b)
 	f.StringVar(&bookieToken, "bookie-auth-token-file", "", localBookieTokenHelp)
+	addEtcdClientFlags(f, &cfg.EtcdAuth, &cfg.GlobalEtcdAuth)
 	f.StringVar(&b.AdvertisedHost, "advertised-address", b.AdvertisedHost, "host clients are told to connect to (with the listeners' ports); with the broker port it is the broker's id")
 	f.BoolVar(&b.Broker.ProxyThroughServiceURL, "proxy-through-service-url", b.Broker.ProxyThroughServiceURL, "answer lookups with proxyThroughServiceUrl: clients reach every topic through the service URL they were given, not the advertised address (behind a port mapping: a container)")
 	logs = addServerFlags(f)

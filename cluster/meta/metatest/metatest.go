@@ -23,6 +23,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/bcrypt"
+
 	"github.com/meridian-mq/meridian/cluster/meta"
 	"github.com/meridian-mq/meridian/testkit"
 )
@@ -31,11 +33,14 @@ import (
 // (meta.DefaultEmbedConfig) with raft made quick for loopback: heartbeats
 // every 20ms and elections after 200ms, so that it is ready at once and
 // etcd's minimum lease TTL (1.5 election timeouts) is well under a second.
-// It waits up to 30s to be ready, and logs nothing.
+// Its user passwords are hashed at bcrypt's lowest cost: at the default,
+// checking one takes a second of CPU under the race detector. It waits up
+// to 30s to be ready, and logs nothing.
 func FastEmbedConfig() meta.EmbedConfig {
 	cfg := meta.DefaultEmbedConfig()
 	cfg.HeartbeatInterval = 20 * time.Millisecond
 	cfg.ElectionTimeout = 200 * time.Millisecond
+	cfg.BcryptCost = bcrypt.MinCost
 	cfg.StartTimeout = 30 * time.Second
 	cfg.Logger = nil
 	return cfg
