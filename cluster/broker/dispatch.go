@@ -491,8 +491,11 @@ func (d *dispatchState) rewind() {
 type roundPlan struct {
 	now    time.Time
 	budget int
-	replay []mledger.Position
-	hashes map[mledger.Position]uint32
+	// reserved is what the round took from the dispatch rates when
+	// planned, in messages (settle).
+	reserved int64
+	replay   []mledger.Position
+	hashes   map[mledger.Position]uint32
 	// readNew: read up to budget new entries after the replay ones.
 	readNew bool
 	// inOrder: a replay entry not read holds back the new ones
@@ -526,7 +529,13 @@ func (d *dispatchState) plan(now time.Time, markDeleted mledger.Position) (p rou
 	if budget <= 0 {
 		return roundPlan{}, false
 	}
-	p = roundPlan{now: now, budget: int(budget), hashes: map[mledger.Position]uint32{}, inOrder: !d.shared()}
+	// Taken now, so that the subscriptions sharing the topic's limiter do
+	// not read the same tokens; settle gives back what is not sent.
+	reserved := min(d.permits(), allowed)
+	for _, r := range d.rates {
+		r.take(now, reserved, 0)
+	}
+	p = roundPlan{now: now, budget: int(budget), reserved: reserved, hashes: map[mledger.Position]uint32{}, inOrder: !d.shared()}
 	p.replay = d.replayable(p.budget)
 	for _, q := range p.replay {
 		p.hashes[q] = d.replay[q]
@@ -670,14 +679,13 @@ func (d *dispatchState) unassign(dl delivery) {
 	d.addReplay(dl.e.pos, dl.pe.hash)
 }
 
-// send queues deliveries on their consumers' connections at now, never
-// waiting, and returns those sent, which it counts against the dispatch
-// rates. A consumer whose connection refuses one is skipped for the rest
-// of the deliveries, so that a key's entries keep their order, and what it
-// was assigned goes back to replay with its permits.
-func (d *dispatchState) send(out []delivery, now time.Time) (sent []delivery) {
+// send queues deliveries on their consumers' connections, never waiting,
+// and returns those sent. A consumer whose connection refuses one is
+// skipped for the rest of the deliveries, so that a key's entries keep
+// their order, and what it was assigned goes back to replay with its
+// permits.
+func (d *dispatchState) send(out []delivery) (sent []delivery) {
 	skipped := map[*consumer]bool{}
-	msgs, bytes := 0, 0
 	for _, dl := range out {
 		if skipped[dl.c] || !dl.c.c.sendMessage(dl.c.id, dl.e, dl.redelivered, dl.ackSet) {
 			skipped[dl.c] = true
@@ -685,12 +693,21 @@ func (d *dispatchState) send(out []delivery, now time.Time) (sent []delivery) {
 			continue
 		}
 		sent = append(sent, dl)
-		msgs, bytes = msgs+dl.e.size, bytes+len(dl.e.msg)
-	}
-	for _, r := range d.rates {
-		r.take(now, msgs, bytes)
 	}
 	return sent
+}
+
+// settle ends round p's count against the dispatch rates at now: the
+// messages it took when planned become those it sent, and the bytes it
+// sent are taken.
+func (d *dispatchState) settle(p roundPlan, now time.Time, sent []delivery) {
+	var msgs, bytes int64
+	for _, dl := range sent {
+		msgs, bytes = msgs+int64(dl.e.size), bytes+int64(len(dl.e.msg))
+	}
+	for _, r := range d.rates {
+		r.take(now, msgs-p.reserved, bytes)
+	}
 }
 
 // wakeAt is when the dispatcher must start a round unasked (zero: never):

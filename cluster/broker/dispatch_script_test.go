@@ -286,7 +286,8 @@ func (h *dispatchScript) rounds(failReplay bool, whileReading func()) {
 			whileReading = nil
 		}
 		read = h.d.endRound(p, unread, read)
-		sent := h.d.send(h.d.assign(read, p.now), p.now)
+		sent := h.d.send(h.d.assign(read, p.now))
+		h.d.settle(p, p.now, sent)
 		if len(sent) == 0 && fresh == 0 {
 			h.drain()
 			return

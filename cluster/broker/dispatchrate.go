@@ -5,8 +5,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/time/rate"
-
 	"github.com/meridian-mq/meridian/global"
 )
 
@@ -16,66 +14,86 @@ import (
 // rate counts messages and bytes per ratePeriodInSecond (a dimension of 0
 // or less is not limited).
 //
-// A dispatch round reads no more messages than every limiter allows, and
-// none while one of them is spent: the dispatcher then waits until it has
-// refilled (dispatchState.throttledUntil). What a round sends is taken
-// from every limiter afterwards, whole, so a round may overdraw a limiter
-// (a batch, or bytes beyond what was left); the next round waits until
-// the overdraft is paid back. So the rate holds over any stretch longer
-// than a period, as with Pulsar's token buckets, and a burst of one
-// period's worth passes at once.
+// A dispatch round takes, when it is planned, the messages it may read
+// from every limiter (the least any of them holds, and no more than the
+// consumers' permits), and none while one of them is spent: the
+// dispatcher then waits until it has refilled
+// (dispatchState.throttledUntil). When the round ends, it gives back what
+// it did not send and takes what it sent beyond that (the messages of a
+// batch beyond the estimate), and the bytes it sent. Taking before the
+// read keeps the subscriptions that share a topic's limiter from reading
+// the same tokens; a round may still overdraw a bucket (a batch, or bytes),
+// and the next round waits until the overdraft is paid back. So the rate
+// holds over any stretch longer than a period, and a burst of one period's
+// worth passes at once.
 
-// dispatchLimiter is one dispatch rate: a token bucket for messages and
-// one for bytes, each holding at most one period's worth; nil for a
-// dimension not limited. Its zero value limits nothing. It is safe for
-// concurrent use: a topic's limiter is shared by its subscriptions'
-// dispatchers.
+// bucket is a token bucket that may go below zero and be given tokens
+// back: golang.org/x/time/rate's Limiter does neither simply (its
+// reservations can be cancelled, not partly returned).
+type bucket struct {
+	perSecond, size float64
+	tokens          float64
+	at              time.Time // when tokens was last brought up to date
+}
+
+// refill brings tokens up to now, at most to size.
+func (b *bucket) refill(now time.Time) {
+	if now.After(b.at) {
+		b.tokens = min(b.size, b.tokens+now.Sub(b.at).Seconds()*b.perSecond)
+		b.at = now
+	}
+}
+
+// dispatchLimiter is one dispatch rate: a bucket for messages and one for
+// bytes, each holding at most one period's worth; nil for a dimension not
+// limited. Its zero value limits nothing. It is safe for concurrent use: a
+// topic's limiter is shared by its subscriptions' dispatchers.
 type dispatchLimiter struct {
 	mu    sync.Mutex
-	msgs  *rate.Limiter
-	bytes *rate.Limiter
+	msgs  *bucket
+	bytes *bucket
 }
 
 // set applies r from now; ok false (no rate) lifts the limits. A bucket
-// keeps its tokens across a change of its rate, and starts full.
+// starts full, and keeps its tokens across a change of its rate.
 func (l *dispatchLimiter) set(r global.DispatchRate, ok bool, now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	period := time.Duration(max(r.RatePeriodInSecond, 1)) * time.Second
-	limit := func(lim *rate.Limiter, perPeriod int64) *rate.Limiter {
+	limit := func(b *bucket, perPeriod int64) *bucket {
 		if !ok || perPeriod <= 0 {
 			return nil
 		}
-		every, burst := rate.Limit(float64(perPeriod)/period.Seconds()), int(min(perPeriod, math.MaxInt32))
-		if lim == nil {
-			return rate.NewLimiter(every, burst)
+		if b == nil {
+			b = &bucket{tokens: float64(perPeriod), at: now}
 		}
-		lim.SetLimitAt(now, every)
-		lim.SetBurstAt(now, burst)
-		return lim
+		b.refill(now)
+		b.perSecond, b.size = float64(perPeriod)/period.Seconds(), float64(perPeriod)
+		b.tokens = min(b.tokens, b.size)
+		return b
 	}
 	l.msgs = limit(l.msgs, r.DispatchThrottlingRateInMsg)
 	l.bytes = limit(l.bytes, r.DispatchThrottlingRateInByte)
 }
 
 // allowance is how many messages may be dispatched at now (math.MaxInt64:
-// no limit), or, when a bucket is spent, how long until both have a whole
+// no limit), or, when a bucket is spent, how long until both hold a whole
 // token again.
 func (l *dispatchLimiter) allowance(now time.Time) (msgs int64, wait time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	msgs = math.MaxInt64
-	for _, lim := range []*rate.Limiter{l.msgs, l.bytes} {
-		if lim == nil {
+	for _, b := range []*bucket{l.msgs, l.bytes} {
+		if b == nil {
 			continue
 		}
-		tokens := lim.TokensAt(now)
-		if tokens < 1 {
-			wait = max(wait, time.Duration((1-tokens)/float64(lim.Limit())*float64(time.Second)))
+		b.refill(now)
+		if b.tokens < 1 {
+			wait = max(wait, time.Duration((1-b.tokens)/b.perSecond*float64(time.Second)))
 			continue
 		}
-		if lim == l.msgs {
-			msgs = int64(tokens)
+		if b == l.msgs {
+			msgs = int64(b.tokens)
 		}
 	}
 	if wait > 0 {
@@ -84,22 +102,18 @@ func (l *dispatchLimiter) allowance(now time.Time) (msgs int64, wait time.Durati
 	return msgs, 0
 }
 
-// take counts msgs messages and bytes bytes dispatched at now. A take
-// larger than what a bucket holds empties it and more: the bucket goes
-// below zero, and refills from there.
-func (l *dispatchLimiter) take(now time.Time, msgs, bytes int) {
+// take counts msgs messages and bytes bytes dispatched at now; a negative
+// count gives tokens back (never above a full bucket).
+func (l *dispatchLimiter) take(now time.Time, msgs, bytes int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, t := range []struct {
-		lim *rate.Limiter
-		n   int
+		b *bucket
+		n int64
 	}{{l.msgs, msgs}, {l.bytes, bytes}} {
-		if t.lim == nil {
-			continue
-		}
-		// ReserveN refuses more than the burst at once: take it in pieces.
-		for n := t.n; n > 0; n -= t.lim.Burst() {
-			t.lim.ReserveN(now, min(n, t.lim.Burst()))
+		if t.b != nil {
+			t.b.refill(now)
+			t.b.tokens = min(t.b.size, t.b.tokens-float64(t.n))
 		}
 	}
 }

@@ -438,11 +438,12 @@ func (s *subscription) finish(r roundRead) (progressed, failed bool) {
 	defer s.mu.Unlock()
 	s.mu.reading = false
 	entries := s.mu.endRound(r.plan, r.unread, r.entries)
-	sent := 0
+	var sent []delivery
 	if len(entries) > 0 && !s.mu.closed {
 		sent = s.sendLocked(s.mu.assign(entries, r.plan.now))
 	}
-	return sent > 0 || r.fresh > 0, r.err != nil
+	s.mu.settle(r.plan, s.clock.Now(), sent)
+	return len(sent) > 0 || r.fresh > 0, r.err != nil
 }
 
 // resumeIdle answers the pauses that waited for the round that just
@@ -471,18 +472,18 @@ func earliest(a, b time.Time) time.Time {
 	return a
 }
 
-// sendLocked queues a round's deliveries (dispatchState.send) and counts and
-// traces those sent. mu is held.
-func (s *subscription) sendLocked(out []delivery) int {
-	now := s.clock.Now()
-	sent := s.mu.send(out, now)
+// sendLocked queues a round's deliveries (dispatchState.send), counts and traces
+// those sent, and returns them. mu is held.
+func (s *subscription) sendLocked(out []delivery) []delivery {
+	sent := s.mu.send(out)
+	now := s.clock.Now().UnixMilli()
 	for _, d := range sent {
-		d.c.lastConsumed.Store(now.UnixMilli())
+		d.c.lastConsumed.Store(now)
 		s.traceDeliver(d)
 		d.c.out.add(d.e.size, len(d.e.msg))
 		s.out.add(d.e.size, len(d.e.msg))
 	}
-	return len(sent)
+	return sent
 }
 
 // ---- seek, unsubscribe, close ----
