@@ -591,6 +591,9 @@ const (
 	// Topic policies only.
 	ExtraTopicMaxSubscriptions     = "maxSubscriptionsPerTopic"
 	ExtraTopicMaxUnackedOnConsumer = "maxUnackedMessagesOnConsumer"
+	// ExtraTopicMaxUnackedOnSubscription is a topic's
+	// maxUnackedMessagesOnSubscription.
+	ExtraTopicMaxUnackedOnSubscription = "maxUnackedMessagesOnSubscription"
 )
 
 // The Extra keys of the auto-subscription-creation overrides, a

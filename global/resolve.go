@@ -186,6 +186,10 @@ type Effective struct {
 	// Shared or Key_Shared consumer holds unacked (0: none), or nil when the
 	// topic sets none and the broker's setting applies.
 	MaxUnackedMessagesOnConsumer *int
+	// MaxUnackedMessagesOnSubscription is the topic's limit on the
+	// messages a Shared or Key_Shared subscription holds unacked (0: none),
+	// or nil when the topic sets none and the broker's setting applies.
+	MaxUnackedMessagesOnSubscription *int
 	// ReplicatorDispatchRate is the topic's replicatorDispatchRate, which
 	// overrides the namespace's for every source region, or nil;
 	// NamespaceReplicatorDispatchRates are the namespace's, by source
@@ -291,6 +295,9 @@ func Resolve(d BrokerDefaults, tenant TenantInfo, ns Policies, topic *TopicPolic
 	e.MaxSubscriptionsPerTopic, _ = tp.Extra.limit(ExtraTopicMaxSubscriptions)
 	if n, ok := tp.Extra.limit(ExtraTopicMaxUnackedOnConsumer); ok {
 		e.MaxUnackedMessagesOnConsumer = &n
+	}
+	if n, ok := tp.Extra.limit(ExtraTopicMaxUnackedOnSubscription); ok {
+		e.MaxUnackedMessagesOnSubscription = &n
 	}
 	e.ReplicatorDispatchRate = topicReplicatorDispatchRate(tp.Extra)
 	e.NamespaceReplicatorDispatchRates = NamespaceReplicatorDispatchRates(ns.Extra)

@@ -54,8 +54,6 @@ var UnbuiltPolicies = []Unbuilt{
 		InNamespace: extraHas(ExtraDelayedDelivery), InTopic: topicExtraHas(ExtraTopicDelayedDelivery)},
 	{Feature: "max topics per namespace", Reason: "a namespace's topic count is not limited",
 		Paths: []string{"maxTopicsPerNamespace"}, InNamespace: extraHas("max_topics_per_namespace")},
-	{Feature: "max unacked messages per subscription", Reason: "a subscription's unacked messages are limited per consumer only",
-		Paths: []string{"maxUnackedMessagesOnSubscription"}, InTopic: topicExtraHas("maxUnackedMessagesOnSubscription")},
 	{Feature: "deduplication snapshot interval per topic", Reason: "the broker's DedupSnapshotInterval applies to every topic",
 		Paths: []string{"deduplicationSnapshotInterval"}, InTopic: topicExtraHas("deduplicationSnapshotIntervalSeconds")},
 	{Feature: "schema validation enforcement", Reason: "a producer without a schema is not refused on a topic with one",

@@ -579,3 +579,74 @@ func TestNamespaceDispatchRates(t *testing.T) {
 		})
 	}
 }
+
+// TestMaxUnackedMessagesOnSubscription: a topic's
+// maxUnackedMessagesOnSubscription stops its Shared subscription's dispatch
+// once the consumers hold that many messages unacked, says so in the
+// stats (blockedSubscriptionOnUnackedMsgs), and resumes, up to the limit
+// again, once acks bring them down to half.
+func TestMaxUnackedMessagesOnSubscription(t *testing.T) {
+	const limit = 10
+	adm := newAdmin(t, web.URL)
+	topic := "persistent://" + newNamespace(t, "unacked") + "/t"
+	tn, _ := utils.GetTopicName(topic)
+	client := newClient(t, region.ServiceURL())
+	p, err := client.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if err := adm.Topics().SetMaxUnackMessagesPerSubscription(*tn, limit); err != nil {
+		t.Fatal(err)
+	}
+	// The topic loads again, with the policy applied before any dispatch.
+	if err := adm.Topics().Unload(*tn); err != nil {
+		t.Fatal(err)
+	}
+	cons, err := client.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Type: pulsar.Shared})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	for range 3 * limit {
+		if _, err := p.Send(context.Background(), &pulsar.ProducerMessage{Payload: []byte("m")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	receiveN := func(n int) []pulsar.Message {
+		var got []pulsar.Message
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		for range n {
+			m, err := cons.Receive(ctx)
+			if err != nil {
+				t.Fatalf("after %d of %d messages: %v", len(got), n, err)
+			}
+			got = append(got, m)
+		}
+		return got
+	}
+	expectNothing := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		defer cancel()
+		if m, err := cons.Receive(ctx); err == nil {
+			t.Fatalf("got %v beyond the subscription's unacked limit", m.ID())
+		}
+	}
+	held := receiveN(limit)
+	expectNothing()
+	stats, err := adm.Topics().GetStats(*tn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !stats.Subscriptions["s"].BlockedSubscriptionOnUnackedMsgs {
+		t.Error("the subscription's stats do not say it is blocked on unacked messages")
+	}
+	for _, m := range held[:limit/2] {
+		if err := cons.Ack(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	receiveN(limit / 2)
+	expectNothing()
+}

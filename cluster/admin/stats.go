@@ -49,20 +49,23 @@ type (
 		Metadata        map[string]string `json:"metadata"`
 	}
 	subscriptionStats struct {
-		Type                string  `json:"type"`
-		MsgRateOut          float64 `json:"msgRateOut"`
-		MsgThroughputOut    float64 `json:"msgThroughputOut"`
-		MsgRateRedeliver    float64 `json:"msgRateRedeliver"`
-		MsgRateExpired      float64 `json:"msgRateExpired"`
-		TotalMsgExpired     int64   `json:"totalMsgExpired"`
-		MsgBacklog          int64   `json:"msgBacklog"`
-		MsgBacklogNoDelayed int64   `json:"msgBacklogNoDelayed"`
-		MsgDelayed          int64   `json:"msgDelayed"`
-		BacklogSize         int64   `json:"backlogSize"`
-		UnackedMessages     int64   `json:"unackedMessages"`
-		ActiveConsumerName  string  `json:"activeConsumerName"`
-		MsgOutCounter       int64   `json:"msgOutCounter"`
-		BytesOutCounter     int64   `json:"bytesOutCounter"`
+		Type             string  `json:"type"`
+		MsgRateOut       float64 `json:"msgRateOut"`
+		MsgThroughputOut float64 `json:"msgThroughputOut"`
+		MsgRateRedeliver float64 `json:"msgRateRedeliver"`
+		MsgRateExpired   float64 `json:"msgRateExpired"`
+		TotalMsgExpired  int64   `json:"totalMsgExpired"`
+		// BlockedSubscriptionOnUnackedMsgs: dispatch waits for acks
+		// (maxUnackedMessagesOnSubscription).
+		BlockedSubscriptionOnUnackedMsgs bool   `json:"blockedSubscriptionOnUnackedMsgs"`
+		MsgBacklog                       int64  `json:"msgBacklog"`
+		MsgBacklogNoDelayed              int64  `json:"msgBacklogNoDelayed"`
+		MsgDelayed                       int64  `json:"msgDelayed"`
+		BacklogSize                      int64  `json:"backlogSize"`
+		UnackedMessages                  int64  `json:"unackedMessages"`
+		ActiveConsumerName               string `json:"activeConsumerName"`
+		MsgOutCounter                    int64  `json:"msgOutCounter"`
+		BytesOutCounter                  int64  `json:"bytesOutCounter"`
 		// IgnoredAckCount is Meridian's: the acked ids the broker ignored
 		// as never delivered to the consumer that acked them.
 		IgnoredAckCount int64 `json:"ignoredAckCount"`
@@ -211,7 +214,7 @@ func (h *handler) renderStats(name string, st broker.TopicStats, dedup bool) top
 			Consumers: []consumerStats{}, ConsumersAfterMarkDeletePosition: map[string]string{},
 			SubscriptionProperties: map[string]string{}}
 		ss.MsgRateOut, ss.MsgThroughputOut = h.rates.rate(name+"\x00s\x00"+sub, now, s.MsgOutCounter, s.BytesOutCounter)
-		ss.TotalMsgExpired = s.Expired
+		ss.TotalMsgExpired, ss.BlockedSubscriptionOnUnackedMsgs = s.Expired, s.BlockedOnUnacked
 		ss.MsgRateExpired, _ = h.rates.rate(name+"\x00expired\x00"+sub, now, s.Expired, 0)
 		for _, c := range s.Consumers {
 			cs := consumerStats{ConsumerName: c.ConsumerName, AvailablePermits: c.AvailablePermits,
@@ -289,6 +292,7 @@ func (s *topicStats) add(p topicStats) {
 		ss.MsgThroughputOut += ps.MsgThroughputOut
 		ss.MsgRateExpired += ps.MsgRateExpired
 		ss.TotalMsgExpired += ps.TotalMsgExpired
+		ss.BlockedSubscriptionOnUnackedMsgs = ss.BlockedSubscriptionOnUnackedMsgs || ps.BlockedSubscriptionOnUnackedMsgs
 		ss.MsgBacklog += ps.MsgBacklog
 		ss.MsgBacklogNoDelayed += ps.MsgBacklogNoDelayed
 		ss.MsgDelayed += ps.MsgDelayed

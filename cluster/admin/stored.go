@@ -91,7 +91,7 @@ var topicStored = []storedPolicy{
 	{path: "maxProducers", key: global.ExtraTopicMaxProducers, kind: kindNonNegInt, nsKey: global.ExtraMaxProducersPerTopic},
 	{path: "maxConsumers", key: global.ExtraTopicMaxConsumers, kind: kindNonNegInt, nsKey: global.ExtraMaxConsumersPerTopic},
 	{path: "maxUnackedMessagesOnConsumer", key: global.ExtraTopicMaxUnackedOnConsumer, kind: kindNonNegInt},
-	{path: "maxUnackedMessagesOnSubscription", key: "maxUnackedMessagesOnSubscription", kind: kindNonNegInt},
+	{path: "maxUnackedMessagesOnSubscription", key: global.ExtraTopicMaxUnackedOnSubscription, kind: kindNonNegInt},
 	{path: "persistence", key: global.ExtraPersistence, kind: kindPersistence, nsKey: global.ExtraPersistence},
 	{path: "delayedDelivery", key: global.ExtraTopicDelayedDelivery, kind: kindObject},
 	{path: "dispatchRate", key: global.ExtraTopicDispatchRate, kind: kindDispatchRate},

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/meridian-mq/meridian/cluster/broker/replsub"
@@ -83,6 +84,14 @@ type dispatchState struct {
 	// round starts before throttledUntil.
 	rates          []*dispatchLimiter
 	throttledUntil time.Time
+	// unacked is what the consumers hold unacked together, in messages.
+	// unackedLimit, when set and above 0, bounds it for Shared and
+	// Key_Shared (the topic's maxUnackedMessagesOnSubscription); blocked is
+	// set once it is reached, and cleared once acks bring it down to half
+	// (Pulsar's blockedDispatcherOnUnackedMsgs).
+	unacked      int64
+	unackedLimit *atomic.Int64
+	blocked      bool
 	// msgsPerEntry is the moving average of the messages in the entries
 	// dispatched (0 before the first), by which a round turns permits into
 	// entries to read.
@@ -400,9 +409,12 @@ func (d *dispatchState) dropConsumed(cur ackCursor, markDeleted mledger.Position
 func (d *dispatchState) forget(p mledger.Position) {
 	if pe := d.pending[p]; pe != nil {
 		held := pe.c.unacked >= pe.c.maxUnacked
-		pe.c.unacked -= pe.size
+		d.countUnacked(pe.c, -pe.size)
 		if held && pe.c.unacked < pe.c.maxUnacked {
 			d.wake() // the consumer takes entries again
+		}
+		if d.blocked && d.unackedRoom() > 0 {
+			d.wake() // the subscription takes entries again
 		}
 		delete(d.pending, p)
 	}
@@ -454,7 +466,7 @@ func (d *dispatchState) redeliver(c *consumer, only map[mledger.Position]bool, c
 		if pe.c != c || (only != nil && !only[p]) {
 			continue
 		}
-		c.unacked -= pe.size
+		d.countUnacked(c, -pe.size)
 		delete(d.pending, p)
 		if count {
 			d.redeliveries[p]++
@@ -474,6 +486,10 @@ func (d *dispatchState) resubscribed(c *consumer) {
 // rewind drops what was delivered, held for redelivery or delayed: the
 // cursor is about to move under the subscription (a seek).
 func (d *dispatchState) rewind() {
+	for _, c := range d.consumers {
+		c.unacked = 0
+	}
+	d.unacked, d.blocked = 0, false
 	clear(d.pending)
 	clear(d.replay)
 	clear(d.inRound)
@@ -659,7 +675,7 @@ func (d *dispatchState) assign(entries []mledger.Entry, now time.Time) []deliver
 			continue
 		}
 		c.permits -= int64(e.size)
-		c.unacked += e.size
+		d.countUnacked(c, e.size)
 		pe := &pendingEntry{c: c, size: e.size, hash: h}
 		d.pending[e.pos] = pe
 		out = append(out, delivery{c: c, pe: pe, e: e, redelivered: d.redeliveries[e.pos], ackSet: slices.Clone(d.partial[e.pos])})
@@ -675,7 +691,7 @@ func (d *dispatchState) unassign(dl delivery) {
 	}
 	delete(d.pending, dl.e.pos)
 	dl.c.permits += int64(dl.e.size)
-	dl.c.unacked -= dl.e.size
+	d.countUnacked(dl.c, -dl.e.size)
 	d.addReplay(dl.e.pos, dl.pe.hash)
 }
 
@@ -837,7 +853,38 @@ func (d *dispatchState) permits() int64 {
 			n += c.permits
 		}
 	}
-	return n
+	return min(n, d.unackedRoom())
+}
+
+// countUnacked adds n messages to what c, and so the subscription, holds
+// unacked.
+func (d *dispatchState) countUnacked(c *consumer, n int) {
+	c.unacked += n
+	d.unacked += int64(n)
+}
+
+// unackedRoom is how many more messages a Shared or Key_Shared
+// subscription's consumers may take unacked together (math.MaxInt64: no
+// limit), 0 while it is blocked on them.
+func (d *dispatchState) unackedRoom() int64 {
+	var limit int64
+	if d.unackedLimit != nil {
+		limit = d.unackedLimit.Load()
+	}
+	if limit <= 0 || !d.shared() {
+		d.blocked = false
+		return math.MaxInt64
+	}
+	switch {
+	case d.unacked >= limit:
+		d.blocked = true
+	case d.blocked && d.unacked <= limit/2:
+		d.blocked = false
+	}
+	if d.blocked {
+		return 0
+	}
+	return limit - d.unacked
 }
 
 // ---- delayed delivery ----

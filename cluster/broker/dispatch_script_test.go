@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,6 +31,7 @@ import (
 // consumers were sent (and what Failover announced). The commands:
 //
 //	init type=<SubType> [partition=N] [max-read=N] [max-redeliveries=N] [dispatch-rate=<msgs a second>]
+//	     [max-unacked-on-subscription=N]
 //	append            one entry per input line: <key or -> [batch=N] [deliver-at=<ms>]
 //	join <c> [type=<SubType>] [priority=N] [ranges=a-b,c-d] [queue=N] [max-unacked=N]
 //	leave <c>
@@ -56,18 +58,19 @@ func TestDispatchScripts(t *testing.T) {
 // dispatchScript is one script's world: the state machine, its consumers,
 // the topic's entries and the subscription's cursor.
 type dispatchScript struct {
-	t         *testing.T
-	d         *dispatchState
-	kind      pb.CommandSubscribe_SubType
-	partition int
-	cfg       DispatchConfig
-	consumers map[string]*consumer
-	frozen    map[string]bool
-	entries   []mledger.Entry // ledger 1, entry i at i
-	cursor    scriptCursor
-	now       time.Time
-	rate      *dispatchLimiter // the subscription's dispatch rate, if init set one
-	out       strings.Builder  // announcements, until printed
+	t          *testing.T
+	d          *dispatchState
+	kind       pb.CommandSubscribe_SubType
+	partition  int
+	cfg        DispatchConfig
+	consumers  map[string]*consumer
+	frozen     map[string]bool
+	entries    []mledger.Entry // ledger 1, entry i at i
+	cursor     scriptCursor
+	now        time.Time
+	rate       *dispatchLimiter // the subscription's dispatch rate, if init set one
+	maxUnacked atomic.Int64     // the subscription's unacked limit; 0: none
+	out        strings.Builder  // announcements, until printed
 }
 
 func (h *dispatchScript) run(t *testing.T, td *datadriven.TestData) string {
@@ -87,6 +90,9 @@ func (h *dispatchScript) run(t *testing.T, td *datadriven.TestData) string {
 		h.cursor = scriptCursor{markDelete: -1, readAfter: -1, acked: map[int64]bool{}, entries: &h.entries}
 		h.now = time.UnixMilli(1_000)
 		h.rate = nil
+		maxUnacked := 0
+		scanOptional(t, td, "max-unacked-on-subscription", &maxUnacked)
+		h.maxUnacked.Store(int64(maxUnacked))
 		if td.HasArg("dispatch-rate") {
 			var msgs int64
 			td.ScanArgs(t, "dispatch-rate", &msgs)
@@ -243,6 +249,7 @@ func (h *dispatchScript) restart() {
 	if h.rate != nil {
 		h.d.rates = []*dispatchLimiter{h.rate}
 	}
+	h.d.unackedLimit = &h.maxUnacked
 }
 
 func (h *dispatchScript) consumer(td *datadriven.TestData, arg int) *consumer {

@@ -74,6 +74,10 @@ type SubscriptionStats struct {
 	// Expired counts the entries consumed by message expiry since the
 	// topic was loaded (expiry.go).
 	Expired int64
+	// BlockedOnUnacked says its consumers hold as many unacked messages as
+	// the topic's maxUnackedMessagesOnSubscription allows: dispatch waits
+	// until acks bring them down to half.
+	BlockedOnUnacked bool
 	// Replicated says the subscription's state travels to the other
 	// regions; ReplicatedStateTaken says when each of them took the state
 	// last applied here (its age is now less that).
@@ -144,7 +148,7 @@ func (s *subscription) stats() SubscriptionStats {
 	defer s.mu.Unlock()
 	ss := SubscriptionStats{Type: s.mu.kind.String(), Durable: s.cursor.Durable(), MsgBacklog: s.cursor.Backlog(),
 		MarkDelete: s.cursor.MarkDeletePosition(), ReadPosition: s.cursor.ReadPosition(),
-		DelayedMessages: int64(s.mu.delayed.Len())}
+		DelayedMessages: int64(s.mu.delayed.Len()), BlockedOnUnacked: s.mu.blocked}
 	ss.MsgOutCounter, ss.BytesOutCounter = s.out.msgs.Load(), s.out.bytes.Load()
 	ss.IgnoredAcks, ss.Expired = s.ignoredAcks.Load(), s.expired.Load()
 	if ss.Replicated = s.replicated(); ss.Replicated && s.topic.rs != nil {

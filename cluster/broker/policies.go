@@ -7,8 +7,9 @@ import (
 
 // applyPolicies hands a loaded topic the policies it enforces as they
 // change: its publish rate in this region and its maxMessageSize, checked
-// on each SEND, the quorums of its next ledgers (persistence), and its
-// dispatch rates. It runs
+// on each SEND, the quorums of its next ledgers (persistence), its
+// dispatch rates and its subscriptions' unacked limit. A subscription
+// whose dispatch waits on that limit takes a changed one at its next ack. It runs
 // at load and on every pass of the Service's policy loop.
 func (t *Topic) applyPolicies(eff global.Effective) {
 	r, _ := eff.PublishRateIn(t.svc.cfg.Region)
@@ -16,6 +17,11 @@ func (t *Topic) applyPolicies(eff global.Effective) {
 	t.limits.maxMessageSize.Store(int64(eff.MaxMessageSize))
 	t.ml.SetQuorums(t.svc.quorumsOf(eff))
 	t.applyDispatchRates(eff)
+	limit := t.svc.cfg.Dispatch.MaxUnackedPerSubscription
+	if n := eff.MaxUnackedMessagesOnSubscription; n != nil {
+		limit = *n
+	}
+	t.maxUnackedOnSubscription.Store(int64(limit))
 }
 
 // quorumsOf is the E/Qw/Qa of a topic's new ledgers: its persistence

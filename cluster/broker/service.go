@@ -145,6 +145,13 @@ type DispatchConfig struct {
 	// consumer holding this many unacked messages (Pulsar's
 	// maxUnackedMessagesPerConsumer, 50000). At least 1.
 	MaxUnackedPerConsumer int
+	// MaxUnackedPerSubscription stops a Shared or Key_Shared subscription's
+	// dispatch once its consumers hold this many unacked messages together,
+	// until acks bring them down to half (Pulsar's
+	// maxUnackedMessagesPerSubscription, 200000, and its dispatcher's
+	// blockedDispatcherOnUnackedMsgs). A topic's
+	// maxUnackedMessagesOnSubscription overrides it; 0 is no limit.
+	MaxUnackedPerSubscription int
 	// ReadRetryInitial is how long a subscription waits before it retries
 	// a storage read that failed (a bookie that timed out, ledger metadata
 	// that could not be read); each failure in a row doubles the wait, up
@@ -164,7 +171,7 @@ type DispatchConfig struct {
 // DefaultDispatchConfig returns the dispatch defaults.
 func DefaultDispatchConfig() DispatchConfig {
 	return DispatchConfig{MaxReadEntries: 100, MaxRedeliveries: 100_000, MaxUnackedPerConsumer: 50_000,
-		ReadRetryInitial: time.Second, ReadRetryMax: time.Minute}
+		MaxUnackedPerSubscription: 200_000, ReadRetryInitial: time.Second, ReadRetryMax: time.Minute}
 }
 
 // DefaultServiceConfig returns the defaults for a broker of region.
@@ -203,6 +210,8 @@ func (c ServiceConfig) Validate() error {
 		return fmt.Errorf("%w: Dispatch.MaxReadEntries %d, want 1..10000", ErrInvalidConfig, c.Dispatch.MaxReadEntries)
 	case c.Dispatch.MaxRedeliveries < 1 || c.Dispatch.MaxRedeliveries > 1<<20:
 		return fmt.Errorf("%w: Dispatch.MaxRedeliveries %d, want 1..%d", ErrInvalidConfig, c.Dispatch.MaxRedeliveries, 1<<20)
+	case c.Dispatch.MaxUnackedPerSubscription < 0:
+		return fmt.Errorf("%w: Dispatch.MaxUnackedPerSubscription %d, want 0 or more", ErrInvalidConfig, c.Dispatch.MaxUnackedPerSubscription)
 	case c.Dispatch.MaxUnackedPerConsumer < 1:
 		return fmt.Errorf("%w: Dispatch.MaxUnackedPerConsumer %d, want at least 1", ErrInvalidConfig, c.Dispatch.MaxUnackedPerConsumer)
 	case c.Dispatch.ReadRetryMax > 10*time.Minute || c.Dispatch.ReadRetryInitial < time.Millisecond || c.Dispatch.ReadRetryInitial > c.Dispatch.ReadRetryMax:

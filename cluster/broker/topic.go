@@ -39,6 +39,10 @@ type Topic struct {
 	limits topicLimits
 	// dispatchRates limit what the subscriptions deliver (dispatchrate.go).
 	dispatchRates topicDispatchRates
+	// maxUnackedOnSubscription is the most messages the consumers of one
+	// Shared or Key_Shared subscription may hold unacked together (0:
+	// none), set by applyPolicies.
+	maxUnackedOnSubscription atomic.Int64
 	// lastPublish is when a SEND was last stored, in unix milliseconds (0:
 	// none since the topic loaded): Pulsar's lastPublishTimestamp.
 	lastPublish atomic.Int64

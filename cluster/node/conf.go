@@ -181,6 +181,7 @@ var pulsarConfKeys = []confMapping{
 		c.Broker.Service.Dispatch.MaxUnackedPerConsumer = int(n)
 		return err
 	}},
+	{"maxUnackedMessagesPerSubscription", integer(0, 1<<31-1, func(c *RegionConfig) *int { return &c.Broker.Service.Dispatch.MaxUnackedPerSubscription })},
 	{"exposeTopicLevelMetricsInPrometheus", func(c *RegionConfig, v string) error {
 		on, err := parseBool(v)
 		c.Metrics.NamespaceLevel = !on
