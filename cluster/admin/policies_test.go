@@ -537,7 +537,7 @@ func TestNamespaceDispatchRates(t *testing.T) {
 			for range messages {
 				p.SendAsync(context.Background(), &pulsar.ProducerMessage{Payload: []byte("m")}, nil)
 			}
-			if err := p.Flush(); err != nil {
+			if err := p.FlushWithCtx(context.Background()); err != nil {
 				t.Fatal(err)
 			}
 			var (
