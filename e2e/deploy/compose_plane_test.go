@@ -88,7 +88,7 @@ func (p *plane) exec(ctx context.Context, service string, args ...string) *exec.
 // cannot run, and podman runs checks from systemd timers, which this host
 // (no systemd) does not have; the commands are the file's own.
 //
-//	cd e2e/deploy && flock /tmp/meridian-e2e.lock go test -tags e2e -count=1 -timeout 30m -run TestComposePlane -v ./...
+//	cd e2e/deploy && flock /tmp/meridian-e2e.lock go test -mod=mod -tags e2e -count=1 -timeout 30m -run TestComposePlane -v ./...
 func TestComposePlane(t *testing.T) {
 	started := time.Now()
 	suffix := fmt.Sprintf("%d", time.Now().UnixNano())

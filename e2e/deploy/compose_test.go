@@ -44,18 +44,18 @@ func loadCompose(t *testing.T) composeFile {
 	return f
 }
 
-// decodeYAML decodes deploy/compose/NAME into v; strict: a field v does
-// not name fails.
-func decodeYAML(t *testing.T, name string, v any, strict bool) {
+// decodeYAML decodes the file at path (relative to deploy/compose) into
+// v; strict: a field v does not name fails.
+func decodeYAML(t *testing.T, path string, v any, strict bool) {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(composeDir, name))
+	b, err := os.ReadFile(filepath.Join(composeDir, path))
 	if err != nil {
 		t.Fatal(err)
 	}
 	dec := yaml.NewDecoder(strings.NewReader(string(b)))
 	dec.KnownFields(strict)
 	if err := dec.Decode(v); err != nil {
-		t.Fatalf("%s: %v", name, err)
+		t.Fatalf("%s: %v", path, err)
 	}
 }
 
@@ -159,9 +159,10 @@ func TestComposeFile(t *testing.T) {
 		t.Fatal("no prometheus service")
 	}
 	cfg := loadPrometheusConfig(t)
-	if !slices.Contains(prom.Volumes, "../prometheus/alerts.yml:/etc/prometheus/alerts.yml:ro") ||
+	if !slices.Equal(prom.Volumes, []string{"../prometheus:/etc/prometheus:ro"}) ||
+		!slices.Equal(prom.Command, []string{"--config.file=/etc/prometheus/prometheus-compose.yml"}) ||
 		!slices.Equal(cfg.RuleFiles, []string{"alerts.yml"}) {
-		t.Errorf("Prometheus's rules: files %v, mounts %v; want deploy/prometheus/alerts.yml mounted as alerts.yml", cfg.RuleFiles, prom.Volumes)
+		t.Errorf("Prometheus: command %v, mounts %v, rule files %v; want deploy/prometheus mounted as /etc/prometheus, its prometheus-compose.yml and alerts.yml", prom.Command, prom.Volumes, cfg.RuleFiles)
 	}
 	scraped := map[string]bool{}
 	for _, sc := range cfg.ScrapeConfigs {
@@ -192,7 +193,7 @@ func TestComposeFile(t *testing.T) {
 }
 
 // promConfig is the part of Prometheus's configuration that
-// deploy/compose/prometheus.yml uses, decoded strictly: a field it does not
+// deploy/prometheus/prometheus-compose.yml uses, decoded strictly: a field it does not
 // name (a typo) fails. Prometheus's own loader (its config package) would
 // bring the cloud SDKs of its service discoveries into this module's
 // default test run.
@@ -215,7 +216,7 @@ type promConfig struct {
 func loadPrometheusConfig(t *testing.T) promConfig {
 	t.Helper()
 	var c promConfig
-	decodeYAML(t, "prometheus.yml", &c, true)
+	decodeYAML(t, "../prometheus/prometheus-compose.yml", &c, true)
 	for _, sc := range c.ScrapeConfigs {
 		for _, g := range sc.StaticConfigs {
 			if g.Labels["cluster"] == "" {
