@@ -80,8 +80,10 @@ func (p *plane) exec(ctx context.Context, service string, args ...string) *exec.
 // the topic; the producer, run beside the other broker, must finish
 // without an error; each region's subscription, created before the first
 // message, must then deliver all 1,000 (eu-west and ap-south through
-// replication, us-east through the broker left). Everything the plane
-// made (containers, networks, volumes) is removed, failed or not.
+// replication, us-east through the broker left). Every container must be
+// on its service's networks alone, and publish on 127.0.0.1 only.
+// Everything the plane made (containers, networks, volumes) is removed,
+// failed or not.
 //
 // The health checks are run with `podman exec`: podman-compose 1.0.3
 // turns a health check into a /bin/sh command, which the scratch image
@@ -115,6 +117,7 @@ func TestComposePlane(t *testing.T) {
 	up := time.Now()
 	p.waitHealthy(ctx)
 	healthy := time.Now()
+	p.checkIsolation()
 
 	const n = 1000
 	topic := "persistent://public/default/compose-" + suffix
@@ -258,6 +261,31 @@ func (p *plane) waitHealthy(ctx context.Context) {
 			resp.Body.Close()
 			return resp.StatusCode == http.StatusOK
 		})
+	}
+}
+
+// checkIsolation checks the network rules the file keeps: every container
+// is on the networks the file gives its service, which podman-compose
+// created for the project, and on no other; and every port it publishes
+// is bound on 127.0.0.1.
+func (p *plane) checkIsolation() {
+	t := p.t
+	for _, s := range p.file.planeServices() {
+		var want []string
+		for _, n := range p.file.Services[s].Networks {
+			want = append(want, p.project+"_"+n)
+		}
+		slices.Sort(want)
+		got := strings.Fields(podman(t, "inspect", p.container(s), "--format", "{{range $n, $_ := .NetworkSettings.Networks}}{{$n}} {{end}}"))
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Errorf("%s is on the networks %v, want %v", s, got, want)
+		}
+		for l := range strings.Lines(podman(t, "port", p.container(s))) {
+			if _, hostAddr, _ := strings.Cut(strings.TrimSpace(l), " -> "); !strings.HasPrefix(hostAddr, "127.0.0.1:") {
+				t.Errorf("%s publishes %q, not on 127.0.0.1 only", s, strings.TrimSpace(l))
+			}
+		}
 	}
 }
 
