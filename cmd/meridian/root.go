@@ -40,6 +40,7 @@ func newRootCommand() *cobra.Command {
 	root.AddCommand(newDrillCommand())
 	root.AddCommand(newProduceCommand())
 	root.AddCommand(newConsumeCommand())
+	root.AddCommand(newProbeCommand())
 	refuseUnknown(root)
 	return root
 }

@@ -7,6 +7,12 @@
 //
 //	cd e2e/deploy && go test ./...
 //
+// It also checks the compose plane's file (deploy/compose/compose.yaml,
+// TestComposeFile) and that docs/operations.md's alert runbook has an entry
+// for every alert rule, without podman.
+//
 // Behind -tags e2e, TestImageDropIn builds the container image with
-// deploy/build-image.sh and runs it with podman as a drop-in for Pulsar's.
+// deploy/build-image.sh and runs it with podman as a drop-in for Pulsar's,
+// and TestComposePlane starts the compose plane's three regions with
+// podman-compose and sends messages across them while a broker stops.
 package deploy

@@ -37,10 +37,32 @@ func podman(t *testing.T, args ...string) string {
 }
 
 func podmanCommand(args ...string) *exec.Cmd {
-	cmd := exec.Command("podman", args...)
+	return podmanCommandContext(context.Background(), args...)
+}
+
+func podmanCommandContext(ctx context.Context, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, "podman", args...)
 	conf, _ := filepath.Abs(filepath.Join(deployDir, "podman", "containers.conf"))
 	cmd.Env = append(os.Environ(), "CONTAINERS_CONF="+conf)
 	return cmd
+}
+
+// buildImage builds the image with deploy/build-image.sh as
+// localhost/meridian-test:SUFFIX, removed again when the test ends.
+func buildImage(t *testing.T, suffix string) string {
+	t.Helper()
+	tag := "localhost/meridian-test:" + suffix
+	build := exec.Command("bash", filepath.Join(deployDir, "build-image.sh"), tag)
+	build.Stderr = io.Discard
+	out, err := build.Output()
+	if err != nil {
+		t.Fatalf("deploy/build-image.sh: %v", err)
+	}
+	if got := strings.TrimSpace(string(out)); got != tag {
+		t.Fatalf("build-image.sh printed %q, want the tag %q", got, tag)
+	}
+	t.Cleanup(func() { _ = podmanCommand("rmi", "-f", tag).Run() })
+	return tag
 }
 
 // TestImageDropIn builds the image with deploy/build-image.sh (which
@@ -54,17 +76,7 @@ func podmanCommand(args ...string) *exec.Cmd {
 //	cd e2e/deploy && flock /tmp/meridian-e2e.lock go test -tags e2e -run TestImageDropIn ./...
 func TestImageDropIn(t *testing.T) {
 	suffix := fmt.Sprintf("%d", time.Now().UnixNano())
-	tag := "localhost/meridian-test:" + suffix
-	build := exec.Command("bash", filepath.Join(deployDir, "build-image.sh"), tag)
-	build.Stderr = io.Discard
-	out, err := build.Output()
-	if err != nil {
-		t.Fatalf("deploy/build-image.sh: %v", err)
-	}
-	if got := strings.TrimSpace(string(out)); got != tag {
-		t.Fatalf("build-image.sh printed %q, want the tag %q", got, tag)
-	}
-	t.Cleanup(func() { _ = podmanCommand("rmi", "-f", tag).Run() })
+	tag := buildImage(t, suffix)
 
 	if got := podman(t, "image", "inspect", tag, "--format", "{{.Config.User}} {{.Config.WorkingDir}}"); got != "10000:10000 /pulsar" {
 		t.Errorf("image user and working directory %q, want 10000:10000 /pulsar", got)
