@@ -190,6 +190,9 @@ type Effective struct {
 	// messages a Shared or Key_Shared subscription holds unacked (0: none),
 	// or nil when the topic sets none and the broker's setting applies.
 	MaxUnackedMessagesOnSubscription *int
+	// DelayedDelivery is the topic's delayed delivery policy, else the
+	// namespace's, or nil (delayed delivery on, with no limit).
+	DelayedDelivery *DelayedDelivery
 	// ReplicatorDispatchRate is the topic's replicatorDispatchRate, which
 	// overrides the namespace's for every source region, or nil;
 	// NamespaceReplicatorDispatchRates are the namespace's, by source
@@ -299,6 +302,7 @@ func Resolve(d BrokerDefaults, tenant TenantInfo, ns Policies, topic *TopicPolic
 	if n, ok := tp.Extra.limit(ExtraTopicMaxUnackedOnSubscription); ok {
 		e.MaxUnackedMessagesOnSubscription = &n
 	}
+	e.DelayedDelivery = delayedDeliveryOf(tp, ns)
 	e.ReplicatorDispatchRate = topicReplicatorDispatchRate(tp.Extra)
 	e.NamespaceReplicatorDispatchRates = NamespaceReplicatorDispatchRates(ns.Extra)
 	e.PublishRate = decodeExtra[PublishRate](tp.Extra, ExtraTopicPublishRate, nil)

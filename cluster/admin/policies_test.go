@@ -650,3 +650,78 @@ func TestMaxUnackedMessagesOnSubscription(t *testing.T) {
 	receiveN(limit / 2)
 	expectNothing()
 }
+
+// TestTopicDelayedDeliveryPolicy: with the topic's delayed delivery not
+// active, a Shared consumer gets a message at once whatever its delivery
+// time; with it active and a maximum delay, a send asking for less is
+// delivered, and one asking for more is refused (NotAllowed, which
+// pulsar-client-go turns into a send timeout) and not stored.
+func TestTopicDelayedDeliveryPolicy(t *testing.T) {
+	adm := newAdmin(t, web.URL)
+	topic := "persistent://" + newNamespace(t, "delayed") + "/t"
+	tn, _ := utils.GetTopicName(topic)
+	client := newClient(t, region.ServiceURL())
+	p, err := client.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true, SendTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	// Acks are confirmed, so that none is lost with the reloads below.
+	cons, err := client.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Type: pulsar.Shared, AckWithResponse: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	// set applies a policy, and reloads the topic so that it holds from
+	// the next send on.
+	set := func(d utils.DelayedDeliveryData) {
+		t.Helper()
+		if err := adm.Topics().SetDelayedDelivery(*tn, d); err != nil {
+			t.Fatal(err)
+		}
+		if err := adm.Topics().Unload(*tn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send := func(payload string, after time.Duration) error {
+		_, err := p.Send(context.Background(), &pulsar.ProducerMessage{Payload: []byte(payload), DeliverAfter: after})
+		return err
+	}
+	receive := func(want string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		m, err := cons.Receive(ctx)
+		if err != nil {
+			t.Fatalf("waiting for %q: %v", want, err)
+		}
+		if string(m.Payload()) != want {
+			t.Fatalf("got %q, want %q", m.Payload(), want)
+		}
+		if err := cons.Ack(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	set(utils.DelayedDeliveryData{Active: false, TickTime: 1000})
+	if err := send("an hour ahead", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	receive("an hour ahead")
+
+	set(utils.DelayedDeliveryData{Active: true, TickTime: 1000, MaxDelayInMillis: 60_000})
+	if err := send("soon", 100*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	receive("soon")
+	if err := send("too far", time.Hour); err == nil {
+		t.Fatal("a send an hour ahead, over a maximum of a minute, succeeded")
+	}
+	stats, err := adm.Topics().GetStats(*tn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := stats.Subscriptions["s"].MsgBacklog; b != 0 {
+		t.Errorf("backlog %d after the refused send, want 0: it was stored", b)
+	}
+}

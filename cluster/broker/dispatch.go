@@ -92,6 +92,10 @@ type dispatchState struct {
 	unacked      int64
 	unackedLimit *atomic.Int64
 	blocked      bool
+	// delayedOff, when set and true, dispatches entries whatever their
+	// delivery time (the topic's delayed delivery policy is not active),
+	// and releases those delayed already.
+	delayedOff *atomic.Bool
 	// msgsPerEntry is the moving average of the messages in the entries
 	// dispatched (0 before the first), by which a round turns permits into
 	// entries to read.
@@ -528,7 +532,11 @@ func (d *dispatchState) plan(now time.Time, markDeleted mledger.Position) (p rou
 		return roundPlan{}, false
 	}
 	d.releaseJoined(markDeleted)
-	for _, e := range d.delayed.popDue(now.UnixMilli()) {
+	dueBy := now.UnixMilli()
+	if d.delayDisabled() {
+		dueBy = math.MaxInt64
+	}
+	for _, e := range d.delayed.popDue(dueBy) {
 		d.addReplay(e.pos, e.hash)
 	}
 	d.throttledUntil = time.Time{}
@@ -654,7 +662,7 @@ func (d *dispatchState) assign(entries []mledger.Entry, now time.Time) []deliver
 		if d.kind == pb.CommandSubscribe_Key_Shared {
 			h = keyHash(e.stickyKey())
 		}
-		if d.shared() && e.md.HasDeliverAtTime() && e.md.GetDeliverAtTime() > now.UnixMilli() {
+		if d.shared() && e.md.HasDeliverAtTime() && e.md.GetDeliverAtTime() > now.UnixMilli() && !d.delayDisabled() {
 			d.delayed.add(e.pos, h, e.md.GetDeliverAtTime())
 			continue
 		}
@@ -854,6 +862,12 @@ func (d *dispatchState) permits() int64 {
 		}
 	}
 	return min(n, d.unackedRoom())
+}
+
+// delayDisabled reports whether delivery times are ignored (the topic's
+// delayed delivery policy is not active).
+func (d *dispatchState) delayDisabled() bool {
+	return d.delayedOff != nil && d.delayedOff.Load()
 }
 
 // countUnacked adds n messages to what c, and so the subscription, holds

@@ -44,6 +44,7 @@ import (
 //	remote            another region's state: per line <pos> [remaining=<bits>]
 //	crash             the broker restarts: the state is lost, the cursor kept
 //	tick <ms>
+//	delayed-delivery on|off   the topic's delayed delivery policy
 //	state
 //
 // Positions are ledger 1's: <entry> or 1:<entry>. Bits are a batch's ack
@@ -70,6 +71,7 @@ type dispatchScript struct {
 	now        time.Time
 	rate       *dispatchLimiter // the subscription's dispatch rate, if init set one
 	maxUnacked atomic.Int64     // the subscription's unacked limit; 0: none
+	delayedOff atomic.Bool      // the topic's delayed delivery is not active
 	out        strings.Builder  // announcements, until printed
 }
 
@@ -93,6 +95,7 @@ func (h *dispatchScript) run(t *testing.T, td *datadriven.TestData) string {
 		maxUnacked := 0
 		scanOptional(t, td, "max-unacked-on-subscription", &maxUnacked)
 		h.maxUnacked.Store(int64(maxUnacked))
+		h.delayedOff.Store(false)
 		if td.HasArg("dispatch-rate") {
 			var msgs int64
 			td.ScanArgs(t, "dispatch-rate", &msgs)
@@ -227,6 +230,9 @@ func (h *dispatchScript) run(t *testing.T, td *datadriven.TestData) string {
 		}
 		h.now = h.now.Add(time.Duration(ms) * time.Millisecond)
 		return "ok"
+	case "delayed-delivery":
+		h.delayedOff.Store(td.CmdArgs[0].Key == "off")
+		return "ok"
 	case "state":
 		return h.state()
 	}
@@ -250,6 +256,7 @@ func (h *dispatchScript) restart() {
 		h.d.rates = []*dispatchLimiter{h.rate}
 	}
 	h.d.unackedLimit = &h.maxUnacked
+	h.d.delayedOff = &h.delayedOff
 }
 
 func (h *dispatchScript) consumer(td *datadriven.TestData, arg int) *consumer {

@@ -8,7 +8,8 @@ import (
 // applyPolicies hands a loaded topic the policies it enforces as they
 // change: its publish rate in this region and its maxMessageSize, checked
 // on each SEND, the quorums of its next ledgers (persistence), its
-// dispatch rates and its subscriptions' unacked limit. A subscription
+// dispatch rates, its subscriptions' unacked limit, and its delayed
+// delivery policy. A subscription
 // whose dispatch waits on that limit takes a changed one at its next ack. It runs
 // at load and on every pass of the Service's policy loop.
 func (t *Topic) applyPolicies(eff global.Effective) {
@@ -22,6 +23,13 @@ func (t *Topic) applyPolicies(eff global.Effective) {
 		limit = *n
 	}
 	t.maxUnackedOnSubscription.Store(int64(limit))
+	dd := eff.DelayedDelivery
+	t.delayedDeliveryOff.Store(dd != nil && !dd.Active)
+	var maxDelay int64
+	if dd != nil {
+		maxDelay = dd.MaxDelay()
+	}
+	t.limits.maxDeliveryDelay.Store(maxDelay)
 }
 
 // quorumsOf is the E/Qw/Qa of a topic's new ledgers: its persistence

@@ -183,6 +183,21 @@ func (p *producer) publish(send *pb.CommandSend, f *wire.Frame) {
 		p.queue(r)
 		return
 	}
+	if limit := p.topic.limits.maxDeliveryDelay.Load(); limit > 0 && !p.repl {
+		// Pulsar's check and words (isExceedMaximumDeliveryDelay): the
+		// delay asked, from the message's publish time.
+		md, err := f.DecodeMetadata()
+		switch {
+		case err != nil:
+			r.err = fmt.Errorf("%w: %v", wire.ErrChecksumMismatch, err)
+		case md.HasDeliverAtTime() && md.GetDeliverAtTime()-int64(md.GetPublishTime()) > limit:
+			r.err = fmt.Errorf("%w: Exceeds max allowed delivery delay of %d milliseconds", wire.ErrNotAllowed, limit)
+		}
+		if r.err != nil {
+			p.queue(r)
+			return
+		}
+	}
 	if send.GetIsChunk() || p.repl {
 		md, err := f.DecodeMetadata()
 		if err != nil {

@@ -116,6 +116,9 @@ type topicLimits struct {
 	publishRate publishLimiter
 	// maxMessageSize is the topic's maxMessageSize; 0 is none.
 	maxMessageSize atomic.Int64
+	// maxDeliveryDelay is the longest delivery delay, in ms, a message may
+	// ask for (its delayed delivery policy's; 0 is none).
+	maxDeliveryDelay atomic.Int64
 }
 
 // pacedItem is a SEND waiting in a pacer, or the producer's close, which

@@ -115,6 +115,7 @@ func newSubscription(t *Topic, name string, kind pb.CommandSubscribe_SubType, cu
 		func(c *consumer, active bool) { c.c.send(activeConsumerChange(c.id, active)) }, s.poke)
 	s.mu.rates = t.subscriptionRates(&s.dispatchRate)
 	s.mu.unackedLimit = &t.maxUnackedOnSubscription
+	s.mu.delayedOff = &t.delayedDeliveryOff
 	s.lastActive.Store(s.clock.Now().UnixMilli())
 	s.isReplicated.Store(cur.Durable() && cur.Properties()[replicatedProperty] == "1")
 	t.svc.wg.Add(1)

@@ -43,6 +43,9 @@ type Topic struct {
 	// Shared or Key_Shared subscription may hold unacked together (0:
 	// none), set by applyPolicies.
 	maxUnackedOnSubscription atomic.Int64
+	// delayedDeliveryOff is set when the topic's delayed delivery policy
+	// is not active: messages are dispatched whatever their delivery time.
+	delayedDeliveryOff atomic.Bool
 	// lastPublish is when a SEND was last stored, in unix milliseconds (0:
 	// none since the topic loaded): Pulsar's lastPublishTimestamp.
 	lastPublish atomic.Int64
