@@ -594,6 +594,9 @@ const (
 	// ExtraTopicMaxUnackedOnSubscription is a topic's
 	// maxUnackedMessagesOnSubscription.
 	ExtraTopicMaxUnackedOnSubscription = "maxUnackedMessagesOnSubscription"
+	// ExtraTopicSchemaValidationEnforced is a topic's
+	// schemaValidationEnforced.
+	ExtraTopicSchemaValidationEnforced = "schemaValidationEnforced"
 )
 
 // The Extra keys of the auto-subscription-creation overrides, a

@@ -67,6 +67,9 @@ type BrokerDefaults struct {
 	BacklogQuotaPolicy       BacklogPolicy
 	// SchemaCompatibilityStrategy is schemaCompatibilityStrategy: FULL.
 	SchemaCompatibilityStrategy SchemaCompatibilityStrategy
+	// SchemaValidationEnforced is isSchemaValidationEnforced (false): a
+	// producer without a schema is refused on a topic that has one.
+	SchemaValidationEnforced bool
 }
 
 // DefaultMaxNumPartitions is BrokerDefaults.MaxNumPartitions' default.
@@ -154,6 +157,9 @@ type Effective struct {
 	// namespace's, else the broker's setting.
 	AllowAutoSubscriptionCreation bool
 	SchemaCompatibilityStrategy   SchemaCompatibilityStrategy
+	// SchemaValidationEnforced is the topic's schemaValidationEnforced,
+	// else the broker's.
+	SchemaValidationEnforced bool
 	// ReplicationClusters are the regions the topic replicates among: the
 	// topic's override, else the namespace's, always bounded by the
 	// tenant's allowed clusters (DESIGN §6), sorted. A message's
@@ -303,6 +309,10 @@ func Resolve(d BrokerDefaults, tenant TenantInfo, ns Policies, topic *TopicPolic
 		e.MaxUnackedMessagesOnSubscription = &n
 	}
 	e.DelayedDelivery = delayedDeliveryOf(tp, ns)
+	e.SchemaValidationEnforced = d.SchemaValidationEnforced
+	if on := decodeExtra[bool](tp.Extra, ExtraTopicSchemaValidationEnforced, nil); on != nil {
+		e.SchemaValidationEnforced = *on
+	}
 	e.ReplicatorDispatchRate = topicReplicatorDispatchRate(tp.Extra)
 	e.NamespaceReplicatorDispatchRates = NamespaceReplicatorDispatchRates(ns.Extra)
 	e.PublishRate = decodeExtra[PublishRate](tp.Extra, ExtraTopicPublishRate, nil)

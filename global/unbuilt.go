@@ -53,8 +53,6 @@ var UnbuiltPolicies = []Unbuilt{
 		Paths: []string{"maxTopicsPerNamespace"}, InNamespace: extraHas("max_topics_per_namespace")},
 	{Feature: "deduplication snapshot interval per topic", Reason: "the broker's DedupSnapshotInterval applies to every topic",
 		Paths: []string{"deduplicationSnapshotInterval"}, InTopic: topicExtraHas("deduplicationSnapshotIntervalSeconds")},
-	{Feature: "schema validation enforcement", Reason: "a producer without a schema is not refused on a topic with one",
-		Paths: []string{"schemaValidationEnforced"}, InTopic: topicExtraHas("schemaValidationEnforced")},
 	{Feature: "bookie affinity group", Reason: "ledgers are placed by rack and region only",
 		Paths: []string{"bookieAffinity"}, InNamespace: extraHas("bookie_affinity_group")},
 	{Feature: "per-namespace mark-delete rate", Reason: "the region's CursorPersistInterval paces every cursor's writes",

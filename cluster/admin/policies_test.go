@@ -19,6 +19,7 @@ import (
 	"github.com/meridian-mq/meridian/cluster/admin"
 	"github.com/meridian-mq/meridian/cluster/broker/brokertest"
 	"github.com/meridian-mq/meridian/cluster/ledger"
+	"github.com/meridian-mq/meridian/testkit"
 )
 
 // newNamespace creates public/<prefix>-<n> and deletes it when the test
@@ -723,5 +724,39 @@ func TestTopicDelayedDeliveryPolicy(t *testing.T) {
 	}
 	if b := stats.Subscriptions["s"].MsgBacklog; b != 0 {
 		t.Errorf("backlog %d after the refused send, want 0: it was stored", b)
+	}
+}
+
+// TestTopicSchemaValidationEnforced: on a topic that has a schema, a
+// producer without one connects, as Pulsar lets it, until the topic's
+// schemaValidationEnforced is set: then it is refused (IncompatibleSchema),
+// and the typed producer still connects.
+func TestTopicSchemaValidationEnforced(t *testing.T) {
+	adm := newAdmin(t, web.URL)
+	topic := "persistent://" + newNamespace(t, "schemaenforced") + "/t"
+	tn, _ := utils.GetTopicName(topic)
+	client := newClient(t, region.ServiceURL())
+	connect := func(s pulsar.Schema) error {
+		p, err := client.CreateProducer(pulsar.ProducerOptions{Topic: topic, Schema: s})
+		if err == nil {
+			p.Close()
+		}
+		return err
+	}
+	if err := connect(pulsar.NewStringSchema(nil)); err != nil {
+		t.Fatal(err)
+	}
+	if err := connect(nil); err != nil {
+		t.Fatalf("a producer without a schema, validation not enforced: %v", err)
+	}
+	if err := adm.Topics().SetSchemaValidationEnforced(*tn, true); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, "a producer without a schema refused", func() bool {
+		err := connect(nil)
+		return err != nil && strings.Contains(err.Error(), "schema")
+	})
+	if err := connect(pulsar.NewStringSchema(nil)); err != nil {
+		t.Errorf("the typed producer, validation enforced: %v", err)
 	}
 }

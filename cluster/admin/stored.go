@@ -104,7 +104,7 @@ var topicStored = []storedPolicy{
 	{path: "maxSubscriptionsPerTopic", key: global.ExtraTopicMaxSubscriptions, kind: kindNonNegInt},
 	{path: "maxConsumersPerSubscription", key: global.ExtraTopicMaxConsumersPerSubscription, kind: kindNonNegInt, nsKey: global.ExtraMaxConsumersPerSubscription},
 	{path: "deduplicationSnapshotInterval", key: "deduplicationSnapshotIntervalSeconds", kind: kindNonNegInt},
-	{path: "schemaValidationEnforced", key: "schemaValidationEnforced", kind: kindBool},
+	{path: "schemaValidationEnforced", key: global.ExtraTopicSchemaValidationEnforced, kind: kindBool},
 	{path: "autoSubscriptionCreation", key: global.ExtraTopicAutoSubscriptionCreation, kind: kindObject, nsKey: global.ExtraAutoSubscriptionCreation},
 	topicProperties,
 }

@@ -40,6 +40,7 @@ func schemaError(err error) error {
 // returns its version bytes for PRODUCER_SUCCESS; nil for no schema.
 func (s *Service) producerSchema(ctx context.Context, t *Topic, eff global.Effective, announced *pb.Schema) ([]byte, error) {
 	p := schema.DefaultPolicy(eff.SchemaCompatibilityStrategy)
+	p.ValidationEnforced = eff.SchemaValidationEnforced
 	v, err := s.schemas.ForProducer(ctx, t.Name(), schema.FromProto(announced), p)
 	if err != nil {
 		return nil, schemaError(err)

@@ -256,6 +256,7 @@ var pulsarConfKeys = []confMapping{
 		}
 		return nil
 	}},
+	{"isSchemaValidationEnforced", boolean(func(c *RegionConfig) *bool { return &c.Broker.Service.Policies.SchemaValidationEnforced })},
 	{"schemaCompatibilityStrategy", func(c *RegionConfig, v string) error {
 		s := global.SchemaCompatibilityStrategy(strings.ToUpper(v))
 		d := c.Broker.Service.Policies
