@@ -123,6 +123,7 @@ type ackCursor interface {
 	Ack(ps ...mledger.Position) error
 	AckCumulative(p mledger.Position) error
 	IsAcked(p mledger.Position) bool
+	Consumed(p mledger.Position) bool
 }
 
 func (d *dispatchState) init(kind pb.CommandSubscribe_SubType, partition int, cfg DispatchConfig, log *slog.Logger,
@@ -277,9 +278,10 @@ func (d *dispatchState) ack(cur ackCursor, c *consumer, cumulative bool, ids []*
 		switch {
 		case d.ackable(c, p):
 			err = d.ackOne(cur, cumulative, p, id.GetAckSet())
-		case cur.IsAcked(p):
-			// Acked already: this ack changes nothing, and it succeeds, as
-			// Pulsar's does. A client may hold two copies of one entry: it
+		case cur.Consumed(p):
+			// An entry of this topic consumed already: this ack changes
+			// nothing, and it succeeds, as Pulsar's does (a made-up
+			// position, or another topic's, is still refused). A client may hold two copies of one entry: it
 			// received the entry from the topic's previous broker, and
 			// again here, because its ack reached here while the entry
 			// was being read, before it was delivered (ignored, below).

@@ -423,6 +423,10 @@ func (c *scriptCursor) IsAcked(p mledger.Position) bool {
 	return p.Entry <= c.markDelete || c.acked[p.Entry]
 }
 
+func (c *scriptCursor) Consumed(p mledger.Position) bool {
+	return p.Ledger == 1 && p.Entry >= 0 && p.Entry < int64(len(*c.entries)) && c.IsAcked(p)
+}
+
 func (c *scriptCursor) markDeletePosition() mledger.Position {
 	return mledger.Position{Ledger: 1, Entry: c.markDelete}
 }

@@ -366,6 +366,14 @@ func (c *Cursor) IsAcked(p Position) bool {
 	return !c.st.markDelete.Less(p) || c.st.acked.contains(p)
 }
 
+// Consumed reports whether p names an entry the managed ledger holds and
+// the cursor has consumed. Unlike IsAcked, a position outside the managed
+// ledger (a made-up one, or another topic's) is not consumed.
+func (c *Cursor) Consumed(p Position) bool {
+	v := c.ml.snapshot()
+	return v.valid(p) && c.IsAcked(p)
+}
+
 // Backlog returns the number of confirmed entries not yet consumed.
 func (c *Cursor) Backlog() int64 {
 	c.mu.Lock()

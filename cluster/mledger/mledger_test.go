@@ -547,6 +547,14 @@ func TestBadInput(t *testing.T) {
 	if err := c.Ack(ps[3]); err != nil {
 		t.Fatal(err)
 	}
+	for _, tc := range []struct {
+		p    Position
+		want bool
+	}{{ps[3], true}, {ps[4], false}, {Position{ps[3].Ledger + 1000, 0}, false}, {Position{-1, 0}, false}} {
+		if got := c.Consumed(tc.p); got != tc.want {
+			t.Errorf("Consumed(%v) = %v, want %v (IsAcked %v)", tc.p, got, tc.want, c.IsAcked(tc.p))
+		}
+	}
 	if _, err := c.Read(t.Context(), 2); err != nil {
 		t.Fatal(err)
 	}
