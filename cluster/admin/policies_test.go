@@ -591,19 +591,24 @@ func TestMaxUnackedMessagesOnSubscription(t *testing.T) {
 	adm := newAdmin(t, web.URL)
 	topic := "persistent://" + newNamespace(t, "unacked") + "/t"
 	tn, _ := utils.GetTopicName(topic)
+	if err := adm.Topics().Create(*tn, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := adm.Topics().SetMaxUnackMessagesPerSubscription(*tn, limit); err != nil {
+		t.Fatal(err)
+	}
+	// The topic loads again, with the policy applied before any dispatch.
+	// The clients come after: pulsar-client-go's producer reconnecting
+	// while it sends is a data race in the client (grabCnx).
+	if err := adm.Topics().Unload(*tn); err != nil {
+		t.Fatal(err)
+	}
 	client := newClient(t, region.ServiceURL())
 	p, err := client.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	if err := adm.Topics().SetMaxUnackMessagesPerSubscription(*tn, limit); err != nil {
-		t.Fatal(err)
-	}
-	// The topic loads again, with the policy applied before any dispatch.
-	if err := adm.Topics().Unload(*tn); err != nil {
-		t.Fatal(err)
-	}
 	cons, err := client.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Type: pulsar.Shared})
 	if err != nil {
 		t.Fatal(err)
@@ -662,25 +667,30 @@ func TestTopicDelayedDeliveryPolicy(t *testing.T) {
 	topic := "persistent://" + newNamespace(t, "delayed") + "/t"
 	tn, _ := utils.GetTopicName(topic)
 	client := newClient(t, region.ServiceURL())
-	p, err := client.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true, SendTimeout: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
 	// Acks are confirmed, so that none is lost with the reloads below.
 	cons, err := client.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Type: pulsar.Shared, AckWithResponse: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cons.Close()
+	var p pulsar.Producer
+	defer func() { p.Close() }()
 	// set applies a policy, and reloads the topic so that it holds from
-	// the next send on.
+	// the next send on. The producer is made again after the reload:
+	// pulsar-client-go's producer reconnecting while it sends is a data
+	// race in the client (grabCnx).
 	set := func(d utils.DelayedDeliveryData) {
 		t.Helper()
+		if p != nil {
+			p.Close()
+		}
 		if err := adm.Topics().SetDelayedDelivery(*tn, d); err != nil {
 			t.Fatal(err)
 		}
 		if err := adm.Topics().Unload(*tn); err != nil {
+			t.Fatal(err)
+		}
+		if p, err = client.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true, SendTimeout: 2 * time.Second}); err != nil {
 			t.Fatal(err)
 		}
 	}
