@@ -27,7 +27,9 @@ import (
 //
 // It is a state machine and nothing more: no goroutine, no storage, no
 // clock (callers pass the time) and no network beyond queueing frames on a
-// consumer's connection. The subscription's dispatcher goroutine owns it
+// consumer's connection. The policies it applies (dispatch rates, the
+// subscription's unacked limit, the delayed delivery switch) are the
+// topic's, which applyPolicies changes under it. The subscription's dispatcher goroutine owns it
 // (see subscription); the data-driven tests (testdata/dispatch) drive it
 // from scripts.
 //
@@ -281,12 +283,13 @@ func (d *dispatchState) ack(cur ackCursor, c *consumer, cumulative bool, ids []*
 		case cur.Consumed(p):
 			// An entry of this topic consumed already: this ack changes
 			// nothing, and it succeeds, as Pulsar's does (a made-up
-			// position, or another topic's, is still refused). A client may hold two copies of one entry: it
-			// received the entry from the topic's previous broker, and
-			// again here, because its ack reached here while the entry
-			// was being read, before it was delivered (ignored, below).
-			// Once the retried ack of one copy applied, the other copy's
-			// ack would otherwise be refused for ever.
+			// position, or another topic's, is still refused). A client
+			// may hold two copies of one entry: it received the entry
+			// from the topic's previous broker, and again here, because
+			// its ack reached here while the entry was being read, before
+			// it was delivered (ignored, below). Once the retried ack of
+			// one copy applied, the other copy's ack would otherwise be
+			// refused for ever.
 		default:
 			ignored++
 			err = ErrAckNotDelivered
