@@ -554,13 +554,14 @@ func (d *dispatchState) plan(now time.Time, markDeleted mledger.Position) (p rou
 		}
 		allowed = min(allowed, msgs)
 	}
-	budget := d.readBudget(allowed)
+	// The messages the round may read: taken from the rates now, so that
+	// the subscriptions sharing the topic's limiter do not read the same
+	// tokens; settle gives back what is not sent.
+	reserved := min(d.permits(), allowed)
+	budget := d.readBudget(reserved)
 	if budget <= 0 {
 		return roundPlan{}, false
 	}
-	// Taken now, so that the subscriptions sharing the topic's limiter do
-	// not read the same tokens; settle gives back what is not sent.
-	reserved := min(d.permits(), allowed)
 	for _, r := range d.rates {
 		r.take(now, reserved, 0)
 	}
@@ -833,20 +834,19 @@ func (d *dispatchState) pick() *consumer {
 	return nil
 }
 
-// readBudget is how many entries a round reads: the consumers' permits,
-// which count messages, at most allowed of them (the dispatch rates), over
-// the average messages per entry dispatched so far (rounded up, so that the
+// readBudget is how many entries a round reads to deliver msgs messages
+// (the consumers' permits, within the dispatch rates): msgs over the
+// average messages per entry dispatched so far (rounded up, so that the
 // last entry a consumer can start is read in the same round), and at most
-// MaxReadEntries. Pulsar's dispatchers
-// estimate the same way. Reading an entry per permit would read up to a
-// batch's size times too many, and every entry the consumers cannot take
-// goes back to the replay set, to be read again.
-func (d *dispatchState) readBudget(allowed int64) int64 {
-	permits := min(d.permits(), allowed)
-	if permits <= 0 {
+// MaxReadEntries. Pulsar's dispatchers estimate the same way. Reading an
+// entry per permit would read up to a batch's size times too many, and
+// every entry the consumers cannot take goes back to the replay set, to be
+// read again.
+func (d *dispatchState) readBudget(msgs int64) int64 {
+	if msgs <= 0 {
 		return 0
 	}
-	entries := int64(math.Ceil(float64(permits) / max(d.msgsPerEntry, 1)))
+	entries := int64(math.Ceil(float64(msgs) / max(d.msgsPerEntry, 1)))
 	return min(entries, int64(d.cfg.MaxReadEntries))
 }
 
