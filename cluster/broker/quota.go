@@ -172,18 +172,17 @@ func (t *Topic) enforceAgeQuota(ctx context.Context, q global.BacklogQuota) erro
 	// A cursor holds a message older than the limit when it has more
 	// entries after its mark-delete position than were stored within it.
 	holdsOlder := func(markDeleted mledger.Position) bool { return t.ml.EntriesAfter(markDeleted) > within }
-	if q.Policy == global.ConsumerBacklogEviction {
-		for _, s := range t.subscriptions() {
-			if s.cursor.Durable() && holdsOlder(s.cursor.MarkDeletePosition()) {
-				if err := s.expireBefore(first); err != nil {
-					return err
-				}
-			}
-		}
-	}
 	over := false
 	for _, s := range t.subscriptions() {
-		over = over || (s.cursor.Durable() && holdsOlder(s.cursor.MarkDeletePosition()))
+		if !s.cursor.Durable() {
+			continue
+		}
+		if q.Policy == global.ConsumerBacklogEviction && holdsOlder(s.cursor.MarkDeletePosition()) {
+			if err := s.expireBefore(first); err != nil {
+				return err
+			}
+		}
+		over = over || holdsOlder(s.cursor.MarkDeletePosition())
 	}
 	for name, p := range t.ml.ForeignCursors() {
 		over = over || (strings.HasPrefix(name, mledger.ReplicationCursorPrefix) && holdsOlder(p))
