@@ -183,36 +183,32 @@ func (p *producer) publish(send *pb.CommandSend, f *wire.Frame) {
 		p.queue(r)
 		return
 	}
-	if limit := p.topic.limits.maxDeliveryDelay.Load(); limit > 0 && !p.repl {
-		// Pulsar's check and words (isExceedMaximumDeliveryDelay): the
-		// delay asked, from the message's publish time.
-		md, err := f.DecodeMetadata()
-		switch {
-		case err != nil:
-			r.err = fmt.Errorf("%w: %v", wire.ErrChecksumMismatch, err)
-		case md.HasDeliverAtTime() && md.GetDeliverAtTime()-int64(md.GetPublishTime()) > limit:
-			r.err = fmt.Errorf("%w: Exceeds max allowed delivery delay of %d milliseconds", wire.ErrNotAllowed, limit)
-		}
-		if r.err != nil {
-			p.queue(r)
-			return
-		}
-	}
-	if send.GetIsChunk() || p.repl {
+	// The metadata is decoded only for what needs it: a chunk, a
+	// replicated message, or a topic that bounds the delivery delay.
+	maxDelay := p.topic.limits.maxDeliveryDelay.Load()
+	if send.GetIsChunk() || p.repl || maxDelay > 0 {
 		md, err := f.DecodeMetadata()
 		if err != nil {
 			r.err = fmt.Errorf("%w: %v", wire.ErrChecksumMismatch, err)
 			p.queue(r)
 			return
 		}
-		if p.repl {
+		switch {
+		case p.repl:
 			r.name, r.dedupSeq, r.dedupHighest, r.track, err = dedupIdentity(md)
 			if err != nil {
 				r.err = fmt.Errorf("%w: %v", wire.ErrNotAllowed, err)
 				p.queue(r)
 				return
 			}
-		} else {
+		case maxDelay > 0 && md.HasDeliverAtTime() && md.GetDeliverAtTime()-int64(md.GetPublishTime()) > maxDelay:
+			// Pulsar's check and words (isExceedMaximumDeliveryDelay): the
+			// delay asked, from the message's publish time. A replicated
+			// message was checked in its origin region.
+			r.err = fmt.Errorf("%w: Exceeds max allowed delivery delay of %d milliseconds", wire.ErrNotAllowed, maxDelay)
+			p.queue(r)
+			return
+		case send.GetIsChunk():
 			r.track = isLastChunk(md)
 		}
 	}
