@@ -53,6 +53,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/meridian-mq/meridian/cluster/autorecovery"
@@ -301,13 +302,16 @@ type Region struct {
 // by the region's broker and replicator (one client per registry: its
 // metrics register once).
 type regionParts struct {
-	name            string
-	store           meta.Store // the region's metadata
-	global          meta.Store // the global configuration; may be store
-	registry        *prometheus.Registry
-	tracing         *telemetry.Tracing // nil: not tracing
-	metrics         telemetry.MetricsConfig
-	log             *slog.Logger
+	name     string
+	store    meta.Store // the region's metadata
+	global   meta.Store // the global configuration; may be store
+	registry *prometheus.Registry
+	tracing  *telemetry.Tracing // nil: not tracing
+	metrics  telemetry.MetricsConfig
+	log      *slog.Logger
+	// clock is the process's one clock (Start makes it), which drives
+	// every part's behavioural timers: see docs/architecture.md, "Time".
+	clock           clockwork.Clock
 	bootstrap       bool
 	ledgerCfg       ledger.Config
 	bookieClient    BookieClientAuth
@@ -363,7 +367,7 @@ func (p *regionParts) ledgerClient(ctx context.Context) (*ledger.Client, error) 
 		bookies = bk
 	}
 	cfg := p.ledgerCfg
-	cfg.Region, cfg.RegionNumber, cfg.Registerer = p.name, number, p.registry
+	cfg.Region, cfg.RegionNumber, cfg.Registerer, cfg.Clock = p.name, number, p.registry, p.clock
 	lc, err := ledger.New(cfg, p.store, bookies, p.log, rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())))
 	if err != nil {
 		return nil, err
@@ -484,11 +488,14 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
+	// The one clock of the process, made here and nowhere else: every
+	// region's parts take their timers from it.
+	clock := clockwork.NewRealClock()
 	for _, rc := range cfg.Regions {
 		parts := regionParts{
 			name: rc.Name, store: store, global: global, registry: telemetry.NewRegistry(),
 			tracing: tracing, metrics: rc.Metrics,
-			log: log.With(telemetry.KeyRegion, rc.Name), bootstrap: cfg.Bootstrap,
+			log: log.With(telemetry.KeyRegion, rc.Name), clock: clock, bootstrap: cfg.Bootstrap,
 			ledgerCfg: rc.Ledger, bookieClient: rc.BookieClient, bookieTransport: rc.BookieTransport, pprof: cfg.EnablePprof,
 		}
 		if err := parts.instrumentStores(); err != nil {
