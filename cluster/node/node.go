@@ -616,7 +616,7 @@ func (r *Region) startReplicator(ctx context.Context, cfg replicator.Config) err
 	if err != nil {
 		return err
 	}
-	cfg.Region = r.parts.name
+	cfg.Region, cfg.Clock = r.parts.name, r.parts.clock
 	if cfg.Tracing == nil {
 		cfg.Tracing = r.parts.tracing
 	}
