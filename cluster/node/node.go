@@ -396,7 +396,9 @@ func (p *regionParts) regionNumber(ctx context.Context) (int, error) {
 	if !errors.Is(err, meta.ErrNotFound) {
 		return 0, fmt.Errorf("node: region %s's number: %w", p.name, err)
 	}
-	gstore, err := global.NewStore(p.global, global.DefaultConfig())
+	gcfg := global.DefaultConfig()
+	gcfg.Logger = p.log
+	gstore, err := global.NewStore(p.global, gcfg)
 	if err != nil {
 		return 0, err
 	}
@@ -429,7 +431,7 @@ func (p *regionParts) policyCache(ctx context.Context) (*global.Cache, error) {
 		return nil, err
 	}
 	ccfg := global.DefaultCacheConfig()
-	ccfg.Logger = p.log
+	ccfg.Logger, ccfg.Clock = p.log, p.clock
 	cache, err := global.StartCache(gstore, ccfg)
 	if err != nil {
 		return nil, err
