@@ -321,6 +321,9 @@ func startBroker(ctx context.Context, r *regionParts, cfg BrokerConfig) (_ *Brok
 	pcfg := cfg.Broker
 	pcfg.ServiceURL, pcfg.ServiceURLTLS = serviceURL, serviceURLTLS
 	pcfg.Auth, pcfg.Authz = n.authn, n.authz
+	if pcfg.Clock == nil {
+		pcfg.Clock = r.clock
+	}
 	n.server, err = broker.NewServer(pcfg, n.service, log)
 	if err != nil {
 		return nil, err
