@@ -16,8 +16,11 @@
 //	meridian bookie       etcd elsewhere; one region with a bookie (and /metrics with --metrics-listen)
 //	meridian replicator   etcd elsewhere; one region with a replicator (and /metrics with --metrics-listen)
 //
-// so there is one way to wire a part, and a region's name, stores, logger and
-// registry are set once, in the region, and handed to each part. Pulsar's
+// so there is one way to wire a part, and a region's name, stores, logger,
+// registry and clock are set once, in the region, and handed to each part.
+// The clock is the process's one clockwork.Clock, made in Start: every
+// behavioural timer of every part reads it, and docs/architecture.md ("Time:
+// one clock, wired once") lists what still reads the wall clock, and why. Pulsar's
 // broker.conf is read onto a RegionConfig by ApplyPulsarConf, the one table
 // of the settings Meridian honours.
 //
@@ -310,7 +313,7 @@ type regionParts struct {
 	metrics  telemetry.MetricsConfig
 	log      *slog.Logger
 	// clock is the process's one clock (Start makes it), which drives
-	// every part's behavioural timers: see docs/architecture.md, "Time".
+	// every part's behavioural timers (see the package doc).
 	clock           clockwork.Clock
 	bootstrap       bool
 	ledgerCfg       ledger.Config
@@ -458,6 +461,9 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		}
 	}()
 	log := cfg.Logger
+	// The one clock of the process, made here and nowhere else: the
+	// embedded etcd's and every region's parts take their timers from it.
+	clock := clockwork.NewRealClock()
 	endpoints := cfg.Etcd
 	if cfg.EmbedEtcd {
 		ecfg := meta.DefaultEmbedConfig()
@@ -465,7 +471,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		if cfg.EtcdClientURL != "" {
 			ecfg.ListenClientURLs = []string{cfg.EtcdClientURL}
 		}
-		ecfg.Logger = log
+		ecfg.Logger, ecfg.Clock = log, clock
 		if n.etcd, err = meta.StartEmbed(ctx, ecfg); err != nil {
 			return nil, fmt.Errorf("node: start etcd: %w", err)
 		}
@@ -490,9 +496,6 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	// The one clock of the process, made here and nowhere else: every
-	// region's parts take their timers from it.
-	clock := clockwork.NewRealClock()
 	for _, rc := range cfg.Regions {
 		parts := regionParts{
 			name: rc.Name, store: store, global: global, registry: telemetry.NewRegistry(),
@@ -551,6 +554,9 @@ func (n *Node) startRegion(ctx context.Context, p regionParts, rc RegionConfig) 
 	r := &Region{parts: p, served: make(chan struct{})}
 	for _, bc := range rc.Bookies {
 		bc.Region, bc.Meta, bc.Registerer, bc.Logger = p.name, p.store, p.registry, p.log
+		if bc.Clock == nil {
+			bc.Clock = p.clock
+		}
 		if bc.DataDir == "" {
 			bc.DataDir = filepath.Join(n.cfg.DataDir, p.name, "bookie")
 			if len(n.cfg.Regions) == 1 {
@@ -639,7 +645,7 @@ func (r *Region) startAutoRecovery(ctx context.Context, cfg autorecovery.Config)
 	if err != nil {
 		return err
 	}
-	cfg.Region, cfg.Logger = r.parts.name, r.parts.log
+	cfg.Region, cfg.Logger, cfg.Clock = r.parts.name, r.parts.log, r.parts.clock
 	if !r.parts.metrics.Disabled {
 		cfg.Registerer = r.parts.registry
 	}
