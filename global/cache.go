@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"github.com/jonboulle/clockwork"
 
 	"github.com/meridian-mq/meridian/cluster/meta"
 	"github.com/meridian-mq/meridian/topology"
@@ -43,11 +44,18 @@ type CacheConfig struct {
 	// Resync (re-read what you need from the cache). It bounds the memory a
 	// slow subscriber costs. Default 1024; between 1 and 1,000,000.
 	SubscriberLimit int
-	// Logger receives the cache's records. Nil discards them.
+	// Logger receives the cache's records. Nil discards them; the
+	// assembly hands its region's logger.
 	Logger *slog.Logger
+	// Clock drives the pause between re-lists and the probe's ticker.
+	// ListTimeout bounds a real request to the store and stays on the
+	// wall clock. The region's assembly (cluster/node) sets its one clock
+	// here. Required; DefaultCacheConfig sets the wall clock.
+	Clock clockwork.Clock
 }
 
-// DefaultCacheConfig returns the defaults documented on CacheConfig.
+// DefaultCacheConfig returns the defaults documented on CacheConfig, on
+// the wall clock and without a logger.
 func DefaultCacheConfig() CacheConfig {
 	return CacheConfig{
 		RetryMin:        100 * time.Millisecond,
@@ -55,7 +63,7 @@ func DefaultCacheConfig() CacheConfig {
 		ListTimeout:     10 * time.Second,
 		ProbeInterval:   5 * time.Second,
 		SubscriberLimit: 1024,
-		Logger:          slog.Default(),
+		Clock:           clockwork.NewRealClock(),
 	}
 }
 
@@ -72,6 +80,8 @@ func (c CacheConfig) Validate() error {
 		return fmt.Errorf("global: CacheConfig.ProbeInterval must be at least 10ms, got %v", c.ProbeInterval)
 	case c.SubscriberLimit < 1 || c.SubscriberLimit > 1_000_000:
 		return fmt.Errorf("global: CacheConfig.SubscriberLimit must be in [1, 1000000], got %d", c.SubscriberLimit)
+	case c.Clock == nil:
+		return errors.New("global: CacheConfig.Clock is required (DefaultCacheConfig sets the wall clock)")
 	}
 	return nil
 }
@@ -242,9 +252,9 @@ func (c *Cache) run(ctx context.Context) {
 		}
 		delay := retry.NextBackOff()
 		c.log.Warn("global config store unavailable; serving the last known state", "err", err, "retry_in", delay)
-		t := time.NewTimer(delay)
+		t := c.cfg.Clock.NewTimer(delay)
 		select {
-		case <-t.C:
+		case <-t.Chan():
 		case <-ctx.Done():
 			t.Stop()
 			return
@@ -301,7 +311,7 @@ func (c *Cache) load(ctx context.Context) (int64, error) {
 func (c *Cache) follow(ctx context.Context, rev int64) error {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	probe := time.NewTicker(c.cfg.ProbeInterval)
+	probe := c.cfg.Clock.NewTicker(c.cfg.ProbeInterval)
 	defer probe.Stop()
 	watch := c.st.Watch(wctx, c.prefix, rev+1)
 	for {
@@ -317,7 +327,7 @@ func (c *Cache) follow(ctx context.Context, rev int64) error {
 				return resp.Err
 			}
 			c.apply(resp)
-		case <-probe.C:
+		case <-probe.Chan():
 			c.probe(ctx)
 		}
 	}

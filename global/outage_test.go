@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
+	"github.com/meridian-mq/meridian/cluster/meta"
 	"github.com/meridian-mq/meridian/cluster/meta/metatest"
 	"github.com/meridian-mq/meridian/testkit"
 )
@@ -74,4 +77,53 @@ func TestCacheSurvivesEtcdOutage(t *testing.T) {
 	if _, ok := c.Topic(topic(t, "public/default/orders")); ok {
 		t.Fatal("cache kept a topic deleted after the restart")
 	}
+}
+
+// unreachableGets fails every Get while cut is set, as a store that no
+// longer answers would; everything else passes through.
+type unreachableGets struct {
+	meta.Store
+	cut atomic.Bool
+}
+
+func (u *unreachableGets) Get(ctx context.Context, key string) (meta.KV, error) {
+	if u.cut.Load() {
+		return meta.KV{}, errors.New("unreachable")
+	}
+	return u.Store.Get(ctx, key)
+}
+
+// TestCacheProbesOnItsClock: the probe that tells a quiet watch from an
+// unreachable store runs on CacheConfig.Clock: a store that stops
+// answering shows in Err only once the clock passes ProbeInterval, and so
+// does its return.
+func TestCacheProbesOnItsClock(t *testing.T) {
+	mem, err := meta.NewMemory(meta.DefaultMemoryConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mem.Close() })
+	st := &unreachableGets{Store: mem}
+	clock := clockwork.NewFakeClock()
+	c := startCache(t, newStore(t, st, DefaultConfig().Prefix), func(cfg *CacheConfig) { cfg.Clock = clock })
+	ctx := ctxT(t)
+	select {
+	case <-c.Ready():
+	case <-ctx.Done():
+		t.Fatal(ctx.Err())
+	}
+	if err := clock.BlockUntilContext(ctx, 1); err != nil { // the probe's ticker
+		t.Fatal(err)
+	}
+
+	st.cut.Store(true)
+	if err := c.Err(); err != nil {
+		t.Fatalf("Err = %v before any probe", err)
+	}
+	clock.Advance(c.cfg.ProbeInterval)
+	testkit.WaitFor(t, "the probe finding the store unreachable", func() bool { return errors.Is(c.Err(), ErrUnavailable) })
+
+	st.cut.Store(false)
+	clock.Advance(c.cfg.ProbeInterval)
+	testkit.WaitFor(t, "the probe finding the store back", func() bool { return c.Err() == nil })
 }

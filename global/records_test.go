@@ -238,6 +238,7 @@ func TestConfigValidate(t *testing.T) {
 		"short ListTimeout": func(c *CacheConfig) { c.ListTimeout = time.Millisecond },
 		"zero subscribers":  func(c *CacheConfig) { c.SubscriberLimit = 0 },
 		"tiny probe":        func(c *CacheConfig) { c.ProbeInterval = time.Millisecond },
+		"no clock":          func(c *CacheConfig) { c.Clock = nil },
 	} {
 		c := DefaultCacheConfig()
 		f(&c)

@@ -33,18 +33,19 @@ type Config struct {
 	// bundles. Default 4 (Pulsar's defaultNumberOfNamespaceBundles); between
 	// 1 and 1024.
 	DefaultBundles int
-	// Logger receives the store's records. Nil discards them.
+	// Logger receives the store's records. Nil discards them; the
+	// assembly hands its region's logger.
 	Logger *slog.Logger
 }
 
-// DefaultConfig returns the defaults documented on Config.
+// DefaultConfig returns the defaults documented on Config, without a
+// logger.
 func DefaultConfig() Config {
 	return Config{
 		Prefix:            meta.Root + "/global",
 		MaxUpdateAttempts: 8,
 		RequestTimeout:    10 * time.Second,
 		DefaultBundles:    topology.DefaultBundleCount,
-		Logger:            slog.Default(),
 	}
 }
 

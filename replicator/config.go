@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/meridian-mq/meridian/cluster/mledger"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -78,6 +79,14 @@ type Config struct {
 	Registerer prometheus.Registerer
 	// DisableMetrics skips recording them (telemetry.MetricsConfig.Disabled).
 	DisableMetrics bool
+	// Clock drives the worker's scans and claim grace, its tasks' retry
+	// backoff, cursor persistence, message TTL and dispatch rate, the
+	// state it publishes, and the producers' keep-alives (it is copied
+	// into Remote.Clock). Lease TTLs run on the metadata store's own
+	// clock, and the receipt latency metric on the wall clock. The
+	// region's assembly (cluster/node) sets its one clock here. Required;
+	// DefaultConfig sets the wall clock.
+	Clock clockwork.Clock
 }
 
 // SchemaSource lists a source topic's schemas, oldest first, with the
@@ -100,6 +109,7 @@ func DefaultConfig(region string) Config {
 		StatsInterval:         time.Second,
 		Tailer:                mledger.DefaultTailerConfig(region),
 		Remote:                remote.DefaultConfig("", "", global.ClusterData{}),
+		Clock:                 clockwork.NewRealClock(),
 	}
 }
 
@@ -107,6 +117,9 @@ func DefaultConfig(region string) Config {
 func (c Config) Validate() error {
 	if c.Region == "" {
 		return errors.New("replicator: Config.Region is required")
+	}
+	if c.Clock == nil {
+		return errors.New("replicator: Config.Clock is required (DefaultConfig sets the wall clock)")
 	}
 	for _, d := range []struct {
 		name     string

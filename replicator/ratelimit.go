@@ -5,6 +5,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"golang.org/x/time/rate"
 
 	"github.com/meridian-mq/meridian/global"
@@ -37,6 +38,7 @@ import (
 type dispatchLimiter struct {
 	policy  func() (global.DispatchRate, bool) // the current rate; false: none
 	refresh time.Duration
+	clock   clockwork.Clock
 
 	checked   time.Time // when policy was last read
 	current   global.DispatchRate
@@ -50,7 +52,7 @@ type dispatchLimiter struct {
 // of the worker's region.
 func (t *task) dispatchLimiter() *dispatchLimiter {
 	w := t.w
-	return newDispatchLimiter(w.cfg.ScanInterval, func() (global.DispatchRate, bool) {
+	return newDispatchLimiter(w.cfg.Clock, w.cfg.ScanInterval, func() (global.DispatchRate, bool) {
 		eff, ok := w.effective(t.id.Topic)
 		if !ok {
 			// The namespace is gone: the worker stops the task soon.
@@ -60,8 +62,8 @@ func (t *task) dispatchLimiter() *dispatchLimiter {
 	})
 }
 
-func newDispatchLimiter(refresh time.Duration, policy func() (global.DispatchRate, bool)) *dispatchLimiter {
-	return &dispatchLimiter{policy: policy, refresh: refresh}
+func newDispatchLimiter(clock clockwork.Clock, refresh time.Duration, policy func() (global.DispatchRate, bool)) *dispatchLimiter {
+	return &dispatchLimiter{policy: policy, refresh: refresh, clock: clock}
 }
 
 // relative reports whether the rate last read is relative to the publish
@@ -98,7 +100,7 @@ func (l *dispatchLimiter) take(ctx context.Context, bucket func() *rate.Limiter,
 			return nil
 		}
 		chunk := min(n, lim.Burst())
-		now := time.Now()
+		now := l.clock.Now()
 		r := lim.ReserveN(now, chunk)
 		delay := r.DelayFrom(now)
 		if delay > l.refresh {
@@ -107,7 +109,7 @@ func (l *dispatchLimiter) take(ctx context.Context, bucket func() *rate.Limiter,
 			r.CancelAt(now)
 			delay, chunk = l.refresh, 0
 		}
-		if err := sleep(ctx, delay); err != nil {
+		if err := sleep(ctx, l.clock, delay); err != nil {
 			return err
 		}
 		n -= chunk
@@ -119,7 +121,7 @@ func (l *dispatchLimiter) take(ctx context.Context, bucket func() *rate.Limiter,
 // rebuilds the buckets when it changed, and otherwise sets them to the rate
 // now (a relative rate follows the publish rate measured now).
 func (l *dispatchLimiter) read() {
-	now := time.Now()
+	now := l.clock.Now()
 	if !l.checked.IsZero() && now.Sub(l.checked) < l.refresh {
 		return
 	}
@@ -220,15 +222,15 @@ func (p *publishRate) perSecond() (msgs, bytes float64) {
 	return float64(m) / span, float64(b) / span
 }
 
-// sleep waits d, or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
+// sleep waits d on clock, or until ctx ends.
+func sleep(ctx context.Context, clock clockwork.Clock, d time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()
 	}
-	timer := time.NewTimer(d)
+	timer := clock.NewTimer(d)
 	defer timer.Stop()
 	select {
-	case <-timer.C:
+	case <-timer.Chan():
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()

@@ -7,6 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/meridian-mq/meridian/global"
 )
 
@@ -67,7 +68,7 @@ func TestDispatchLimiter(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				p := &policyVar{}
 				p.set(tc.rate, tc.limited)
-				l := newDispatchLimiter(time.Second, p.get)
+				l := newDispatchLimiter(clockwork.NewRealClock(), time.Second, p.get)
 				got := timeToSend(t, l, tc.entries, tc.msgs, tc.sz)
 				if got < tc.want || got >= tc.want+100*time.Millisecond {
 					t.Fatalf("took %v, want %v", got, tc.want)
@@ -83,7 +84,7 @@ func TestDispatchLimiterFollowsPolicy(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := &policyVar{}
 		p.set(msgRate(1, 60), true) // one message a minute
-		l := newDispatchLimiter(time.Second, p.get)
+		l := newDispatchLimiter(clockwork.NewRealClock(), time.Second, p.get)
 		if got := timeToSend(t, l, 1, 1, 10); got != 0 {
 			t.Fatalf("first message waited %v", got)
 		}
@@ -150,7 +151,7 @@ func TestDispatchLimiterRelativeToPublishRate(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				p := &policyVar{}
 				p.set(tc.rate, true)
-				l := newDispatchLimiter(time.Second, p.get)
+				l := newDispatchLimiter(clockwork.NewRealClock(), time.Second, p.get)
 				if tc.perSecond > 0 {
 					published(l, tc.perSecond, tc.size)
 				}
@@ -167,7 +168,7 @@ func TestDispatchLimiterRelativeToPublishRate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := &policyVar{}
 		p.set(relative(10, -1), true)
-		l := newDispatchLimiter(time.Second, p.get)
+		l := newDispatchLimiter(clockwork.NewRealClock(), time.Second, p.get)
 		published(l, 40, 10) // 10 + 40 = 50 a second
 		if got := timeToSend(t, l, 150, 1, 10); got < 2*time.Second-time.Millisecond || got >= 2100*time.Millisecond {
 			t.Fatalf("150 at 50 a second took %v, want 2s", got)

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/meridian-mq/meridian/cluster/meta"
 	"github.com/meridian-mq/meridian/cluster/mledger"
 )
@@ -102,6 +103,7 @@ type stateBoard struct {
 	region, worker string
 	store          meta.Store
 	interval       time.Duration
+	clock          clockwork.Clock
 	log            *slog.Logger
 
 	mu struct {
@@ -116,8 +118,8 @@ type stateBoard struct {
 	writtenLease meta.LeaseID
 }
 
-func newStateBoard(region, worker string, store meta.Store, interval time.Duration, log *slog.Logger) *stateBoard {
-	b := &stateBoard{region: region, worker: worker, store: store, interval: interval, log: log}
+func newStateBoard(region, worker string, store meta.Store, interval time.Duration, clock clockwork.Clock, log *slog.Logger) *stateBoard {
+	b := &stateBoard{region: region, worker: worker, store: store, interval: interval, clock: clock, log: log}
 	b.mu.tasks = map[*taskStats]struct{}{}
 	return b
 }
@@ -143,13 +145,13 @@ func (b *stateBoard) remove(s *taskStats) {
 
 // run publishes every interval until ctx ends.
 func (b *stateBoard) run(ctx context.Context) {
-	tick := time.NewTicker(b.interval)
+	tick := b.clock.NewTicker(b.interval)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
+		case <-tick.Chan():
 			if err := b.publish(ctx); err != nil && ctx.Err() == nil {
 				b.log.Warn("replicator: publishing the tasks' state failed", "err", err)
 			}
@@ -163,7 +165,7 @@ func (b *stateBoard) run(ctx context.Context) {
 // record vanished with a lost lease) makes the next publish create it
 // anew.
 func (b *stateBoard) publish(ctx context.Context) error {
-	now := time.Now()
+	now := b.clock.Now()
 	b.mu.Lock()
 	lease := b.mu.lease
 	tasks := make([]mledger.ReplicationTaskState, 0, len(b.mu.tasks))

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/meridian-mq/meridian/cluster/meta"
 	"github.com/meridian-mq/meridian/cluster/mledger"
 )
@@ -21,7 +22,8 @@ func TestStateBoard(t *testing.T) {
 	}
 	defer mem.Close()
 	ctx := t.Context()
-	b := newStateBoard("east", "w1", mem, time.Second, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	clock := clockwork.NewFakeClockAt(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	b := newStateBoard("east", "w1", mem, time.Second, clock, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	key := mledger.ReplicationStateKey("east", "w1")
 	read := func() (mledger.ReplicationWorkerState, meta.KV) {
 		t.Helper()
@@ -57,6 +59,9 @@ func TestStateBoard(t *testing.T) {
 	s, kv := read()
 	if kv.Lease != lease.ID() || s.Worker != "w1" || len(s.Tasks) != 1 || !s.Tasks[0].Connected || s.Tasks[0].MsgOutCounter != 10 {
 		t.Fatalf("record %+v under lease %v", s, kv.Lease)
+	}
+	if !s.At.Equal(clock.Now()) {
+		t.Fatalf("record stamped %v, want the board's clock's %v", s.At, clock.Now())
 	}
 
 	// Nothing changed (the rates are 0 again only once): one more write

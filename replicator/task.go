@@ -55,11 +55,11 @@ func (t *task) run(ctx context.Context) {
 		if progressed {
 			b.Reset()
 		}
-		t.stats.failed(err, time.Now())
+		t.stats.failed(err, t.w.cfg.Clock.Now())
 		wait := b.NextBackOff()
 		t.log.Warn("replication task failed; retrying", "err", err, "retry_in", wait.Round(time.Millisecond))
 		select {
-		case <-time.After(wait):
+		case <-t.w.cfg.Clock.After(wait):
 		case <-ctx.Done():
 			return
 		}
@@ -101,7 +101,7 @@ func (t *task) replicate(ctx context.Context) (progressed bool, err error) {
 	}
 	pcfg := w.cfg.Remote
 	pcfg.SourceRegion, pcfg.Topic, pcfg.Cluster, pcfg.Incarnation = w.cfg.Region, t.id.Topic, cluster, tail.Incarnation()
-	pcfg.Logger = t.log
+	pcfg.Logger, pcfg.Clock = t.log, w.cfg.Clock
 	if w.cfg.Schemas != nil {
 		// Read at each attempt: a schema added since the last one fails
 		// that attempt's Send (remote.ErrSchema), and the next registers it.
@@ -121,7 +121,7 @@ func (t *task) replicate(ctx context.Context) (progressed bool, err error) {
 		defer cancel()
 		prod.Close(cctx)
 	}()
-	t.stats.connected(prod.Broker(), time.Now())
+	t.stats.connected(prod.Broker(), w.cfg.Clock.Now())
 	defer t.stats.disconnected()
 	t.log.Info("replicating", "from", cursor.MarkDeletePosition().String())
 
@@ -174,7 +174,7 @@ func (t *task) send(ctx context.Context, tail *mledger.Tailer, prod *remote.Prod
 			}
 			switch {
 			case !forwardTo(md, t.id.Remote): // not for this remote: passed over
-			case ttl.expired(e, time.Now()):
+			case ttl.expired(e, t.w.cfg.Clock.Now()):
 				t.stats.expired(msgs)
 			default:
 				if err := limit.wait(ctx, messagesIn(md.GetNumMessagesInBatch()), len(e.Data)); err != nil {
@@ -226,8 +226,8 @@ func (t *task) acknowledge(ctx context.Context, cursor *mledger.ExternalCursor, 
 		}
 	}()
 	received := t.w.metrics.receiptObserver(t.id.Remote)
-	timer := time.NewTimer(0)
-	<-timer.C
+	timer := t.w.cfg.Clock.NewTimer(0)
+	<-timer.Chan()
 	armed := false
 	for {
 		select {
@@ -251,7 +251,7 @@ func (t *task) acknowledge(ctx context.Context, cursor *mledger.ExternalCursor, 
 				timer.Reset(t.w.cfg.CursorPersistInterval)
 				armed = true
 			}
-		case <-timer.C:
+		case <-timer.Chan():
 			armed = false
 			if err := persist(ctx); err != nil {
 				return progressed, err

@@ -79,7 +79,7 @@ func Start(ctx context.Context, cfg Config, store meta.Store, ledgers *ledger.Cl
 	w := &Worker{cfg: cfg, store: store, ledgers: ledgers, policies: policies, metrics: metrics,
 		log: log.With("worker", cfg.WorkerID), done: make(chan struct{}),
 		tasks: map[taskID]*task{}, orphaned: map[taskID]time.Time{}, statesDone: make(chan struct{})}
-	w.states = newStateBoard(cfg.Region, cfg.WorkerID, store, cfg.StatsInterval, w.log)
+	w.states = newStateBoard(cfg.Region, cfg.WorkerID, store, cfg.StatsInterval, cfg.Clock, w.log)
 	// The lease lives as long as the worker, not as long as ctx.
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	lease, err := w.register(w.ctx)
@@ -213,7 +213,7 @@ func (w *Worker) loop(lease meta.Lease) {
 	})
 	defer subs.Wait()
 	defer w.cancel()
-	tick := time.NewTicker(w.cfg.ScanInterval)
+	tick := w.cfg.Clock.NewTicker(w.cfg.ScanInterval)
 	defer tick.Stop()
 	for {
 		w.reconcile(lease)
@@ -237,10 +237,10 @@ func (w *Worker) loop(lease meta.Lease) {
 				select {
 				case <-w.ctx.Done():
 					return
-				case <-time.After(w.cfg.ScanInterval):
+				case <-w.cfg.Clock.After(w.cfg.ScanInterval):
 				}
 			}
-		case <-tick.C:
+		case <-tick.Chan():
 		case <-changed:
 		}
 	}
@@ -292,7 +292,7 @@ func (w *Worker) reconcile(lease meta.Lease) {
 			w.stop(t)
 		}
 	}
-	now := time.Now()
+	now := w.cfg.Clock.Now()
 	for _, id := range needed {
 		if _, running := w.tasks[id]; running {
 			delete(w.orphaned, id)

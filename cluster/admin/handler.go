@@ -40,7 +40,8 @@ type routeOp struct {
 	op      operation
 }
 
-// New returns the admin API of the broker whose topic service is svc.
+// New returns the admin API of the broker whose topic service is svc,
+// logging to log (required).
 func New(cfg Config, svc *broker.Service, log *slog.Logger) (http.Handler, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -49,7 +50,7 @@ func New(cfg Config, svc *broker.Service, log *slog.Logger) (http.Handler, error
 		return nil, fmt.Errorf("%w: a broker service is required", ErrInvalidConfig)
 	}
 	if log == nil {
-		log = slog.Default()
+		return nil, fmt.Errorf("%w: a logger is required", ErrInvalidConfig)
 	}
 	h := &handler{cfg: cfg, svc: svc, lm: svc.LoadManager(), log: log.With("component", "admin"), mux: http.NewServeMux(),
 		rates: newRates(cfg.MaxRateSamples)}

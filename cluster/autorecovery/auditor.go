@@ -60,7 +60,7 @@ func (s *Service) campaignLoop() {
 			if s.ctx.Err() == nil {
 				s.log.Info("campaign for the auditor failed; retrying", "err", err)
 			}
-			sleep(s.ctx, campaignRetry)
+			sleep(s.ctx, s.cfg.Clock, campaignRetry)
 			continue
 		}
 		s.log.Info("elected the region's auditor")
@@ -111,7 +111,7 @@ func (s *Service) lead(lead meta.Leadership) {
 					}
 				}
 			}
-			sleep(ctx, time.Second)
+			sleep(ctx, s.cfg.Clock, time.Second)
 		}
 	}()
 	checks := make(chan struct{})
@@ -130,27 +130,27 @@ func (s *Service) lead(lead meta.Leadership) {
 	}()
 
 	a := &audit{missing: make(map[string]time.Time)}
-	tick := time.NewTicker(s.cfg.AuditInterval)
+	tick := s.cfg.Clock.NewTicker(s.cfg.AuditInterval)
 	defer tick.Stop()
-	due := time.NewTimer(time.Hour)
+	due := s.cfg.Clock.NewTimer(time.Hour)
 	due.Stop()
 	for {
 		dirChanged := s.lc.Directory().Changed()
 		next, err := s.auditOnce(ctx, a)
 		if err != nil && ctx.Err() == nil {
 			s.log.Warn("audit failed; retrying", "err", err)
-			next = time.Now().Add(s.cfg.RetryInterval)
+			next = s.cfg.Clock.Now().Add(s.cfg.RetryInterval)
 		}
 		if !next.IsZero() {
-			due.Reset(time.Until(next))
+			due.Reset(s.cfg.Clock.Until(next))
 		}
 	wait:
 		for {
 			select {
 			case <-dirChanged:
 			case <-stateChanged:
-			case <-tick.C:
-			case <-due.C:
+			case <-tick.Chan():
+			case <-due.Chan():
 			case <-marksChanged:
 				if err := s.countMarks(ctx, a); err != nil && ctx.Err() == nil {
 					s.log.Warn("counting the under-replicated ledgers failed", "err", err)
@@ -240,7 +240,7 @@ func decide(v auditView, missing map[string]time.Time, now time.Time, delay time
 // deletes the marks of ledgers that are gone, and sets the gauges. It
 // returns when the next delayed bookie falls due.
 func (s *Service) auditOnce(ctx context.Context, a *audit) (time.Time, error) {
-	start := time.Now()
+	now, start := s.cfg.Clock.Now(), time.Now() // start times the audit metric only
 	defer func() { s.m.auditTime.Observe(time.Since(start).Seconds()) }()
 	paused, err := s.paused(ctx)
 	if err != nil {
@@ -268,7 +268,7 @@ func (s *Service) auditOnce(ctx context.Context, a *audit) (time.Time, error) {
 			v.named[b] = append(v.named[b], l.Metadata.ID)
 		}
 	}
-	replace, next, delayed, back := decide(v, a.missing, start, s.cfg.LostBookieRecoveryDelay)
+	replace, next, delayed, back := decide(v, a.missing, now, s.cfg.LostBookieRecoveryDelay)
 	for _, b := range delayed {
 		s.m.auditsDelayed.Inc()
 		s.log.Warn("bookie gone: its ledgers are marked under-replicated unless it returns within the delay",
@@ -389,11 +389,11 @@ func BookieStates(ctx context.Context, store meta.Store, region string) (map[str
 
 // checkLoop runs check every CheckInterval until ctx ends.
 func (s *Service) checkLoop(ctx context.Context) {
-	t := time.NewTicker(s.cfg.CheckInterval)
+	t := s.cfg.Clock.NewTicker(s.cfg.CheckInterval)
 	defer t.Stop()
 	for {
 		select {
-		case <-t.C:
+		case <-t.Chan():
 		case <-ctx.Done():
 			return
 		}

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -74,6 +75,14 @@ type Config struct {
 	// Registerer receives the auditor's and workers' metrics; nil
 	// registers nowhere.
 	Registerer prometheus.Registerer
+	// Clock drives the auditor's and workers' behaviour over time: the
+	// audit and check tickers, the lost-bookie recovery delay, the
+	// campaign and watch retries, a ledger left for RetryInterval, the
+	// re-replication rate, and the times stamped on claims, operators'
+	// states and noted errors. Latency metrics stay on the wall clock.
+	// The region's assembly (cluster/node) sets its one clock here.
+	// Required; DefaultConfig sets the wall clock.
+	Clock clockwork.Clock
 }
 
 // DefaultConfig returns the defaults documented on Config.
@@ -91,6 +100,7 @@ func DefaultConfig(region, workerID string) Config {
 		CopyInFlight:            16,
 		ClaimTTL:                10 * time.Second,
 		RetryInterval:           30 * time.Second,
+		Clock:                   clockwork.NewRealClock(),
 	}
 }
 
@@ -122,6 +132,8 @@ func (c Config) Validate() error {
 		return bad("ClaimTTL %s out of range 2s..5m", c.ClaimTTL)
 	case c.RetryInterval < 100*time.Millisecond || c.RetryInterval > time.Hour:
 		return bad("RetryInterval %s out of range 100ms..1h", c.RetryInterval)
+	case c.Clock == nil:
+		return bad("Clock is required (DefaultConfig sets the wall clock)")
 	}
 	return nil
 }

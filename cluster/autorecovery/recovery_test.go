@@ -576,6 +576,7 @@ func TestConfigValidate(t *testing.T) {
 		"no sampling":   func(c *autorecovery.Config) { c.CheckSampleRate = 0 },
 		"short claim":   func(c *autorecovery.Config) { c.ClaimTTL = time.Second },
 		"long delay":    func(c *autorecovery.Config) { c.LostBookieRecoveryDelay = 48 * time.Hour },
+		"no clock":      func(c *autorecovery.Config) { c.Clock = nil },
 	} {
 		cfg := autorecovery.DefaultConfig("r", "w")
 		mut(&cfg)

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"golang.org/x/time/rate"
 
 	"github.com/meridian-mq/meridian/cluster/bookie/bkproto"
@@ -132,7 +133,7 @@ func (s *Service) watch(prefix string, chs ...chan struct{}) {
 			}
 			poke(chs...)
 		}
-		if !sleep(s.ctx, s.cfg.RetryInterval) {
+		if !sleep(s.ctx, s.cfg.Clock, s.cfg.RetryInterval) {
 			return
 		}
 		poke(chs...)
@@ -149,12 +150,13 @@ func poke(chs ...chan struct{}) {
 	}
 }
 
-// sleep waits d or until ctx ends; it reports whether ctx is still live.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
+// sleep waits d on clock or until ctx ends; it reports whether ctx is
+// still live.
+func sleep(ctx context.Context, clock clockwork.Clock, d time.Duration) bool {
+	t := clock.NewTimer(d)
 	defer t.Stop()
 	select {
-	case <-t.C:
+	case <-t.Chan():
 		return true
 	case <-ctx.Done():
 		return false

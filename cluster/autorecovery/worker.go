@@ -36,13 +36,13 @@ type claimValue struct {
 func (s *Service) workerLoop(i int, wake <-chan struct{}) {
 	w := &worker{s: s, id: fmt.Sprintf("%s/%d", s.cfg.WorkerID, i), retryAt: make(map[int64]time.Time)}
 	defer w.dropLease()
-	tick := time.NewTicker(s.cfg.RetryInterval)
+	tick := s.cfg.Clock.NewTicker(s.cfg.RetryInterval)
 	defer tick.Stop()
 	for {
 		w.pass()
 		select {
 		case <-wake:
-		case <-tick.C:
+		case <-tick.Chan():
 		case <-s.ctx.Done():
 			return
 		}
@@ -70,7 +70,7 @@ func (w *worker) pass() {
 			s.log.Warn("listing under-replicated ledgers failed", "err", err)
 			return
 		}
-		now := time.Now()
+		now := s.cfg.Clock.Now()
 		var todo []storedMark
 		for _, sm := range marks {
 			if now.After(w.retryAt[sm.Ledger]) {
@@ -141,7 +141,7 @@ func (w *worker) claimAndRepair(id int64) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	v, err := meta.EncodeJSON(1, claimValue{Worker: w.id, Since: time.Now().UnixMilli()})
+	v, err := meta.EncodeJSON(1, claimValue{Worker: w.id, Since: w.s.cfg.Clock.Now().UnixMilli()})
 	if err != nil {
 		return false, err
 	}
@@ -168,7 +168,7 @@ func (w *worker) claimAndRepair(id int64) (bool, error) {
 	watch.Wait()
 	s.m.repairs.WithLabelValues(result).Observe(time.Since(start).Seconds())
 	if result != resultRepaired {
-		w.retryAt[id] = time.Now().Add(s.cfg.RetryInterval)
+		w.retryAt[id] = s.cfg.Clock.Now().Add(s.cfg.RetryInterval)
 	}
 	dctx, dcancel := context.WithTimeout(context.WithoutCancel(s.ctx), 5*time.Second)
 	if err := s.store.Delete(dctx, key, rev); err != nil && !errors.Is(err, meta.ErrConflict) {
@@ -338,8 +338,13 @@ func (s *Service) throttle(ctx context.Context, n int) error {
 	s.m.bytesRead.Observe(float64(n))
 	for n > 0 {
 		part := min(n, s.limiter.Burst())
-		if err := s.limiter.WaitN(ctx, part); err != nil {
-			return err
+		// ReserveN on the clock's time rather than WaitN, which would
+		// wait on the wall clock.
+		now := s.cfg.Clock.Now()
+		r := s.limiter.ReserveN(now, part)
+		if d := r.DelayFrom(now); d > 0 && !sleep(ctx, s.cfg.Clock, d) {
+			r.CancelAt(s.cfg.Clock.Now())
+			return ctx.Err()
 		}
 		n -= part
 	}
@@ -361,7 +366,7 @@ func (w *worker) unmark(ctx context.Context, sm storedMark) error {
 // `meridian admin bookies under-replicated` shows it, and leaves the
 // ledger for later.
 func (w *worker) note(ctx context.Context, sm storedMark, cause error) (string, error) {
-	if _, err := noteError(ctx, w.s.store, w.s.cfg.Region, sm, cause, time.Now()); err != nil && !errors.Is(err, meta.ErrConflict) {
+	if _, err := noteError(ctx, w.s.store, w.s.cfg.Region, sm, cause, w.s.cfg.Clock.Now()); err != nil && !errors.Is(err, meta.ErrConflict) {
 		w.s.log.Warn("noting a repair's error on its mark failed", "ledger", sm.Ledger, "err", err)
 	}
 	return resultFailed, cause

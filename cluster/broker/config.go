@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jonboulle/clockwork"
+
 	"github.com/meridian-mq/meridian/cluster/broker/auth"
 	"github.com/meridian-mq/meridian/cluster/wire"
 )
@@ -128,6 +130,16 @@ type Config struct {
 	// broker for all its producers and consumers); 0 is no bound.
 	MaxProducersPerConnection int
 	MaxConsumersPerConnection int
+
+	// Clock drives the connections' behaviour over time: the keep-alive
+	// (its pings, the silence that closes a connection, and the pause of
+	// a connection whose reads are held), the credential refresh checks,
+	// the refusal log's pace, and the times producers and consumers report
+	// they connected at. Socket deadlines (ConnectTimeout, the write
+	// timeout, the linger after a close) bound real network I/O and stay
+	// on the wall clock. The assembly hands the region's one clock, as it
+	// does ServiceConfig.Clock; nil is the wall clock.
+	Clock clockwork.Clock
 }
 
 // DefaultConfig returns the defaults for a broker advertised at serviceURL.

@@ -105,7 +105,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 	c.mu.producers = make(map[uint64]*producer)
 	c.mu.moved = make(map[uint64]bool)
 	c.mu.consumers = make(map[uint64]*consumer)
-	c.lastReceived.Store(time.Now().UnixNano())
+	c.lastReceived.Store(s.clock.Now().UnixNano())
 	return c
 }
 
@@ -144,6 +144,10 @@ const lingerTimeout = 2 * time.Second
 // refused. So the writer half-closes the connection after its last frame,
 // and this discards what the client still sends until the client closes
 // its side (it reads the end), or lingerTimeout passes.
+//
+// Both waits bound socket I/O (the writer's flush, the client's close), so
+// they run on the wall clock, as the socket's deadlines do, not on the
+// Server's clock.
 func (c *conn) lingerClose() {
 	select {
 	case <-c.writerDone:
@@ -229,7 +233,7 @@ func (c *conn) readLoop() error {
 	if err := c.nc.SetReadDeadline(time.Time{}); err != nil {
 		return err
 	}
-	c.lastReceived.Store(time.Now().UnixNano())
+	c.lastReceived.Store(c.srv.clock.Now().UnixNano())
 	if err := c.handleConnect(f.Command.GetConnect()); err != nil {
 		return err
 	}
@@ -238,7 +242,7 @@ func (c *conn) readLoop() error {
 		if err := r.ReadFrame(&f); err != nil {
 			return err
 		}
-		c.lastReceived.Store(time.Now().UnixNano())
+		c.lastReceived.Store(c.srv.clock.Now().UnixNano())
 		if c.stopping.Load() {
 			continue // the server is closing (shutdown)
 		}

@@ -176,7 +176,7 @@ func (c *conn) handleSubscribe(req *pb.CommandSubscribe) {
 		}
 	}
 	cons := &consumer{c: c, sub: sub, id: req.GetConsumerId(), name: req.GetConsumerName(), priority: req.GetPriorityLevel(),
-		maxUnacked: maxUnacked, since: time.Now(), metadata: keyValues(req.GetMetadata())}
+		maxUnacked: maxUnacked, since: c.srv.clock.Now(), metadata: keyValues(req.GetMetadata())}
 	// A reader's subscription this SUBSCRIBE created, and then could not
 	// attach cons to, would otherwise stay without a consumer.
 	abandon := func() {

@@ -314,6 +314,7 @@ func (f *regionFailover) keepSession(ctx context.Context, needed bool) {
 // Grant ties the keep-alive to the context it is given, so that context
 // cannot carry a deadline, and without one a grant could wait for a store
 // that does not answer for as long as it does not, holding up the passes.
+// The bound is a request deadline, on the wall clock as the store's are.
 func (f *regionFailover) grant() (l meta.Lease, stop context.CancelFunc, err error) {
 	ctx, stop := context.WithCancel(f.svc.ctx)
 	bound := time.AfterFunc(f.cfg.SessionTTL, stop)

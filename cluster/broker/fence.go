@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jonboulle/clockwork"
+
 	"github.com/meridian-mq/meridian/cluster/meta"
 	"github.com/meridian-mq/meridian/cluster/wire"
 	"github.com/meridian-mq/meridian/global"
@@ -96,14 +98,14 @@ func (s *Service) refuseFencedSource(t topology.TopicName, name string) error {
 // fenceResync. A watch that fails is replaced by a fresh read.
 func (f *fences) run() {
 	defer f.s.wg.Done()
-	tick := time.NewTicker(fenceResync)
+	tick := f.s.clock.NewTicker(fenceResync)
 	defer tick.Stop()
 	for f.s.ctx.Err() == nil {
 		rev, err := f.read()
 		if err != nil {
 			f.s.log.Warn("reading the fences failed; keeping the last known", "err", err)
 			select {
-			case <-tick.C:
+			case <-tick.Chan():
 				continue
 			case <-f.s.ctx.Done():
 				return
@@ -115,7 +117,7 @@ func (f *fences) run() {
 
 // follow applies changes from the watch from rev+1 on, until the watch
 // ends or the Service closes.
-func (f *fences) follow(rev int64, tick *time.Ticker) {
+func (f *fences) follow(rev int64, tick clockwork.Ticker) {
 	ctx, cancel := context.WithCancel(f.s.ctx)
 	defer cancel()
 	changes := f.s.gstore.WatchFences(ctx, rev+1)
@@ -126,7 +128,7 @@ func (f *fences) follow(rev int64, tick *time.Ticker) {
 				return
 			}
 			f.applyEvents(resp.Events)
-		case <-tick.C:
+		case <-tick.Chan():
 			f.apply()
 		case <-ctx.Done():
 			return

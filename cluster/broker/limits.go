@@ -144,7 +144,7 @@ func (s *Server) refuse(nc net.Conn, why error) {
 	l := &s.limits
 	// One warning per refusalLogEvery, not one per connection: a flood
 	// of connections must not become a flood of log lines.
-	if now := time.Now().UnixNano(); now-l.lastRefusalLog.Load() >= int64(refusalLogEvery) {
+	if now := s.clock.Now().UnixNano(); now-l.lastRefusalLog.Load() >= int64(refusalLogEvery) {
 		l.lastRefusalLog.Store(now)
 		s.log.Warn("refusing connections", "remote", nc.RemoteAddr().String(), "err", why, "refused_so_far", n)
 	}
@@ -337,18 +337,18 @@ func (c *conn) awaitPublishRoom() bool {
 // skips a connection whose reads are paused). What ends a pause is the
 // broker's own work, whose bounds are their own.
 func (c *conn) pauseReading(wakeup <-chan struct{}, ready func() bool) bool {
-	tick := time.NewTicker(c.srv.cfg.KeepAliveInterval)
+	tick := c.srv.clock.NewTicker(c.srv.cfg.KeepAliveInterval)
 	defer tick.Stop()
 	for !ready() {
-		c.lastReceived.Store(time.Now().UnixNano())
+		c.lastReceived.Store(c.srv.clock.Now().UnixNano())
 		select {
 		case <-wakeup:
-		case <-tick.C:
+		case <-tick.Chan():
 		case <-c.ctx.Done():
 			return false
 		}
 	}
-	c.lastReceived.Store(time.Now().UnixNano())
+	c.lastReceived.Store(c.srv.clock.Now().UnixNano())
 	return true
 }
 

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jonboulle/clockwork"
+
 	"github.com/meridian-mq/meridian/cluster/mledger"
 	"github.com/meridian-mq/meridian/cluster/wire/pb"
 	"github.com/meridian-mq/meridian/global"
@@ -300,7 +302,7 @@ func (s *subscription) migrate(ctx context.Context, to migrationTarget) {
 func (t *Topic) awaitReplicatedTo(ctx context.Context, region string, grace time.Duration) {
 	last := t.ml.LastConfirmed()
 	var at mledger.Position
-	caughtUp := awaitMigration(ctx, grace, func() bool {
+	caughtUp := awaitMigration(ctx, t.svc.clock, grace, func() bool {
 		var ok bool
 		at, ok = t.ml.ForeignCursors()[ReplicationCursorPrefix+region]
 		return !ok || !at.Less(last)
@@ -314,7 +316,7 @@ func (t *Topic) awaitReplicatedTo(ctx context.Context, region string, grace time
 // awaitAcks waits until no consumer of the stopped subscription holds a
 // message unacked, for grace at most, or until ctx ends.
 func (s *subscription) awaitAcks(ctx context.Context, grace time.Duration) {
-	awaitMigration(ctx, grace, func() bool {
+	awaitMigration(ctx, s.topic.svc.clock, grace, func() bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		for _, c := range s.mu.consumers {
@@ -326,23 +328,23 @@ func (s *subscription) awaitAcks(ctx context.Context, grace time.Duration) {
 	})
 }
 
-// awaitMigration polls done every 10 ms until it holds, grace passes or
-// ctx ends, and reports whether it held. The waits of a move poll: each
+// awaitMigration polls done every 10 ms on clock until it holds, grace
+// passes or ctx ends, and reports whether it held. The waits of a move poll: each
 // runs once per switch, for a fraction of a second, on state (a cursor
 // seen through a watch, the consumers' counts) that has no signal of its
 // own.
-func awaitMigration(ctx context.Context, grace time.Duration, done func() bool) bool {
+func awaitMigration(ctx context.Context, clock clockwork.Clock, grace time.Duration, done func() bool) bool {
 	const poll = 10 * time.Millisecond
-	deadline := time.Now().Add(grace)
+	deadline := clock.Now().Add(grace)
 	for {
 		if done() {
 			return true
 		}
-		if time.Now().After(deadline) {
+		if clock.Now().After(deadline) {
 			return false
 		}
 		select {
-		case <-time.After(poll):
+		case <-clock.After(poll):
 		case <-ctx.Done():
 			return false
 		}

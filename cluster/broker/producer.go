@@ -507,7 +507,7 @@ func (c *conn) handleProducer(req *pb.CommandProducer) {
 		return
 	}
 	p := newProducer(c, topic, req.GetProducerId(), name, eff.DeduplicationEnabled, reqID)
-	p.mode, p.since, p.metadata = req.GetProducerAccessMode(), time.Now(), keyValues(req.GetMetadata())
+	p.mode, p.since, p.metadata = req.GetProducerAccessMode(), c.srv.clock.Now(), keyValues(req.GetMetadata())
 	taken, full := c.addProducer(p)
 	if full != nil {
 		c.sendError(reqID, full)

@@ -40,13 +40,13 @@ func (c *conn) noteCredentials(a *auth.Authenticator, creds auth.Credentials) {
 // AuthRefreshInterval until it closes.
 func (c *conn) reauthLoop() {
 	defer c.wg.Done()
-	tick := time.NewTicker(c.srv.cfg.AuthRefreshInterval)
+	tick := c.srv.clock.NewTicker(c.srv.cfg.AuthRefreshInterval)
 	defer tick.Stop()
 	for {
 		select {
 		case <-c.ctx.Done():
 			return
-		case now := <-tick.C:
+		case now := <-tick.Chan():
 			if !c.checkCredentials(now) {
 				return
 			}

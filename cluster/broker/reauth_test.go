@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/jonboulle/clockwork"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meridian-mq/meridian/cluster/broker"
@@ -46,45 +47,76 @@ func tokenAuthenticator(t *testing.T) (*auth.Authenticator, func(role string, tt
 // TestReauthentication: a connection whose token expires is challenged
 // for a fresh one; fresh credentials of its role keep it, none by the next
 // check or another role's close it, and a token without exp is never
-// asked again.
+// asked again. Each case has a server of its own, whose checks run on a
+// fake clock set to the wall time (the tokens' exp is wall time).
 func TestReauthentication(t *testing.T) {
 	authn, token := tokenAuthenticator(t)
-	s := startServer(t, func(c *broker.Config) { c.Auth, c.AuthRefreshInterval = authn, 100*time.Millisecond })
-	connect := func(tok string) *rawClient {
-		c := dialRaw(t, s.addr)
-		c.send(pb.BaseCommand_builder{Type: pb.BaseCommand_CONNECT.Enum(), Connect: pb.CommandConnect_builder{
-			ClientVersion: proto.String("raw-test"), ProtocolVersion: proto.Int32(20),
-			AuthMethodName: proto.String(auth.MethodToken), AuthData: []byte(tok),
-		}.Build()}.Build())
-		c.expect(pb.BaseCommand_CONNECTED)
-		return c
+	// A token's exp has a precision of one second: two seconds is the
+	// shortest life that still admits the CONNECT. One check interval
+	// later the token has expired.
+	const life, interval = 2 * time.Second, 3 * time.Second
+	start := func(t *testing.T) (*clockwork.FakeClock, func(tok string) *rawClient) {
+		clock := clockwork.NewFakeClockAt(time.Now())
+		s := startServer(t, func(c *broker.Config) { c.Auth, c.AuthRefreshInterval, c.Clock = authn, interval, clock })
+		return clock, func(tok string) *rawClient {
+			c := dialRaw(t, s.addr)
+			c.send(pb.BaseCommand_builder{Type: pb.BaseCommand_CONNECT.Enum(), Connect: pb.CommandConnect_builder{
+				ClientVersion: proto.String("raw-test"), ProtocolVersion: proto.Int32(20),
+				AuthMethodName: proto.String(auth.MethodToken), AuthData: []byte(tok),
+			}.Build()}.Build())
+			c.expect(pb.BaseCommand_CONNECTED)
+			return c
+		}
+	}
+	// check moves the clock on by one interval once the connection's
+	// tickers are there: its keep-alive, and its credentials check if its
+	// token expires.
+	check := func(t *testing.T, clock *clockwork.FakeClock, tickers int) {
+		t.Helper()
+		if err := clock.BlockUntilContext(t.Context(), tickers); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(interval)
 	}
 	answer := func(c *rawClient, tok string) {
 		c.send(pb.BaseCommand_builder{Type: pb.BaseCommand_AUTH_RESPONSE.Enum(), AuthResponse: pb.CommandAuthResponse_builder{
 			Response: pb.AuthData_builder{AuthMethodName: proto.String(auth.MethodToken), AuthData: []byte(tok)}.Build(),
 		}.Build()}.Build())
 	}
-	// A token's exp has a precision of one second: two seconds is the
-	// shortest life that still admits the CONNECT.
-	const life = 2 * time.Second
+	// open checks that c is open and was sent nothing but pings: the
+	// server answers its PING, after everything it sent before.
+	open := func(t *testing.T, c *rawClient) {
+		t.Helper()
+		c.send(pb.BaseCommand_builder{Type: pb.BaseCommand_PING.Enum(), Ping: &pb.CommandPing{}}.Build())
+		if cmd, err := c.next(); err != nil || cmd.GetType() != pb.BaseCommand_PONG {
+			t.Fatalf("got %v, %v; want the PONG of an open connection", cmd, err)
+		}
+	}
 
 	t.Run("fresh token keeps the connection", func(t *testing.T) {
+		clock, connect := start(t)
 		c := connect(token("alice", life))
+		check(t, clock, 2)
 		c.expect(pb.BaseCommand_AUTH_CHALLENGE)
 		answer(c, token("alice", time.Hour))
-		if c.closed() {
-			t.Fatal("a connection that sent fresh credentials was closed")
-		}
+		open(t, c) // the answer is taken: it was read before the PING
+		check(t, clock, 2)
+		open(t, c)
 	})
 	t.Run("no answer closes it", func(t *testing.T) {
+		clock, connect := start(t)
 		c := connect(token("alice", life))
+		check(t, clock, 2)
 		c.expect(pb.BaseCommand_AUTH_CHALLENGE)
+		check(t, clock, 2)
 		if !c.closed() {
 			t.Fatal("a connection whose token expired stayed open without a fresh one")
 		}
 	})
 	t.Run("another role closes it", func(t *testing.T) {
+		clock, connect := start(t)
 		c := connect(token("alice", life))
+		check(t, clock, 2)
 		c.expect(pb.BaseCommand_AUTH_CHALLENGE)
 		answer(c, token("mallory", time.Hour))
 		if e := c.expect(pb.BaseCommand_ERROR).GetError(); e.GetError() != pb.ServerError_AuthenticationError {
@@ -95,11 +127,10 @@ func TestReauthentication(t *testing.T) {
 		}
 	})
 	t.Run("a token without exp is not asked again", func(t *testing.T) {
+		clock, connect := start(t)
 		c := connect(token("alice", 0))
-		c.nc.SetReadDeadline(time.Now().Add(time.Second))
-		if cmd, err := c.next(); err == nil {
-			t.Fatalf("got %v, want nothing", cmd)
-		}
+		check(t, clock, 1) // its keep-alive alone: no credentials check runs
+		open(t, c)
 	})
 }
 

@@ -170,14 +170,14 @@ func (s *Service) policyPasses(resync time.Duration, pass func()) {
 		}
 	}()
 	defer func() { <-watchDone }()
-	tick := time.NewTicker(resync)
+	tick := s.clock.NewTicker(resync)
 	defer tick.Stop()
 	for {
 		select {
 		case <-s.ctx.Done():
 			return
 		case <-changed:
-		case <-tick.C:
+		case <-tick.Chan():
 		}
 		pass()
 	}

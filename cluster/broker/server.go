@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+
+	"github.com/jonboulle/clockwork"
 )
 
 // Server serves the Pulsar protocol on listeners. It owns every connection
@@ -15,7 +17,8 @@ type Server struct {
 	cfg    Config
 	topics Topics
 	log    *slog.Logger
-	limits serverLimits // connections and lookups (limits.go)
+	clock  clockwork.Clock // Config.Clock, or the wall clock
+	limits serverLimits    // connections and lookups (limits.go)
 
 	wg sync.WaitGroup
 	mu struct {
@@ -31,7 +34,7 @@ func NewServer(cfg Config, topics Topics, log *slog.Logger) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, topics: topics, log: log}
+	s := &Server{cfg: cfg, topics: topics, log: log, clock: orWallClock(cfg.Clock)}
 	s.mu.listeners = make(map[net.Listener]struct{})
 	s.mu.conns = make(map[*conn]struct{})
 	return s, nil

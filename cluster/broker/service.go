@@ -124,8 +124,13 @@ type ServiceConfig struct {
 	// broker's shutdown is bounded by the context given to Close. Default
 	// 5s; at least 100ms.
 	CloseTimeout time.Duration
-	// Clock is the time of the dispatchers: when delayed messages fall
-	// due. Nil is the wall clock; tests inject a fake one.
+	// Clock is the Service's time: when delayed messages fall due, the
+	// quota and expiry loops, the fence and replication-policy resyncs,
+	// the waits of a producer or consumer moving to another region, and
+	// the load manager's (LoadBalance) reports, shedding and hand-off
+	// retries. Latency metrics and bounds on a store request stay on the
+	// wall clock. The assembly hands the region's one clock; nil is the
+	// wall clock, and tests inject a fake one.
 	Clock clockwork.Clock
 	// LoadBalance configures load reports, shedding and bundle split
 	// (loadmgr.BalanceConfig).
@@ -284,7 +289,7 @@ type Service struct {
 	lm       *loadmgr.Manager
 	traces   *traceHooks     // nil: not tracing
 	metrics  *brokerMetrics  // nil when metrics are disabled
-	clock    clockwork.Clock // the dispatchers' (ServiceConfig.Clock)
+	clock    clockwork.Clock // ServiceConfig.Clock, or the wall clock
 
 	metricsState topicMetricsState
 
@@ -318,6 +323,15 @@ type topicLoad struct {
 	err    error
 }
 
+// orWallClock is c, or the wall clock when c is nil: the default of
+// ServiceConfig.Clock and Config.Clock alike.
+func orWallClock(c clockwork.Clock) clockwork.Clock {
+	if c == nil {
+		return clockwork.NewRealClock()
+	}
+	return c
+}
+
 // NewService returns a Service over its dependencies: the region's metadata
 // store, the global policy cache and store, and the managed-ledger factory.
 // Start must be called before it serves.
@@ -327,8 +341,9 @@ func NewService(cfg ServiceConfig, store meta.Store, policies *global.Cache, gst
 		return nil, err
 	}
 	log = log.With("broker", cfg.BrokerID)
+	clock := orWallClock(cfg.Clock)
 	scfg := schema.DefaultConfig()
-	scfg.Logger = log
+	scfg.Logger, scfg.Now = log, clock.Now
 	schemas, err := schema.New(store, cfg.Region, scfg)
 	if err != nil {
 		return nil, err
@@ -338,10 +353,7 @@ func NewService(cfg ServiceConfig, store meta.Store, policies *global.Cache, gst
 		return nil, err
 	}
 	s := &Service{cfg: cfg, store: store, policies: policies, gstore: gstore, ledgers: ledgers, schemas: schemas, log: log,
-		metrics: metrics, clock: cfg.Clock}
-	if s.clock == nil {
-		s.clock = clockwork.NewRealClock()
-	}
+		metrics: metrics, clock: clock}
 	s.traces = newTraceHooks(cfg.Tracing, cfg.Region, log)
 	s.bootID = fmt.Sprintf("%x", rand.Uint32())
 	s.ctx, s.cancel = context.WithCancel(context.Background())

@@ -154,13 +154,13 @@ func (c *conn) wakeDispatchers() {
 func (c *conn) keepAliveLoop() {
 	defer c.wg.Done()
 	interval := c.srv.cfg.KeepAliveInterval
-	tick := time.NewTicker(interval)
+	tick := c.srv.clock.NewTicker(interval)
 	defer tick.Stop()
 	for {
 		select {
 		case <-c.ctx.Done():
 			return
-		case now := <-tick.C:
+		case now := <-tick.Chan():
 			if idle := now.Sub(time.Unix(0, c.lastReceived.Load())); idle > 2*interval {
 				c.log.Info("closing connection: peer silent", "idle", idle)
 				c.close()

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/meridian-mq/meridian/cluster/meta"
 	"github.com/meridian-mq/meridian/topology"
 	"github.com/prometheus/client_golang/prometheus"
@@ -90,6 +91,14 @@ type Config struct {
 	// Registerer receives the client's metrics; nil registers nowhere. One
 	// client per registry.
 	Registerer prometheus.Registerer
+	// Clock drives every timer and deadline the client's behaviour
+	// depends on: retries, speculative reads and LAC polls, explicit LACs,
+	// the slow-bookie memory and a new ledger's ctime. RPC deadlines
+	// (AddTimeout, ReadTimeout, MetaTimeout) bound real network I/O and
+	// stay on the wall clock, as does the add latency metric. The region's
+	// assembly (cluster/node) sets its one clock here; tests set a fake one.
+	// Required; DefaultConfig sets the wall clock.
+	Clock clockwork.Clock
 }
 
 // DefaultConfig returns the configuration for region, whose number (in
@@ -110,6 +119,7 @@ func DefaultConfig(region string, regionNumber int) Config {
 		// BookKeeper's defaults.
 		SpeculativeReadTimeout: 2 * time.Second,
 		SlowBookieMemory:       time.Minute,
+		Clock:                  clockwork.NewRealClock(),
 	}
 }
 
@@ -120,6 +130,9 @@ func (c Config) Validate() error {
 	}
 	if c.Region == "" {
 		return bad("Region is required")
+	}
+	if c.Clock == nil {
+		return bad("Clock is required (DefaultConfig sets the wall clock)")
 	}
 	if c.RegionNumber < 1 || c.RegionNumber > MaxRegionNumber {
 		return bad("RegionNumber %d outside [1, %d] (it is assigned in the global store)", c.RegionNumber, MaxRegionNumber)
@@ -208,7 +221,7 @@ func New(cfg Config, store meta.Store, bookies Bookies, logger *slog.Logger, rnd
 		log:     logger,
 		rnd:     rnd,
 		cancel:  cancel,
-		slow:    slowBookies{memory: cfg.SlowBookieMemory},
+		slow:    slowBookies{memory: cfg.SlowBookieMemory, clock: cfg.Clock},
 	}
 	c.dir = newDirectory(store, cfg.Region, cfg.RetryInterval, c.log)
 	c.wg.Add(1)
@@ -294,7 +307,7 @@ func (c *Client) Create(ctx context.Context, e, qw, qa int, custom map[string]st
 		EnsembleSize: e, WriteQuorum: qw, AckQuorum: qa,
 		State: StateOpen, LastEntry: -1, Length: 0,
 		Fragments: []Fragment{{FirstEntry: 0, Ensemble: ens}},
-		CTime:     time.Now().UnixMilli(),
+		CTime:     c.cfg.Clock.Now().UnixMilli(),
 		Custom:    custom,
 		Password:  newPassword(),
 	}

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/meridian-mq/meridian/cluster/bookie/bkproto"
 	"github.com/meridian-mq/meridian/cluster/meta"
 	"github.com/meridian-mq/meridian/topology"
@@ -146,12 +147,13 @@ func (d *Directory) notifyLocked() {
 	}
 }
 
-// sleepCtx waits for d or ctx; it reports whether ctx is still live.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
+// sleepCtx waits for d on clock, or for ctx; it reports whether ctx is
+// still live.
+func sleepCtx(ctx context.Context, clock clockwork.Clock, d time.Duration) bool {
+	t := clock.NewTimer(d)
 	defer t.Stop()
 	select {
-	case <-t.C:
+	case <-t.Chan():
 		return true
 	case <-ctx.Done():
 		return false

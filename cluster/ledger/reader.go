@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"golang.org/x/sync/singleflight"
 )
 
@@ -290,7 +291,7 @@ func (c *Client) readEntry(ctx context.Context, md *Metadata, e int64) ([]byte, 
 			answers <- answer{id, ent.Payload, err}
 		}()
 	}
-	speculate := time.NewTimer(c.cfg.SpeculativeReadTimeout)
+	speculate := c.cfg.Clock.NewTimer(c.cfg.SpeculativeReadTimeout)
 	defer speculate.Stop()
 	askNext()
 	var errs []error
@@ -313,7 +314,7 @@ func (c *Client) readEntry(ctx context.Context, md *Metadata, e int64) ([]byte, 
 				c.log.Warn("checksum mismatch, reading another replica", "ledger", md.ID, "entry", e, "bookie", a.id)
 			}
 			errs = append(errs, fmt.Errorf("bookie %s: %w", a.id, a.err))
-		case <-speculate.C:
+		case <-speculate.Chan():
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
@@ -364,7 +365,7 @@ func (r *Reader) WaitLAC(ctx context.Context, previous int64) (int64, error) {
 			return lac, ErrLedgerClosed
 		}
 		refresh = true
-		if allFailed && !sleepCtx(ctx, r.c.cfg.RetryInterval) {
+		if allFailed && !sleepCtx(ctx, r.c.cfg.Clock, r.c.cfg.RetryInterval) {
 			return lac, ctx.Err()
 		}
 	}
@@ -460,9 +461,9 @@ func (r *Reader) pollLAC(ctx context.Context, previous int64, wait time.Duration
 	speculate := make(<-chan time.Time)
 	if wait > 0 && len(ens) > 1 {
 		ask(min(preferred, len(ens)-1))
-		t := time.NewTimer(r.c.cfg.SpeculativeLACWait)
+		t := r.c.cfg.Clock.NewTimer(r.c.cfg.SpeculativeLACWait)
 		defer t.Stop()
-		speculate = t.C
+		speculate = t.Chan()
 	} else {
 		askRest()
 	}
@@ -553,6 +554,7 @@ func (r *Reader) pollOne(ctx context.Context, id string, slot int, previous int6
 // failure history. It is safe for concurrent use.
 type slowBookies struct {
 	memory time.Duration
+	clock  clockwork.Clock
 	mu     sync.Mutex
 	until  map[string]time.Time // bookie id -> when it may go first again
 }
@@ -564,7 +566,7 @@ func (s *slowBookies) mark(id string) {
 	if s.until == nil {
 		s.until = make(map[string]time.Time)
 	}
-	s.until[id] = time.Now().Add(s.memory)
+	s.until[id] = s.clock.Now().Add(s.memory)
 }
 
 // order is the read order of an entry stored on the slots writeSet of
@@ -574,7 +576,7 @@ func (s *slowBookies) order(ens []string, writeSet []int) []string {
 	ids := make([]string, 0, len(writeSet))
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := time.Now()
+	now := s.clock.Now()
 	var back []string
 	for _, slot := range writeSet {
 		id := ens[slot]

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/meridian-mq/meridian/cluster/meta"
 )
 
@@ -132,7 +133,7 @@ func (c *Client) fence(ctx context.Context, md *Metadata) (int64, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			lac, err := retry(fctx, c.cfg.RetryInterval, func() (int64, error) {
+			lac, err := retry(fctx, c.cfg.Clock, c.cfg.RetryInterval, func() (int64, error) {
 				rctx, rcancel := context.WithTimeout(fctx, c.cfg.ReadTimeout)
 				defer rcancel()
 				b, err := c.bookies.Bookie(rctx, id)
@@ -185,7 +186,7 @@ func (c *Client) recoveryRead(ctx context.Context, md *Metadata, e int64) ([]byt
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			data, err := retry(rctx, c.cfg.RetryInterval, func() ([]byte, error) {
+			data, err := retry(rctx, c.cfg.Clock, c.cfg.RetryInterval, func() ([]byte, error) {
 				cctx, ccancel := context.WithTimeout(rctx, c.cfg.ReadTimeout)
 				defer ccancel()
 				b, err := c.bookies.Bookie(cctx, id)
@@ -272,7 +273,7 @@ func (c *Client) writeBack(ctx context.Context, v versioned, start int64, found 
 		}
 		if !replaced {
 			c.log.Warn("recovery cannot write back to full quorum and has no spare; retrying", "ledger", md.ID, "failed", failed)
-			if !sleepCtx(ctx, c.cfg.RetryInterval) {
+			if !sleepCtx(ctx, c.cfg.Clock, c.cfg.RetryInterval) {
 				return versioned{}, ctx.Err()
 			}
 			dead = nil
@@ -321,7 +322,7 @@ func (c *Client) writeRound(ctx context.Context, md *Metadata, ens []string, sta
 				}
 				var err error
 				for attempt := 0; attempt < recoveryAttempts; attempt++ {
-					if attempt > 0 && !sleepCtx(ctx, c.cfg.RetryInterval) {
+					if attempt > 0 && !sleepCtx(ctx, c.cfg.Clock, c.cfg.RetryInterval) {
 						return
 					}
 					actx, cancel := context.WithTimeout(ctx, c.cfg.AddTimeout)
@@ -351,14 +352,14 @@ func (c *Client) writeRound(ctx context.Context, md *Metadata, ens []string, sta
 }
 
 // retry calls f until it succeeds, returns errAbsent, or ctx ends, pausing
-// interval between attempts.
-func retry[T any](ctx context.Context, interval time.Duration, f func() (T, error)) (T, error) {
+// interval on clock between attempts.
+func retry[T any](ctx context.Context, clock clockwork.Clock, interval time.Duration, f func() (T, error)) (T, error) {
 	for {
 		v, err := f()
 		if err == nil || errors.Is(err, errAbsent) {
 			return v, err
 		}
-		if !sleepCtx(ctx, interval) {
+		if !sleepCtx(ctx, clock, interval) {
 			var zero T
 			return zero, ctx.Err()
 		}

@@ -221,7 +221,7 @@ func (c *Client) copyEntry(ctx context.Context, md *Metadata, frag, slot int, e 
 		case errors.Is(err, ErrBookieReadOnly) || attempt+1 >= copyAttempts:
 			return 0, fmt.Errorf("%w: bookie %s, ledger %d entry %d: %w", ErrReplacementFailed, to, md.ID, e, err)
 		}
-		if !sleepCtx(ctx, c.cfg.RetryInterval) {
+		if !sleepCtx(ctx, c.cfg.Clock, c.cfg.RetryInterval) {
 			return 0, ctx.Err()
 		}
 	}

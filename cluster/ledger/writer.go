@@ -121,6 +121,8 @@ type addOp struct {
 type pendingAdd struct {
 	addOp
 	entry int64
+	// added is when the add arrived, on the wall clock rather than
+	// Config.Clock: it only times the add latency metric.
 	added time.Time
 	// acked[k] and inflight[k] name the bookie that acked the add, or has
 	// it in flight, at position k of the entry's write set. They count only
@@ -290,9 +292,9 @@ func (w *Writer) Stats(ctx context.Context) (WriterStats, error) {
 }
 
 func (w *Writer) run() {
-	retry := time.NewTimer(time.Hour)
+	retry := w.c.cfg.Clock.NewTimer(time.Hour)
 	retry.Stop()
-	lacTimer := time.NewTimer(time.Hour)
+	lacTimer := w.c.cfg.Clock.NewTimer(time.Hour)
 	lacTimer.Stop()
 	defer func() {
 		retry.Stop()
@@ -317,7 +319,7 @@ func (w *Writer) run() {
 			w.retryArmed = true
 		}
 		if w.terminal == nil && w.lac > w.lacSent {
-			now := time.Now()
+			now := w.c.cfg.Clock.Now()
 			due := w.explicitLACDue()
 			switch {
 			case !due.After(now):
@@ -339,10 +341,10 @@ func (w *Writer) run() {
 		case <-dirCh:
 			w.dirSeen = w.c.dir.Changed()
 			w.progress()
-		case <-retry.C:
+		case <-retry.Chan():
 			w.retryArmed = false
 			w.handleRetry()
-		case <-lacTimer.C:
+		case <-lacTimer.Chan():
 			// The loop's top sends the LAC if it is still due.
 			w.lacTimerDue = time.Time{}
 		case <-w.runCtx.Done():
@@ -366,13 +368,13 @@ func (w *Writer) handleAdd(op *addOp) {
 		op.complete(-1, ErrWriterClosed)
 		return
 	}
-	now := time.Now()
+	now := w.c.cfg.Clock.Now()
 	w.expectAdd = now.Sub(w.lastAdd) < w.c.cfg.ExplicitLACInterval
 	w.lastAdd = now
 	p := &pendingAdd{
 		addOp:    *op,
 		entry:    w.next,
-		added:    now,
+		added:    time.Now(),
 		acked:    make([]string, w.q.Write),
 		inflight: make([]string, w.q.Write),
 	}
@@ -421,7 +423,7 @@ func (w *Writer) sendMissing(p *pendingAdd) {
 func (w *Writer) send(p *pendingAdd, bookie string) {
 	req := AddRequest{LedgerID: w.id, EntryID: p.entry, LAC: w.lac, Payload: p.data, MasterKey: w.key}
 	w.lacSent = max(w.lacSent, w.lac)
-	w.lastSend = time.Now()
+	w.lastSend = w.c.cfg.Clock.Now()
 	w.rpcs.Add(1)
 	go func() {
 		defer w.rpcs.Done()
@@ -638,7 +640,7 @@ func (w *Writer) casDefinite(change func(*Metadata)) (versioned, error) {
 			return versioned{}, ErrWriterClosed
 		}
 		w.log.Warn("ledger metadata write got no answer; retrying for a definite one", "err", err)
-		if !sleepCtx(w.runCtx, w.c.cfg.RetryInterval) {
+		if !sleepCtx(w.runCtx, w.c.cfg.Clock, w.c.cfg.RetryInterval) {
 			return versioned{}, ErrWriterClosed
 		}
 	}
@@ -810,7 +812,7 @@ func (w *Writer) finishClose() {
 			// The last entries' LAC would otherwise reach a tailing
 			// reader only with the closed metadata, which it reads after
 			// its long-poll (LACPollWait) ends.
-			w.sendExplicitLAC(time.Now())
+			w.sendExplicitLAC(w.c.cfg.Clock.Now())
 		}
 		var v versioned
 		if v, err = w.casDefinite(func(md *Metadata) {

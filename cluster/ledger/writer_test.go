@@ -79,6 +79,7 @@ func TestConfigValidate(t *testing.T) {
 		"huge poll wait":         func(c *ledger.Config) { c.LACPollWait = time.Hour },
 		"no speculation":         func(c *ledger.Config) { c.SpeculativeReadTimeout = 0 },
 		"no slow memory":         func(c *ledger.Config) { c.SlowBookieMemory = 0 },
+		"no clock":               func(c *ledger.Config) { c.Clock = nil },
 	} {
 		cfg := ledger.DefaultConfig("r", 1)
 		mut(&cfg)

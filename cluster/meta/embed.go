@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
@@ -88,6 +89,11 @@ type EmbedConfig struct {
 	// reads and writes while it rewrites the file (seconds per GiB). Default
 	// 1h; at least 1m.
 	DefragInterval time.Duration
+	// Clock drives the defragmentation check's ticker (DefragInterval).
+	// StartTimeout bounds a real server's start and stays on the wall
+	// clock, as raft's own timers do. Nil is the wall clock, as in
+	// MemoryConfig; the assembly hands the process's one clock.
+	Clock clockwork.Clock
 	// DefragMinFree is the free space inside the database file (size minus
 	// size in use) from which a scheduled check defragments. Default
 	// 128 MiB; not negative.
@@ -119,7 +125,8 @@ type EmbedConfig struct {
 	// is up. Default 1m.
 	StartTimeout time.Duration
 	// Logger receives etcd's log records at LogLevel and above (default
-	// warnings), and the launcher's own. Nil discards them.
+	// warnings), and the launcher's own. Nil discards them; the assembly
+	// hands the process's logger.
 	Logger   *slog.Logger
 	LogLevel slog.Level
 }
@@ -177,7 +184,6 @@ func DefaultEmbedConfig() EmbedConfig {
 		ElectionTimeout:         time.Second,
 		BcryptCost:              bcrypt.DefaultCost,
 		StartTimeout:            time.Minute,
-		Logger:                  slog.Default(),
 		LogLevel:                slog.LevelWarn,
 	}
 }
@@ -281,6 +287,9 @@ func StartEmbed(ctx context.Context, cfg EmbedConfig) (*Embed, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	log = log.With("etcd", cfg.Name)
+	if cfg.Clock == nil {
+		cfg.Clock = clockwork.NewRealClock()
+	}
 	e := &Embed{cfg: cfg, log: log}
 	if cfg.DataDir == "" {
 		dir, err := os.MkdirTemp("", "meridian-etcd-")
@@ -441,7 +450,7 @@ func (e *Embed) Defragment(ctx context.Context) (bool, error) {
 
 func (e *Embed) defragLoop(ctx context.Context) {
 	defer e.wg.Done()
-	t := time.NewTicker(e.cfg.DefragInterval)
+	t := e.cfg.Clock.NewTicker(e.cfg.DefragInterval)
 	defer t.Stop()
 	for {
 		select {
@@ -449,7 +458,7 @@ func (e *Embed) defragLoop(ctx context.Context) {
 			return
 		case <-e.etcd.Server.StopNotify():
 			return
-		case <-t.C:
+		case <-t.Chan():
 		}
 		if _, err := e.Defragment(ctx); err != nil {
 			e.log.Warn("scheduled defragmentation failed", "err", err)

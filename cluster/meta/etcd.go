@@ -48,20 +48,19 @@ type EtcdConfig struct {
 	// http.
 	TLS *tls.Config
 	// Logger receives the etcd client's log records at LogLevel and above.
-	// Nil discards them.
+	// Nil discards them; the assembly hands the process's logger.
 	Logger   *slog.Logger
 	LogLevel slog.Level
 }
 
-// DefaultEtcdConfig returns the defaults documented on EtcdConfig, logging
-// etcd client warnings to slog's default logger.
+// DefaultEtcdConfig returns the defaults documented on EtcdConfig, with
+// the warning level but no logger.
 func DefaultEtcdConfig() EtcdConfig {
 	return EtcdConfig{
 		DialTimeout:   5 * time.Second,
 		KeepAliveTime: 10 * time.Second,
 		ListPageSize:  1000,
 		WatchBacklog:  4096,
-		Logger:        slog.Default(),
 		LogLevel:      slog.LevelWarn,
 	}
 }

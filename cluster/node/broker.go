@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/meridian-mq/meridian/cluster/admin"
@@ -210,7 +209,7 @@ func startBroker(ctx context.Context, r *regionParts, cfg BrokerConfig) (_ *Brok
 	}
 	mlcfg := cfg.Ledgers
 	mlcfg.Region, mlcfg.DisableMetrics = r.name, r.metrics.Disabled
-	factory, err := mledger.NewFactory(mlcfg, lc, r.store, log, clockwork.NewRealClock())
+	factory, err := mledger.NewFactory(mlcfg, lc, r.store, log, r.clock)
 	if err != nil {
 		return nil, err
 	}
@@ -289,6 +288,9 @@ func startBroker(ctx context.Context, r *regionParts, cfg BrokerConfig) (_ *Brok
 		scfg.Tracing = r.tracing
 	}
 	scfg.Metrics, scfg.Registerer = r.metrics, r.registry
+	if scfg.Clock == nil {
+		scfg.Clock = r.clock
+	}
 	if scfg.Failover.Probe == nil {
 		scfg.Failover.Probe = probeRegion(r.name)
 	}
@@ -319,6 +321,9 @@ func startBroker(ctx context.Context, r *regionParts, cfg BrokerConfig) (_ *Brok
 	pcfg := cfg.Broker
 	pcfg.ServiceURL, pcfg.ServiceURLTLS = serviceURL, serviceURLTLS
 	pcfg.Auth, pcfg.Authz = n.authn, n.authz
+	if pcfg.Clock == nil {
+		pcfg.Clock = r.clock
+	}
 	n.server, err = broker.NewServer(pcfg, n.service, log)
 	if err != nil {
 		return nil, err

@@ -16,8 +16,11 @@
 //	meridian bookie       etcd elsewhere; one region with a bookie (and /metrics with --metrics-listen)
 //	meridian replicator   etcd elsewhere; one region with a replicator (and /metrics with --metrics-listen)
 //
-// so there is one way to wire a part, and a region's name, stores, logger and
-// registry are set once, in the region, and handed to each part. Pulsar's
+// so there is one way to wire a part, and a region's name, stores, logger,
+// registry and clock are set once, in the region, and handed to each part.
+// The clock is the process's one clockwork.Clock, made in Start: every
+// behavioural timer of every part reads it, and docs/architecture.md ("Time:
+// one clock, wired once") lists what still reads the wall clock, and why. Pulsar's
 // broker.conf is read onto a RegionConfig by ApplyPulsarConf, the one table
 // of the settings Meridian honours.
 //
@@ -53,6 +56,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/meridian-mq/meridian/cluster/autorecovery"
@@ -301,13 +305,16 @@ type Region struct {
 // by the region's broker and replicator (one client per registry: its
 // metrics register once).
 type regionParts struct {
-	name            string
-	store           meta.Store // the region's metadata
-	global          meta.Store // the global configuration; may be store
-	registry        *prometheus.Registry
-	tracing         *telemetry.Tracing // nil: not tracing
-	metrics         telemetry.MetricsConfig
-	log             *slog.Logger
+	name     string
+	store    meta.Store // the region's metadata
+	global   meta.Store // the global configuration; may be store
+	registry *prometheus.Registry
+	tracing  *telemetry.Tracing // nil: not tracing
+	metrics  telemetry.MetricsConfig
+	log      *slog.Logger
+	// clock is the process's one clock (Start makes it), which drives
+	// every part's behavioural timers (see the package doc).
+	clock           clockwork.Clock
 	bootstrap       bool
 	ledgerCfg       ledger.Config
 	bookieClient    BookieClientAuth
@@ -363,7 +370,7 @@ func (p *regionParts) ledgerClient(ctx context.Context) (*ledger.Client, error) 
 		bookies = bk
 	}
 	cfg := p.ledgerCfg
-	cfg.Region, cfg.RegionNumber, cfg.Registerer = p.name, number, p.registry
+	cfg.Region, cfg.RegionNumber, cfg.Registerer, cfg.Clock = p.name, number, p.registry, p.clock
 	lc, err := ledger.New(cfg, p.store, bookies, p.log, rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())))
 	if err != nil {
 		return nil, err
@@ -392,7 +399,9 @@ func (p *regionParts) regionNumber(ctx context.Context) (int, error) {
 	if !errors.Is(err, meta.ErrNotFound) {
 		return 0, fmt.Errorf("node: region %s's number: %w", p.name, err)
 	}
-	gstore, err := global.NewStore(p.global, global.DefaultConfig())
+	gcfg := global.DefaultConfig()
+	gcfg.Logger = p.log
+	gstore, err := global.NewStore(p.global, gcfg)
 	if err != nil {
 		return 0, err
 	}
@@ -425,7 +434,7 @@ func (p *regionParts) policyCache(ctx context.Context) (*global.Cache, error) {
 		return nil, err
 	}
 	ccfg := global.DefaultCacheConfig()
-	ccfg.Logger = p.log
+	ccfg.Logger, ccfg.Clock = p.log, p.clock
 	cache, err := global.StartCache(gstore, ccfg)
 	if err != nil {
 		return nil, err
@@ -452,6 +461,9 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		}
 	}()
 	log := cfg.Logger
+	// The one clock of the process, made here and nowhere else: the
+	// embedded etcd's and every region's parts take their timers from it.
+	clock := clockwork.NewRealClock()
 	endpoints := cfg.Etcd
 	if cfg.EmbedEtcd {
 		ecfg := meta.DefaultEmbedConfig()
@@ -459,7 +471,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		if cfg.EtcdClientURL != "" {
 			ecfg.ListenClientURLs = []string{cfg.EtcdClientURL}
 		}
-		ecfg.Logger = log
+		ecfg.Logger, ecfg.Clock = log, clock
 		if n.etcd, err = meta.StartEmbed(ctx, ecfg); err != nil {
 			return nil, fmt.Errorf("node: start etcd: %w", err)
 		}
@@ -488,7 +500,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		parts := regionParts{
 			name: rc.Name, store: store, global: global, registry: telemetry.NewRegistry(),
 			tracing: tracing, metrics: rc.Metrics,
-			log: log.With(telemetry.KeyRegion, rc.Name), bootstrap: cfg.Bootstrap,
+			log: log.With(telemetry.KeyRegion, rc.Name), clock: clock, bootstrap: cfg.Bootstrap,
 			ledgerCfg: rc.Ledger, bookieClient: rc.BookieClient, bookieTransport: rc.BookieTransport, pprof: cfg.EnablePprof,
 		}
 		if err := parts.instrumentStores(); err != nil {
@@ -542,6 +554,9 @@ func (n *Node) startRegion(ctx context.Context, p regionParts, rc RegionConfig) 
 	r := &Region{parts: p, served: make(chan struct{})}
 	for _, bc := range rc.Bookies {
 		bc.Region, bc.Meta, bc.Registerer, bc.Logger = p.name, p.store, p.registry, p.log
+		if bc.Clock == nil {
+			bc.Clock = p.clock
+		}
 		if bc.DataDir == "" {
 			bc.DataDir = filepath.Join(n.cfg.DataDir, p.name, "bookie")
 			if len(n.cfg.Regions) == 1 {
@@ -609,7 +624,7 @@ func (r *Region) startReplicator(ctx context.Context, cfg replicator.Config) err
 	if err != nil {
 		return err
 	}
-	cfg.Region = r.parts.name
+	cfg.Region, cfg.Clock = r.parts.name, r.parts.clock
 	if cfg.Tracing == nil {
 		cfg.Tracing = r.parts.tracing
 	}
@@ -630,7 +645,7 @@ func (r *Region) startAutoRecovery(ctx context.Context, cfg autorecovery.Config)
 	if err != nil {
 		return err
 	}
-	cfg.Region, cfg.Logger = r.parts.name, r.parts.log
+	cfg.Region, cfg.Logger, cfg.Clock = r.parts.name, r.parts.log, r.parts.clock
 	if !r.parts.metrics.Disabled {
 		cfg.Registerer = r.parts.registry
 	}

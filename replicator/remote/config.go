@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jonboulle/clockwork"
+
 	"github.com/meridian-mq/meridian/global"
 )
 
@@ -75,6 +77,13 @@ type Config struct {
 	// Logger receives connection events, tagged with the region and topic.
 	// Nil discards them.
 	Logger *slog.Logger
+	// Clock drives Open's pauses between retriable answers and the
+	// keep-alive (its pings and the silence that ends the connection).
+	// OperationTimeout bounds real network I/O (it is the connection's
+	// write deadline too) and stays on the wall clock. The replicator
+	// sets its worker's clock here. Required; DefaultConfig sets the wall
+	// clock.
+	Clock clockwork.Clock
 }
 
 // DefaultConfig returns the defaults for a producer of sourceRegion's
@@ -90,6 +99,7 @@ func DefaultConfig(sourceRegion, topic string, cluster global.ClusterData) Confi
 		MaxLookupRedirects: 20,
 		KeepAliveInterval:  30 * time.Second,
 		ClientVersion:      "meridian-replicator",
+		Clock:              clockwork.NewRealClock(),
 	}
 }
 
@@ -114,6 +124,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: MaxLookupRedirects %d, want at least 1", ErrInvalidConfig, c.MaxLookupRedirects)
 	case c.KeepAliveInterval < 10*time.Millisecond:
 		return fmt.Errorf("%w: KeepAliveInterval %v, want at least 10ms", ErrInvalidConfig, c.KeepAliveInterval)
+	case c.Clock == nil:
+		return fmt.Errorf("%w: Clock is required (DefaultConfig sets the wall clock)", ErrInvalidConfig)
 	}
 	if _, err := serviceHosts(c.Cluster); err != nil {
 		return err

@@ -38,7 +38,7 @@ type Producer struct {
 	s              *session // rd is the reader goroutine's alone
 	lastSequenceID int64
 	schemas        schemaMap    // source to remote schema versions; set by Open
-	lastHeard      atomic.Int64 // Unix ns of the last frame received
+	lastHeard      atomic.Int64 // Unix ns, on cfg.Clock, of the last frame received
 
 	wmu sync.Mutex // serialises writes on s.w
 
@@ -143,9 +143,9 @@ func Open(ctx context.Context, cfg Config) (*Producer, error) {
 		}
 		pause := retry.NextBackOff()
 		log.Debug("remote producer not ready, retrying", "error", err, "pause", pause)
-		t := time.NewTimer(pause)
+		t := cfg.Clock.NewTimer(pause)
 		select {
-		case <-t.C:
+		case <-t.Chan():
 		case <-ctx.Done():
 			t.Stop()
 			return nil, fmt.Errorf("%w (gave up after %v): %w", err, cfg.OperationTimeout, ctx.Err())
@@ -243,7 +243,7 @@ func lookup(ctx context.Context, cfg Config, auth authMethod) (*session, error) 
 func start(cfg Config, log *slog.Logger, auth authMethod, s *session, success *pb.CommandProducerSuccess, schemas schemaMap) *Producer {
 	p := &Producer{cfg: cfg, log: log, auth: auth, s: s, lastSequenceID: success.GetLastSequenceId(), schemas: schemas, failed: make(chan struct{})}
 	p.mu.room = make(chan struct{})
-	p.lastHeard.Store(time.Now().UnixNano())
+	p.lastHeard.Store(cfg.Clock.Now().UnixNano())
 	p.wg.Add(2)
 	go func() {
 		defer p.wg.Done()
@@ -376,6 +376,7 @@ func (p *Producer) writeFrame(cmd *pb.BaseCommand, message []byte) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrProtocol, err)
 	}
+	// A deadline on the socket: the wall clock's, as the network's is.
 	p.s.conn.SetWriteDeadline(time.Now().Add(p.cfg.OperationTimeout))
 	if err := p.s.w.Flush(); err != nil {
 		return fmt.Errorf("%w: write to %s: %w", ErrDisconnected, p.s.ep, err)
@@ -391,7 +392,7 @@ func (p *Producer) readLoop() {
 			p.fail(fmt.Errorf("%w: read from %s: %w", ErrDisconnected, p.s.ep, err))
 			return
 		}
-		p.lastHeard.Store(time.Now().UnixNano())
+		p.lastHeard.Store(p.cfg.Clock.Now().UnixNano())
 		if err := p.handle(f.Command); err != nil {
 			p.fail(err)
 			return
@@ -462,15 +463,15 @@ func (p *Producer) receipt(rc *pb.CommandSendReceipt) error {
 // keepAlive pings the remote broker every KeepAliveInterval, and stops the
 // Producer when nothing has arrived for two intervals.
 func (p *Producer) keepAlive() {
-	t := time.NewTicker(p.cfg.KeepAliveInterval)
+	t := p.cfg.Clock.NewTicker(p.cfg.KeepAliveInterval)
 	defer t.Stop()
 	for {
 		select {
 		case <-p.failed:
 			return
-		case <-t.C:
+		case <-t.Chan():
 		}
-		silent := time.Since(time.Unix(0, p.lastHeard.Load()))
+		silent := p.cfg.Clock.Since(time.Unix(0, p.lastHeard.Load()))
 		if silent > 2*p.cfg.KeepAliveInterval {
 			p.fail(fmt.Errorf("%w: nothing from %s for %v", ErrDisconnected, p.s.ep, silent.Round(time.Millisecond)))
 			return

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meridian-mq/meridian/cluster/wire"
@@ -271,20 +272,25 @@ func TestConnectionLossFailsInFlight(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			b := startFakeBroker(t, nil, tc.setup)
 			cfg := testConfig(global.ClusterData{BrokerServiceURL: b.url})
-			if b.silent {
-				// Only the silent peer is found by the keep-alive; for the
-				// others a short interval would race their own fault on a
-				// slow machine.
-				cfg.KeepAliveInterval = 20 * time.Millisecond
-			}
+			// Only the silent peer is found by the keep-alive, and only
+			// when the fake clock passes two intervals of silence.
+			clock := clockwork.NewFakeClock()
+			cfg.Clock = clock
 			p := openT(t, cfg)
-			// Each entry fails, in flight or (when the loss came first, as
-			// a silent peer's may on a slow machine) at Send: never
-			// silently.
+			// Each entry fails in flight or at Send: never silently.
 			var errs [2]error
 			var rs [2]*Receipt
 			for i := range rs {
 				rs[i], errs[i] = p.Send(ctxT(t), simpleEntry(t, uint64(i)))
+			}
+			if b.silent {
+				if err := clock.BlockUntilContext(ctxT(t), 1); err != nil { // the keep-alive's ticker
+					t.Fatal(err)
+				}
+				if err := p.Err(); err != nil {
+					t.Fatalf("the producer failed (%v) before the clock passed two keep-alive intervals", err)
+				}
+				clock.Advance(3 * cfg.KeepAliveInterval)
 			}
 			for i, r := range rs {
 				if r != nil {
@@ -415,6 +421,7 @@ func TestConfigValidate(t *testing.T) {
 		"no timeout":       func(c *Config) { c.OperationTimeout = 0 },
 		"no redirects":     func(c *Config) { c.MaxLookupRedirects = 0 },
 		"no keep-alive":    func(c *Config) { c.KeepAliveInterval = 0 },
+		"no clock":         func(c *Config) { c.Clock = nil },
 		"http only":        func(c *Config) { c.Cluster = global.ClusterData{ServiceURL: "http://a:8080"} },
 		"tls without url":  func(c *Config) { c.Cluster.BrokerClientTLSEnabled = true },
 		"bad host":         func(c *Config) { c.Cluster.BrokerServiceURL = "pulsar://a" },

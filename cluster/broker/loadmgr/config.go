@@ -40,8 +40,12 @@ type Config struct {
 	// shedding round may take, since each move fences and closes topics.
 	// At least 1s.
 	TopicLoadTimeout time.Duration
-	// Clock times the owner probe's memory of live brokers; nil is the
-	// wall clock.
+	// Clock drives the load manager's behaviour: the load reports and
+	// their timestamps, the leader's shedding and cluster-record tickers
+	// and its campaign retries, a pending hand-off's retries, and the
+	// owner probe's memory of live brokers. Lease TTLs run on the store's
+	// clock; hand-off durations are logged on the wall clock. The broker
+	// hands its own (broker.ServiceConfig.Clock); nil is the wall clock.
 	Clock clockwork.Clock
 	// Metrics says whether the load manager records its metrics.
 	Metrics telemetry.MetricsConfig

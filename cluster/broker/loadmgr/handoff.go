@@ -328,11 +328,11 @@ func (m *Manager) considerUnload(kv meta.KV) {
 		// A hand-off that could not start (etcd unreachable a moment)
 		// leaves the request in the key, and no new event would come for
 		// it: try again while it is there.
-		retry := time.NewTimer(0)
+		retry := m.cfg.Clock.NewTimer(0)
 		defer retry.Stop()
 		for {
 			select {
-			case <-retry.C:
+			case <-retry.Chan():
 			case <-ctx.Done():
 				return
 			}

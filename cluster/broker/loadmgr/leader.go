@@ -45,7 +45,7 @@ func (m *Manager) leaderLoop() {
 				m.log.Info("campaign for region leader failed; retrying", "err", err)
 			}
 			select {
-			case <-time.After(leaderRetry):
+			case <-m.cfg.Clock.After(leaderRetry):
 			case <-m.ctx.Done():
 			}
 			continue
@@ -77,19 +77,19 @@ func (m *Manager) lead(lead meta.Leadership) {
 			m.log.Info("resigning region leadership", "err", err)
 		}
 	}()
-	sh := newShedder(m.cfg.LoadBalance, time.Now)
-	tick := time.NewTicker(m.cfg.LoadBalance.SheddingInterval)
+	sh := newShedder(m.cfg.LoadBalance, m.cfg.Clock.Now)
+	tick := m.cfg.Clock.NewTicker(m.cfg.LoadBalance.SheddingInterval)
 	defer tick.Stop()
-	records := time.NewTicker(clusterRecordInterval)
+	records := m.cfg.Clock.NewTicker(clusterRecordInterval)
 	defer records.Stop()
 	m.keepClusterRecord() // at once: the leader before may have died, and still be named
 	for {
 		select {
-		case <-tick.C:
+		case <-tick.Chan():
 			if m.cfg.LoadBalance.SheddingEnabled {
 				m.shedOnce(lead.Done(), sh)
 			}
-		case <-records.C:
+		case <-records.Chan():
 			m.keepClusterRecord()
 		case <-lead.Done():
 			m.log.Info("lost region leadership", "region", m.cfg.Region)

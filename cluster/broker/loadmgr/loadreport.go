@@ -225,7 +225,7 @@ func diffSorted(prev, next []string) (gains, losses []string) {
 // publishLoadReport makes a report, keeps it for LoadReport and writes it
 // into the broker's registration.
 func (m *Manager) publishLoadReport(ctx context.Context) (LoadReport, error) {
-	r, err := m.makeLoadReport(ctx, time.Now())
+	r, err := m.makeLoadReport(ctx, m.cfg.Clock.Now())
 	if err != nil {
 		return LoadReport{}, err
 	}
@@ -256,7 +256,7 @@ const reportTimeout = 5 * time.Second
 // once, and after each checks the owned bundles for a split.
 func (m *Manager) loadLoop() {
 	cfg := m.cfg.LoadBalance
-	tick := time.NewTicker(cfg.ReportInterval)
+	tick := m.cfg.Clock.NewTicker(cfg.ReportInterval)
 	defer tick.Stop()
 	for {
 		// At least reportTimeout: a write cut short on a loaded etcd only
@@ -271,7 +271,7 @@ func (m *Manager) loadLoop() {
 			m.splitHotBundles(r)
 		}
 		select {
-		case <-tick.C:
+		case <-tick.Chan():
 		case <-m.ctx.Done():
 			return
 		}

@@ -25,9 +25,11 @@ type Config struct {
 	// unreachable. Default 10s; at least 100ms.
 	RequestTimeout time.Duration
 	// Now stamps new versions (their timestamp, in Unix milliseconds, as
-	// Pulsar's admin API reports it). Default time.Now.
+	// Pulsar's admin API reports it). Default time.Now; the broker hands
+	// its clock's.
 	Now func() time.Time
-	// Logger receives a record for each version added. Nil discards them.
+	// Logger receives a record for each version added. Nil discards them;
+	// the broker hands its own.
 	Logger *slog.Logger
 }
 
@@ -38,7 +40,6 @@ func DefaultConfig() Config {
 		MaxCreateAttempts: 8,
 		RequestTimeout:    10 * time.Second,
 		Now:               time.Now,
-		Logger:            slog.Default(),
 	}
 }
 
