@@ -540,6 +540,105 @@ func TestAckedAddIsReadableAtOnce(t *testing.T) {
 	wantErr(t, "the fenced writer's next add", err, bkproto.ErrFenced)
 }
 
+// TestExplicitLACsRideOnTheNextSync: a batch of explicit LACs alone is
+// applied and answered without a sync of its own, and becomes durable with
+// the next synced batch; a fence is synced as before, and still orders
+// against the LACs; and a journal file never ends with unsynced LACs when
+// the journal rolls past it, since only the last file may end torn.
+func TestExplicitLACsRideOnTheNextSync(t *testing.T) {
+	ctx := testCtx(t)
+	fs := &syncCountFS{FS: OSFS{}}
+	dir := t.TempDir()
+	cfg := testConfig(t, dir, nil)
+	cfg.FS = fs
+	b := startBookie(t, cfg)
+	c := dial(t, b.Addr())
+	first := journalFileName(b.journal.fileNum)
+
+	mustAdd(t, ctx, c, 1, 0, 100)
+	synced := fs.syncs(first)
+	if err := c.WriteLAC(ctx, bkproto.WriteLACRequest{LedgerID: 1, LastAddConfirmed: 0}); err != nil {
+		t.Fatal(err)
+	}
+	if got := fs.syncs(first) - synced; got != 0 {
+		t.Fatalf("an explicit LAC alone took %d syncs, want 0", got)
+	}
+	if lac, err := c.ReadLAC(ctx, bkproto.ReadLACRequest{LedgerID: 1}); err != nil || lac != 0 {
+		t.Fatalf("LAC after the explicit LAC: %d, %v; want 0", lac, err)
+	}
+	mustAdd(t, ctx, c, 1, 1, 100)
+	if got := fs.syncs(first) - synced; got != 1 {
+		t.Fatalf("the add after an explicit LAC took %d syncs, want 1", got)
+	}
+	if _, err := c.Fence(ctx, bkproto.FenceRequest{LedgerID: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if got := fs.syncs(first) - synced; got != 2 {
+		t.Fatalf("the fence took %d syncs, want 1", got-1)
+	}
+	err := c.WriteLAC(ctx, bkproto.WriteLACRequest{LedgerID: 1, LastAddConfirmed: 1})
+	wantErr(t, "an explicit LAC after the fence", err, bkproto.ErrFenced)
+
+	// Fill the first file to one LAC record short of its size, so that the
+	// next explicit LAC is the batch that rolls the journal.
+	framed := func(r record) int { return len(appendRecord(nil, &r)) }
+	add := func(payload int) int { return framed(record{kind: recAdd, payload: make([]byte, payload)}) }
+	lacRecord := framed(record{kind: recLAC})
+	used := 2*add(100) + lacRecord + framed(record{kind: recFence}) + lacRecord // the refused LAC is journaled too
+	mustAdd(t, ctx, c, 2, 0, int(cfg.JournalFileSize)-used-lacRecord-add(0))
+	synced = fs.syncs(first)
+	if err := c.WriteLAC(ctx, bkproto.WriteLACRequest{LedgerID: 2, LastAddConfirmed: 0}); err != nil {
+		t.Fatal(err)
+	}
+	// The journal rolls right after it answers the batch that filled the file.
+	testkit.WaitFor(t, "the journal to roll", func() bool { return len(journalFiles(t, dir)) == 2 })
+	if got := fs.syncs(first) - synced; got != 1 {
+		t.Fatalf("rolling past a file that ends in an unsynced LAC synced it %d times, want 1", got)
+	}
+	b.Close()
+	b = startBookie(t, cfg)
+	if _, lac, ok := b.store.ledger(2); !ok || lac != 0 {
+		t.Fatalf("after a restart ledger 2's LAC is %d (known %v), want 0", lac, ok)
+	}
+}
+
+// syncCountFS counts each file's syncs, by base name.
+type syncCountFS struct {
+	FS
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+func (s *syncCountFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
+	f, err := s.FS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return &syncCountFile{File: f, fs: s, name: filepath.Base(name)}, nil
+}
+
+func (s *syncCountFS) syncs(name string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.counts[name]
+}
+
+type syncCountFile struct {
+	File
+	fs   *syncCountFS
+	name string
+}
+
+func (f *syncCountFile) Sync() error {
+	f.fs.mu.Lock()
+	if f.fs.counts == nil {
+		f.fs.counts = make(map[string]int)
+	}
+	f.fs.counts[f.name]++
+	f.fs.mu.Unlock()
+	return f.File.Sync()
+}
+
 func TestJournalSyncFailureIsFatal(t *testing.T) {
 	ctx := testCtx(t)
 	fs := NewFaultFS(OSFS{})

@@ -50,7 +50,8 @@ type op struct {
 // collecting after JournalMaxWait if ops keep arriving), writes the batch with
 // one write(2) and fdatasyncs it. Only then is the batch applied to the store
 // and answered: an add is acknowledged only after its record is durable, and
-// a read after the acknowledgement finds it.
+// a read after the acknowledgement finds it. (A batch of explicit LACs alone
+// is the one exception: it is not synced on its own; see syncDeferred.)
 //
 // Who applies a synced batch depends on whether anyone waits for the disk:
 //   - Nobody queued, and nothing ahead of it in the apply stage: run applies
@@ -123,6 +124,9 @@ type journal struct {
 	fileNum uint64
 	size    int64
 	buf     []byte
+	// unsynced is the bytes at the end of the file written since its last
+	// sync: batches of explicit LACs alone (see syncDeferred).
+	unsynced int64
 }
 
 // applyItem is one synced batch for applyLoop, or (ops == nil) the news that
@@ -354,10 +358,11 @@ func (j *journal) replayFile(n uint64, last bool, adds *[]record) (int, error) {
 }
 
 // maxTornTail is the most a crash can leave unsynced at the end of the last
-// journal file: one batch, which holds at most maxBatchBytes or a single
-// record larger than that.
+// journal file: the explicit LACs whose sync was deferred (at most
+// maxBatchBytes, see syncDeferred), then one batch, which holds at most
+// maxBatchBytes or a single record larger than that.
 func (j *journal) maxTornTail() int64 {
-	return int64(max(j.maxBatchBytes, recordHeaderSize+maxRecordBody))
+	return int64(j.maxBatchBytes + max(j.maxBatchBytes, recordHeaderSize+maxRecordBody))
 }
 
 func truncateFile(fs FS, path string, size int64) error {
@@ -530,10 +535,11 @@ func (j *journal) commit(batch []*op) bool {
 		o.rec.loc = entryLoc{file: j.fileNum, off: j.size + int64(start), size: uint32(len(j.buf) - start)}
 	}
 	start := j.clock.Now()
+	deferSync := j.syncDeferred(batch)
 	j.m.bk.forceWriteQueue.Store(int64(len(batch)))
 	_, writeErr := j.file.Write(j.buf)
 	var syncErr error
-	if writeErr == nil {
+	if writeErr == nil && !deferSync {
 		syncErr = j.file.Sync()
 	}
 	j.m.bk.forceWriteQueue.Store(0)
@@ -548,8 +554,13 @@ func (j *journal) commit(batch []*op) bool {
 		return j.fatal(batch, fmt.Errorf("%w: %w", ErrJournalSync, syncErr))
 	}
 	j.size += int64(len(j.buf))
-	j.m.journalSync.Observe(j.clock.Now().Sub(start).Seconds())
-	j.m.bk.journalSync.observe(j.clock.Since(start), true)
+	if deferSync {
+		j.unsynced += int64(len(j.buf))
+	} else {
+		j.unsynced = 0
+		j.m.journalSync.Observe(j.clock.Now().Sub(start).Seconds())
+		j.m.bk.journalSync.observe(j.clock.Since(start), true)
+	}
 	j.m.journalBatch.Observe(float64(len(batch)))
 	if cap(j.buf) > 2*j.maxBatchBytes {
 		j.buf = nil // do not pin one oversized batch's buffer
@@ -565,6 +576,33 @@ func (j *journal) commit(batch []*op) bool {
 		return j.roll()
 	}
 	return true
+}
+
+// syncDeferred reports whether batch, just laid out in buf, may be answered
+// without an fdatasync: when it holds explicit LACs alone, and the bytes
+// left unsynced stay within one batch's worth.
+//
+// An explicit LAC is a hint for tailing readers, not data: a writer sends
+// only a LAC it has confirmed, so the entries up to it are already durable
+// on an ack quorum. Lost in a crash, the bookie's LAC is merely lower after
+// the restart, which makes a reader wait for the next LAC and a recovery
+// read forward from an earlier entry; neither loses or invents an entry.
+// Its order against fences is the journal's, as before: it is applied,
+// refused or not, in turn. Without this, each explicit LAC cost a sync of
+// its own, a third of a bookie's syncs at 20,000 msg/s in 1 ms batches and
+// half at a lower rate, and the adds that arrived meanwhile waited for it.
+//
+// The next synced batch makes the deferred bytes durable with it, and a roll
+// syncs them first (see roll): replay takes damage at the end of the last
+// file as a torn write only within maxTornTail of its end, and anywhere
+// else as corruption.
+func (j *journal) syncDeferred(batch []*op) bool {
+	for _, o := range batch {
+		if o.rec.kind != recLAC {
+			return false
+		}
+	}
+	return j.unsynced+int64(len(j.buf)) <= int64(j.maxBatchBytes)
 }
 
 // handOff passes an item to applyLoop. applyq is small: a store that cannot
@@ -656,6 +694,14 @@ func (j *journal) fatal(batch []*op, err error) bool {
 // roll starts a new journal file and asks the checkpointer to retire the
 // old ones. ENOSPC keeps the current file and turns the bookie read-only.
 func (j *journal) roll() bool {
+	if j.unsynced > 0 {
+		// Only the last file may end in a torn write.
+		if err := j.file.Sync(); err != nil {
+			j.onFatal(fmt.Errorf("%w: %w", ErrJournalSync, err))
+			return false
+		}
+		j.unsynced = 0
+	}
 	next := j.fileNum + 1
 	if err := j.openFile(next); err != nil {
 		if errors.Is(err, syscall.ENOSPC) {
