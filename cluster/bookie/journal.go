@@ -677,6 +677,7 @@ func (j *journal) diskFull(batch []*op, werr error) bool {
 	if err := j.file.Sync(); err != nil {
 		return j.fatal(batch, fmt.Errorf("%w: sync after truncate: %w", ErrJournalSync, err))
 	}
+	j.unsynced = 0
 	if !j.readOnly.Load() {
 		j.log.Error("journal disk is full; the bookie is now read-only until a probe write succeeds", "err", werr)
 		j.onReadOnly()
