@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -48,6 +49,15 @@ func processWriteBytes() int64 {
 		}
 	}
 	return -1
+}
+
+// processCPU is the CPU time, user and system, the process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		panic(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // randomPayload is incompressible, as compressed or encrypted messages are:
@@ -285,15 +295,25 @@ func benchPaced(b *testing.B, size int, rateMBps float64) {
 	disk := newPacedDisk(b, payload)
 	bookie := newPacedBookie(b, payload)
 	var diskLat, bookieLat []time.Duration
+	var diskCPU, bookieCPU time.Duration
 	b.ResetTimer()
 	for done := 0; done < b.N; done += pacedRound {
 		n := min(pacedRound, b.N-done)
+		cpu := processCPU()
 		diskLat = append(diskLat, disk.run(b, n, interval)...)
+		diskCPU += processCPU() - cpu
+		cpu = processCPU()
 		bookieLat = append(bookieLat, bookie.run(b, n, interval)...)
+		bookieCPU += processCPU() - cpu
 	}
 	b.StopTimer()
 	reportLatencies(b, "disk-", diskLat)
 	reportLatencies(b, "bookie-", bookieLat)
+	// The process's CPU time per write in each side's turns. The bookie's
+	// includes its client's (the same code in every run), so compare it
+	// across runs, not with the disk's.
+	b.ReportMetric(float64(diskCPU.Microseconds())/float64(b.N), "disk-cpu-µs/op")
+	b.ReportMetric(float64(bookieCPU.Microseconds())/float64(b.N), "bookie-cpu-µs/op")
 	// The journal's own write+fdatasync time, to tell the disk's share of
 	// the bookie's latency from the rest (queueing behind a sync, the
 	// network, the scheduler): an upper bound, from the histogram's buckets.

@@ -330,7 +330,7 @@ func (b *Bookie) acceptLoop() {
 		}
 		c := &serverConn{
 			b: b, nc: nc, log: b.log.With("peer", nc.RemoteAddr().String()), authed: b.cfg.AuthToken == "",
-			out:   make(chan []byte, b.cfg.MaxConnInFlight+1), // +1: closeAfter
+			out:   make(chan reply, b.cfg.MaxConnInFlight+1), // +1: closeAfter
 			slots: make(chan struct{}, b.cfg.MaxConnInFlight),
 			done:  make(chan struct{}),
 		}

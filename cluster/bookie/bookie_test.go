@@ -491,6 +491,154 @@ func TestGroupCommit(t *testing.T) {
 	}
 }
 
+// TestAckedAddIsReadableAtOnce: an acknowledged add is readable at once, by
+// a plain read and by a recovery's fencing read, whichever of the journal's
+// goroutines applied it; and the fence then refuses the writer's next add.
+// The first add's sync is held until the others queue behind it, so run
+// hands that batch to applyLoop (someone waits for the disk) and applies the
+// next itself.
+func TestAckedAddIsReadableAtOnce(t *testing.T) {
+	ctx := testCtx(t)
+	fs := &gateFS{FS: OSFS{}, release: make(chan struct{})}
+	cfg := testConfig(t, t.TempDir(), nil)
+	cfg.FS = fs
+	b := startBookie(t, cfg)
+	writer, reader := dial(t, b.Addr()), dial(t, b.Addr())
+	fs.gate.Store(true)
+
+	const n, size = 20, 500
+	acked := make(chan int64, n+1)
+	add := func(e int64) {
+		if err := writer.AddEntry(ctx, bkproto.AddRequest{LedgerID: 1, EntryID: e, LastAddConfirmed: e - 1, Payload: payloadOf(1, e, size)}); err != nil {
+			t.Errorf("add %d: %v", e, err)
+			e = -1
+		}
+		acked <- e
+	}
+	go add(0)
+	testkit.WaitFor(t, "the first sync to start", func() bool { return fs.waiting.Load() == 1 })
+	for e := int64(1); e <= n; e++ {
+		go add(e)
+	}
+	testkit.WaitFor(t, "the other adds to queue", func() bool { return len(b.journal.queue) == n })
+	fs.gate.Store(false)
+	close(fs.release)
+	for range n + 1 {
+		if e := <-acked; e >= 0 {
+			mustRead(t, ctx, reader, 1, e, size)
+		}
+	}
+
+	got, err := reader.ReadEntry(ctx, bkproto.ReadRequest{LedgerID: 1, EntryID: n, Fence: true})
+	if err != nil {
+		t.Fatalf("recovery read of the last acknowledged entry: %v", err)
+	}
+	if want := payloadOf(1, n, size); string(got.Payload) != string(want) {
+		t.Fatalf("recovery read of entry %d: wrong payload (%d bytes)", n, len(got.Payload))
+	}
+	err = writer.AddEntry(ctx, bkproto.AddRequest{LedgerID: 1, EntryID: n + 1, LastAddConfirmed: n, Payload: payloadOf(1, n+1, size)})
+	wantErr(t, "the fenced writer's next add", err, bkproto.ErrFenced)
+}
+
+// TestExplicitLACsRideOnTheNextSync: a batch of explicit LACs alone is
+// applied and answered without a sync of its own, and becomes durable with
+// the next synced batch; a fence is synced as before, and still orders
+// against the LACs; and a journal file never ends with unsynced LACs when
+// the journal rolls past it, since only the last file may end torn.
+func TestExplicitLACsRideOnTheNextSync(t *testing.T) {
+	ctx := testCtx(t)
+	fs := &syncCountFS{FS: OSFS{}}
+	dir := t.TempDir()
+	cfg := testConfig(t, dir, nil)
+	cfg.FS = fs
+	b := startBookie(t, cfg)
+	c := dial(t, b.Addr())
+	first := journalFileName(b.journal.fileNum)
+
+	mustAdd(t, ctx, c, 1, 0, 100)
+	synced := fs.syncs(first)
+	if err := c.WriteLAC(ctx, bkproto.WriteLACRequest{LedgerID: 1, LastAddConfirmed: 0}); err != nil {
+		t.Fatal(err)
+	}
+	if got := fs.syncs(first) - synced; got != 0 {
+		t.Fatalf("an explicit LAC alone took %d syncs, want 0", got)
+	}
+	if lac, err := c.ReadLAC(ctx, bkproto.ReadLACRequest{LedgerID: 1}); err != nil || lac != 0 {
+		t.Fatalf("LAC after the explicit LAC: %d, %v; want 0", lac, err)
+	}
+	mustAdd(t, ctx, c, 1, 1, 100)
+	if got := fs.syncs(first) - synced; got != 1 {
+		t.Fatalf("the add after an explicit LAC took %d syncs, want 1", got)
+	}
+	if _, err := c.Fence(ctx, bkproto.FenceRequest{LedgerID: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if got := fs.syncs(first) - synced; got != 2 {
+		t.Fatalf("the fence took %d syncs, want 1", got-1)
+	}
+	err := c.WriteLAC(ctx, bkproto.WriteLACRequest{LedgerID: 1, LastAddConfirmed: 1})
+	wantErr(t, "an explicit LAC after the fence", err, bkproto.ErrFenced)
+
+	// Fill the first file to one LAC record short of its size, so that the
+	// next explicit LAC is the batch that rolls the journal.
+	framed := func(r record) int { return len(appendRecord(nil, &r)) }
+	add := func(payload int) int { return framed(record{kind: recAdd, payload: make([]byte, payload)}) }
+	lacRecord := framed(record{kind: recLAC})
+	used := 2*add(100) + lacRecord + framed(record{kind: recFence}) + lacRecord // the refused LAC is journaled too
+	mustAdd(t, ctx, c, 2, 0, int(cfg.JournalFileSize)-used-lacRecord-add(0))
+	synced = fs.syncs(first)
+	if err := c.WriteLAC(ctx, bkproto.WriteLACRequest{LedgerID: 2, LastAddConfirmed: 0}); err != nil {
+		t.Fatal(err)
+	}
+	// The journal rolls right after it answers the batch that filled the file.
+	testkit.WaitFor(t, "the journal to roll", func() bool { return len(journalFiles(t, dir)) == 2 })
+	if got := fs.syncs(first) - synced; got != 1 {
+		t.Fatalf("rolling past a file that ends in an unsynced LAC synced it %d times, want 1", got)
+	}
+	b.Close()
+	b = startBookie(t, cfg)
+	if _, lac, ok := b.store.ledger(2); !ok || lac != 0 {
+		t.Fatalf("after a restart ledger 2's LAC is %d (known %v), want 0", lac, ok)
+	}
+}
+
+// syncCountFS counts each file's syncs, by base name.
+type syncCountFS struct {
+	FS
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+func (s *syncCountFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
+	f, err := s.FS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return &syncCountFile{File: f, fs: s, name: filepath.Base(name)}, nil
+}
+
+func (s *syncCountFS) syncs(name string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.counts[name]
+}
+
+type syncCountFile struct {
+	File
+	fs   *syncCountFS
+	name string
+}
+
+func (f *syncCountFile) Sync() error {
+	f.fs.mu.Lock()
+	if f.fs.counts == nil {
+		f.fs.counts = make(map[string]int)
+	}
+	f.fs.counts[f.name]++
+	f.fs.mu.Unlock()
+	return f.File.Sync()
+}
+
 func TestJournalSyncFailureIsFatal(t *testing.T) {
 	ctx := testCtx(t)
 	fs := NewFaultFS(OSFS{})

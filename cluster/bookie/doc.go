@@ -7,9 +7,13 @@
 // An add is checked (size, CRC32C over ledger id, entry id and payload,
 // fence), then queued to the journal. The journal goroutine group-commits:
 // it writes everything queued in one write, fdatasyncs, applies the batch to
-// the index and only then acknowledges it. Acks therefore never precede
-// durability, and under load each sync carries all that arrived during the
-// previous one.
+// the index and only then acknowledges it, each connection's answers in one
+// write. Acks therefore never precede durability, and under load each sync
+// carries all that arrived during the previous one. When others are already
+// waiting for the disk, a second goroutine applies and answers instead, so
+// that the next sync starts at once. The one record acknowledged before it
+// is durable is an explicit LAC sent alone: a hint for tailing readers,
+// whose loss in a crash only lowers the LAC (journal.syncDeferred).
 //
 // # Storage layout, and why
 //

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -17,10 +18,11 @@ import (
 
 // serverConn is one client connection. Its reader goroutine decodes requests
 // and dispatches them; reads are served inline, while adds, fences and LAC
-// writes go to the journal and are answered from the journal goroutine when
-// durable, and long-polls are answered from a timer or a LAC update. Every
-// answer goes through out to the writer goroutine, the only one that writes
-// to the socket. So responses leave in completion order, not request order.
+// writes go to the journal and are answered by whichever journal goroutine
+// applies them, when durable, and long-polls are answered from a timer or a
+// LAC update. Every answer goes through out to the writer goroutine, the
+// only one that writes to the socket; a group commit's answers go as one
+// reply. So responses leave in completion order, not request order.
 //
 // Bounds: the reader takes a slot from slots before dispatching a request and
 // the writer returns it after writing the response, so at most
@@ -31,7 +33,7 @@ type serverConn struct {
 	b     *Bookie
 	nc    net.Conn
 	log   *slog.Logger
-	out   chan []byte
+	out   chan reply
 	slots chan struct{}
 	done  chan struct{}
 	once  sync.Once
@@ -49,9 +51,46 @@ type serverConn struct {
 	}
 }
 
-// closeAfter, sent on out, makes the writer close the connection after
-// writing everything before it.
-var closeAfter = []byte{}
+// reply is what a connection's writer sends in one write: n response
+// frames, each holding one of the connection's slots. A reply of none
+// (closeAfter) makes the writer close the connection after writing
+// everything before it.
+type reply struct {
+	frames []byte
+	n      int
+}
+
+var closeAfter = reply{}
+
+// replies gathers answers given together, a group commit's, by connection,
+// so that each connection gets them in one reply: one hand-off to its writer
+// and one write(2), instead of one of each per add. A batch's answers go to
+// few connections (a broker keeps one to each bookie), so a slice serves.
+type replies []connReply
+
+type connReply struct {
+	c *serverConn
+	reply
+}
+
+func (r *replies) add(c *serverConn, requestID uint64, m bkproto.Message) {
+	i := slices.IndexFunc(*r, func(p connReply) bool { return p.c == c })
+	if i < 0 {
+		i = len(*r)
+		*r = append(*r, connReply{c: c})
+	}
+	p := &(*r)[i]
+	p.frames = bkproto.AppendFrame(p.frames, requestID, m)
+	p.n++
+}
+
+// send hands each connection its reply. It never blocks: out holds a slot's
+// worth of room for every response (see serverConn).
+func (r replies) send() {
+	for _, p := range r {
+		p.c.out <- p.reply
+	}
+}
 
 func (c *serverConn) close() {
 	c.once.Do(func() {
@@ -72,19 +111,21 @@ func (c *serverConn) close() {
 }
 
 func (c *serverConn) respond(requestID uint64, m bkproto.Message) {
-	c.out <- bkproto.AppendFrame(nil, requestID, m)
+	c.out <- reply{frames: bkproto.AppendFrame(nil, requestID, m), n: 1}
 }
 
 func (c *serverConn) writeLoop() {
 	bw := bufio.NewWriterSize(c.nc, 64<<10)
-	write := func(f []byte) bool {
-		if len(f) == 0 { // closeAfter
+	write := func(r reply) bool {
+		if r.n == 0 { // closeAfter
 			bw.Flush()
 			c.close()
 			return false
 		}
-		_, err := bw.Write(f)
-		<-c.slots
+		_, err := bw.Write(r.frames)
+		for range r.n {
+			<-c.slots
+		}
 		if err != nil {
 			c.close()
 			return false
@@ -328,9 +369,9 @@ func (b *Bookie) handleAdd(c *serverConn, id uint64, req *bkproto.AddRequest, ar
 // journalOp sends a record through the journal and answers with answer's
 // response once it is durable (or has failed).
 func (b *Bookie) journalOp(c *serverConn, id uint64, rec record, answer func(opResult) bkproto.Message) {
-	o := &op{rec: rec, done: func(res opResult) { c.respond(id, answer(res)) }}
+	o := &op{rec: rec, conn: c, requestID: id, answer: answer}
 	if err := b.journal.enqueue(b.ctx, o); err != nil {
-		o.done(opResult{err: fmt.Errorf("%w: %w", bkproto.ErrInternal, err), lac: bkproto.NoEntry})
+		c.respond(id, answer(opResult{err: fmt.Errorf("%w: %w", bkproto.ErrInternal, err), lac: bkproto.NoEntry}))
 	}
 }
 

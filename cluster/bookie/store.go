@@ -35,8 +35,8 @@ import (
 // (memtables flush in order), so the index, the ledger state and the file
 // accounting written in one batch are durable together or not at all.
 //
-// Ownership: the journal's apply stage (applyLoop) is the only writer of
-// ledger state (fenced, lac, masterKey) and of index entries for new
+// Ownership: the journal's apply stage (journal.applyAndAnswer, on one of
+// its two goroutines at a time) is the only writer of ledger state (fenced, lac, masterKey) and of index entries for new
 // records; it applies records in journal order, and that order decides
 // whether an add raced with a fence. GC may delete a ledger concurrently.
 // Whoever changes the set of journal files or their persisted accounting
