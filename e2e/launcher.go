@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -955,7 +956,9 @@ func (b *Bed) GlobalStore(ctx context.Context) *global.Store {
 			endpoints = append(endpoints, r.GlobalMember.ClientURL)
 		}
 	}
-	gs, err := global.NewStore(b.Dial(ctx, endpoints), global.DefaultConfig())
+	cfg := global.DefaultConfig()
+	cfg.Logger = slog.Default() // the test process's own log, as the bed's other clients use
+	gs, err := global.NewStore(b.Dial(ctx, endpoints), cfg)
 	if err != nil {
 		b.tb.Fatal(err)
 	}
