@@ -118,6 +118,10 @@ func TestIdleWriterAdoptsRepair(t *testing.T) {
 		c := e.client("w", testConfig())
 		w := create(t, c, 3, 3, 2)
 		appendN(t, w, 0, 20)
+		// An add is confirmed by two of its three copies; let the third
+		// land too. The repair below reads fragment 0 from its one member
+		// left up, which must hold every entry.
+		synctest.Wait()
 		md := mustMetadata(t, c, w.ID())
 		lost := md.LastEnsemble()[0]
 		e.bookies.SetDown(lost, true)
