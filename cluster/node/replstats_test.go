@@ -18,6 +18,7 @@ import (
 	"github.com/meridian-mq/meridian/cluster/node"
 	"github.com/meridian-mq/meridian/global"
 	"github.com/meridian-mq/meridian/replicator"
+	"github.com/meridian-mq/meridian/testkit"
 )
 
 // replStat is one region's entry of a topic's replication stats, as the
@@ -287,6 +288,14 @@ func TestReplicationPartitionedStats(t *testing.T) {
 	if resp.StatusCode/100 != 2 {
 		t.Fatalf("create %s: %s", topic, resp.Status)
 	}
+	// West learns of the partitions through its global cache: a client that
+	// looked the topic up there earlier would take it for unpartitioned.
+	tn := mustTopicName(t, topic)
+	west := region(t, n, "west").Broker().Service()
+	testkit.WaitFor(t, "west to see the topic's partitions", func() bool {
+		got, err := west.Partitions(context.Background(), tn)
+		return err == nil && got == partitions
+	})
 	cons := subscribeIn(t, map[string]string{"west": urls["west"]}, topic)["west"]
 	produceN(t, newClient(t, pulsar.ClientOptions{URL: urls["east"]}), topic, "m", count)
 	receiveAll(t, cons, count, 200*time.Millisecond)
