@@ -34,7 +34,8 @@ var allowedImports = map[string][]string{
 	"cluster/wire":           {"telemetry"},
 	"cluster/meta":           {"telemetry"},
 	"cluster/bookie/bkproto": {"telemetry"},
-	"cluster/bookie":         {"cluster/bookie/bkproto", "cluster/meta", "topology", "telemetry"},
+	"cluster/linger":         nil, // closing a connection without losing its last frames
+	"cluster/bookie":         {"cluster/bookie/bkproto", "cluster/linger", "cluster/meta", "topology", "telemetry"},
 	"cluster/ledger":         {"cluster/bookie/bkproto", "cluster/meta", "topology", "telemetry"},
 	"cluster/mledger":        {"cluster/ledger", "cluster/wire", "cluster/meta", "telemetry"},
 	"global":                 {"cluster/meta", "topology", "telemetry"},
@@ -50,7 +51,7 @@ var allowedImports = map[string][]string{
 	// The logic of replicated subscriptions, with no I/O: the broker feeds
 	// it entries and moves the states it makes.
 	"cluster/broker/replsub": {"cluster/mledger"},
-	"cluster/broker": {"cluster/broker/loadmgr", "cluster/broker/replsub", "topology", "telemetry", "cluster/wire", "cluster/meta", "cluster/bookie/bkproto",
+	"cluster/broker": {"cluster/broker/loadmgr", "cluster/broker/replsub", "cluster/linger", "topology", "telemetry", "cluster/wire", "cluster/meta", "cluster/bookie/bkproto",
 		"cluster/bookie", "cluster/ledger", "cluster/mledger", "global"},
 	// brokertest starts a broker for the tests of the broker and of the admin
 	// API, on in-memory bookies: code that only tests import, so it is held to

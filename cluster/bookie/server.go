@@ -14,6 +14,7 @@ import (
 
 	"github.com/jonboulle/clockwork"
 	"github.com/meridian-mq/meridian/cluster/bookie/bkproto"
+	"github.com/meridian-mq/meridian/cluster/linger"
 )
 
 // serverConn is one client connection. Its reader goroutine decodes requests
@@ -54,7 +55,10 @@ type serverConn struct {
 // reply is what a connection's writer sends in one write: n response
 // frames, each holding one of the connection's slots. A reply of none
 // (closeAfter) makes the writer close the connection after writing
-// everything before it.
+// everything before it, lingering until the peer has read it: a refused
+// peer may have pipelined requests after the one refused, and closing
+// with those unread would reset the connection and lose the refusal
+// (package linger).
 type reply struct {
 	frames []byte
 	n      int
@@ -117,8 +121,10 @@ func (c *serverConn) respond(requestID uint64, m bkproto.Message) {
 func (c *serverConn) writeLoop() {
 	bw := bufio.NewWriterSize(c.nc, 64<<10)
 	write := func(r reply) bool {
-		if r.n == 0 { // closeAfter
-			bw.Flush()
+		if r.n == 0 { // closeAfter: the reader has stopped
+			if bw.Flush() == nil && linger.CloseWrite(c.nc) {
+				linger.Drain(c.nc)
+			}
 			c.close()
 			return false
 		}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/meridian-mq/meridian/cluster/broker/auth"
 	"github.com/meridian-mq/meridian/cluster/broker/loadmgr"
+	"github.com/meridian-mq/meridian/cluster/linger"
 	"github.com/meridian-mq/meridian/cluster/wire"
 	"github.com/meridian-mq/meridian/cluster/wire/pb"
 	"github.com/meridian-mq/meridian/topology"
@@ -131,23 +132,12 @@ func (c *conn) run() {
 	c.wg.Wait()
 }
 
-// lingerTimeout bounds how long lingerClose waits for a client to close
-// its side once the broker has ended its own.
-const lingerTimeout = 2 * time.Second
-
 // lingerClose waits, after the reader stopped on errClosing, until the
-// writer has flushed what was queued before (closeAfterFlush) and the
-// client has read it. A TCP socket closed with bytes unread in its
-// receive buffer sends a reset, and the reset discards what the kernel has
-// not yet delivered of the last frames: the receipts that keep a client
-// from resending stored messages, or the error that says why it is
-// refused. So the writer half-closes the connection after its last frame,
-// and this discards what the client still sends until the client closes
-// its side (it reads the end), or lingerTimeout passes.
-//
-// Both waits bound socket I/O (the writer's flush, the client's close), so
-// they run on the wall clock, as the socket's deadlines do, not on the
-// Server's clock.
+// writer has flushed what was queued before (closeAfterFlush) and
+// half-closed the connection, then discards what the client still sends
+// until it closes its side (see package linger for why). The wait for the
+// writer bounds socket I/O, so it runs on the wall clock, as the socket's
+// deadlines do, not on the Server's clock.
 func (c *conn) lingerClose() {
 	select {
 	case <-c.writerDone:
@@ -157,21 +147,19 @@ func (c *conn) lingerClose() {
 	if c.ctx.Err() != nil {
 		return // the writer closed it: it failed, or could not half-close
 	}
-	if err := c.nc.SetReadDeadline(time.Now().Add(lingerTimeout)); err == nil {
-		_, _ = io.Copy(io.Discard, c.nc)
-	}
+	linger.Drain(c.nc)
 }
 
 // shutdown ends the connection for a server that closes, the way
 // closeAfterFlush ends it for its reader: what is queued is written (the
 // receipts and CLOSE frames of a drain among it), the writer half-closes,
 // and the reader drops what the client still sends until the client
-// closes its side or lingerTimeout passes (see lingerClose for why).
+// closes its side or linger.Timeout passes (see lingerClose for why).
 func (c *conn) shutdown() {
 	c.stopping.Store(true)
 	select {
 	case c.out <- outbound{closeAfter: true}:
-		_ = c.nc.SetReadDeadline(time.Now().Add(lingerTimeout))
+		_ = c.nc.SetReadDeadline(time.Now().Add(linger.Timeout))
 	default:
 		c.close() // a full queue: the client is not reading
 	}

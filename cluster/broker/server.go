@@ -114,7 +114,7 @@ func (s *Server) Connections() int {
 // for every goroutine the server started. A connection ends as shutdown
 // ends it: what is queued for its client is written first (the receipts
 // and CLOSE frames a drain queued before), and it closes once the client
-// has closed its side, or lingerTimeout after. What may outlast that is a
+// has closed its side, or linger.Timeout after. What may outlast that is a
 // request still in a call of Topics that does not heed the connection's
 // context. If ctx ends first, the connections still open are cut off and
 // Close returns ErrCloseIncomplete with how many are still winding down;

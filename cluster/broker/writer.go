@@ -6,6 +6,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/meridian-mq/meridian/cluster/linger"
 	"github.com/meridian-mq/meridian/cluster/wire"
 	"github.com/meridian-mq/meridian/cluster/wire/pb"
 )
@@ -37,7 +38,7 @@ func (c *conn) writeLoop() {
 			err = c.writeQueued(w, nil)
 		}
 		if err != nil {
-			if errors.Is(err, errFlushedClose) && halfClose(c.nc) {
+			if errors.Is(err, errFlushedClose) && linger.CloseWrite(c.nc) {
 				return // the reader closes it once the client has read the end (lingerClose)
 			}
 			var ne net.Error
@@ -51,13 +52,6 @@ func (c *conn) writeLoop() {
 			return
 		}
 	}
-}
-
-// halfClose ends the connection's sending side (a FIN after the last
-// frame; for TLS, close_notify first), reporting whether it could.
-func halfClose(nc net.Conn) bool {
-	cw, ok := nc.(interface{ CloseWrite() error })
-	return ok && cw.CloseWrite() == nil
 }
 
 // writeQueued writes first (if any) and everything queued, replies before
