@@ -461,6 +461,70 @@ func TestReplicatedSubscriptionPerPartition(t *testing.T) {
 	}
 }
 
+// TestReplicatedSubscriptionChunkedMessages: a chunked message is stored
+// as one entry per chunk, and pulsar-client-go acks it by acking every
+// chunk. East publishes chunked messages among small ones and acks every
+// other message; west's subscription follows to exactly the chunks of the
+// messages east left unacked (every chunk of an acked message is acked
+// there too), and a consumer in west gets those messages whole, and no
+// other.
+func TestReplicatedSubscriptionChunkedMessages(t *testing.T) {
+	n, urls := startReplicatedSubsDev(t)
+	const topic, sub, each = "persistent://public/default/replsub-chunked", "s", 6
+	east, west := region(t, n, "east").Broker().Service(), region(t, n, "west").Broker().Service()
+	eastClient := newClient(t, pulsar.ClientOptions{URL: urls["east"]})
+	westClient := newClient(t, pulsar.ClientOptions{URL: urls["west"]})
+	eastCons := subscribeReplicated(t, eastClient, topic, sub)
+	p, err := eastClient.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true,
+		EnableChunking: true, ChunkMaxMessageSize: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	// big is payload i of a chunked message: 3,500 bytes, several chunks.
+	big := func(i int) string { return fmt.Sprintf("c-%d-", i) + strings.Repeat("x", 3500) }
+	for i := range each {
+		send(t, p, &pulsar.ProducerMessage{Payload: []byte(big(i))})
+		send(t, p, &pulsar.ProducerMessage{Payload: fmt.Appendf(nil, "s-%d", i)})
+	}
+	unacked := map[string]bool{}
+	for i := range 2 * each {
+		m := receiveUnacked(t, eastCons)
+		if i%4 < 2 { // c-0, s-0, c-2, s-2, c-4, s-4
+			unacked[string(m.Payload())] = true
+			continue
+		}
+		if err := eastCons.Ack(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, entries, _ := subscriptionStats(t, east, topic, sub)
+	chunks := (entries - each) / each
+	if chunks < 2 || entries != each*(chunks+1) {
+		t.Fatalf("east stores %d entries for %d chunked and %d small messages; want several chunks each", entries, each, each)
+	}
+	want := int64(len(unacked)/2) * (chunks + 1) // each unacked pair: a chunked message and a small one
+	awaitBacklog(t, east, "east", topic, sub, entries, want)
+	awaitBacklog(t, west, "west", topic, sub, entries, want)
+
+	eastCons.Close()
+	westCons := subscribeReplicated(t, westClient, topic, sub)
+	var got []string
+	for range len(unacked) {
+		m := receiveUnacked(t, westCons)
+		if !unacked[string(m.Payload())] {
+			t.Fatalf("west delivered %.10s… (%d bytes), which east acked", m.Payload(), len(m.Payload()))
+		}
+		got = append(got, string(m.Payload()))
+	}
+	// West's backlog was exactly the unacked messages' entries, so nothing
+	// more comes: each came once, and whole.
+	slices.Sort(got)
+	if wantMsgs := slices.Sorted(maps.Keys(unacked)); !slices.Equal(got, wantMsgs) {
+		t.Fatalf("west delivered %d messages, want the %d east left unacked", len(got), len(wantMsgs))
+	}
+}
+
 // storedState reads region's stored state of sub on topic from the global
 // store (zero State and false when there is none).
 func storedState(t *testing.T, n *node.Node, topic, sub, region string) (replsub.State, bool) {
