@@ -220,16 +220,24 @@ func ledgersNaming(ls []ledger.Metadata, bookie string) []int64 {
 // its output into v.
 func adminJSON(ctx context.Context, t *testing.T, brk *Broker, v any, args ...string) {
 	t.Helper()
-	cmd := exec.CommandContext(ctx, meridianBin, append([]string{"admin", "--admin-url", brk.WebURL(), "-o", "json"}, args...)...)
+	out := admin(ctx, t, brk, append([]string{"-o", "json"}, args...)...)
+	if err := json.Unmarshal(out, v); err != nil {
+		t.Fatalf("meridian admin %v: %v\n%s", args, err, out)
+	}
+}
+
+// admin runs `meridian admin ARGS...` against brk and returns its output,
+// failing the test if it fails.
+func admin(ctx context.Context, t *testing.T, brk *Broker, args ...string) []byte {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, meridianBin, append([]string{"admin", "--admin-url", brk.WebURL()}, args...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("meridian admin %v: %v\n%s", args, err, stderr.String())
 	}
-	if err := json.Unmarshal(out, v); err != nil {
-		t.Fatalf("meridian admin %v: %v\n%s", args, err, out)
-	}
+	return out
 }
 
 func adminUnderReplicated(ctx context.Context, t *testing.T, brk *Broker) []autorecovery.UnderReplicatedLedger {

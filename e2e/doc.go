@@ -37,6 +37,10 @@
 // stop listening, so that its advertised address refuses connections as
 // a dead broker's port does (Link.Unlisten).
 //
+// upgrade_test.go runs docs/operations.md's rolling upgrade under load,
+// from the binary of an older revision (BuildMeridianAt) to this build,
+// replacing each process in place (Process.Upgrade).
+//
 // failover_test.go runs issue 14's faults on a region of three brokers
 // (SIGKILL, SIGSTOP past the lease, a rolling SIGTERM restart, an unload
 // of every bundle, a scale-out) and reports the pause of each.

@@ -68,18 +68,43 @@ func BuildMeridian(dir string) (string, error) { return BuildMeridianTags(dir, "
 // BuildMeridianTags is BuildMeridian with build tags (comma-separated, as
 // go build -tags takes them; "" for none): the checker's broken variants
 // are built so (see TestBrokenVariants).
-func BuildMeridianTags(dir, tags string) (string, error) {
+func BuildMeridianTags(dir, tags string) (string, error) { return buildMeridian("", dir, tags) }
+
+// BuildMeridianAt builds the meridian binary of the repository's revision
+// rev (a commit or a tag) into dir and returns its path: the old version
+// of an upgrade. The source comes from `git archive` into dir, so the work
+// tree and the repository's worktrees are left alone.
+func BuildMeridianAt(dir, rev string) (string, error) {
+	top, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
+	if err != nil {
+		return "", fmt.Errorf("building meridian at %s needs the git repository: %w", rev, err)
+	}
+	src := filepath.Join(dir, "src")
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		return "", err
+	}
+	archive := exec.Command("sh", "-c", `git -C "$1" archive "$2" | tar -x -C "$3"`, "sh", strings.TrimSpace(string(top)), rev, src)
+	if out, err := archive.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("git archive %s: %w\n%s", rev, err, out)
+	}
+	return buildMeridian(src, dir, "")
+}
+
+// buildMeridian builds ./cmd/meridian of the module in srcDir ("": this
+// one) into outDir with tags.
+func buildMeridian(srcDir, outDir, tags string) (string, error) {
 	// go test puts its own toolchain first on PATH.
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		return "", fmt.Errorf("no go toolchain on PATH: %w", err)
 	}
-	bin := filepath.Join(dir, "meridian")
+	bin := filepath.Join(outDir, "meridian")
 	args := []string{"build", "-o", bin}
 	if tags != "" {
 		args = append(args, "-tags", tags)
 	}
 	cmd := exec.Command(goBin, append(args, "github.com/meridian-mq/meridian/cmd/meridian")...)
+	cmd.Dir = srcDir
 	// Built as the README builds it, without cgo: with cgo, pebble takes
 	// a bookie's memtables and block cache from C malloc, and glibc keeps
 	// what they free, so the bookies' RSS rose 15-25% an hour in the

@@ -235,6 +235,27 @@ func (p *Process) Restart(ctx context.Context) {
 	p.WaitLog(ctx, from, readyLine)
 }
 
+// Upgrade stops the process as a rolling upgrade does, with SIGTERM (a
+// broker hands its bundles over first), waits until it has exited, and
+// starts bin in its place on the same arguments and data, waiting until
+// the new run is ready.
+func (p *Process) Upgrade(ctx context.Context, bin string) {
+	p.tb.Helper()
+	p.Terminate()
+	wait, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := p.Wait(wait); err != nil {
+		p.tb.Errorf("%s after SIGTERM: %v", p.Name, err)
+		p.Kill()
+	}
+	p.mu.Lock()
+	p.bin = bin
+	p.mu.Unlock()
+	from := p.LogSize()
+	p.Start()
+	p.WaitReady(ctx, from)
+}
+
 // LogSize is the log's current length: pass it to WaitLog to look only at
 // what a later run prints.
 func (p *Process) LogSize() int64 {
