@@ -23,13 +23,8 @@ import (
 // is refused outside it; a certificate of the same CA with another name
 // (a user that does not exist) is refused at Dial.
 func TestClientCertificateNamesTheEtcdUser(t *testing.T) {
-	dir := t.TempDir()
 	ca := testkit.NewCA(t, "region-ca")
-	cfg := metatest.FastEmbedConfig()
-	cfg.ListenClientURLs = []string{"https://127.0.0.1:0"}
-	serverCert, serverKey := ca.IssueFiles(t, dir, "etcd")
-	cfg.ClientTLS = meta.EmbedTLS{CertFile: serverCert, KeyFile: serverKey, TrustedCAFile: ca.WriteCA(t, dir), ClientCertAuth: true}
-	endpoints := metatest.Start(t, cfg).Endpoints()
+	endpoints := startTLSEtcd(t, ca, true)
 	certFor := func(user string) *tls.Config {
 		return &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: ca.Pool(), Certificates: []tls.Certificate{ca.Issue(t, user)}}
 	}
@@ -73,6 +68,23 @@ func TestClientCertificateNamesTheEtcdUser(t *testing.T) {
 	}
 }
 
+// startTLSEtcd starts an etcd member of the test's own that serves its
+// clients over TLS on loopback, with a certificate of ca named "etcd"
+// (and 127.0.0.1), and with clientCertAuth requires client certificates
+// of ca (etcd's --client-cert-auth). It returns the member's endpoints.
+func startTLSEtcd(t *testing.T, ca *testkit.CA, clientCertAuth bool) []string {
+	t.Helper()
+	dir := t.TempDir()
+	cfg := metatest.FastEmbedConfig()
+	cfg.ListenClientURLs = []string{"https://127.0.0.1:0"}
+	serverCert, serverKey := ca.IssueFiles(t, dir, "etcd")
+	cfg.ClientTLS = meta.EmbedTLS{CertFile: serverCert, KeyFile: serverKey, ClientCertAuth: clientCertAuth}
+	if clientCertAuth {
+		cfg.ClientTLS.TrustedCAFile = ca.WriteCA(t, dir)
+	}
+	return metatest.Start(t, cfg).Endpoints()
+}
+
 // enableCertAuth turns etcd's authentication on at endpoints, connecting
 // with admin (a certificate named root, the user that `etcdctl auth
 // enable` requires), after adding user with no password (a certificate is
@@ -103,5 +115,32 @@ func enableCertAuth(t *testing.T, endpoints []string, admin *tls.Config, user, p
 		if err := step(); err != nil {
 			t.Fatalf("enable etcd authentication at %v: %v", endpoints, err)
 		}
+	}
+}
+
+// TestAuthorityNamesTheMembers: with Authority set, the members'
+// certificates are verified against it, not against the host of the URL
+// dialled: a certificate that names "etcd" (and 127.0.0.1) is accepted
+// with that authority and refused with one it does not name.
+func TestAuthorityNamesTheMembers(t *testing.T) {
+	ca := testkit.NewCA(t, "region-ca")
+	endpoints := startTLSEtcd(t, ca, false)
+	dial := func(authority string, timeout time.Duration) (*meta.Etcd, error) {
+		ecfg := meta.DefaultEtcdConfig()
+		ecfg.TLS = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: ca.Pool()}
+		ecfg.Authority, ecfg.DialTimeout = authority, timeout
+		return meta.Dial(t.Context(), endpoints, ecfg)
+	}
+	s, err := dial("etcd", meta.DefaultEtcdConfig().DialTimeout)
+	if err != nil {
+		t.Fatalf("authority the certificate names: %v", err)
+	}
+	s.Close()
+	// The handshake fails at once (the certificate names 127.0.0.1, the
+	// host dialled, but not the authority); Dial then waits out its
+	// timeout, which is all this case costs.
+	if s, err := dial("stranger.example", 300*time.Millisecond); err == nil {
+		s.Close()
+		t.Fatal("a member whose certificate does not name the authority was trusted")
 	}
 }
