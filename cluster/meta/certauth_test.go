@@ -138,9 +138,13 @@ func TestAuthorityNamesTheMembers(t *testing.T) {
 	s.Close()
 	// The handshake fails at once (the certificate names 127.0.0.1, the
 	// host dialled, but not the authority); Dial then waits out its
-	// timeout, which is all this case costs.
-	if s, err := dial("stranger.example", 300*time.Millisecond); err == nil {
+	// timeout, which is all this case costs, and says why.
+	s, err = dial("stranger.example", 300*time.Millisecond)
+	if err == nil {
 		s.Close()
 		t.Fatal("a member whose certificate does not name the authority was trusted")
+	}
+	if !strings.Contains(err.Error(), "a TLS handshake with "+endpoints[0]+" fails") || !strings.Contains(err.Error(), "stranger.example") {
+		t.Errorf("refusal %q does not give the failed certificate check against the authority", err)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -198,6 +200,10 @@ func Dial(ctx context.Context, endpoints []string, cfg EtcdConfig) (*Etcd, error
 			return nil, fmt.Errorf("meta: etcd at %s refused the client: %w (its authentication is on: "+
 				"give a user whose roles grant read and write on %s, and its password, or a client certificate of one)", who, err, probeKey)
 		}
+		if reason := tlsHandshake(ctx, endpoints[0], cfg); reason != nil {
+			return nil, fmt.Errorf("meta: etcd at %s did not answer a quorum read within %v: %w (a TLS handshake with %s fails: %v)",
+				who, cfg.DialTimeout, err, endpoints[0], reason)
+		}
 		return nil, fmt.Errorf("meta: etcd at %s did not answer a quorum read within %v "+
 			"(is the cluster up, with a majority of its members?): %w", who, cfg.DialTimeout, err)
 	}
@@ -208,6 +214,40 @@ func Dial(ctx context.Context, endpoints []string, cfg EtcdConfig) (*Etcd, error
 	}
 	s.ownsCli = true
 	return s, nil
+}
+
+// tlsHandshake is why a TLS handshake with endpoint, as the etcd client
+// makes it with cfg, fails, or nil when it succeeds, when the endpoint
+// takes no TCP connection, or when it is not https://. The etcd client only retries a handshake that fails (a CA
+// that does not sign the member's certificate, a name it does not carry)
+// until Dial's timeout, so a Dial that timed out says why with this one.
+func tlsHandshake(ctx context.Context, endpoint string, cfg EtcdConfig) error {
+	u, err := url.Parse(endpoint)
+	if err != nil || u.Scheme != "https" {
+		return nil
+	}
+	c := &tls.Config{MinVersion: tls.VersionTLS12}
+	if cfg.TLS != nil {
+		c = cfg.TLS.Clone()
+	}
+	if c.ServerName == "" {
+		c.ServerName = u.Hostname()
+		if cfg.Authority != "" {
+			c.ServerName = cfg.Authority
+			if host, _, err := net.SplitHostPort(cfg.Authority); err == nil {
+				c.ServerName = host
+			}
+		}
+	}
+	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	raw, err := (&net.Dialer{}).DialContext(hctx, "tcp", u.Host)
+	if err != nil {
+		return nil // not TLS's doing: the member is down or out of reach
+	}
+	conn := tls.Client(raw, c)
+	defer conn.Close()
+	return conn.HandshakeContext(hctx)
 }
 
 // refusedByAuth reports whether err is etcd's authentication refusing a
