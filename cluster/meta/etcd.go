@@ -7,12 +7,16 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net"
+	"net/url"
+	"strings"
 	"sync"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
 )
 
 // EtcdConfig configures the etcd-backed Store.
@@ -42,11 +46,19 @@ type EtcdConfig struct {
 	// the client would otherwise connect as no user without a word. An
 	// error names the user, never the password.
 	Username, Password string
-	// TLS, when set, connects over TLS (https:// endpoints): RootCAs
-	// verify the members' certificates, and Certificates hold the client
-	// certificate of an etcd run with --client-cert-auth. Nil: plain
-	// http.
+	// TLS, when set, connects over TLS, which needs https:// endpoints
+	// (Dial refuses an http:// one rather than drop the TLS without a
+	// word): RootCAs verify the members' certificates, and Certificates
+	// hold the client certificate of an etcd run with --client-cert-auth.
+	// Nil: plain http, or the system's roots for https:// endpoints.
 	TLS *tls.Config
+	// Authority, when set, replaces each endpoint's host:port as the
+	// authority of the connections (gRPC's :authority): over TLS it is
+	// the name the members' certificates are verified against, for
+	// members reached by an address their certificates do not name (an
+	// IP, a load balancer). Pulsar's etcd client setting of that name.
+	// Empty: each endpoint's own host.
+	Authority string
 	// Logger receives the etcd client's log records at LogLevel and above.
 	// Nil discards them; the assembly hands the process's logger.
 	Logger   *slog.Logger
@@ -80,6 +92,18 @@ func (c EtcdConfig) Validate() error {
 		return fmt.Errorf("meta: EtcdConfig.Username %q needs a Password", c.Username)
 	case c.Username == "" && c.Password != "":
 		return errors.New("meta: EtcdConfig.Password needs a Username")
+	}
+	if err := checkAuthority(c.Authority); err != nil {
+		return fmt.Errorf("meta: EtcdConfig.Authority: %w", err)
+	}
+	return nil
+}
+
+// checkAuthority refuses what cannot be a connection's authority: a URL,
+// or text with blanks.
+func checkAuthority(a string) error {
+	if strings.ContainsAny(a, "/ \t\n") {
+		return fmt.Errorf("want a host or host:port, as the members' certificates name them, got %q", a)
 	}
 	return nil
 }
@@ -136,6 +160,19 @@ func Dial(ctx context.Context, endpoints []string, cfg EtcdConfig) (*Etcd, error
 	if len(endpoints) == 0 {
 		return nil, errors.New("meta: Dial needs at least one etcd endpoint")
 	}
+	if cfg.TLS != nil {
+		for _, ep := range endpoints {
+			// The etcd client speaks plain http to an http:// endpoint
+			// whatever its TLS configuration says.
+			if host, ok := strings.CutPrefix(ep, "http://"); ok {
+				return nil, fmt.Errorf("meta: etcd endpoint %s is plain http, but the client has TLS settings (a CA or a client certificate): write https://%s", ep, host)
+			}
+		}
+	}
+	var dialOpts []grpc.DialOption
+	if cfg.Authority != "" {
+		dialOpts = append(dialOpts, grpc.WithAuthority(cfg.Authority))
+	}
 	// who names the etcd in errors: its endpoints and, with RBAC, the user.
 	who := fmt.Sprint(endpoints)
 	if cfg.Username != "" {
@@ -149,6 +186,7 @@ func Dial(ctx context.Context, endpoints []string, cfg EtcdConfig) (*Etcd, error
 		Username:             cfg.Username,
 		Password:             cfg.Password,
 		TLS:                  cfg.TLS,
+		DialOptions:          dialOpts,
 		Logger:               zapToSlog(cfg.Logger, cfg.LogLevel),
 	})
 	if err != nil {
@@ -162,6 +200,10 @@ func Dial(ctx context.Context, endpoints []string, cfg EtcdConfig) (*Etcd, error
 			return nil, fmt.Errorf("meta: etcd at %s refused the client: %w (its authentication is on: "+
 				"give a user whose roles grant read and write on %s, and its password, or a client certificate of one)", who, err, probeKey)
 		}
+		if reason := tlsHandshake(ctx, endpoints[0], cfg); reason != nil {
+			return nil, fmt.Errorf("meta: etcd at %s did not answer a quorum read within %v: %w (a TLS handshake with %s fails: %v)",
+				who, cfg.DialTimeout, err, endpoints[0], reason)
+		}
 		return nil, fmt.Errorf("meta: etcd at %s did not answer a quorum read within %v "+
 			"(is the cluster up, with a majority of its members?): %w", who, cfg.DialTimeout, err)
 	}
@@ -172,6 +214,40 @@ func Dial(ctx context.Context, endpoints []string, cfg EtcdConfig) (*Etcd, error
 	}
 	s.ownsCli = true
 	return s, nil
+}
+
+// tlsHandshake is why a TLS handshake with endpoint, as the etcd client
+// makes it with cfg, fails, or nil when it succeeds, when the endpoint
+// takes no TCP connection, or when it is not https://. The etcd client only retries a handshake that fails (a CA
+// that does not sign the member's certificate, a name it does not carry)
+// until Dial's timeout, so a Dial that timed out says why with this one.
+func tlsHandshake(ctx context.Context, endpoint string, cfg EtcdConfig) error {
+	u, err := url.Parse(endpoint)
+	if err != nil || u.Scheme != "https" {
+		return nil
+	}
+	c := &tls.Config{MinVersion: tls.VersionTLS12}
+	if cfg.TLS != nil {
+		c = cfg.TLS.Clone()
+	}
+	if c.ServerName == "" {
+		c.ServerName = u.Hostname()
+		if cfg.Authority != "" {
+			c.ServerName = cfg.Authority
+			if host, _, err := net.SplitHostPort(cfg.Authority); err == nil {
+				c.ServerName = host
+			}
+		}
+	}
+	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	raw, err := (&net.Dialer{}).DialContext(hctx, "tcp", u.Host)
+	if err != nil {
+		return nil // not TLS's doing: the member is down or out of reach
+	}
+	conn := tls.Client(raw, c)
+	defer conn.Close()
+	return conn.HandshakeContext(hctx)
 }
 
 // refusedByAuth reports whether err is etcd's authentication refusing a

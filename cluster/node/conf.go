@@ -2,6 +2,7 @@ package node
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/meridian-mq/meridian/cluster/broker"
 	"github.com/meridian-mq/meridian/cluster/broker/auth"
+	"github.com/meridian-mq/meridian/cluster/meta"
 	"github.com/meridian-mq/meridian/global"
 )
 
@@ -74,6 +76,29 @@ var pulsarProcessKeys = []processMapping{
 		eps, err := etcdURLs(v)
 		c.GlobalEtcd = eps
 		return err
+	}},
+	{"metadataStoreConfigPath", func(c *Config, v string) error {
+		// Pulsar's etcd client file, which Pulsar reads for both stores:
+		// EtcdAuth, which the global store's etcd takes too unless the
+		// --global-etcd-* flags set GlobalEtcdAuth.
+		if c.EmbedEtcd {
+			return errors.New("the embedded etcd takes no client settings: give metadataStoreUrl, an etcd of its own")
+		}
+		f, err := meta.ReadPulsarEtcdConfig(v)
+		if err != nil {
+			return err
+		}
+		// Pulsar takes TLS from useTls, Meridian from the URL: an http://
+		// one would connect in plain text (with no TLS file set, nothing
+		// else would tell).
+		for _, u := range slices.Concat(c.Etcd, c.GlobalEtcd) {
+			if host, ok := strings.CutPrefix(u, "http://"); ok && f.UseTLS {
+				return fmt.Errorf("useTls is true but %s is plain http: write https://%s (Meridian takes TLS from the URL)", u, host)
+			}
+		}
+		c.EtcdAuth.TLS = TLSFiles{CAFile: f.TrustCertsFile, CertFile: f.CertFile, KeyFile: f.KeyFile}
+		c.EtcdAuth.Authority = f.Authority
+		return nil
 	}},
 }
 

@@ -132,6 +132,10 @@ type EtcdClientAuth struct {
 	// or neither. The password is a file's, never a value of its own, so
 	// that it shows in no process list, shell history or log.
 	Username, PasswordFile string
+	// Authority is the name the members' certificates are verified
+	// against instead of each URL's host (meta.EtcdConfig.Authority;
+	// Pulsar's authority). Empty: each URL's host.
+	Authority string
 }
 
 // IsZero reports whether a says nothing: plain http, no user.
@@ -157,6 +161,7 @@ func (a EtcdClientAuth) apply(cfg *meta.EtcdConfig) error {
 	if err := a.Validate(); err != nil {
 		return err
 	}
+	cfg.Authority = a.Authority
 	var err error
 	if cfg.TLS, err = a.TLS.ClientConfig(); err != nil {
 		return fmt.Errorf("node: etcd client TLS: %w", err)

@@ -36,8 +36,9 @@ It waits for --ensemble-size bookies to register, creates the region's cluster
 record in the global store if there is none (an existing one is left as it is),
 and prints one line on stdout once serving:
   broker broker1.example.com:6650 ready: pulsar://broker1.example.com:6650 http://broker1.example.com:8080
---config reads Pulsar's broker.conf (clusterName, ports, TLS,
-authentication, authorization, policy defaults, ledger settings); flags
+--config reads Pulsar's broker.conf (clusterName, the metadata stores and
+their TLS, ports, TLS, authentication, authorization, policy defaults, ledger
+settings); flags
 given on the command line win, and every key Meridian does not support is
 named in one warning each. Tenants and namespaces are not created: that is the operator's job (or
 'meridian standalone' for a one-process region). The broker id (default: the

@@ -14,8 +14,9 @@ import (
 
 // addEtcdClientFlags registers how the process reaches the region's etcd
 // (--etcd) onto region: TLS files named as etcdctl names them with an
-// etcd- prefix, and an etcd user whose password is in a file (etcdctl's
-// --user and --password, which take the password itself). With global
+// etcd- prefix, an etcd user whose password is in a file (etcdctl's
+// --user and --password, which take the password itself), and the name
+// the members' certificates carry (Pulsar's authority). With global
 // non-nil, a command that takes --global-etcd gets the same flags with a
 // global- prefix, for that etcd.
 func addEtcdClientFlags(f *pflag.FlagSet, region, global *node.EtcdClientAuth) {
@@ -33,6 +34,7 @@ func addEtcdClientFlags(f *pflag.FlagSet, region, global *node.EtcdClientAuth) {
 		f.StringVar(&s.auth.TLS.KeyFile, s.prefix+"key", "", "PEM private key of --"+s.prefix+"cert")
 		f.StringVar(&s.auth.Username, s.prefix+"user", "", "user of "+s.etcd+" (its authentication and roles, etcdctl user add), with read and write on /meridian/"+s.note)
 		f.StringVar(&s.auth.PasswordFile, s.prefix+"password-file", "", "file holding the password of --"+s.prefix+"user")
+		f.StringVar(&s.auth.Authority, s.prefix+"authority", "", "host name the certificates of "+s.etcd+" are verified against, instead of each URL's host (Pulsar's authority)"+s.note)
 	}
 }
 

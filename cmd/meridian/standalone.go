@@ -38,7 +38,8 @@ and every key Meridian does not support is named in one warning each.
   meridian standalone --config conf/standalone.conf --data-dir /tmp/meridian
 With metadataStoreUrl (and configurationMetadataStoreUrl) in --config, the
 metadata lives in that etcd instead of an embedded one; the --etcd-* flags
-(and --global-etcd-*) say how to reach it when it is secured.
+(and --global-etcd-*), or the file metadataStoreConfigPath names, say how to
+reach it when it is secured.
 Everything lives under --data-dir (etcd/, bookie/): stopping, even
 with SIGKILL, and starting again on the same directory and ports continues
 where it stopped; acknowledged messages are kept and consumers resume from

@@ -12,7 +12,8 @@
 //	func TestMain(m *testing.M) { testkit.Main(m) }
 //
 // cluster/meta's own tests cannot import this package (it imports
-// cluster/meta), and keep their harness.
+// cluster/meta), and keep their harness; its external tests (package
+// meta_test, the TLS and etcd authentication ones) can.
 package metatest
 
 import (
