@@ -888,3 +888,50 @@ func TestNamespaceMaxUnackedMessages(t *testing.T) {
 		})
 	}
 }
+
+// TestSubscriptionStatsRates: a subscription's stats give Pulsar's
+// msgRateRedeliver and messageAckRate, over the time since the previous
+// stats call, from the broker's counts of redeliveries and acks.
+func TestSubscriptionStatsRates(t *testing.T) {
+	adm := newAdmin(t, web.URL)
+	topic := "persistent://" + newNamespace(t, "subrates") + "/t"
+	tn := topicName(t, topic)
+	client := newClient(t, region.ServiceURL())
+	cons, err := client.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Type: pulsar.Shared,
+		AckWithResponse: true, NackRedeliveryDelay: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	if _, err := adm.Topics().GetStats(tn); err != nil { // the rates' first sample
+		t.Fatal(err)
+	}
+	prod, err := client.CreateProducer(pulsar.ProducerOptions{Topic: topic})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	if _, err := prod.Send(context.Background(), &pulsar.ProducerMessage{Payload: []byte("m")}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	m, err := cons.Receive(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons.Nack(m)
+	if m, err = cons.Receive(ctx); err != nil {
+		t.Fatalf("the redelivery: %v", err)
+	}
+	if err := cons.Ack(m); err != nil {
+		t.Fatal(err)
+	}
+	stats, err := adm.Topics().GetStats(tn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := stats.Subscriptions["s"]; s.MsgRateRedeliver <= 0 || s.MessageAckRate <= 0 {
+		t.Errorf("msgRateRedeliver %v, messageAckRate %v after a redelivery and an ack; want both above 0", s.MsgRateRedeliver, s.MessageAckRate)
+	}
+}
