@@ -432,11 +432,15 @@ func (a *adminCLI) intNamespacePolicyCommands() []*cobra.Command {
 				return fmt.Errorf("--%s %d: want 0 or more", pol.flag, n)
 			}
 			if pol.set == nil {
+				path, err := namespaceEndpointPath(args[0], pol.endpoint)
+				if err != nil {
+					return err
+				}
 				rc, err := a.restClient()
 				if err != nil {
 					return err
 				}
-				return rc.PostWithContext(ctx, "/admin/v2/namespaces/"+ns.String()+"/"+pol.endpoint, n)
+				return rc.PostWithContext(ctx, path, n)
 			}
 			return pol.set(c.Namespaces())(ctx, ns, n)
 		})
