@@ -588,15 +588,17 @@ const (
 	ExtraTopicMaxProducers                = "maxProducerPerTopic"
 	ExtraTopicMaxConsumers                = "maxConsumerPerTopic"
 	ExtraTopicMaxConsumersPerSubscription = "maxConsumersPerSubscription"
-	// Topic policies only.
-	ExtraTopicMaxSubscriptions     = "maxSubscriptionsPerTopic"
-	ExtraTopicMaxUnackedOnConsumer = "maxUnackedMessagesOnConsumer"
-	// ExtraTopicMaxUnackedOnSubscription is a topic's
-	// maxUnackedMessagesOnSubscription.
+	// The unacked-message limits of a Shared or Key_Shared consumer and
+	// subscription, and whether a producer must have a schema: a
+	// namespace's, and the topic policy that overrides it.
+	ExtraMaxUnackedPerConsumer         = "max_unacked_messages_per_consumer"
+	ExtraMaxUnackedPerSubscription     = "max_unacked_messages_per_subscription"
+	ExtraSchemaValidationEnforced      = "schema_validation_enforced"
+	ExtraTopicMaxUnackedOnConsumer     = "maxUnackedMessagesOnConsumer"
 	ExtraTopicMaxUnackedOnSubscription = "maxUnackedMessagesOnSubscription"
-	// ExtraTopicSchemaValidationEnforced is a topic's
-	// schemaValidationEnforced.
 	ExtraTopicSchemaValidationEnforced = "schemaValidationEnforced"
+	// Topic policies only.
+	ExtraTopicMaxSubscriptions = "maxSubscriptionsPerTopic"
 )
 
 // The Extra keys of the auto-subscription-creation overrides, a

@@ -158,7 +158,7 @@ type Effective struct {
 	AllowAutoSubscriptionCreation bool
 	SchemaCompatibilityStrategy   SchemaCompatibilityStrategy
 	// SchemaValidationEnforced is the topic's schemaValidationEnforced,
-	// else the broker's.
+	// else the namespace's, else the broker's.
 	SchemaValidationEnforced bool
 	// ReplicationClusters are the regions the topic replicates among: the
 	// topic's override, else the namespace's, always bounded by the
@@ -189,12 +189,14 @@ type Effective struct {
 	// MaxSubscriptionsPerTopic is the topic's limit; 0 is none.
 	MaxSubscriptionsPerTopic int
 	// MaxUnackedMessagesOnConsumer is the topic's limit on the messages a
-	// Shared or Key_Shared consumer holds unacked (0: none), or nil when the
-	// topic sets none and the broker's setting applies.
+	// Shared or Key_Shared consumer holds unacked, else the namespace's
+	// maxUnackedMessagesPerConsumer (0: none), or nil when neither sets one
+	// and the broker's setting applies.
 	MaxUnackedMessagesOnConsumer *int
 	// MaxUnackedMessagesOnSubscription is the topic's limit on the
-	// messages a Shared or Key_Shared subscription holds unacked (0: none),
-	// or nil when the topic sets none and the broker's setting applies.
+	// messages a Shared or Key_Shared subscription holds unacked, else the
+	// namespace's maxUnackedMessagesPerSubscription (0: none), or nil when
+	// neither sets one and the broker's setting applies.
 	MaxUnackedMessagesOnSubscription *int
 	// DelayedDelivery is the topic's delayed delivery policy, else the
 	// namespace's, or nil (delayed delivery on, with no limit).
@@ -302,15 +304,12 @@ func Resolve(d BrokerDefaults, tenant TenantInfo, ns Policies, topic *TopicPolic
 	e.MaxConsumersPerSubscription = limitOf(tp.Extra, ExtraTopicMaxConsumersPerSubscription, ns.Extra, ExtraMaxConsumersPerSubscription,
 		d.MaxConsumersPerSubscription)
 	e.MaxSubscriptionsPerTopic, _ = tp.Extra.limit(ExtraTopicMaxSubscriptions)
-	if n, ok := tp.Extra.limit(ExtraTopicMaxUnackedOnConsumer); ok {
-		e.MaxUnackedMessagesOnConsumer = &n
-	}
-	if n, ok := tp.Extra.limit(ExtraTopicMaxUnackedOnSubscription); ok {
-		e.MaxUnackedMessagesOnSubscription = &n
-	}
+	e.MaxUnackedMessagesOnConsumer = optionalLimit(tp.Extra, ExtraTopicMaxUnackedOnConsumer, ns.Extra, ExtraMaxUnackedPerConsumer)
+	e.MaxUnackedMessagesOnSubscription = optionalLimit(tp.Extra, ExtraTopicMaxUnackedOnSubscription, ns.Extra, ExtraMaxUnackedPerSubscription)
 	e.DelayedDelivery = delayedDeliveryOf(tp, ns)
 	e.SchemaValidationEnforced = d.SchemaValidationEnforced
-	if on := decodeExtra[bool](tp.Extra, ExtraTopicSchemaValidationEnforced, nil); on != nil {
+	if on := first(decodeExtra[bool](tp.Extra, ExtraTopicSchemaValidationEnforced, nil),
+		decodeExtra[bool](ns.Extra, ExtraSchemaValidationEnforced, nil)); on != nil {
 		e.SchemaValidationEnforced = *on
 	}
 	e.ReplicatorDispatchRate = topicReplicatorDispatchRate(tp.Extra)
@@ -355,13 +354,23 @@ func (tooManyPartitions) Is(target error) bool { return target == ErrTooManyPart
 // namespace's, else the broker's def (0: none). A topic's 0 lifts the
 // namespace's limit, as in Pulsar.
 func limitOf(topic Extra, topicKey string, ns Extra, nsKey string, def int) int {
-	if n, ok := topic.limit(topicKey); ok {
-		return n
-	}
-	if n, ok := ns.limit(nsKey); ok {
-		return n
+	if n := optionalLimit(topic, topicKey, ns, nsKey); n != nil {
+		return *n
 	}
 	return def
+}
+
+// optionalLimit is limitOf without a broker default: nil when neither the
+// topic nor the namespace sets the limit, for a default the broker applies
+// itself.
+func optionalLimit(topic Extra, topicKey string, ns Extra, nsKey string) *int {
+	if n, ok := topic.limit(topicKey); ok {
+		return &n
+	}
+	if n, ok := ns.limit(nsKey); ok {
+		return &n
+	}
+	return nil
 }
 
 // autoSubscriptionCreation resolves allowAutoSubscriptionCreation: the

@@ -58,6 +58,19 @@ func TestResolve(t *testing.T) {
 		{"topic-only limits", tenant, nsBase(nil),
 			&TopicPolicies{Extra: Extra{ExtraTopicMaxSubscriptions: []byte("4"), ExtraTopicMaxUnackedOnConsumer: []byte("0")}},
 			with(func(e *Effective) { e.MaxSubscriptionsPerTopic, e.MaxUnackedMessagesOnConsumer = 4, ptr(0) })},
+		{"namespace unacked limits and schema validation", tenant, nsBase(func(p *Policies) {
+			p.Extra = Extra{ExtraMaxUnackedPerConsumer: []byte("7"), ExtraMaxUnackedPerSubscription: []byte("70"),
+				ExtraSchemaValidationEnforced: []byte("true")}
+		}), nil, with(func(e *Effective) {
+			e.MaxUnackedMessagesOnConsumer, e.MaxUnackedMessagesOnSubscription, e.SchemaValidationEnforced = ptr(7), ptr(70), true
+		})},
+		{"topic unacked limit and schema validation over namespace", tenant, nsBase(func(p *Policies) {
+			p.Extra = Extra{ExtraMaxUnackedPerConsumer: []byte("7"), ExtraMaxUnackedPerSubscription: []byte("70"),
+				ExtraSchemaValidationEnforced: []byte("true")}
+		}), &TopicPolicies{Extra: Extra{ExtraTopicMaxUnackedOnConsumer: []byte("0"), ExtraTopicSchemaValidationEnforced: []byte("false")}},
+			with(func(e *Effective) {
+				e.MaxUnackedMessagesOnConsumer, e.MaxUnackedMessagesOnSubscription = ptr(0), ptr(70)
+			})},
 		{"a limit that is not a count is unset", tenant, nsBase(func(p *Policies) {
 			p.Extra = Extra{ExtraMaxProducersPerTopic: []byte(`"2"`), ExtraMaxConsumersPerTopic: []byte("-1")}
 		}), nil, base},

@@ -31,7 +31,7 @@ var UnbuiltPolicies = []Unbuilt{
 		InTopic:     topicExtraHas("offloadPolicies")},
 	{Feature: "compaction", Reason: "topics are never compacted; a compacted read sees every message",
 		Paths:       []string{"compactionThreshold"},
-		InNamespace: extraHas("compaction_threshold")},
+		InNamespace: extraHas(ExtraCompactionThreshold), InTopic: topicExtraHas(ExtraTopicCompactionThreshold)},
 	{Feature: "dispatch rate relative to publish rate", Reason: "a topic's and a subscription's dispatch rates are absolute: relativeToPublishRate applies to replicatorDispatchRate only",
 		Paths: []string{"dispatchRate", "subscriptionDispatchRate"},
 		InNamespace: func(p Policies) bool {
@@ -61,7 +61,8 @@ var UnbuiltPolicies = []Unbuilt{
 		InTopic:     func(tp TopicPolicies) bool { return markDeleteRate(tp.Extra) }},
 }
 
-// The Extra keys of the dispatch-side rates and of delayed delivery, by
+// The Extra keys of the dispatch-side rates, of delayed delivery and of
+// the compaction threshold, by
 // Pulsar's names. A namespace keeps each rate per region, as Pulsar keys
 // them by cluster; a topic keeps one.
 const (
@@ -73,6 +74,8 @@ const (
 	ExtraTopicSubscriptionDispatchRate = "subscriptionDispatchRate"
 	ExtraTopicSubscribeRate            = "subscribeRate"
 	ExtraTopicDelayedDelivery          = "delayedDelivery"
+	ExtraCompactionThreshold           = "compaction_threshold"
+	ExtraTopicCompactionThreshold      = "compactionThreshold"
 )
 
 // UnbuiltIn returns the rows that p holds.

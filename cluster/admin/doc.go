@@ -34,8 +34,9 @@
 // Many of Pulsar's namespace and topic policies are kept in the global
 // record's Extra map, validated for their shape, and answered back
 // (stored.go lists them in one table). The broker enforces those that
-// global.Resolve reads: the producer, consumer and subscription limits, a
-// topic's unacked-message limit per consumer, auto subscription creation,
+// global.Resolve reads: the producer, consumer and subscription limits, the
+// unacked-message limits per consumer and per subscription (a topic's over
+// its namespace's), schema validation enforced, auto subscription creation,
 // the publish rate, maxMessageSize and persistence; the replicator
 // enforces the replicator dispatch rate (dispatchrate.go). The others are
 // listed in global.UnbuiltPolicies: a set of one is accepted, as Pulsar

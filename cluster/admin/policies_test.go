@@ -334,6 +334,21 @@ func TestUnbuiltPoliciesWarn(t *testing.T) {
 	if n := countOf("subscribe rate", "topic"); n != beforeTopics+1 {
 		t.Errorf("topics holding a subscribe rate: %d, want %d", n, beforeTopics+1)
 	}
+	// pulsaradmin's own suite sets a topic's compaction threshold.
+	beforeTopics = countOf("compaction", "topic")
+	if err := newAdmin(t, web.URL).Topics().SetCompactionThreshold(topicName(t, topic), 1<<20); err != nil {
+		t.Fatalf("a topic's compactionThreshold: %v", err)
+	}
+	status, body, h = callHeader(t, "POST", "/admin/v2/persistent/"+ns+"/t/compactionThreshold", `2097152`)
+	if status != http.StatusNoContent || !strings.HasPrefix(h.Get("Warning"), `299 - "compaction is not built: `) {
+		t.Errorf("a topic's compactionThreshold: %d %s, Warning %q", status, body, h.Get("Warning"))
+	}
+	if status, body := call(t, "GET", "/admin/v2/persistent/"+ns+"/t/compactionThreshold", ""); status != http.StatusOK || body != "2097152" {
+		t.Errorf("a topic's compactionThreshold read back: %d %s, want 2097152", status, body)
+	}
+	if n := countOf("compaction", "topic"); n != beforeTopics+1 {
+		t.Errorf("topics holding a compaction threshold: %d, want %d", n, beforeTopics+1)
+	}
 	if _, _, h := callHeader(t, "POST", "/admin/v2/persistent/"+ns+"/t/publishRate", `{"publishThrottlingRateInMsg":5,"publishThrottlingRateInByte":-1}`); h.Get("Warning") != "" {
 		t.Errorf("a topic's publishRate, which is enforced, answered with Warning %q", h.Get("Warning"))
 	}
@@ -603,22 +618,7 @@ func TestMaxUnackedMessagesOnSubscription(t *testing.T) {
 	if err := adm.Topics().Unload(*tn); err != nil {
 		t.Fatal(err)
 	}
-	client := newClient(t, region.ServiceURL())
-	p, err := client.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	cons, err := client.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Type: pulsar.Shared})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cons.Close()
-	for range 3 * limit {
-		if _, err := p.Send(context.Background(), &pulsar.ProducerMessage{Payload: []byte("m")}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	cons := sharedConsumerWithBacklog(t, topic, 3*limit)
 	receiveN := func(n int) []pulsar.Message {
 		var got []pulsar.Message
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -655,6 +655,30 @@ func TestMaxUnackedMessagesOnSubscription(t *testing.T) {
 	}
 	receiveN(limit / 2)
 	expectNothing()
+}
+
+// sharedConsumerWithBacklog subscribes a Shared consumer to topic, under
+// subscription "s", then sends it n messages; the consumer is closed when
+// the test ends.
+func sharedConsumerWithBacklog(t *testing.T, topic string, n int) pulsar.Consumer {
+	t.Helper()
+	client := newClient(t, region.ServiceURL())
+	p, err := client.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	cons, err := client.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Type: pulsar.Shared})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cons.Close)
+	for range n {
+		if _, err := p.Send(context.Background(), &pulsar.ProducerMessage{Payload: []byte("m")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return cons
 }
 
 // TestTopicDelayedDeliveryPolicy: with the topic's delayed delivery not
@@ -745,14 +769,7 @@ func TestTopicSchemaValidationEnforced(t *testing.T) {
 	adm := newAdmin(t, web.URL)
 	topic := "persistent://" + newNamespace(t, "schemaenforced") + "/t"
 	tn, _ := utils.GetTopicName(topic)
-	client := newClient(t, region.ServiceURL())
-	connect := func(s pulsar.Schema) error {
-		p, err := client.CreateProducer(pulsar.ProducerOptions{Topic: topic, Schema: s})
-		if err == nil {
-			p.Close()
-		}
-		return err
-	}
+	connect := producerConnects(t, topic)
 	if err := connect(pulsar.NewStringSchema(nil)); err != nil {
 		t.Fatal(err)
 	}
@@ -768,5 +785,153 @@ func TestTopicSchemaValidationEnforced(t *testing.T) {
 	})
 	if err := connect(pulsar.NewStringSchema(nil)); err != nil {
 		t.Errorf("the typed producer, validation enforced: %v", err)
+	}
+}
+
+// producerConnects returns what tells whether a producer with schema s
+// (nil: none) may connect to topic: its error, or nil.
+func producerConnects(t *testing.T, topic string) func(s pulsar.Schema) error {
+	client := newClient(t, region.ServiceURL())
+	return func(s pulsar.Schema) error {
+		p, err := client.CreateProducer(pulsar.ProducerOptions{Topic: topic, Schema: s})
+		if err == nil {
+			p.Close()
+		}
+		return err
+	}
+}
+
+// TestNamespaceSchemaValidationEnforced: a namespace's
+// schemaValidationEnforced refuses a producer without a schema on its
+// topics that have one, as the topic's own policy does, and a topic's
+// policy overrides it.
+func TestNamespaceSchemaValidationEnforced(t *testing.T) {
+	adm := newAdmin(t, web.URL)
+	ns := newNamespace(t, "nsschemaenforced")
+	topic := "persistent://" + ns + "/t"
+	nsName, err := utils.GetNamespaceName(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	connect := producerConnects(t, topic)
+	if err := connect(pulsar.NewStringSchema(nil)); err != nil {
+		t.Fatal(err)
+	}
+	if on, err := adm.Namespaces().GetSchemaValidationEnforced(*nsName); err != nil || on {
+		t.Fatalf("unset: %v, %v; want false", on, err)
+	}
+	if err := adm.Namespaces().SetSchemaValidationEnforced(*nsName, true); err != nil {
+		t.Fatal(err)
+	}
+	if on, err := adm.Namespaces().GetSchemaValidationEnforced(*nsName); err != nil || !on {
+		t.Fatalf("after the set: %v, %v; want true", on, err)
+	}
+	testkit.WaitFor(t, "a producer without a schema refused", func() bool {
+		err := connect(nil)
+		return err != nil && strings.Contains(err.Error(), "schema")
+	})
+	if err := connect(pulsar.NewStringSchema(nil)); err != nil {
+		t.Errorf("the typed producer, validation enforced: %v", err)
+	}
+	if err := adm.Topics().SetSchemaValidationEnforced(topicName(t, topic), false); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, "the topic's policy over the namespace's", func() bool { return connect(nil) == nil })
+}
+
+// TestNamespaceMaxUnackedMessages: a namespace's
+// maxUnackedMessagesPerConsumer and maxUnackedMessagesPerSubscription hold
+// a Shared consumer of its topics to that many unacked messages, as the
+// topic policies of the same names do.
+func TestNamespaceMaxUnackedMessages(t *testing.T) {
+	const limit = 5
+	for _, path := range []string{"maxUnackedMessagesPerConsumer", "maxUnackedMessagesPerSubscription"} {
+		t.Run(path, func(t *testing.T) {
+			ns := newNamespace(t, "nsunacked")
+			p := "/admin/v2/namespaces/" + ns + "/" + path
+			if status, body := call(t, "GET", p, ""); status != http.StatusNoContent {
+				t.Fatalf("unset: %d %s, want 204", status, body)
+			}
+			if status, body := call(t, "POST", p, "-1"); status != http.StatusPreconditionFailed {
+				t.Fatalf("a negative limit: %d %s, want 412", status, body)
+			}
+			if status, body := call(t, "POST", p, fmt.Sprint(limit)); status != http.StatusNoContent {
+				t.Fatalf("set: %d %s", status, body)
+			}
+			if status, body := call(t, "GET", p, ""); status != http.StatusOK || body != fmt.Sprint(limit) {
+				t.Fatalf("read back: %d %s, want %d", status, body, limit)
+			}
+			cons := sharedConsumerWithBacklog(t, "persistent://"+ns+"/t", 3*limit)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			var held []pulsar.Message
+			for range limit {
+				m, err := cons.Receive(ctx)
+				if err != nil {
+					t.Fatalf("after %d of %d messages: %v", len(held), limit, err)
+				}
+				held = append(held, m)
+			}
+			short, cancelShort := context.WithTimeout(context.Background(), 500*time.Millisecond)
+			defer cancelShort()
+			if m, err := cons.Receive(short); err == nil {
+				t.Fatalf("got %v beyond the namespace's limit of %d unacked", m.ID(), limit)
+			}
+			for _, m := range held {
+				if err := cons.Ack(m); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := cons.Receive(ctx); err != nil {
+				t.Fatalf("after the acks: %v", err)
+			}
+		})
+	}
+}
+
+// TestSubscriptionStatsRates: a subscription's stats give Pulsar's
+// msgRateRedeliver and messageAckRate, over the time since the previous
+// stats call, from the broker's counts of redeliveries and acks.
+func TestSubscriptionStatsRates(t *testing.T) {
+	adm := newAdmin(t, web.URL)
+	topic := "persistent://" + newNamespace(t, "subrates") + "/t"
+	tn := topicName(t, topic)
+	client := newClient(t, region.ServiceURL())
+	cons, err := client.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Type: pulsar.Shared,
+		AckWithResponse: true, NackRedeliveryDelay: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	if _, err := adm.Topics().GetStats(tn); err != nil { // the rates' first sample
+		t.Fatal(err)
+	}
+	prod, err := client.CreateProducer(pulsar.ProducerOptions{Topic: topic})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	if _, err := prod.Send(context.Background(), &pulsar.ProducerMessage{Payload: []byte("m")}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	m, err := cons.Receive(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons.Nack(m)
+	if m, err = cons.Receive(ctx); err != nil {
+		t.Fatalf("the redelivery: %v", err)
+	}
+	if err := cons.Ack(m); err != nil {
+		t.Fatal(err)
+	}
+	stats, err := adm.Topics().GetStats(tn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := stats.Subscriptions["s"]; s.MsgRateRedeliver <= 0 || s.MessageAckRate <= 0 {
+		t.Errorf("msgRateRedeliver %v, messageAckRate %v after a redelivery and an ack; want both above 0", s.MsgRateRedeliver, s.MessageAckRate)
 	}
 }

@@ -53,6 +53,7 @@ type (
 		MsgRateOut       float64 `json:"msgRateOut"`
 		MsgThroughputOut float64 `json:"msgThroughputOut"`
 		MsgRateRedeliver float64 `json:"msgRateRedeliver"`
+		MessageAckRate   float64 `json:"messageAckRate"`
 		MsgRateExpired   float64 `json:"msgRateExpired"`
 		TotalMsgExpired  int64   `json:"totalMsgExpired"`
 		// BlockedSubscriptionOnUnackedMsgs: dispatch waits for acks
@@ -216,6 +217,8 @@ func (h *handler) renderStats(name string, st broker.TopicStats, dedup bool) top
 		ss.MsgRateOut, ss.MsgThroughputOut = h.rates.rate(name+"\x00s\x00"+sub, now, s.MsgOutCounter, s.BytesOutCounter)
 		ss.TotalMsgExpired, ss.BlockedSubscriptionOnUnackedMsgs = s.Expired, s.BlockedOnUnacked
 		ss.MsgRateExpired, _ = h.rates.rate(name+"\x00expired\x00"+sub, now, s.Expired, 0)
+		ss.MsgRateRedeliver, _ = h.rates.rate(name+"\x00redeliver\x00"+sub, now, s.RedeliveredCounter, 0)
+		ss.MessageAckRate, _ = h.rates.rate(name+"\x00ack\x00"+sub, now, s.AckedCounter, 0)
 		for _, c := range s.Consumers {
 			cs := consumerStats{ConsumerName: c.ConsumerName, AvailablePermits: c.AvailablePermits,
 				UnackedMessages: c.UnackedMessages, MsgOutCounter: c.MsgOutCounter, BytesOutCounter: c.BytesOutCounter,
@@ -291,6 +294,8 @@ func (s *topicStats) add(p topicStats) {
 		ss.MsgRateOut += ps.MsgRateOut
 		ss.MsgThroughputOut += ps.MsgThroughputOut
 		ss.MsgRateExpired += ps.MsgRateExpired
+		ss.MsgRateRedeliver += ps.MsgRateRedeliver
+		ss.MessageAckRate += ps.MessageAckRate
 		ss.TotalMsgExpired += ps.TotalMsgExpired
 		ss.BlockedSubscriptionOnUnackedMsgs = ss.BlockedSubscriptionOnUnackedMsgs || ps.BlockedSubscriptionOnUnackedMsgs
 		ss.MsgBacklog += ps.MsgBacklog

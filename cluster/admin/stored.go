@@ -15,7 +15,8 @@ import (
 // keeps in the Extra map of the namespace's or topic's global record and
 // answers back. Some of them are enforced, as global.Resolve reads them:
 // the broker enforces the producer, consumer and subscription limits, the
-// topic's unacked-message limit per consumer, autoSubscriptionCreation,
+// unacked-message limits per consumer and per subscription,
+// schemaValidationEnforced, autoSubscriptionCreation,
 // the publish rate, maxMessageSize and persistence (the E/Qw/Qa of new
 // ledgers); the replicator enforces replicatorDispatchRate
 // (dispatchrate.go). The others are stored and not enforced yet, and
@@ -70,7 +71,12 @@ var namespaceStored = []storedPolicy{
 	{path: "maxProducersPerTopic", key: global.ExtraMaxProducersPerTopic, kind: kindNonNegInt},
 	{path: "maxConsumersPerTopic", key: global.ExtraMaxConsumersPerTopic, kind: kindNonNegInt},
 	{path: "maxConsumersPerSubscription", key: global.ExtraMaxConsumersPerSubscription, kind: kindNonNegInt},
-	{path: "compactionThreshold", key: "compaction_threshold", kind: kindNonNegInt},
+	{path: "maxUnackedMessagesPerConsumer", key: global.ExtraMaxUnackedPerConsumer, kind: kindNonNegInt,
+		invalid: "maxUnackedMessagesPerConsumer must be 0 or more"},
+	{path: "maxUnackedMessagesPerSubscription", key: global.ExtraMaxUnackedPerSubscription, kind: kindNonNegInt,
+		invalid: "maxUnackedMessagesPerSubscription must be 0 or more"},
+	{path: "schemaValidationEnforced", key: global.ExtraSchemaValidationEnforced, kind: kindBool, unset: "false"},
+	{path: "compactionThreshold", key: global.ExtraCompactionThreshold, kind: kindNonNegInt},
 	{path: "offloadThreshold", key: "offload_threshold", kind: kindInt},
 	{path: "offloadThresholdInSeconds", key: "offload_threshold_in_seconds", kind: kindNonNegInt,
 		invalid: "Invalid value for offloadThresholdInSecond"},
@@ -90,8 +96,9 @@ var namespaceStored = []storedPolicy{
 var topicStored = []storedPolicy{
 	{path: "maxProducers", key: global.ExtraTopicMaxProducers, kind: kindNonNegInt, nsKey: global.ExtraMaxProducersPerTopic},
 	{path: "maxConsumers", key: global.ExtraTopicMaxConsumers, kind: kindNonNegInt, nsKey: global.ExtraMaxConsumersPerTopic},
-	{path: "maxUnackedMessagesOnConsumer", key: global.ExtraTopicMaxUnackedOnConsumer, kind: kindNonNegInt},
-	{path: "maxUnackedMessagesOnSubscription", key: global.ExtraTopicMaxUnackedOnSubscription, kind: kindNonNegInt},
+	{path: "maxUnackedMessagesOnConsumer", key: global.ExtraTopicMaxUnackedOnConsumer, kind: kindNonNegInt, nsKey: global.ExtraMaxUnackedPerConsumer},
+	{path: "maxUnackedMessagesOnSubscription", key: global.ExtraTopicMaxUnackedOnSubscription, kind: kindNonNegInt,
+		nsKey: global.ExtraMaxUnackedPerSubscription},
 	{path: "persistence", key: global.ExtraPersistence, kind: kindPersistence, nsKey: global.ExtraPersistence},
 	{path: "delayedDelivery", key: global.ExtraTopicDelayedDelivery, kind: kindObject},
 	{path: "dispatchRate", key: global.ExtraTopicDispatchRate, kind: kindDispatchRate},
@@ -104,7 +111,8 @@ var topicStored = []storedPolicy{
 	{path: "maxSubscriptionsPerTopic", key: global.ExtraTopicMaxSubscriptions, kind: kindNonNegInt},
 	{path: "maxConsumersPerSubscription", key: global.ExtraTopicMaxConsumersPerSubscription, kind: kindNonNegInt, nsKey: global.ExtraMaxConsumersPerSubscription},
 	{path: "deduplicationSnapshotInterval", key: "deduplicationSnapshotIntervalSeconds", kind: kindNonNegInt},
-	{path: "schemaValidationEnforced", key: global.ExtraTopicSchemaValidationEnforced, kind: kindBool},
+	{path: "schemaValidationEnforced", key: global.ExtraTopicSchemaValidationEnforced, kind: kindBool, nsKey: global.ExtraSchemaValidationEnforced},
+	{path: "compactionThreshold", key: global.ExtraTopicCompactionThreshold, kind: kindNonNegInt, nsKey: global.ExtraCompactionThreshold},
 	{path: "autoSubscriptionCreation", key: global.ExtraTopicAutoSubscriptionCreation, kind: kindObject, nsKey: global.ExtraAutoSubscriptionCreation},
 	topicProperties,
 }

@@ -200,6 +200,13 @@ type SubscriptionMetrics struct {
 	RateOut, ThroughputOut         float64
 	MsgOutCounter, BytesOutCounter int64
 	IgnoredAcks, Expired           int64
+	// RateRedeliver, AckRate and RateExpired are the messages redelivered,
+	// the message ids acked and the entries expired per second, over the
+	// last stats period.
+	RateRedeliver, AckRate, RateExpired float64
+	// BlockedOnUnacked says dispatch waits on the subscription's
+	// unacked-message limit.
+	BlockedOnUnacked bool
 	// ReplicatedStateAge is, per remote region, the age of its state of
 	// this replicated subscription last applied here.
 	ReplicatedStateAge map[string]time.Duration
@@ -240,6 +247,11 @@ const (
 	windowOut        = "out"
 	windowSubPrefix  = "s\x00"
 	windowReplPrefix = "r\x00"
+	// A subscription's acks, redeliveries and expiries, in messages (the
+	// pair's bytes are 0).
+	windowAckPrefix       = "sa\x00"
+	windowRedeliverPrefix = "sr\x00"
+	windowExpiredPrefix   = "se\x00"
 )
 
 // advance closes the current period at now once it is at least period
@@ -315,6 +327,9 @@ func (s *Service) TopicMetrics(ctx context.Context) []TopicMetrics {
 		tm.WriteLatency, tm.EntrySize, tm.ReadLatency = w.lastWrite.Latency, w.lastWrite.EntrySize, w.lastRead
 		for name, sm := range tm.Subs {
 			sm.RateOut, sm.ThroughputOut = rate(windowSubPrefix + name)
+			sm.AckRate, _ = rate(windowAckPrefix + name)
+			sm.RateRedeliver, _ = rate(windowRedeliverPrefix + name)
+			sm.RateExpired, _ = rate(windowExpiredPrefix + name)
 			tm.Subs[name] = sm
 		}
 		for remote, rm := range tm.Replication {
@@ -351,8 +366,12 @@ func (t *Topic) metrics(ctx context.Context, tasks map[string]mledger.Replicatio
 		tm.MsgBacklog += ss.MsgBacklog
 		tm.Subs[name] = SubscriptionMetrics{Backlog: ss.MsgBacklog, Unacked: ss.UnackedMessages, Delayed: ss.DelayedMessages,
 			Consumers: len(ss.Consumers), MsgOutCounter: ss.MsgOutCounter, BytesOutCounter: ss.BytesOutCounter,
-			IgnoredAcks: ss.IgnoredAcks, Expired: ss.Expired, ReplicatedStateAge: ss.ReplicatedStateAges(now)}
+			IgnoredAcks: ss.IgnoredAcks, Expired: ss.Expired, BlockedOnUnacked: ss.BlockedOnUnacked,
+			ReplicatedStateAge: ss.ReplicatedStateAges(now)}
 		cur[windowSubPrefix+name] = [2]int64{ss.MsgOutCounter, ss.BytesOutCounter}
+		cur[windowAckPrefix+name] = [2]int64{ss.AckedCounter, 0}
+		cur[windowRedeliverPrefix+name] = [2]int64{ss.RedeliveredCounter, 0}
+		cur[windowExpiredPrefix+name] = [2]int64{ss.Expired, 0}
 	}
 	// Inbound: the replication producers the remote regions connected
 	// here, counted per remote (a producer that reconnects keeps its

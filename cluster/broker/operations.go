@@ -74,6 +74,11 @@ type SubscriptionStats struct {
 	// Expired counts the entries consumed by message expiry since the
 	// topic was loaded (expiry.go).
 	Expired int64
+	// AckedCounter counts the message ids its consumers acked (an
+	// ignored one not), and RedeliveredCounter the messages delivered
+	// again (after a negative ack, an ack timeout or a consumer's
+	// leaving), since the topic was loaded.
+	AckedCounter, RedeliveredCounter int64
 	// BlockedOnUnacked says its consumers hold as many unacked messages as
 	// the topic's maxUnackedMessagesOnSubscription allows: dispatch waits
 	// until acks bring them down to half.
@@ -151,6 +156,7 @@ func (s *subscription) stats() SubscriptionStats {
 		DelayedMessages: int64(s.mu.delayed.Len()), BlockedOnUnacked: s.mu.blocked}
 	ss.MsgOutCounter, ss.BytesOutCounter = s.out.msgs.Load(), s.out.bytes.Load()
 	ss.IgnoredAcks, ss.Expired = s.ignoredAcks.Load(), s.expired.Load()
+	ss.AckedCounter, ss.RedeliveredCounter = s.acked.Load(), s.redelivered.Load()
 	if ss.Replicated = s.replicated(); ss.Replicated && s.topic.rs != nil {
 		ss.ReplicatedStateTaken = s.topic.rs.takenAt(s.name)
 	}

@@ -84,6 +84,10 @@ type subscription struct {
 	// expired counts the entries its cursor skipped by message expiry
 	// (expiry.go) since the topic was loaded.
 	expired atomic.Int64
+	// acked counts the message ids its consumers acked, and redelivered
+	// the messages delivered again, since the topic was loaded (Pulsar's
+	// ack and redeliver rates are their rates).
+	acked, redelivered atomic.Int64
 
 	// mu guards the delivery state. Only the dispatcher goroutine writes
 	// it (or, once the dispatcher has stopped, a request's caller), always
@@ -227,6 +231,7 @@ func (s *subscription) ack(c *consumer, cumulative bool, ids []*pb.MessageIdData
 	var err error
 	s.do(func() { ignored, err = s.mu.ack(s.cursor, c, cumulative, ids) })
 	s.ignoredAcks.Add(ignored)
+	s.acked.Add(int64(len(ids)) - ignored)
 	s.replicatedChanged()
 	return err
 }
@@ -484,6 +489,9 @@ func (s *subscription) sendLocked(out []delivery) []delivery {
 		s.traceDeliver(d)
 		d.c.out.add(d.e.size, len(d.e.msg))
 		s.out.add(d.e.size, len(d.e.msg))
+		if d.redelivered > 0 {
+			s.redelivered.Add(int64(d.e.size))
+		}
 	}
 	return sent
 }

@@ -74,6 +74,7 @@ func (a *adminCLI) namespacesCommand() *cobra.Command {
 	retention := a.retentionCommands()
 	strategy := a.namespaceSchemaStrategyCommands()
 	stored := append(a.intNamespacePolicyCommands(), a.namespaceAutoSubscriptionCreationCommands()...)
+	stored = append(stored, a.namespaceSchemaValidationCommands()...)
 	stored = append(stored, a.namespacePropertiesCommands()...)
 	stored = append(stored, a.namespaceOffloadCommands()...)
 	stored = append(stored, a.bookieAffinityCommands()...)

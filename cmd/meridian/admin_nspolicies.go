@@ -202,12 +202,19 @@ func offloadFlags(cmd *cobra.Command) func() (any, error) {
 }
 
 func compactionFlags(cmd *cobra.Command) func() (any, error) {
+	threshold := compactionThresholdFlag(cmd)
+	return func() (any, error) { return threshold() }
+}
+
+// compactionThresholdFlag is pulsar-admin's --threshold (-t) of
+// set-compaction-threshold, on a namespace or a topic.
+func compactionThresholdFlag(cmd *cobra.Command) func() (int64, error) {
 	var threshold string
 	cmd.Flags().StringVarP(&threshold, "threshold", "t", "", "the backlog size, in bytes or with k, M, G or T (0: never)")
-	return func() (any, error) {
+	return func() (int64, error) {
 		n, err := parseSize(threshold)
 		if err != nil || n < 0 {
-			return nil, fmt.Errorf("--threshold %q: want 0 or more bytes (e.g. 100M)", threshold)
+			return 0, fmt.Errorf("--threshold %q: want 0 or more bytes (e.g. 100M)", threshold)
 		}
 		return n, nil
 	}

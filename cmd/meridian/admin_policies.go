@@ -338,7 +338,9 @@ func (a *adminCLI) removeNamespacePolicyCommand(name, endpoint, what string) *co
 
 // The namespace policies that are one number, with pulsar-admin's verbs
 // (set-<name>, get-<name>, remove-<name>) and flags. A get prints the
-// server's answer: nothing set is "null".
+// server's answer: nothing set is "null". Where pulsaradmin has no call for
+// a policy (set and remove nil), the verbs send the requests pulsar-admin
+// sends.
 var intNamespacePolicies = []struct {
 	name, endpoint, what, flag, short string
 	set                               func(padminNamespaces) func(context.Context, utils.NameSpaceName, int) error
@@ -379,6 +381,10 @@ var intNamespacePolicies = []struct {
 		func(c padminNamespaces) func(context.Context, utils.NameSpaceName) error {
 			return c.RemoveSubscriptionExpirationTimeWithContext
 		}},
+	{"max-unacked-messages-per-consumer", "maxUnackedMessagesPerConsumer", "maximum of unacknowledged messages per consumer",
+		"max-unacked-messages-per-topic", "c", nil, nil},
+	{"max-unacked-messages-per-subscription", "maxUnackedMessagesPerSubscription", "maximum of unacknowledged messages per subscription",
+		"max-unacked-messages-per-subscription", "c", nil, nil},
 }
 
 // padminNamespaces is pulsaradmin's client of namespaces.
@@ -425,9 +431,25 @@ func (a *adminCLI) intNamespacePolicyCommands() []*cobra.Command {
 			if n < 0 {
 				return fmt.Errorf("--%s %d: want 0 or more", pol.flag, n)
 			}
+			if pol.set == nil {
+				path, err := namespaceEndpointPath(args[0], pol.endpoint)
+				if err != nil {
+					return err
+				}
+				rc, err := a.restClient()
+				if err != nil {
+					return err
+				}
+				return rc.PostWithContext(ctx, path, n)
+			}
 			return pol.set(c.Namespaces())(ctx, ns, n)
 		})
 		set.Flags().IntVarP(&n, pol.flag, pol.short, -1, "the "+pol.what+" (required)")
+		if pol.remove == nil {
+			cmds = append(cmds, set, a.getNamespacePolicyCommand(pol.name, pol.endpoint, pol.what),
+				a.removeNamespacePolicyCommand(pol.name, pol.endpoint, pol.what))
+			continue
+		}
 		remove := a.verb("remove-"+pol.name+" NAMESPACE", "Remove a namespace's "+pol.what+" (the broker default applies)", 1, func(ctx context.Context, c pulsaradmin.Client, _ *printer, args []string) error {
 			ns, err := namespaceArg(args[0])
 			if err != nil {
@@ -463,6 +485,31 @@ func (a *adminCLI) namespaceAutoSubscriptionCreationCommands() []*cobra.Command 
 	return []*cobra.Command{set,
 		a.getNamespacePolicyCommand("auto-subscription-creation", "autoSubscriptionCreation", "auto subscription creation override"),
 		a.removeNamespacePolicyCommand("auto-subscription-creation", "autoSubscriptionCreation", "auto subscription creation override")}
+}
+
+// namespaceSchemaValidationCommands are pulsar-admin's
+// set-schema-validation-enforce and get-schema-validation-enforce: whether
+// a producer without a schema is refused on the namespace's topics that
+// have one. pulsar-admin has no remove verb; remove-schema-validation-enforce
+// sends the DELETE the server serves, after which the broker's
+// isSchemaValidationEnforced applies.
+func (a *adminCLI) namespaceSchemaValidationCommands() []*cobra.Command {
+	const name, endpoint, what = "schema-validation-enforce", "schemaValidationEnforced", "schema validation switch"
+	var f switchFlags
+	set := a.verb("set-"+name+" NAMESPACE", "Refuse (--enable) or allow (--disable) producers without a schema on topics that have one", 1,
+		func(ctx context.Context, c pulsaradmin.Client, _ *printer, args []string) error {
+			on, err := f.on()
+			if err != nil {
+				return err
+			}
+			ns, err := namespaceArg(args[0])
+			if err != nil {
+				return err
+			}
+			return c.Namespaces().SetSchemaValidationEnforcedWithContext(ctx, ns, on)
+		})
+	f.register(set, "schema validation")
+	return []*cobra.Command{set, a.getNamespacePolicyCommand(name, endpoint, what), a.removeNamespacePolicyCommand(name, endpoint, what)}
 }
 
 // A namespace's properties: metadata kept with it.

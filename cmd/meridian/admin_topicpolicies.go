@@ -394,6 +394,26 @@ func (a *adminCLI) topicOffloadCommands() []*cobra.Command {
 	return a.topicPolicyCommands(pol, set)
 }
 
+// topicCompactionCommands are pulsar-admin's compaction threshold verbs.
+// Meridian stores the threshold and compacts nothing (the server says so in
+// a Warning, which meridian admin prints).
+func (a *adminCLI) topicCompactionCommands() []*cobra.Command {
+	pol := topicPolicy{"compaction-threshold", "compactionThreshold", "compaction threshold, in bytes",
+		func(ctx context.Context, c padminTopics, t utils.TopicName) error {
+			return c.RemoveCompactionThresholdWithContext(ctx, t)
+		}}
+	var threshold func() (int64, error)
+	set := a.topicSetVerb(pol, func(ctx context.Context, c padminTopics, t utils.TopicName) error {
+		n, err := threshold()
+		if err != nil {
+			return err
+		}
+		return c.SetCompactionThresholdWithContext(ctx, t, n)
+	})
+	threshold = compactionThresholdFlag(set)
+	return a.topicPolicyCommands(pol, set)
+}
+
 func (a *adminCLI) topicSwitchPolicyCommands() []*cobra.Command {
 	var cmds []*cobra.Command
 	for _, s := range []struct {
@@ -436,7 +456,7 @@ func (a *adminCLI) topicPolicyVerbs() []*cobra.Command {
 		a.topicRetentionCommands(), a.topicTTLCommands(), a.topicDedupCommands(), a.topicBacklogQuotaCommands(),
 		a.intTopicPolicyCommands(), a.topicDispatchRateCommands(), a.topicPublishRateCommands(),
 		a.topicSubscribeRateCommands(), a.topicPersistenceCommands(), a.topicDelayedDeliveryCommands(),
-		a.topicOffloadCommands(), a.topicSwitchPolicyCommands(),
+		a.topicOffloadCommands(), a.topicCompactionCommands(), a.topicSwitchPolicyCommands(),
 	} {
 		cmds = append(cmds, group...)
 	}
