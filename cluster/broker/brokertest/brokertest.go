@@ -215,7 +215,7 @@ func Start(ctx context.Context, s *Storage, cfg Config) (_ *Broker, err error) {
 
 	scfg := cfg.Service
 	scfg.Region, scfg.BrokerID, scfg.ServiceURL, scfg.WebURL = Region, b.id, b.url, cfg.WebURL
-	if b.service, err = broker.NewService(scfg, s.Store, cache, gstore, factory, log); err != nil {
+	if b.service, err = broker.NewService(scfg, s.Store, cache, gstore, factory, log, rand.New(rand.NewPCG(3, 4))); err != nil {
 		return nil, err
 	}
 	if err := b.service.Start(ctx); err != nil {
