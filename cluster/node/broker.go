@@ -208,8 +208,8 @@ func startBroker(ctx context.Context, r *regionParts, cfg BrokerConfig) (_ *Brok
 		return nil, err
 	}
 	mlcfg := cfg.Ledgers
-	mlcfg.Region, mlcfg.DisableMetrics = r.name, r.metrics.Disabled
-	factory, err := mledger.NewFactory(mlcfg, lc, r.store, log, r.clock)
+	mlcfg.Region, mlcfg.DisableMetrics, mlcfg.Clock = r.name, r.metrics.Disabled, r.clock
+	factory, err := mledger.NewFactory(mlcfg, lc, r.store, log)
 	if err != nil {
 		return nil, err
 	}
