@@ -232,8 +232,8 @@ func (c *Cache) Err() error {
 
 func (c *Cache) run(ctx context.Context) {
 	defer c.wg.Done()
-	retry := backoff.NewExponentialBackOff()
-	retry.InitialInterval, retry.MaxInterval, retry.MaxElapsedTime = c.cfg.RetryMin, c.cfg.RetryMax, 0
+	retry := backoff.NewExponentialBackOff(backoff.WithInitialInterval(c.cfg.RetryMin), backoff.WithMaxInterval(c.cfg.RetryMax),
+		backoff.WithMaxElapsedTime(0), backoff.WithClockProvider(c.cfg.Clock))
 	for {
 		rev, err := c.load(ctx)
 		if err == nil {

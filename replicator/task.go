@@ -40,8 +40,8 @@ type task struct {
 func (t *task) run(ctx context.Context) {
 	defer close(t.done)
 	defer t.w.states.remove(t.stats)
-	b := backoff.NewExponentialBackOff()
-	b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = t.w.cfg.RetryInitial, t.w.cfg.RetryMax, 0
+	b := backoff.NewExponentialBackOff(backoff.WithInitialInterval(t.w.cfg.RetryInitial), backoff.WithMaxInterval(t.w.cfg.RetryMax),
+		backoff.WithMaxElapsedTime(0), backoff.WithClockProvider(t.w.cfg.Clock))
 	for {
 		progressed, err := t.replicate(ctx)
 		switch {

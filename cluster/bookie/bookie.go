@@ -82,9 +82,6 @@ func Start(ctx context.Context, cfg Config) (*Bookie, error) {
 	}
 	log = log.With("bookie", cfg.ID)
 	clock := cfg.Clock
-	if clock == nil {
-		clock = clockwork.NewRealClock()
-	}
 	m, err := newMetrics(cfg.Registerer)
 	if err != nil {
 		return nil, fmt.Errorf("bookie: register metrics: %w", err)

@@ -1035,6 +1035,7 @@ func TestConfigValidate(t *testing.T) {
 		"compact all":      func(c *Config) { c.CompactionThreshold = 1 },
 		"negative compact": func(c *Config) { c.CompactionThreshold = -0.1 },
 		"fast compaction":  func(c *Config) { c.CompactionInterval = time.Millisecond },
+		"no clock":         func(c *Config) { c.Clock = nil },
 	} {
 		c := good
 		mutate(&c)

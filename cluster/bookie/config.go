@@ -141,9 +141,10 @@ type Config struct {
 	Registerer prometheus.Registerer
 	// Logger; nil discards.
 	Logger *slog.Logger
-	// Clock drives timeouts (long-polls) and periodic work; nil is the
-	// real clock. Tests inject clockwork.NewFakeClock, as mledger's and the
-	// dispatcher's do.
+	// Clock drives timeouts (long-polls) and periodic work. Required:
+	// DefaultConfig sets the wall clock, the assembly hands the process's
+	// one clock, and tests inject clockwork.NewFakeClock, as mledger's and
+	// the dispatcher's do.
 	Clock clockwork.Clock
 }
 
@@ -166,6 +167,7 @@ func DefaultConfig() Config {
 		CompactionThreshold:   0.5,
 		CompactionInterval:    time.Minute,
 		Failpoints:            NoFailpoints(),
+		Clock:                 clockwork.NewRealClock(),
 	}
 }
 
@@ -183,6 +185,8 @@ func (c Config) Validate() error {
 		return bad("DataDir is required")
 	case c.ListenAddr == "":
 		return bad("ListenAddr is required")
+	case c.Clock == nil:
+		return bad("Clock is required (DefaultConfig sets the wall clock)")
 	case len(c.AuthToken) > bkproto.MaxCredentialsSize:
 		return bad("AuthToken of %d bytes exceeds %d", len(c.AuthToken), bkproto.MaxCredentialsSize)
 	case c.TLS != nil && len(c.TLS.Certificates) == 0 && c.TLS.GetCertificate == nil:

@@ -325,6 +325,17 @@ func TestServiceConfigValidateTopicLoads(t *testing.T) {
 	}
 }
 
+func TestServiceConfigValidateClock(t *testing.T) {
+	cfg := broker.DefaultServiceConfig("r", "b", "pulsar://localhost:6650")
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Clock = nil
+	if err := cfg.Validate(); !errors.Is(err, broker.ErrInvalidConfig) {
+		t.Fatalf("no clock: Validate() = %v", err)
+	}
+}
+
 func TestServiceConfigValidateLookups(t *testing.T) {
 	cfg := broker.DefaultServiceConfig("r", "b", "pulsar://localhost:6650")
 	if cfg.MaxConcurrentLookups != 50_000 {

@@ -137,8 +137,9 @@ type Config struct {
 	// the refusal log's pace, and the times producers and consumers report
 	// they connected at. Socket deadlines (ConnectTimeout, the write
 	// timeout, the linger after a close) bound real network I/O and stay
-	// on the wall clock. The assembly hands the region's one clock, as it
-	// does ServiceConfig.Clock; nil is the wall clock.
+	// on the wall clock. Required: DefaultConfig sets the wall clock, and
+	// the assembly hands the region's one clock, as it does
+	// ServiceConfig.Clock.
 	Clock clockwork.Clock
 }
 
@@ -167,6 +168,8 @@ func DefaultConfig(serviceURL string) Config {
 
 		MaxProducersPerConnection: 10000,
 		MaxConsumersPerConnection: 10000,
+
+		Clock: clockwork.NewRealClock(),
 	}
 }
 
@@ -175,6 +178,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.ServiceURL == "":
 		return fmt.Errorf("%w: ServiceURL is required", ErrInvalidConfig)
+	case c.Clock == nil:
+		return fmt.Errorf("%w: Clock is required (DefaultConfig sets the wall clock)", ErrInvalidConfig)
 	case c.KeepAliveInterval < 100*time.Millisecond:
 		return fmt.Errorf("%w: KeepAliveInterval %v, want at least 100ms", ErrInvalidConfig, c.KeepAliveInterval)
 	case c.ConnectTimeout < 100*time.Millisecond:

@@ -2,8 +2,8 @@ package broker_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"io"
 	"net"
 	"strconv"
 	"sync"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/jonboulle/clockwork"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meridian-mq/meridian/cluster/broker/brokertest"
@@ -189,11 +190,17 @@ func TestFrozenConsumerIsSkipped(t *testing.T) {
 
 // TestHalfASendFrame: a producer that sends half a SEND frame and stops
 // holds up no other producer of the topic, and the silence check
-// disconnects it.
+// disconnects it: on the third keep-alive tick after its last whole frame,
+// the first at which it has been silent for more than two intervals, and
+// not before. The protocol server runs on a fake clock, so the test moves
+// time tick by tick instead of waiting out real intervals.
 func TestHalfASendFrame(t *testing.T) {
+	const interval = 30 * time.Second
+	clock := clockwork.NewFakeClock()
 	r := startBroker(t, nil, func(cfg *brokertest.Config) {
 		liveBounds(cfg)
-		cfg.Broker.KeepAliveInterval = 3 * time.Second // the silence check finds it
+		cfg.Broker.KeepAliveInterval = interval
+		cfg.Broker.Clock = clock
 	})
 	c := newClient(t, r.ServiceURL())
 	topic := topicFor(t)
@@ -227,15 +234,44 @@ func TestHalfASendFrame(t *testing.T) {
 			t.Fatalf("got %q, want m%d", m.Payload(), i)
 		}
 	}
+
+	// Every connection's keep-alive ticker runs before time moves, so that
+	// each ticks at whole intervals from the connection's last frame.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := clock.BlockUntilContext(ctx, clientConns+1); err != nil {
+		t.Fatalf("waiting for the connections' keep-alive tickers: %v", err)
+	}
+	// nextFrame reads rc's next frame without answering a PING, which
+	// would count as a frame from the peer; the deadline only bounds a
+	// failure.
+	nextFrame := func() (pb.BaseCommand_Type, error) {
+		rc.nc.SetReadDeadline(time.Now().Add(receiveWait))
+		var f wire.Frame
+		if err := rc.r.ReadFrame(&f); err != nil {
+			return 0, err
+		}
+		return f.Command.GetType(), nil
+	}
+	for tick := 1; tick <= 2; tick++ {
+		clock.Advance(interval)
+		// Silent for tick intervals, not more than two: pinged, not closed.
+		if typ, err := nextFrame(); err != nil || typ != pb.BaseCommand_PING {
+			t.Fatalf("tick %d: the half-frame producer got %v, %v; want a PING", tick, typ, err)
+		}
+		// A round trip on the client's connection, so that its silence
+		// never reaches the bound, whenever its PONGs arrive.
+		produce(t, p, fmt.Sprint("tick", tick), 1)
+	}
+	clock.Advance(interval)
+	typ, err := nextFrame()
+	var ne net.Error
+	if err == nil || errors.As(err, &ne) && ne.Timeout() {
+		t.Fatalf("tick 3: the half-frame producer's connection is still open (read %v, %v)", typ, err)
+	}
 	testkit.WaitFor(t, "the half-frame producer's disconnection", func() bool {
 		return r.Server().Connections() == clientConns
 	})
-	rc.nc.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.Copy(io.Discard, rc.nc); err != nil {
-		if ne, ok := err.(net.Error); ok && ne.Timeout() {
-			t.Fatal("the half-frame producer's connection is still open")
-		}
-	}
 }
 
 // TestClosesWithAFrozenPeer: with a frozen consumer whose writes stall

@@ -17,7 +17,7 @@ type Server struct {
 	cfg    Config
 	topics Topics
 	log    *slog.Logger
-	clock  clockwork.Clock // Config.Clock, or the wall clock
+	clock  clockwork.Clock // Config.Clock
 	limits serverLimits    // connections and lookups (limits.go)
 
 	wg sync.WaitGroup
@@ -34,7 +34,7 @@ func NewServer(cfg Config, topics Topics, log *slog.Logger) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, topics: topics, log: log, clock: orWallClock(cfg.Clock)}
+	s := &Server{cfg: cfg, topics: topics, log: log, clock: cfg.Clock}
 	s.mu.listeners = make(map[net.Listener]struct{})
 	s.mu.conns = make(map[*conn]struct{})
 	return s, nil

@@ -363,6 +363,7 @@ func TestConfigValidate(t *testing.T) {
 		"pending publishes":  func(c *broker.Config) { c.MaxPendingPublishes = -1 },
 		"pending bytes":      func(c *broker.Config) { c.MaxPendingPublishBytes = -1 },
 		"requests":           func(c *broker.Config) { c.MaxRequestsPerConnection = 0 },
+		"no clock":           func(c *broker.Config) { c.Clock = nil },
 	} {
 		cfg := broker.DefaultConfig("pulsar://localhost:6650")
 		mutate(&cfg)

@@ -129,8 +129,8 @@ type ServiceConfig struct {
 	// the waits of a producer or consumer moving to another region, and
 	// the load manager's (LoadBalance) reports, shedding and hand-off
 	// retries. Latency metrics and bounds on a store request stay on the
-	// wall clock. The assembly hands the region's one clock; nil is the
-	// wall clock, and tests inject a fake one.
+	// wall clock. Required: DefaultServiceConfig sets the wall clock, the
+	// assembly hands the region's one clock, and tests inject a fake one.
 	Clock clockwork.Clock
 	// LoadBalance configures load reports, shedding and bundle split
 	// (loadmgr.BalanceConfig).
@@ -203,6 +203,7 @@ func DefaultServiceConfig(region, brokerID, serviceURL string) ServiceConfig {
 		ReplicationStartAt:              ReplicationStartLatest,
 		CloseTimeout:                    5 * time.Second,
 		LoadBalance:                     loadmgr.DefaultBalanceConfig(),
+		Clock:                           clockwork.NewRealClock(),
 	}
 }
 
@@ -211,6 +212,8 @@ func (c ServiceConfig) Validate() error {
 	switch {
 	case c.Region == "" || c.BrokerID == "" || c.ServiceURL == "":
 		return fmt.Errorf("%w: Region, BrokerID and ServiceURL are required", ErrInvalidConfig)
+	case c.Clock == nil:
+		return fmt.Errorf("%w: Clock is required (DefaultServiceConfig sets the wall clock)", ErrInvalidConfig)
 	case c.Dispatch.MaxReadEntries < 1 || c.Dispatch.MaxReadEntries > 10000:
 		return fmt.Errorf("%w: Dispatch.MaxReadEntries %d, want 1..10000", ErrInvalidConfig, c.Dispatch.MaxReadEntries)
 	case c.Dispatch.MaxRedeliveries < 1 || c.Dispatch.MaxRedeliveries > 1<<20:
@@ -289,11 +292,15 @@ type Service struct {
 	lm       *loadmgr.Manager
 	traces   *traceHooks     // nil: not tracing
 	metrics  *brokerMetrics  // nil when metrics are disabled
-	clock    clockwork.Clock // ServiceConfig.Clock, or the wall clock
+	clock    clockwork.Clock // ServiceConfig.Clock
 
 	metricsState topicMetricsState
 
-	bootID    string        // makes generated producer names unique across runs
+	// bootID makes generated producer names unique across runs and
+	// brokers. It is drawn from the global source, not from an injected
+	// one: an identifier must differ between brokers, and two brokers a
+	// test gave the same seed would name their producers alike.
+	bootID    string
 	names     atomic.Int64  // generated producer names so far
 	redirects atomic.Uint64 // active-region redirects so far: which host of the record (Lookup)
 
@@ -323,25 +330,17 @@ type topicLoad struct {
 	err    error
 }
 
-// orWallClock is c, or the wall clock when c is nil: the default of
-// ServiceConfig.Clock and Config.Clock alike.
-func orWallClock(c clockwork.Clock) clockwork.Clock {
-	if c == nil {
-		return clockwork.NewRealClock()
-	}
-	return c
-}
-
 // NewService returns a Service over its dependencies: the region's metadata
 // store, the global policy cache and store, and the managed-ledger factory.
-// Start must be called before it serves.
+// rnd must be non-nil: it is the load manager's (loadmgr.New). Start must be
+// called before it serves.
 func NewService(cfg ServiceConfig, store meta.Store, policies *global.Cache, gstore *global.Store,
-	ledgers *mledger.Factory, log *slog.Logger) (*Service, error) {
+	ledgers *mledger.Factory, log *slog.Logger, rnd *rand.Rand) (*Service, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	log = log.With("broker", cfg.BrokerID)
-	clock := orWallClock(cfg.Clock)
+	clock := cfg.Clock
 	scfg := schema.DefaultConfig()
 	scfg.Logger, scfg.Now = log, clock.Now
 	schemas, err := schema.New(store, cfg.Region, scfg)
@@ -366,7 +365,7 @@ func NewService(cfg ServiceConfig, store meta.Store, policies *global.Cache, gst
 	}
 	lcfg := cfg.loadManager()
 	lcfg.Clock = s.clock
-	if s.lm, err = loadmgr.New(lcfg, store, policies, gstore, managedTopics{s}, log); err != nil {
+	if s.lm, err = loadmgr.New(lcfg, store, policies, gstore, managedTopics{s}, log, rnd); err != nil {
 		return nil, err
 	}
 	return s, nil

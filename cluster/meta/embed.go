@@ -91,8 +91,8 @@ type EmbedConfig struct {
 	DefragInterval time.Duration
 	// Clock drives the defragmentation check's ticker (DefragInterval).
 	// StartTimeout bounds a real server's start and stays on the wall
-	// clock, as raft's own timers do. Nil is the wall clock, as in
-	// MemoryConfig; the assembly hands the process's one clock.
+	// clock, as raft's own timers do. Required: DefaultEmbedConfig sets
+	// the wall clock, and the assembly hands the process's one clock.
 	Clock clockwork.Clock
 	// DefragMinFree is the free space inside the database file (size minus
 	// size in use) from which a scheduled check defragments. Default
@@ -185,6 +185,7 @@ func DefaultEmbedConfig() EmbedConfig {
 		BcryptCost:              bcrypt.DefaultCost,
 		StartTimeout:            time.Minute,
 		LogLevel:                slog.LevelWarn,
+		Clock:                   clockwork.NewRealClock(),
 	}
 }
 
@@ -195,6 +196,9 @@ func (c EmbedConfig) Validate() error {
 	}
 	if c.Name == "" || strings.ContainsAny(c.Name, "=,") {
 		return bad("Name %q must be non-empty and hold no '=' or ','", c.Name)
+	}
+	if c.Clock == nil {
+		return bad("Clock is required (DefaultEmbedConfig sets the wall clock)")
 	}
 	if err := c.ClientTLS.validate("ClientTLS"); err != nil {
 		return err
@@ -287,9 +291,6 @@ func StartEmbed(ctx context.Context, cfg EmbedConfig) (*Embed, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	log = log.With("etcd", cfg.Name)
-	if cfg.Clock == nil {
-		cfg.Clock = clockwork.NewRealClock()
-	}
 	e := &Embed{cfg: cfg, log: log}
 	if cfg.DataDir == "" {
 		dir, err := os.MkdirTemp("", "meridian-etcd-")

@@ -317,6 +317,7 @@ func TestEmbedConfigValidate(t *testing.T) {
 		"no start timeout":     func(c *EmbedConfig) { c.StartTimeout = 0 },
 		"bcrypt cost too low":  func(c *EmbedConfig) { c.BcryptCost = 3 },
 		"bcrypt cost too high": func(c *EmbedConfig) { c.BcryptCost = 32 },
+		"no clock":             func(c *EmbedConfig) { c.Clock = nil },
 	} {
 		c := DefaultEmbedConfig()
 		mutate(&c)

@@ -2,6 +2,7 @@ package meta
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -21,8 +22,8 @@ type MemoryConfig struct {
 	// Clock times lease expiry once a lease's keep-alive has stopped (its
 	// Grant context ended): a lease whose keep-alive has stopped expires one
 	// TTL later, exactly as an etcd server lets it lapse. Tests pass a fake
-	// clock to expire leases without sleeping. Defaults to the wall clock
-	// when nil.
+	// clock to expire leases without sleeping. Required:
+	// DefaultMemoryConfig sets the wall clock.
 	Clock clockwork.Clock
 }
 
@@ -35,6 +36,9 @@ func DefaultMemoryConfig() MemoryConfig {
 func (c MemoryConfig) Validate() error {
 	if c.HistoryLimit < 1 {
 		return fmt.Errorf("meta: MemoryConfig.HistoryLimit must be at least 1, got %d", c.HistoryLimit)
+	}
+	if c.Clock == nil {
+		return errors.New("meta: MemoryConfig.Clock is required (DefaultMemoryConfig sets the wall clock)")
 	}
 	return nil
 }
@@ -93,9 +97,6 @@ var _ Store = (*Memory)(nil)
 func NewMemory(cfg MemoryConfig) (*Memory, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
-	}
-	if cfg.Clock == nil {
-		cfg.Clock = clockwork.NewRealClock()
 	}
 	m := &Memory{clock: cfg.Clock, historyLimit: cfg.HistoryLimit}
 	m.life, m.cancel = context.WithCancel(context.Background())

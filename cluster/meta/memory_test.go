@@ -38,6 +38,9 @@ func TestMemoryConfigValidate(t *testing.T) {
 	if _, err := NewMemory(MemoryConfig{HistoryLimit: 0}); err == nil {
 		t.Fatal("HistoryLimit 0 accepted")
 	}
+	if _, err := NewMemory(MemoryConfig{HistoryLimit: 1}); err == nil {
+		t.Fatal("no Clock accepted")
+	}
 }
 
 // A lease expired on the server's side (Expire) deletes its keys at once and

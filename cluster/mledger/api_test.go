@@ -16,6 +16,7 @@ func TestConfigValidate(t *testing.T) {
 		mut  func(*Config)
 	}{
 		{"no region", func(c *Config) { c.Region = "" }},
+		{"no clock", func(c *Config) { c.Clock = nil }},
 		{"Qa above Qw", func(c *Config) { c.AckQuorum = 3 }},
 		{"Qw above E", func(c *Config) { c.WriteQuorum, c.AckQuorum = 3, 2 }},
 		{"no entries", func(c *Config) { c.MaxEntriesPerLedger = 0 }},

@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jonboulle/clockwork"
-
 	"github.com/meridian-mq/meridian/cluster/ledger"
 	"github.com/meridian-mq/meridian/cluster/meta"
 	"github.com/meridian-mq/meridian/cluster/wire"
@@ -109,7 +107,7 @@ func BenchmarkAppend(b *testing.B) {
 				cfg := DefaultConfig(region)
 				cfg.EnsembleSize, cfg.WriteQuorum, cfg.AckQuorum = q[0], q[1], q[2]
 				cfg.HousekeepingInterval = time.Hour
-				f, err := NewFactory(cfg, w.client, w.store, testLogger(b), clockwork.NewRealClock())
+				f, err := NewFactory(cfg, w.client, w.store, testLogger(b))
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -189,7 +187,7 @@ func benchAppendInterleaved(b *testing.B, base Config) {
 				cfg := base
 				cfg.EnsembleSize, cfg.WriteQuorum, cfg.AckQuorum = q[0], q[1], q[2]
 				cfg.HousekeepingInterval = time.Hour
-				f, err := NewFactory(cfg, w.client, w.store, testLogger(b), clockwork.NewRealClock())
+				f, err := NewFactory(cfg, w.client, w.store, testLogger(b))
 				if err != nil {
 					b.Fatal(err)
 				}

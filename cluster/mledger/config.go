@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/jonboulle/clockwork"
 )
 
 // Config configures a Factory and every managed ledger it opens.
@@ -77,6 +79,12 @@ type Config struct {
 	// replicator's meridian.repl.<remote>). The topic's owner reads them
 	// through a watch, for retention, and never writes them.
 	ForeignCursorPrefixes []string
+	// Clock tells the time and runs the timers: broker timestamps, ledger
+	// ages for rollover and retention, the housekeeping ticker and the
+	// cursors' persistence timers. Required: DefaultConfig sets the wall
+	// clock, the assembly hands the region's one clock, and tests inject a
+	// fake one (clockwork.NewFakeClock) and move it by hand.
+	Clock clockwork.Clock
 }
 
 // DefaultConfig returns Pulsar's defaults for region.
@@ -98,6 +106,7 @@ func DefaultConfig(region string) Config {
 		HousekeepingInterval:  time.Minute,
 		MetaTimeout:           10 * time.Second,
 		ForeignCursorPrefixes: []string{"meridian.repl."},
+		Clock:                 clockwork.NewRealClock(),
 	}
 }
 
@@ -109,6 +118,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.Region == "":
 		return bad("Region is required")
+	case c.Clock == nil:
+		return bad("Clock is required (DefaultConfig sets the wall clock)")
 	case c.AckQuorum < 1 || c.WriteQuorum < c.AckQuorum || c.EnsembleSize < c.WriteQuorum:
 		return bad("need E >= Qw >= Qa >= 1, have %d/%d/%d", c.EnsembleSize, c.WriteQuorum, c.AckQuorum)
 	case c.MaxEntriesPerLedger < 1 || c.MaxEntriesPerLedger > 1<<30:

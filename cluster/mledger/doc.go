@@ -104,7 +104,7 @@
 //
 // The times the package reads or waits on (broker timestamps, ledger ages,
 // retention times, the housekeeping ticker, the cursors' persistence
-// timers) come from the Factory's clockwork.Clock, so that tests move a
+// timers) come from Config.Clock, so that tests move a
 // fake clock and get exact bounds. Two stay on real time: the deadlines of
 // store calls (MetaTimeout), and the foreign-cursor watch's pause before it
 // lists again after a failed list, which only spaces out retries against a

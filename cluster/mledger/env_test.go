@@ -124,7 +124,8 @@ func (e *env) ledgerClient(name string) *ledger.Client {
 // factory makes a factory as the named process.
 func (e *env) factory(name string, cfg Config) *Factory {
 	e.t.Helper()
-	f, err := NewFactory(cfg, e.ledgerClient(name), e.store, testLogger(e.t).With("process", name), e.clock)
+	cfg.Clock = e.clock
+	f, err := NewFactory(cfg, e.ledgerClient(name), e.store, testLogger(e.t).With("process", name))
 	if err != nil {
 		e.t.Fatal(err)
 	}

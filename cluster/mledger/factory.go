@@ -20,26 +20,21 @@ type Factory struct {
 	client *ledger.Client
 	store  meta.Store
 	log    *slog.Logger
-	// clock tells the time and runs the timers: broker timestamps, ledger
-	// ages for rollover and retention, the housekeeping ticker and the
-	// cursors' persistence timers. Tests inject a fake one
-	// (clockwork.NewFakeClock) and move it by hand.
-	clock clockwork.Clock
+	clock  clockwork.Clock // Config.Clock
 
 	mu   sync.Mutex
 	open map[string]*ManagedLedger
 }
 
-// NewFactory checks cfg and returns a factory. Every argument is required;
-// clock is clockwork.NewRealClock() outside tests.
-func NewFactory(cfg Config, client *ledger.Client, store meta.Store, logger *slog.Logger, clock clockwork.Clock) (*Factory, error) {
+// NewFactory checks cfg and returns a factory. Every argument is required.
+func NewFactory(cfg Config, client *ledger.Client, store meta.Store, logger *slog.Logger) (*Factory, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if client == nil || store == nil || logger == nil || clock == nil {
-		return nil, fmt.Errorf("%w: client, store, logger and clock are required", ErrInvalidConfig)
+	if client == nil || store == nil || logger == nil {
+		return nil, fmt.Errorf("%w: client, store and logger are required", ErrInvalidConfig)
 	}
-	return &Factory{cfg: cfg, client: client, store: store, log: logger, clock: clock, open: map[string]*ManagedLedger{}}, nil
+	return &Factory{cfg: cfg, client: client, store: store, log: logger, clock: cfg.Clock, open: map[string]*ManagedLedger{}}, nil
 }
 
 // Open opens topic's managed ledger for writing, creating it if it does not

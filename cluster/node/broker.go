@@ -208,8 +208,8 @@ func startBroker(ctx context.Context, r *regionParts, cfg BrokerConfig) (_ *Brok
 		return nil, err
 	}
 	mlcfg := cfg.Ledgers
-	mlcfg.Region, mlcfg.DisableMetrics = r.name, r.metrics.Disabled
-	factory, err := mledger.NewFactory(mlcfg, lc, r.store, log, r.clock)
+	mlcfg.Region, mlcfg.DisableMetrics, mlcfg.Clock = r.name, r.metrics.Disabled, r.clock
+	factory, err := mledger.NewFactory(mlcfg, lc, r.store, log)
 	if err != nil {
 		return nil, err
 	}
@@ -287,14 +287,11 @@ func startBroker(ctx context.Context, r *regionParts, cfg BrokerConfig) (_ *Brok
 	if scfg.Tracing == nil {
 		scfg.Tracing = r.tracing
 	}
-	scfg.Metrics, scfg.Registerer = r.metrics, r.registry
-	if scfg.Clock == nil {
-		scfg.Clock = r.clock
-	}
+	scfg.Metrics, scfg.Registerer, scfg.Clock = r.metrics, r.registry, r.clock
 	if scfg.Failover.Probe == nil {
 		scfg.Failover.Probe = probeRegion(r.name)
 	}
-	n.service, err = broker.NewService(scfg, r.store, cache, gstore, factory, log)
+	n.service, err = broker.NewService(scfg, r.store, cache, gstore, factory, log, newRand())
 	if err != nil {
 		return nil, err
 	}
@@ -320,10 +317,7 @@ func startBroker(ctx context.Context, r *regionParts, cfg BrokerConfig) (_ *Brok
 	})
 	pcfg := cfg.Broker
 	pcfg.ServiceURL, pcfg.ServiceURLTLS = serviceURL, serviceURLTLS
-	pcfg.Auth, pcfg.Authz = n.authn, n.authz
-	if pcfg.Clock == nil {
-		pcfg.Clock = r.clock
-	}
+	pcfg.Auth, pcfg.Authz, pcfg.Clock = n.authn, n.authz, r.clock
 	n.server, err = broker.NewServer(pcfg, n.service, log)
 	if err != nil {
 		return nil, err

@@ -19,10 +19,12 @@
 // so there is one way to wire a part, and a region's name, stores, logger,
 // registry and clock are set once, in the region, and handed to each part.
 // The clock is the process's one clockwork.Clock, made in Start: every
-// behavioural timer of every part reads it, and docs/architecture.md ("Time:
-// one clock, wired once") lists what still reads the wall clock, and why. Pulsar's
-// broker.conf is read onto a RegionConfig by ApplyPulsarConf, the one table
-// of the settings Meridian honours.
+// behavioural timer of every part reads it. Each part that draws random
+// numbers for its behaviour gets a source of its own (newRand).
+// docs/architecture.md ("Time and randomness: one clock, one wiring") lists
+// what still reads the wall clock or a global random source, and why.
+// Pulsar's broker.conf is read onto a RegionConfig by ApplyPulsarConf, the
+// one table of the settings Meridian honours.
 //
 // Everything a node with an embedded etcd and local bookies keeps lives
 // under its data directories, so a restart on the same directories continues
@@ -371,7 +373,7 @@ func (p *regionParts) ledgerClient(ctx context.Context) (*ledger.Client, error) 
 	}
 	cfg := p.ledgerCfg
 	cfg.Region, cfg.RegionNumber, cfg.Registerer, cfg.Clock = p.name, number, p.registry, p.clock
-	lc, err := ledger.New(cfg, p.store, bookies, p.log, rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())))
+	lc, err := ledger.New(cfg, p.store, bookies, p.log, newRand())
 	if err != nil {
 		return nil, err
 	}
@@ -461,8 +463,9 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		}
 	}()
 	log := cfg.Logger
-	// The one clock of the process, made here and nowhere else: the
-	// embedded etcd's and every region's parts take their timers from it.
+	// The one clock of the process: the embedded etcd's and every region's
+	// parts take their timers from it, in place of the wall clock their
+	// Default…() configurations set.
 	clock := clockwork.NewRealClock()
 	endpoints := cfg.Etcd
 	if cfg.EmbedEtcd {
@@ -553,10 +556,7 @@ func (n *Node) dial(ctx context.Context, endpoints []string, auth EtcdClientAuth
 func (n *Node) startRegion(ctx context.Context, p regionParts, rc RegionConfig) (*Region, error) {
 	r := &Region{parts: p, served: make(chan struct{})}
 	for _, bc := range rc.Bookies {
-		bc.Region, bc.Meta, bc.Registerer, bc.Logger = p.name, p.store, p.registry, p.log
-		if bc.Clock == nil {
-			bc.Clock = p.clock
-		}
+		bc.Region, bc.Meta, bc.Registerer, bc.Logger, bc.Clock = p.name, p.store, p.registry, p.log, p.clock
 		if bc.DataDir == "" {
 			bc.DataDir = filepath.Join(n.cfg.DataDir, p.name, "bookie")
 			if len(n.cfg.Regions) == 1 {
@@ -655,8 +655,16 @@ func (r *Region) startAutoRecovery(ctx context.Context, cfg autorecovery.Config)
 			cfg.WorkerID = r.broker.BrokerID()
 		}
 	}
-	r.autoRecovery, err = autorecovery.Start(cfg, r.parts.store, lc, rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())))
+	r.autoRecovery, err = autorecovery.Start(cfg, r.parts.store, lc, newRand())
 	return err
+}
+
+// newRand is a part's own random source, seeded from the process's: the
+// one place a shipped part's source is made. Each part that draws (the
+// ledger client, auto-recovery, the broker's load manager) gets its own and
+// guards it with its own lock; a test hands a part a fixed seed instead.
+func newRand() *rand.Rand {
+	return rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 }
 
 // watchBookie ends the node when b stops by itself: a failed journal fsync

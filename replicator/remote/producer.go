@@ -22,6 +22,13 @@ import (
 // which it does not share.
 const producerID uint64 = 1
 
+// Open's pause after a retriable answer starts at openRetryInitial and
+// doubles up to openRetryMax, each pause jittered by ±50%.
+const (
+	openRetryInitial = 50 * time.Millisecond
+	openRetryMax     = time.Second
+)
+
 // Producer publishes one source topic's stored entries to one remote
 // region, in order, with a bounded window in flight (see the package
 // comment).
@@ -130,9 +137,12 @@ func Open(ctx context.Context, cfg Config) (*Producer, error) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.OperationTimeout)
 	defer cancel()
 	// Jittered, so that the tasks of a region that all found the remote
-	// not ready do not all ask again at the same instant.
-	retry := backoff.NewExponentialBackOff()
-	retry.InitialInterval, retry.MaxInterval, retry.MaxElapsedTime = 50*time.Millisecond, time.Second, 0
+	// not ready do not all ask again at the same instant. The intervals are
+	// options, not fields set afterwards: the constructor's Reset has
+	// already taken the initial interval, and a field set later waited
+	// the library's default (500ms) before the first retry.
+	retry := backoff.NewExponentialBackOff(backoff.WithInitialInterval(openRetryInitial), backoff.WithMaxInterval(openRetryMax),
+		backoff.WithMaxElapsedTime(0), backoff.WithClockProvider(cfg.Clock))
 	for {
 		s, success, schemas, err := openOnce(ctx, cfg, auth)
 		if err == nil {

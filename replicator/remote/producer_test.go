@@ -310,12 +310,40 @@ func TestConnectionLossFailsInFlight(t *testing.T) {
 // TestOpenRetriesWhatIsRetriable: ProducerBusy (the previous connection's
 // producer not yet released) is retried, and a producer that is "not
 // ready" is waited for; an authentication failure is returned at once.
+// The pauses before the two retries are the first two of the backoff's
+// (openRetryInitial, then twice it, each ±50%): the fake clock moves just
+// past the longest each may be, and no further.
 func TestOpenRetriesWhatIsRetriable(t *testing.T) {
 	b := startFakeBroker(t, nil, func(b *fakeBroker) {
 		b.producerErrors = []pb.ServerError{pb.ServerError_ProducerBusy, pb.ServerError_ServiceNotReady}
 		b.notReadyFirst = true
 	})
-	p := openT(t, testConfig(global.ClusterData{BrokerServiceURL: b.url}))
+	cfg := testConfig(global.ClusterData{BrokerServiceURL: b.url})
+	clock := clockwork.NewFakeClock()
+	cfg.Clock = clock
+	opened := make(chan *Producer, 1)
+	go func() {
+		p, err := Open(ctxT(t), cfg)
+		if err != nil {
+			t.Error(err)
+		}
+		opened <- p
+	}()
+	for _, interval := range []time.Duration{openRetryInitial, 2 * openRetryInitial} {
+		if err := clock.BlockUntilContext(ctxT(t), 1); err != nil { // the pause's timer
+			t.Fatal(err)
+		}
+		clock.Advance(interval*3/2 + time.Nanosecond)
+	}
+	p := <-opened
+	if p == nil {
+		t.FailNow()
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		p.Close(ctx)
+	})
 	resultT(t, sendT(t, p, simpleEntry(t, 0)))
 	b.locked(func() {
 		if len(b.producers) != 3 {

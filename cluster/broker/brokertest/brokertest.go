@@ -20,8 +20,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/jonboulle/clockwork"
-
 	"github.com/meridian-mq/meridian/cluster/broker"
 	"github.com/meridian-mq/meridian/cluster/ledger"
 	"github.com/meridian-mq/meridian/cluster/ledger/ledgertest"
@@ -177,7 +175,7 @@ func Start(ctx context.Context, s *Storage, cfg Config) (_ *Broker, err error) {
 	b.closers = append(b.closers, func() { lc.Close() })
 	mlcfg := cfg.Ledgers
 	mlcfg.Region = Region
-	factory, err := mledger.NewFactory(mlcfg, lc, s.Store, log, clockwork.NewRealClock())
+	factory, err := mledger.NewFactory(mlcfg, lc, s.Store, log)
 	if err != nil {
 		return nil, err
 	}
@@ -215,7 +213,7 @@ func Start(ctx context.Context, s *Storage, cfg Config) (_ *Broker, err error) {
 
 	scfg := cfg.Service
 	scfg.Region, scfg.BrokerID, scfg.ServiceURL, scfg.WebURL = Region, b.id, b.url, cfg.WebURL
-	if b.service, err = broker.NewService(scfg, s.Store, cache, gstore, factory, log); err != nil {
+	if b.service, err = broker.NewService(scfg, s.Store, cache, gstore, factory, log, rand.New(rand.NewPCG(3, 4))); err != nil {
 		return nil, err
 	}
 	if err := b.service.Start(ctx); err != nil {

@@ -45,7 +45,7 @@ type Config struct {
 	// and its campaign retries, a pending hand-off's retries, and the
 	// owner probe's memory of live brokers. Lease TTLs run on the store's
 	// clock; hand-off durations are logged on the wall clock. The broker
-	// hands its own (broker.ServiceConfig.Clock); nil is the wall clock.
+	// hands its own (broker.ServiceConfig.Clock). Required.
 	Clock clockwork.Clock
 	// Metrics says whether the load manager records its metrics.
 	Metrics telemetry.MetricsConfig
@@ -65,6 +65,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: CloseTimeout %v, want at least 100ms", ErrInvalidConfig, c.CloseTimeout)
 	case c.TopicLoadTimeout < time.Second:
 		return fmt.Errorf("%w: TopicLoadTimeout %v, want at least 1s", ErrInvalidConfig, c.TopicLoadTimeout)
+	case c.Clock == nil:
+		return fmt.Errorf("%w: Clock is required (the broker hands its ServiceConfig.Clock)", ErrInvalidConfig)
 	}
 	if err := c.Metrics.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)

@@ -4,9 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
-
-	"github.com/jonboulle/clockwork"
 
 	"github.com/meridian-mq/meridian/cluster/meta"
 	"github.com/meridian-mq/meridian/cluster/wire"
@@ -95,13 +94,16 @@ type Manager struct {
 
 // New returns the load manager of the broker cfg.Self, over the region's
 // metadata store, the global policy cache and store, and the broker's
-// topics. Start must be called before it serves.
-func New(cfg Config, store meta.Store, policies *global.Cache, gstore *global.Store, topics Topics, log *slog.Logger) (*Manager, error) {
+// topics. rnd must be non-nil: it breaks ties between the brokers a bundle
+// may be placed on, under a lock of the manager's own. Start must be called
+// before it serves.
+func New(cfg Config, store meta.Store, policies *global.Cache, gstore *global.Store, topics Topics, log *slog.Logger,
+	rnd *rand.Rand) (*Manager, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if cfg.Clock == nil {
-		cfg.Clock = clockwork.NewRealClock()
+	if rnd == nil {
+		return nil, fmt.Errorf("%w: rnd is required", ErrInvalidConfig)
 	}
 	m := &Manager{cfg: cfg, store: store, policies: policies, gstore: gstore, topics: topics, log: log}
 	met, err := newMetrics(cfg, m.LoadReport)
@@ -110,7 +112,7 @@ func New(cfg Config, store meta.Store, policies *global.Cache, gstore *global.St
 	}
 	m.metrics = met
 	m.ctx, m.cancel = context.WithCancel(context.Background())
-	m.own = newOwnership(store, cfg.Region, cfg.Self, cfg.OwnershipTTL, cfg.Lookup, cfg.Clock, log, func() {
+	m.own = newOwnership(store, cfg.Region, cfg.Self, cfg.OwnershipTTL, cfg.Lookup, cfg.Clock, rnd, log, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), cfg.CloseTimeout)
 		defer cancel()
 		topics.UnloadAll(ctx)

@@ -2,8 +2,12 @@ package loadmgr
 
 import (
 	"context"
+	"errors"
+	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/jonboulle/clockwork"
 
 	"github.com/meridian-mq/meridian/cluster/meta"
 	"github.com/meridian-mq/meridian/cluster/meta/metatest"
@@ -44,15 +48,34 @@ func testGlobal(t *testing.T, store meta.Store) (*global.Store, *global.Cache) {
 	return gs, cache
 }
 
+// testRand is a source with a fixed seed, so that a test's tie-breaks
+// repeat from run to run.
+func testRand() *rand.Rand { return rand.New(rand.NewPCG(1, 2)) }
+
+// testConfig is the configuration of broker id's load manager in the tests.
+func testConfig(id string) Config {
+	return Config{Region: testRegion, Self: Owner{BrokerID: id, ServiceURL: "pulsar://" + id + ":6650", WebURL: "http://" + id + ":8080"},
+		OwnershipTTL: 30 * time.Second, Lookup: DefaultLookupConfig(), LoadBalance: DefaultBalanceConfig(),
+		CloseTimeout: 5 * time.Second, TopicLoadTimeout: 30 * time.Second, Clock: clockwork.NewRealClock()}
+}
+
+func TestConfigValidate(t *testing.T) {
+	if err := testConfig("b").Validate(); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig("b")
+	cfg.Clock = nil
+	if err := cfg.Validate(); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("no clock: Validate() = %v", err)
+	}
+}
+
 // testManager is a registered load manager of broker id over store, with
 // no loops running (Start's campaign, reports and watch), closed at the end
 // of the test.
 func testManager(t *testing.T, store meta.Store, gs *global.Store, cache *global.Cache, id string) *Manager {
 	t.Helper()
-	cfg := Config{Region: testRegion, Self: Owner{BrokerID: id, ServiceURL: "pulsar://" + id + ":6650", WebURL: "http://" + id + ":8080"},
-		OwnershipTTL: 30 * time.Second, Lookup: DefaultLookupConfig(), LoadBalance: DefaultBalanceConfig(),
-		CloseTimeout: 5 * time.Second, TopicLoadTimeout: 30 * time.Second}
-	m, err := New(cfg, store, cache, gs, noTopics{}, discardLogger())
+	m, err := New(testConfig(id), store, cache, gs, noTopics{}, discardLogger(), testRand())
 	if err != nil {
 		t.Fatal(err)
 	}

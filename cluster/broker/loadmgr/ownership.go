@@ -156,11 +156,11 @@ type ownership struct {
 }
 
 func newOwnership(store meta.Store, region string, self Owner, ttl time.Duration, cfg LookupConfig, clock clockwork.Clock,
-	log *slog.Logger, onLost func()) *ownership {
+	rnd *rand.Rand, log *slog.Logger, onLost func()) *ownership {
 	o := &ownership{store: store, region: region, self: self, ttl: ttl, cfg: cfg, clock: clock, log: log, onLost: onLost,
 		place: make(chan struct{}, 1)}
 	o.rec.record = BrokerRecord{Owner: self}
-	o.rand.r = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	o.rand.r = rnd
 	o.probes.init()
 	return o
 }

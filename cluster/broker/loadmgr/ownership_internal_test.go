@@ -29,7 +29,7 @@ func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 func testOwnership(t *testing.T, store meta.Store, id string, onLost func()) *ownership {
 	t.Helper()
 	self := Owner{BrokerID: id, ServiceURL: "pulsar://" + id + ":6650"}
-	o := newOwnership(store, testRegion, self, 30*time.Second, DefaultLookupConfig(), clockwork.NewRealClock(), discardLogger(), onLost)
+	o := newOwnership(store, testRegion, self, 30*time.Second, DefaultLookupConfig(), clockwork.NewRealClock(), testRand(), discardLogger(), onLost)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := o.start(ctx); err != nil {
@@ -152,7 +152,7 @@ func (s *blockingGrants) Grant(ctx context.Context, ttl time.Duration) (meta.Lea
 func TestOneGrantInFlight(t *testing.T) {
 	store := &blockingGrants{Store: metatest.Memory(t), entered: make(chan struct{}, 16), release: make(chan struct{})}
 	o := newOwnership(store, testRegion, Owner{BrokerID: "b1", ServiceURL: "pulsar://b1:6650"}, 30*time.Second,
-		DefaultLookupConfig(), clockwork.NewRealClock(), discardLogger(), func() {})
+		DefaultLookupConfig(), clockwork.NewRealClock(), testRand(), discardLogger(), func() {})
 	defer o.release(context.Background())
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -264,7 +264,7 @@ func TestChoose(t *testing.T) {
 				ownBundles(t, store, b.id, l.ID(), b.bundles)
 			}
 			o := newOwnership(store, testRegion, Owner{BrokerID: "observer"}, time.Minute, DefaultLookupConfig(),
-				clockwork.NewRealClock(), discardLogger(), func() {})
+				clockwork.NewRealClock(), testRand(), discardLogger(), func() {})
 			picked := map[string]bool{}
 			for range 40 {
 				c, err := o.choose(context.Background(), tc.exclude...)
@@ -338,7 +338,7 @@ func TestPlaceSkipsAnEndedLease(t *testing.T) {
 // TestDialProbe: what each kind of answer to a probe proves.
 func TestDialProbe(t *testing.T) {
 	o := newOwnership(metatest.Memory(t), testRegion, Owner{BrokerID: "self"}, time.Minute, DefaultLookupConfig(),
-		clockwork.NewRealClock(), discardLogger(), func() {})
+		clockwork.NewRealClock(), testRand(), discardLogger(), func() {})
 	// Long enough for a loaded machine's listeners to answer; the silent
 	// case waits it out.
 	o.cfg.ProbeTimeout = 2 * time.Second
@@ -383,7 +383,7 @@ func TestDialProbe(t *testing.T) {
 func TestProbeRemembersAlive(t *testing.T) {
 	clock := clockwork.NewFakeClock()
 	o := newOwnership(metatest.Memory(t), testRegion, Owner{BrokerID: "self"}, time.Minute, DefaultLookupConfig(),
-		clock, discardLogger(), func() {})
+		clock, testRand(), discardLogger(), func() {})
 	o.cfg.ProbeTimeout = 5 * time.Second // the answer is all that counts here
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
