@@ -2,7 +2,8 @@
 meridian.etcdMember is the StatefulSet of etcd members that the region's
 etcd and the region's global-store member share: .ctx (root and role),
 .name, .replicas, .storage, .resources, .config (its ConfigMap's data, whose
-checksum restarts the members when it changes) and .env, the member's own
+checksum restarts the members when it changes), .secrets (its Secrets, of
+meridian.security: with TLS on, its certificate) and .env, the member's own
 variables (its name and advertised URLs, which may name $(POD_NAME)), if any.
 */}}
 {{- define "meridian.etcdMember" -}}
@@ -56,6 +57,15 @@ spec:
               containerPort: 2379
             - name: peer
               containerPort: 2380
+          {{- if .secrets }}
+          # With TLS, the client port answers only clients with a
+          # certificate of the CA (--client-cert-auth), which the kubelet
+          # has not: the probes only open it.
+          readinessProbe:
+            {{- include "meridian.tcpProbe" (dict "port" "client") | nindent 12 }}
+          livenessProbe:
+            {{- include "meridian.tcpProbe" (dict "port" "client" "failures" 6) | nindent 12 }}
+          {{- else }}
           # etcd's /health fails while the member has no leader: not ready
           # then, but alive. Liveness is etcd's /livez, which needs no
           # quorum (a probe that did would restart every member of a
@@ -64,6 +74,7 @@ spec:
             {{- include "meridian.httpProbe" (dict "path" "/health" "port" "client") | nindent 12 }}
           livenessProbe:
             {{- include "meridian.httpProbe" (dict "path" "/livez" "port" "client" "failures" 6) | nindent 12 }}
+          {{- end }}
           {{- include "meridian.containerSecurity" . | nindent 10 }}
           {{- with .resources }}
           resources:
@@ -74,9 +85,11 @@ spec:
               mountPath: /var/lib/meridian
             - name: tmp
               mountPath: /tmp
+            {{- with .secrets }}{{ include "meridian.secretMounts" . | trim | nindent 12 }}{{ end }}
       volumes:
         - name: tmp
           emptyDir: {}
+        {{- with .secrets }}{{ include "meridian.secretVolumes" . | trim | nindent 8 }}{{ end }}
   volumeClaimTemplates:
     - metadata:
         name: data
