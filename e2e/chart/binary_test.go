@@ -143,8 +143,10 @@ var variableReference = regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_]*)\)`)
 // TestChartCommandsFlagsAndImage checks every container of every rendering
 // against the binary: its args name a meridian command, every flag in its
 // args and every MERIDIAN_FLAG_ variable it gets (its own and its
-// ConfigMap's) is a flag of that command, and any other variable exists
-// only to be referenced by one of those ($(POD_NAME)). With the default
+// ConfigMap's) is a flag of that command, every PULSAR_PREFIX_ variable a
+// Pulsar setting it takes (run with them, it names none as ignored or
+// unparsable), and any other variable exists only to be referenced by one
+// of those ($(POD_NAME)). With the default
 // values, the image is the one deploy/build-image.sh tags, and every
 // container port is one deploy/Containerfile exposes.
 func TestChartCommandsFlagsAndImage(t *testing.T) {
@@ -168,14 +170,23 @@ func TestChartCommandsFlagsAndImage(t *testing.T) {
 							}
 						}
 					}
-					for name := range containerEnv(t, r, c) {
-						if flag := flagOfVariable(name); flag != "" {
+					env := containerEnv(t, r, c)
+					for name := range env {
+						switch flag := flagOfVariable(name); {
+						case flag != "":
 							if !flags[flag] {
 								t.Errorf("%s: %s names no flag of meridian %s (--%s)", where, name, strings.Join(path, " "), flag)
 							}
-						} else if !referenced(c, name) {
-							t.Errorf("%s: variable %s is no MERIDIAN_FLAG_ setting and nothing references it", where, name)
+						case strings.HasPrefix(name, "PULSAR_PREFIX_"):
+							if !slices.Contains(pulsarSettingsCommands, strings.Join(path, " ")) {
+								t.Errorf("%s: %s is a Pulsar setting, which meridian %s does not read", where, name, strings.Join(path, " "))
+							}
+						case !referenced(c, name):
+							t.Errorf("%s: variable %s is no MERIDIAN_FLAG_ or PULSAR_PREFIX_ setting and nothing references it", where, name)
 						}
+					}
+					if err := pulsarSettingsAccepted(t, tree.bin, path, env); err != nil {
+						t.Errorf("%s: %v", where, err)
 					}
 					if r.name != "default" {
 						continue
@@ -189,6 +200,19 @@ func TestChartCommandsFlagsAndImage(t *testing.T) {
 			}
 		})
 	}
+}
+
+// pulsarSettingsCommands are the commands that take Pulsar's settings
+// from the environment (README, Configuration).
+var pulsarSettingsCommands = []string{"broker", "standalone"}
+
+// runWithEnv runs `meridian args...` with exactly the environment env and
+// returns what it printed, stdout and stderr together.
+func runWithEnv(bin string, args, env []string) (string, error) {
+	cmd := exec.Command(bin, args...)
+	cmd.Env = env
+	out, err := cmd.CombinedOutput()
+	return string(out), err
 }
 
 // referenced reports whether another variable of c names $(name).

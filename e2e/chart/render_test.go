@@ -24,6 +24,8 @@ import (
 const (
 	chartDir    = "../../deploy/helm/meridian"
 	examplesDir = "../../deploy/helm/examples"
+	// secureValues turns every tls and auth value on.
+	secureValues = "testdata/secure.yaml"
 	// releaseName and releaseNamespace are the examples' (helm install
 	// meridian ... -n meridian).
 	releaseName      = "meridian"
@@ -58,8 +60,8 @@ var kinds = map[string]func() any{
 	"monitoring.coreos.com/v1/PodMonitor": func() any { return &monitoringv1.PodMonitor{} },
 }
 
-// renderings are the chart's default values and each release of the
-// three-region example.
+// renderings are the chart's default values, each release of the
+// three-region example, and every tls and auth value on.
 func renderings(t *testing.T) []rendering {
 	t.Helper()
 	out := []rendering{render(t, "default", chartcommon.Values{})}
@@ -67,7 +69,7 @@ func renderings(t *testing.T) []rendering {
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no example values in %s (%v)", examplesDir, err)
 	}
-	for _, f := range files {
+	for _, f := range append(files, secureValues) {
 		vals, err := chartcommon.ReadValuesFile(f)
 		if err != nil {
 			t.Fatal(err)
@@ -86,22 +88,9 @@ func renderings(t *testing.T) []rendering {
 // compiles (1158 packages against 641).
 func render(t *testing.T, name string, vals chartcommon.Values) rendering {
 	t.Helper()
-	ch, err := loader.Load(chartDir)
+	files, merged, err := renderFiles(vals)
 	if err != nil {
-		t.Fatal(err)
-	}
-	release := chartcommon.ReleaseOptions{Name: releaseName, Namespace: releaseNamespace, Revision: 1, IsInstall: true}
-	top, err := chartutil.ToRenderValues(ch, vals, release, chartcommon.DefaultCapabilities)
-	if err != nil {
-		t.Fatalf("%s: values: %v", name, err)
-	}
-	files, err := engine.Render(ch, top)
-	if err != nil {
-		t.Fatalf("%s: rendering: %v", name, err)
-	}
-	merged, err := top.Table("Values")
-	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%s: %v", name, err)
 	}
 	image, _ := merged.Table("image")
 	out := rendering{name: name, values: merged, image: fmt.Sprintf("%v:%v", image["repository"], image["tag"])}
@@ -124,6 +113,29 @@ func render(t *testing.T, name string, vals chartcommon.Values) rendering {
 		}
 	}
 	return out
+}
+
+// renderFiles renders the chart for vals: each template's text, and the
+// chart's values with vals over them.
+func renderFiles(vals chartcommon.Values) (map[string]string, chartcommon.Values, error) {
+	ch, err := loader.Load(chartDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	release := chartcommon.ReleaseOptions{Name: releaseName, Namespace: releaseNamespace, Revision: 1, IsInstall: true}
+	top, err := chartutil.ToRenderValues(ch, vals, release, chartcommon.DefaultCapabilities)
+	if err != nil {
+		return nil, nil, fmt.Errorf("values: %w", err)
+	}
+	files, err := engine.Render(ch, top)
+	if err != nil {
+		return nil, nil, fmt.Errorf("rendering: %w", err)
+	}
+	merged, err := top.Table("Values")
+	if err != nil {
+		return nil, nil, err
+	}
+	return files, merged, nil
 }
 
 func stripComments(doc string) string {
@@ -243,6 +255,7 @@ func TestChartRenders(t *testing.T) {
 				}
 			}
 			checkPods(t, r)
+			checkSecretFiles(t, r)
 			checkServices(t, r)
 			checkBookies(t, r)
 			checkBrokers(t, r)
@@ -275,11 +288,17 @@ func checkPods(t *testing.T, r rendering) {
 				ports[p.Name] = true
 			}
 			for _, p := range probes(c) {
-				if p.probe.HTTPGet == nil {
-					t.Errorf("%s %s: %s's %s probe is not an HTTP GET", w.kind, w.name, c.Name, p.kind)
+				var port string
+				switch {
+				case p.probe.HTTPGet != nil:
+					port = p.probe.HTTPGet.Port.String()
+				case p.probe.TCPSocket != nil:
+					port = p.probe.TCPSocket.Port.String()
+				default:
+					t.Errorf("%s %s: %s's %s probe is neither an HTTP GET nor a TCP check", w.kind, w.name, c.Name, p.kind)
 					continue
 				}
-				if port := p.probe.HTTPGet.Port.String(); !ports[port] {
+				if !ports[port] {
 					t.Errorf("%s %s: %s's %s probe names port %q, which the container does not have", w.kind, w.name, c.Name, p.kind, port)
 				}
 			}

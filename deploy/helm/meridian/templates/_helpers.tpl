@@ -142,7 +142,7 @@ mounts; this is the one place that maps a value onto a role's flags.
 {{- end -}}
 {{- if $v.auth.authorization.enabled -}}
 {{- $_ = set $pulsar "authorizationEnabled" "true" -}}
-{{- $_ = set $pulsar "superUserRoles" (join "," (required "auth.authorization.superUserRoles: the roles that may do everything (the init Job's token's among them)" $v.auth.authorization.superUserRoles)) -}}
+{{- $_ = set $pulsar "superUserRoles" (required "auth.authorization.superUserRoles: the roles that may do everything (the init Job's token's among them)" (join "," $v.auth.authorization.superUserRoles)) -}}
 {{- end -}}
 {{- end -}}
 {{- $memberPart := get (dict "etcd" "etcd" "global-etcd" "globalEtcd") $role -}}
