@@ -284,3 +284,25 @@ func pulsarSettingsAccepted(t *testing.T, bin string, path []string, env map[str
 	}
 	return nil
 }
+
+// TestBookieTokenBeforeItIsRequired: auth.bookie.required false gives the
+// token to the bookies' clients only, the first of the two upgrades that
+// turn it on in a running region.
+func TestBookieTokenBeforeItIsRequired(t *testing.T) {
+	r := render(t, "bookie token not yet required", chartcommon.Values{
+		"auth": map[string]any{"bookie": map[string]any{"enabled": true, "required": false, "secretName": "us-east-bookie-token"}},
+	})
+	for role, want := range map[string]string{
+		"bookie":     "",
+		"broker":     "/etc/meridian/auth/bookie/token",
+		"replicator": "/etc/meridian/auth/bookie/token",
+	} {
+		w, _ := r.workload(role)
+		env := containerEnv(t, r, w.pod.Spec.Containers[0])
+		got := env["MERIDIAN_FLAG_BOOKIE_AUTH_TOKEN_FILE"].Value + env["MERIDIAN_FLAG_AUTH_TOKEN_FILE"].Value
+		if got != want {
+			t.Errorf("%s: token file %q, want %q", role, got, want)
+		}
+	}
+	checkSecretFiles(t, r)
+}

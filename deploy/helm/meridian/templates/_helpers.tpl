@@ -113,7 +113,7 @@ mounts; this is the one place that maps a value onto a role's flags.
 {{- $_ = set $flags "global-etcd-cert" (printf "%s/tls.crt" $dir) -}}
 {{- $_ = set $flags "global-etcd-key" (printf "%s/tls.key" $dir) -}}
 {{- end -}}
-{{- if and $storeClient $v.auth.bookie.enabled -}}
+{{- if and $storeClient $v.auth.bookie.enabled (or (ne $role "bookie") $v.auth.bookie.required) -}}
 {{- $dir := "/etc/meridian/auth/bookie" -}}
 {{- $secrets = append $secrets (dict "name" "bookie-token" "path" $dir "secret" (required "auth.bookie.secretName: the Secret holding the region's bookie token (key token)" $v.auth.bookie.secretName)) -}}
 {{- $_ := set $flags (ternary "auth-token-file" "bookie-auth-token-file" (eq $role "bookie")) (printf "%s/token" $dir) -}}
