@@ -23,27 +23,37 @@ import (
 // (a loaded 2-core CI machine).
 const startTimeout = 90 * time.Second
 
-// TestChartOnRunningProcesses runs one region as the chart configures it,
-// as processes on loopback: an etcd member, two bookies, a broker and a
-// replication worker, each with the environment the kubelet would give its
-// pod (its ConfigMap, its own variables, the downward API's fields, $(VAR)
-// expanded), in which only addresses and directories are changed. A
-// variable the binary does not know would be warned about, and a value
-// that does not parse would stop it. Then every probe path of the chart,
-// and every path its PodMonitor scrapes, is fetched from the process on
-// the port the chart names, and the init Job's steps run, in order,
-// against the broker.
+// TestChartOnRunningProcesses runs one region as the chart configures it
+// by default (runRegion).
 func TestChartOnRunningProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts five processes")
 	}
-	bin := meridianBinary(t)
-	r := render(t, "default with a PodMonitor", chartcommon.Values{
+	runRegion(t, render(t, "default with a PodMonitor", chartcommon.Values{
 		"monitoring": map[string]any{"podMonitor": map[string]any{"enabled": true}},
-	})
+	}), nil)
+}
+
+// runRegion runs one region as rendering r configures it, as processes
+// on loopback: an etcd member, two bookies, a broker and a replication
+// worker, each with the environment the kubelet would give its pod (its
+// ConfigMap, its own variables, the downward API's fields, $(VAR)
+// expanded), in which only addresses and directories are changed, and
+// the paths of its Secrets' mounts point at secrets' files. A variable
+// the binary does not know would be warned about, and a value that does
+// not parse would stop it. Then every probe of the chart, and every path
+// its PodMonitor scrapes, is tried on the process on the port the chart
+// names, and the init Job's steps run, in order, against the broker. It
+// returns the broker's local ports, by container port.
+func runRegion(t *testing.T, r rendering, secrets *secretFiles) map[int32]int {
+	t.Helper()
+	bin := meridianBinary(t)
 	dir := t.TempDir()
+	etcd, _ := r.workload("etcd")
+	scheme, _, _ := strings.Cut(containerEnv(t, r, etcd.pod.Spec.Containers[0])["MERIDIAN_FLAG_LISTEN_CLIENT_URLS"].Value, "://")
 	etcdClient, etcdPeer := freePort(t), freePort(t)
-	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", etcdClient)
+	etcdURL := fmt.Sprintf("%s://127.0.0.1:%d", scheme, etcdClient)
+	etcdPeerURL := fmt.Sprintf("%s://127.0.0.1:%d", scheme, etcdPeer)
 
 	// Each role's pod, in the order they start: the flags changed to
 	// loopback addresses and temporary directories, and where its
@@ -63,21 +73,28 @@ func TestChartOnRunningProcesses(t *testing.T) {
 		}, map[int32]int{3181: b, 8000: m}}
 	}
 	brokerPort, webPort, replicatorPort := freePort(t), freePort(t), freePort(t)
+	broker := pod{"broker", releaseName + "-broker-0", map[string]string{
+		"etcd": etcdURL, "global-etcd": etcdURL, "advertised-address": "127.0.0.1",
+		"broker-listen": fmt.Sprintf("127.0.0.1:%d", brokerPort), "web-listen": fmt.Sprintf("127.0.0.1:%d", webPort),
+	}, map[int32]int{6650: brokerPort, 8080: webPort}}
+	if w, _ := r.workload("broker"); containerEnv(t, r, w.pod.Spec.Containers[0])["MERIDIAN_FLAG_BROKER_TLS_LISTEN"].Value != "" {
+		brokerTLSPort, webTLSPort := freePort(t), freePort(t)
+		broker.overrides["broker-tls-listen"] = fmt.Sprintf("127.0.0.1:%d", brokerTLSPort)
+		broker.overrides["web-tls-listen"] = fmt.Sprintf("127.0.0.1:%d", webTLSPort)
+		broker.ports[6651], broker.ports[8443] = brokerTLSPort, webTLSPort
+	}
 	pods := []pod{
 		{"etcd", releaseName + "-etcd-0", map[string]string{
 			"data-dir":                    dir + "/etcd",
 			"listen-client-urls":          etcdURL,
 			"advertise-client-urls":       etcdURL,
-			"listen-peer-urls":            fmt.Sprintf("http://127.0.0.1:%d", etcdPeer),
-			"initial-advertise-peer-urls": fmt.Sprintf("http://127.0.0.1:%d", etcdPeer),
-			"initial-cluster":             fmt.Sprintf("%s-etcd-0=http://127.0.0.1:%d", releaseName, etcdPeer),
+			"listen-peer-urls":            etcdPeerURL,
+			"initial-advertise-peer-urls": etcdPeerURL,
+			"initial-cluster":             fmt.Sprintf("%s-etcd-0=%s", releaseName, etcdPeerURL),
 		}, map[int32]int{2379: etcdClient, 2380: etcdPeer}},
 		bookiePod(0),
 		bookiePod(1),
-		{"broker", releaseName + "-broker-0", map[string]string{
-			"etcd": etcdURL, "global-etcd": etcdURL, "advertised-address": "127.0.0.1",
-			"broker-listen": fmt.Sprintf("127.0.0.1:%d", brokerPort), "web-listen": fmt.Sprintf("127.0.0.1:%d", webPort),
-		}, map[int32]int{6650: brokerPort, 8080: webPort}},
+		broker,
 		{"replicator", releaseName + "-replicator-0", map[string]string{
 			"etcd": etcdURL, "global-etcd": etcdURL, "metrics-listen": fmt.Sprintf("127.0.0.1:%d", replicatorPort),
 		}, map[int32]int{8001: replicatorPort}},
@@ -91,7 +108,7 @@ func TestChartOnRunningProcesses(t *testing.T) {
 		}
 		c := w.pod.Spec.Containers[0]
 		labels := mergedLabels(w.pod.Labels, map[string]string{"topology.kubernetes.io/zone": "zone-a"})
-		env := resolveEnv(t, r, c, p.name, labels)
+		env := secrets.mount(t, w.pod, c, resolveEnv(t, r, c, p.name, labels))
 		for flag, value := range p.overrides {
 			name := "MERIDIAN_FLAG_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
 			if _, ok := env[name]; !ok {
@@ -110,9 +127,20 @@ func TestChartOnRunningProcesses(t *testing.T) {
 		w, _ := r.workload(p.role)
 		c := w.pod.Spec.Containers[0]
 		for _, pr := range probes(c) {
-			get := pr.probe.HTTPGet
-			port := localPort(t, p.name, c, get.Port.String(), p.ports)
-			awaitStatus(t, fmt.Sprintf("http://127.0.0.1:%d%s", port, get.Path), http.StatusOK, "")
+			switch {
+			case pr.probe.HTTPGet != nil:
+				get := pr.probe.HTTPGet
+				port := localPort(t, p.name, c, get.Port.String(), p.ports)
+				awaitStatus(t, fmt.Sprintf("http://127.0.0.1:%d%s", port, get.Path), http.StatusOK, "")
+			case pr.probe.TCPSocket != nil:
+				port := localPort(t, p.name, c, pr.probe.TCPSocket.Port.String(), p.ports)
+				conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), 5*time.Second)
+				if err != nil {
+					t.Errorf("%s: %s probe: %v", p.name, pr.kind, err)
+					continue
+				}
+				conn.Close()
+			}
 		}
 	}
 	// Every scrape of the PodMonitor, on every pod it selects that has the port.
@@ -145,7 +173,7 @@ func TestChartOnRunningProcesses(t *testing.T) {
 	// The init Job's steps, in order, against the broker.
 	job, _ := r.workload("init")
 	for _, c := range slices.Concat(job.pod.Spec.InitContainers, job.pod.Spec.Containers) {
-		env := resolveEnv(t, r, c, releaseName+"-init-x", job.pod.Labels)
+		env := secrets.mount(t, job.pod, c, resolveEnv(t, r, c, releaseName+"-init-x", job.pod.Labels))
 		if _, ok := env["MERIDIAN_FLAG_ADMIN_URL"]; !ok {
 			t.Fatalf("init step %s: no MERIDIAN_FLAG_ADMIN_URL", c.Name)
 		}
@@ -166,6 +194,7 @@ func TestChartOnRunningProcesses(t *testing.T) {
 			t.Errorf("%s: the binary ignored variables of the chart: %s", name, w)
 		}
 	}
+	return broker.ports
 }
 
 // mergedLabels is a merged copy of ms, later ones winning.
@@ -346,11 +375,12 @@ func (p *process) awaitReady(t *testing.T) {
 }
 
 // unknownVariables is the binary's warnings about MERIDIAN_FLAG_
-// variables that name no flag, if any.
+// variables that name no flag and PULSAR_PREFIX_ settings it does not
+// take, if any.
 func (p *process) unknownVariables() string {
 	var out []string
 	for _, line := range strings.Split(p.stderr(), "\n") {
-		if strings.Contains(line, "environment variable ignored") {
+		if strings.Contains(line, "environment variable ignored") || strings.Contains(line, "configuration key ignored") {
 			out = append(out, line)
 		}
 	}
