@@ -158,7 +158,8 @@ func run(t *testing.T, bin string, args ...string) string {
 
 // testCertificates makes a CA and one certificate it signs, for 127.0.0.1
 // and localhost, good as a server's and a client's (an etcd member is
-// both to its peers), PEM-encoded.
+// both to its peers), PEM-encoded. (Meridian's testkit has a CA, but this
+// module does not depend on Meridian's, as freePort says.)
 func testCertificates(t *testing.T) (ca, cert, key []byte) {
 	t.Helper()
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
