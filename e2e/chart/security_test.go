@@ -232,6 +232,10 @@ func TestSecurityValuesNeedTheirSecrets(t *testing.T) {
 			"globalStore": map[string]any{"endpoints": []any{"https://g:2379"}},
 			"tls":         map[string]any{"enabled": true, "globalEtcd": map[string]any{"enabled": true}},
 		}, "tls.globalEtcd.clientSecretName"},
+		{map[string]any{
+			"globalStore": map[string]any{"endpoints": []any{"http://g:2379"}},
+			"tls":         map[string]any{"enabled": true, "etcd": map[string]any{"enabled": true, "memberSecretName": "m", "clientSecretName": "c"}},
+		}, "tls.etcd with globalStore.endpoints over http://"},
 		{map[string]any{"auth": map[string]any{"bookie": map[string]any{"enabled": true}}}, "auth.bookie.secretName"},
 		{map[string]any{"auth": map[string]any{"authentication": map[string]any{"enabled": true, "adminTokenSecretName": "a"}}}, "auth.authentication.tokenKeySecretName"},
 		{map[string]any{"auth": map[string]any{"authentication": map[string]any{"enabled": true, "tokenKeySecretName": "k"}}}, "auth.authentication.adminTokenSecretName"},

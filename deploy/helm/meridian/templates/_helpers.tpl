@@ -106,7 +106,11 @@ mounts; this is the one place that maps a value onto a role's flags.
 {{- $_ = set $flags "etcd-cert" (printf "%s/tls.crt" $dir) -}}
 {{- $_ = set $flags "etcd-key" (printf "%s/tls.key" $dir) -}}
 {{- end -}}
-{{- if and $globalClient $v.globalStore.endpoints (include "meridian.tlsOn" (dict "root" .root "part" "globalEtcd")) -}}
+{{- $globalTLS := include "meridian.tlsOn" (dict "root" .root "part" "globalEtcd") -}}
+{{- if and $globalClient $v.globalStore.endpoints (include "meridian.tlsOn" (dict "root" .root "part" "etcd")) (not $globalTLS) (contains "http://" (join "," $v.globalStore.endpoints)) -}}
+{{- fail "tls.etcd with globalStore.endpoints over http://: the components would reach the global store with the region's etcd certificate (no --global-etcd-* flag given, the --etcd-* ones apply), which meridian refuses over http://; secure the global store too (tls.globalEtcd, https:// endpoints)" -}}
+{{- end -}}
+{{- if and $globalClient $v.globalStore.endpoints $globalTLS -}}
 {{- $dir := "/etc/meridian/tls/global-etcd-client" -}}
 {{- $secrets = append $secrets (dict "name" "global-etcd-client-tls" "path" $dir "secret" (required "tls.globalEtcd.clientSecretName: the Secret of the components' certificate for the global store (tls.crt, tls.key, ca.crt)" $v.tls.globalEtcd.clientSecretName)) -}}
 {{- $_ := set $flags "global-etcd-cacert" (printf "%s/ca.crt" $dir) -}}
