@@ -19,7 +19,9 @@ import (
 // (bookies and metadata store in memory, the factory's clock fake) through
 // the scripts in testdata/cursor. The commands:
 //
-//	init [entries-per-ledger=N] [max-ranges=N] [start=earliest|latest]
+//	init [entries-per-ledger=N] [max-ranges=N] [start=earliest|latest] [trim-consumed]
+//	                            trim-consumed: retention keeps nothing
+//	                            consumed (Pulsar's default), instead of all
 //	append <n>                  n entries; prints their positions
 //	ack <pos>...                one Ack of every position given
 //	ack-cumulative <pos>
@@ -28,6 +30,7 @@ import (
 //	rewind
 //	seek <pos> | reset <pos> | reset-after <pos>
 //	is-acked <pos>...           IsAcked and Consumed of each position
+//	trim                        retention runs; prints the ledgers left
 //	persist                     the persistence interval passes: prints
 //	                            what the cursor wrote, or that it had
 //	                            nothing to write
@@ -105,6 +108,9 @@ func (h *cursorScript) run(t *testing.T, td *datadriven.TestData) string {
 		if td.HasArg("max-ranges") {
 			td.ScanArgs(t, "max-ranges", &h.cfg.MaxPersistedAckRanges)
 		}
+		if td.HasArg("trim-consumed") {
+			h.cfg.RetentionTime, h.cfg.RetentionSize = 0, 0
+		}
 		start := Earliest
 		if td.HasArg("start") {
 			var s string
@@ -171,6 +177,15 @@ func (h *cursorScript) run(t *testing.T, td *datadriven.TestData) string {
 			fmt.Fprintf(&b, "%s acked=%v consumed=%v\n", h.pos(p), h.c.IsAcked(p), h.c.Consumed(p))
 		}
 		return b.String()
+	case "trim":
+		if err := h.ml.Trim(h.t.Context()); err != nil {
+			td.Fatalf(t, "trim: %v", err)
+		}
+		var left []string
+		for _, id := range h.ml.Ledgers() {
+			left = append(left, h.ledgerNumber(id))
+		}
+		return "ledgers " + strings.Join(left, " ") + "\n" + h.state()
 	case "persist":
 		return h.persist()
 	case "reload":
