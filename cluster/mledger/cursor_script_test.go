@@ -30,7 +30,10 @@ import (
 //	rewind
 //	seek <pos> | reset <pos> | reset-after <pos>
 //	is-acked <pos>...           IsAcked and Consumed of each position
-//	trim                        retention runs; prints the ledgers left
+//	trim                        retention runs; prints the ledgers left.
+//	                            With trim-consumed a rollover also trims,
+//	                            in the background: a script that appends
+//	                            after acks trims before it looks.
 //	persist                     the persistence interval passes: prints
 //	                            what the cursor wrote, or that it had
 //	                            nothing to write
