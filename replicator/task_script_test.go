@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -63,9 +64,16 @@ import (
 // Every command prints, after its own output, what happened meanwhile:
 // what the west broker saw ("west: ..."), each SEND with its sequence ids
 // (the source's offsets) and what became of it (stored, duplicate: the
-// west broker's dedup on them; held, refused); the stored cursor when it
-// moved ("cursor: <pos>"); and the task stopping ("task: ..."). "ok" when
-// nothing did.
+// west broker's dedup on them; held, refused), and "connection refused"
+// once however many attempts failed; the stored cursor when it moved
+// ("cursor: <pos>", ledgers numbered in the order met); and the task
+// stopping ("task: ..."). "ok" when nothing did.
+//
+// The task's retry backoff is jittered (up to half of each wait, from a
+// source the task does not take from its worker), so a script that waits
+// out a failure advances past the longest wait the jitter allows (1s holds
+// the first few retries and a persist interval): the output then does not
+// depend on the draw.
 func TestTaskScripts(t *testing.T) {
 	datadriven.Walk(t, "testdata/task", func(t *testing.T, path string) {
 		synctest.Test(t, func(t *testing.T) {
@@ -99,14 +107,15 @@ type taskScript struct {
 
 	ledgers     map[int64]int // ledger id -> its number in the script, from 1, for short positions
 	shownCursor string        // the cursor last printed
-	shownStop   bool   // whether the task's stop was printed
+	shownStop   bool          // whether the task's stop was printed
 }
 
 var discard = slog.New(slog.DiscardHandler)
 
 func newTaskScript(t *testing.T) *taskScript {
 	ctx := t.Context()
-	h := &taskScript{t: t, ctx: ctx, bookies: ledgertest.NewCluster(), west: newFakeWest(), ledgers: map[int64]int{}}
+	h := &taskScript{t: t, ctx: ctx, bookies: ledgertest.NewCluster(), west: newFakeWest(), ledgers: map[int64]int{},
+		shownCursor: "none"}
 	store, err := meta.NewMemory(meta.DefaultMemoryConfig())
 	check(t, err)
 	h.store = store
@@ -317,7 +326,7 @@ func (h *taskScript) publish(td *datadriven.TestData, out *strings.Builder) {
 		case "batch":
 			batch = atoi(h.t, a.Vals[0])
 		case "replicate-to":
-			to = a.Vals
+			to = strings.Split(a.Vals[0], ",")
 		case "replicated-from":
 			from = a.Vals[0]
 		default:
@@ -428,7 +437,11 @@ func (f *fakeWest) dial(ctx context.Context, network, address string) (net.Conn,
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.down {
-		f.events = append(f.events, "connection refused")
+		// Once per command: how many attempts a span of time holds
+		// depends on the backoff's jitter.
+		if !slices.Contains(f.events, "connection refused") {
+			f.events = append(f.events, "connection refused")
+		}
 		return nil, fmt.Errorf("dial %s: connection refused", address)
 	}
 	client, server := net.Pipe()
@@ -572,4 +585,3 @@ func (f *fakeWest) send(s *pb.CommandSend, write func(*pb.BaseCommand)) (reply *
 	f.events = append(f.events, what+" "+fate)
 	return reply, false
 }
-
