@@ -44,9 +44,13 @@ import (
 //	                           prints their positions
 //	cursor create [at=earliest|latest]
 //	                           the topic's owner creates meridian.repl.west
-//	start                      this worker claims the task and runs it
-//	stop                       the worker stops the task (it persists first)
-//	lose-lease                 another worker claims the task's key
+//	start                      a worker claims the task's key and runs the
+//	                           task (task 1, 2...: the tasks started before
+//	                           go on until they stop)
+//	stop                       the worker stops the last task started (it
+//	                           persists first)
+//	lose-lease                 the last task's key goes, as when its worker
+//	                           froze past its lease; the task runs on
 //	roll                       the topic's owner moves: its ledger is closed,
 //	                           a new owner opens the topic on a new ledger
 //	advance <duration>
@@ -66,8 +70,8 @@ import (
 // (the source's offsets) and what became of it (stored, duplicate: the
 // west broker's dedup on them; held, refused), and "connection refused"
 // once however many attempts failed; the stored cursor when it moved
-// ("cursor: <pos>", ledgers numbered in the order met); and the task
-// stopping ("task: ..."). "ok" when nothing did.
+// ("cursor: <pos>", ledgers numbered in the order met); and a task
+// stopping ("task N: ..."). "ok" when nothing did.
 //
 // The task's retry backoff is jittered (up to half of each wait, from a
 // source the task does not take from its worker), so a script that waits
@@ -102,12 +106,12 @@ type taskScript struct {
 	owners  int // how many owners the topic has had
 	worker  *Worker
 	west    *fakeWest
-	task    *task
+	tasks   []*task          // in the order started
 	clients []*ledger.Client // closed last
 
-	ledgers     map[int64]int // ledger id -> its number in the script, from 1, for short positions
-	shownCursor string        // the cursor last printed
-	shownStop   bool          // whether the task's stop was printed
+	ledgers     map[int64]int  // ledger id -> its number in the script, from 1, for short positions
+	shownCursor string         // the cursor last printed
+	stopShown   map[*task]bool // the tasks printed as stopped
 }
 
 var discard = slog.New(slog.DiscardHandler)
@@ -115,7 +119,7 @@ var discard = slog.New(slog.DiscardHandler)
 func newTaskScript(t *testing.T) *taskScript {
 	ctx := t.Context()
 	h := &taskScript{t: t, ctx: ctx, bookies: ledgertest.NewCluster(), west: newFakeWest(), ledgers: map[int64]int{},
-		shownCursor: "none"}
+		shownCursor: "none", stopShown: map[*task]bool{}}
 	store, err := meta.NewMemory(meta.DefaultMemoryConfig())
 	check(t, err)
 	h.store = store
@@ -146,7 +150,7 @@ func newTaskScript(t *testing.T) *taskScript {
 	h.openOwner()
 
 	cfg := DefaultConfig(scriptRegion)
-	cfg.WorkerID = "w1"
+	cfg.WorkerID = "w1" // the tasks' keys name w1, w2... (start)
 	cfg.Tailer.Region = scriptRegion
 	cfg.Remote.Dial = h.west.dial
 	h.worker = &Worker{cfg: cfg, store: store, ledgers: h.ledgerClient("replicator"), policies: h.cache, log: discard,
@@ -159,9 +163,9 @@ func newTaskScript(t *testing.T) *taskScript {
 // with no goroutine left.
 func (h *taskScript) close() {
 	ctx := context.WithoutCancel(h.ctx)
-	if h.task != nil {
-		h.task.cancel()
-		<-h.task.done
+	for _, tk := range h.tasks {
+		tk.cancel()
+		<-tk.done
 	}
 	if h.owner != nil {
 		h.owner.Close(ctx)
@@ -218,17 +222,19 @@ func (h *taskScript) run(t *testing.T, td *datadriven.TestData) string {
 	case "start":
 		h.start()
 	case "stop":
-		h.task.cancel()
-		<-h.task.done
+		tk := h.last()
+		tk.cancel()
+		<-tk.done
 	case "lose-lease":
-		key := h.task.id.key(scriptRegion)
-		check(t, h.store.Delete(h.ctx, key, h.task.rev))
-		_, err := h.store.Create(h.ctx, key, []byte("w2"), meta.NoLease)
-		check(t, err)
+		tk := h.last()
+		check(t, h.store.Delete(h.ctx, tk.id.key(scriptRegion), tk.rev))
 	case "roll":
 		check(t, h.owner.Close(h.ctx))
 		h.openOwner()
 	case "advance":
+		if len(td.CmdArgs) != 1 {
+			t.Fatalf("advance: want one duration, got %v", td.CmdArgs)
+		}
 		d, err := time.ParseDuration(td.CmdArgs[0].Key)
 		check(t, err)
 		time.Sleep(d)
@@ -237,7 +243,7 @@ func (h *taskScript) run(t *testing.T, td *datadriven.TestData) string {
 	case "policy":
 		h.policy(td)
 	case "stats":
-		st := h.task.stats.snapshot(time.Now())
+		st := h.last().stats.snapshot(time.Now())
 		fmt.Fprintf(&out, "connected=%v out=%d expired=%d mark-delete=%s\n", st.Connected, st.MsgOutCounter, st.MsgExpiredCounter, h.pos(st.MarkDelete))
 		if st.LastError != "" {
 			fmt.Fprintf(&out, "last error: %s\n", st.LastError)
@@ -253,8 +259,16 @@ func (h *taskScript) run(t *testing.T, td *datadriven.TestData) string {
 	return out.String()
 }
 
+// last is the task started last.
+func (h *taskScript) last() *task {
+	if len(h.tasks) == 0 {
+		h.t.Fatal("no task started yet")
+	}
+	return h.tasks[len(h.tasks)-1]
+}
+
 // happened prints what the west broker saw, the cursor's move and the
-// task's stop since the last command.
+// tasks' stops since the last command.
 func (h *taskScript) happened(out *strings.Builder) {
 	for _, e := range h.west.takeEvents() {
 		fmt.Fprintf(out, "west: %s\n", e)
@@ -263,18 +277,21 @@ func (h *taskScript) happened(out *strings.Builder) {
 		fmt.Fprintf(out, "cursor: %s\n", c)
 		h.shownCursor = c
 	}
-	if h.task == nil || h.shownStop {
-		return
-	}
-	select {
-	case <-h.task.done:
-		h.shownStop = true
-		if h.lostTask() {
-			fmt.Fprintln(out, "task: stopped, taken over by another worker")
-		} else {
-			fmt.Fprintln(out, "task: stopped")
+	for i, tk := range h.tasks {
+		select {
+		case <-tk.done:
+		default:
+			continue
 		}
-	default:
+		if h.stopShown[tk] {
+			continue
+		}
+		h.stopShown[tk] = true
+		if h.lostTask(tk) {
+			fmt.Fprintf(out, "task %d: stopped, its key lost\n", i+1)
+		} else {
+			fmt.Fprintf(out, "task %d: stopped\n", i+1)
+		}
 	}
 }
 
@@ -303,16 +320,11 @@ func (h *taskScript) pos(p mledger.Position) string {
 	return fmt.Sprintf("L%d:%d", n, p.Entry)
 }
 
-// lostTask reports whether the task told its worker it lost its key.
-func (h *taskScript) lostTask() bool {
+// lostTask reports whether tk told its worker it lost its key.
+func (h *taskScript) lostTask(tk *task) bool {
 	h.worker.mu.Lock()
 	defer h.worker.mu.Unlock()
-	for _, t := range h.worker.lost {
-		if t == h.task {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(h.worker.lost, tk)
 }
 
 func (h *taskScript) publish(td *datadriven.TestData, out *strings.Builder) {
@@ -356,25 +368,35 @@ func (h *taskScript) publish(td *datadriven.TestData, out *strings.Builder) {
 }
 
 func (h *taskScript) createCursor(td *datadriven.TestData) {
-	at := mledger.Position{} // earliest: before the topic's first entry
-	if len(td.CmdArgs) > 1 && td.CmdArgs[1].Key == "at" && td.CmdArgs[1].Vals[0] == "latest" {
+	var at mledger.Position // earliest: before the topic's first entry
+	switch td.FullCmd() {
+	case "cursor create", "cursor create at=earliest":
+	case "cursor create at=latest":
 		at = h.ml.LastConfirmed()
+	default:
+		h.t.Fatalf("want cursor create [at=earliest|latest], got %s", td.FullCmd())
 	}
 	_, err := mledger.CreateExternalCursor(h.ctx, h.store, scriptRegion, scriptTopic, CursorPrefix+scriptRemote, at)
 	check(h.t, err)
 }
 
 // start claims the task's key and runs the task, as Worker.reconcile and
-// startTask do.
+// startTask do. Every task shares the one Worker: what a task uses of it
+// (its configuration, store, ledger client and policies) is the same for
+// any worker of the region, and the key's revision is the task's own.
 func (h *taskScript) start() {
 	id := taskID{Topic: scriptTopic, Remote: scriptRemote}
-	rev, err := h.store.Create(h.ctx, id.key(scriptRegion), []byte(h.worker.cfg.WorkerID), meta.NoLease)
+	worker := fmt.Sprintf("w%d", len(h.tasks)+1)
+	rev, err := h.store.Create(h.ctx, id.key(scriptRegion), []byte(worker), meta.NoLease)
+	if errors.Is(err, meta.ErrExists) {
+		h.t.Fatal("start: the task's key is held; stop the task or lose its lease first")
+	}
 	check(h.t, err)
 	ctx, cancel := context.WithCancel(h.ctx)
-	h.task = &task{id: id, w: h.worker, rev: rev, log: discard, cancel: cancel, done: make(chan struct{}), stats: newTaskStats(id)}
-	h.shownStop = false
-	h.worker.states.add(h.task.stats)
-	go h.task.run(ctx)
+	tk := &task{id: id, w: h.worker, rev: rev, log: discard, cancel: cancel, done: make(chan struct{}), stats: newTaskStats(id)}
+	h.tasks = append(h.tasks, tk)
+	h.worker.states.add(tk.stats)
+	go tk.run(ctx)
 }
 
 func (h *taskScript) policy(td *datadriven.TestData) {
