@@ -61,8 +61,8 @@ import (
 //	remote drop                it closes every connection
 //	remote down|up             it refuses (accepts) new connections
 //	policy [ttl=<seconds>] [rate=<msgs>/<seconds>]
-//	                           the topic's message TTL and replicator
-//	                           dispatch rate (0 or none: unset)
+//	                           sets the topic's message TTL (0: none) and
+//	                           replicator dispatch rate
 //	stats                      what the task reports (taskStats)
 //
 // Every command prints, after its own output, what happened meanwhile:
@@ -334,13 +334,13 @@ func (h *taskScript) publish(td *datadriven.TestData, out *strings.Builder) {
 	for _, a := range td.CmdArgs {
 		switch a.Key {
 		case "n":
-			n = atoi(h.t, a.Vals[0])
+			n = atoi(h.t, value(h.t, a))
 		case "batch":
-			batch = atoi(h.t, a.Vals[0])
+			batch = atoi(h.t, value(h.t, a))
 		case "replicate-to":
-			to = strings.Split(a.Vals[0], ",")
+			to = strings.Split(value(h.t, a), ",")
 		case "replicated-from":
-			from = a.Vals[0]
+			from = value(h.t, a)
 		default:
 			h.t.Fatalf("publish: unknown argument %q", a.Key)
 		}
@@ -406,12 +406,12 @@ func (h *taskScript) policy(td *datadriven.TestData) {
 		for _, a := range td.CmdArgs {
 			switch a.Key {
 			case "ttl":
-				ttl := atoi(h.t, a.Vals[0])
+				ttl := atoi(h.t, value(h.t, a))
 				p.MessageTTLInSeconds = &ttl
 			case "rate":
-				msgs, period, ok := strings.Cut(a.Vals[0], "/")
+				msgs, period, ok := strings.Cut(value(h.t, a), "/")
 				if !ok {
-					h.t.Fatalf("policy: rate=%s, want <msgs>/<seconds>", a.Vals[0])
+					h.t.Fatalf("policy: %s, want rate=<msgs>/<seconds>", a)
 				}
 				b, err := json.Marshal(global.DispatchRate{DispatchThrottlingRateInMsg: int64(atoi(h.t, msgs)),
 					DispatchThrottlingRateInByte: -1, RatePeriodInSecond: atoi(h.t, period)})
@@ -428,6 +428,14 @@ func (h *taskScript) policy(td *datadriven.TestData) {
 	})
 	check(h.t, err)
 	check(h.t, h.cache.Await(h.ctx, rcpt))
+}
+
+// value is a's one value (key=value).
+func value(t *testing.T, a datadriven.CmdArg) string {
+	if len(a.Vals) != 1 {
+		t.Fatalf("%s: want %s=<one value>", a, a.Key)
+	}
+	return a.Vals[0]
 }
 
 func atoi(t *testing.T, s string) int {
@@ -491,6 +499,16 @@ func (f *fakeWest) takeEvents() []string {
 }
 
 func (f *fakeWest) do(t *testing.T, args []datadriven.CmdArg) {
+	const want = "want remote hold|answer|release|refuse <seq>|drop|down|up"
+	if len(args) == 0 || (args[0].Key == "refuse") != (len(args) == 2) || len(args) > 2 {
+		t.Fatal(want)
+	}
+	var refuse uint64
+	if args[0].Key == "refuse" {
+		var err error
+		refuse, err = strconv.ParseUint(args[1].Key, 10, 64)
+		check(t, err)
+	}
 	f.mu.Lock()
 	var release []func()
 	switch args[0].Key {
@@ -501,9 +519,7 @@ func (f *fakeWest) do(t *testing.T, args []datadriven.CmdArg) {
 	case "release":
 		release, f.held = f.held, nil
 	case "refuse":
-		seq, err := strconv.ParseUint(args[1].Key, 10, 64)
-		check(t, err)
-		f.refuse[seq] = true
+		f.refuse[refuse] = true
 	case "drop":
 		for _, c := range f.conns {
 			c.Close()
@@ -514,7 +530,8 @@ func (f *fakeWest) do(t *testing.T, args []datadriven.CmdArg) {
 	case "up":
 		f.down = false
 	default:
-		t.Fatalf("remote: unknown command %q", args[0].Key)
+		f.mu.Unlock()
+		t.Fatal(want)
 	}
 	f.mu.Unlock()
 	for _, answer := range release {
