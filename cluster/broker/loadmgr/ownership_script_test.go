@@ -87,12 +87,6 @@ type ownershipScript struct {
 	pending chan string
 }
 
-type lookupResult struct {
-	owner Owner
-	mine  bool
-	err   error
-}
-
 // scriptBroker is one broker process: its load manager, the topics it
 // pretends to serve, and the listener its probes reach.
 type scriptBroker struct {
@@ -115,6 +109,9 @@ func newOwnershipScript(t *testing.T) *ownershipScript {
 	// Cleanups run last first: the brokers close before the store.
 	t.Cleanup(func() { mem.Close() })
 	t.Cleanup(func() {
+		if h.pending != nil {
+			t.Error("the script ends with an async command it did not await")
+		}
 		for _, b := range h.brokers {
 			b.topics.release()
 			b.m.Close(context.Background())
@@ -155,19 +152,25 @@ func (h *ownershipScript) run(t *testing.T, td *datadriven.TestData) string {
 		b := h.broker(td, 0)
 		bundle := h.bundle(td, 1)
 		watching := h.store.signalWatch(b.m.own.bundleKey("t", "ns", bundle))
-		return h.call(t, td, ctx, watching, "waiting for the owner's lease to end", func(ctx context.Context) string {
+		return h.call(ctx, t, td, watching, "waiting for the owner's lease to end", func(ctx context.Context) string {
 			lookup := b.m.BundleOwner
 			if td.HasArg("here") {
 				lookup = b.m.ClaimBundle
 			}
 			owner, mine, err := lookup(ctx, "t", "ns", bundle)
-			return lookupResult{owner, mine, err}.String()
+			switch {
+			case err != nil:
+				return "error: " + err.Error()
+			case mine:
+				return "owner " + owner.BrokerID + " (mine)"
+			}
+			return "owner " + owner.BrokerID
 		})
 	case "await":
 		if h.pending == nil {
 			td.Fatalf(t, "no async command to await")
 		}
-		r := receive(t, ctx, "the async command", h.pending)
+		r := receive(ctx, t, "the async command", h.pending)
 		h.pending = nil
 		h.settle()
 		return h.print(r)
@@ -182,7 +185,7 @@ func (h *ownershipScript) run(t *testing.T, td *datadriven.TestData) string {
 		bundle := h.bundle(td, 0)
 		// requestUnload watches the key once its request is in.
 		watching := h.store.signalWatch(b.m.own.bundleKey("t", "ns", bundle))
-		return h.call(t, td, ctx, watching, "waiting for the owner to let go", func(ctx context.Context) string {
+		return h.call(ctx, t, td, watching, "waiting for the owner to let go", func(ctx context.Context) string {
 			return errString(b.m.UnloadBundle(ctx, "t", "ns", bundle, to))
 		})
 	case "drain":
@@ -199,7 +202,7 @@ func (h *ownershipScript) run(t *testing.T, td *datadriven.TestData) string {
 			td.Fatalf(t, "broker %s holds no lease", b.id)
 		}
 		if hold {
-			receive(t, ctx, "the unload of every topic", b.topics.unloading)
+			receive(ctx, t, "the unload of every topic", b.topics.unloading)
 			return h.print("ok")
 		}
 		h.settle()
@@ -236,21 +239,11 @@ func (h *ownershipScript) run(t *testing.T, td *datadriven.TestData) string {
 	return ""
 }
 
-func (r lookupResult) String() string {
-	switch {
-	case r.err != nil:
-		return "error: " + r.err.Error()
-	case r.mine:
-		return "owner " + r.owner.BrokerID + " (mine)"
-	}
-	return "owner " + r.owner.BrokerID
-}
-
 // call runs a lookup or an unload, and prints its answer once the region
 // has settled. With the command's async argument it returns at once if the
 // call starts waiting (waiting closes), printing waitingFor: await prints
 // its answer.
-func (h *ownershipScript) call(t *testing.T, td *datadriven.TestData, ctx context.Context, waiting <-chan struct{},
+func (h *ownershipScript) call(ctx context.Context, t *testing.T, td *datadriven.TestData, waiting <-chan struct{},
 	waitingFor string, call func(context.Context) string) string {
 	if h.pending != nil && td.HasArg("async") {
 		td.Fatalf(t, "an async command is under way: await it first")
@@ -263,7 +256,7 @@ func (h *ownershipScript) call(t *testing.T, td *datadriven.TestData, ctx contex
 		done <- call(cctx)
 	}()
 	if !td.HasArg("async") {
-		r := receive(t, ctx, td.Cmd, done)
+		r := receive(ctx, t, td.Cmd, done)
 		h.settle()
 		return h.print(r)
 	}
@@ -282,14 +275,15 @@ func (h *ownershipScript) call(t *testing.T, td *datadriven.TestData, ctx contex
 
 // receive returns what ch gives, failing the test if nothing comes before
 // ctx ends.
-func receive[T any](t *testing.T, ctx context.Context, what string, ch <-chan T) T {
+func receive[T any](ctx context.Context, t *testing.T, what string, ch <-chan T) T {
 	t.Helper()
 	select {
 	case v := <-ch:
 		return v
 	case <-ctx.Done():
 		t.Fatalf("waited in vain for %s", what)
-		panic("unreachable")
+		var zero T
+		return zero
 	}
 }
 
@@ -303,7 +297,8 @@ func errString(err error) string {
 // startBroker starts a process of broker id, as Start does but for the
 // leader's loop and the load reports.
 func (h *ownershipScript) startBroker(ctx context.Context, id string) *scriptBroker {
-	b := &scriptBroker{id: id, topics: &scriptTopics{id: id, bundles: h.bundles, events: &h.events}, probe: listenProbes(h.t, id, &h.events)}
+	b := &scriptBroker{id: id, topics: &scriptTopics{id: id, bundles: h.bundles, events: &h.events},
+		probe: listenProbes(h.t, id, &h.events)}
 	cfg := testConfig(id)
 	cfg.Self.ServiceURL = b.probe.url
 	cfg.Clock = h.clock
@@ -435,8 +430,7 @@ func (h *ownershipScript) owners(ctx context.Context) string {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	var own ownership // for parseBundleKey
-	own.region = testRegion
+	own := ownership{region: testRegion} // parseBundleKey needs only the region
 	lines := []string{}
 	for _, kv := range kvs {
 		_, _, b, err := own.parseBundleKey(kv.Key)
