@@ -454,8 +454,9 @@ func (o *ownership) awaitSilentOwner(ctx context.Context, kv meta.KV) bool {
 		return false
 	}
 	// The expiry deletes the key a moment after the lease's end: allow a
-	// second for the server's expiry sweep.
-	wctx, cancel := context.WithTimeout(ctx, remaining+time.Second)
+	// second for the server's expiry sweep. The lease runs on the store's
+	// clock, which is the region's: so does this wait.
+	wctx, cancel := clockwork.WithTimeout(ctx, o.clock, remaining+time.Second)
 	defer cancel()
 	for resp := range o.store.Watch(wctx, kv.Key, kv.ModRevision+1) {
 		if resp.Err != nil || len(resp.Events) > 0 {
