@@ -127,9 +127,28 @@ func (t *task) replicate(ctx context.Context) (progressed bool, err error) {
 
 	queue := make(chan pending, w.cfg.Remote.MaxInFlightEntries)
 	g, gctx := errgroup.WithContext(ctx)
+	// A producer that stops (its connection lost) ends the attempt at
+	// once, even with nothing in flight to fail: the stats then say
+	// disconnected, and the next attempt reconnects after its backoff
+	// rather than at the next entry. The sender stops reading; what was in
+	// flight fails in acknowledge, whose error says which entry.
+	readCtx, stopReading := context.WithCancel(gctx)
+	defer stopReading()
+	g.Go(func() error {
+		select {
+		case <-prod.Done():
+			stopReading()
+		case <-readCtx.Done():
+		}
+		return nil
+	})
 	g.Go(func() error {
 		defer close(queue)
-		return t.send(gctx, tail, prod, queue)
+		err := t.send(gctx, readCtx, tail, prod, queue)
+		if gctx.Err() == nil && readCtx.Err() != nil {
+			return nil // stopped for the producer: see prod.Err below
+		}
+		return err
 	})
 	g.Go(func() error {
 		// On the task's ctx, not the group's: when the sender stops (a
@@ -139,19 +158,24 @@ func (t *task) replicate(ctx context.Context) (progressed bool, err error) {
 		progressed = moved
 		return err
 	})
-	return progressed, g.Wait()
+	if err := g.Wait(); err != nil {
+		return progressed, err
+	}
+	return progressed, prod.Err() // nil unless the producer stopped with nothing in flight
 }
 
 // send reads entries in order and hands each to the remote producer (or
 // marks it to skip), queueing it for acknowledge. It keeps to the topic's
 // replicator dispatch rate (dispatchLimiter), and skips the messages whose
 // message TTL has passed (ttlPolicy), as Pulsar expires them on a
-// replicator's cursor.
-func (t *task) send(ctx context.Context, tail *mledger.Tailer, prod *remote.Producer, queue chan<- pending) error {
+// replicator's cursor. It reads, waits and sends on readCtx, and queues on
+// ctx, which readCtx is within: an entry handed to the producer is always
+// queued while acknowledge runs, so that its failure names it.
+func (t *task) send(ctx, readCtx context.Context, tail *mledger.Tailer, prod *remote.Producer, queue chan<- pending) error {
 	limit := t.dispatchLimiter()
 	ttl := t.messageTTL()
 	for {
-		entries, err := tail.Next(ctx, t.w.cfg.ReadBatch)
+		entries, err := tail.Next(readCtx, t.w.cfg.ReadBatch)
 		if err != nil {
 			return err
 		}
@@ -177,10 +201,10 @@ func (t *task) send(ctx context.Context, tail *mledger.Tailer, prod *remote.Prod
 			case ttl.expired(e, t.w.cfg.Clock.Now()):
 				t.stats.expired(msgs)
 			default:
-				if err := limit.wait(ctx, messagesIn(md.GetNumMessagesInBatch()), len(e.Data)); err != nil {
+				if err := limit.wait(readCtx, messagesIn(md.GetNumMessagesInBatch()), len(e.Data)); err != nil {
 					return err
 				}
-				sendCtx, rt := t.startReplicateTrace(ctx, e.Position, md)
+				sendCtx, rt := t.startReplicateTrace(readCtx, e.Position, md)
 				if p.receipt, err = prod.Send(sendCtx, e.Data); err != nil {
 					rt.finish(err)
 					return err
