@@ -177,3 +177,41 @@ func TestRunFails(t *testing.T) {
 		})
 	}
 }
+
+// TestFailureLogShowsTheTailOfAFailedTest: a failed test logs the last
+// lines written to its FailureLog, a passing one nothing.
+func TestFailureLogShowsTheTailOfAFailedTest(t *testing.T) {
+	for _, fail := range []bool{false, true} {
+		rec := &recordingTB{TB: t}
+		w := FailureLog(rec)
+		for i := range failureLogLines + 5 {
+			fmt.Fprintf(w, "line %d\n", i)
+		}
+		rec.failed = fail
+		rec.runCleanups()
+		switch {
+		case !fail && rec.logged != "":
+			t.Fatalf("a passing test logged %q", rec.logged)
+		case fail && (!strings.Contains(rec.logged, fmt.Sprintf("line %d\n", failureLogLines+4)) ||
+			!strings.Contains(rec.logged, "line 5\n") || strings.Contains(rec.logged, "line 4\n")):
+			t.Fatalf("a failed test logged %.200q…; want lines 5 to %d", rec.logged, failureLogLines+4)
+		}
+	}
+}
+
+// recordingTB records what FailureLog asks of a test.
+type recordingTB struct {
+	testing.TB
+	failed   bool
+	cleanups []func()
+	logged   string
+}
+
+func (r *recordingTB) Cleanup(f func())                { r.cleanups = append(r.cleanups, f) }
+func (r *recordingTB) Failed() bool                    { return r.failed }
+func (r *recordingTB) Logf(format string, args ...any) { r.logged += fmt.Sprintf(format, args...) + "\n" }
+func (r *recordingTB) runCleanups() {
+	for _, f := range slices.Backward(r.cleanups) {
+		f()
+	}
+}

@@ -28,6 +28,13 @@ func testLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
+// failureLogger logs at debug level into a testkit.FailureLog: shown, its
+// last lines, only when t fails. For tests whose rare failures need the
+// nodes' side of the story.
+func failureLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testkit.FailureLog(t), &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
 // testPKI is a CA, a server certificate for localhost and 127.0.0.1, and
 // client certificates by CommonName, as PEM files in one directory.
 type testPKI struct {
@@ -77,7 +84,9 @@ func newClient(t *testing.T, opts pulsar.ClientOptions) pulsar.Client {
 		opts.OperationTimeout = 10 * time.Second
 	}
 	opts.ConnectionTimeout = 5 * time.Second
-	opts.Logger = plog.NewLoggerWithSlog(testLogger())
+	if opts.Logger == nil {
+		opts.Logger = plog.NewLoggerWithSlog(testLogger())
+	}
 	c, err := pulsar.NewClient(opts)
 	if err != nil {
 		t.Fatal(err)
