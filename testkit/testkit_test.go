@@ -207,9 +207,11 @@ type recordingTB struct {
 	logged   string
 }
 
-func (r *recordingTB) Cleanup(f func())                { r.cleanups = append(r.cleanups, f) }
-func (r *recordingTB) Failed() bool                    { return r.failed }
-func (r *recordingTB) Logf(format string, args ...any) { r.logged += fmt.Sprintf(format, args...) + "\n" }
+func (r *recordingTB) Cleanup(f func()) { r.cleanups = append(r.cleanups, f) }
+func (r *recordingTB) Failed() bool     { return r.failed }
+func (r *recordingTB) Logf(format string, args ...any) {
+	r.logged += fmt.Sprintf(format, args...) + "\n"
+}
 func (r *recordingTB) runCleanups() {
 	for _, f := range slices.Backward(r.cleanups) {
 		f()
