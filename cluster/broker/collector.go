@@ -112,7 +112,7 @@ var subscriptionFamilies = []subscriptionFamily{
 	{"pulsar_subscription_msg_rate_expired", "Messages (entries) per second consumed by message expiry, over the last stats period.",
 		func(s *SubscriptionMetrics) float64 { return s.RateExpired }},
 	{"pulsar_subscription_blocked_on_unacked_messages", "1 while the subscription's dispatch waits for acks under its unacked-message limit, else 0.",
-		func(s *SubscriptionMetrics) float64 { return map[bool]float64{false: 0, true: 1}[s.BlockedOnUnacked] }},
+		func(s *SubscriptionMetrics) float64 { return gaugeOf(s.BlockedOnUnacked) }},
 	{"pulsar_subscription_total_msg_expired", "Messages (entries) consumed by message expiry since the topic was loaded.", func(s *SubscriptionMetrics) float64 { return float64(s.Expired) }},
 	{"pulsar_subscription_ignored_acks_total", "Acked message ids the broker ignored since the topic was loaded: positions never delivered to the consumer that acked them (after a failover, ids of another region).", func(s *SubscriptionMetrics) float64 { return float64(s.IgnoredAcks) }},
 }

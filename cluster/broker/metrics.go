@@ -115,10 +115,18 @@ func (m *brokerMetrics) replicatedStateWritten(cut int) {
 	}
 }
 
+// gaugeOf is a flag as a gauge's value: 1 when set, else 0.
+func gaugeOf(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 // failoverSession records whether the failover session is valid.
 func (m *brokerMetrics) failoverSession(valid bool) {
 	if m != nil {
-		m.failoverSessionHeld.Set(map[bool]float64{false: 0, true: 1}[valid])
+		m.failoverSessionHeld.Set(gaugeOf(valid))
 	}
 }
 
