@@ -230,9 +230,7 @@ func (p *Process) Wait(ctx context.Context) error {
 func (p *Process) Restart(ctx context.Context) {
 	p.tb.Helper()
 	p.Kill()
-	from := p.LogSize()
-	p.Start()
-	p.WaitLog(ctx, from, readyLine)
+	p.startReady(ctx)
 }
 
 // Upgrade stops the process as a rolling upgrade does, with SIGTERM (a
@@ -251,6 +249,12 @@ func (p *Process) Upgrade(ctx context.Context, bin string) {
 	p.mu.Lock()
 	p.bin = bin
 	p.mu.Unlock()
+	p.startReady(ctx)
+}
+
+// startReady starts a run of a stopped process and waits until it is ready.
+func (p *Process) startReady(ctx context.Context) {
+	p.tb.Helper()
 	from := p.LogSize()
 	p.Start()
 	p.WaitReady(ctx, from)
