@@ -66,9 +66,9 @@ type conn struct {
 		sync.Mutex
 		producers map[uint64]*producer
 		consumers map[uint64]*consumer
-		// moved are the producers this connection moved to another
-		// region (migrate.go), whose late SENDs are dropped, not taken as
-		// the client's error: see handleSend.
+		// moved are the producers this connection sent to another broker
+		// (releaseProducer) or region (migrate.go), whose late SENDs are
+		// dropped, not taken as the client's error: see handleSend.
 		moved map[uint64]bool
 	}
 }

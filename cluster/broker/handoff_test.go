@@ -321,6 +321,30 @@ func TestCloseHandsBundlesOver(t *testing.T) {
 	mustOwn(t, b, u.topic)
 }
 
+// TestLateSendAfterAHandOff: a SEND that crosses, on the wire, the
+// CLOSE_PRODUCER sending its client to another broker is dropped
+// unanswered, and the connection stays for the client's other producers
+// and consumers: the producer cannot register on it again ahead of that
+// SEND, as it goes to the other broker.
+func TestLateSendAfterAHandOff(t *testing.T) {
+	storage := newStorage(t)
+	a, b := startBroker(t, storage), startBroker(t, storage)
+	topic := topicFor(t)
+	bundle := claimOn(t, a, topic)
+	rc := rawSession(t, a, topic)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := a.Service().LoadManager().UnloadBundle(ctx, "public", "default", bundle, b.ID()); err != nil {
+		t.Fatalf("unload: %v", err)
+	}
+	expectAssigned(t, rc, b.ServiceURL())
+	rc.sendMessage(7, "raw", 0, []byte("late"))
+	rc.send(pb.BaseCommand_builder{Type: pb.BaseCommand_PING.Enum(), Ping: &pb.CommandPing{}}.Build())
+	if before := rc.beforePong(); len(before) > 0 {
+		t.Fatalf("the late SEND was answered: %v", before)
+	}
+}
+
 // TestUnloadAlone unloads a bundle with no other broker to take it: the
 // topic closes as an unload always closed it (CLOSE frames without a
 // URL), the clients look it up again and carry on, on the same broker.

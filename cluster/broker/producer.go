@@ -444,16 +444,15 @@ func (p *producer) disconnect() { p.disconnectTo(nil) }
 // owner's URLs when the topic moved to a known broker (dest), so that the
 // client connects there at once instead of looking the topic up.
 func (p *producer) disconnectTo(dest *loadmgr.Owner) {
-	if !p.c.forgetProducer(p) {
-		return
-	}
-	p.topic.removeProducer(p)
-	p.halt()
 	b := pb.CommandCloseProducer_builder{ProducerId: ptr(p.id), RequestId: ptr(uint64(0))}
 	if dest != nil {
 		b.AssignedBrokerServiceUrl, b.AssignedBrokerServiceUrlTls = assignedURLs(*dest)
 	}
-	p.c.send(pb.BaseCommand_builder{Type: pb.BaseCommand_CLOSE_PRODUCER.Enum(), CloseProducer: b.Build()}.Build())
+	if !p.c.releaseProducer(p, pb.BaseCommand_builder{Type: pb.BaseCommand_CLOSE_PRODUCER.Enum(), CloseProducer: b.Build()}.Build(), dest != nil) {
+		return
+	}
+	p.topic.removeProducer(p)
+	p.halt()
 }
 
 // closed is the client closing the producer, or its connection ending.
@@ -578,24 +577,27 @@ func (c *conn) handleSend(f *wire.Frame) error {
 	send := f.Command.GetSend()
 	p, ok := c.producerFor(send.GetProducerId())
 	if !ok && c.producerMoved(send.GetProducerId()) {
-		// It crossed the TOPIC_MIGRATED and CLOSE_PRODUCER on the wire.
-		// Dropped unanswered, the client sends it again in the region it
-		// moves to; closing the connection instead would tear its
-		// consumers away before their subscriptions were handed over
-		// (migrate.go). The producer does not come back on this
-		// connection before its late SENDs have arrived: only once this
-		// region is active again.
+		// It crossed a CLOSE_PRODUCER (and TOPIC_MIGRATED) that sent the
+		// client to another broker or region on the wire. Dropped
+		// unanswered, the client sends it again there; closing the
+		// connection instead would tear the client's consumers away
+		// before their subscriptions were handed over (migrate.go). The
+		// producer does not come back on this connection before its late
+		// SENDs have arrived: only once the topic moves back here.
 		return nil
 	}
 	if !ok || !p.ready.Load() {
-		// The client's state is wrong, or the SEND crossed the broker's
-		// CLOSE_PRODUCER on the wire. Pulsar drops the latter and keeps the
-		// connection; closing it keeps a late SEND of pulsar-client-go from
-		// reaching the producer it registers again here, ahead of the
-		// resends it owes (under deduplication they would be dropped as
-		// duplicates). The frames queued go out first: the receipts a
-		// topic's close queued before its CLOSE_PRODUCER must reach the
-		// client, or it resends messages that are stored.
+		// The client's state is wrong, or the SEND crossed a
+		// CLOSE_PRODUCER that told the client to look the topic up again.
+		// Pulsar drops the latter and keeps the connection; closing it
+		// keeps a late SEND of pulsar-client-go from reaching the producer
+		// it registers again here, ahead of the resends it owes (under
+		// deduplication they would be dropped as duplicates): the client
+		// writes SENDs and its PRODUCER on two queues, in either order.
+		// The frames queued go out first: the receipts a topic's close
+		// queued before its CLOSE_PRODUCER, and the CLOSE_PRODUCER itself
+		// (releaseProducer), must reach the client, or it resends
+		// messages that are stored.
 		return c.closeAfterFlush(fmt.Errorf("SEND for producer %d, which is not ready on this connection", send.GetProducerId()))
 	}
 	if !f.HasPayload() {
@@ -660,15 +662,43 @@ func (c *conn) addProducer(p *producer) (taken bool, full error) {
 
 func (c *conn) forgetProducer(p *producer) bool { return unregister(c, c.mu.producers, p.id, p) }
 
-// markMoved records that p is moved to another region (see handleSend).
+// releaseProducer is the broker closing p: it forgets p and queues
+// closeCmd, its CLOSE_PRODUCER, in one step, and reports whether p was
+// still registered. One step, because a SEND read in between would find
+// the producer gone and close the connection (handleSend) before the
+// CLOSE_PRODUCER, and the client, told nothing of where the topic went,
+// would look it up, perhaps only through this broker as it drains. When
+// the CLOSE_PRODUCER sends the client to another broker (elsewhere), the
+// producer is marked moved as well: its late SENDs are dropped and the
+// connection stays for the client's other producers and consumers.
+func (c *conn) releaseProducer(p *producer, closeCmd *pb.BaseCommand, elsewhere bool) bool {
+	c.mu.Lock()
+	if c.mu.producers[p.id] != p {
+		c.mu.Unlock()
+		return false
+	}
+	delete(c.mu.producers, p.id)
+	if elsewhere {
+		c.mu.moved[p.id] = true
+	}
+	full := c.queue(closeCmd) // never waits
+	c.mu.Unlock()
+	if full != "" {
+		c.closeNotReading(full)
+	}
+	return true
+}
+
+// markMoved records that p is moved to another region (see handleSend);
+// it is marked before its TOPIC_MIGRATED, while its SENDs are shut out.
 func (c *conn) markMoved(p *producer) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.mu.moved[p.id] = true
 }
 
-// producerMoved reports whether producer id was moved to another region
-// and has not registered here again since.
+// producerMoved reports whether producer id was moved to another broker
+// or region and has not registered here again since.
 func (c *conn) producerMoved(id uint64) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
