@@ -522,6 +522,20 @@ func (r *replicatedSubs) replace(ctx context.Context, s *subscription, st replsu
 // export writes s's state under epoch when it differs from the last one
 // written (own: this region's stored state, if any).
 func (r *replicatedSubs) export(ctx context.Context, s *subscription, epoch replsub.Epoch, own global.SubscriptionState) error {
+	// The state holds every ack made before its TakenMillis, which is how
+	// old a failover may find it. So the time is taken before the index is
+	// brought up to date: an entry acked before then was stored before
+	// then, and is in the index. The sync extended the index when it
+	// began, but the other subscriptions' writes since then take a global
+	// store round trip each, and an entry stored meanwhile and acked
+	// before this export would otherwise be left out of a state taken
+	// after its ack (seen in e2e's TestReplicatedSubscriptionFailover*:
+	// a Shared subscription, written after a Key_Shared one, lost acks
+	// made up to 93 ms before its TakenMillis).
+	taken := r.t.svc.clock.Now().UnixMilli()
+	if err := r.extendIndex(ctx); err != nil {
+		return err
+	}
 	md := s.cursor.MarkDeletePosition()
 	if !r.index.Covers(md) {
 		// A seek here moved the subscription back over trimmed entries.
@@ -540,7 +554,7 @@ func (r *replicatedSubs) export(ctx context.Context, s *subscription, epoch repl
 		r.written[s.name] = prev
 		return nil
 	}
-	st.TakenMillis = r.t.svc.clock.Now().UnixMilli()
+	st.TakenMillis = taken
 	if err := r.write(ctx, s.name, st, own.ModRevision); err != nil {
 		return err
 	}

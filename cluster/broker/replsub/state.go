@@ -78,7 +78,8 @@ type State struct {
 	// Epoch is the seek this state descends from.
 	Epoch Epoch `json:"epoch"`
 	// TakenMillis is when the writing region took the state (Unix ms, its
-	// clock): how old the state is, as the others see it. It is left out
+	// clock): every ack made there before it is in the state. It says how
+	// old the state is, as the others see it. It is left out
 	// when a state is compared with the last one written.
 	TakenMillis int64 `json:"takenMillis"`
 	// Origins are sorted by region, then incarnation.
