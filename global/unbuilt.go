@@ -51,8 +51,6 @@ var UnbuiltPolicies = []Unbuilt{
 		InNamespace: extraHas(ExtraSubscribeRate), InTopic: topicExtraHas(ExtraTopicSubscribeRate)},
 	{Feature: "max topics per namespace", Reason: "a namespace's topic count is not limited",
 		Paths: []string{"maxTopicsPerNamespace"}, InNamespace: extraHas("max_topics_per_namespace")},
-	{Feature: "deduplication snapshot interval per topic", Reason: "the broker's DedupSnapshotInterval applies to every topic",
-		Paths: []string{"deduplicationSnapshotInterval"}, InTopic: topicExtraHas("deduplicationSnapshotIntervalSeconds")},
 	{Feature: "bookie affinity group", Reason: "ledgers are placed by rack and region only",
 		Paths: []string{"bookieAffinity"}, InNamespace: extraHas("bookie_affinity_group")},
 }
