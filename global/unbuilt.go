@@ -32,20 +32,6 @@ var UnbuiltPolicies = []Unbuilt{
 	{Feature: "compaction", Reason: "topics are never compacted; a compacted read sees every message",
 		Paths:       []string{"compactionThreshold"},
 		InNamespace: extraHas(ExtraCompactionThreshold), InTopic: topicExtraHas(ExtraTopicCompactionThreshold)},
-	{Feature: "dispatch rate relative to publish rate", Reason: "a topic's and a subscription's dispatch rates are absolute: relativeToPublishRate applies to replicatorDispatchRate only",
-		Paths: []string{"dispatchRate", "subscriptionDispatchRate"},
-		InNamespace: func(p Policies) bool {
-			return relativeRate(regionValues[DispatchRate](p.Extra, ExtraDispatchRate, nil)) ||
-				relativeRate(regionValues[DispatchRate](p.Extra, ExtraSubscriptionDispatchRate, nil))
-		},
-		InTopic: func(tp TopicPolicies) bool {
-			for _, key := range []string{ExtraTopicDispatchRate, ExtraTopicSubscriptionDispatchRate} {
-				if r := decodeExtra[DispatchRate](tp.Extra, key, nil); r != nil && r.RelativeToPublishRate {
-					return true
-				}
-			}
-			return false
-		}},
 	{Feature: "subscribe rate", Reason: "a consumer's subscribes are not throttled",
 		Paths:       []string{"subscribeRate"},
 		InNamespace: extraHas(ExtraSubscribeRate), InTopic: topicExtraHas(ExtraTopicSubscribeRate)},
@@ -106,17 +92,6 @@ func topicExtraHas(keys ...string) func(TopicPolicies) bool {
 func anyKey(e Extra, keys []string) bool {
 	for _, k := range keys {
 		if _, set := e[k]; set {
-			return true
-		}
-	}
-	return false
-}
-
-// relativeRate reports whether any of rates is relative to the publish
-// rate.
-func relativeRate(rates map[string]DispatchRate) bool {
-	for _, r := range rates {
-		if r.RelativeToPublishRate {
 			return true
 		}
 	}

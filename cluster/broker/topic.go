@@ -39,6 +39,9 @@ type Topic struct {
 	limits topicLimits
 	// dispatchRates limit what the subscriptions deliver (dispatchrate.go).
 	dispatchRates topicDispatchRates
+	// published measures the publish rate a relative dispatch rate is
+	// raised by (dispatchrate.go).
+	published publishRateMeter
 	// maxUnackedOnSubscription is the most messages the consumers of one
 	// Shared or Key_Shared subscription may hold unacked together (0:
 	// none), set by applyPolicies.
