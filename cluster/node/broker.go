@@ -166,7 +166,7 @@ func (c BrokerConfig) Validate() error {
 		return fmt.Errorf("node: %w", err)
 	}
 	switch {
-	case c.AdvertisedHost == "" && c.AdvertisedListeners == "":
+	case c.AdvertisedHost == "" && listeners.byName == nil:
 		return errors.New("node: BrokerConfig.AdvertisedHost (or AdvertisedListeners) is required")
 	case listeners.hasTLS() && c.BrokerTLSAddr == "":
 		return errors.New("node: a pulsar+ssl:// URL in AdvertisedListeners needs the broker to serve TLS (BrokerTLSAddr, brokerServicePortTls)")

@@ -47,6 +47,7 @@ func TestAdvertisedListenersValidate(t *testing.T) {
 		{name: "internal not a listener", listeners: "internal:pulsar://10.0.0.5:6650", internal: "private",
 			want: `internalListenerName "private" is not one of advertisedListeners' listeners`},
 		{name: "internal without listeners", internal: "internal", want: "advertisedListeners is empty"},
+		{name: "neither a host nor listeners", listeners: " ", want: "AdvertisedHost (or AdvertisedListeners) is required"},
 		{name: "pulsar+ssl without TLS", listeners: "internal:pulsar://10.0.0.5:6650,internal:pulsar+ssl://10.0.0.5:6651",
 			want: "needs the broker to serve TLS"},
 	} {
