@@ -55,7 +55,7 @@ func (c *consumer) disconnectTo(ctx context.Context, dest *loadmgr.Owner) {
 	c.detach(ctx)
 	b := pb.CommandCloseConsumer_builder{ConsumerId: ptr(c.id), RequestId: ptr(uint64(0))}
 	if dest != nil {
-		b.AssignedBrokerServiceUrl, b.AssignedBrokerServiceUrlTls = assignedURLs(*dest)
+		b.AssignedBrokerServiceUrl, b.AssignedBrokerServiceUrlTls = c.c.assignedURLs(*dest)
 	}
 	c.c.send(pb.BaseCommand_builder{Type: pb.BaseCommand_CLOSE_CONSUMER.Enum(), CloseConsumer: b.Build()}.Build())
 }

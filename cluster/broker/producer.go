@@ -446,7 +446,7 @@ func (p *producer) disconnect() { p.disconnectTo(nil) }
 func (p *producer) disconnectTo(dest *loadmgr.Owner) {
 	b := pb.CommandCloseProducer_builder{ProducerId: ptr(p.id), RequestId: ptr(uint64(0))}
 	if dest != nil {
-		b.AssignedBrokerServiceUrl, b.AssignedBrokerServiceUrlTls = assignedURLs(*dest)
+		b.AssignedBrokerServiceUrl, b.AssignedBrokerServiceUrlTls = p.c.assignedURLs(*dest)
 	}
 	if !p.c.releaseProducer(p, pb.BaseCommand_builder{Type: pb.BaseCommand_CLOSE_PRODUCER.Enum(), CloseProducer: b.Build()}.Build(), dest != nil) {
 		return

@@ -41,6 +41,14 @@ type ServiceConfig struct {
 	ServiceURLTLS string
 	WebURL        string
 	WebURLTLS     string
+	// Listeners are the broker's advertised listeners by name (Pulsar's
+	// advertisedListeners), the internal one, whose URLs ServiceURL and
+	// ServiceURLTLS are, included. They go into its registration and
+	// ownership records, so that whichever broker a client asks answers
+	// with the owner's URLs of the listener the client names. Empty, the
+	// default, the broker has no listener names and every lookup that
+	// names one fails.
+	Listeners map[string]loadmgr.Listener
 	// OwnershipTTL is the lease under which the broker holds its bundles.
 	// When the broker dies, its topics can be served elsewhere after at
 	// most this long; shorter means faster takeover but more keep-alive
@@ -278,7 +286,7 @@ func (c ServiceConfig) Validate() error {
 // self is this broker's ownership record: its id and URLs.
 func (c ServiceConfig) self() loadmgr.Owner {
 	return loadmgr.Owner{BrokerID: c.BrokerID, ServiceURL: c.ServiceURL, ServiceURLTLS: c.ServiceURLTLS,
-		WebURL: c.WebURL, WebURLTLS: c.WebURLTLS}
+		WebURL: c.WebURL, WebURLTLS: c.WebURLTLS, Listeners: c.Listeners}
 }
 
 // loadManager is the configuration of the broker's load manager: the
@@ -506,7 +514,11 @@ func (s *Service) Lookup(ctx context.Context, t topology.TopicName, opts LookupO
 	if err != nil {
 		return Location{}, err
 	}
-	return Location{ServiceURL: owner.ServiceURL, ServiceURLTLS: owner.ServiceURLTLS, WebURL: owner.WebURL}, nil
+	l, err := owner.Listener(opts.Listener)
+	if err != nil {
+		return Location{}, err
+	}
+	return Location{ServiceURL: l.ServiceURL, ServiceURLTLS: l.ServiceURLTLS, WebURL: owner.WebURL}, nil
 }
 
 // Partitions implements Topics. A topic with no partitioned metadata is

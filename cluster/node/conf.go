@@ -127,6 +127,8 @@ func etcdURLs(v string) ([]string, error) {
 var pulsarConfKeys = []confMapping{
 	{"clusterName", str(func(c *RegionConfig) *string { return &c.Name })},
 	{"advertisedAddress", str(func(c *RegionConfig) *string { return &c.Broker.AdvertisedHost })},
+	{"advertisedListeners", str(func(c *RegionConfig) *string { return &c.Broker.AdvertisedListeners })},
+	{"internalListenerName", str(func(c *RegionConfig) *string { return &c.Broker.InternalListenerName })},
 	{"brokerServicePort", port(func(c *RegionConfig) *string { return &c.Broker.BrokerAddr })},
 	{"webServicePort", port(func(c *RegionConfig) *string { return &c.Broker.WebAddr })},
 	{"brokerServicePortTls", port(func(c *RegionConfig) *string { return &c.Broker.BrokerTLSAddr })},
