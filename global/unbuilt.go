@@ -46,11 +46,8 @@ var UnbuiltPolicies = []Unbuilt{
 			}
 			return false
 		}},
-	{Feature: "subscribe rate", Reason: "a consumer's subscribes are not throttled",
-		Paths:       []string{"subscribeRate"},
-		InNamespace: extraHas(ExtraSubscribeRate), InTopic: topicExtraHas(ExtraTopicSubscribeRate)},
 	{Feature: "max topics per namespace", Reason: "a namespace's topic count is not limited",
-		Paths: []string{"maxTopicsPerNamespace"}, InNamespace: extraHas("max_topics_per_namespace")},
+		Paths: []string{"maxTopicsPerNamespace"}, InNamespace: extraHas(ExtraMaxTopicsPerNamespace)},
 	{Feature: "deduplication snapshot interval per topic", Reason: "the broker's DedupSnapshotInterval applies to every topic",
 		Paths: []string{"deduplicationSnapshotInterval"}, InTopic: topicExtraHas("deduplicationSnapshotIntervalSeconds")},
 	{Feature: "bookie affinity group", Reason: "ledgers are placed by rack and region only",
@@ -68,11 +65,9 @@ var UnbuiltPolicies = []Unbuilt{
 const (
 	ExtraDispatchRate                  = "clusterDispatchRate"
 	ExtraSubscriptionDispatchRate      = "subscriptionDispatchRate"
-	ExtraSubscribeRate                 = "clusterSubscribeRate"
 	ExtraDelayedDelivery               = "delayed_delivery_policies"
 	ExtraTopicDispatchRate             = "dispatchRate"
 	ExtraTopicSubscriptionDispatchRate = "subscriptionDispatchRate"
-	ExtraTopicSubscribeRate            = "subscribeRate"
 	ExtraTopicDelayedDelivery          = "delayedDelivery"
 	ExtraCompactionThreshold           = "compaction_threshold"
 	ExtraTopicCompactionThreshold      = "compactionThreshold"

@@ -18,6 +18,7 @@ func (t *Topic) applyPolicies(eff global.Effective) {
 	t.limits.maxMessageSize.Store(int64(eff.MaxMessageSize))
 	t.ml.SetQuorums(t.svc.quorumsOf(eff))
 	t.applyDispatchRates(eff)
+	t.subscribeRate.set(eff.SubscribeRateIn(t.svc.cfg.Region))
 	limit := t.svc.cfg.Dispatch.MaxUnackedPerSubscription
 	if n := eff.MaxUnackedMessagesOnSubscription; n != nil {
 		limit = *n

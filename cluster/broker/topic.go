@@ -39,6 +39,8 @@ type Topic struct {
 	limits topicLimits
 	// dispatchRates limit what the subscriptions deliver (dispatchrate.go).
 	dispatchRates topicDispatchRates
+	// subscribeRate limits each consumer's SUBSCRIBEs (subscriberate.go).
+	subscribeRate subscribeLimiter
 	// maxUnackedOnSubscription is the most messages the consumers of one
 	// Shared or Key_Shared subscription may hold unacked together (0:
 	// none), set by applyPolicies.
