@@ -46,8 +46,6 @@ var UnbuiltPolicies = []Unbuilt{
 			}
 			return false
 		}},
-	{Feature: "max topics per namespace", Reason: "a namespace's topic count is not limited",
-		Paths: []string{"maxTopicsPerNamespace"}, InNamespace: extraHas(ExtraMaxTopicsPerNamespace)},
 	{Feature: "deduplication snapshot interval per topic", Reason: "the broker's DedupSnapshotInterval applies to every topic",
 		Paths: []string{"deduplicationSnapshotInterval"}, InTopic: topicExtraHas("deduplicationSnapshotIntervalSeconds")},
 	{Feature: "bookie affinity group", Reason: "ledgers are placed by rack and region only",

@@ -267,6 +267,7 @@ var pulsarConfKeys = []confMapping{
 	{"subscribeRatePeriodPerConsumerInSecond", integer(1, 1<<31-1, func(c *RegionConfig) *int {
 		return &c.Broker.Service.Policies.SubscribeRate.RatePeriodInSecond
 	})},
+	{"maxTopicsPerNamespace", integer(0, 1<<31-1, func(c *RegionConfig) *int { return &c.Broker.Service.Policies.MaxTopicsPerNamespace })},
 	{"maxNumPartitionsPerPartitionedTopic", integer(0, 1<<31-1, func(c *RegionConfig) *int { return &c.Broker.Service.Policies.MaxNumPartitions })},
 	{"defaultRetentionTimeInMinutes", integer(-1, 1<<31-1, func(c *RegionConfig) *int { return &c.Broker.Service.Policies.RetentionTimeInMinutes })},
 	{"defaultRetentionSizeInMB", int64Field(-1, 1<<40, func(c *RegionConfig) *int64 { return &c.Broker.Service.Policies.RetentionSizeInMB })},

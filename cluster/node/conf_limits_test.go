@@ -25,6 +25,7 @@ maxConsumersPerTopic=4
 maxConsumersPerSubscription=5
 subscribeThrottlingRatePerConsumer=6
 subscribeRatePeriodPerConsumerInSecond=20
+maxTopicsPerNamespace=9
 `)
 	if err != nil || len(ignored) != 0 {
 		t.Fatalf("%v, ignored %v", err, ignored)
@@ -43,6 +44,9 @@ subscribeRatePeriodPerConsumerInSecond=20
 	if r := cfg.Service.Policies.SubscribeRate; r != (global.SubscribeRate{SubscribeThrottlingRatePerConsumer: 6, RatePeriodInSecond: 20}) {
 		t.Fatalf("subscribeThrottlingRatePerConsumer, subscribeRatePeriodPerConsumerInSecond: %+v, want 6 per 20", r)
 	}
+	if n := cfg.Service.Policies.MaxTopicsPerNamespace; n != 9 {
+		t.Fatalf("maxTopicsPerNamespace: %d, want 9", n)
+	}
 	def := node.DefaultBrokerConfig("localhost")
 	if d := def.Broker; def.Service.MaxConcurrentLookups != 50_000 || def.Service.MaxConcurrentTopicLoads != 5000 ||
 		d.MaxConnections != 10000 || d.MaxConnectionsPerIP != 2000 || d.MaxPendingPublishes != 1000 ||
@@ -52,7 +56,7 @@ subscribeRatePeriodPerConsumerInSecond=20
 	for _, text := range []string{"maxConcurrentLookupRequest=0", "maxConcurrentTopicLoadRequest=0", "brokerMaxConnections=-1",
 		"brokerMaxConnectionsPerIp=x", "maxPendingPublishRequestsPerConnection=-5", "maxNumPartitionsPerPartitionedTopic=-1",
 		"maxHttpServerConnections=-1", "maxProducersPerTopic=-1", "maxConsumersPerSubscription=x",
-		"subscribeThrottlingRatePerConsumer=-1", "subscribeRatePeriodPerConsumerInSecond=0"} {
+		"subscribeThrottlingRatePerConsumer=-1", "subscribeRatePeriodPerConsumerInSecond=0", "maxTopicsPerNamespace=-1"} {
 		if _, _, _, err := applyConf(t, text); !errors.Is(err, node.ErrConf) || !strings.Contains(err.Error(), text) {
 			t.Errorf("%s: %v, want ErrConf naming it", text, err)
 		}
