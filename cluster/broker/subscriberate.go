@@ -38,7 +38,16 @@ import (
 // period, the buckets that have refilled are dropped. A full bucket admits
 // what a new one would, so dropping it changes no answer, and a bucket
 // refills within one period of its last subscribe. Pulsar clears its map
-// every period instead, which also forgets the spent buckets.
+// every period instead, which also forgets the spent buckets. A flood of
+// new identities within one period (a client that subscribes under a new
+// consumer id each time) is bounded by maxSubscribeIdentities: a new
+// identity that finds the map full sweeps it at once, and when that frees
+// nothing, the map starts afresh, as Pulsar's does each period. The
+// memory stays bounded; the rate of the identities forgotten so restarts.
+
+// maxSubscribeIdentities bounds the buckets a topic's subscribe rate
+// holds, at about 200 bytes each.
+const maxSubscribeIdentities = 1 << 16
 
 // errSubscribeRate is the refusal, in Pulsar's words.
 var errSubscribeRate = &wire.ServerError{Code: pb.ServerError_NotAllowedError, Message: "Subscribe limited by subscribe rate limit per consumer."}
@@ -93,6 +102,12 @@ func (l *subscribeLimiter) allow(id consumerIdentity, now time.Time) bool {
 	}
 	lim := l.consumers[id]
 	if lim == nil {
+		if len(l.consumers) >= maxSubscribeIdentities {
+			l.sweepLocked(now)
+			if len(l.consumers) >= maxSubscribeIdentities {
+				l.consumers = nil
+			}
+		}
 		n := l.rate.SubscribeThrottlingRatePerConsumer
 		lim = rate.NewLimiter(rate.Limit(float64(n)/period.Seconds()), n)
 		if l.consumers == nil {

@@ -76,3 +76,27 @@ func TestSubscribeLimiter(t *testing.T) {
 		t.Error("rate removed: a refused, or still tracked")
 	}
 }
+
+// TestSubscribeLimiterBound: a flood of new identities within one period
+// never holds more than maxSubscribeIdentities buckets; a spent identity
+// is still refused until the map has to start afresh.
+func TestSubscribeLimiterBound(t *testing.T) {
+	var l subscribeLimiter
+	now := time.Unix(1000, 0)
+	l.set(global.SubscribeRate{SubscribeThrottlingRatePerConsumer: 1, RatePeriodInSecond: 60}, true)
+	spent := consumerIdentity{host: "10.0.0.1", name: "spent"}
+	l.allow(spent, now)
+	for i := range maxSubscribeIdentities - 1 {
+		l.allow(consumerIdentity{host: "10.0.0.2", id: uint64(i)}, now)
+	}
+	if n := l.tracked(); n != maxSubscribeIdentities {
+		t.Fatalf("%d identities tracked, want %d", n, maxSubscribeIdentities)
+	}
+	if l.allow(spent, now) {
+		t.Fatal("a spent identity admitted while the map has room for it")
+	}
+	l.allow(consumerIdentity{host: "10.0.0.3"}, now)
+	if n := l.tracked(); n != 1 {
+		t.Fatalf("a new identity on a full map of spent buckets: %d tracked, want 1 (a fresh map)", n)
+	}
+}
