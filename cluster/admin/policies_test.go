@@ -326,21 +326,12 @@ func TestUnbuiltPoliciesWarn(t *testing.T) {
 	if err := newAdmin(t, web.URL).Topics().Create(topicName(t, topic), 0); err != nil {
 		t.Fatal(err)
 	}
-	const snapshots = "deduplication snapshot interval per topic"
-	beforeTopics := countOf(snapshots, "topic")
-	status, body, h := callHeader(t, "POST", "/admin/v2/persistent/"+ns+"/t/deduplicationSnapshotInterval", `60`)
-	if status != http.StatusNoContent || !strings.HasPrefix(h.Get("Warning"), `299 - "`+snapshots+` is not built: `) {
-		t.Errorf("a topic's deduplicationSnapshotInterval: %d %s, Warning %q", status, body, h.Get("Warning"))
-	}
-	if n := countOf(snapshots, "topic"); n != beforeTopics+1 {
-		t.Errorf("topics holding a deduplication snapshot interval: %d, want %d", n, beforeTopics+1)
-	}
 	// pulsaradmin's own suite sets a topic's compaction threshold.
-	beforeTopics = countOf("compaction", "topic")
+	beforeTopics := countOf("compaction", "topic")
 	if err := newAdmin(t, web.URL).Topics().SetCompactionThreshold(topicName(t, topic), 1<<20); err != nil {
 		t.Fatalf("a topic's compactionThreshold: %v", err)
 	}
-	status, body, h = callHeader(t, "POST", "/admin/v2/persistent/"+ns+"/t/compactionThreshold", `2097152`)
+	status, body, h := callHeader(t, "POST", "/admin/v2/persistent/"+ns+"/t/compactionThreshold", `2097152`)
 	if status != http.StatusNoContent || !strings.HasPrefix(h.Get("Warning"), `299 - "compaction is not built: `) {
 		t.Errorf("a topic's compactionThreshold: %d %s, Warning %q", status, body, h.Get("Warning"))
 	}
