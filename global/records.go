@@ -601,7 +601,8 @@ const (
 	ExtraTopicMaxUnackedOnSubscription = "maxUnackedMessagesOnSubscription"
 	ExtraTopicSchemaValidationEnforced = "schemaValidationEnforced"
 	// Topic policies only.
-	ExtraTopicMaxSubscriptions = "maxSubscriptionsPerTopic"
+	ExtraTopicMaxSubscriptions      = "maxSubscriptionsPerTopic"
+	ExtraTopicDedupSnapshotInterval = "deduplicationSnapshotIntervalSeconds"
 )
 
 // The Extra keys of the auto-subscription-creation overrides, a

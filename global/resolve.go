@@ -254,6 +254,11 @@ type Effective struct {
 	// policy, else the namespace's; nil when neither sets one and the
 	// broker's managedLedgerDefault* apply.
 	Persistence *PersistencePolicies
+	// DedupSnapshotIntervalSeconds is the topic's
+	// deduplicationSnapshotInterval: the longest its deduplication state
+	// waits for a snapshot once an entry is stored (0: snapshots by
+	// entries only); nil when it sets none and the broker's applies.
+	DedupSnapshotIntervalSeconds *int
 }
 
 // Resolve computes a topic's effective policies, field by field: the topic
@@ -353,6 +358,9 @@ func Resolve(d BrokerDefaults, tenant TenantInfo, ns Policies, topic *TopicPolic
 	e.MaxMessageSize, _ = tp.Extra.limit(ExtraMaxMessageSize)
 	e.Persistence = first(decodeExtra(tp.Extra, ExtraPersistence, PersistencePolicies.Validate),
 		decodeExtra(ns.Extra, ExtraPersistence, PersistencePolicies.Validate))
+	if n, ok := tp.Extra.limit(ExtraTopicDedupSnapshotInterval); ok {
+		e.DedupSnapshotIntervalSeconds = &n
+	}
 	if ns.Bundles != nil {
 		// Validated on every write; a record that does not parse yields
 		// no bundles rather than invented ones.

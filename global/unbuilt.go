@@ -46,14 +46,8 @@ var UnbuiltPolicies = []Unbuilt{
 			}
 			return false
 		}},
-	{Feature: "deduplication snapshot interval per topic", Reason: "the broker's DedupSnapshotInterval applies to every topic",
-		Paths: []string{"deduplicationSnapshotInterval"}, InTopic: topicExtraHas("deduplicationSnapshotIntervalSeconds")},
 	{Feature: "bookie affinity group", Reason: "ledgers are placed by rack and region only",
 		Paths: []string{"bookieAffinity"}, InNamespace: extraHas("bookie_affinity_group")},
-	{Feature: "per-namespace mark-delete rate", Reason: "the region's CursorPersistInterval paces every cursor's writes",
-		Paths:       []string{"persistence"},
-		InNamespace: func(p Policies) bool { return markDeleteRate(p.Extra) },
-		InTopic:     func(tp TopicPolicies) bool { return markDeleteRate(tp.Extra) }},
 }
 
 // The Extra keys of the dispatch-side rates, of delayed delivery and of
@@ -120,9 +114,4 @@ func relativeRate(rates map[string]DispatchRate) bool {
 		}
 	}
 	return false
-}
-
-func markDeleteRate(e Extra) bool {
-	p := decodeExtra[PersistencePolicies](e, ExtraPersistence, nil)
-	return p != nil && p.ManagedLedgerMaxMarkDeleteRate > 0
 }

@@ -111,7 +111,7 @@ var topicStored = []storedPolicy{
 	{path: "maxMessageSize", key: global.ExtraMaxMessageSize, kind: kindNonNegInt},
 	{path: "maxSubscriptionsPerTopic", key: global.ExtraTopicMaxSubscriptions, kind: kindNonNegInt},
 	{path: "maxConsumersPerSubscription", key: global.ExtraTopicMaxConsumersPerSubscription, kind: kindNonNegInt, nsKey: global.ExtraMaxConsumersPerSubscription},
-	{path: "deduplicationSnapshotInterval", key: "deduplicationSnapshotIntervalSeconds", kind: kindNonNegInt},
+	{path: "deduplicationSnapshotInterval", key: global.ExtraTopicDedupSnapshotInterval, kind: kindNonNegInt},
 	{path: "schemaValidationEnforced", key: global.ExtraTopicSchemaValidationEnforced, kind: kindBool, nsKey: global.ExtraSchemaValidationEnforced},
 	{path: "compactionThreshold", key: global.ExtraTopicCompactionThreshold, kind: kindNonNegInt, nsKey: global.ExtraCompactionThreshold},
 	{path: "autoSubscriptionCreation", key: global.ExtraTopicAutoSubscriptionCreation, kind: kindObject, nsKey: global.ExtraAutoSubscriptionCreation},

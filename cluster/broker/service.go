@@ -59,6 +59,18 @@ type ServiceConfig struct {
 	// brokerDeduplicationEntriesInterval, 1000): the most a reload replays.
 	// At least 1.
 	DedupSnapshotInterval int
+	// DedupSnapshotTime is the longest a topic's deduplication state waits
+	// for a snapshot once an entry is stored, when fewer than
+	// DedupSnapshotInterval follow it (Pulsar's
+	// brokerDeduplicationSnapshotIntervalSeconds, 120s; a topic's
+	// deduplicationSnapshotInterval overrides it). The snapshot cursor holds
+	// the topic's ledgers back from retention until a snapshot moves it. 0
+	// snapshots by entries only.
+	DedupSnapshotTime time.Duration
+	// DedupSnapshotCheckInterval is how often loaded topics are checked
+	// for such a snapshot (Pulsar's
+	// brokerDeduplicationSnapshotFrequencyInSeconds, 120s). At least 1s.
+	DedupSnapshotCheckInterval time.Duration
 	// TopicLoadTimeout bounds loading a topic (fencing and recovering its
 	// ledger). Default 30s (Pulsar's topicLoadTimeoutSeconds 60 is longer
 	// than the client's 30s operation timeout; a load that outlives the
@@ -190,6 +202,7 @@ func DefaultServiceConfig(region, brokerID, serviceURL string) ServiceConfig {
 		Policies:                global.DefaultBrokerDefaults(),
 		Dispatch:                DefaultDispatchConfig(),
 		DedupSnapshotInterval:   1000,
+		DedupSnapshotTime:       2 * time.Minute,
 		ReplicatedSubscriptions: DefaultReplicatedSubscriptionsConfig(),
 		Failover:                DefaultFailoverConfig(),
 		TopicLoadTimeout:        30 * time.Second,
@@ -198,6 +211,7 @@ func DefaultServiceConfig(region, brokerID, serviceURL string) ServiceConfig {
 		MaxConcurrentLookups:    50_000,
 
 		BacklogQuotaCheckInterval:       time.Minute,
+		DedupSnapshotCheckInterval:      2 * time.Minute,
 		MessageExpiryCheckInterval:      5 * time.Minute,
 		SubscriptionExpiryCheckInterval: 5 * time.Minute,
 		ReplicationStartAt:              ReplicationStartLatest,
@@ -231,6 +245,10 @@ func (c ServiceConfig) Validate() error {
 		return c.Failover.validate()
 	case c.DedupSnapshotInterval < 1:
 		return fmt.Errorf("%w: DedupSnapshotInterval %d, want at least 1", ErrInvalidConfig, c.DedupSnapshotInterval)
+	case c.DedupSnapshotTime < 0:
+		return fmt.Errorf("%w: DedupSnapshotTime %v, want 0 or more", ErrInvalidConfig, c.DedupSnapshotTime)
+	case c.DedupSnapshotCheckInterval < time.Second:
+		return fmt.Errorf("%w: DedupSnapshotCheckInterval %v, want at least 1s", ErrInvalidConfig, c.DedupSnapshotCheckInterval)
 	case c.BacklogQuotaCheckInterval < time.Second:
 		return fmt.Errorf("%w: BacklogQuotaCheckInterval %v, want at least 1s", ErrInvalidConfig, c.BacklogQuotaCheckInterval)
 	case c.MessageExpiryCheckInterval < time.Second:
@@ -373,15 +391,16 @@ func NewService(cfg ServiceConfig, store meta.Store, policies *global.Cache, gst
 
 // Start starts the load manager (which removes the previous run's claims
 // and registers the broker), the backlog quota checks, message and
-// subscription expiry, the replication
+// subscription expiry, deduplication snapshots by time, the replication
 // cursors' upkeep, the moving of clients of namespaces active elsewhere
 // (migrate.go) and automatic region failover (failover.go).
 func (s *Service) Start(ctx context.Context) error {
 	if err := s.lm.Start(ctx); err != nil {
 		return err
 	}
-	s.wg.Add(6)
+	s.wg.Add(7)
 	go s.eachLoadedTopic(s.cfg.BacklogQuotaCheckInterval, func(t *Topic) { t.enforceQuota(s.ctx) })
+	go s.eachLoadedTopic(s.cfg.DedupSnapshotCheckInterval, (*Topic).snapshotDedupIfOlder)
 	go s.eachLoadedTopic(s.cfg.MessageExpiryCheckInterval, func(t *Topic) { t.expireByTTL(s.ctx) })
 	go s.eachLoadedTopic(s.cfg.SubscriptionExpiryCheckInterval, func(t *Topic) { t.expireInactiveSubscriptions(s.ctx) })
 	go s.replicationLoop()

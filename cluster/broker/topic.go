@@ -86,7 +86,7 @@ type Topic struct {
 }
 
 func newTopic(ctx context.Context, s *Service, t topology.TopicName, ml *mledger.ManagedLedger, eff global.Effective) (*Topic, error) {
-	dd, err := openDedup(ctx, ml, s.cfg.DedupSnapshotInterval)
+	dd, err := openDedup(ctx, ml, s.cfg.DedupSnapshotInterval, s.clock)
 	if err != nil {
 		return nil, err
 	}

@@ -217,6 +217,10 @@ var pulsarConfKeys = []confMapping{
 	{"dispatcherReadFailureBackoffInitialTimeInMs", millis(1, 600_000, func(c *RegionConfig) *time.Duration { return &c.Broker.Service.Dispatch.ReadRetryInitial })},
 	{"dispatcherReadFailureBackoffMaxTimeInMs", millis(1, 600_000, func(c *RegionConfig) *time.Duration { return &c.Broker.Service.Dispatch.ReadRetryMax })},
 	{"brokerDeduplicationEntriesInterval", integer(1, 1<<30, func(c *RegionConfig) *int { return &c.Broker.Service.DedupSnapshotInterval })},
+	{"brokerDeduplicationSnapshotIntervalSeconds", seconds(0, 86400, func(c *RegionConfig) *time.Duration { return &c.Broker.Service.DedupSnapshotTime })},
+	{"brokerDeduplicationSnapshotFrequencyInSeconds", seconds(1, 86400, func(c *RegionConfig) *time.Duration {
+		return &c.Broker.Service.DedupSnapshotCheckInterval
+	})},
 	{"topicLoadTimeoutSeconds", seconds(1, 3600, func(c *RegionConfig) *time.Duration { return &c.Broker.Service.TopicLoadTimeout })},
 	{"backlogQuotaCheckIntervalInSeconds", seconds(1, 86400, func(c *RegionConfig) *time.Duration { return &c.Broker.Service.BacklogQuotaCheckInterval })},
 	{"messageExpiryCheckIntervalInMinutes", minutes(1, 1440, func(c *RegionConfig) *time.Duration { return &c.Broker.Service.MessageExpiryCheckInterval })},
