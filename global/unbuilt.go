@@ -32,11 +32,6 @@ var UnbuiltPolicies = []Unbuilt{
 	{Feature: "compaction", Reason: "topics are never compacted; a compacted read sees every message",
 		Paths:       []string{"compactionThreshold"},
 		InNamespace: extraHas(ExtraCompactionThreshold), InTopic: topicExtraHas(ExtraTopicCompactionThreshold)},
-	{Feature: "subscribe rate", Reason: "a consumer's subscribes are not throttled",
-		Paths:       []string{"subscribeRate"},
-		InNamespace: extraHas(ExtraSubscribeRate), InTopic: topicExtraHas(ExtraTopicSubscribeRate)},
-	{Feature: "max topics per namespace", Reason: "a namespace's topic count is not limited",
-		Paths: []string{"maxTopicsPerNamespace"}, InNamespace: extraHas("max_topics_per_namespace")},
 	{Feature: "bookie affinity group", Reason: "ledgers are placed by rack and region only",
 		Paths: []string{"bookieAffinity"}, InNamespace: extraHas("bookie_affinity_group")},
 }
@@ -48,11 +43,9 @@ var UnbuiltPolicies = []Unbuilt{
 const (
 	ExtraDispatchRate                  = "clusterDispatchRate"
 	ExtraSubscriptionDispatchRate      = "subscriptionDispatchRate"
-	ExtraSubscribeRate                 = "clusterSubscribeRate"
 	ExtraDelayedDelivery               = "delayed_delivery_policies"
 	ExtraTopicDispatchRate             = "dispatchRate"
 	ExtraTopicSubscriptionDispatchRate = "subscriptionDispatchRate"
-	ExtraTopicSubscribeRate            = "subscribeRate"
 	ExtraTopicDelayedDelivery          = "delayedDelivery"
 	ExtraCompactionThreshold           = "compaction_threshold"
 	ExtraTopicCompactionThreshold      = "compactionThreshold"

@@ -129,6 +129,14 @@ func (c *conn) handleSubscribe(req *pb.CommandSubscribe) {
 		c.sendError(reqID, err)
 		return
 	}
+	if _, err := c.consumerFor(req.GetConsumerId()); err != nil {
+		// Not a consumer the connection holds, asked for again: a new
+		// subscribe, or a reconnect, which the rate counts.
+		if err := c.admitSubscribe(topic, req.GetConsumerName(), req.GetConsumerId()); err != nil {
+			c.sendError(reqID, err)
+			return
+		}
+	}
 	eff, err := topic.svc.resolve(t)
 	if err != nil {
 		c.sendError(reqID, err)

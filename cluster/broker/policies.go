@@ -23,6 +23,7 @@ func (t *Topic) applyPolicies(eff global.Effective) {
 	}
 	t.ml.SetMarkDeleteRate(markDeleteRate)
 	t.applyDispatchRates(eff)
+	t.subscribeRate.set(eff.SubscribeRateIn(t.svc.cfg.Region))
 	limit := t.svc.cfg.Dispatch.MaxUnackedPerSubscription
 	if n := eff.MaxUnackedMessagesOnSubscription; n != nil {
 		limit = *n

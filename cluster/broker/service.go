@@ -553,6 +553,9 @@ func (s *Service) Partitions(ctx context.Context, t topology.TopicName) (int, er
 	if err := s.cfg.Policies.PartitionsAllowed(n); err != nil {
 		return 0, fmt.Errorf("%w: auto-create partitioned topic %s: %w", wire.ErrNotAllowed, t, err)
 	}
+	if err := s.AdmitTopics(ctx, t, n); err != nil {
+		return 0, err
+	}
 	r, err := s.gstore.CreateTopic(ctx, t, global.TopicPolicies{Partitions: n, Created: s.clock.Now().UnixMilli()})
 	if err != nil && !errors.Is(err, global.ErrExists) {
 		return 0, fmt.Errorf("%w: auto-create partitioned topic %s: %v", wire.ErrMetadata, t, err)
@@ -773,6 +776,11 @@ func (s *Service) loadTopic(ctx context.Context, t topology.TopicName, create cr
 	allowed := create == forceCreate || (create == autoCreate && eff.AutoTopicCreation.Allow)
 	if !exists && !partition && !allowed {
 		return nil, fmt.Errorf("%w: topic %s does not exist", wire.ErrTopicNotFound, t)
+	}
+	if !exists && !partition {
+		if err := s.AdmitTopics(ctx, t, 1); err != nil {
+			return nil, err
+		}
 	}
 	var repl []string
 	if !exists {

@@ -42,6 +42,8 @@ type Topic struct {
 	// published measures the publish rate a relative dispatch rate is
 	// raised by (dispatchrate.go).
 	published publishRateMeter
+	// subscribeRate limits each consumer's SUBSCRIBEs (subscriberate.go).
+	subscribeRate subscribeLimiter
 	// maxUnackedOnSubscription is the most messages the consumers of one
 	// Shared or Key_Shared subscription may hold unacked together (0:
 	// none), set by applyPolicies.

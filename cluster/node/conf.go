@@ -267,6 +267,13 @@ var pulsarConfKeys = []confMapping{
 	{"maxProducersPerTopic", integer(0, 1<<31-1, func(c *RegionConfig) *int { return &c.Broker.Service.Policies.MaxProducersPerTopic })},
 	{"maxConsumersPerTopic", integer(0, 1<<31-1, func(c *RegionConfig) *int { return &c.Broker.Service.Policies.MaxConsumersPerTopic })},
 	{"maxConsumersPerSubscription", integer(0, 1<<31-1, func(c *RegionConfig) *int { return &c.Broker.Service.Policies.MaxConsumersPerSubscription })},
+	{"subscribeThrottlingRatePerConsumer", integer(0, 1<<31-1, func(c *RegionConfig) *int {
+		return &c.Broker.Service.Policies.SubscribeRate.SubscribeThrottlingRatePerConsumer
+	})},
+	{"subscribeRatePeriodPerConsumerInSecond", integer(1, 1<<31-1, func(c *RegionConfig) *int {
+		return &c.Broker.Service.Policies.SubscribeRate.RatePeriodInSecond
+	})},
+	{"maxTopicsPerNamespace", integer(0, 1<<31-1, func(c *RegionConfig) *int { return &c.Broker.Service.Policies.MaxTopicsPerNamespace })},
 	{"maxNumPartitionsPerPartitionedTopic", integer(0, 1<<31-1, func(c *RegionConfig) *int { return &c.Broker.Service.Policies.MaxNumPartitions })},
 	{"defaultRetentionTimeInMinutes", integer(-1, 1<<31-1, func(c *RegionConfig) *int { return &c.Broker.Service.Policies.RetentionTimeInMinutes })},
 	{"defaultRetentionSizeInMB", int64Field(-1, 1<<40, func(c *RegionConfig) *int64 { return &c.Broker.Service.Policies.RetentionSizeInMB })},
