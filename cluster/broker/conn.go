@@ -73,10 +73,12 @@ type conn struct {
 		sync.Mutex
 		producers map[uint64]*producer
 		consumers map[uint64]*consumer
-		// moved are the producers this connection sent to another broker
-		// (releaseProducer) or region (migrate.go), whose late SENDs are
-		// dropped, not taken as the client's error: see handleSend.
-		moved map[uint64]bool
+		// dropping are the producers whose SENDs are dropped, not taken
+		// as the client's error (see handleSend): one the broker is
+		// closing, until its CLOSE_PRODUCER is queued (releaseProducer),
+		// and one sent to another broker or region (migrate.go), until it
+		// registers here again.
+		dropping map[uint64]bool
 	}
 }
 
@@ -111,7 +113,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 		limits:     newConnLimits(s.cfg),
 	}
 	c.mu.producers = make(map[uint64]*producer)
-	c.mu.moved = make(map[uint64]bool)
+	c.mu.dropping = make(map[uint64]bool)
 	c.mu.consumers = make(map[uint64]*consumer)
 	c.lastReceived.Store(s.clock.Now().UnixNano())
 	return c
