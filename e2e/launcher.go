@@ -55,10 +55,13 @@ const LogLevelEnv = "MERIDIAN_E2E_LOG_LEVEL"
 //
 // One address per broker means one path into it: clients of the broker's
 // own region follow the same lookups and also pass through its link, so a
-// link's shape is the broker's network as every client sees it. Giving
-// each region's clients a path of their own needs Pulsar's
-// advertisedListeners (a lookup answering per listenerName), which the
-// broker does not implement yet.
+// link's shape is the broker's network as every client sees it. The
+// broker now takes Pulsar's advertisedListeners (--advertised-listeners, a
+// lookup answered with the owner's URLs of the client's ListenerName), so
+// a bed could give each region's clients a path of their own: a listener
+// per region, each the address of a link shaped as that region's network,
+// with the region's clients naming it. This bed does not: every client
+// shares the one link.
 const advertisedHost = "127.0.0.2"
 
 // BuildMeridian builds the meridian binary into dir and returns its path. A test

@@ -70,8 +70,9 @@ type PersistencePolicies struct {
 	BookkeeperEnsemble    int `json:"bookkeeperEnsemble"`
 	BookkeeperWriteQuorum int `json:"bookkeeperWriteQuorum"`
 	BookkeeperAckQuorum   int `json:"bookkeeperAckQuorum"`
-	// ManagedLedgerMaxMarkDeleteRate is stored and answered; the region's
-	// CursorPersistInterval paces cursor writes (see Unbuilt).
+	// ManagedLedgerMaxMarkDeleteRate is the most writes of one cursor's
+	// state per second (mledger's SetMarkDeleteRate); 0 leaves the
+	// region's CursorPersistInterval.
 	ManagedLedgerMaxMarkDeleteRate float64 `json:"managedLedgerMaxMarkDeleteRate"`
 }
 

@@ -588,6 +588,9 @@ const (
 	ExtraTopicMaxProducers                = "maxProducerPerTopic"
 	ExtraTopicMaxConsumers                = "maxConsumerPerTopic"
 	ExtraTopicMaxConsumersPerSubscription = "maxConsumersPerSubscription"
+	// A namespace's limit alone: its topics, a partitioned topic counting
+	// its partitions.
+	ExtraMaxTopicsPerNamespace = "max_topics_per_namespace"
 	// The unacked-message limits of a Shared or Key_Shared consumer and
 	// subscription, and whether a producer must have a schema: a
 	// namespace's, and the topic policy that overrides it.
@@ -598,7 +601,8 @@ const (
 	ExtraTopicMaxUnackedOnSubscription = "maxUnackedMessagesOnSubscription"
 	ExtraTopicSchemaValidationEnforced = "schemaValidationEnforced"
 	// Topic policies only.
-	ExtraTopicMaxSubscriptions = "maxSubscriptionsPerTopic"
+	ExtraTopicMaxSubscriptions      = "maxSubscriptionsPerTopic"
+	ExtraTopicDedupSnapshotInterval = "deduplicationSnapshotIntervalSeconds"
 )
 
 // The Extra keys of the auto-subscription-creation overrides, a

@@ -70,6 +70,15 @@ type BrokerDefaults struct {
 	// SchemaValidationEnforced is isSchemaValidationEnforced (false): a
 	// producer without a schema is refused on a topic that has one.
 	SchemaValidationEnforced bool
+	// SubscribeRate is subscribeThrottlingRatePerConsumer (0: none) per
+	// subscribeRatePeriodPerConsumerInSecond (30): each consumer's
+	// subscribe rate on a topic whose topic and namespace policies set
+	// none.
+	SubscribeRate SubscribeRate
+	// MaxTopicsPerNamespace is maxTopicsPerNamespace: the most topics a
+	// namespace whose policy sets none may hold, a partitioned topic
+	// counting its partitions; 0, Pulsar's default, is no limit.
+	MaxTopicsPerNamespace int
 }
 
 // DefaultMaxNumPartitions is BrokerDefaults.MaxNumPartitions' default.
@@ -88,6 +97,7 @@ func DefaultBrokerDefaults() BrokerDefaults {
 		BacklogQuotaLimitSeconds:      -1,
 		BacklogQuotaPolicy:            ProducerRequestHold,
 		SchemaCompatibilityStrategy:   SchemaFull,
+		SubscribeRate:                 SubscribeRate{RatePeriodInSecond: 30},
 	}
 }
 
@@ -115,6 +125,12 @@ func (d BrokerDefaults) Validate() error {
 	}
 	if d.AutoTopicCreationType != Partitioned && d.AutoTopicCreationType != NonPartitioned {
 		return fmt.Errorf("global: BrokerDefaults.AutoTopicCreationType %q (want partitioned or non-partitioned)", d.AutoTopicCreationType)
+	}
+	if err := d.SubscribeRate.Validate(); err != nil {
+		return fmt.Errorf("global: BrokerDefaults.SubscribeRate: %w", err)
+	}
+	if d.MaxTopicsPerNamespace < 0 {
+		return fmt.Errorf("global: BrokerDefaults.MaxTopicsPerNamespace must be 0 (no limit) or more, got %d", d.MaxTopicsPerNamespace)
 	}
 	if err := validBacklogQuotas(d.backlogQuotas()); err != nil {
 		return fmt.Errorf("global: BrokerDefaults: %w", err)
@@ -188,6 +204,9 @@ type Effective struct {
 	MaxConsumersPerSubscription int
 	// MaxSubscriptionsPerTopic is the topic's limit; 0 is none.
 	MaxSubscriptionsPerTopic int
+	// MaxTopicsPerNamespace is the namespace's max_topics_per_namespace,
+	// else the broker's; 0 is none.
+	MaxTopicsPerNamespace int
 	// MaxUnackedMessagesOnConsumer is the topic's limit on the messages a
 	// Shared or Key_Shared consumer holds unacked, else the namespace's
 	// maxUnackedMessagesPerConsumer (0: none), or nil when neither sets one
@@ -221,6 +240,13 @@ type Effective struct {
 	NamespaceDispatchRates             map[string]DispatchRate
 	SubscriptionDispatchRate           *DispatchRate
 	NamespaceSubscriptionDispatchRates map[string]DispatchRate
+	// SubscribeRate is the topic's subscribeRate, which overrides the
+	// namespace's in every region, or nil; NamespaceSubscribeRates are the
+	// namespace's, by region, or nil; BrokerSubscribeRate is the broker's.
+	// SubscribeRateIn resolves them.
+	SubscribeRate           *SubscribeRate
+	NamespaceSubscribeRates map[string]SubscribeRate
+	BrokerSubscribeRate     SubscribeRate
 	// MaxMessageSize is the topic's maxMessageSize in bytes; 0 is none
 	// beyond the broker's.
 	MaxMessageSize int
@@ -228,6 +254,11 @@ type Effective struct {
 	// policy, else the namespace's; nil when neither sets one and the
 	// broker's managedLedgerDefault* apply.
 	Persistence *PersistencePolicies
+	// DedupSnapshotIntervalSeconds is the topic's
+	// deduplicationSnapshotInterval: the longest its deduplication state
+	// waits for a snapshot once an entry is stored (0: snapshots by
+	// entries only); nil when it sets none and the broker's applies.
+	DedupSnapshotIntervalSeconds *int
 }
 
 // Resolve computes a topic's effective policies, field by field: the topic
@@ -304,6 +335,7 @@ func Resolve(d BrokerDefaults, tenant TenantInfo, ns Policies, topic *TopicPolic
 	e.MaxConsumersPerSubscription = limitOf(tp.Extra, ExtraTopicMaxConsumersPerSubscription, ns.Extra, ExtraMaxConsumersPerSubscription,
 		d.MaxConsumersPerSubscription)
 	e.MaxSubscriptionsPerTopic, _ = tp.Extra.limit(ExtraTopicMaxSubscriptions)
+	e.MaxTopicsPerNamespace = limitOf(nil, "", ns.Extra, ExtraMaxTopicsPerNamespace, d.MaxTopicsPerNamespace)
 	e.MaxUnackedMessagesOnConsumer = optionalLimit(tp.Extra, ExtraTopicMaxUnackedOnConsumer, ns.Extra, ExtraMaxUnackedPerConsumer)
 	e.MaxUnackedMessagesOnSubscription = optionalLimit(tp.Extra, ExtraTopicMaxUnackedOnSubscription, ns.Extra, ExtraMaxUnackedPerSubscription)
 	e.DelayedDelivery = delayedDeliveryOf(tp, ns)
@@ -320,9 +352,15 @@ func Resolve(d BrokerDefaults, tenant TenantInfo, ns Policies, topic *TopicPolic
 	e.NamespaceDispatchRates = regionValues(ns.Extra, ExtraDispatchRate, DispatchRate.Validate)
 	e.SubscriptionDispatchRate = decodeExtra(tp.Extra, ExtraTopicSubscriptionDispatchRate, DispatchRate.Validate)
 	e.NamespaceSubscriptionDispatchRates = regionValues(ns.Extra, ExtraSubscriptionDispatchRate, DispatchRate.Validate)
+	e.SubscribeRate = decodeExtra(tp.Extra, ExtraTopicSubscribeRate, SubscribeRate.Validate)
+	e.NamespaceSubscribeRates = regionValues(ns.Extra, ExtraSubscribeRate, SubscribeRate.Validate)
+	e.BrokerSubscribeRate = d.SubscribeRate
 	e.MaxMessageSize, _ = tp.Extra.limit(ExtraMaxMessageSize)
 	e.Persistence = first(decodeExtra(tp.Extra, ExtraPersistence, PersistencePolicies.Validate),
 		decodeExtra(ns.Extra, ExtraPersistence, PersistencePolicies.Validate))
+	if n, ok := tp.Extra.limit(ExtraTopicDedupSnapshotInterval); ok {
+		e.DedupSnapshotIntervalSeconds = &n
+	}
 	if ns.Bundles != nil {
 		// Validated on every write; a record that does not parse yields
 		// no bundles rather than invented ones.

@@ -28,6 +28,7 @@ func TestResolve(t *testing.T) {
 		AllowAutoSubscriptionCreation: true,
 		SchemaCompatibilityStrategy:   SchemaFull,
 		ReplicationClusters:           []string{"a", "b"},
+		BrokerSubscribeRate:           SubscribeRate{RatePeriodInSecond: 30},
 	}
 	with := func(f func(*Effective)) Effective {
 		e := base

@@ -32,33 +32,8 @@ var UnbuiltPolicies = []Unbuilt{
 	{Feature: "compaction", Reason: "topics are never compacted; a compacted read sees every message",
 		Paths:       []string{"compactionThreshold"},
 		InNamespace: extraHas(ExtraCompactionThreshold), InTopic: topicExtraHas(ExtraTopicCompactionThreshold)},
-	{Feature: "dispatch rate relative to publish rate", Reason: "a topic's and a subscription's dispatch rates are absolute: relativeToPublishRate applies to replicatorDispatchRate only",
-		Paths: []string{"dispatchRate", "subscriptionDispatchRate"},
-		InNamespace: func(p Policies) bool {
-			return relativeRate(regionValues[DispatchRate](p.Extra, ExtraDispatchRate, nil)) ||
-				relativeRate(regionValues[DispatchRate](p.Extra, ExtraSubscriptionDispatchRate, nil))
-		},
-		InTopic: func(tp TopicPolicies) bool {
-			for _, key := range []string{ExtraTopicDispatchRate, ExtraTopicSubscriptionDispatchRate} {
-				if r := decodeExtra[DispatchRate](tp.Extra, key, nil); r != nil && r.RelativeToPublishRate {
-					return true
-				}
-			}
-			return false
-		}},
-	{Feature: "subscribe rate", Reason: "a consumer's subscribes are not throttled",
-		Paths:       []string{"subscribeRate"},
-		InNamespace: extraHas(ExtraSubscribeRate), InTopic: topicExtraHas(ExtraTopicSubscribeRate)},
-	{Feature: "max topics per namespace", Reason: "a namespace's topic count is not limited",
-		Paths: []string{"maxTopicsPerNamespace"}, InNamespace: extraHas("max_topics_per_namespace")},
-	{Feature: "deduplication snapshot interval per topic", Reason: "the broker's DedupSnapshotInterval applies to every topic",
-		Paths: []string{"deduplicationSnapshotInterval"}, InTopic: topicExtraHas("deduplicationSnapshotIntervalSeconds")},
 	{Feature: "bookie affinity group", Reason: "ledgers are placed by rack and region only",
 		Paths: []string{"bookieAffinity"}, InNamespace: extraHas("bookie_affinity_group")},
-	{Feature: "per-namespace mark-delete rate", Reason: "the region's CursorPersistInterval paces every cursor's writes",
-		Paths:       []string{"persistence"},
-		InNamespace: func(p Policies) bool { return markDeleteRate(p.Extra) },
-		InTopic:     func(tp TopicPolicies) bool { return markDeleteRate(tp.Extra) }},
 }
 
 // The Extra keys of the dispatch-side rates, of delayed delivery and of
@@ -68,11 +43,9 @@ var UnbuiltPolicies = []Unbuilt{
 const (
 	ExtraDispatchRate                  = "clusterDispatchRate"
 	ExtraSubscriptionDispatchRate      = "subscriptionDispatchRate"
-	ExtraSubscribeRate                 = "clusterSubscribeRate"
 	ExtraDelayedDelivery               = "delayed_delivery_policies"
 	ExtraTopicDispatchRate             = "dispatchRate"
 	ExtraTopicSubscriptionDispatchRate = "subscriptionDispatchRate"
-	ExtraTopicSubscribeRate            = "subscribeRate"
 	ExtraTopicDelayedDelivery          = "delayedDelivery"
 	ExtraCompactionThreshold           = "compaction_threshold"
 	ExtraTopicCompactionThreshold      = "compactionThreshold"
@@ -116,20 +89,4 @@ func anyKey(e Extra, keys []string) bool {
 		}
 	}
 	return false
-}
-
-// relativeRate reports whether any of rates is relative to the publish
-// rate.
-func relativeRate(rates map[string]DispatchRate) bool {
-	for _, r := range rates {
-		if r.RelativeToPublishRate {
-			return true
-		}
-	}
-	return false
-}
-
-func markDeleteRate(e Extra) bool {
-	p := decodeExtra[PersistencePolicies](e, ExtraPersistence, nil)
-	return p != nil && p.ManagedLedgerMaxMarkDeleteRate > 0
 }

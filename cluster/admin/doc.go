@@ -37,7 +37,9 @@
 // global.Resolve reads: the producer, consumer and subscription limits, the
 // unacked-message limits per consumer and per subscription (a topic's over
 // its namespace's), schema validation enforced, auto subscription creation,
-// the publish rate, maxMessageSize and persistence; the replicator
+// the publish rate, the subscribe rate, maxTopicsPerNamespace (checked by
+// broker.Service.AdmitTopics, which the create routes call too),
+// maxMessageSize and persistence; the replicator
 // enforces the replicator dispatch rate (dispatchrate.go). The others are
 // listed in global.UnbuiltPolicies: a set of one is accepted, as Pulsar
 // tools expect, but answered with an HTTP Warning naming what is not

@@ -34,17 +34,28 @@ func (h *handler) routeLookups() {
 	h.handleTopic("GET", "/admin/v2", "/partitions", opLookup, h.partitions)
 }
 
-// lookup answers where t is served. A namespace whose active region is
-// another region redirects there, as a Pulsar lookup redirects to the
-// cluster that serves it; the client follows. It takes one of the
-// broker's lookup permits, the binary lookups' bound: none left is 429.
+// listenerNameHeader is the header in which Pulsar's Java client names
+// its advertised listener on an HTTP lookup; the listenerName query
+// parameter, which wins, does the same.
+const listenerNameHeader = "X-Pulsar-ListenerName"
+
+// lookup answers where t is served: the broker URLs of the advertised
+// listener the request names, if any (as the binary lookup does), and the
+// owner's web URL. A namespace whose active region is another region
+// redirects there, as a Pulsar lookup redirects to the cluster that serves
+// it; the client follows. It takes one of the broker's lookup permits, the
+// binary lookups' bound: none left is 429.
 func (h *handler) lookup(w http.ResponseWriter, r *http.Request, t topology.TopicName) error {
 	release, err := h.svc.LookupPermits().Acquire()
 	if err != nil {
 		return err
 	}
 	defer release()
-	loc, err := h.svc.Lookup(r.Context(), t, broker.LookupOptions{})
+	listener := r.URL.Query().Get("listenerName")
+	if listener == "" {
+		listener = r.Header.Get(listenerNameHeader)
+	}
+	loc, err := h.svc.Lookup(r.Context(), t, broker.LookupOptions{Listener: listener})
 	if err != nil {
 		return err
 	}

@@ -326,20 +326,12 @@ func TestUnbuiltPoliciesWarn(t *testing.T) {
 	if err := newAdmin(t, web.URL).Topics().Create(topicName(t, topic), 0); err != nil {
 		t.Fatal(err)
 	}
-	beforeTopics := countOf("subscribe rate", "topic")
-	status, body, h := callHeader(t, "POST", "/admin/v2/persistent/"+ns+"/t/subscribeRate", `{"subscribeThrottlingRatePerConsumer":5,"ratePeriodInSecond":30}`)
-	if status != http.StatusNoContent || !strings.HasPrefix(h.Get("Warning"), `299 - "subscribe rate is not built: `) {
-		t.Errorf("a topic's subscribeRate: %d %s, Warning %q", status, body, h.Get("Warning"))
-	}
-	if n := countOf("subscribe rate", "topic"); n != beforeTopics+1 {
-		t.Errorf("topics holding a subscribe rate: %d, want %d", n, beforeTopics+1)
-	}
 	// pulsaradmin's own suite sets a topic's compaction threshold.
-	beforeTopics = countOf("compaction", "topic")
+	beforeTopics := countOf("compaction", "topic")
 	if err := newAdmin(t, web.URL).Topics().SetCompactionThreshold(topicName(t, topic), 1<<20); err != nil {
 		t.Fatalf("a topic's compactionThreshold: %v", err)
 	}
-	status, body, h = callHeader(t, "POST", "/admin/v2/persistent/"+ns+"/t/compactionThreshold", `2097152`)
+	status, body, h := callHeader(t, "POST", "/admin/v2/persistent/"+ns+"/t/compactionThreshold", `2097152`)
 	if status != http.StatusNoContent || !strings.HasPrefix(h.Get("Warning"), `299 - "compaction is not built: `) {
 		t.Errorf("a topic's compactionThreshold: %d %s, Warning %q", status, body, h.Get("Warning"))
 	}
@@ -349,8 +341,13 @@ func TestUnbuiltPoliciesWarn(t *testing.T) {
 	if n := countOf("compaction", "topic"); n != beforeTopics+1 {
 		t.Errorf("topics holding a compaction threshold: %d, want %d", n, beforeTopics+1)
 	}
-	if _, _, h := callHeader(t, "POST", "/admin/v2/persistent/"+ns+"/t/publishRate", `{"publishThrottlingRateInMsg":5,"publishThrottlingRateInByte":-1}`); h.Get("Warning") != "" {
-		t.Errorf("a topic's publishRate, which is enforced, answered with Warning %q", h.Get("Warning"))
+	for path, body := range map[string]string{
+		"publishRate":   `{"publishThrottlingRateInMsg":5,"publishThrottlingRateInByte":-1}`,
+		"subscribeRate": `{"subscribeThrottlingRatePerConsumer":5,"ratePeriodInSecond":30}`,
+	} {
+		if _, _, h := callHeader(t, "POST", "/admin/v2/persistent/"+ns+"/t/"+path, body); h.Get("Warning") != "" {
+			t.Errorf("a topic's %s, which is enforced, answered with Warning %q", path, h.Get("Warning"))
+		}
 	}
 
 	// Refused: 405 with the reason, and a GET shows nothing was stored.

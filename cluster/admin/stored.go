@@ -17,8 +17,8 @@ import (
 // the broker enforces the producer, consumer and subscription limits, the
 // unacked-message limits per consumer and per subscription,
 // schemaValidationEnforced, autoSubscriptionCreation,
-// the publish rate, maxMessageSize and persistence (the E/Qw/Qa of new
-// ledgers); the replicator enforces replicatorDispatchRate
+// the publish rate, the subscribe rate, maxTopicsPerNamespace,
+// maxMessageSize and persistence (the E/Qw/Qa of new ledgers); the replicator enforces replicatorDispatchRate
 // (dispatchrate.go). The others are stored and not enforced yet, and
 // global.UnbuiltPolicies lists each: a set of one answers with a Warning
 // (unbuilt.go). A namespace's properties are metadata, which is all they
@@ -32,14 +32,15 @@ import (
 type valueKind int
 
 const (
-	kindInt          valueKind = iota // an integer
-	kindNonNegInt                     // an integer >= 0
-	kindBool                          // true or false
-	kindObject                        // a JSON object (Pulsar's *Data types)
-	kindStringMap                     // an object of strings, merged on set (properties)
-	kindDispatchRate                  // a global.DispatchRate (the replicator's, the topic's, a subscription's)
-	kindPublishRate                   // a global.PublishRate
-	kindPersistence                   // global.PersistencePolicies, within the region's bookies
+	kindInt           valueKind = iota // an integer
+	kindNonNegInt                      // an integer >= 0
+	kindBool                           // true or false
+	kindObject                         // a JSON object (Pulsar's *Data types)
+	kindStringMap                      // an object of strings, merged on set (properties)
+	kindDispatchRate                   // a global.DispatchRate (the replicator's, the topic's, a subscription's)
+	kindPublishRate                    // a global.PublishRate
+	kindPersistence                    // global.PersistencePolicies, within the region's bookies
+	kindSubscribeRate                  // a global.SubscribeRate
 )
 
 // storedPolicy is one row of the table.
@@ -64,7 +65,7 @@ type storedPolicy struct {
 }
 
 var namespaceStored = []storedPolicy{
-	{path: "maxTopicsPerNamespace", key: "max_topics_per_namespace", kind: kindNonNegInt, unset: "0",
+	{path: "maxTopicsPerNamespace", key: global.ExtraMaxTopicsPerNamespace, kind: kindNonNegInt, unset: "0",
 		invalid: "maxTopicsPerNamespace must be 0 or more"},
 	{path: "subscriptionExpirationTime", key: global.ExtraSubscriptionExpirationTime, kind: kindNonNegInt,
 		invalid: "Invalid value for subscription expiration time"},
@@ -85,7 +86,7 @@ var namespaceStored = []storedPolicy{
 	{path: "publishRate", key: global.ExtraPublishRate, kind: kindPublishRate, perRegion: true},
 	{path: "dispatchRate", key: global.ExtraDispatchRate, kind: kindDispatchRate, perRegion: true},
 	{path: "subscriptionDispatchRate", key: global.ExtraSubscriptionDispatchRate, kind: kindDispatchRate, perRegion: true},
-	{path: "subscribeRate", key: global.ExtraSubscribeRate, kind: kindObject, perRegion: true},
+	{path: "subscribeRate", key: global.ExtraSubscribeRate, kind: kindSubscribeRate, perRegion: true},
 	{path: "delayedDelivery", key: global.ExtraDelayedDelivery, kind: kindObject},
 	{path: "offloadPolicies", key: "offload_policies", kind: kindObject, deletePath: "removeOffloadPolicies"},
 	{path: "persistence/bookieAffinity", key: "bookie_affinity_group", kind: kindObject},
@@ -103,14 +104,14 @@ var topicStored = []storedPolicy{
 	{path: "delayedDelivery", key: global.ExtraTopicDelayedDelivery, kind: kindObject},
 	{path: "dispatchRate", key: global.ExtraTopicDispatchRate, kind: kindDispatchRate},
 	{path: "publishRate", key: global.ExtraTopicPublishRate, kind: kindPublishRate},
-	{path: "subscribeRate", key: global.ExtraTopicSubscribeRate, kind: kindObject},
+	{path: "subscribeRate", key: global.ExtraTopicSubscribeRate, kind: kindSubscribeRate},
 	{path: "subscriptionDispatchRate", key: global.ExtraTopicSubscriptionDispatchRate, kind: kindDispatchRate},
 	{path: "replicatorDispatchRate", key: global.ExtraReplicatorDispatchRate, kind: kindDispatchRate},
 	{path: "offloadPolicies", key: "offloadPolicies", kind: kindObject},
 	{path: "maxMessageSize", key: global.ExtraMaxMessageSize, kind: kindNonNegInt},
 	{path: "maxSubscriptionsPerTopic", key: global.ExtraTopicMaxSubscriptions, kind: kindNonNegInt},
 	{path: "maxConsumersPerSubscription", key: global.ExtraTopicMaxConsumersPerSubscription, kind: kindNonNegInt, nsKey: global.ExtraMaxConsumersPerSubscription},
-	{path: "deduplicationSnapshotInterval", key: "deduplicationSnapshotIntervalSeconds", kind: kindNonNegInt},
+	{path: "deduplicationSnapshotInterval", key: global.ExtraTopicDedupSnapshotInterval, kind: kindNonNegInt},
 	{path: "schemaValidationEnforced", key: global.ExtraTopicSchemaValidationEnforced, kind: kindBool, nsKey: global.ExtraSchemaValidationEnforced},
 	{path: "compactionThreshold", key: global.ExtraTopicCompactionThreshold, kind: kindNonNegInt, nsKey: global.ExtraCompactionThreshold},
 	{path: "autoSubscriptionCreation", key: global.ExtraTopicAutoSubscriptionCreation, kind: kindObject, nsKey: global.ExtraAutoSubscriptionCreation},
@@ -163,12 +164,13 @@ func (sp storedPolicy) check(body []byte) (json.RawMessage, error) {
 		if strictJSON(body, &rate) != nil {
 			return nil, bad("{publishThrottlingRateInMsg, publishThrottlingRateInByte}")
 		}
-	case kindPersistence:
-		var p global.PersistencePolicies
-		if strictJSON(body, &p) != nil {
-			return nil, bad("{bookkeeperEnsemble, bookkeeperWriteQuorum, bookkeeperAckQuorum, managedLedgerMaxMarkDeleteRate}")
+	case kindSubscribeRate:
+		if err := strictValid[global.SubscribeRate](body, bad("{subscribeThrottlingRatePerConsumer, ratePeriodInSecond}")); err != nil {
+			return nil, err
 		}
-		if err := p.Validate(); err != nil {
+	case kindPersistence:
+		shape := bad("{bookkeeperEnsemble, bookkeeperWriteQuorum, bookkeeperAckQuorum, managedLedgerMaxMarkDeleteRate}")
+		if err := strictValid[global.PersistencePolicies](body, shape); err != nil {
 			return nil, err
 		}
 	}
@@ -185,6 +187,16 @@ func strictJSON(body []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	return dec.Decode(v)
+}
+
+// strictValid decodes body as a T (strictJSON), and answers shape when it
+// is not one, or what T's Validate says of it.
+func strictValid[T interface{ Validate() error }](body []byte, shape error) error {
+	var v T
+	if strictJSON(body, &v) != nil {
+		return shape
+	}
+	return v.Validate()
 }
 
 // set applies v to extra: a replacement, or for a string map a merge.

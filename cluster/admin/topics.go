@@ -213,6 +213,9 @@ func (h *handler) createPartitioned(w http.ResponseWriter, r *http.Request, t to
 	if err := h.checkNewTopic(r, t); err != nil {
 		return err
 	}
+	if err := h.svc.AdmitTopics(r.Context(), t, n); err != nil {
+		return err
+	}
 	rc, err := h.svc.Global().CreateTopic(r.Context(), t, global.TopicPolicies{Partitions: n, Created: time.Now().UnixMilli(), Extra: extra})
 	if err != nil {
 		return err
@@ -244,6 +247,9 @@ func (h *handler) updatePartitions(w http.ResponseWriter, r *http.Request, t top
 		return fmt.Errorf("%w: partitioned topic %s does not exist", ErrNotFound, t)
 	case n <= old:
 		return fmt.Errorf("%w: the number of partitions can only grow (%d now, %d asked)", ErrPrecondition, old, n)
+	}
+	if err := h.svc.AdmitTopics(r.Context(), t, n-old); err != nil {
+		return err
 	}
 	_, rc, err := h.svc.Global().UpdateTopic(r.Context(), t, func(tp *global.TopicPolicies) error {
 		if n <= tp.Partitions {

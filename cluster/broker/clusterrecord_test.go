@@ -40,19 +40,19 @@ func TestClusterRecordNamesLiveBrokers(t *testing.T) {
 	names(a)
 }
 
-// addEastRegion records a region east, of brokers e1 and e2 that nothing
+// addRegion records a region name, of brokers e1 and e2 that nothing
 // serves, and lets tenant public use it.
-func addEastRegion(t *testing.T, r *brokertest.Broker) {
+func addRegion(t *testing.T, r *brokertest.Broker, name string) {
 	t.Helper()
 	gs := r.Service().Global()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, err := gs.CreateCluster(ctx, "east", global.ClusterData{
+	if _, err := gs.CreateCluster(ctx, name, global.ClusterData{
 		ServiceURL: "http://e1:8080", BrokerServiceURL: "pulsar://e1:6650,e2:6650"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := gs.UpdateTenant(ctx, "public", func(ti *global.TenantInfo) error {
-		ti.AllowedClusters = append(ti.AllowedClusters, "east")
+		ti.AllowedClusters = append(ti.AllowedClusters, name)
 		return nil
 	}); err != nil {
 		t.Fatal(err)
@@ -67,7 +67,7 @@ func TestActiveRegionRedirectNamesOneHost(t *testing.T) {
 	r := startBroker(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	addEastRegion(t, r)
+	addRegion(t, r, "east")
 	ns := createNamespace(t, r, "activeeast", global.Policies{
 		ReplicationClusters: []string{brokertest.Region, "east"}, ActiveRegion: "east"})
 	topic := "persistent://" + ns + "/t"

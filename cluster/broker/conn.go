@@ -53,6 +53,13 @@ type conn struct {
 
 	lastReceived atomic.Int64 // unix nanoseconds of the last frame read
 
+	// lookupListener is the advertised listener named by the last LOOKUP
+	// on this connection ("" for none), nil before any: the listener the
+	// client reached this broker by, as far as the broker can know. It
+	// picks the URLs of a hand-off's CLOSE_PRODUCER and CLOSE_CONSUMER
+	// (assignedURLs).
+	lookupListener atomic.Pointer[string]
+
 	limits connLimits // its requests and pending publishes (limits.go)
 
 	// Set by the reader at CONNECT, before any producer or consumer exists.
@@ -66,10 +73,12 @@ type conn struct {
 		sync.Mutex
 		producers map[uint64]*producer
 		consumers map[uint64]*consumer
-		// moved are the producers this connection sent to another broker
-		// (releaseProducer) or region (migrate.go), whose late SENDs are
-		// dropped, not taken as the client's error: see handleSend.
-		moved map[uint64]bool
+		// dropping are the producers whose SENDs are dropped, not taken
+		// as the client's error (see handleSend): one the broker is
+		// closing, until its CLOSE_PRODUCER is queued (releaseProducer),
+		// and one sent to another broker or region (migrate.go), until it
+		// registers here again.
+		dropping map[uint64]bool
 	}
 }
 
@@ -104,7 +113,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 		limits:     newConnLimits(s.cfg),
 	}
 	c.mu.producers = make(map[uint64]*producer)
-	c.mu.moved = make(map[uint64]bool)
+	c.mu.dropping = make(map[uint64]bool)
 	c.mu.consumers = make(map[uint64]*consumer)
 	c.lastReceived.Store(s.clock.Now().UnixNano())
 	return c
@@ -442,7 +451,9 @@ func (e errClosing) Unwrap() error { return e.error }
 
 func (c *conn) handleLookup(req *pb.CommandLookupTopic) {
 	resp := pb.CommandLookupTopicResponse_builder{RequestId: ptr(req.GetRequestId())}
-	loc, err := c.lookup(req.GetTopic(), LookupOptions{Replication: isReplicationLookup(req)})
+	listener := req.GetAdvertisedListenerName()
+	c.lookupListener.Store(&listener)
+	loc, err := c.lookup(req.GetTopic(), LookupOptions{Replication: isReplicationLookup(req), Listener: listener})
 	if err != nil {
 		// The response must carry `response` even on failure: the client
 		// dereferences it (DESIGN §5).
@@ -562,11 +573,31 @@ func ptr[T any](v T) *T { return &v }
 
 // assignedURLs are the assignedBrokerServiceUrl and
 // assignedBrokerServiceUrlTls of a CLOSE_PRODUCER or CLOSE_CONSUMER
-// sending the client to dest.
-func assignedURLs(dest loadmgr.Owner) (plain, tls *string) {
-	plain = ptr(dest.ServiceURL)
-	if dest.ServiceURLTLS != "" {
-		tls = ptr(dest.ServiceURLTLS)
+// sending the client to dest, or nils, which make the client look the
+// topic up again.
+//
+// With advertised listeners the URLs must be those of the listener the
+// client uses. Pulsar knows it from the bind address the connection came
+// in on (PIP-95's bindAddresses); a Meridian broker serves every listener
+// on one port, so it takes the listener the connection's own lookups
+// named. A connection that has carried no lookup (the client looked the
+// topic up through another broker) gets nils when dest has listeners: a
+// lookup, which names the client's listener, is always right, where the
+// internal URLs may not be reachable from the client at all.
+func (c *conn) assignedURLs(dest loadmgr.Owner) (plain, tls *string) {
+	var listener string
+	if l := c.lookupListener.Load(); l != nil {
+		listener = *l
+	} else if len(dest.Listeners) > 0 {
+		return nil, nil
+	}
+	l, err := dest.Listener(listener)
+	if err != nil {
+		return nil, nil
+	}
+	plain = ptr(l.ServiceURL)
+	if l.ServiceURLTLS != "" {
+		tls = ptr(l.ServiceURLTLS)
 	}
 	return plain, tls
 }

@@ -55,7 +55,7 @@ func (c *consumer) disconnectTo(ctx context.Context, dest *loadmgr.Owner) {
 	c.detach(ctx)
 	b := pb.CommandCloseConsumer_builder{ConsumerId: ptr(c.id), RequestId: ptr(uint64(0))}
 	if dest != nil {
-		b.AssignedBrokerServiceUrl, b.AssignedBrokerServiceUrlTls = assignedURLs(*dest)
+		b.AssignedBrokerServiceUrl, b.AssignedBrokerServiceUrlTls = c.c.assignedURLs(*dest)
 	}
 	c.c.send(pb.BaseCommand_builder{Type: pb.BaseCommand_CLOSE_CONSUMER.Enum(), CloseConsumer: b.Build()}.Build())
 }
@@ -128,6 +128,14 @@ func (c *conn) handleSubscribe(req *pb.CommandSubscribe) {
 	if err != nil {
 		c.sendError(reqID, err)
 		return
+	}
+	if _, err := c.consumerFor(req.GetConsumerId()); err != nil {
+		// Not a consumer the connection holds, asked for again: a new
+		// subscribe, or a reconnect, which the rate counts.
+		if err := c.admitSubscribe(topic, req.GetConsumerName(), req.GetConsumerId()); err != nil {
+			c.sendError(reqID, err)
+			return
+		}
 	}
 	eff, err := topic.svc.resolve(t)
 	if err != nil {

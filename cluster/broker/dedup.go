@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"time"
+
+	"github.com/jonboulle/clockwork"
 
 	"github.com/meridian-mq/meridian/cluster/mledger"
 	"github.com/meridian-mq/meridian/cluster/wire"
@@ -46,10 +49,13 @@ const dedupCursor = "pulsar.dedup"
 // whose connection closed before its receipt, and the next owner stored
 // that producer's resend a second time.)
 //
-// Durability: every SnapshotInterval stored entries, the persisted map is
+// Durability: every SnapshotInterval stored entries, and when entries
+// were stored since a snapshot older than the topic's snapshot time
+// (snapshotIfOlder: a quiet topic's), the persisted map is
 // written into the properties of the pulsar.dedup cursor and the cursor is
 // acked up to the entry the snapshot covers, properties first: a snapshot
-// is never newer than its properties. A reload restores the properties and
+// is never newer than its properties. The cursor is durable, so it holds
+// the topic's ledgers back from retention until a snapshot moves it. A reload restores the properties and
 // replays the entries after the cursor's mark-delete position, reading each
 // entry's producer_name and sequence ids from its metadata. So the state
 // survives restarts and ownership moves, and a reload replays at most
@@ -62,6 +68,7 @@ const dedupCursor = "pulsar.dedup"
 type dedup struct {
 	cursor   *mledger.Cursor
 	interval int
+	clock    clockwork.Clock
 
 	mu        sync.Mutex
 	pushed    map[string]int64
@@ -72,6 +79,9 @@ type dedup struct {
 	pending map[string]pendingAppends
 	changed map[string]struct{} // persisted entries not yet in a snapshot
 	since   int                 // entries stored since the last snapshot
+	// snapshotAt is when the last snapshot was written, or the state
+	// opened.
+	snapshotAt time.Time
 	// recorded is the position of the last entry the recorder marked
 	// stored (valid when hasRecorded): what a snapshot may cover.
 	recorded    mledger.Position
@@ -125,18 +135,18 @@ type trackedAppend struct {
 const recorderQueue = 4096
 
 // newDedup is an empty state, snapshotting every interval entries.
-func newDedup(interval int) *dedup {
-	return &dedup{interval: interval, pushed: map[string]int64{}, persisted: map[string]int64{},
+func newDedup(interval int, clock clockwork.Clock) *dedup {
+	return &dedup{interval: interval, clock: clock, snapshotAt: clock.Now(), pushed: map[string]int64{}, persisted: map[string]int64{},
 		pending: map[string]pendingAppends{}, changed: map[string]struct{}{}}
 }
 
 // openDedup opens the snapshot cursor and rebuilds the state.
-func openDedup(ctx context.Context, ml *mledger.ManagedLedger, interval int) (*dedup, error) {
+func openDedup(ctx context.Context, ml *mledger.ManagedLedger, interval int, clock clockwork.Clock) (*dedup, error) {
 	c, err := ml.OpenCursor(ctx, dedupCursor, mledger.Earliest)
 	if err != nil {
 		return nil, fmt.Errorf("open deduplication cursor: %w", err)
 	}
-	d := newDedup(interval)
+	d := newDedup(interval, clock)
 	d.cursor = c
 	for name, v := range c.Properties() {
 		seq, err := strconv.ParseInt(v, 10, 64)
@@ -160,6 +170,7 @@ func openDedup(ctx context.Context, ml *mledger.ManagedLedger, interval int) (*d
 				d.changed[name] = struct{}{}
 			}
 			d.since++
+			d.recorded, d.hasRecorded = e.Position, true // stored, and its state is in persisted
 		}
 	}
 	for name, seq := range d.persisted {
@@ -471,10 +482,38 @@ func (d *dedup) snapshotLocked(p mledger.Position) {
 			return
 		}
 	}
-	d.since = 0
+	d.since, d.snapshotAt = 0, d.clock.Now()
+}
+
+// snapshotIfOlder writes a snapshot of what is recorded when entries were
+// stored since the last snapshot and it is older than age: a quiet
+// topic's state is persisted, and its snapshot cursor moves on, without
+// waiting for SnapshotInterval entries (Pulsar's
+// brokerDeduplicationSnapshotIntervalSeconds).
+func (d *dedup) snapshotIfOlder(age time.Duration) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.since == 0 || !d.hasRecorded || d.clock.Since(d.snapshotAt) < age {
+		return
+	}
+	d.snapshotLocked(d.recorded)
 }
 
 // ReplicationProducerPrefix marks the producers of the replicator
 // (DESIGN §6): their entries keep the metadata as sent, and they are always
 // deduplicated.
 const ReplicationProducerPrefix = "meridian.repl."
+
+// snapshotDedupIfOlder snapshots the topic's deduplication state when the
+// topic's snapshot time (its deduplicationSnapshotInterval, else the
+// broker's DedupSnapshotTime) has passed since the last snapshot and
+// entries were stored since (dedup.snapshotIfOlder).
+func (t *Topic) snapshotDedupIfOlder() {
+	age := t.svc.cfg.DedupSnapshotTime
+	if eff, err := t.svc.resolve(t.name); err == nil && eff.DedupSnapshotIntervalSeconds != nil {
+		age = time.Duration(*eff.DedupSnapshotIntervalSeconds) * time.Second
+	}
+	if age > 0 {
+		t.dd.snapshotIfOlder(age)
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
+
 	"github.com/meridian-mq/meridian/cluster/mledger"
 	"github.com/meridian-mq/meridian/testkit"
 )
@@ -42,7 +44,7 @@ func (a *testAppend) finishOnce(pos mledger.Position, err error) {
 // append lock, for room in the recorder's queue (the store is slow to
 // confirm), and that SEND then goes on: it is dropped, not left blocked.
 func TestDedupStopWhileQueueFull(t *testing.T) {
-	d := newDedup(1000)
+	d := newDedup(1000, clockwork.NewRealClock())
 	d.startRecording(1)
 	stuck := newTestAppend()
 	defer func() {
@@ -101,7 +103,7 @@ func TestDedupResendWhileEarlierCopyPending(t *testing.T) {
 		{"earlier copy failed", errors.New("bookies gone"), sendNew},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d := newDedup(1000)
+			d := newDedup(1000, clockwork.NewRealClock())
 			d.startRecording(16)
 			first := newTestAppend()
 			defer func() {
@@ -139,7 +141,7 @@ func TestDedupResendWhileEarlierCopyPending(t *testing.T) {
 // an overlap, stored without the first ones (the persisted id returned).
 // The same while an append of the name is still under way: in doubt.
 func TestDedupBatchRanges(t *testing.T) {
-	d := newDedup(1000)
+	d := newDedup(1000, clockwork.NewRealClock())
 	d.startRecording(16)
 	defer func() { _ = d.stopRecording(context.Background()) }()
 	stored := func(seq, highest int64) {

@@ -386,17 +386,25 @@ func (d *dispatchState) applyRemote(cur ackCursor, applies []replsub.Apply) erro
 			whole = append(whole, a.Pos)
 		}
 	}
-	whole = slices.DeleteFunc(whole, cur.IsAcked)
-	if len(whole) == 0 {
-		return nil
+	_, err := d.ackWhole(cur, whole)
+	return err
+}
+
+// ackWhole acks the entries at ps that are not acked yet, consumed under
+// the subscription (another region's state, an expiry), and forgets them;
+// it returns how many it acked.
+func (d *dispatchState) ackWhole(cur ackCursor, ps []mledger.Position) (int, error) {
+	ps = slices.DeleteFunc(ps, cur.IsAcked)
+	if len(ps) == 0 {
+		return 0, nil
 	}
-	if err := cur.Ack(whole...); err != nil {
-		return err
+	if err := cur.Ack(ps...); err != nil {
+		return 0, err
 	}
-	for _, p := range whole {
+	for _, p := range ps {
 		d.forget(p)
 	}
-	return nil
+	return len(ps), nil
 }
 
 // dropConsumed forgets what was delivered, or waits for redelivery, that

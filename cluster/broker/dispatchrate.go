@@ -26,6 +26,14 @@ import (
 // and the next round waits until the overdraft is paid back. So the rate
 // holds over any stretch longer than a period, and a burst of one period's
 // worth passes at once.
+//
+// A rate relative to the publish rate (relativeToPublishRate, Pulsar's
+// PIP-52) is raised by the topic's publish rate: each limited dimension
+// allows its configured count plus what the topic stored in a period, at
+// the rate measured between passes of the policy loop (publishRateMeter),
+// every 5 s, as Pulsar raises it by the publish rate of its last stats
+// update. A consumer so keeps up with the producers and drains its backlog
+// at the configured rate at most.
 
 // bucket is a token bucket that may go below zero and be given tokens
 // back: golang.org/x/time/rate's Limiter does neither simply (its
@@ -130,20 +138,73 @@ type topicDispatchRates struct {
 	perSubscriptionLimits bool
 }
 
-// applyDispatchRates applies the topic's dispatch rates in this region. A
-// subscription created meanwhile that missed the change gets it on the
-// next pass of the policy loop.
+// applyDispatchRates applies the topic's dispatch rates in this region,
+// a relative one raised by the publish rate measured now. A subscription
+// created meanwhile that missed the change gets it on the next pass of
+// the policy loop.
 func (t *Topic) applyDispatchRates(eff global.Effective) {
 	now := t.svc.clock.Now()
+	published := t.published.measure(now, t.in.msgs.Load(), t.in.bytes.Load())
 	r, ok := eff.DispatchRateIn(t.svc.cfg.Region)
-	t.dispatchRates.topic.set(r, ok, now)
+	t.dispatchRates.topic.set(published.raise(r), ok, now)
 	r, ok = eff.SubscriptionDispatchRateIn(t.svc.cfg.Region)
+	r = published.raise(r)
 	t.dispatchRates.mu.Lock()
 	t.dispatchRates.perSubscription, t.dispatchRates.perSubscriptionLimits = r, ok
 	t.dispatchRates.mu.Unlock()
 	for _, s := range t.subscriptions() {
 		s.dispatchRate.set(r, ok, now)
 	}
+}
+
+// measuredRate is a topic's publish rate as measured, in messages and
+// bytes a second.
+type measuredRate struct{ msgs, bytes float64 }
+
+// raise returns r raised by the publish rate when r is relative to it:
+// each limited dimension by what is published in one of r's periods.
+func (p measuredRate) raise(r global.DispatchRate) global.DispatchRate {
+	if !r.RelativeToPublishRate {
+		return r
+	}
+	period := float64(max(r.RatePeriodInSecond, 1))
+	if r.DispatchThrottlingRateInMsg > 0 {
+		r.DispatchThrottlingRateInMsg += int64(p.msgs * period)
+	}
+	if r.DispatchThrottlingRateInByte > 0 {
+		r.DispatchThrottlingRateInByte += int64(p.bytes * period)
+	}
+	return r
+}
+
+// publishRateMeter measures a topic's publish rate from its stored
+// counters, over windows of at least publishRateWindow: the policy loop's
+// passes (every 5 s, and on each change of the global configuration,
+// which may follow each other closely).
+type publishRateMeter struct {
+	mu          sync.Mutex
+	at          time.Time // when msgs and bytes were read; zero before the first
+	msgs, bytes int64
+	last        measuredRate // over the last whole window
+}
+
+const publishRateWindow = time.Second
+
+// measure returns the rate over the window that ends at now, given the
+// counters then, or the last window's when less than publishRateWindow
+// has passed.
+func (m *publishRateMeter) measure(now time.Time, msgs, bytes int64) measuredRate {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.at.IsZero() {
+		m.at, m.msgs, m.bytes = now, msgs, bytes
+		return m.last
+	}
+	if elapsed := now.Sub(m.at); elapsed >= publishRateWindow {
+		m.last = measuredRate{msgs: float64(msgs-m.msgs) / elapsed.Seconds(), bytes: float64(bytes-m.bytes) / elapsed.Seconds()}
+		m.at, m.msgs, m.bytes = now, msgs, bytes
+	}
+	return m.last
 }
 
 // subscriptionRates are the limiters a new subscription of t counts its

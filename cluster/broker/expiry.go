@@ -22,8 +22,11 @@ import (
 //
 // Age is the entry's broker timestamp in this region (mledger.FindByTime):
 // a message replicated here ages from its arrival, not from its first
-// publication. Replication cursors are not the broker's to move: the
-// replicator skips expired entries as it reads them (replicator/ttl.go).
+// publication; but a replicated subscription's messages age from their
+// publish time, so that every region expires the same set of them
+// (replicatedSubs.expire). Replication cursors are not the broker's to
+// move: the replicator skips expired entries as it reads them
+// (replicator/ttl.go).
 
 // expireByTTL expires t's subscriptions by its message TTL, if it has one.
 func (t *Topic) expireByTTL(ctx context.Context) {
@@ -35,13 +38,15 @@ func (t *Topic) expireByTTL(ctx context.Context) {
 	if len(subs) == 0 {
 		return
 	}
-	first, _, err := t.storedWithin(ctx, time.Duration(eff.MessageTTLInSeconds)*time.Second)
+	ttl := time.Duration(eff.MessageTTLInSeconds) * time.Second
+	first, _, err := t.storedWithin(ctx, ttl)
 	if err != nil {
 		t.svc.log.Warn("message expiry: finding the first message within the TTL", "topic", t.Name(), "err", err)
 		return
 	}
+	cutoff := t.svc.clock.Now().Add(-ttl)
 	for _, s := range subs {
-		if err := s.expireBefore(first); err != nil {
+		if err := t.expireOlder(s, first, cutoff); err != nil {
 			t.svc.log.Warn("message expiry", "topic", t.Name(), "subscription", s.name, "err", err)
 		}
 	}
@@ -61,6 +66,18 @@ func (t *Topic) storedWithin(ctx context.Context, age time.Duration) (first mled
 		return p, 0, nil
 	}
 	return p, t.ml.EntriesAfter(p) + 1, nil
+}
+
+// expireOlder expires what s holds from before cutoff: the entries stored
+// here before first (the first stored since cutoff), or, for a replicated
+// subscription, those published before cutoff, at the replicated
+// subscriptions' next sync.
+func (t *Topic) expireOlder(s *subscription, first mledger.Position, cutoff time.Time) error {
+	if t.rs != nil && s.replicated() {
+		t.rs.expire(cutoff)
+		return nil
+	}
+	return s.expireBefore(first)
 }
 
 // expireBefore consumes every entry of s before first, and counts those it

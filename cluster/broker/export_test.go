@@ -1,5 +1,7 @@
 package broker
 
+import "github.com/meridian-mq/meridian/cluster/mledger"
+
 // KeyHash exposes the Key_Shared hash to the external tests, which pick
 // keys by the range they fall in.
 var KeyHash = keyHash
@@ -13,3 +15,7 @@ func EntriesRead(t *Topic) int64 {
 	s := t.ml.Stats()
 	return s.CacheHits + s.CacheMisses
 }
+
+// DedupSnapshotPosition is where the topic's deduplication snapshot cursor
+// stands: the last entry its last snapshot covers.
+func DedupSnapshotPosition(t *Topic) mledger.Position { return t.dd.cursor.MarkDeletePosition() }

@@ -20,7 +20,8 @@ import (
 // message_age backlog quota count a message's age from its arrival in this
 // region (the broker_timestamp its entry was stored with), not from its
 // publish time: a message published ten minutes ago in another region and
-// replicated here now is young here. Each mechanism's own passes are the
+// replicated here now is young here, for a subscription that is not
+// replicated (a replicated one: TestReplicatedSubscriptionAgesFromPublishTime). Each mechanism's own passes are the
 // evidence that it looked: a control topic whose limit is one second
 // expires three messages, each sent once the one before it expired. The
 // pass that expired the first one visited the control topic after the
@@ -28,29 +29,8 @@ import (
 // it went over the replicated message whole, and ended before the third
 // pass expired the third message.
 func TestReplicatedMessageAgeCountsFromArrival(t *testing.T) {
-	r := startBroker(t, nil, func(c *brokertest.Config) {
-		c.Service.MessageExpiryCheckInterval = time.Second
-		c.Service.BacklogQuotaCheckInterval = time.Second
-	})
-	c := newClient(t, r.ServiceURL())
-	ageQuota := func(seconds int64) global.Policies {
-		return global.Policies{BacklogQuotaMap: map[global.BacklogQuotaType]global.BacklogQuota{
-			global.MessageAge: {LimitSize: -1, LimitTime: seconds, Policy: global.ConsumerBacklogEviction}}}
-	}
-	stats := func(topic string) broker.SubscriptionStats {
-		tp, err := r.Service().Topic(context.Background(), mustTopic(t, topic), false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tp.Stats().Subscriptions["s"]
-	}
-	for _, mechanism := range []struct {
-		name    string
-		limited func(seconds int64) global.Policies
-	}{
-		{"ttl", func(seconds int64) global.Policies { return global.Policies{MessageTTLInSeconds: new(int(seconds))} }},
-		{"agequota", ageQuota},
-	} {
+	r, c, stats := startAgingBroker(t)
+	for _, mechanism := range agingMechanisms {
 		t.Run(mechanism.name, func(t *testing.T) {
 			target := "persistent://" + createNamespace(t, r, mechanism.name+"-arrival", mechanism.limited(60)) + "/t"
 			control := "persistent://" + createNamespace(t, r, mechanism.name+"-control", mechanism.limited(1)) + "/t"
@@ -75,4 +55,69 @@ func TestReplicatedMessageAgeCountsFromArrival(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestReplicatedSubscriptionAgesFromPublishTime: a replicated
+// subscription's messages age from their publish time, which every
+// region's copy carries unchanged, not from their arrival here, so that
+// every region expires the same set of them (an expiry's acks travel to
+// the other regions like any other): under a limit of a minute, a message
+// published ten minutes ago in another region and replicated now expires,
+// counted as expired, and one published now stays and is delivered.
+func TestReplicatedSubscriptionAgesFromPublishTime(t *testing.T) {
+	r, c, stats := startAgingBroker(t)
+	addRegion(t, r, "us-east")
+	for _, mechanism := range agingMechanisms {
+		t.Run(mechanism.name, func(t *testing.T) {
+			p := mechanism.limited(60)
+			p.ReplicationClusters = []string{brokertest.Region, "us-east"}
+			topic := "persistent://" + createNamespace(t, r, mechanism.name+"-replsub", p) + "/t"
+			opts := pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", ReplicateSubscriptionState: true}
+			subscribe(t, c, opts).Close()
+			rc := openReplicationProducer(t, r.ServiceURL(), topic)
+			for i, published := range []time.Time{time.Now().Add(-10 * time.Minute), time.Now()} {
+				rc.replicate(1, uint64(i), pb.MessageMetadata_builder{ProducerName: proto.String("orders-app"), SequenceId: proto.Uint64(uint64(i)),
+					PublishTime: proto.Uint64(uint64(published.UnixMilli())), ReplicatedFrom: proto.String("us-east")}.Build(), fmt.Appendf(nil, "m%d", i))
+			}
+			testkit.WaitFor(t, "the message published ten minutes ago expired", func() bool { return stats(topic).Expired == 1 })
+			if s := stats(topic); s.MsgBacklog != 1 {
+				t.Fatalf("backlog %d once the old message expired, want 1: the message published now", s.MsgBacklog)
+			}
+			if m := receive(t, subscribe(t, c, opts)); string(m.Payload()) != "m1" {
+				t.Fatalf("delivered %q, want the message published now", m.Payload())
+			}
+		})
+	}
+}
+
+// startAgingBroker starts a broker that checks message expiry and backlog
+// quotas every second, with a client, and returns the stats of a topic's
+// subscription "s".
+func startAgingBroker(t *testing.T) (*brokertest.Broker, pulsar.Client, func(topic string) broker.SubscriptionStats) {
+	r := startBroker(t, nil, func(c *brokertest.Config) {
+		c.Service.MessageExpiryCheckInterval = time.Second
+		c.Service.BacklogQuotaCheckInterval = time.Second
+	})
+	stats := func(topic string) broker.SubscriptionStats {
+		tp, err := r.Service().Topic(context.Background(), mustTopic(t, topic), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tp.Stats().Subscriptions["s"]
+	}
+	return r, newClient(t, r.ServiceURL()), stats
+}
+
+// agingMechanisms are the two limits on a message's age, each as the
+// namespace policies that set it to a number of seconds: a message TTL,
+// and a message_age backlog quota that evicts.
+var agingMechanisms = []struct {
+	name    string
+	limited func(seconds int64) global.Policies
+}{
+	{"ttl", func(seconds int64) global.Policies { return global.Policies{MessageTTLInSeconds: new(int(seconds))} }},
+	{"agequota", func(seconds int64) global.Policies {
+		return global.Policies{BacklogQuotaMap: map[global.BacklogQuotaType]global.BacklogQuota{
+			global.MessageAge: {LimitSize: -1, LimitTime: seconds, Policy: global.ConsumerBacklogEviction}}}
+	}},
 }

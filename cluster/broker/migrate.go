@@ -248,9 +248,10 @@ func (p *producer) migrate(ctx context.Context, to migrationTarget) {
 	if !p.c.holdsProducer(p) {
 		return // the client closed it meanwhile
 	}
-	p.c.markMoved(p)
+	// Its SENDs are dropped from here on: by the migrating gate while it
+	// is registered, then by the connection (release).
 	p.c.send(topicMigrated(p.id, pb.CommandTopicMigrated_Producer, to))
-	p.disconnect()
+	p.release(nil, true)
 	p.topic.svc.metrics.migrated(pb.CommandTopicMigrated_Producer)
 }
 

@@ -22,7 +22,7 @@ import (
 // moved producer does not close the connection.
 func TestSwitchTellsClientsEveryRegion(t *testing.T) {
 	r := startBroker(t, nil)
-	addEastRegion(t, r)
+	addRegion(t, r, "east")
 	ns := createNamespace(t, r, "switching", global.Policies{ReplicationClusters: []string{"standalone", "east"}})
 	topic := "persistent://" + ns + "/t"
 
@@ -111,7 +111,7 @@ func TestSwitchTellsClientsEveryRegion(t *testing.T) {
 // here.
 func TestTopicActiveRegionMovesOnlyItsTopic(t *testing.T) {
 	r := startBroker(t, nil)
-	addEastRegion(t, r)
+	addRegion(t, r, "east")
 	ns := createNamespace(t, r, "topicswitch", global.Policies{ReplicationClusters: []string{brokertest.Region, "east"}})
 	moved, stays := "persistent://"+ns+"/moved", "persistent://"+ns+"/stays"
 

@@ -7,9 +7,9 @@ import (
 
 // applyPolicies hands a loaded topic the policies it enforces as they
 // change: its publish rate in this region and its maxMessageSize, checked
-// on each SEND, the quorums of its next ledgers (persistence), its
-// dispatch rates, its subscriptions' unacked limit, and its delayed
-// delivery policy. A subscription
+// on each SEND, the quorums of its next ledgers and its cursors'
+// mark-delete rate (persistence), its dispatch rates, its subscriptions'
+// unacked limit, and its delayed delivery policy. A subscription
 // whose dispatch waits on that limit takes a changed one at its next ack. It runs
 // at load and on every pass of the Service's policy loop.
 func (t *Topic) applyPolicies(eff global.Effective) {
@@ -17,7 +17,13 @@ func (t *Topic) applyPolicies(eff global.Effective) {
 	t.limits.publishRate.set(publishRate{msgs: r.PublishThrottlingRateInMsg, bytes: r.PublishThrottlingRateInByte})
 	t.limits.maxMessageSize.Store(int64(eff.MaxMessageSize))
 	t.ml.SetQuorums(t.svc.quorumsOf(eff))
+	var markDeleteRate float64 // the region's CursorPersistInterval
+	if p := eff.Persistence; p != nil {
+		markDeleteRate = p.ManagedLedgerMaxMarkDeleteRate
+	}
+	t.ml.SetMarkDeleteRate(markDeleteRate)
 	t.applyDispatchRates(eff)
+	t.subscribeRate.set(eff.SubscribeRateIn(t.svc.cfg.Region))
 	limit := t.svc.cfg.Dispatch.MaxUnackedPerSubscription
 	if n := eff.MaxUnackedMessagesOnSubscription; n != nil {
 		limit = *n

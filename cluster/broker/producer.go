@@ -443,16 +443,22 @@ func (p *producer) disconnect() { p.disconnectTo(nil) }
 // disconnectTo closes the producer with CLOSE_PRODUCER, carrying the new
 // owner's URLs when the topic moved to a known broker (dest), so that the
 // client connects there at once instead of looking the topic up.
-func (p *producer) disconnectTo(dest *loadmgr.Owner) {
-	b := pb.CommandCloseProducer_builder{ProducerId: ptr(p.id), RequestId: ptr(uint64(0))}
-	if dest != nil {
-		b.AssignedBrokerServiceUrl, b.AssignedBrokerServiceUrlTls = assignedURLs(*dest)
-	}
-	if !p.c.releaseProducer(p, pb.BaseCommand_builder{Type: pb.BaseCommand_CLOSE_PRODUCER.Enum(), CloseProducer: b.Build()}.Build(), dest != nil) {
+func (p *producer) disconnectTo(dest *loadmgr.Owner) { p.release(dest, dest != nil) }
+
+// release closes the producer with CLOSE_PRODUCER (carrying dest's URLs,
+// if any); elsewhere says the client goes to another broker or region,
+// so that its late SENDs are dropped (finishRelease).
+func (p *producer) release(dest *loadmgr.Owner, elsewhere bool) {
+	if !p.c.startRelease(p) {
 		return
 	}
 	p.topic.removeProducer(p)
 	p.halt()
+	b := pb.CommandCloseProducer_builder{ProducerId: ptr(p.id), RequestId: ptr(uint64(0))}
+	if dest != nil {
+		b.AssignedBrokerServiceUrl, b.AssignedBrokerServiceUrlTls = p.c.assignedURLs(*dest)
+	}
+	p.c.finishRelease(p.id, pb.BaseCommand_builder{Type: pb.BaseCommand_CLOSE_PRODUCER.Enum(), CloseProducer: b.Build()}.Build(), elsewhere)
 }
 
 // closed is the client closing the producer, or its connection ending.
@@ -576,14 +582,17 @@ func (c *conn) handleProducer(req *pb.CommandProducer) {
 func (c *conn) handleSend(f *wire.Frame) error {
 	send := f.Command.GetSend()
 	p, ok := c.producerFor(send.GetProducerId())
-	if !ok && c.producerMoved(send.GetProducerId()) {
-		// It crossed a CLOSE_PRODUCER (and TOPIC_MIGRATED) that sent the
-		// client to another broker or region on the wire. Dropped
-		// unanswered, the client sends it again there; closing the
-		// connection instead would tear the client's consumers away
-		// before their subscriptions were handed over (migrate.go). The
-		// producer does not come back on this connection before its late
-		// SENDs have arrived: only once the topic moves back here.
+	if !ok && c.sendsDropped(send.GetProducerId()) {
+		// The broker is closing the producer and its CLOSE_PRODUCER is
+		// not queued yet, or the SEND crossed on the wire a
+		// CLOSE_PRODUCER (and TOPIC_MIGRATED) that sent the client to
+		// another broker or region. Dropped unanswered, the client sends
+		// it again after the CLOSE_PRODUCER, wherever it goes; closing the
+		// connection instead would tell it nothing of where the topic
+		// went, and tear its consumers away before their subscriptions
+		// were handed over (migrate.go). A producer sent elsewhere does
+		// not come back on this connection before its late SENDs have
+		// arrived: only once the topic moves back here.
 		return nil
 	}
 	if !ok || !p.ready.Load() {
@@ -595,9 +604,8 @@ func (c *conn) handleSend(f *wire.Frame) error {
 		// deduplication they would be dropped as duplicates): the client
 		// writes SENDs and its PRODUCER on two queues, in either order.
 		// The frames queued go out first: the receipts a topic's close
-		// queued before its CLOSE_PRODUCER, and the CLOSE_PRODUCER itself
-		// (releaseProducer), must reach the client, or it resends
-		// messages that are stored.
+		// queued before its CLOSE_PRODUCER, and the CLOSE_PRODUCER itself,
+		// must reach the client, or it resends messages that are stored.
 		return c.closeAfterFlush(fmt.Errorf("SEND for producer %d, which is not ready on this connection", send.GetProducerId()))
 	}
 	if !f.HasPayload() {
@@ -654,7 +662,7 @@ func (c *conn) addProducer(p *producer) (taken bool, full error) {
 	taken, full = register(c, c.mu.producers, p.id, p, c.srv.cfg.MaxProducersPerConnection, "producers")
 	if !taken && full == nil {
 		c.mu.Lock()
-		delete(c.mu.moved, p.id) // back: a SEND for it is its own again
+		delete(c.mu.dropping, p.id) // back: a SEND for it is its own again
 		c.mu.Unlock()
 	}
 	return taken, full
@@ -662,47 +670,49 @@ func (c *conn) addProducer(p *producer) (taken bool, full error) {
 
 func (c *conn) forgetProducer(p *producer) bool { return unregister(c, c.mu.producers, p.id, p) }
 
-// releaseProducer is the broker closing p: it forgets p and queues
-// closeCmd, its CLOSE_PRODUCER, in one step, and reports whether p was
-// still registered. One step, because a SEND read in between would find
-// the producer gone and close the connection (handleSend) before the
-// CLOSE_PRODUCER, and the client, told nothing of where the topic went,
-// would look it up, perhaps only through this broker as it drains. When
-// the CLOSE_PRODUCER sends the client to another broker (elsewhere), the
-// producer is marked moved as well: its late SENDs are dropped and the
-// connection stays for the client's other producers and consumers.
-func (c *conn) releaseProducer(p *producer, closeCmd *pb.BaseCommand, elsewhere bool) bool {
+// startRelease begins the broker's close of p: it forgets p, as
+// forgetProducer does, and reports whether p was still registered. Its
+// SENDs are dropped from here (handleSend) until finishRelease has queued
+// its CLOSE_PRODUCER: one read in between, found neither registered nor
+// dropped, would close the connection before the CLOSE_PRODUCER, and the
+// client, told nothing of where the topic went, would look it up, perhaps
+// only through this broker as it drains.
+func (c *conn) startRelease(p *producer) bool {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.mu.producers[p.id] != p {
-		c.mu.Unlock()
 		return false
 	}
 	delete(c.mu.producers, p.id)
-	if elsewhere {
-		c.mu.moved[p.id] = true
-	}
+	c.mu.dropping[p.id] = true
+	return true
+}
+
+// finishRelease queues the CLOSE_PRODUCER (closeCmd) of producer id, whose
+// release startRelease began. A SEND that crosses it on the wire is then
+// the client's error, and closes the connection (handleSend), unless the
+// CLOSE_PRODUCER sends the client to another broker (elsewhere): the
+// producer cannot register here again ahead of its late SENDs, which stay
+// dropped, and the connection stays for the client's other producers and
+// consumers.
+func (c *conn) finishRelease(id uint64, closeCmd *pb.BaseCommand, elsewhere bool) {
+	c.mu.Lock()
 	full := c.queue(closeCmd) // never waits
+	if !elsewhere {
+		delete(c.mu.dropping, id)
+	}
 	c.mu.Unlock()
 	if full != "" {
 		c.closeNotReading(full)
 	}
-	return true
 }
 
-// markMoved records that p is moved to another region (see handleSend);
-// it is marked before its TOPIC_MIGRATED, while its SENDs are shut out.
-func (c *conn) markMoved(p *producer) {
+// sendsDropped reports whether producer id's SENDs are dropped (see
+// dropping).
+func (c *conn) sendsDropped(id uint64) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.mu.moved[p.id] = true
-}
-
-// producerMoved reports whether producer id was moved to another broker
-// or region and has not registered here again since.
-func (c *conn) producerMoved(id uint64) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.mu.moved[id]
+	return c.mu.dropping[id]
 }
 
 // awaitReceipts waits, within ctx, until every SEND the producer took has

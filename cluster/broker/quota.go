@@ -24,7 +24,9 @@ import (
 //   - consumer_backlog_eviction: for size, the slowest subscriptions skip
 //     their oldest messages until their backlog fits; for age, every
 //     subscription expires what is older than the limit (counted as
-//     expired, as Pulsar's eviction by time is). A replication cursor is
+//     expired, as Pulsar's eviction by time is; a replicated
+//     subscription's messages by their publish time, as for a TTL:
+//     expiry.go). A replication cursor is
 //     its replicator's and is not moved, so what a remote has not received
 //     stays for it.
 //
@@ -173,12 +175,15 @@ func (t *Topic) enforceAgeQuota(ctx context.Context, q global.BacklogQuota) erro
 	// entries after its mark-delete position than were stored within it.
 	holdsOlder := func(markDeleted mledger.Position) bool { return t.ml.EntriesAfter(markDeleted) > within }
 	over := false
+	cutoff := t.svc.clock.Now().Add(-limit)
 	for _, s := range t.subscriptions() {
 		if !s.cursor.Durable() {
 			continue
 		}
-		if q.Policy == global.ConsumerBacklogEviction && holdsOlder(s.cursor.MarkDeletePosition()) {
-			if err := s.expireBefore(first); err != nil {
+		// A replicated subscription is asked every time: it may hold
+		// messages published before the limit that arrived here since.
+		if q.Policy == global.ConsumerBacklogEviction && (s.replicated() || holdsOlder(s.cursor.MarkDeletePosition())) {
+			if err := t.expireOlder(s, first, cutoff); err != nil {
 				return err
 			}
 		}

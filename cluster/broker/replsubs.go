@@ -133,6 +133,10 @@ type replicatedSubs struct {
 		// forgotten are the subscriptions unsubscribed here whose
 		// tombstone the next sync writes.
 		forgotten map[string]bool
+		// expireBefore is the publish time (Unix ms) before which the
+		// next sync expires what the replicated subscriptions hold (0:
+		// none); see expire.
+		expireBefore int64
 	}
 
 	// Owned by run (and by stop, once run has ended). The index and its
@@ -193,6 +197,22 @@ func (r *replicatedSubs) stop() {
 	r.cancel()
 	r.wg.Wait()
 	r.closeIndex()
+}
+
+// expire has the next sync consume, in every replicated subscription,
+// the entries published before cutoff: a message TTL or a message_age
+// eviction. By the origin's publish time, not the arrival here, so that
+// every region expires the same set: an expiry's acks travel like any
+// other, and by arrival a region would ack, everywhere, messages that
+// reached it late but are within their TTL in the regions they reached
+// first. The publish time is the producer's clock, as in Pulsar without
+// broker entry metadata. A sync that fails drops the request; the next
+// check asks again.
+func (r *replicatedSubs) expire(cutoff time.Time) {
+	r.mu.Lock()
+	r.mu.expireBefore = max(r.mu.expireBefore, cutoff.UnixMilli())
+	r.mu.Unlock()
+	r.poke()
 }
 
 // poke asks run for a sync.
@@ -381,6 +401,8 @@ func (r *replicatedSubs) sync(ctx context.Context) error {
 	}
 	forgotten := maps.Clone(r.mu.forgotten)
 	clear(r.mu.forgotten)
+	expireBefore := r.mu.expireBefore
+	r.mu.expireBefore = 0
 	r.mu.Unlock()
 
 	var errs []error
@@ -416,7 +438,7 @@ func (r *replicatedSubs) sync(ctx context.Context) error {
 		return errors.Join(append(errs, err)...)
 	}
 	for _, name := range slices.Sorted(maps.Keys(names)) {
-		if err := r.syncSubscription(ctx, name, states[name]); err != nil {
+		if err := r.syncSubscription(ctx, name, states[name], expireBefore); err != nil {
 			errs = append(errs, fmt.Errorf("subscription %s: %w", name, err))
 		}
 	}
@@ -430,9 +452,10 @@ func unsubscribed(st global.SubscriptionState) bool {
 }
 
 // syncSubscription applies the other regions' states of name here (a
-// higher epoch replaces, the same merges, a lower is stale) and writes
-// this region's state if it changed.
-func (r *replicatedSubs) syncSubscription(ctx context.Context, name string, stored map[string]global.SubscriptionState) error {
+// higher epoch replaces, the same merges, a lower is stale), expires what
+// was published before expireBefore (Unix ms; 0: nothing) and writes this
+// region's state if it changed.
+func (r *replicatedSubs) syncSubscription(ctx context.Context, name string, stored map[string]global.SubscriptionState, expireBefore int64) error {
 	region := r.t.svc.cfg.Region
 	s, err := r.replicatedSubscription(ctx, name)
 	if err != nil || s == nil {
@@ -473,6 +496,11 @@ func (r *replicatedSubs) syncSubscription(ctx context.Context, name string, stor
 				}
 				r.behind = r.behind || r.index.Behind(st)
 			}
+		}
+	}
+	if expireBefore > 0 {
+		if err := s.expireEntries(r.index.PublishedBefore(expireBefore, s.cursor.MarkDeletePosition())); err != nil {
+			return err
 		}
 	}
 	// Only once applied: a state's time in stats says what is in effect.
@@ -617,11 +645,11 @@ func (r *replicatedSubs) extendIndex(ctx context.Context) error {
 			return nil
 		}
 		for _, e := range es {
-			id, err := r.identityOf(e)
+			id, published, err := r.identityOf(e)
 			if err != nil {
 				return fmt.Errorf("entry %v: %w", e.Position, err)
 			}
-			r.index.Append(e.Position, id)
+			r.index.Append(e.Position, id, published)
 		}
 	}
 }
@@ -659,31 +687,33 @@ func (r *replicatedSubs) trimIndex() {
 
 // identityOf names an entry by its origin (package replsub): a replicated
 // entry by the source its replicator stamped on it, a local one by this
-// region, the topic's incarnation and its BrokerEntryMetadata index.
-func (r *replicatedSubs) identityOf(e mledger.Entry) (replsub.Identity, error) {
+// region, the topic's incarnation and its BrokerEntryMetadata index. It
+// returns the entry's publish time (Unix ms) as well.
+func (r *replicatedSubs) identityOf(e mledger.Entry) (id replsub.Identity, published int64, err error) {
 	_, msg, err := e.Split()
 	if err != nil {
-		return replsub.Identity{}, err
+		return replsub.Identity{}, 0, err
 	}
 	md, payload, err := wire.DecodeMessage(msg)
 	if err != nil {
-		return replsub.Identity{}, err
+		return replsub.Identity{}, 0, err
 	}
+	published = int64(md.GetPublishTime())
 	if from := md.GetReplicatedFrom(); from != "" {
 		src, ok, err := wire.ReplicationSourceOf(md)
 		if err != nil || !ok {
-			return replsub.Identity{}, fmt.Errorf("replicated from %s without a readable source: %v", from, err)
+			return replsub.Identity{}, 0, fmt.Errorf("replicated from %s without a readable source: %v", from, err)
 		}
-		return replsub.Identity{Origin: replsub.Origin{Region: from, Incarnation: src.Incarnation}, First: src.First, Last: src.Last}, nil
+		return replsub.Identity{Origin: replsub.Origin{Region: from, Incarnation: src.Incarnation}, First: src.First, Last: src.Last}, published, nil
 	}
 	bem, err := e.Metadata()
 	if err != nil {
-		return replsub.Identity{}, err
+		return replsub.Identity{}, 0, err
 	}
 	last := int64(bem.GetIndex())
 	n := int64(wire.BatchMessages(md, len(payload)))
 	return replsub.Identity{Origin: replsub.Origin{Region: r.t.svc.cfg.Region, Incarnation: r.t.ml.Incarnation()},
-		First: last - n + 1, Last: last}, nil
+		First: last - n + 1, Last: last}, published, nil
 }
 
 // defaultSubType is the type of a subscription created with no consumer
@@ -762,6 +792,17 @@ func (s *subscription) consumed(p mledger.Position) (whole bool, remaining []int
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return false, slices.Clone(s.mu.partial[p])
+}
+
+// expireEntries consumes the entries at ps, a replicated subscription's
+// expiry by publish time (replicatedSubs.expire), and counts those it
+// consumed as expired.
+func (s *subscription) expireEntries(ps []mledger.Position) error {
+	var n int
+	var err error
+	s.do(func() { n, err = s.mu.ackWhole(s.cursor, ps) })
+	s.expired.Add(int64(n))
+	return err
 }
 
 // applyRemote acks what another region's state says was consumed: whole

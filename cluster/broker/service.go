@@ -41,6 +41,14 @@ type ServiceConfig struct {
 	ServiceURLTLS string
 	WebURL        string
 	WebURLTLS     string
+	// Listeners are the broker's advertised listeners by name (Pulsar's
+	// advertisedListeners), the internal one, whose URLs ServiceURL and
+	// ServiceURLTLS are, included. They go into its registration and
+	// ownership records, so that whichever broker a client asks answers
+	// with the owner's URLs of the listener the client names. Empty, the
+	// default, the broker has no listener names and every lookup that
+	// names one fails.
+	Listeners map[string]loadmgr.Listener
 	// OwnershipTTL is the lease under which the broker holds its bundles.
 	// When the broker dies, its topics can be served elsewhere after at
 	// most this long; shorter means faster takeover but more keep-alive
@@ -59,6 +67,18 @@ type ServiceConfig struct {
 	// brokerDeduplicationEntriesInterval, 1000): the most a reload replays.
 	// At least 1.
 	DedupSnapshotInterval int
+	// DedupSnapshotTime is the longest a topic's deduplication state waits
+	// for a snapshot once an entry is stored, when fewer than
+	// DedupSnapshotInterval follow it (Pulsar's
+	// brokerDeduplicationSnapshotIntervalSeconds, 120s; a topic's
+	// deduplicationSnapshotInterval overrides it). The snapshot cursor holds
+	// the topic's ledgers back from retention until a snapshot moves it. 0
+	// snapshots by entries only.
+	DedupSnapshotTime time.Duration
+	// DedupSnapshotCheckInterval is how often loaded topics are checked
+	// for such a snapshot (Pulsar's
+	// brokerDeduplicationSnapshotFrequencyInSeconds, 120s). At least 1s.
+	DedupSnapshotCheckInterval time.Duration
 	// TopicLoadTimeout bounds loading a topic (fencing and recovering its
 	// ledger). Default 30s (Pulsar's topicLoadTimeoutSeconds 60 is longer
 	// than the client's 30s operation timeout; a load that outlives the
@@ -190,6 +210,7 @@ func DefaultServiceConfig(region, brokerID, serviceURL string) ServiceConfig {
 		Policies:                global.DefaultBrokerDefaults(),
 		Dispatch:                DefaultDispatchConfig(),
 		DedupSnapshotInterval:   1000,
+		DedupSnapshotTime:       2 * time.Minute,
 		ReplicatedSubscriptions: DefaultReplicatedSubscriptionsConfig(),
 		Failover:                DefaultFailoverConfig(),
 		TopicLoadTimeout:        30 * time.Second,
@@ -198,6 +219,7 @@ func DefaultServiceConfig(region, brokerID, serviceURL string) ServiceConfig {
 		MaxConcurrentLookups:    50_000,
 
 		BacklogQuotaCheckInterval:       time.Minute,
+		DedupSnapshotCheckInterval:      2 * time.Minute,
 		MessageExpiryCheckInterval:      5 * time.Minute,
 		SubscriptionExpiryCheckInterval: 5 * time.Minute,
 		ReplicationStartAt:              ReplicationStartLatest,
@@ -231,6 +253,10 @@ func (c ServiceConfig) Validate() error {
 		return c.Failover.validate()
 	case c.DedupSnapshotInterval < 1:
 		return fmt.Errorf("%w: DedupSnapshotInterval %d, want at least 1", ErrInvalidConfig, c.DedupSnapshotInterval)
+	case c.DedupSnapshotTime < 0:
+		return fmt.Errorf("%w: DedupSnapshotTime %v, want 0 or more", ErrInvalidConfig, c.DedupSnapshotTime)
+	case c.DedupSnapshotCheckInterval < time.Second:
+		return fmt.Errorf("%w: DedupSnapshotCheckInterval %v, want at least 1s", ErrInvalidConfig, c.DedupSnapshotCheckInterval)
 	case c.BacklogQuotaCheckInterval < time.Second:
 		return fmt.Errorf("%w: BacklogQuotaCheckInterval %v, want at least 1s", ErrInvalidConfig, c.BacklogQuotaCheckInterval)
 	case c.MessageExpiryCheckInterval < time.Second:
@@ -260,7 +286,7 @@ func (c ServiceConfig) Validate() error {
 // self is this broker's ownership record: its id and URLs.
 func (c ServiceConfig) self() loadmgr.Owner {
 	return loadmgr.Owner{BrokerID: c.BrokerID, ServiceURL: c.ServiceURL, ServiceURLTLS: c.ServiceURLTLS,
-		WebURL: c.WebURL, WebURLTLS: c.WebURLTLS}
+		WebURL: c.WebURL, WebURLTLS: c.WebURLTLS, Listeners: c.Listeners}
 }
 
 // loadManager is the configuration of the broker's load manager: the
@@ -373,15 +399,16 @@ func NewService(cfg ServiceConfig, store meta.Store, policies *global.Cache, gst
 
 // Start starts the load manager (which removes the previous run's claims
 // and registers the broker), the backlog quota checks, message and
-// subscription expiry, the replication
+// subscription expiry, deduplication snapshots by time, the replication
 // cursors' upkeep, the moving of clients of namespaces active elsewhere
 // (migrate.go) and automatic region failover (failover.go).
 func (s *Service) Start(ctx context.Context) error {
 	if err := s.lm.Start(ctx); err != nil {
 		return err
 	}
-	s.wg.Add(6)
+	s.wg.Add(7)
 	go s.eachLoadedTopic(s.cfg.BacklogQuotaCheckInterval, func(t *Topic) { t.enforceQuota(s.ctx) })
+	go s.eachLoadedTopic(s.cfg.DedupSnapshotCheckInterval, (*Topic).snapshotDedupIfOlder)
 	go s.eachLoadedTopic(s.cfg.MessageExpiryCheckInterval, func(t *Topic) { t.expireByTTL(s.ctx) })
 	go s.eachLoadedTopic(s.cfg.SubscriptionExpiryCheckInterval, func(t *Topic) { t.expireInactiveSubscriptions(s.ctx) })
 	go s.replicationLoop()
@@ -487,7 +514,11 @@ func (s *Service) Lookup(ctx context.Context, t topology.TopicName, opts LookupO
 	if err != nil {
 		return Location{}, err
 	}
-	return Location{ServiceURL: owner.ServiceURL, ServiceURLTLS: owner.ServiceURLTLS, WebURL: owner.WebURL}, nil
+	l, err := owner.Listener(opts.Listener)
+	if err != nil {
+		return Location{}, err
+	}
+	return Location{ServiceURL: l.ServiceURL, ServiceURLTLS: l.ServiceURLTLS, WebURL: owner.WebURL}, nil
 }
 
 // Partitions implements Topics. A topic with no partitioned metadata is
@@ -521,6 +552,9 @@ func (s *Service) Partitions(ctx context.Context, t topology.TopicName) (int, er
 	n := *auto.Partitions
 	if err := s.cfg.Policies.PartitionsAllowed(n); err != nil {
 		return 0, fmt.Errorf("%w: auto-create partitioned topic %s: %w", wire.ErrNotAllowed, t, err)
+	}
+	if err := s.AdmitTopics(ctx, t, n); err != nil {
+		return 0, err
 	}
 	r, err := s.gstore.CreateTopic(ctx, t, global.TopicPolicies{Partitions: n, Created: s.clock.Now().UnixMilli()})
 	if err != nil && !errors.Is(err, global.ErrExists) {
@@ -742,6 +776,11 @@ func (s *Service) loadTopic(ctx context.Context, t topology.TopicName, create cr
 	allowed := create == forceCreate || (create == autoCreate && eff.AutoTopicCreation.Allow)
 	if !exists && !partition && !allowed {
 		return nil, fmt.Errorf("%w: topic %s does not exist", wire.ErrTopicNotFound, t)
+	}
+	if !exists && !partition {
+		if err := s.AdmitTopics(ctx, t, 1); err != nil {
+			return nil, err
+		}
 	}
 	var repl []string
 	if !exists {

@@ -39,6 +39,11 @@ type Topic struct {
 	limits topicLimits
 	// dispatchRates limit what the subscriptions deliver (dispatchrate.go).
 	dispatchRates topicDispatchRates
+	// published measures the publish rate a relative dispatch rate is
+	// raised by (dispatchrate.go).
+	published publishRateMeter
+	// subscribeRate limits each consumer's SUBSCRIBEs (subscriberate.go).
+	subscribeRate subscribeLimiter
 	// maxUnackedOnSubscription is the most messages the consumers of one
 	// Shared or Key_Shared subscription may hold unacked together (0:
 	// none), set by applyPolicies.
@@ -84,7 +89,7 @@ type Topic struct {
 }
 
 func newTopic(ctx context.Context, s *Service, t topology.TopicName, ml *mledger.ManagedLedger, eff global.Effective) (*Topic, error) {
-	dd, err := openDedup(ctx, ml, s.cfg.DedupSnapshotInterval)
+	dd, err := openDedup(ctx, ml, s.cfg.DedupSnapshotInterval, s.clock)
 	if err != nil {
 		return nil, err
 	}

@@ -45,6 +45,13 @@ type LookupOptions struct {
 	// owner of the topic, never redirected to the namespace's active
 	// region, since every region of the set must get the entries.
 	Replication bool
+	// Listener is the advertised listener the client names (Pulsar's
+	// advertisedListenerName, the client's ListenerName): the answer is
+	// the owner's URLs of that listener. Empty, the owner's own URLs (its
+	// internal listener's). A redirect to the namespace's active region
+	// is that region's cluster record's URLs whatever the name: the client
+	// looks up there again, with its name.
+	Listener string
 }
 
 // Location is where a topic is served.

@@ -66,6 +66,13 @@ type EmbedConfig struct {
 	// AdvertisePeerURLs are the peer URLs the member publishes, which must
 	// match its entry in InitialCluster. Empty means the listen URLs.
 	AdvertisePeerURLs []string
+	// ListenMetricsURLs are extra URLs (etcd's --listen-metrics-urls) that
+	// serve only /metrics and /health, e.g. http://0.0.0.0:2381: probes and
+	// scrapers that hold no client certificate (the kubelet's) reach them
+	// while the client URLs require one. http://, or https:// with
+	// ClientTLS's certificate. Port 0 is resolved as for client URLs
+	// (MetricsURLs reports the result). Empty, the default: none.
+	ListenMetricsURLs []string
 	// InitialCluster is the bootstrap membership, "name=peerURL,...". Empty
 	// means this member alone. It is read only when DataDir is new.
 	InitialCluster string
@@ -217,13 +224,17 @@ func (c EmbedConfig) Validate() error {
 		{"AdvertiseClientURLs", c.AdvertiseClientURLs, false, false, c.ClientTLS.scheme()},
 		{"ListenPeerURLs", c.ListenPeerURLs, true, c.InitialCluster == "", c.PeerTLS.scheme()},
 		{"AdvertisePeerURLs", c.AdvertisePeerURLs, false, false, c.PeerTLS.scheme()},
+		{"ListenMetricsURLs", c.ListenMetricsURLs, false, true, "http"},
 	} {
 		if f.required && len(f.urls) == 0 {
 			return bad("%s must not be empty", f.name)
 		}
 		for _, s := range f.urls {
 			u, err := url.Parse(s)
-			if err != nil || u.Scheme != f.scheme || u.Port() == "" {
+			// A metrics URL may be https:// when ClientTLS has the
+			// certificate etcd serves it with.
+			metricsTLS := f.name == "ListenMetricsURLs" && u != nil && u.Scheme == "https" && c.ClientTLS.enabled()
+			if err != nil || (u.Scheme != f.scheme && !metricsTLS) || u.Port() == "" {
 				return bad("%s: %q is not %s://host:port (https with a certificate, http without)", f.name, s, f.scheme)
 			}
 			if u.Port() == "0" && !f.port0 {
@@ -266,6 +277,8 @@ type Embed struct {
 	log       *slog.Logger
 	endpoints []string
 	peerURLs  []string
+	// metricsURLs are ListenMetricsURLs with their ports resolved.
+	metricsURLs []string
 	// removeDir is the temporary data directory Close removes, if any.
 	removeDir string
 	// noise lowers etcd's records that report no fault; its stopping flag is
@@ -302,7 +315,7 @@ func StartEmbed(ctx context.Context, cfg EmbedConfig) (*Embed, error) {
 	var err error
 	for attempt := 1; ; attempt++ {
 		var picked bool
-		e.etcd, picked, err = startEtcd(cfg, &e.noise)
+		e.etcd, e.metricsURLs, picked, err = startEtcd(cfg, &e.noise)
 		if err == nil || !picked || attempt == 3 || !errors.Is(err, syscall.EADDRINUSE) {
 			break
 		}
@@ -345,29 +358,37 @@ func StartEmbed(ctx context.Context, cfg EmbedConfig) (*Embed, error) {
 	return e, nil
 }
 
-// startEtcd resolves port-0 URLs and starts the server. picked reports
-// whether any port was chosen here (so that a bind failure may be retried).
-// etcd's log records go through noise (see memberNoise).
-func startEtcd(cfg EmbedConfig, noise *memberNoise) (_ *embed.Etcd, picked bool, _ error) {
+// startEtcd resolves port-0 URLs and starts the server, returning the
+// metrics URLs as resolved. picked reports whether any port was chosen here
+// (so that a bind failure may be retried). etcd's log records go through
+// noise (see memberNoise).
+func startEtcd(cfg EmbedConfig, noise *memberNoise) (_ *embed.Etcd, metricsURLs []string, picked bool, _ error) {
 	lcurls, p1, err := resolveURLs(cfg.ListenClientURLs)
 	if err != nil {
-		return nil, false, err
+		return nil, nil, false, err
 	}
 	lpurls, p2, err := resolveURLs(cfg.ListenPeerURLs)
 	if err != nil {
-		return nil, false, err
+		return nil, nil, false, err
 	}
-	picked = p1 || p2
+	lmurls, p3, err := resolveURLs(cfg.ListenMetricsURLs)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	picked = p1 || p2 || p3
 	acurls, apurls := lcurls, lpurls
 	if len(cfg.AdvertiseClientURLs) > 0 {
 		if acurls, _, err = resolveURLs(cfg.AdvertiseClientURLs); err != nil {
-			return nil, picked, err
+			return nil, nil, picked, err
 		}
 	}
 	if len(cfg.AdvertisePeerURLs) > 0 {
 		if apurls, _, err = resolveURLs(cfg.AdvertisePeerURLs); err != nil {
-			return nil, picked, err
+			return nil, nil, picked, err
 		}
+	}
+	for _, u := range lmurls {
+		metricsURLs = append(metricsURLs, u.String())
 	}
 	ec := embed.NewConfig()
 	ec.Name = cfg.Name
@@ -375,6 +396,7 @@ func startEtcd(cfg EmbedConfig, noise *memberNoise) (_ *embed.Etcd, picked bool,
 	ec.Dir = cfg.DataDir
 	ec.ListenClientUrls, ec.AdvertiseClientUrls = lcurls, acurls
 	ec.ListenPeerUrls, ec.AdvertisePeerUrls = lpurls, apurls
+	ec.ListenMetricsUrls = lmurls
 	ec.InitialCluster = cfg.InitialCluster
 	if ec.InitialCluster == "" {
 		ec.InitialCluster = ec.InitialClusterFromName(cfg.Name)
@@ -390,7 +412,7 @@ func startEtcd(cfg EmbedConfig, noise *memberNoise) (_ *embed.Etcd, picked bool,
 	ec.Logger = "zap"
 	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(quietMember(zapToSlog(cfg.Logger, cfg.LogLevel), noise))
 	e, err := embed.StartEtcd(ec)
-	return e, picked, err
+	return e, metricsURLs, picked, err
 }
 
 // resolveURLs parses urls, replacing each port 0 with a free port of its IP.
@@ -414,6 +436,9 @@ func resolveURLs(urls []string) (_ []url.URL, picked bool, _ error) {
 	}
 	return out, picked, nil
 }
+
+// MetricsURLs are the member's ListenMetricsURLs, with real ports.
+func (e *Embed) MetricsURLs() []string { return append([]string(nil), e.metricsURLs...) }
 
 // Endpoints are the member's client URLs, with real ports.
 func (e *Embed) Endpoints() []string { return append([]string(nil), e.endpoints...) }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -179,6 +181,38 @@ func TestEmbedCleanStopLogsNoError(t *testing.T) {
 	}
 }
 
+// ListenMetricsURLs serve etcd's /metrics and /health, without the client
+// URLs' TLS: what etcd's Kubernetes probes use.
+func TestEmbedServesMetricsURLs(t *testing.T) {
+	cfg := fastEmbedConfig()
+	cfg.ListenMetricsURLs = []string{"http://127.0.0.1:0"}
+	e, err := StartEmbed(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	urls := e.MetricsURLs()
+	if len(urls) != 1 || strings.HasSuffix(urls[0], ":0") {
+		t.Fatalf("MetricsURLs %v, want one with its port resolved", urls)
+	}
+	// No keep-alive: an idle connection would outlive the test.
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	for path, want := range map[string]string{"/metrics": "etcd_server_has_leader", "/health": `"health":"true"`} {
+		resp, err := client.Get(urls[0] + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), want) {
+			t.Errorf("GET %s: %d, want 200 with %q in:\n%.300s", path, resp.StatusCode, want, body)
+		}
+	}
+}
+
 // A member restarted on its own data renews its leases to a full TTL; the
 // restarted process removes its previous run's lease with RevokeStale
 // (DESIGN §3, "Leases after a crash").
@@ -318,6 +352,10 @@ func TestEmbedConfigValidate(t *testing.T) {
 		"bcrypt cost too low":  func(c *EmbedConfig) { c.BcryptCost = 3 },
 		"bcrypt cost too high": func(c *EmbedConfig) { c.BcryptCost = 32 },
 		"no clock":             func(c *EmbedConfig) { c.Clock = nil },
+		"metrics without port": func(c *EmbedConfig) { c.ListenMetricsURLs = []string{"http://0.0.0.0"} },
+		"metrics https without a certificate": func(c *EmbedConfig) {
+			c.ListenMetricsURLs = []string{"https://0.0.0.0:2381"}
+		},
 	} {
 		c := DefaultEmbedConfig()
 		mutate(&c)

@@ -487,7 +487,7 @@ func (c *Cursor) persistLoop() {
 			}
 			return
 		}
-		if wait := clock.Until(c.lastWrite.Add(ml.cfg.CursorPersistInterval)); wait > 0 {
+		if wait := clock.Until(c.lastWrite.Add(time.Duration(ml.persistInterval.Load()))); wait > 0 {
 			timer := clock.NewTimer(wait)
 			select {
 			case <-timer.Chan():

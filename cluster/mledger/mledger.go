@@ -152,6 +152,10 @@ type ManagedLedger struct {
 	// quorums are the E/Qw/Qa of the next ledger created: Config's until
 	// WithQuorums or SetQuorums. Never nil.
 	quorums atomic.Pointer[Quorums]
+	// persistInterval is the shortest time between two writes of one of
+	// its cursors' states, in nanoseconds: Config's CursorPersistInterval
+	// until SetMarkDeleteRate.
+	persistInterval atomic.Int64
 }
 
 // cursorMarks is what a cursor publishes to its managed ledger: where it has
@@ -243,6 +247,7 @@ func open(ctx context.Context, f *Factory, topic string, opts []OpenOption) (*Ma
 	ml.retention.time, ml.retention.size = cfg.RetentionTime, cfg.RetentionSize
 	q := f.DefaultQuorums()
 	ml.quorums.Store(&q)
+	ml.persistInterval.Store(int64(cfg.CursorPersistInterval))
 	for _, o := range opts {
 		o(ml)
 	}
@@ -918,6 +923,23 @@ func (ml *ManagedLedger) slowestLocked() Position {
 		}
 	}
 	return slowest
+}
+
+// SetMarkDeleteRate paces the writes of each of the topic's cursors'
+// states at perSecond at most, as Pulsar's managedLedgerMaxMarkDeleteRate
+// throttles mark-deletes: the shortest time between two writes becomes
+// 1/perSecond (at most an hour, Config's bound). 0 takes Config's
+// CursorPersistInterval back. A write a cursor has scheduled already keeps
+// its time; the ones it schedules after follow the new pace.
+func (ml *ManagedLedger) SetMarkDeleteRate(perSecond float64) {
+	d := ml.cfg.CursorPersistInterval
+	if perSecond > 0 {
+		d = time.Hour
+		if perSecond > 1/time.Hour.Seconds() {
+			d = time.Duration(float64(time.Second) / perSecond)
+		}
+	}
+	ml.persistInterval.Store(int64(d))
 }
 
 // SetRetention replaces the topic's retention policy (Config's

@@ -852,6 +852,28 @@ func TestCursorPersistence(t *testing.T) {
 	if second := stored(); second.Properties["k"] != "v" {
 		t.Fatalf("second write holds properties %v", second.Properties)
 	}
+	// A mark-delete rate of 4 a second paces a cursor's writes at 250ms.
+	// The clock first moves past any write "sub" has scheduled (one
+	// scheduled at the old pace keeps its time), and "paced" starts
+	// after the change: its creation is its first write.
+	e.clock.Advance(cfg.CursorPersistInterval)
+	ml.SetMarkDeleteRate(4)
+	paced, err := ml.OpenCursor(t.Context(), "paced", Earliest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pacedCreated := e.clock.Now()
+	testkit.WaitFor(t, "the paced cursor's creation", func() bool { return cs.writes.Load()-w0 == 3 })
+	if err := paced.Ack(ps[0]); err != nil {
+		t.Fatal(err)
+	}
+	waitTimer()
+	e.clock.Advance(250*time.Millisecond - time.Nanosecond)
+	if w := cs.writes.Load() - w0; w != 3 {
+		t.Fatalf("%d writes, want still 3, %v after the paced cursor was created", w, e.clock.Since(pacedCreated))
+	}
+	e.clock.Advance(time.Nanosecond)
+	testkit.WaitFor(t, "the paced cursor's write at the mark-delete rate", func() bool { return cs.writes.Load()-w0 == 4 })
 	if err := ml.Close(t.Context()); err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -61,12 +63,31 @@ type BrokerConfig struct {
 	// 1..1024.
 	DefaultNamespaceBundles int
 	// AdvertisedHost is the host clients are told to connect to; the ports
-	// are the listeners'. Required.
+	// are the listeners'. Required, unless AdvertisedListeners is set:
+	// then it defaults to the internal listener's host, and is the host
+	// of the web URLs only.
 	AdvertisedHost string
+	// AdvertisedListeners are Pulsar's advertisedListeners (PIP-61): named
+	// addresses by which clients of different networks reach the broker,
+	// as name:pulsar://host:port[,name:pulsar+ssl://host:port]..., e.g.
+	// internal:pulsar://10.0.0.5:6650,external:pulsar://broker1.example.com:16650.
+	// A client names one with its ListenerName and is answered that
+	// listener's URLs, by whichever broker it asks. The internal
+	// listener's URLs are the broker's own (ServiceURL): for lookups that
+	// name none, the region's other brokers, the replicators and the
+	// cluster record. Every listener is served on BrokerAddr (and
+	// BrokerTLSAddr): the addresses are what clients dial, through
+	// whatever port mapping lies between. Rules: parseAdvertisedListeners.
+	// Empty, the default: clients are told AdvertisedHost.
+	AdvertisedListeners string
+	// InternalListenerName names the internal listener (Pulsar's
+	// internalListenerName); default the first of AdvertisedListeners.
+	InternalListenerName string
 	// BrokerID names the broker in its region, stably across restarts, so
 	// that a restarted broker revokes its previous run's leases at once
 	// instead of waiting out their TTL (DESIGN §3). Default: the
-	// advertised host:port of the protocol listener.
+	// advertised host:port of the protocol listener (the internal
+	// listener's, with AdvertisedListeners).
 	BrokerID string
 	// Broker and Service tune the protocol server and the topic service.
 	// Their region, broker id and URL fields are not read: the node sets
@@ -140,9 +161,15 @@ func DefaultBrokerConfig(host string) BrokerConfig {
 // Validate checks what the broker needs before anything starts; the parts
 // validate their own configs.
 func (c BrokerConfig) Validate() error {
+	listeners, err := parseAdvertisedListeners(c.AdvertisedListeners, c.InternalListenerName)
+	if err != nil {
+		return fmt.Errorf("node: %w", err)
+	}
 	switch {
-	case c.AdvertisedHost == "":
-		return errors.New("node: BrokerConfig.AdvertisedHost is required")
+	case c.AdvertisedHost == "" && listeners.byName == nil:
+		return errors.New("node: BrokerConfig.AdvertisedHost (or AdvertisedListeners) is required")
+	case listeners.hasTLS() && c.BrokerTLSAddr == "":
+		return errors.New("node: a pulsar+ssl:// URL in AdvertisedListeners needs the broker to serve TLS (BrokerTLSAddr, brokerServicePortTls)")
 	case c.BrokerAddr == "" || c.WebAddr == "":
 		return errors.New("node: BrokerConfig.BrokerAddr and WebAddr are required")
 	case (c.BrokerTLSAddr != "" || c.WebTLSAddr != "") && (c.TLS.CertFile == "" || c.TLS.KeyFile == ""):
@@ -169,9 +196,14 @@ type Broker struct {
 	// brokerTLSLn and webTLSLn are nil when TLS is not served.
 	brokerTLSLn net.Listener
 	webTLSLn    net.Listener
-	id          string
-	served      chan struct{} // closed when every listener has stopped serving
-	draining    atomic.Bool   // set when the stop's drain begins (Ready)
+	// host is the host of the broker's web URLs, and of its broker URLs
+	// when it has no advertised listeners: AdvertisedHost, or the
+	// internal listener's.
+	host      string
+	listeners advertisedListeners
+	id        string
+	served    chan struct{} // closed when every listener has stopped serving
+	draining  atomic.Bool   // set when the stop's drain begins (Ready)
 }
 
 // startBroker starts region r's broker, on the region's ledger client and
@@ -179,13 +211,20 @@ type Broker struct {
 // policy cache is loaded, the broker has revoked its previous run's leases
 // and registered, and every listener accepts.
 func startBroker(ctx context.Context, r *regionParts, cfg BrokerConfig) (_ *Broker, err error) {
-	n := &Broker{cfg: cfg, served: make(chan struct{})}
+	n := &Broker{cfg: cfg, served: make(chan struct{}), host: cfg.AdvertisedHost}
 	defer func() {
 		if err != nil {
 			n.stop()
 			close(n.served)
 		}
 	}()
+	if n.listeners, err = parseAdvertisedListeners(cfg.AdvertisedListeners, cfg.InternalListenerName); err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	if n.host == "" {
+		u, _ := url.Parse(n.listeners.byName[n.listeners.internal].ServiceURL)
+		n.host = u.Hostname()
+	}
 	log := r.log
 	var tlsCfg *tls.Config
 	if cfg.BrokerTLSAddr != "" || cfg.WebTLSAddr != "" {
@@ -258,7 +297,7 @@ func startBroker(ctx context.Context, r *regionParts, cfg BrokerConfig) (_ *Brok
 	serviceURLTLS, webURLTLS := n.ServiceURLTLS(), n.WebURLTLS()
 	n.id = cfg.BrokerID
 	if n.id == "" {
-		n.id = advertised(cfg.AdvertisedHost, n.brokerLn)
+		n.id = strings.TrimPrefix(serviceURL, "pulsar://")
 	}
 
 	cluster := n.ClusterData()
@@ -284,6 +323,7 @@ func startBroker(ctx context.Context, r *regionParts, cfg BrokerConfig) (_ *Brok
 	scfg := cfg.Service
 	scfg.Region, scfg.BrokerID, scfg.ServiceURL, scfg.WebURL = r.name, n.id, serviceURL, webURL
 	scfg.ServiceURLTLS, scfg.WebURLTLS = serviceURLTLS, webURLTLS
+	scfg.Listeners = n.listeners.byName
 	if scfg.Tracing == nil {
 		scfg.Tracing = r.tracing
 	}
@@ -375,7 +415,7 @@ func startBroker(ctx context.Context, r *regionParts, cfg BrokerConfig) (_ *Brok
 		close(n.served)
 	}()
 	log.Info("broker serving", telemetry.KeyBroker, n.id, "service_url", serviceURL, "web_url", webURL,
-		"service_url_tls", serviceURLTLS, "web_url_tls", webURLTLS, "authentication", n.authn.Enabled(), "authorization", n.authz != nil)
+		"service_url_tls", serviceURLTLS, "web_url_tls", webURLTLS, "advertised_listeners", cfg.AdvertisedListeners, "authentication", n.authn.Enabled(), "authorization", n.authz != nil)
 	return n, nil
 }
 
@@ -428,20 +468,29 @@ func waitForBookies(ctx context.Context, lc *ledger.Client, n int, wait time.Dur
 	}
 }
 
-// ServiceURL is the pulsar:// URL clients use.
+// ServiceURL is the pulsar:// URL clients use: the internal listener's,
+// or the advertised host with the listener's port.
 func (n *Broker) ServiceURL() string {
-	return "pulsar://" + advertised(n.cfg.AdvertisedHost, n.brokerLn)
+	if n.listeners.byName != nil {
+		return n.listeners.byName[n.listeners.internal].ServiceURL
+	}
+	return "pulsar://" + advertised(n.host, n.brokerLn)
 }
 
 // WebURL is the http:// URL of the web service.
-func (n *Broker) WebURL() string { return "http://" + advertised(n.cfg.AdvertisedHost, n.webLn) }
+func (n *Broker) WebURL() string { return "http://" + advertised(n.host, n.webLn) }
 
-// ServiceURLTLS is the pulsar+ssl:// URL clients use, or "" without TLS.
+// ServiceURLTLS is the pulsar+ssl:// URL clients use, or "" without TLS:
+// the internal listener's (which may have none), or the advertised host
+// with the TLS listener's port.
 func (n *Broker) ServiceURLTLS() string {
-	if n.brokerTLSLn == nil {
+	switch {
+	case n.brokerTLSLn == nil:
 		return ""
+	case n.listeners.byName != nil:
+		return n.listeners.byName[n.listeners.internal].ServiceURLTLS
 	}
-	return "pulsar+ssl://" + advertised(n.cfg.AdvertisedHost, n.brokerTLSLn)
+	return "pulsar+ssl://" + advertised(n.host, n.brokerTLSLn)
 }
 
 // WebURLTLS is the https:// URL of the web service, or "" without TLS.
@@ -449,7 +498,7 @@ func (n *Broker) WebURLTLS() string {
 	if n.webTLSLn == nil {
 		return ""
 	}
-	return "https://" + advertised(n.cfg.AdvertisedHost, n.webTLSLn)
+	return "https://" + advertised(n.host, n.webTLSLn)
 }
 
 // ClusterData is the region's cluster record as this node would create

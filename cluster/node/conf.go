@@ -127,6 +127,8 @@ func etcdURLs(v string) ([]string, error) {
 var pulsarConfKeys = []confMapping{
 	{"clusterName", str(func(c *RegionConfig) *string { return &c.Name })},
 	{"advertisedAddress", str(func(c *RegionConfig) *string { return &c.Broker.AdvertisedHost })},
+	{"advertisedListeners", str(func(c *RegionConfig) *string { return &c.Broker.AdvertisedListeners })},
+	{"internalListenerName", str(func(c *RegionConfig) *string { return &c.Broker.InternalListenerName })},
 	{"brokerServicePort", port(func(c *RegionConfig) *string { return &c.Broker.BrokerAddr })},
 	{"webServicePort", port(func(c *RegionConfig) *string { return &c.Broker.WebAddr })},
 	{"brokerServicePortTls", port(func(c *RegionConfig) *string { return &c.Broker.BrokerTLSAddr })},
@@ -217,6 +219,10 @@ var pulsarConfKeys = []confMapping{
 	{"dispatcherReadFailureBackoffInitialTimeInMs", millis(1, 600_000, func(c *RegionConfig) *time.Duration { return &c.Broker.Service.Dispatch.ReadRetryInitial })},
 	{"dispatcherReadFailureBackoffMaxTimeInMs", millis(1, 600_000, func(c *RegionConfig) *time.Duration { return &c.Broker.Service.Dispatch.ReadRetryMax })},
 	{"brokerDeduplicationEntriesInterval", integer(1, 1<<30, func(c *RegionConfig) *int { return &c.Broker.Service.DedupSnapshotInterval })},
+	{"brokerDeduplicationSnapshotIntervalSeconds", seconds(0, 86400, func(c *RegionConfig) *time.Duration { return &c.Broker.Service.DedupSnapshotTime })},
+	{"brokerDeduplicationSnapshotFrequencyInSeconds", seconds(1, 86400, func(c *RegionConfig) *time.Duration {
+		return &c.Broker.Service.DedupSnapshotCheckInterval
+	})},
 	{"topicLoadTimeoutSeconds", seconds(1, 3600, func(c *RegionConfig) *time.Duration { return &c.Broker.Service.TopicLoadTimeout })},
 	{"backlogQuotaCheckIntervalInSeconds", seconds(1, 86400, func(c *RegionConfig) *time.Duration { return &c.Broker.Service.BacklogQuotaCheckInterval })},
 	{"messageExpiryCheckIntervalInMinutes", minutes(1, 1440, func(c *RegionConfig) *time.Duration { return &c.Broker.Service.MessageExpiryCheckInterval })},
@@ -261,6 +267,13 @@ var pulsarConfKeys = []confMapping{
 	{"maxProducersPerTopic", integer(0, 1<<31-1, func(c *RegionConfig) *int { return &c.Broker.Service.Policies.MaxProducersPerTopic })},
 	{"maxConsumersPerTopic", integer(0, 1<<31-1, func(c *RegionConfig) *int { return &c.Broker.Service.Policies.MaxConsumersPerTopic })},
 	{"maxConsumersPerSubscription", integer(0, 1<<31-1, func(c *RegionConfig) *int { return &c.Broker.Service.Policies.MaxConsumersPerSubscription })},
+	{"subscribeThrottlingRatePerConsumer", integer(0, 1<<31-1, func(c *RegionConfig) *int {
+		return &c.Broker.Service.Policies.SubscribeRate.SubscribeThrottlingRatePerConsumer
+	})},
+	{"subscribeRatePeriodPerConsumerInSecond", integer(1, 1<<31-1, func(c *RegionConfig) *int {
+		return &c.Broker.Service.Policies.SubscribeRate.RatePeriodInSecond
+	})},
+	{"maxTopicsPerNamespace", integer(0, 1<<31-1, func(c *RegionConfig) *int { return &c.Broker.Service.Policies.MaxTopicsPerNamespace })},
 	{"maxNumPartitionsPerPartitionedTopic", integer(0, 1<<31-1, func(c *RegionConfig) *int { return &c.Broker.Service.Policies.MaxNumPartitions })},
 	{"defaultRetentionTimeInMinutes", integer(-1, 1<<31-1, func(c *RegionConfig) *int { return &c.Broker.Service.Policies.RetentionTimeInMinutes })},
 	{"defaultRetentionSizeInMB", int64Field(-1, 1<<40, func(c *RegionConfig) *int64 { return &c.Broker.Service.Policies.RetentionSizeInMB })},

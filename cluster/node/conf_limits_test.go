@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/meridian-mq/meridian/cluster/node"
+	"github.com/meridian-mq/meridian/global"
 )
 
 // TestApplyPulsarConfBounds: Pulsar's settings for the broker's bounds on
@@ -22,6 +23,9 @@ maxHttpServerConnections=100
 maxProducersPerTopic=3
 maxConsumersPerTopic=4
 maxConsumersPerSubscription=5
+subscribeThrottlingRatePerConsumer=6
+subscribeRatePeriodPerConsumerInSecond=20
+maxTopicsPerNamespace=9
 `)
 	if err != nil || len(ignored) != 0 {
 		t.Fatalf("%v, ignored %v", err, ignored)
@@ -37,6 +41,12 @@ maxConsumersPerSubscription=5
 	if p := cfg.Service.Policies; p.MaxProducersPerTopic != 3 || p.MaxConsumersPerTopic != 4 || p.MaxConsumersPerSubscription != 5 {
 		t.Fatalf("maxProducersPerTopic, maxConsumersPerTopic, maxConsumersPerSubscription: %+v, want 3, 4, 5", p)
 	}
+	if r := cfg.Service.Policies.SubscribeRate; r != (global.SubscribeRate{SubscribeThrottlingRatePerConsumer: 6, RatePeriodInSecond: 20}) {
+		t.Fatalf("subscribeThrottlingRatePerConsumer, subscribeRatePeriodPerConsumerInSecond: %+v, want 6 per 20", r)
+	}
+	if n := cfg.Service.Policies.MaxTopicsPerNamespace; n != 9 {
+		t.Fatalf("maxTopicsPerNamespace: %d, want 9", n)
+	}
 	def := node.DefaultBrokerConfig("localhost")
 	if d := def.Broker; def.Service.MaxConcurrentLookups != 50_000 || def.Service.MaxConcurrentTopicLoads != 5000 ||
 		d.MaxConnections != 10000 || d.MaxConnectionsPerIP != 2000 || d.MaxPendingPublishes != 1000 ||
@@ -45,7 +55,8 @@ maxConsumersPerSubscription=5
 	}
 	for _, text := range []string{"maxConcurrentLookupRequest=0", "maxConcurrentTopicLoadRequest=0", "brokerMaxConnections=-1",
 		"brokerMaxConnectionsPerIp=x", "maxPendingPublishRequestsPerConnection=-5", "maxNumPartitionsPerPartitionedTopic=-1",
-		"maxHttpServerConnections=-1", "maxProducersPerTopic=-1", "maxConsumersPerSubscription=x"} {
+		"maxHttpServerConnections=-1", "maxProducersPerTopic=-1", "maxConsumersPerSubscription=x",
+		"subscribeThrottlingRatePerConsumer=-1", "subscribeRatePeriodPerConsumerInSecond=0", "maxTopicsPerNamespace=-1"} {
 		if _, _, _, err := applyConf(t, text); !errors.Is(err, node.ErrConf) || !strings.Contains(err.Error(), text) {
 			t.Errorf("%s: %v, want ErrConf naming it", text, err)
 		}

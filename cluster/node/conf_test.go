@@ -72,6 +72,8 @@ dispatcherReadFailureBackoffInitialTimeInMs=15000
 dispatcherReadFailureBackoffMaxTimeInMs=60000
 authenticationRefreshCheckSeconds=5
 replicatedSubscriptionsSnapshotFrequencyMillis=250
+advertisedListeners=internal:pulsar://10.0.0.5:7650,external:pulsar://broker.example.com:16650
+internalListenerName=internal
 `)
 	if err != nil {
 		t.Fatal(err)
@@ -86,6 +88,8 @@ replicatedSubscriptionsSnapshotFrequencyMillis=250
 		{"WebTLSAddr", cfg.WebTLSAddr, "0.0.0.0:8443"},
 		{"Region", region, "east"},
 		{"AdvertisedHost", cfg.AdvertisedHost, "broker.example.com"},
+		{"AdvertisedListeners", cfg.AdvertisedListeners, "internal:pulsar://10.0.0.5:7650,external:pulsar://broker.example.com:16650"},
+		{"InternalListenerName", cfg.InternalListenerName, "internal"},
 		{"TLS", cfg.TLS, node.TLSConfig{CertFile: "/c.pem", KeyFile: "/k.pem"}},
 		{"Auth.Enabled", cfg.Auth.Enabled, true},
 		{"Auth.Providers", cfg.Auth.Providers, []string{"org.apache.pulsar.broker.authentication.AuthenticationProviderTls", "token"}},

@@ -31,3 +31,7 @@ func (n *Node) CloseRegion(name string) error {
 	n.regions = slices.Delete(n.regions, i, i+1)
 	return r.close()
 }
+
+// BrokerListenAddr is the address the broker's protocol listener is bound
+// to, which its advertised listeners may not name.
+func (n *Broker) BrokerListenAddr() string { return n.brokerLn.Addr().String() }

@@ -175,7 +175,7 @@ func persistenceFlags(cmd *cobra.Command) func() (any, error) {
 	fs.IntVarP(&ensemble, "bookkeeper-ensemble", "e", 2, "bookies each new ledger is striped over (E)")
 	fs.IntVarP(&writeQuorum, "bookkeeper-write-quorum", "w", 2, "copies of each entry (Qw)")
 	fs.IntVarP(&ackQuorum, "bookkeeper-ack-quorum", "a", 2, "copies acknowledged before an add completes (Qa)")
-	fs.Float64VarP(&markDeleteRate, "ml-mark-delete-max-rate", "r", 0, "cursor mark-delete writes per second (stored; not built)")
+	fs.Float64VarP(&markDeleteRate, "ml-mark-delete-max-rate", "r", 0, "most writes of each cursor's mark-delete per second (0: the region's --cursor-persist-interval)")
 	return func() (any, error) {
 		if !(ensemble >= writeQuorum && writeQuorum >= ackQuorum && ackQuorum >= 1) {
 			return nil, fmt.Errorf("want E >= Qw >= Qa >= 1, have %d/%d/%d", ensemble, writeQuorum, ackQuorum)

@@ -334,7 +334,7 @@ func (a *adminCLI) topicPersistenceCommands() []*cobra.Command {
 	f.Int64VarP(&d.BookkeeperEnsemble, "bookkeeper-ensemble", "e", 0, "bookies each ledger is striped over (E, required)")
 	f.Int64VarP(&d.BookkeeperWriteQuorum, "bookkeeper-write-quorum", "w", 0, "copies written of each entry (Qw, required)")
 	f.Int64VarP(&d.BookkeeperAckQuorum, "bookkeeper-ack-quorum", "a", 0, "copies acknowledged before an entry is (Qa, required)")
-	f.Float64VarP(&d.ManagedLedgerMaxMarkDeleteRate, "ml-mark-delete-max-rate", "r", 0, "mark-deletes per second (0: no limit)")
+	f.Float64VarP(&d.ManagedLedgerMaxMarkDeleteRate, "ml-mark-delete-max-rate", "r", 0, "most writes of each cursor's mark-delete per second (0: the region's --cursor-persist-interval)")
 	return a.topicPolicyCommands(pol, set)
 }
 

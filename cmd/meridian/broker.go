@@ -56,8 +56,8 @@ clients waiting --ownership-ttl for it to expire.`,
 				return errors.New("--region is required (or clusterName in --config)")
 			case len(cfg.Etcd) == 0:
 				return errors.New("--etcd is required (or metadataStoreUrl in --config): the broker keeps ownership, ledgers and cursors in the region's etcd")
-			case b.AdvertisedHost == "":
-				return errors.New("--advertised-address is required: it is the host clients are sent to (or advertisedAddress in --config)")
+			case b.AdvertisedHost == "" && b.AdvertisedListeners == "":
+				return errors.New("--advertised-address or --advertised-listeners is required: it is where clients are sent (or advertisedAddress / advertisedListeners in --config)")
 			}
 			ar, err := autoRecovery.config()
 			if err != nil {
@@ -74,7 +74,9 @@ clients waiting --ownership-ttl for it to expire.`,
 	f.StringVar(&cfg.Regions[0].Name, "region", "", "region this broker serves (required; broker.conf's clusterName)")
 	f.StringSliceVar(&cfg.Etcd, "etcd", nil, "comma-separated client URLs of the region's etcd (required; broker.conf's metadataStoreUrl)")
 	f.StringSliceVar(&cfg.GlobalEtcd, "global-etcd", nil, "comma-separated client URLs of the global configuration store's etcd (default: --etcd; broker.conf's configurationMetadataStoreUrl)")
-	f.StringVar(&b.AdvertisedHost, "advertised-address", "", "host clients are told to connect to, with the listeners' ports (required)")
+	f.StringVar(&b.AdvertisedHost, "advertised-address", "", "host clients are told to connect to, with the listeners' ports (required without --advertised-listeners)")
+	f.StringVar(&b.AdvertisedListeners, "advertised-listeners", "", "named addresses for clients of different networks, name:pulsar://host:port[,name:pulsar+ssl://host:port]... (e.g. internal:pulsar://10.0.0.5:6650,external:pulsar://broker1.example.com:16650); a client picks one with its ListenerName, and the internal one is the broker's own address (broker.conf's advertisedListeners)")
+	f.StringVar(&b.InternalListenerName, "internal-listener-name", "", "the listener of --advertised-listeners that brokers, replicators and clients naming none use (default: the first; broker.conf's internalListenerName)")
 	f.StringVar(&b.BrokerAddr, "broker-listen", b.BrokerAddr, "address to serve the Pulsar protocol on")
 	f.StringVar(&b.WebAddr, "web-listen", b.WebAddr, "address to serve HTTP (the admin API, /metrics) on")
 	addTLSFlags(f, &b)

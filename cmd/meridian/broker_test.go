@@ -24,7 +24,9 @@ func TestBrokerAndStandaloneFlagErrors(t *testing.T) {
 	}{
 		{[]string{"broker", "--etcd", "http://127.0.0.1:1", "--advertised-address", "h"}, "--region is required"},
 		{[]string{"broker", "--region", "r", "--advertised-address", "h"}, "--etcd is required"},
-		{[]string{"broker", "--region", "r", "--etcd", "http://127.0.0.1:1"}, "--advertised-address is required"},
+		{[]string{"broker", "--region", "r", "--etcd", "http://127.0.0.1:1"}, "--advertised-address or --advertised-listeners is required"},
+		{[]string{"broker", "--region", "r", "--etcd", "http://127.0.0.1:1", "--advertised-listeners", "internal:pulsar://10.0.0.5:6650",
+			"--internal-listener-name", "private"}, `internalListenerName "private" is not one of advertisedListeners' listeners`},
 		{[]string{"standalone", "--config", filepath.Join(t.TempDir(), "none.conf")}, "--config: open"},
 		{[]string{"standalone", "--config", bad}, "bad.conf line 3: brokerServicePort=sixty: want a port number"},
 		{[]string{"broker", "--config", bad, "--etcd", "http://127.0.0.1:1"}, "bad.conf line 3"},

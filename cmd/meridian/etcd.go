@@ -66,6 +66,7 @@ quota, etcd refuses writes with a NOSPACE alarm: compact, defragment, then run
 	f.StringSliceVar(&cfg.AdvertiseClientURLs, "advertise-client-urls", nil, "client URLs to publish to the cluster (default: the listen URLs)")
 	f.StringSliceVar(&cfg.ListenPeerURLs, "listen-peer-urls", cfg.ListenPeerURLs, "comma-separated URLs to serve raft peers on")
 	f.StringSliceVar(&cfg.AdvertisePeerURLs, "initial-advertise-peer-urls", nil, "peer URLs to publish; must match this member's --initial-cluster entry (default: the listen URLs)")
+	f.StringSliceVar(&cfg.ListenMetricsURLs, "listen-metrics-urls", nil, "comma-separated extra URLs that serve only /metrics and /health, e.g. http://0.0.0.0:2381: for probes and scrapers without a client certificate (https:// uses the client certificate)")
 	f.StringVar(&cfg.InitialCluster, "initial-cluster", "", "bootstrap membership name=peerURL,... (default: this member alone)")
 	f.StringVar(&cfg.InitialClusterState, "initial-cluster-state", cfg.InitialClusterState, `"new" to bootstrap, "existing" to join after 'etcdctl member add'`)
 	f.StringVar(&cfg.InitialClusterToken, "initial-cluster-token", cfg.InitialClusterToken, "bootstrap token that keeps separate clusters apart")

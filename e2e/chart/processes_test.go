@@ -51,7 +51,7 @@ func runRegion(t *testing.T, r rendering, secrets *secretFiles) map[int32]int {
 	dir := t.TempDir()
 	etcd, _ := r.workload("etcd")
 	scheme, _, _ := strings.Cut(containerEnv(t, r, etcd.pod.Spec.Containers[0])["MERIDIAN_FLAG_LISTEN_CLIENT_URLS"].Value, "://")
-	etcdClient, etcdPeer := freePort(t), freePort(t)
+	etcdClient, etcdPeer, etcdMetrics := freePort(t), freePort(t), freePort(t)
 	etcdURL := fmt.Sprintf("%s://127.0.0.1:%d", scheme, etcdClient)
 	etcdPeerURL := fmt.Sprintf("%s://127.0.0.1:%d", scheme, etcdPeer)
 
@@ -91,7 +91,8 @@ func runRegion(t *testing.T, r rendering, secrets *secretFiles) map[int32]int {
 			"listen-peer-urls":            etcdPeerURL,
 			"initial-advertise-peer-urls": etcdPeerURL,
 			"initial-cluster":             fmt.Sprintf("%s-etcd-0=%s", releaseName, etcdPeerURL),
-		}, map[int32]int{2379: etcdClient, 2380: etcdPeer}},
+			"listen-metrics-urls":         fmt.Sprintf("http://127.0.0.1:%d", etcdMetrics),
+		}, map[int32]int{2379: etcdClient, 2380: etcdPeer, 2381: etcdMetrics}},
 		bookiePod(0),
 		bookiePod(1),
 		broker,

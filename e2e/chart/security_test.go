@@ -197,13 +197,14 @@ func TestSecureValues(t *testing.T) {
 		t.Errorf("%d Services select the brokers, want 2 (headless and client)", services)
 	}
 
-	// etcd members answer only clients with a certificate: probes open the
-	// port, and the PodMonitor does not scrape it.
+	// etcd members answer only clients with a certificate on their client
+	// port: probes and scrapes use the plain metrics port (runRegion
+	// checks that it answers them).
 	for _, role := range []string{"etcd", "global-etcd"} {
 		w, _ := r.workload(role)
 		for _, p := range probes(w.pod.Spec.Containers[0]) {
-			if p.probe.TCPSocket == nil {
-				t.Errorf("%s %s probe: %+v, want a TCP check (the kubelet has no client certificate)", role, p.kind, p.probe.ProbeHandler)
+			if p.probe.HTTPGet == nil || p.probe.HTTPGet.Port.String() != "metrics" {
+				t.Errorf("%s %s probe: %+v, want an HTTP GET on the plain port metrics (the kubelet has no client certificate)", role, p.kind, p.probe.ProbeHandler)
 			}
 		}
 	}

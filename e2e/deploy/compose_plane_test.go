@@ -20,15 +20,22 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/pulsar-client-go/pulsar"
+	plog "github.com/apache/pulsar-client-go/pulsar/log"
+
 	"github.com/meridian-mq/meridian/testkit"
 )
 
 // regions are the compose plane's regions, each with the variable that
-// publishes its first broker's web port.
-var regions = []struct{ name, webPortVar string }{
-	{"us-east", "US_EAST_WEB_PORT"},
-	{"eu-west", "EU_WEST_WEB_PORT"},
-	{"ap-south", "AP_SOUTH_WEB_PORT"},
+// publishes its first broker's web port, and those that publish its
+// brokers' Pulsar ports (their external listeners).
+var regions = []struct {
+	name, webPortVar string
+	brokerPortVars   [2]string
+}{
+	{"us-east", "US_EAST_WEB_PORT", [2]string{"US_EAST_BROKER_1_PORT", "US_EAST_BROKER_2_PORT"}},
+	{"eu-west", "EU_WEST_WEB_PORT", [2]string{"EU_WEST_BROKER_1_PORT", "EU_WEST_BROKER_2_PORT"}},
+	{"ap-south", "AP_SOUTH_WEB_PORT", [2]string{"AP_SOUTH_BROKER_1_PORT", "AP_SOUTH_BROKER_2_PORT"}},
 }
 
 // plane is one run of deploy/compose/compose.yaml under podman-compose,
@@ -39,6 +46,9 @@ type plane struct {
 	file     composeFile
 	env      []string
 	webPorts map[string]string // region -> 127.0.0.1:port
+	// brokerPorts are each region's brokers' published Pulsar ports,
+	// 127.0.0.1:port, which their external listeners name.
+	brokerPorts map[string][2]string
 }
 
 // compose runs podman-compose on the committed file and returns its
@@ -75,7 +85,9 @@ func (p *plane) exec(ctx context.Context, service string, args ...string) *exec.
 // without a profile (the monitoring profile's images cannot be pulled
 // here; podman-compose 1.0.3 knows no profiles, so they are named). It
 // waits until every health check of the file passes and both init steps
-// have exited 0; produces 1,000 messages in us-east and, after the first
+// have exited 0; a client on the host, naming the brokers' external
+// listener, produces and consumes through their published ports
+// (checkHostClient); produces 1,000 messages in us-east and, after the first
 // 100, stops (SIGTERM, podman-compose stop) the us-east broker that owns
 // the topic; the producer, run beside the other broker, must finish
 // without an error; each region's subscription, created before the first
@@ -99,14 +111,17 @@ func TestComposePlane(t *testing.T) {
 
 	conf, _ := filepath.Abs(filepath.Join(deployDir, "podman", "containers.conf"))
 	p := &plane{t: t, project: "meridian-compose-" + suffix, file: loadCompose(t), webPorts: map[string]string{},
-		env: append(os.Environ(), "CONTAINERS_CONF="+conf, "MERIDIAN_IMAGE="+tag)}
-	ports, err := testkit.FreePorts(len(regions))
+		brokerPorts: map[string][2]string{}, env: append(os.Environ(), "CONTAINERS_CONF="+conf, "MERIDIAN_IMAGE="+tag)}
+	ports, err := testkit.FreePorts(3 * len(regions))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i, r := range regions {
-		p.webPorts[r.name] = fmt.Sprintf("127.0.0.1:%d", ports[i])
-		p.env = append(p.env, fmt.Sprintf("%s=%d", r.webPortVar, ports[i]))
+		web, b1, b2 := ports[3*i], ports[3*i+1], ports[3*i+2]
+		p.webPorts[r.name] = fmt.Sprintf("127.0.0.1:%d", web)
+		p.brokerPorts[r.name] = [2]string{fmt.Sprintf("127.0.0.1:%d", b1), fmt.Sprintf("127.0.0.1:%d", b2)}
+		p.env = append(p.env, fmt.Sprintf("%s=%d", r.webPortVar, web),
+			fmt.Sprintf("%s=%d", r.brokerPortVars[0], b1), fmt.Sprintf("%s=%d", r.brokerPortVars[1], b2))
 	}
 	t.Cleanup(p.down)
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Minute)
@@ -118,6 +133,7 @@ func TestComposePlane(t *testing.T) {
 	p.waitHealthy(ctx)
 	healthy := time.Now()
 	p.checkIsolation()
+	p.checkHostClient(ctx, "persistent://public/default/host-"+suffix)
 
 	const n = 1000
 	topic := "persistent://public/default/compose-" + suffix
@@ -286,6 +302,39 @@ func (p *plane) checkIsolation() {
 				t.Errorf("%s publishes %q, not on 127.0.0.1 only", s, strings.TrimSpace(l))
 			}
 		}
+	}
+}
+
+// checkHostClient is a client on the host, outside the plane's networks:
+// with ListenerName "external" and a us-east broker's published port as
+// its service URL, it is sent to the published port of the topic's owner,
+// whichever broker that is, and produces and consumes there.
+func (p *plane) checkHostClient(ctx context.Context, topic string) {
+	t := p.t
+	c, err := pulsar.NewClient(pulsar.ClientOptions{URL: "pulsar://" + p.brokerPorts["us-east"][0], ListenerName: "external",
+		OperationTimeout: 30 * time.Second, Logger: plog.DefaultNopLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cons, err := c.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "host"})
+	if err != nil {
+		t.Fatalf("a host client's subscription through the external listener: %v", err)
+	}
+	defer cons.Close()
+	prod, err := c.CreateProducer(pulsar.ProducerOptions{Topic: topic})
+	if err != nil {
+		t.Fatalf("a host client's producer through the external listener: %v", err)
+	}
+	defer prod.Close()
+	if _, err := prod.Send(ctx, &pulsar.ProducerMessage{Payload: []byte("from the host")}); err != nil {
+		t.Fatalf("a host client's send: %v", err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	m, err := cons.Receive(rctx)
+	if err != nil || string(m.Payload()) != "from the host" {
+		t.Fatalf("a host client's receive: %v", err)
 	}
 }
 

@@ -25,6 +25,34 @@ type Owner struct {
 	ServiceURLTLS string `json:"serviceUrlTls,omitempty"`
 	WebURL        string `json:"webServiceUrl,omitempty"`
 	WebURLTLS     string `json:"webServiceUrlTls,omitempty"`
+	// Listeners are the broker's advertised listeners by name (Pulsar's
+	// advertisedListeners, PIP-61), the internal one included: ServiceURL
+	// and ServiceURLTLS are the internal listener's. Empty when the broker
+	// has none; a record written before listeners existed decodes so.
+	Listeners map[string]Listener `json:"advertisedListeners,omitempty"`
+}
+
+// Listener is one of a broker's advertised listeners, in the JSON of
+// Pulsar's AdvertisedListener: where a client that names it reaches the
+// broker.
+type Listener struct {
+	ServiceURL    string `json:"brokerServiceUrl"`
+	ServiceURLTLS string `json:"brokerServiceUrlTls,omitempty"`
+}
+
+// Listener returns where a client that names listener in its lookup
+// reaches o: its ServiceURL and ServiceURLTLS for "" (no name given),
+// else that listener's URLs. A name o does not have is ServiceNotReady, as
+// Pulsar answers it (the client retries, then reports the message).
+func (o Owner) Listener(name string) (Listener, error) {
+	if name == "" {
+		return Listener{ServiceURL: o.ServiceURL, ServiceURLTLS: o.ServiceURLTLS}, nil
+	}
+	l, ok := o.Listeners[name]
+	if !ok {
+		return Listener{}, fmt.Errorf("%w: the broker %s does not have %s listener", wire.ErrServiceNotReady, o.BrokerID, name)
+	}
+	return l, nil
 }
 
 // ownership places bundles on the region's brokers and claims bundles for

@@ -28,14 +28,19 @@ type Index struct {
 type indexed struct {
 	pos mledger.Position
 	id  Identity
+	// published is the entry's publish time (Unix ms), as its origin's
+	// producer stamped it in the message metadata, which every region's
+	// copy carries unchanged.
+	published int64
 }
 
 // NewIndex returns an empty index.
 func NewIndex() *Index { return &Index{trimmedAcks: map[Origin]Ranges{}, latest: map[Origin]int64{}} }
 
-// Append adds the entry at p, which follows every entry appended before.
-func (x *Index) Append(p mledger.Position, id Identity) {
-	x.entries = append(x.entries, indexed{pos: p, id: id})
+// Append adds the entry at p, published at published (Unix ms), which
+// follows every entry appended before.
+func (x *Index) Append(p mledger.Position, id Identity, published int64) {
+	x.entries = append(x.entries, indexed{pos: p, id: id, published: published})
 	x.latest[id.Origin] = max(x.latest[id.Origin], id.Last)
 }
 
@@ -88,6 +93,22 @@ func (x *Index) after(p mledger.Position) int {
 		return 1
 	})
 	return i
+}
+
+// PublishedBefore returns the entries after markDelete published before
+// cutoff (Unix ms): what a message TTL or a message_age eviction expires
+// of a replicated subscription. Every region's copy of an entry carries
+// the same publish time, so every region expires the same set, whatever
+// the time each copy arrived; the entries trimmed from the index were
+// consumed already.
+func (x *Index) PublishedBefore(cutoff int64, markDelete mledger.Position) []mledger.Position {
+	var out []mledger.Position
+	for _, e := range x.entries[x.after(markDelete):] {
+		if e.published < cutoff {
+			out = append(out, e.pos)
+		}
+	}
+	return out
 }
 
 // Consumed says what a subscription consumed of the entry at p: all of it

@@ -66,17 +66,17 @@ func TestTranslateAcrossInterleavings(t *testing.T) {
 	// A stores: east batch 0..3, west 0, east 4, west 1, west 2, east 5..6.
 	a := NewIndex()
 	for i, id := range []Identity{{east, 0, 3}, {west, 0, 0}, {east, 4, 4}, {west, 1, 1}, {west, 2, 2}, {east, 5, 6}} {
-		a.Append(pos(int64(i)), id)
+		a.Append(pos(int64(i)), id, 0)
 	}
 	// B stores the same, in another order, and a west message A never
 	// got (west 3, kept to B by replicate_to) between west 2 and west 4.
 	b := NewIndex()
 	for i, id := range []Identity{{west, 0, 0}, {west, 1, 1}, {east, 0, 3}, {west, 2, 2}, {west, 3, 3}, {east, 4, 4}, {west, 4, 4}, {east, 5, 6}} {
-		b.Append(pos(int64(i)), id)
+		b.Append(pos(int64(i)), id, 0)
 	}
 	// A acked: east 0..3 but message 1 of the batch, west 0 and 2, east
 	// 5 (message 0 of the batch 5..6); and a later west 4 it also got.
-	a.Append(pos(6), Identity{west, 4, 4})
+	a.Append(pos(6), Identity{west, 4, 4}, 0)
 	consumed := acks{
 		whole:   map[mledger.Position]bool{pos(1): true, pos(4): true, pos(6): true},
 		partial: map[mledger.Position][]int64{pos(0): {0b0010}, pos(5): {0b10}},
@@ -115,9 +115,34 @@ func TestTranslateAcrossInterleavings(t *testing.T) {
 func TestNewIncarnationInheritsNothing(t *testing.T) {
 	old := State{Origins: []OriginAcks{{east, Ranges{{0, 100}}}}}
 	x := NewIndex()
-	x.Append(pos(0), Identity{Origin{Region: "east", Incarnation: east.Incarnation + 50}, 0, 9})
+	x.Append(pos(0), Identity{Origin{Region: "east", Incarnation: east.Incarnation + 50}, 0, 9}, 0)
 	if got := x.Translate(old, mledger.Position{Ledger: 1, Entry: -1}); len(got) != 0 {
 		t.Fatalf("an old incarnation's state acked %+v", got)
+	}
+}
+
+// TestPublishedBefore: what an expiry by publish time names is the
+// entries after the mark-delete published before the cutoff, whatever
+// their order here: two origins' entries interleave, each in its own
+// order of publication.
+func TestPublishedBefore(t *testing.T) {
+	x := NewIndex()
+	for i, published := range []int64{100, 300, 150, 400, 200} {
+		origin := east
+		if i%2 == 1 {
+			origin = west
+		}
+		x.Append(pos(int64(i)), Identity{origin, int64(i), int64(i)}, published)
+	}
+	before := mledger.Position{Ledger: 1, Entry: -1}
+	if got, want := x.PublishedBefore(250, before), []mledger.Position{pos(0), pos(2), pos(4)}; !slices.Equal(got, want) {
+		t.Fatalf("published before 250: %v, want %v", got, want)
+	}
+	if got, want := x.PublishedBefore(250, pos(2)), []mledger.Position{pos(4)}; !slices.Equal(got, want) {
+		t.Fatalf("after the mark-delete 1:2: %v, want %v", got, want)
+	}
+	if got := x.PublishedBefore(100, before); len(got) != 0 {
+		t.Fatalf("published before 100: %v, want none", got)
 	}
 }
 
@@ -127,13 +152,13 @@ func TestExportFallsBackPastTheBound(t *testing.T) {
 	x := NewIndex()
 	whole := map[mledger.Position]bool{}
 	for i := range int64(20) {
-		x.Append(pos(i), Identity{east, i, i})
+		x.Append(pos(i), Identity{east, i, i}, 0)
 		// east 0..4 consumed, then every other one: 1 + 7 ranges.
 		if i < 5 || i%2 == 0 {
 			whole[pos(i)] = true
 		}
 	}
-	x.Append(pos(20), Identity{west, 0, 0})
+	x.Append(pos(20), Identity{west, 0, 0}, 0)
 	whole[pos(20)] = true
 	consumed := acks{whole: whole}.consumed
 	st, cut := x.Export(mledger.Position{Ledger: 1, Entry: -1}, consumed, Epoch{}, 8)
@@ -153,7 +178,7 @@ func TestExportFallsBackPastTheBound(t *testing.T) {
 func TestTrimKeepsWhatWasConsumed(t *testing.T) {
 	x := NewIndex()
 	for i := range int64(6) {
-		x.Append(pos(i), Identity{east, 10 + i, 10 + i})
+		x.Append(pos(i), Identity{east, 10 + i, 10 + i}, 0)
 	}
 	x.TrimThrough(pos(2))
 	if x.Len() != 3 || x.Covers(pos(1)) || !x.Covers(pos(2)) {
@@ -226,7 +251,7 @@ func benchIndex(n int) (*Index, Consumed) {
 		if i%2 == 1 {
 			o = west
 		}
-		x.Append(pos(i), Identity{o, i / 2, i / 2})
+		x.Append(pos(i), Identity{o, i / 2, i / 2}, 0)
 		if i%3 != 0 {
 			whole[pos(i)] = true
 		}
@@ -258,13 +283,13 @@ func BenchmarkTranslate(b *testing.B) {
 // not. An origin with no entry here does not hold anything back.
 func TestBehind(t *testing.T) {
 	x := NewIndex()
-	x.Append(pos(0), Identity{east, 0, 3})
-	x.Append(pos(1), Identity{west, 0, 0})
+	x.Append(pos(0), Identity{east, 0, 3}, 0)
+	x.Append(pos(1), Identity{west, 0, 0}, 0)
 	st := State{Origins: []OriginAcks{{east, Ranges{{0, 1}, {5, 5}}}, {west, Ranges{{0, 0}}}}}
 	if !x.Behind(st) {
 		t.Fatal("east 5 acked elsewhere, east 3 the last here: not behind")
 	}
-	x.Append(pos(2), Identity{east, 4, 5})
+	x.Append(pos(2), Identity{east, 4, 5}, 0)
 	x.TrimThrough(pos(2))
 	if x.Behind(st) {
 		t.Fatal("behind once east 5 arrived and was trimmed")

@@ -57,24 +57,20 @@ spec:
               containerPort: 2379
             - name: peer
               containerPort: 2380
-          {{- if .secrets }}
-          # With TLS, the client port answers only clients with a
-          # certificate of the CA (--client-cert-auth), which the kubelet
-          # has not: the probes only open it.
-          readinessProbe:
-            {{- include "meridian.tcpProbe" (dict "port" "client") | nindent 12 }}
-          livenessProbe:
-            {{- include "meridian.tcpProbe" (dict "port" "client" "failures" 6) | nindent 12 }}
-          {{- else }}
+            # --listen-metrics-urls: plain HTTP serving only /metrics and
+            # the health endpoints, so that the kubelet and Prometheus,
+            # which hold no client certificate, reach them when the
+            # client port requires one (TLS).
+            - name: metrics
+              containerPort: 2381
           # etcd's /health fails while the member has no leader: not ready
           # then, but alive. Liveness is etcd's /livez, which needs no
           # quorum (a probe that did would restart every member of a
           # cluster that lost its quorum).
           readinessProbe:
-            {{- include "meridian.httpProbe" (dict "path" "/health" "port" "client") | nindent 12 }}
+            {{- include "meridian.httpProbe" (dict "path" "/health" "port" "metrics") | nindent 12 }}
           livenessProbe:
-            {{- include "meridian.httpProbe" (dict "path" "/livez" "port" "client" "failures" 6) | nindent 12 }}
-          {{- end }}
+            {{- include "meridian.httpProbe" (dict "path" "/livez" "port" "metrics" "failures" 6) | nindent 12 }}
           {{- include "meridian.containerSecurity" . | nindent 10 }}
           {{- with .resources }}
           resources:

@@ -224,15 +224,6 @@ timeoutSeconds: 5
 failureThreshold: {{ .failures | default 3 }}
 {{- end -}}
 
-{{/* A probe that only opens a named port. */}}
-{{- define "meridian.tcpProbe" -}}
-tcpSocket:
-  port: {{ .port }}
-periodSeconds: {{ .period | default 10 }}
-timeoutSeconds: 5
-failureThreshold: {{ .failures | default 3 }}
-{{- end -}}
-
 {{/*
 One step of the init Job: a container running one `meridian admin` command
 against the region's brokers, with the Job's .security (its token, with
