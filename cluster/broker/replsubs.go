@@ -489,14 +489,17 @@ func (r *replicatedSubs) syncSubscription(ctx context.Context, name string, stor
 			}
 			epoch = newest.Epoch
 		}
+		var applied []replsub.State
 		for _, st := range remote {
 			if st.Epoch == epoch {
 				if err := s.applyRemote(r.index.Translate(st, s.cursor.MarkDeletePosition())); err != nil {
 					return err
 				}
 				r.behind = r.behind || r.index.Behind(st)
+				applied = append(applied, st)
 			}
 		}
+		s.elsewhere.Store(&elsewhereAt{epoch: epoch, consumed: replsub.UnionOf(applied)})
 	}
 	if expireBefore > 0 {
 		if err := s.expireEntries(r.index.PublishedBefore(expireBefore, s.cursor.MarkDeletePosition())); err != nil {
@@ -792,6 +795,37 @@ func (s *subscription) consumed(p mledger.Position) (whole bool, remaining []int
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return false, slices.Clone(s.mu.partial[p])
+}
+
+// elsewhereAt is what the other regions' states of a subscription
+// consumed, under epoch.
+type elsewhereAt struct {
+	epoch    replsub.Epoch
+	consumed replsub.Elsewhere
+}
+
+// consumedElsewhere splits entries, just read for dispatch, into those to
+// deliver and the positions of those another region's state, as the last
+// sync applied it, names consumed (replsub.Elsewhere). The sync acks only
+// the entries that were here when it ran: one that arrives after it, such
+// as a message replicated late from a region that consumed it, would
+// otherwise be delivered before the next sync acked it. Nothing is taken
+// out under another epoch than the subscription's (a seek since), or
+// from a subscription that is not replicated.
+func (s *subscription) consumedElsewhere(entries []mledger.Entry) (deliver []mledger.Entry, consumed []mledger.Position) {
+	rs, at := s.topic.rs, s.elsewhere.Load()
+	if rs == nil || at == nil || len(at.consumed) == 0 || !s.replicated() || at.epoch != s.epoch() {
+		return entries, nil
+	}
+	deliver = make([]mledger.Entry, 0, len(entries))
+	for _, e := range entries {
+		if id, _, err := rs.identityOf(e); err == nil && at.consumed.Covers(id) {
+			consumed = append(consumed, e.Position)
+			continue
+		}
+		deliver = append(deliver, e)
+	}
+	return deliver, consumed
 }
 
 // expireEntries consumes the entries at ps, a replicated subscription's

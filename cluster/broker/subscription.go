@@ -70,6 +70,10 @@ type subscription struct {
 	out     counters    // delivered messages and bytes
 	// isReplicated mirrors the cursor's replicatedProperty (replsubs.go).
 	isReplicated atomic.Bool
+	// elsewhere is what the other regions' states consumed, as the last
+	// sync applied them, under the epoch they share with this one
+	// (replsubs.go, consumedElsewhere); nil before any.
+	elsewhere atomic.Pointer[elsewhereAt]
 	// ignoredAcks counts the acked ids this subscription ignored since the
 	// topic was loaded: positions never delivered to the consumer that
 	// acked them (see ack).
@@ -389,7 +393,10 @@ type roundRead struct {
 	entries []mledger.Entry
 	fresh   int                // how many of entries are new (not replayed)
 	unread  []mledger.Position // replay entries not read, for a later round
-	err     error
+	// consumedElsewhere are new entries that another region's state
+	// names consumed: acked, not delivered (replsubs.go).
+	consumedElsewhere []mledger.Position
+	err               error
 }
 
 // read reads a round's entries from storage, off the dispatcher's
@@ -428,6 +435,7 @@ func (s *subscription) read(p roundPlan, done chan<- roundRead) {
 			r.err = err
 		}
 		r.fresh = len(es)
+		es, r.consumedElsewhere = s.consumedElsewhere(es)
 		r.entries = append(r.entries, es...)
 	}
 	if r.err != nil && s.ctx.Err() == nil {
@@ -444,6 +452,10 @@ func (s *subscription) finish(r roundRead) (progressed, failed bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.mu.reading = false
+	if _, err := s.mu.ackWhole(s.cursor, r.consumedElsewhere); err != nil {
+		s.topic.svc.log.Warn("replicated subscription: acking entries consumed in another region", "topic", s.topic.Name(),
+			"subscription", s.name, "err", err)
+	}
 	entries := s.mu.endRound(r.plan, r.unread, r.entries)
 	var sent []delivery
 	if len(entries) > 0 && !s.mu.closed {

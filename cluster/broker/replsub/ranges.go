@@ -75,6 +75,20 @@ func (rs Ranges) Contains(off int64) bool {
 	return found
 }
 
+// ContainsAll reports whether every offset of from..to is in the set.
+func (rs Ranges) ContainsAll(from, to int64) bool {
+	i, found := slices.BinarySearchFunc(rs, from, func(r Range, x int64) int {
+		switch {
+		case r.To < x:
+			return -1
+		case r.From > x:
+			return 1
+		}
+		return 0
+	})
+	return found && rs[i].To >= to // ranges never touch: one holds all or none does
+}
+
 // valid reports whether the set is sorted, disjoint and merged, as a
 // State read from the store must be.
 func (rs Ranges) valid() bool {

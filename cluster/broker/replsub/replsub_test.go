@@ -146,6 +146,31 @@ func TestPublishedBefore(t *testing.T) {
 	}
 }
 
+// TestElsewhereCovers: the union of other regions' states covers an
+// entry only when it holds every message of it, in the entry's origin.
+func TestElsewhereCovers(t *testing.T) {
+	u := UnionOf([]State{
+		{Origins: []OriginAcks{{east, Ranges{{0, 4}}}}},
+		{Origins: []OriginAcks{{east, Ranges{{5, 6}, {9, 9}}}, {west, Ranges{{0, 0}}}}},
+	})
+	for _, c := range []struct {
+		id   Identity
+		want bool
+	}{
+		{Identity{east, 0, 6}, true}, // a batch over both states' ranges, merged
+		{Identity{east, 6, 7}, false},
+		{Identity{east, 9, 9}, true},
+		{Identity{east, 8, 8}, false},
+		{Identity{west, 0, 0}, true},
+		{Identity{west, 1, 1}, false},
+		{Identity{Origin{Region: "north", Incarnation: 1}, 0, 0}, false},
+	} {
+		if got := u.Covers(c.id); got != c.want {
+			t.Errorf("Covers(%+v) = %v, want %v", c.id, got, c.want)
+		}
+	}
+}
+
 // TestExportFallsBackPastTheBound: past MaxRanges an origin keeps only its
 // consumed prefix, the other origins are whole, and the cut is counted.
 func TestExportFallsBackPastTheBound(t *testing.T) {

@@ -136,3 +136,27 @@ func (s State) acked(o Origin) (Ranges, bool) {
 	}
 	return s.Origins[i].Acked, true
 }
+
+// Elsewhere is the union of the other regions' states of a subscription
+// that a sync applied (those of its epoch): what they consumed, by
+// origin. The broker checks each entry it reads for dispatch against it,
+// so that an entry that arrives after that sync, named consumed by a
+// state the sync applied before the entry was here, is acked rather than
+// delivered: the next sync, an interval on, would ack it only after its
+// delivery.
+type Elsewhere map[Origin]Ranges
+
+// UnionOf returns what states consumed together.
+func UnionOf(states []State) Elsewhere {
+	u := Elsewhere{}
+	for _, st := range states {
+		for _, o := range st.Origins {
+			u[o.Origin] = u[o.Origin].Union(o.Acked)
+		}
+	}
+	return u
+}
+
+// Covers reports whether every message of the entry named id was
+// consumed.
+func (e Elsewhere) Covers(id Identity) bool { return e[id.Origin].ContainsAll(id.First, id.Last) }
