@@ -66,8 +66,9 @@ const (
 // travel.
 type ReplicatedSubscriptionsConfig struct {
 	// Interval is the longest a change of a subscription's consumed set
-	// waits before it is written to the global store, and the shortest
-	// time between two writes of one subscription's state (Pulsar's
+	// waits before it is written to the global store, and about the
+	// shortest time between two writes of one subscription's state (less
+	// the time a sync takes, to at most half of it: syncGap) (Pulsar's
 	// replicatedSubscriptionsSnapshotFrequencyMillis, 1000 ms). A failover
 	// redelivers at most what was acked in the last Interval (plus the
 	// global store's latency). Shorter costs more etcd writes: one per
@@ -352,6 +353,7 @@ func (r *replicatedSubs) takenAt(sub string) map[string]time.Time {
 func (r *replicatedSubs) run(ctx context.Context) {
 	clock := r.t.svc.clock
 	var last time.Time
+	var took time.Duration // how long the last sync took
 	for {
 		var tail <-chan struct{}
 		if r.remoteStates() {
@@ -365,7 +367,7 @@ func (r *replicatedSubs) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		}
-		if wait := clock.Until(last.Add(r.cfg.Interval)); wait > 0 && flushed == nil {
+		if wait := clock.Until(last.Add(r.syncGap(took))); wait > 0 && flushed == nil {
 			timer := clock.NewTimer(wait)
 			select {
 			case <-timer.Chan():
@@ -378,6 +380,7 @@ func (r *replicatedSubs) run(ctx context.Context) {
 		}
 		last = clock.Now()
 		err := r.sync(ctx)
+		took = clock.Since(last)
 		if flushed != nil {
 			flushed <- syncOutcome{behind: r.behind, err: err}
 		}
@@ -387,6 +390,17 @@ func (r *replicatedSubs) run(ctx context.Context) {
 			r.poke()
 		}
 	}
+}
+
+// syncGap is the shortest time from the start of one sync to the start of
+// the next, given how long the last one took: the Interval less that, so
+// that a state is written within an Interval of the one before it being
+// taken (the state a region's loss mid-write leaves behind is then at
+// most an Interval old, as long as a sync takes no longer than it did),
+// but never less than half an Interval, so that a slow global store is not
+// written to without a pause.
+func (r *replicatedSubs) syncGap(took time.Duration) time.Duration {
+	return max(r.cfg.Interval-took, r.cfg.Interval/2)
 }
 
 // sync brings the index up to date, applies the other regions' states to
