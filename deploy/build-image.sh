@@ -9,7 +9,8 @@
 #
 # TAG defaults to localhost/meridian:latest. The engine is podman (set up
 # by deploy/podman/env.sh, which installs it on Debian when missing), or
-# docker where there is no podman; CONTAINER_ENGINE=docker forces it.
+# docker where there is no podman and a docker daemon answers;
+# CONTAINER_ENGINE=docker forces it.
 # VERSION overrides the version (default: git describe).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,7 +18,7 @@ tag=${1:-localhost/meridian:latest}
 
 engine=${CONTAINER_ENGINE:-}
 if [ -z "$engine" ]; then
-  if command -v podman >/dev/null 2>&1 || ! command -v docker >/dev/null 2>&1; then
+  if command -v podman >/dev/null 2>&1 || ! docker info >/dev/null 2>&1; then
     engine=podman
   else
     engine=docker
