@@ -296,8 +296,6 @@ func TestUnbuiltPoliciesWarn(t *testing.T) {
 	for _, c := range []struct{ path, body, feature string }{
 		{"offloadPolicies", `{"managedLedgerOffloadDriver":"aws-s3"}`, "offload"},
 		{"compactionThreshold", `1048576`, "compaction"},
-		{"dispatchRate", `{"dispatchThrottlingRateInMsg":10,"dispatchThrottlingRateInByte":-1,"ratePeriodInSecond":1,"relativeToPublishRate":true}`,
-			"dispatch rate relative to publish rate"},
 	} {
 		status, body, h := callHeader(t, "POST", "/admin/v2/namespaces/"+ns+"/"+c.path, c.body)
 		if status != http.StatusNoContent {
@@ -311,8 +309,13 @@ func TestUnbuiltPoliciesWarn(t *testing.T) {
 		t.Errorf("namespaces holding offload policies: %d, want %d", n, before+1)
 	}
 	// A built policy carries no warning.
-	if _, _, h := callHeader(t, "POST", "/admin/v2/namespaces/"+ns+"/retention", `{"retentionTimeInMinutes":10,"retentionSizeInMB":10}`); h.Get("Warning") != "" {
-		t.Errorf("retention answered with Warning %q", h.Get("Warning"))
+	for path, body := range map[string]string{
+		"retention":    `{"retentionTimeInMinutes":10,"retentionSizeInMB":10}`,
+		"dispatchRate": `{"dispatchThrottlingRateInMsg":10,"dispatchThrottlingRateInByte":-1,"ratePeriodInSecond":1,"relativeToPublishRate":true}`,
+	} {
+		if _, _, h := callHeader(t, "POST", "/admin/v2/namespaces/"+ns+"/"+path, body); h.Get("Warning") != "" {
+			t.Errorf("%s answered with Warning %q", path, h.Get("Warning"))
+		}
 	}
 	if _, _, h := callHeader(t, "DELETE", "/admin/v2/namespaces/"+ns+"/removeOffloadPolicies", ""); h.Get("Warning") != "" {
 		t.Errorf("removing offload policies answered with Warning %q", h.Get("Warning"))
