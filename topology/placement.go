@@ -7,11 +7,65 @@ import (
 )
 
 // Bookie is what placement knows about one live bookie: its id, its rack
-// ("" when the operator set none) and whether it refuses writes.
+// ("" when the operator set none), its bookie group (DefaultGroup unless an
+// operator put it in another) and whether it refuses writes.
 type Bookie struct {
 	ID       string
 	Rack     string
+	Group    string
 	ReadOnly bool
+}
+
+// DefaultGroup is the group of a bookie no operator placed in one, as
+// Pulsar's racks-info names it.
+const DefaultGroup = "default"
+
+// Groups is a namespace's bookie affinity (Pulsar's
+// BookieAffinityGroupData): the bookie group its ledgers are placed in, and
+// the group that tops the primary up when it has too few bookies. The zero
+// value places on every bookie.
+type Groups struct {
+	Primary   string `json:"primary,omitempty"`
+	Secondary string `json:"secondary,omitempty"`
+}
+
+// IsZero reports whether g places on every bookie.
+func (g Groups) IsZero() bool { return g.Primary == "" && g.Secondary == "" }
+
+// String names the groups for an error or a log line.
+func (g Groups) String() string {
+	if g.Secondary == "" {
+		return fmt.Sprintf("bookie group %q", g.Primary)
+	}
+	return fmt.Sprintf("bookie groups %q and %q", g.Primary, g.Secondary)
+}
+
+// Narrow returns the candidates that placement may choose need more bookies
+// from, leaving out none of those in exclude (ReplaceBookie reads the racks
+// of the ensemble's members from them): the primary group's, when it has at
+// least need writable bookies outside exclude, or else the primary's and the
+// secondary's together, as Pulsar's IsolatedBookieEnsemblePlacementPolicy
+// does. Zero groups narrow nothing. When even both together have too few,
+// the placement that follows fails with ErrNotEnoughBookies.
+func (g Groups) Narrow(candidates []Bookie, need int, exclude []string) []Bookie {
+	if g.IsZero() {
+		return candidates
+	}
+	primary := inGroup(candidates, g.Primary)
+	if g.Secondary == "" || len(eligible(primary, exclude)) >= need {
+		return primary
+	}
+	return append(primary, inGroup(candidates, g.Secondary)...)
+}
+
+func inGroup(candidates []Bookie, group string) []Bookie {
+	var out []Bookie
+	for _, c := range candidates {
+		if c.Group == group {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // PlaceEnsemble chooses size distinct, writable bookies out of candidates,

@@ -155,7 +155,7 @@ func write(t *testing.T, wr *ledger.Writer, from, to int) {
 // closedLedger writes n entries to a new 3/3/2 ledger and closes it.
 func closedLedger(t *testing.T, c *ledger.Client, n int) int64 {
 	t.Helper()
-	wr, err := c.Create(t.Context(), 3, 3, 2, nil)
+	wr, err := c.Create(t.Context(), 3, 3, 2, ledger.Groups{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +261,7 @@ func TestLostBookieRepaired(t *testing.T) {
 				break
 			}
 		}
-		open, err := c.Create(t.Context(), 3, 3, 2, nil)
+		open, err := c.Create(t.Context(), 3, 3, 2, ledger.Groups{}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
