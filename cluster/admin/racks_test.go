@@ -1,13 +1,23 @@
 package admin_test
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 
 	"github.com/meridian-mq/meridian/cluster/admin"
 	"github.com/meridian-mq/meridian/cluster/autorecovery"
+	"github.com/meridian-mq/meridian/cluster/broker/brokertest"
+	"github.com/meridian-mq/meridian/cluster/ledger"
 )
 
 // TestBookieRacksInfo walks Pulsar's racks-info routes: a registered
@@ -81,5 +91,99 @@ func TestBookieRacksInfo(t *testing.T) {
 	}
 	if m := racks(); m["default"][address] != registered || len(m) != 1 {
 		t.Fatalf("racks-info after delete: %v, want %s back in default as %+v", m, address, registered)
+	}
+}
+
+// TestNamespaceBookieAffinity: a namespace whose bookie affinity group
+// names group A (one bookie) topped up by group B (another) writes its
+// topics' ledgers of ensemble 2 on exactly those two bookies, of the
+// region's three, as the ledger metadata shows; a group without a primary
+// is refused and changes nothing.
+func TestNamespaceBookieAffinity(t *testing.T) {
+	srv := bookiesAdminServer(t, admin.DefaultConfig())
+	set := func(method, path, body string) {
+		t.Helper()
+		if code, b, _ := callAt(t, srv.URL, method, path, body); code != http.StatusNoContent {
+			t.Fatalf("%s %s: %d %s", method, path, code, b)
+		}
+	}
+	code, body, _ := callAt(t, srv.URL, "GET", "/admin/v2/bookies/racks-info", "")
+	var racks map[string]map[string]autorecovery.BookieRack
+	if code != http.StatusOK || json.Unmarshal([]byte(body), &racks) != nil || len(racks["default"]) < 3 {
+		t.Fatalf("racks-info: %d %s; want three bookies in group default", code, body)
+	}
+	addresses := slices.Sorted(maps.Keys(racks["default"]))
+	primary, secondary := "affinity-a-"+uniq(), "affinity-b-"+uniq()
+	want := map[string]bool{}
+	for i, group := range []string{primary, secondary} {
+		path := "/admin/v2/bookies/racks-info/" + addresses[i]
+		set("POST", path+"?group="+group, `{"rack":""}`)
+		t.Cleanup(func() { callAt(t, srv.URL, "DELETE", path, "") })
+		want[racks["default"][addresses[i]].Hostname] = true // the bookie's id
+	}
+
+	ns := newNamespace(t, "affinity")
+	adm := newAdmin(t, web.URL)
+	if err := adm.Namespaces().SetPersistence(ns, utils.PersistencePolicies{BookkeeperEnsemble: 2, BookkeeperWriteQuorum: 2, BookkeeperAckQuorum: 1}); err != nil {
+		t.Fatal(err)
+	}
+	group := utils.BookieAffinityGroupData{BookkeeperAffinityGroupPrimary: primary, BookkeeperAffinityGroupSecondary: secondary}
+	if err := adm.Namespaces().SetBookieAffinityGroup(ns, group); err != nil {
+		t.Fatal(err)
+	}
+	p := "/admin/v2/namespaces/" + ns + "/persistence/bookieAffinity"
+	if status, body := call(t, "POST", p, `{"bookkeeperAffinityGroupSecondary":"x"}`); status != http.StatusPreconditionFailed ||
+		!strings.Contains(body, "bookkeeperAffinityGroupPrimary") {
+		t.Errorf("a group without a primary: %d %s, want 412 naming bookkeeperAffinityGroupPrimary", status, body)
+	}
+	if got, err := adm.Namespaces().GetBookieAffinityGroup(ns); err != nil || got == nil || *got != group {
+		t.Fatalf("bookie affinity group: %+v, %v; want %+v", got, err, group)
+	}
+
+	client := newClient(t, region.ServiceURL())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// Three topics, so that placement by chance (one in three for each
+	// ledger of two out of three bookies) does not pass the test.
+	for i := range 3 {
+		topic := fmt.Sprintf("persistent://%s/t%d", ns, i)
+		// The broker's bookie directory sees the groups through its
+		// watch: until it does, the group has no bookie and the ledger
+		// cannot be created, so the first producer may be refused.
+		var prod pulsar.Producer
+		for prod == nil {
+			var err error
+			if prod, err = client.CreateProducer(pulsar.ProducerOptions{Topic: topic}); err != nil && ctx.Err() != nil {
+				t.Fatalf("producer on %s: %v", topic, err)
+			}
+		}
+		if _, err := prod.Send(ctx, &pulsar.ProducerMessage{Payload: []byte("x")}); err != nil {
+			t.Fatal(err)
+		}
+		prod.Close()
+		stats, err := adm.Topics().GetInternalStats(topicName(t, topic))
+		if err != nil || len(stats.Ledgers) == 0 {
+			t.Fatalf("internal stats %+v, %v", stats, err)
+		}
+		for _, l := range stats.Ledgers {
+			kv, err := storage.Store.Get(ctx, ledger.LedgerKey(brokertest.Region, l.LedgerID))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var md ledger.Metadata
+			if err := json.Unmarshal(kv.Value, &md); err != nil {
+				t.Fatal(err)
+			}
+			if md.BookieGroups != (ledger.Groups{Primary: primary, Secondary: secondary}) {
+				t.Errorf("ledger %d: placed in %v, want %s and %s", l.LedgerID, md.BookieGroups, primary, secondary)
+			}
+			for _, f := range md.Fragments {
+				for _, b := range f.Ensemble {
+					if !want[b] {
+						t.Errorf("ledger %d: ensemble %v has %s, outside the groups' bookies %v", l.LedgerID, f.Ensemble, b, want)
+					}
+				}
+			}
+		}
 	}
 }
