@@ -16,7 +16,6 @@ import (
 
 	"github.com/meridian-mq/meridian/cluster/admin"
 	"github.com/meridian-mq/meridian/cluster/autorecovery"
-	"github.com/meridian-mq/meridian/cluster/broker/brokertest"
 	"github.com/meridian-mq/meridian/cluster/ledger"
 )
 
@@ -166,14 +165,7 @@ func TestNamespaceBookieAffinity(t *testing.T) {
 			t.Fatalf("internal stats %+v, %v", stats, err)
 		}
 		for _, l := range stats.Ledgers {
-			kv, err := storage.Store.Get(ctx, ledger.LedgerKey(brokertest.Region, l.LedgerID))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var md ledger.Metadata
-			if err := json.Unmarshal(kv.Value, &md); err != nil {
-				t.Fatal(err)
-			}
+			md := ledgerMetadata(t, l.LedgerID)
 			if md.BookieGroups != (ledger.Groups{Primary: primary, Secondary: secondary}) {
 				t.Errorf("ledger %d: placed in %v, want %s and %s", l.LedgerID, md.BookieGroups, primary, secondary)
 			}
