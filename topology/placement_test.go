@@ -135,13 +135,14 @@ func TestPlaceEnsembleInGroups(t *testing.T) {
 		{name: "no groups uses every bookie", size: 3, want: []string{"d1", "d2", "d3"}},
 		{name: "primary only", groups: Groups{Primary: "g1", Secondary: "g2"}, size: 2, want: []string{"p1", "p2"}},
 		{name: "topped up from secondary", groups: Groups{Primary: "g1", Secondary: "g2"}, size: 3, want: []string{"p1", "p2", "s1"}},
+		{name: "empty primary, secondary only", groups: Groups{Primary: "none", Secondary: "g2"}, size: 2, want: []string{"s1", "s2"}},
 		{name: "both too few", groups: Groups{Primary: "g1", Secondary: "g2"}, size: 5, wantErr: ErrNotEnoughBookies},
 		{name: "primary too few, no secondary", groups: Groups{Primary: "g1"}, size: 3, wantErr: ErrNotEnoughBookies},
 		{name: "unknown group", groups: Groups{Primary: "nope"}, size: 1, wantErr: ErrNotEnoughBookies},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := PlaceEnsemble(tt.groups.Narrow(region, tt.size, nil), tt.size, nil, nil)
+			got, err := tt.groups.Place(region, tt.size, nil)
 			if !errors.Is(err, tt.wantErr) {
 				t.Fatalf("err = %v, want %v", err, tt.wantErr)
 			}
@@ -150,6 +151,20 @@ func TestPlaceEnsembleInGroups(t *testing.T) {
 				t.Fatalf("got %v, want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestPlaceTopsUpThePrimary: when the primary group is short, every one
+// of its bookies is in the ensemble, even where spreading racks over the
+// two groups together would have chosen secondary bookies instead.
+func TestPlaceTopsUpThePrimary(t *testing.T) {
+	region := []Bookie{bkg("p1", "ra", "g1"), bkg("p2", "ra", "g1"), bkg("s1", "rb", "g2"), bkg("s2", "rc", "g2")}
+	g := Groups{Primary: "g1", Secondary: "g2"}
+	for seed := range uint64(50) {
+		got, err := g.Place(region, 3, rand.New(rand.NewPCG(seed, 0)))
+		if err != nil || !slices.Contains(got, "p1") || !slices.Contains(got, "p2") {
+			t.Fatalf("seed %d: %v, %v; want p1, p2 and one of g2's", seed, got, err)
+		}
 	}
 }
 

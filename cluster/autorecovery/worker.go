@@ -325,7 +325,7 @@ func (s *Service) replacement(md *ledger.Metadata, r slotRepair, exclude []strin
 	s.rndMu.Lock()
 	defer s.rndMu.Unlock()
 	ensemble := md.Fragments[r.Fragment].Ensemble
-	candidates := s.lc.Directory().Candidates(md.BookieGroups, 1, slices.Concat(exclude, ensemble))
+	candidates := s.lc.Directory().Spares(md.BookieGroups, slices.Concat(exclude, ensemble))
 	id, err := topology.ReplaceBookie(ensemble, r.Slot, candidates, exclude, s.rnd)
 	if err != nil {
 		return "", fmt.Errorf("%w: ledger %d fragment %d: %v", ErrNoSpareBookie, md.ID, r.Fragment, err)

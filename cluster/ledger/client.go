@@ -267,7 +267,7 @@ func (c *Client) metaCtx(ctx context.Context) (context.Context, context.CancelFu
 func (c *Client) place(groups Groups, size int) ([]string, error) {
 	c.rndMu.Lock()
 	defer c.rndMu.Unlock()
-	ens, err := topology.PlaceEnsemble(c.dir.Candidates(groups, size, nil), size, nil, c.rnd)
+	ens, err := groups.Place(c.dir.Snapshot(), size, c.rnd)
 	switch {
 	case errors.Is(err, topology.ErrNotEnoughBookies) && !groups.IsZero():
 		return nil, fmt.Errorf("%w in %s: %v", ErrNotEnoughBookies, groups, err)
@@ -281,7 +281,7 @@ func (c *Client) place(groups Groups, size int) ([]string, error) {
 func (c *Client) replace(groups Groups, ensemble []string, slot int, exclude []string) (string, bool) {
 	c.rndMu.Lock()
 	defer c.rndMu.Unlock()
-	candidates := c.dir.Candidates(groups, 1, slices.Concat(exclude, ensemble))
+	candidates := c.dir.Spares(groups, slices.Concat(exclude, ensemble))
 	id, err := topology.ReplaceBookie(ensemble, slot, candidates, exclude, c.rnd)
 	return id, err == nil
 }

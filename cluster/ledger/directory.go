@@ -99,11 +99,11 @@ func (d *Directory) Snapshot() []topology.Bookie {
 	return out
 }
 
-// Candidates returns the bookies placement may choose need more members
-// of a ledger in groups from, besides those in exclude: Snapshot narrowed
-// to the groups (topology.Groups.Narrow).
-func (d *Directory) Candidates(groups Groups, need int, exclude []string) []topology.Bookie {
-	return groups.Narrow(d.Snapshot(), need, exclude)
+// Spares returns the bookies an ensemble change of a ledger in groups may
+// choose its one replacement from, besides those in exclude: Snapshot
+// narrowed to the groups (topology.Groups.Narrow).
+func (d *Directory) Spares(groups Groups, exclude []string) []topology.Bookie {
+	return groups.Narrow(d.Snapshot(), 1, exclude)
 }
 
 // Lookup returns a registered bookie's record.
