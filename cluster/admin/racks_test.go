@@ -97,7 +97,7 @@ func TestBookieRacksInfo(t *testing.T) {
 // names group A (one bookie) topped up by group B (another) writes its
 // topics' ledgers of ensemble 2 on exactly those two bookies, of the
 // region's three, as the ledger metadata shows; a group without a primary
-// is refused and changes nothing.
+// is refused and changes nothing; pulsaradmin's delete removes the group.
 func TestNamespaceBookieAffinity(t *testing.T) {
 	srv := bookiesAdminServer(t, admin.DefaultConfig())
 	set := func(method, path, body string) {
@@ -177,5 +177,11 @@ func TestNamespaceBookieAffinity(t *testing.T) {
 				}
 			}
 		}
+	}
+	if err := adm.Namespaces().DeleteBookieAffinityGroup(ns); err != nil {
+		t.Fatalf("delete-bookie-affinity-group: %v", err)
+	}
+	if got, err := adm.Namespaces().GetBookieAffinityGroup(ns); err == nil && got != nil && *got != (utils.BookieAffinityGroupData{}) {
+		t.Errorf("bookie affinity group after delete: %+v", got)
 	}
 }
