@@ -254,6 +254,10 @@ type Effective struct {
 	// policy, else the namespace's; nil when neither sets one and the
 	// broker's managedLedgerDefault* apply.
 	Persistence *PersistencePolicies
+	// BookieGroups are the bookie groups the topic's new ledgers are
+	// placed in: its namespace's bookie affinity group; zero (every
+	// bookie) when it sets none.
+	BookieGroups topology.Groups
 	// DedupSnapshotIntervalSeconds is the topic's
 	// deduplicationSnapshotInterval: the longest its deduplication state
 	// waits for a snapshot once an entry is stored (0: snapshots by
@@ -358,6 +362,9 @@ func Resolve(d BrokerDefaults, tenant TenantInfo, ns Policies, topic *TopicPolic
 	e.MaxMessageSize, _ = tp.Extra.limit(ExtraMaxMessageSize)
 	e.Persistence = first(decodeExtra(tp.Extra, ExtraPersistence, PersistencePolicies.Validate),
 		decodeExtra(ns.Extra, ExtraPersistence, PersistencePolicies.Validate))
+	if g := decodeExtra(ns.Extra, ExtraBookieAffinityGroup, BookieAffinityGroup.Validate); g != nil {
+		e.BookieGroups = g.Groups()
+	}
 	if n, ok := tp.Extra.limit(ExtraTopicDedupSnapshotInterval); ok {
 		e.DedupSnapshotIntervalSeconds = &n
 	}

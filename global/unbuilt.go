@@ -32,8 +32,6 @@ var UnbuiltPolicies = []Unbuilt{
 	{Feature: "compaction", Reason: "topics are never compacted; a compacted read sees every message",
 		Paths:       []string{"compactionThreshold"},
 		InNamespace: extraHas(ExtraCompactionThreshold), InTopic: topicExtraHas(ExtraTopicCompactionThreshold)},
-	{Feature: "bookie affinity group", Reason: "ledgers are placed by rack and region only",
-		Paths: []string{"bookieAffinity"}, InNamespace: extraHas("bookie_affinity_group")},
 }
 
 // The Extra keys of the dispatch-side rates, of delayed delivery and of

@@ -1,17 +1,103 @@
 package topology
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
 )
 
 // Bookie is what placement knows about one live bookie: its id, its rack
-// ("" when the operator set none) and whether it refuses writes.
+// ("" when the operator set none), its bookie group (DefaultGroup unless an
+// operator put it in another) and whether it refuses writes.
 type Bookie struct {
 	ID       string
 	Rack     string
+	Group    string
 	ReadOnly bool
+}
+
+// DefaultGroup is the group of a bookie no operator placed in one, as
+// Pulsar's racks-info names it.
+const DefaultGroup = "default"
+
+// Groups is a namespace's bookie affinity (Pulsar's
+// BookieAffinityGroupData): the bookie group its ledgers are placed in, and
+// the group that tops the primary up when it has too few bookies. The zero
+// value places on every bookie.
+type Groups struct {
+	Primary   string `json:"primary,omitempty"`
+	Secondary string `json:"secondary,omitempty"`
+}
+
+// IsZero reports whether g places on every bookie.
+func (g Groups) IsZero() bool { return g.Primary == "" && g.Secondary == "" }
+
+// String names the groups for an error or a log line.
+func (g Groups) String() string {
+	if g.Secondary == "" {
+		return fmt.Sprintf("bookie group %q", g.Primary)
+	}
+	return fmt.Sprintf("bookie groups %q and %q", g.Primary, g.Secondary)
+}
+
+// Place chooses size distinct, writable bookies for a new ledger's
+// ensemble in g, as Pulsar's IsolatedBookieEnsemblePlacementPolicy
+// isolates a namespace: bookies of the primary group when it has size
+// writable ones; else every writable bookie of the primary, topped up from
+// the secondary. Bookies of any other group are never chosen. Within each
+// group the racks are spread as PlaceEnsemble spreads them. Zero groups
+// place on every candidate. It returns ErrNotEnoughBookies, wrapped with
+// the counts, when the groups together have fewer than size.
+func (g Groups) Place(candidates []Bookie, size int, rnd *rand.Rand) ([]string, error) {
+	if g.IsZero() {
+		return PlaceEnsemble(candidates, size, nil, rnd)
+	}
+	primary := inGroup(candidates, g.Primary)
+	n := len(eligible(primary, nil))
+	if n >= size || g.Secondary == "" || n == 0 {
+		return PlaceEnsemble(g.Narrow(candidates, size, nil), size, nil, rnd)
+	}
+	ens, err := PlaceEnsemble(primary, n, nil, rnd)
+	if err != nil {
+		return nil, err
+	}
+	rest, err := PlaceEnsemble(inGroup(candidates, g.Secondary), size-n, ens, rnd)
+	if errors.Is(err, ErrNotEnoughBookies) {
+		return nil, fmt.Errorf("%w: need %d, have %d writable in the primary group and fewer than %d in the secondary", ErrNotEnoughBookies, size, n, size-n)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return append(ens, rest...), nil
+}
+
+// Narrow returns the candidates that placement may choose need more bookies
+// from, besides those in exclude, which it keeps (ReplaceBookie reads the
+// racks of the ensemble's members from them): the primary group's, when it
+// has at least need writable bookies outside exclude, or else the
+// primary's and the secondary's together. Zero groups narrow nothing. An
+// ensemble change narrows for its one replacement, so that it stays in the
+// primary while the primary has a spare.
+func (g Groups) Narrow(candidates []Bookie, need int, exclude []string) []Bookie {
+	if g.IsZero() {
+		return candidates
+	}
+	primary := inGroup(candidates, g.Primary)
+	if g.Secondary == "" || len(eligible(primary, exclude)) >= need {
+		return primary
+	}
+	return append(primary, inGroup(candidates, g.Secondary)...)
+}
+
+func inGroup(candidates []Bookie, group string) []Bookie {
+	var out []Bookie
+	for _, c := range candidates {
+		if c.Group == group {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // PlaceEnsemble chooses size distinct, writable bookies out of candidates,

@@ -112,3 +112,79 @@ func TestReplaceBookie(t *testing.T) {
 		})
 	}
 }
+
+func bkg(id, rack, group string) Bookie { return Bookie{ID: id, Rack: rack, Group: group} }
+
+// TestPlaceEnsembleInGroups checks bookie affinity as Pulsar's
+// IsolatedBookieEnsemblePlacementPolicy places: the primary group alone
+// when it has enough writable bookies, topped up from the secondary when
+// it has not, and not enough bookies when both together are short.
+func TestPlaceEnsembleInGroups(t *testing.T) {
+	region := []Bookie{
+		bkg("p1", "ra", "g1"), bkg("p2", "rb", "g1"), {ID: "p3", Group: "g1", ReadOnly: true},
+		bkg("s1", "ra", "g2"), bkg("s2", "rb", "g2"),
+		bkg("d1", "ra", DefaultGroup), bkg("d2", "rb", DefaultGroup), bkg("d3", "rc", DefaultGroup),
+	}
+	tests := []struct {
+		name    string
+		groups  Groups
+		size    int
+		want    []string
+		wantErr error
+	}{
+		{name: "no groups uses every bookie", size: 3, want: []string{"d1", "d2", "d3"}},
+		{name: "primary only", groups: Groups{Primary: "g1", Secondary: "g2"}, size: 2, want: []string{"p1", "p2"}},
+		{name: "topped up from secondary", groups: Groups{Primary: "g1", Secondary: "g2"}, size: 3, want: []string{"p1", "p2", "s1"}},
+		{name: "empty primary, secondary only", groups: Groups{Primary: "none", Secondary: "g2"}, size: 2, want: []string{"s1", "s2"}},
+		{name: "both too few", groups: Groups{Primary: "g1", Secondary: "g2"}, size: 5, wantErr: ErrNotEnoughBookies},
+		{name: "primary too few, no secondary", groups: Groups{Primary: "g1"}, size: 3, wantErr: ErrNotEnoughBookies},
+		{name: "unknown group", groups: Groups{Primary: "nope"}, size: 1, wantErr: ErrNotEnoughBookies},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := tt.groups.Place(region, tt.size, nil)
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("err = %v, want %v", err, tt.wantErr)
+			}
+			slices.Sort(got)
+			if tt.wantErr == nil && !slices.Equal(got, tt.want) {
+				t.Fatalf("got %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestPlaceTopsUpThePrimary: when the primary group is short, every one
+// of its bookies is in the ensemble, even where spreading racks over the
+// two groups together would have chosen secondary bookies instead.
+func TestPlaceTopsUpThePrimary(t *testing.T) {
+	region := []Bookie{bkg("p1", "ra", "g1"), bkg("p2", "ra", "g1"), bkg("s1", "rb", "g2"), bkg("s2", "rc", "g2")}
+	g := Groups{Primary: "g1", Secondary: "g2"}
+	for seed := range uint64(50) {
+		got, err := g.Place(region, 3, rand.New(rand.NewPCG(seed, 0)))
+		if err != nil || !slices.Contains(got, "p1") || !slices.Contains(got, "p2") {
+			t.Fatalf("seed %d: %v, %v; want p1, p2 and one of g2's", seed, got, err)
+		}
+	}
+}
+
+// TestReplaceBookieInGroups checks that an ensemble change stays in the
+// groups: in the primary while it has a spare, then in the secondary, and
+// nowhere else.
+func TestReplaceBookieInGroups(t *testing.T) {
+	g := Groups{Primary: "g1", Secondary: "g2"}
+	region := []Bookie{bkg("p1", "", "g1"), bkg("p2", "", "g1"), bkg("p3", "", "g1"), bkg("s1", "", "g2"), bkg("d1", "", DefaultGroup)}
+	ensemble := []string{"p1", "p2"}
+	replace := func(exclude []string) (string, error) {
+		return ReplaceBookie(ensemble, 1, g.Narrow(region, 1, slices.Concat(exclude, ensemble)), exclude, nil)
+	}
+	if got, err := replace([]string{"p2"}); err != nil || got != "p3" {
+		t.Fatalf("with a primary spare: got %q, %v; want p3", got, err)
+	}
+	if got, err := replace([]string{"p2", "p3"}); err != nil || got != "s1" {
+		t.Fatalf("primary exhausted: got %q, %v; want s1", got, err)
+	}
+	if got, err := replace([]string{"p2", "p3", "s1"}); !errors.Is(err, ErrNotEnoughBookies) {
+		t.Fatalf("both exhausted: got %q, %v; want ErrNotEnoughBookies (d1 is in no affinity group)", got, err)
+	}
+}

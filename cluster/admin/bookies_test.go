@@ -28,21 +28,9 @@ func TestBookiesAdmin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lc, err := ledger.New(ledger.DefaultConfig(brokertest.Region, brokertest.RegionNumber), storage.Store, storage.Bookies.Client("bookies-admin-test"),
-		testLogger(), rand.New(rand.NewPCG(1, 2)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lc.Close()
 	cfg := admin.DefaultConfig()
 	cfg.Authenticator, cfg.Authorizer = a, roles{}
-	cfg.Bookies = autorecovery.NewAdmin(storage.Store, brokertest.Region, lc)
-	h, err := admin.New(cfg, region.Service(), testLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(h)
-	defer srv.Close()
+	srv := bookiesAdminServer(t, cfg)
 	token := func(role string) string {
 		tok, err := auth.CreateToken(key, "HS256", role, time.Now().Add(time.Hour), nil)
 		if err != nil {
@@ -102,4 +90,24 @@ func TestBookiesAdmin(t *testing.T) {
 	if code, body := do("GET", "/admin/v2/bookies/autorecovery", root); code != http.StatusOK || body != `{"enabled":true}` {
 		t.Errorf("status after enable: %d %s", code, body)
 	}
+}
+
+// bookiesAdminServer serves the admin API with cfg and the shared region's
+// bookie administration, until the test ends.
+func bookiesAdminServer(t *testing.T, cfg admin.Config) *httptest.Server {
+	t.Helper()
+	lc, err := ledger.New(ledger.DefaultConfig(brokertest.Region, brokertest.RegionNumber), storage.Store, storage.Bookies.Client("bookies-admin-test"),
+		testLogger(), rand.New(rand.NewPCG(1, 2)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lc.Close() })
+	cfg.Bookies = autorecovery.NewAdmin(storage.Store, brokertest.Region, lc)
+	h, err := admin.New(cfg, region.Service(), testLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv
 }

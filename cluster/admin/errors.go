@@ -96,6 +96,7 @@ var statusTable = []struct {
 
 	{autorecovery.ErrUnknownBookie, http.StatusNotFound},
 	{autorecovery.ErrQuorumNeedsBookie, http.StatusPreconditionFailed},
+	{autorecovery.ErrInvalidRackInfo, http.StatusPreconditionFailed},
 
 	{loadmgr.ErrUnknownBroker, http.StatusPreconditionFailed},
 	{loadmgr.ErrNoBrokerAvailable, http.StatusServiceUnavailable},

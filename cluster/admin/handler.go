@@ -203,6 +203,12 @@ func (h *handler) handle(pattern string, op operation, fn route) { h.register(pa
 // topic (handleTopic, handleSchema), checks opNone first.
 func (h *handler) register(pattern string, op, check operation, fn route) {
 	h.routes = append(h.routes, routeOp{pattern, op})
+	h.serve(pattern, check, fn)
+}
+
+// serve is register without the record in routes, for a pattern that
+// serves several recorded ones (handleOneBookie).
+func (h *handler) serve(pattern string, check operation, fn route) {
 	h.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), h.cfg.RequestTimeout)
 		defer cancel()

@@ -132,7 +132,13 @@ func call(t testing.TB, method, path, body string, header ...string) (int, strin
 // callHeader is call that also returns the answer's header.
 func callHeader(t testing.TB, method, path, body string, header ...string) (int, string, http.Header) {
 	t.Helper()
-	req, err := http.NewRequest(method, web.URL+path, strings.NewReader(body))
+	return callAt(t, web.URL, method, path, body, header...)
+}
+
+// callAt is callHeader on the admin API served at baseURL.
+func callAt(t testing.TB, baseURL, method, path, body string, header ...string) (int, string, http.Header) {
+	t.Helper()
+	req, err := http.NewRequest(method, baseURL+path, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -203,21 +203,27 @@ func TestNamespacePersistence(t *testing.T) {
 	if err != nil || len(stats.Ledgers) == 0 {
 		t.Fatalf("internal stats %+v, %v", stats, err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
 	for _, l := range stats.Ledgers {
-		kv, err := storage.Store.Get(ctx, ledger.LedgerKey(brokertest.Region, l.LedgerID))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var md ledger.Metadata
-		if err := json.Unmarshal(kv.Value, &md); err != nil {
-			t.Fatal(err)
-		}
-		if md.EnsembleSize != 2 || md.WriteQuorum != 2 || md.AckQuorum != 1 {
+		if md := ledgerMetadata(t, l.LedgerID); md.EnsembleSize != 2 || md.WriteQuorum != 2 || md.AckQuorum != 1 {
 			t.Errorf("ledger %d: E=%d Qw=%d Qa=%d, want the namespace's 2/2/1", l.LedgerID, md.EnsembleSize, md.WriteQuorum, md.AckQuorum)
 		}
 	}
+}
+
+// ledgerMetadata reads a ledger's metadata from the shared region's store.
+func ledgerMetadata(t *testing.T, id int64) ledger.Metadata {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	kv, err := storage.Store.Get(ctx, ledger.LedgerKey(brokertest.Region, id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var md ledger.Metadata
+	if err := json.Unmarshal(kv.Value, &md); err != nil {
+		t.Fatal(err)
+	}
+	return md
 }
 
 // TestTopicMaxMessageSize: a message above the topic's maxMessageSize is

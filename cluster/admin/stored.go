@@ -32,15 +32,16 @@ import (
 type valueKind int
 
 const (
-	kindInt           valueKind = iota // an integer
-	kindNonNegInt                      // an integer >= 0
-	kindBool                           // true or false
-	kindObject                         // a JSON object (Pulsar's *Data types)
-	kindStringMap                      // an object of strings, merged on set (properties)
-	kindDispatchRate                   // a global.DispatchRate (the replicator's, the topic's, a subscription's)
-	kindPublishRate                    // a global.PublishRate
-	kindPersistence                    // global.PersistencePolicies, within the region's bookies
-	kindSubscribeRate                  // a global.SubscribeRate
+	kindInt            valueKind = iota // an integer
+	kindNonNegInt                       // an integer >= 0
+	kindBool                            // true or false
+	kindObject                          // a JSON object (Pulsar's *Data types)
+	kindStringMap                       // an object of strings, merged on set (properties)
+	kindDispatchRate                    // a global.DispatchRate (the replicator's, the topic's, a subscription's)
+	kindPublishRate                     // a global.PublishRate
+	kindPersistence                     // global.PersistencePolicies, within the region's bookies
+	kindSubscribeRate                   // a global.SubscribeRate
+	kindBookieAffinity                  // a global.BookieAffinityGroup
 )
 
 // storedPolicy is one row of the table.
@@ -89,7 +90,7 @@ var namespaceStored = []storedPolicy{
 	{path: "subscribeRate", key: global.ExtraSubscribeRate, kind: kindSubscribeRate, perRegion: true},
 	{path: "delayedDelivery", key: global.ExtraDelayedDelivery, kind: kindObject},
 	{path: "offloadPolicies", key: "offload_policies", kind: kindObject, deletePath: "removeOffloadPolicies"},
-	{path: "persistence/bookieAffinity", key: "bookie_affinity_group", kind: kindObject},
+	{path: "persistence/bookieAffinity", key: global.ExtraBookieAffinityGroup, kind: kindBookieAffinity},
 	{path: "autoSubscriptionCreation", key: global.ExtraAutoSubscriptionCreation, kind: kindObject},
 	{path: "properties", key: "properties", kind: kindStringMap, unset: "{}"},
 }
@@ -166,6 +167,11 @@ func (sp storedPolicy) check(body []byte) (json.RawMessage, error) {
 		}
 	case kindSubscribeRate:
 		if err := strictValid[global.SubscribeRate](body, bad("{subscribeThrottlingRatePerConsumer, ratePeriodInSecond}")); err != nil {
+			return nil, err
+		}
+	case kindBookieAffinity:
+		shape := bad("{bookkeeperAffinityGroupPrimary, bookkeeperAffinityGroupSecondary}")
+		if err := strictValid[global.BookieAffinityGroup](body, shape); err != nil {
 			return nil, err
 		}
 	case kindPersistence:

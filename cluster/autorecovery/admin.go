@@ -6,12 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
+	"net/url"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/meridian-mq/meridian/cluster/bookie/bkproto"
 	"github.com/meridian-mq/meridian/cluster/ledger"
 	"github.com/meridian-mq/meridian/cluster/meta"
+	"github.com/meridian-mq/meridian/topology"
 )
 
 // Admin is one region's bookie administration, which the admin REST API
@@ -273,8 +277,13 @@ func (a *Admin) ClearState(ctx context.Context, id string) error {
 }
 
 func (a *Admin) setState(ctx context.Context, id, state string) error {
-	key := bkproto.BookieStateKey(a.region, id)
 	v := bkproto.BookieState{State: state, Since: time.Now().UnixMilli()}.Marshal()
+	return a.put(ctx, bkproto.BookieStateKey(a.region, id), v)
+}
+
+// put creates key with v, or replaces its value, by CAS: an operator's
+// setting, whose last writer wins.
+func (a *Admin) put(ctx context.Context, key string, v []byte) error {
 	for {
 		kv, err := a.store.Get(ctx, key)
 		if errors.Is(err, meta.ErrNotFound) {
@@ -376,3 +385,82 @@ func (a *Admin) SetPaused(ctx context.Context, paused bool) error {
 
 // Paused reports whether auto-recovery of the region is paused.
 func (a *Admin) Paused(ctx context.Context) (bool, error) { return Paused(ctx, a.store, a.region) }
+
+// BookieRack is one bookie's place as Pulsar's racks-info shows it
+// (BookieInfo).
+type BookieRack struct {
+	Rack     string `json:"rack"`
+	Hostname string `json:"hostname"`
+}
+
+// Racks is Pulsar's racks-info: bookie group -> bookie address -> its
+// place. Every rack info an operator set is there, in its group, whether or
+// not its bookie runs; every registered bookie without one is in
+// topology.DefaultGroup, on the rack it registered with and named by its
+// id. A rack info that names no rack shows the bookie's registered one, as
+// the ledger client places it (ledger.Directory.Snapshot).
+func (a *Admin) Racks(ctx context.Context) (map[string]map[string]BookieRack, error) {
+	regs, err := a.Registered(ctx)
+	if err != nil {
+		return nil, err
+	}
+	kvs, _, err := a.store.List(ctx, bkproto.RackInfoPrefix(a.region))
+	if err != nil {
+		return nil, fmt.Errorf("list bookie rack infos: %w", err)
+	}
+	out := map[string]map[string]BookieRack{}
+	put := func(group, address string, r BookieRack) {
+		if out[group] == nil {
+			out[group] = map[string]BookieRack{}
+		}
+		out[group][address] = r
+	}
+	set := make(map[string]bkproto.RackInfo, len(kvs))
+	for _, kv := range kvs {
+		address, err := url.PathUnescape(strings.TrimPrefix(kv.Key, bkproto.RackInfoPrefix(a.region)))
+		info, perr := bkproto.ParseRackInfo(kv.Value)
+		if err != nil || perr != nil {
+			continue // the ledger client ignores it too, and logs it
+		}
+		set[address] = info
+		put(info.Group, address, BookieRack{Rack: info.Rack, Hostname: info.Hostname})
+	}
+	for _, reg := range regs {
+		info, ok := set[reg.Address]
+		switch {
+		case !ok:
+			put(topology.DefaultGroup, reg.Address, BookieRack{Rack: reg.Rack, Hostname: reg.ID})
+		case info.Rack == "":
+			put(info.Group, reg.Address, BookieRack{Rack: reg.Rack, Hostname: info.Hostname})
+		}
+	}
+	return out, nil
+}
+
+// SetRack puts the bookie at address (host:port) in group, on rack, as
+// `pulsar-admin bookies set-bookie-rack` does. New ledgers are placed by
+// it at once; ledgers already placed keep their ensembles.
+func (a *Admin) SetRack(ctx context.Context, address, group string, r BookieRack) error {
+	if group == "" {
+		return fmt.Errorf("%w: a bookie group is required", ErrInvalidRackInfo)
+	}
+	if host, port, err := net.SplitHostPort(address); err != nil || host == "" || port == "" {
+		return fmt.Errorf("%w: bookie %q is not an address host:port", ErrInvalidRackInfo, address)
+	}
+	v := bkproto.RackInfo{Group: group, Rack: r.Rack, Hostname: r.Hostname}.Marshal()
+	return a.put(ctx, bkproto.RackInfoKey(a.region, address), v)
+}
+
+// DeleteRack removes what SetRack set for the bookie at address: it goes
+// back to topology.DefaultGroup and its registered rack.
+func (a *Admin) DeleteRack(ctx context.Context, address string) error {
+	key := bkproto.RackInfoKey(a.region, address)
+	kv, err := a.store.Get(ctx, key)
+	if errors.Is(err, meta.ErrNotFound) {
+		return fmt.Errorf("%w: Bookie address not found: %s", ErrUnknownBookie, address)
+	}
+	if err != nil {
+		return err
+	}
+	return a.store.Delete(ctx, key, kv.ModRevision)
+}

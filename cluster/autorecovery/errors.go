@@ -17,6 +17,9 @@ var (
 	// ErrNoSpareBookie: no registered, writable bookie outside a fragment's
 	// ensemble can take a replaced bookie's place. The repair waits.
 	ErrNoSpareBookie = errors.New("autorecovery: no spare bookie for a replacement")
+	// ErrInvalidRackInfo: a racks-info update without a group, or for a
+	// bookie not named host:port.
+	ErrInvalidRackInfo = errors.New("autorecovery: invalid bookie rack info")
 	// ErrPaused: recovery is paused by an operator (autorecovery disable).
 	ErrPaused = errors.New("autorecovery: recovery is paused")
 )

@@ -155,7 +155,7 @@ func write(t *testing.T, wr *ledger.Writer, from, to int) {
 // closedLedger writes n entries to a new 3/3/2 ledger and closes it.
 func closedLedger(t *testing.T, c *ledger.Client, n int) int64 {
 	t.Helper()
-	wr, err := c.Create(t.Context(), 3, 3, 2, nil)
+	wr, err := c.Create(t.Context(), 3, 3, 2, ledger.Groups{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +261,7 @@ func TestLostBookieRepaired(t *testing.T) {
 				break
 			}
 		}
-		open, err := c.Create(t.Context(), 3, 3, 2, nil)
+		open, err := c.Create(t.Context(), 3, 3, 2, ledger.Groups{}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -584,4 +584,43 @@ func TestConfigValidate(t *testing.T) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
+}
+
+// TestRepairStaysInBookieGroups: a ledger placed in bookie group g (four
+// of the region's seven bookies, set through the admin's SetRack) loses a
+// member for good; its repair takes g's fourth bookie, never one of the
+// three outside g, which would be as good a spare by racks alone.
+func TestRepairStaysInBookieGroups(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 7)
+		g := []string{"b1", "b3", "b5", "b7"}
+		for _, id := range g {
+			// ledgertest.Register registers bookie id at id:0.
+			if err := w.admin.SetRack(t.Context(), id+":0", "g", autorecovery.BookieRack{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		synctest.Wait() // the clients' directories have the groups
+		c := w.client("writer")
+		wr, err := c.Create(t.Context(), 3, 3, 2, ledger.Groups{Primary: "g"}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		write(t, wr, 0, 20)
+		if err := wr.Close(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		l := wr.ID()
+		before := mustMetadata(t, c, l).Fragments[0].Ensemble
+		spare := g[slices.IndexFunc(g, func(id string) bool { return !slices.Contains(before, id) })]
+		w.start(testConfig("a"))
+		lost := before[0]
+		w.lose(lost)
+		testkit.WaitFor(t, "the repair", func() bool { return !names(t, c, l, lost) && len(marks(t, w)) == 0 })
+		if after := mustMetadata(t, c, l).Fragments[0].Ensemble; !slices.Contains(after, spare) {
+			t.Fatalf("ensemble %v after losing %s: want g's spare %s in it, and no bookie outside g %v", after, lost, spare, g)
+		}
+		verify(t, w, l, 20)
+	})
 }

@@ -319,12 +319,14 @@ func (w *worker) swap(ctx context.Context, snap ledger.Snapshot, r slotRepair, t
 }
 
 // replacement chooses a bookie to take r's slot, by the placement rules
-// of a new ensemble (racks included), outside the fragment's ensemble and
-// exclude.
+// of a new ensemble (racks and the ledger's bookie groups included),
+// outside the fragment's ensemble and exclude.
 func (s *Service) replacement(md *ledger.Metadata, r slotRepair, exclude []string) (string, error) {
 	s.rndMu.Lock()
 	defer s.rndMu.Unlock()
-	id, err := topology.ReplaceBookie(md.Fragments[r.Fragment].Ensemble, r.Slot, s.lc.Directory().Snapshot(), exclude, s.rnd)
+	ensemble := md.Fragments[r.Fragment].Ensemble
+	candidates := s.lc.Directory().Spares(md.BookieGroups, slices.Concat(exclude, ensemble))
+	id, err := topology.ReplaceBookie(ensemble, r.Slot, candidates, exclude, s.rnd)
 	if err != nil {
 		return "", fmt.Errorf("%w: ledger %d fragment %d: %v", ErrNoSpareBookie, md.ID, r.Fragment, err)
 	}

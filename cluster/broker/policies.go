@@ -17,6 +17,7 @@ func (t *Topic) applyPolicies(eff global.Effective) {
 	t.limits.publishRate.set(publishRate{msgs: r.PublishThrottlingRateInMsg, bytes: r.PublishThrottlingRateInByte})
 	t.limits.maxMessageSize.Store(int64(eff.MaxMessageSize))
 	t.ml.SetQuorums(t.svc.quorumsOf(eff))
+	t.ml.SetBookieGroups(eff.BookieGroups)
 	var markDeleteRate float64 // the region's CursorPersistInterval
 	if p := eff.Persistence; p != nil {
 		markDeleteRate = p.ManagedLedgerMaxMarkDeleteRate

@@ -791,7 +791,7 @@ func (s *Service) loadTopic(ctx context.Context, t topology.TopicName, create cr
 			return nil, fmt.Errorf("%w: load %s: %v", wire.ErrServiceNotReady, t, err)
 		}
 	}
-	ml, err := s.ledgers.Open(ctx, t.String(), mledger.WithQuorums(s.quorumsOf(eff)))
+	ml, err := s.ledgers.Open(ctx, t.String(), mledger.WithQuorums(s.quorumsOf(eff)), mledger.WithBookieGroups(eff.BookieGroups))
 	if err != nil {
 		return nil, fmt.Errorf("%w: open %s: %v", wire.ErrServiceNotReady, t, err)
 	}

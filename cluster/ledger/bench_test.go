@@ -51,7 +51,7 @@ func BenchmarkAddInMemory(b *testing.B) {
 	cfg.MaxInFlightEntries = 1024
 	cfg.AddTimeout = 10 * time.Second
 	cfg.ExplicitLACInterval = ledger.DefaultConfig(region, 1).ExplicitLACInterval
-	w, err := e.client("bench", cfg).Create(b.Context(), 3, 3, 2, nil)
+	w, err := e.client("bench", cfg).Create(b.Context(), 3, 3, 2, ledger.Groups{}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func forEachConfig(b *testing.B, run func(b *testing.B, w *ledger.Writer, size i
 				}
 				c := world.client("bench")
 				waitBookies(b, c, q[0])
-				w, err := c.Create(b.Context(), q[0], q[1], q[2], nil)
+				w, err := c.Create(b.Context(), q[0], q[1], q[2], ledger.Groups{}, nil)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -224,10 +225,14 @@ func New(cfg Config, store meta.Store, bookies Bookies, logger *slog.Logger, rnd
 		slow:    slowBookies{memory: cfg.SlowBookieMemory, clock: cfg.Clock},
 	}
 	c.dir = newDirectory(store, cfg.Region, cfg.RetryInterval, c.log)
-	c.wg.Add(1)
+	c.wg.Add(2)
 	go func() {
 		defer c.wg.Done()
 		c.dir.run(ctx)
+	}()
+	go func() {
+		defer c.wg.Done()
+		c.dir.runRacks(ctx)
 	}()
 	return c, nil
 }
@@ -259,28 +264,34 @@ func (c *Client) metaCtx(ctx context.Context) (context.Context, context.CancelFu
 	return context.WithTimeout(ctx, c.cfg.MetaTimeout)
 }
 
-func (c *Client) place(size int, exclude []string) ([]string, error) {
+func (c *Client) place(groups Groups, size int) ([]string, error) {
 	c.rndMu.Lock()
 	defer c.rndMu.Unlock()
-	ens, err := topology.PlaceEnsemble(c.dir.Snapshot(), size, exclude, c.rnd)
-	if errors.Is(err, topology.ErrNotEnoughBookies) {
+	ens, err := groups.Place(c.dir.Snapshot(), size, c.rnd)
+	switch {
+	case errors.Is(err, topology.ErrNotEnoughBookies) && !groups.IsZero():
+		return nil, fmt.Errorf("%w in %s: %v", ErrNotEnoughBookies, groups, err)
+	case errors.Is(err, topology.ErrNotEnoughBookies):
 		return nil, fmt.Errorf("%w: %v", ErrNotEnoughBookies, err)
 	}
 	return ens, err
 }
 
-func (c *Client) replace(ensemble []string, slot int, exclude []string) (string, bool) {
+// replace chooses a spare for ensemble[slot] in the ledger's groups.
+func (c *Client) replace(groups Groups, ensemble []string, slot int, exclude []string) (string, bool) {
 	c.rndMu.Lock()
 	defer c.rndMu.Unlock()
-	id, err := topology.ReplaceBookie(ensemble, slot, c.dir.Snapshot(), exclude, c.rnd)
+	candidates := c.dir.Spares(groups, slices.Concat(exclude, ensemble))
+	id, err := topology.ReplaceBookie(ensemble, slot, candidates, exclude, c.rnd)
 	return id, err == nil
 }
 
 // Create makes a new ledger with ensemble size e, write quorum qw and ack
-// quorum qa (e >= qw >= qa >= 1) on bookies chosen by rack-aware placement,
-// records it OPEN in the store, and returns its writer. custom is stored with
-// the metadata as is.
-func (c *Client) Create(ctx context.Context, e, qw, qa int, custom map[string]string) (*Writer, error) {
+// quorum qa (e >= qw >= qa >= 1) on bookies of groups (every bookie when
+// zero) chosen by rack-aware placement, records it OPEN in the store, and
+// returns its writer. The groups are kept in the metadata, so that every
+// ensemble change stays in them. custom is stored with the metadata as is.
+func (c *Client) Create(ctx context.Context, e, qw, qa int, groups Groups, custom map[string]string) (*Writer, error) {
 	q := Quorum{Ensemble: e, Write: qw, Ack: qa}
 	if err := q.Validate(); err != nil {
 		return nil, err
@@ -288,7 +299,7 @@ func (c *Client) Create(ctx context.Context, e, qw, qa int, custom map[string]st
 	if err := c.dir.waitReady(ctx); err != nil {
 		return nil, err
 	}
-	ens, err := c.place(e, nil)
+	ens, err := c.place(groups, e)
 	if err != nil {
 		return nil, err
 	}
@@ -306,10 +317,11 @@ func (c *Client) Create(ctx context.Context, e, qw, qa int, custom map[string]st
 		V: metadataVersion, ID: id,
 		EnsembleSize: e, WriteQuorum: qw, AckQuorum: qa,
 		State: StateOpen, LastEntry: -1, Length: 0,
-		Fragments: []Fragment{{FirstEntry: 0, Ensemble: ens}},
-		CTime:     c.cfg.Clock.Now().UnixMilli(),
-		Custom:    custom,
-		Password:  newPassword(),
+		Fragments:    []Fragment{{FirstEntry: 0, Ensemble: ens}},
+		CTime:        c.cfg.Clock.Now().UnixMilli(),
+		BookieGroups: groups,
+		Custom:       custom,
+		Password:     newPassword(),
 	}
 	b, err := encodeMetadata(md)
 	if err != nil {

@@ -122,7 +122,7 @@ func fencingScenario(t *testing.T, seed uint64) {
 	// both piggybacks its LAC and sends it explicitly while it is fenced.
 	cfg.ExplicitLACInterval = ledger.DefaultConfig(region, 1).ExplicitLACInterval
 	wc := e.client("w", cfg)
-	w, err := wc.Create(t.Context(), q[0], q[1], q[2], nil)
+	w, err := wc.Create(t.Context(), q[0], q[1], q[2], ledger.Groups{}, nil)
 	if err != nil {
 		t.Fatalf("create %v: %v", q, err)
 	}

@@ -191,7 +191,7 @@ func TestRealBookiesEnsembleChange(t *testing.T) {
 	}
 	c := w.client("writer")
 	waitBookies(t, c, 4)
-	wr, err := c.Create(t.Context(), 3, 3, 2, nil)
+	wr, err := c.Create(t.Context(), 3, 3, 2, ledger.Groups{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +236,7 @@ func TestRealBookiesDelayedEnsembleChange(t *testing.T) {
 	}
 	c := w.client("writer")
 	waitBookies(t, c, 3)
-	wr, err := c.Create(t.Context(), 3, 3, 2, nil)
+	wr, err := c.Create(t.Context(), 3, 3, 2, ledger.Groups{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,7 +296,7 @@ func TestRealBookiesRecovery(t *testing.T) {
 	}
 	c := w.client("writer")
 	waitBookies(t, c, 3)
-	wr, err := c.Create(t.Context(), 3, 3, 2, nil)
+	wr, err := c.Create(t.Context(), 3, 3, 2, ledger.Groups{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -391,7 +391,7 @@ func TestRealBookiesPartitionedWriter(t *testing.T) {
 	}
 	defer c.Close()
 	waitBookies(t, c, 4)
-	wr, err := c.Create(t.Context(), 3, 3, 2, nil)
+	wr, err := c.Create(t.Context(), 3, 3, 2, ledger.Groups{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

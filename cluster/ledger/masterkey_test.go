@@ -20,11 +20,11 @@ func TestMasterKeys(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, 5, "b1", "b2", "b3")
 		c := e.client("writer", testConfig())
-		w1, err := c.Create(t.Context(), 3, 3, 2, nil)
+		w1, err := c.Create(t.Context(), 3, 3, 2, ledger.Groups{}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		w2, err := c.Create(t.Context(), 3, 3, 2, nil)
+		w2, err := c.Create(t.Context(), 3, 3, 2, ledger.Groups{}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

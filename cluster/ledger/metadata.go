@@ -61,8 +61,12 @@ type Metadata struct {
 	Length    int64      `json:"length"`
 	Fragments []Fragment `json:"fragments"`
 	// CTime is the creation time, in Unix milliseconds.
-	CTime  int64             `json:"ctime"`
-	Custom map[string]string `json:"custom,omitempty"`
+	CTime int64 `json:"ctime"`
+	// BookieGroups are the bookie groups every ensemble of the ledger is
+	// placed in, its namespace's bookie affinity when it was created;
+	// zero places on every bookie. Set at creation, never changed.
+	BookieGroups Groups            `json:"bookieGroups,omitzero"`
+	Custom       map[string]string `json:"custom,omitempty"`
 	// Password is the ledger's password, random and set at creation, from
 	// which every client that may write, fence or repair the ledger
 	// derives its master key (MasterKey), as BookKeeper's ledger password
@@ -151,7 +155,7 @@ func (m *Metadata) clone() *Metadata {
 func onlyRepairs(base, cur *Metadata) bool {
 	if base.ID != cur.ID || base.Quorum() != cur.Quorum() || base.State != cur.State ||
 		base.LastEntry != cur.LastEntry || base.Length != cur.Length || base.CTime != cur.CTime ||
-		!maps.Equal(base.Custom, cur.Custom) || !bytes.Equal(base.Password, cur.Password) ||
+		base.BookieGroups != cur.BookieGroups || !maps.Equal(base.Custom, cur.Custom) || !bytes.Equal(base.Password, cur.Password) ||
 		len(base.Fragments) != len(cur.Fragments) {
 		return false
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jonboulle/clockwork"
+	"github.com/meridian-mq/meridian/cluster/ledger"
 	"github.com/meridian-mq/meridian/cluster/ledger/ledgertest"
 	"github.com/meridian-mq/meridian/testkit"
 )
@@ -35,7 +36,7 @@ func TestReadPassesAFrozenBookie(t *testing.T) {
 		cfg.ReadTimeout = time.Minute
 		cfg.SpeculativeReadTimeout = 100 * time.Millisecond
 		ctx := t.Context()
-		w, err := e.client("w", cfg).Create(ctx, 3, 3, 2, nil)
+		w, err := e.client("w", cfg).Create(ctx, 3, 3, 2, ledger.Groups{}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -96,7 +97,7 @@ func TestReadPassesAFrozenBookie(t *testing.T) {
 func TestReadTimesOnTheClientsClock(t *testing.T) {
 	e := newEnv(t, 37, "b1", "b2", "b3")
 	ctx := t.Context()
-	w, err := e.client("w", testConfig()).Create(ctx, 3, 3, 2, nil)
+	w, err := e.client("w", testConfig()).Create(ctx, 3, 3, 2, ledger.Groups{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

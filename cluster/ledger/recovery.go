@@ -265,7 +265,7 @@ func (c *Client) writeBack(ctx context.Context, v versioned, start int64, found 
 		replaced := false
 		for slot, b := range ens {
 			if slices.Contains(failed, b) {
-				if r, ok := c.replace(ens, slot, dead); ok {
+				if r, ok := c.replace(md.BookieGroups, ens, slot, dead); ok {
 					ens[slot] = r
 					replaced = true
 				}

@@ -40,7 +40,7 @@ func runTail(tb testing.TB, e *env, cfg ledger.Config, n int, gap time.Duration)
 	reg := prometheus.NewRegistry()
 	wcfg := cfg
 	wcfg.Registerer = reg
-	w, err := e.client("w", wcfg).Create(tb.Context(), 3, 3, 2, nil)
+	w, err := e.client("w", wcfg).Create(tb.Context(), 3, 3, 2, ledger.Groups{}, nil)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -193,7 +193,7 @@ func TestTailingReaderOneCallPerEntry(t *testing.T) {
 		cfg := testConfig()
 		cfg.ExplicitLACInterval = ledger.DefaultConfig(region, 1).ExplicitLACInterval
 		ctx := t.Context()
-		w, err := e.client("w", cfg).Create(ctx, 3, 3, 2, nil)
+		w, err := e.client("w", cfg).Create(ctx, 3, 3, 2, ledger.Groups{}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -295,7 +295,7 @@ func TestSharedTailOnePollPerEntry(t *testing.T) {
 		cfg := testConfig()
 		cfg.ExplicitLACInterval = ledger.DefaultConfig(region, 1).ExplicitLACInterval
 		ctx := t.Context()
-		w, err := e.client("w", cfg).Create(ctx, 3, 3, 2, nil)
+		w, err := e.client("w", cfg).Create(ctx, 3, 3, 2, ledger.Groups{}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -387,7 +387,7 @@ func TestSharedTailOutlivesAStoppedTailer(t *testing.T) {
 		e := newEnv(t, 38, "b1", "b2", "b3")
 		cfg := testConfig()
 		ctx := t.Context()
-		w, err := e.client("w", cfg).Create(ctx, 3, 3, 2, nil)
+		w, err := e.client("w", cfg).Create(ctx, 3, 3, 2, ledger.Groups{}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -506,7 +506,7 @@ func TestCloseSendsLastLAC(t *testing.T) {
 func TestWaitLACPausesWhenEveryBookieFails(t *testing.T) {
 	e := newEnv(t, 1, "b1", "b2", "b3")
 	cfg := testConfig()
-	w, err := e.client("w", cfg).Create(t.Context(), 3, 3, 2, nil)
+	w, err := e.client("w", cfg).Create(t.Context(), 3, 3, 2, ledger.Groups{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

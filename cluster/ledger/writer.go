@@ -559,7 +559,7 @@ func (w *Writer) changeEnsemble() error {
 	}
 	replaced := 0
 	for _, slot := range w.failedMembers() {
-		if b, ok := w.c.replace(next, slot, exclude); ok {
+		if b, ok := w.c.replace(w.v.md.BookieGroups, next, slot, exclude); ok {
 			next[slot] = b
 			exclude = append(exclude, b)
 			replaced++

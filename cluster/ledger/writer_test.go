@@ -20,7 +20,7 @@ import (
 
 func create(t *testing.T, c *ledger.Client, e, qw, qa int) *ledger.Writer {
 	t.Helper()
-	w, err := c.Create(t.Context(), e, qw, qa, map[string]string{"owner": t.Name()})
+	w, err := c.Create(t.Context(), e, qw, qa, ledger.Groups{}, map[string]string{"owner": t.Name()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,11 +94,11 @@ func TestCreateValidatesQuorum(t *testing.T) {
 		e := newEnv(t, 1, "b1", "b2", "b3")
 		c := e.client("w", testConfig())
 		for _, q := range [][3]int{{3, 2, 3}, {2, 3, 2}, {3, 3, 0}} {
-			if _, err := c.Create(t.Context(), q[0], q[1], q[2], nil); !errors.Is(err, ledger.ErrInvalidConfig) {
+			if _, err := c.Create(t.Context(), q[0], q[1], q[2], ledger.Groups{}, nil); !errors.Is(err, ledger.ErrInvalidConfig) {
 				t.Errorf("%v: err = %v", q, err)
 			}
 		}
-		if _, err := c.Create(t.Context(), 4, 3, 2, nil); !errors.Is(err, ledger.ErrNotEnoughBookies) {
+		if _, err := c.Create(t.Context(), 4, 3, 2, ledger.Groups{}, nil); !errors.Is(err, ledger.ErrNotEnoughBookies) {
 			t.Errorf("E=4 on 3 bookies: err = %v", err)
 		}
 	})
@@ -554,7 +554,7 @@ func TestLedgerIDsUniqueUnderConcurrency(t *testing.T) {
 			c := e.client(fmt.Sprintf("c%d", i), testConfig())
 			go func() {
 				for range 10 {
-					w, err := c.Create(t.Context(), 1, 1, 1, nil)
+					w, err := c.Create(t.Context(), 1, 1, 1, ledger.Groups{}, nil)
 					if err != nil {
 						t.Error(err)
 						ids <- -1

@@ -74,7 +74,7 @@ func BenchmarkAppend(b *testing.B) {
 			msg := benchMessage(size)
 			name := fmt.Sprintf("%d-%d-%d/%dKiB", q[0], q[1], q[2], size>>10)
 			b.Run(name+"/raw", func(b *testing.B) {
-				wr, err := w.client.Create(context.Background(), q[0], q[1], q[2], nil)
+				wr, err := w.client.Create(context.Background(), q[0], q[1], q[2], ledger.Groups{}, nil)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -179,7 +179,7 @@ func benchAppendInterleaved(b *testing.B, base Config) {
 			msg := benchMessage(size)
 			b.Run(fmt.Sprintf("%d-%d-%d/%dKiB", q[0], q[1], q[2], size>>10), func(b *testing.B) {
 				ctx := context.Background()
-				wr, err := w.client.Create(ctx, q[0], q[1], q[2], nil)
+				wr, err := w.client.Create(ctx, q[0], q[1], q[2], ledger.Groups{}, nil)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -152,6 +152,9 @@ type ManagedLedger struct {
 	// quorums are the E/Qw/Qa of the next ledger created: Config's until
 	// WithQuorums or SetQuorums. Never nil.
 	quorums atomic.Pointer[Quorums]
+	// bookieGroups are the bookie groups of the next ledger created: none
+	// (nil) until WithBookieGroups or SetBookieGroups.
+	bookieGroups atomic.Pointer[BookieGroups]
 	// persistInterval is the shortest time between two writes of one of
 	// its cursors' states, in nanoseconds: Config's CursorPersistInterval
 	// until SetMarkDeleteRate.

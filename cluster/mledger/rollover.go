@@ -110,7 +110,7 @@ func (n *nextLedger) stop() {
 
 func (ml *ManagedLedger) createLedger(ctx context.Context) (*ledger.Writer, error) {
 	q := ml.Quorums()
-	w, err := ml.f.client.Create(ctx, q.Ensemble, q.Write, q.Ack,
+	w, err := ml.f.client.Create(ctx, q.Ensemble, q.Write, q.Ack, ml.BookieGroups(),
 		map[string]string{"topic": ml.topic, "application": "meridian-mledger"})
 	if err != nil {
 		return nil, fmt.Errorf("create ledger: %w", err)

@@ -101,8 +101,59 @@ func (a *adminCLI) bookiesCommand() *cobra.Command {
 	// answers them.
 	listBookies := a.rawVerb("list-bookies", "List the registered bookies, as pulsar-admin's bookies list-bookies", "/admin/v2/bookies/all")
 	racks := a.rawVerb("racks-placement", "Show the bookies' racks, as pulsar-admin's bookies racks-placement", "/admin/v2/bookies/racks-info")
-	return group("bookies", "The region's bookies and their auto-recovery", list, under, decommission, status, lost, clear, a.autoRecoveryCommand(),
-		listBookies, racks)
+	verbs := append([]*cobra.Command{list, under, decommission, status, lost, clear, a.autoRecoveryCommand(), listBookies, racks},
+		a.bookieRackCommands()...)
+	return group("bookies", "The region's bookies and their auto-recovery", verbs...)
+}
+
+// bookieRackCommands are pulsar-admin's bookies set-, get- and
+// delete-bookie-rack, flags and all: a bookie's group (which namespaces'
+// bookie affinity groups name) and rack, by its address host:port.
+func (a *adminCLI) bookieRackCommands() []*cobra.Command {
+	var bookie, rackName, hostname, groupName string
+	path := func() string { return "/admin/v2/bookies/racks-info/" + url.PathEscape(bookie) }
+	set := a.verb("set-bookie-rack", "Put a bookie in a group (for namespaces' bookie affinity) and on a rack", 0,
+		func(ctx context.Context, _ pulsaradmin.Client, _ *printer, _ []string) error {
+			c, err := a.restClient()
+			if err != nil {
+				return err
+			}
+			return c.PostWithContext(ctx, path()+"?group="+url.QueryEscape(groupName), autorecovery.BookieRack{Rack: rackName, Hostname: hostname})
+		})
+	set.Flags().StringVar(&rackName, "rack", "", "the bookie's rack (required)")
+	set.Flags().StringVar(&hostname, "hostname", "", "the bookie's hostname")
+	set.Flags().StringVar(&groupName, "group", "default", "the bookie's group")
+	withShorthand(set.Flags(), "rack", "r")
+	withShorthand(set.Flags(), "hostname", "hn")
+	withShorthand(set.Flags(), "group", "g")
+	if err := set.MarkFlagRequired("rack"); err != nil {
+		panic(err) // the flag is defined just above
+	}
+	get := a.verb("get-bookie-rack", "Show a bookie's rack and hostname", 0,
+		func(ctx context.Context, _ pulsaradmin.Client, p *printer, _ []string) error {
+			body, err := a.rawGet(ctx, path(), nil)
+			if err != nil {
+				return err
+			}
+			return p.raw(body)
+		})
+	del := a.verb("delete-bookie-rack", "Put a bookie back in group default, on the rack it registered with", 0,
+		func(ctx context.Context, _ pulsaradmin.Client, _ *printer, _ []string) error {
+			c, err := a.restClient()
+			if err != nil {
+				return err
+			}
+			return c.DeleteWithContext(ctx, path())
+		})
+	cmds := []*cobra.Command{set, get, del}
+	for _, cmd := range cmds {
+		cmd.Flags().StringVar(&bookie, "bookie", "", "the bookie's address, host:port (required)")
+		withShorthand(cmd.Flags(), "bookie", "b")
+		if err := cmd.MarkFlagRequired("bookie"); err != nil {
+			panic(err) // the flag is defined just above
+		}
+	}
+	return cmds
 }
 
 // autoRecoveryCommand is `meridian admin bookies autorecovery
