@@ -63,21 +63,19 @@ func (rs Ranges) Union(o Ranges) Ranges {
 
 // Contains reports whether off is in the set.
 func (rs Ranges) Contains(off int64) bool {
-	_, found := slices.BinarySearchFunc(rs, off, func(r Range, x int64) int {
-		switch {
-		case r.To < x:
-			return -1
-		case r.From > x:
-			return 1
-		}
-		return 0
-	})
+	_, found := rs.find(off)
 	return found
 }
 
 // ContainsAll reports whether every offset of from..to is in the set.
 func (rs Ranges) ContainsAll(from, to int64) bool {
-	i, found := slices.BinarySearchFunc(rs, from, func(r Range, x int64) int {
+	i, found := rs.find(from)
+	return found && rs[i].To >= to // ranges never touch: one holds all or none does
+}
+
+// find returns the index of the range that holds off, if one does.
+func (rs Ranges) find(off int64) (int, bool) {
+	return slices.BinarySearchFunc(rs, off, func(r Range, x int64) int {
 		switch {
 		case r.To < x:
 			return -1
@@ -86,7 +84,6 @@ func (rs Ranges) ContainsAll(from, to int64) bool {
 		}
 		return 0
 	})
-	return found && rs[i].To >= to // ranges never touch: one holds all or none does
 }
 
 // valid reports whether the set is sorted, disjoint and merged, as a
