@@ -691,7 +691,7 @@ func (c *conn) startRelease(p *producer) bool {
 // finishRelease queues the CLOSE_PRODUCER (closeCmd) of producer id, whose
 // release startRelease began. A SEND that crosses it on the wire is then
 // the client's error, and closes the connection (handleSend), unless the
-// CLOSE_PRODUCER sends the client to another broker (elsewhere): the
+// CLOSE_PRODUCER sends the client to another broker or region (elsewhere): the
 // producer cannot register here again ahead of its late SENDs, which stay
 // dropped, and the connection stays for the client's other producers and
 // consumers.
