@@ -21,8 +21,9 @@ type DispatchRate struct {
 	DispatchThrottlingRateInByte int64 `json:"dispatchThrottlingRateInByte"`
 	// RelativeToPublishRate (Pulsar's PIP-52) raises both rates by the
 	// topic's publish rate: so many messages and bytes more than are
-	// published. The replicator measures that rate from the entries it reads
-	// (replicator's dispatchLimiter says how).
+	// published (PerPeriod). The replicator measures that rate from the
+	// entries it reads (replicator's dispatchLimiter says how), the broker
+	// from the topic's stored counters (its publishRateMeter).
 	RelativeToPublishRate bool `json:"relativeToPublishRate"`
 	// RatePeriodInSecond is the period the two rates count over: 1 or more.
 	RatePeriodInSecond int `json:"ratePeriodInSecond"`
@@ -31,6 +32,25 @@ type DispatchRate struct {
 // Limited reports whether r limits anything.
 func (r DispatchRate) Limited() bool {
 	return r.DispatchThrottlingRateInMsg > 0 || r.DispatchThrottlingRateInByte > 0
+}
+
+// PerPeriod returns the messages and bytes r allows per period, given the
+// topic's publish rate (msgsPerSecond, bytesPerSecond): each dimension r
+// limits, raised by a period's worth of that rate when r is relative to
+// it; a dimension r does not limit, as r has it.
+func (r DispatchRate) PerPeriod(msgsPerSecond, bytesPerSecond float64) (msgs, bytes float64) {
+	msgs, bytes = float64(r.DispatchThrottlingRateInMsg), float64(r.DispatchThrottlingRateInByte)
+	if !r.RelativeToPublishRate {
+		return msgs, bytes
+	}
+	period := float64(max(r.RatePeriodInSecond, 1))
+	if r.DispatchThrottlingRateInMsg > 0 {
+		msgs += msgsPerSecond * period
+	}
+	if r.DispatchThrottlingRateInByte > 0 {
+		bytes += bytesPerSecond * period
+	}
+	return msgs, bytes
 }
 
 // Validate reports a rate that cannot be applied.

@@ -132,8 +132,7 @@ func (l *dispatchLimiter) read() {
 		msgsPerSecond, bytesPerSecond = l.published.perSecond()
 	}
 	period := float64(r.RatePeriodInSecond)
-	msgs := float64(r.DispatchThrottlingRateInMsg) + msgsPerSecond*period
-	bytes := float64(r.DispatchThrottlingRateInByte) + bytesPerSecond*period
+	msgs, bytes := r.PerPeriod(msgsPerSecond, bytesPerSecond)
 	if limited == l.limited && r == l.current {
 		if r.RelativeToPublishRate { // an absolute rate stays as it was built
 			retune(l.msgs, now, msgs, period)

@@ -161,19 +161,11 @@ func (t *Topic) applyDispatchRates(eff global.Effective) {
 // bytes a second.
 type measuredRate struct{ msgs, bytes float64 }
 
-// raise returns r raised by the publish rate when r is relative to it:
-// each limited dimension by what is published in one of r's periods.
+// raise returns r raised by the publish rate when r is relative to it
+// (global.DispatchRate.PerPeriod).
 func (p measuredRate) raise(r global.DispatchRate) global.DispatchRate {
-	if !r.RelativeToPublishRate {
-		return r
-	}
-	period := float64(max(r.RatePeriodInSecond, 1))
-	if r.DispatchThrottlingRateInMsg > 0 {
-		r.DispatchThrottlingRateInMsg += int64(p.msgs * period)
-	}
-	if r.DispatchThrottlingRateInByte > 0 {
-		r.DispatchThrottlingRateInByte += int64(p.bytes * period)
-	}
+	msgs, bytes := r.PerPeriod(p.msgs, p.bytes)
+	r.DispatchThrottlingRateInMsg, r.DispatchThrottlingRateInByte = int64(msgs), int64(bytes)
 	return r
 }
 
