@@ -380,6 +380,11 @@ func register[T any](c *conn, m map[uint64]*T, id uint64, v *T, max int, what st
 func unregister[T any](c *conn, m map[uint64]*T, id uint64, v *T) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return unregisterLocked(m, id, v)
+}
+
+// unregisterLocked is unregister with c.mu held.
+func unregisterLocked[T any](m map[uint64]*T, id uint64, v *T) bool {
 	if m[id] != v {
 		return false
 	}

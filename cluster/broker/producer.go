@@ -680,10 +680,9 @@ func (c *conn) forgetProducer(p *producer) bool { return unregister(c, c.mu.prod
 func (c *conn) startRelease(p *producer) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.mu.producers[p.id] != p {
+	if !unregisterLocked(c.mu.producers, p.id, p) {
 		return false
 	}
-	delete(c.mu.producers, p.id)
 	c.mu.dropping[p.id] = true
 	return true
 }
