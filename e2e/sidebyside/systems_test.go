@@ -32,18 +32,24 @@ const subscription = "bench"
 // bookie's only mode on disk), and the broker acknowledges a publish
 // once the add is confirmed. Driven by pulsar-client-go.
 type meridianOne struct {
-	proc      *server
-	client    pulsar.Client
-	webURL    string
-	batchWait time.Duration
-	closeOnce sync.Once // of client
+	proc       *server
+	serviceURL string // pulsar://, for tools outside this process
+	client     pulsar.Client
+	webURL     string
+	batchWait  time.Duration
+	closeOnce  sync.Once // of client
 }
 
 // startMeridianOne starts the standalone on free loopback ports, pinned
 // to the env's cores, on a data directory of its own.
 func startMeridianOne(t *testing.T, e *env) *meridianOne {
 	t.Helper()
-	dir := t.TempDir()
+	return startMeridianOneIn(t, e, t.TempDir())
+}
+
+// startMeridianOneIn is startMeridianOne with its data under dir.
+func startMeridianOneIn(t *testing.T, e *env, dir string) *meridianOne {
+	t.Helper()
 	proc, ready := startServer(t, e, "meridian-standalone", "standalone ready: ", e.meridian, "standalone",
 		"--data-dir", filepath.Join(dir, "data"), "--broker-listen", "127.0.0.1:0", "--web-listen", "127.0.0.1:0",
 		"--advertised-address", "127.0.0.1", "--log-level", "warn")
@@ -57,7 +63,7 @@ func startMeridianOne(t *testing.T, e *env) *meridianOne {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := &meridianOne{proc: proc, client: client, webURL: fields[3], batchWait: time.Millisecond}
+	m := &meridianOne{proc: proc, serviceURL: fields[2], client: client, webURL: fields[3], batchWait: time.Millisecond}
 	t.Cleanup(m.stop)
 	return m
 }
