@@ -269,9 +269,10 @@ func (s *cursorState) clone() cursorState {
 	return cursorState{markDelete: s.markDelete, readAfter: s.readAfter, acked: s.acked.clone()}
 }
 
-// Ack acknowledges individual positions. All must hold confirmed entries,
-// or nothing is changed and ErrInvalidPosition is returned. Acking a
-// consumed position again does nothing.
+// Ack acknowledges individual positions. Acking a position at or before
+// the mark-delete position does nothing, even once its ledger is trimmed;
+// every later one must hold a confirmed entry, or nothing is changed and
+// ErrInvalidPosition is returned.
 func (c *Cursor) Ack(ps ...Position) error {
 	return c.update(func(v *view) error {
 		for _, p := range ps {

@@ -40,15 +40,17 @@ func (s *cursorState) advance(v *view) {
 	s.readAfter = maxPos(s.readAfter, s.markDelete)
 }
 
-// ack acknowledges one position. Acking a consumed position again is a
-// no-op; acking a position that holds no readable entry is
+// ack acknowledges one position. Acking an entry at or before the
+// mark-delete position is a no-op, whether or not its ledger is still held
+// (consumed ledgers are trimmed), as IsAcked counts it consumed; acking a
+// later position that holds no readable entry, or a negative entry id, is
 // ErrInvalidPosition.
 func (s *cursorState) ack(v *view, p Position) error {
+	if p.Entry >= 0 && !s.markDelete.Less(p) {
+		return nil
+	}
 	if !v.valid(p) {
 		return fmt.Errorf("%w: ack of %v, which holds no confirmed entry (last %v)", ErrInvalidPosition, p, v.last())
-	}
-	if !s.markDelete.Less(p) {
-		return nil
 	}
 	if s.acked.add(p) {
 		s.advance(v)
@@ -58,11 +60,11 @@ func (s *cursorState) ack(v *view, p Position) error {
 
 // ackCumulative consumes every position up to and including p.
 func (s *cursorState) ackCumulative(v *view, p Position) error {
+	if p.Entry >= 0 && !s.markDelete.Less(p) {
+		return nil // consumed already (see ack)
+	}
 	if !v.valid(p) {
 		return fmt.Errorf("%w: cumulative ack of %v, which holds no confirmed entry (last %v)", ErrInvalidPosition, p, v.last())
-	}
-	if !s.markDelete.Less(p) {
-		return nil
 	}
 	s.markDelete = p
 	s.advance(v)
