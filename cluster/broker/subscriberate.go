@@ -10,6 +10,7 @@ import (
 	"github.com/meridian-mq/meridian/cluster/wire"
 	"github.com/meridian-mq/meridian/cluster/wire/pb"
 	"github.com/meridian-mq/meridian/global"
+	"github.com/meridian-mq/meridian/topology"
 )
 
 // Subscribe rate: Pulsar's subscribeRate, at most so many SUBSCRIBEs per
@@ -136,7 +137,12 @@ func (l *subscribeLimiter) tracked() int {
 
 // admitSubscribe takes a SUBSCRIBE of consumer id, named name, on this
 // connection from t's subscribe rate: errSubscribeRate when it is spent.
+// A non-persistent topic has no subscribe rate, as on Pulsar (only its
+// persistent topics hold a SubscribeRateLimiter).
 func (c *conn) admitSubscribe(t *Topic, name string, id uint64) error {
+	if t.name.Domain == topology.NonPersistent {
+		return nil
+	}
 	host := c.nc.RemoteAddr().String()
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		host = h

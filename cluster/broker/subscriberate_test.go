@@ -17,7 +17,9 @@ import (
 // consumer keeps id 0, under the same name) is held to the namespace's
 // rate of 2 per 10 s, the refusal naming the rate; a consumer under the
 // rate, on the same topic, subscribes and receives as ever; once the
-// clock has moved on by period/count, the loop may subscribe once more.
+// clock has moved on by period/count, the loop may subscribe once more. A
+// non-persistent topic of the namespace has no subscribe rate, as on
+// Pulsar.
 func TestSubscribeRate(t *testing.T) {
 	clock := clockwork.NewFakeClockAt(time.Now())
 	r := startBroker(t, nil, func(cfg *brokertest.Config) { cfg.Service.Clock = clock })
@@ -25,7 +27,7 @@ func TestSubscribeRate(t *testing.T) {
 	ns := createNamespace(t, r, "subrate", global.Policies{Extra: global.Extra{global.ExtraSubscribeRate: rates}})
 	topic := "persistent://" + ns + "/t"
 
-	subscribeOnce := func() error {
+	subscribeTo := func(topic string) error {
 		c := newClient(t, r.ServiceURL())
 		defer c.Close()
 		cons, err := c.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "loop", Name: "looping"})
@@ -34,6 +36,7 @@ func TestSubscribeRate(t *testing.T) {
 		}
 		return err
 	}
+	subscribeOnce := func() error { return subscribeTo(topic) }
 	for i := range 2 {
 		if err := subscribeOnce(); err != nil {
 			t.Fatalf("subscribe %d of 2 in the period: %v", i+1, err)
@@ -43,6 +46,11 @@ func TestSubscribeRate(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "NotAllowed") ||
 		!strings.Contains(err.Error(), "Subscribe limited by subscribe rate limit per consumer") {
 		t.Fatalf("a 3rd subscribe in the period: %v; want NotAllowed naming the subscribe rate", err)
+	}
+	for i := range 3 {
+		if err := subscribeTo("non-persistent://" + ns + "/t"); err != nil {
+			t.Fatalf("subscribe %d of 3 to a non-persistent topic: %v", i+1, err)
+		}
 	}
 
 	c := newClient(t, r.ServiceURL())
