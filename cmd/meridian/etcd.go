@@ -92,8 +92,11 @@ func runEtcd(ctx context.Context, cmd *cobra.Command, cfg meta.EmbedConfig, log 
 	if err != nil {
 		return err
 	}
-	if _, err := fmt.Fprintf(cmd.OutOrStdout(), "etcd member %s ready: clients %v, peers %v\n",
-		cfg.Name, e.Endpoints(), e.PeerURLs()); err != nil {
+	ready := fmt.Sprintf("etcd member %s ready: clients %v, peers %v", cfg.Name, e.Endpoints(), e.PeerURLs())
+	if m := e.MetricsURLs(); len(m) > 0 {
+		ready += fmt.Sprintf(", metrics %v", m)
+	}
+	if _, err := fmt.Fprintln(cmd.OutOrStdout(), ready); err != nil {
 		log.Warn("cannot write the ready line", "err", err)
 	}
 	var runErr error
