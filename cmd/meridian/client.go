@@ -34,6 +34,7 @@ func connectionFlags(cmd *cobra.Command) *perfCLI {
 	f.StringVarP(&p.serviceURL, "service-url", "u", defaultURL, "another name of --url, as meridian perf has it")
 	f.DurationVar(&p.opTimeout, "operation-timeout", 30*time.Second,
 		"how long connecting and creating the producer or consumer may take (the client's operation timeout)")
+	p.listenerFlag(f)
 	p.register(cmd)
 	return p
 }

@@ -184,6 +184,12 @@ func TestProduceConsume(t *testing.T) {
 	if got := parseConsumed(t, out); len(got) != 6 || got[0].content != "one" || got[5].content != "narrowed" {
 		t.Errorf("a Key_Shared subscription from Earliest consumed %+v\n%s", got, out)
 	}
+
+	// --listener-name reaches the broker's lookup: this broker has no
+	// listener of that name, so no producer is made.
+	if out, err := runClient(ctx, "produce", "-u", url, "--listener-name", "nosuch", "--operation-timeout", "2s", "-m", "x", topic); err == nil {
+		t.Errorf("produce through a listener the broker lacks succeeded:\n%s", out)
+	}
 }
 
 // TestConsumeSIGTERM runs consume -n 0 as a process: it prints what it

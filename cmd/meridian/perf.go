@@ -20,6 +20,7 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 	plog "github.com/apache/pulsar-client-go/pulsar/log"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // perfCLI holds `meridian perf`'s global flags. They are the flags of
@@ -39,12 +40,13 @@ import (
 // the service URL, timeout and credential fields only (client.go).
 type perfCLI struct {
 	credentials
-	serviceURL string
-	maxConns   int
-	opTimeout  time.Duration
-	interval   time.Duration
-	duration   time.Duration
-	jsonFile   string
+	serviceURL   string
+	listenerName string
+	maxConns     int
+	opTimeout    time.Duration
+	interval     time.Duration
+	duration     time.Duration
+	jsonFile     string
 }
 
 // The histogram's range and precision: microseconds from 1 µs to 10 min,
@@ -76,6 +78,7 @@ as other names of --tls-trust-cert-path, --tls-cert-file and --tls-key-file.`,
 	}
 	pf := cmd.PersistentFlags()
 	pf.StringVarP(&p.serviceURL, "service-url", "u", "pulsar://localhost:6650", "the broker's service URL (pulsar+ssl:// for TLS)")
+	p.listenerFlag(pf)
 	p.register(cmd)
 	pf.StringVar(&p.trustCert, "trust-cert-file", "", "pulsar-perf-go's name for --tls-trust-cert-path")
 	pf.StringVar(&p.certFile, "cert-file", "", "pulsar-perf-go's name for --tls-cert-file")
@@ -122,11 +125,32 @@ func (p *perfCLI) validateConnection(urlFlag string) error {
 	return nil
 }
 
+// listenerFlag adds --listener-name, as pulsar-client and pulsar-perf
+// name it, to fs.
+func (p *perfCLI) listenerFlag(fs *pflag.FlagSet) {
+	fs.StringVar(&p.listenerName, "listener-name", "", "the brokers' advertised listener to connect through (their --advertised-listeners; the client's ListenerName), "+
+		"for a client on another network than the brokers' internal one; empty: the internal listener")
+}
+
 // client makes the pulsar client the flags describe. It logs warnings and
 // errors only, to stderr, so that the report stays readable.
 func (p *perfCLI) client(stderr io.Writer) (pulsar.Client, error) {
+	opts, err := p.clientOptions(stderr)
+	if err != nil {
+		return nil, err
+	}
+	c, err := pulsar.NewClient(opts)
+	if err != nil {
+		return nil, fmt.Errorf("pulsar client for %s: %w", p.serviceURL, err)
+	}
+	return c, nil
+}
+
+// clientOptions are the client's options the flags describe.
+func (p *perfCLI) clientOptions(stderr io.Writer) (pulsar.ClientOptions, error) {
 	opts := pulsar.ClientOptions{
 		URL:                        p.serviceURL,
+		ListenerName:               p.listenerName,
 		OperationTimeout:           p.opTimeout,
 		ConnectionTimeout:          min(p.opTimeout, 10*time.Second),
 		MaxConnectionsPerBroker:    p.maxConns,
@@ -139,17 +163,13 @@ func (p *perfCLI) client(stderr io.Writer) (pulsar.Client, error) {
 		opts.Authentication = pulsar.NewAuthenticationToken(p.token)
 	case p.tokenFile != "":
 		if _, err := os.Stat(p.tokenFile); err != nil {
-			return nil, fmt.Errorf("--token-file: %w", err)
+			return opts, fmt.Errorf("--token-file: %w", err)
 		}
 		opts.Authentication = pulsar.NewAuthenticationTokenFromFile(p.tokenFile)
 	case p.certFile != "":
 		opts.Authentication = pulsar.NewAuthenticationTLS(p.certFile, p.keyFile)
 	}
-	c, err := pulsar.NewClient(opts)
-	if err != nil {
-		return nil, fmt.Errorf("pulsar client for %s: %w", p.serviceURL, err)
-	}
-	return c, nil
+	return opts, nil
 }
 
 // unreachable explains a failure to create a producer or consumer.

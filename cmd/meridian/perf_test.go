@@ -226,6 +226,14 @@ func TestPerfProduceConsume(t *testing.T) {
 	if d := readSummary(t, drainJSON); d.Total.Count != produced {
 		t.Errorf("draining from the earliest message received %d, want %d", d.Total.Count, produced)
 	}
+
+	// --listener-name reaches the broker's lookup: this broker has no
+	// listener of that name, so no producer is made.
+	var listenerOut bytes.Buffer
+	if err := runPerf(ctx, &listenerOut, "produce", "-u", url, "--listener-name", "nosuch", "--operation-timeout", "2s",
+		"--duration", "1s", topic); err == nil {
+		t.Errorf("perf produce through a listener the broker lacks succeeded:\n%s", listenerOut.String())
+	}
 }
 
 // TestPerfProduceSIGTERM runs perf produce as a process until SIGTERM: it
