@@ -116,8 +116,15 @@ func (g *geoBed) store(ctx context.Context, region string) *meta.Etcd {
 // It returns the producer in a slice, for stopProducers.
 func (g *geoBed) startRate(ctx context.Context, tb testing.TB, rec *Recorder, region, topic, name string, rate int) []*Producer {
 	tb.Helper()
+	return g.startBatched(ctx, tb, rec, region, topic, name, rate, 0)
+}
+
+// startBatched is startRate with the client's batching delay (0: its
+// default, 10ms).
+func (g *geoBed) startBatched(ctx context.Context, tb testing.TB, rec *Recorder, region, topic, name string, rate int, batching time.Duration) []*Producer {
+	tb.Helper()
 	p, err := StartProducer(ctx, g.clients[region], rec, ProducerConfig{Region: region, Topic: topic,
-		Name: name, Interval: time.Second / time.Duration(rate), PayloadSize: msgSize})
+		Name: name, Interval: time.Second / time.Duration(rate), PayloadSize: msgSize, BatchingDelay: batching})
 	if err != nil {
 		tb.Fatal(err)
 	}

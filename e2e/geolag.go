@@ -37,9 +37,10 @@ type lagRun struct {
 var lagDestinations = []string{"r2", "r3"}
 
 // startReplicated starts r2's and r3's arrivals of topic and r1's
-// producer name of rate msg/s to it, and returns once the first message
-// has reached both destinations.
-func (g *geoBed) startReplicated(ctx context.Context, tb testing.TB, topic, name string, rate int) (*Recorder, map[string]*arrivals, []*Producer) {
+// producer name of rate msg/s to it, batching for batching (0: the
+// client's default), and returns once the first message has reached both
+// destinations.
+func (g *geoBed) startReplicated(ctx context.Context, tb testing.TB, topic, name string, rate int, batching time.Duration) (*Recorder, map[string]*arrivals, []*Producer) {
 	tb.Helper()
 	for _, r := range g.Regions {
 		KeepForReadBack(ctx, tb, g.clients[r.Name], topic)
@@ -49,7 +50,7 @@ func (g *geoBed) startReplicated(ctx context.Context, tb testing.TB, topic, name
 	for _, region := range lagDestinations {
 		dests[region] = g.startArrivals(ctx, tb, region, topic)
 	}
-	ps := g.startRate(ctx, tb, rec, "r1", topic, name, rate)
+	ps := g.startBatched(ctx, tb, rec, "r1", topic, name, rate, batching)
 	rec.WaitAcknowledged(ctx, tb, 1, "the first send")
 	first := messages(ackedSends(rec, topic)[:1])
 	for _, a := range dests {
@@ -65,14 +66,14 @@ func (g *geoBed) startReplicated(ctx context.Context, tb testing.TB, topic, name
 // arrived in both, checks that the replication went through the links,
 // and reads every region's copy back for the checker: nothing lost or
 // stored twice.
-func (g *geoBed) measureLag(ctx context.Context, tb testing.TB, topic string, rate int, each time.Duration) lagRun {
+func (g *geoBed) measureLag(ctx context.Context, tb testing.TB, topic string, rate int, each, batching time.Duration) lagRun {
 	tb.Helper()
 	before := g.linkBytes()
 	began := time.Now()
 	// The figures are of the steady state: from when the first message
 	// has reached both destinations, since a new topic's tasks start
 	// within a scan and replicate its first messages late.
-	rec, dests, ps := g.startReplicated(ctx, tb, topic, fmt.Sprintf("r1-lag-%d", rate), rate)
+	rec, dests, ps := g.startReplicated(ctx, tb, topic, fmt.Sprintf("r1-lag-%d", rate), rate, batching)
 	run := lagRun{topic: topic, steady: time.Now(), lags: map[string][]time.Duration{}}
 	run.warmup = run.steady.Sub(began)
 	cpuBefore, err := cpuByKind(g.processes())
@@ -130,7 +131,7 @@ type catchUpRun struct {
 // region's copy is read back for the checker.
 func (g *geoBed) measureCatchUp(ctx context.Context, tb testing.TB, topic string, rate int, cut time.Duration) catchUpRun {
 	tb.Helper()
-	rec, dests, ps := g.startReplicated(ctx, tb, topic, fmt.Sprintf("r1-catchup-%d", rate), rate)
+	rec, dests, ps := g.startReplicated(ctx, tb, topic, fmt.Sprintf("r1-catchup-%d", rate), rate, 0)
 	g.CutRegion("r2")
 	sleep(ctx, tb, cut)
 	pending := messages(ackedSends(rec, topic))
@@ -207,8 +208,15 @@ type Lag struct {
 // twice, or replicated around the links.
 func (b *GeoBed) MeasureLag(ctx context.Context, tb testing.TB, rate int, window time.Duration) Lag {
 	tb.Helper()
+	return b.MeasureLagBatched(ctx, tb, rate, window, 0)
+}
+
+// MeasureLagBatched is MeasureLag with r1's producer batching for
+// batching instead of the client's default 10ms.
+func (b *GeoBed) MeasureLagBatched(ctx context.Context, tb testing.TB, rate int, window, batching time.Duration) Lag {
+	tb.Helper()
 	b.runs++
-	run := b.g.measureLag(ctx, tb, fmt.Sprintf("persistent://%s/all/lag-%d-%d", geoTenant, rate, b.runs), rate, window)
+	run := b.g.measureLag(ctx, tb, fmt.Sprintf("persistent://%s/all/lag-%d-%d", geoTenant, rate, b.runs), rate, window, batching)
 	var lags []time.Duration
 	for _, l := range run.lags {
 		lags = append(lags, l...)

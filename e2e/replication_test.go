@@ -85,7 +85,7 @@ func runLag(t *testing.T, bookieArgs ...string) {
 			probe = append(probe, g.startRate(ctx, t, probes, region,
 				fmt.Sprintf("persistent://%s/%s-local/probe-%d", geoTenant, region, rate), region+"-probe", 200)...)
 		}
-		run := g.measureLag(ctx, t, fmt.Sprintf("persistent://%s/all/lag-%d", geoTenant, rate), rate, each)
+		run := g.measureLag(ctx, t, fmt.Sprintf("persistent://%s/all/lag-%d", geoTenant, rate), rate, each, 0)
 		stopProducers(ctx, t, probe)
 		srcP99 := percentile(publishLatencies(run.sent), 0.99)
 		var lagsAll []time.Duration

@@ -210,6 +210,9 @@ type ProducerConfig struct {
 	PayloadSize int
 	// SendTimeout is the client's send timeout. Default 1 minute.
 	SendTimeout time.Duration
+	// BatchingDelay is how long the client holds a batch open
+	// (BatchingMaxPublishDelay). Default the client's, 10ms.
+	BatchingDelay time.Duration
 }
 
 // Validate reports a missing name or topic, or a negative field.
@@ -217,8 +220,8 @@ func (c ProducerConfig) Validate() error {
 	switch {
 	case c.Name == "" || c.Topic == "" || c.Region == "":
 		return fmt.Errorf("%w: ProducerConfig needs Region, Topic and Name, got %+v", ErrBadConfig, c)
-	case c.Interval < 0 || c.Keys < 0 || c.PayloadSize < 0 || c.SendTimeout < 0 || c.MaxPendingMessages < 0:
-		return fmt.Errorf("%w: producer %s: negative Interval, Keys, PayloadSize, SendTimeout or MaxPendingMessages", ErrBadConfig, c.Name)
+	case c.Interval < 0 || c.Keys < 0 || c.PayloadSize < 0 || c.SendTimeout < 0 || c.MaxPendingMessages < 0 || c.BatchingDelay < 0:
+		return fmt.Errorf("%w: producer %s: negative Interval, Keys, PayloadSize, SendTimeout, MaxPendingMessages or BatchingDelay", ErrBadConfig, c.Name)
 	}
 	return nil
 }
@@ -296,7 +299,7 @@ func StartProducer(ctx context.Context, client pulsar.Client, rec *Recorder, cfg
 		cfg.MaxPendingMessages = max(1000, int(time.Second/cfg.Interval))
 	}
 	opts := pulsar.ProducerOptions{Topic: cfg.Topic, Name: cfg.Name, SendTimeout: cfg.SendTimeout,
-		MaxPendingMessages: cfg.MaxPendingMessages}
+		MaxPendingMessages: cfg.MaxPendingMessages, BatchingMaxPublishDelay: cfg.BatchingDelay}
 	if cfg.Keys > 0 {
 		opts.BatcherBuilderType = pulsar.KeyBasedBatchBuilder
 	}

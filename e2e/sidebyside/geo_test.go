@@ -30,7 +30,17 @@ func init() {
 }
 
 // geoRates are the publish rates (msg/s of 1 KiB) the lag is measured at.
-var geoRates = []int{1000, 10000}
+var geoRates = []int{1000, 5000, 10000}
+
+// The Meridian systems measure the lag once more at lowBatchingRate with
+// r1's producer batching for lowBatching instead of the client's default
+// 10ms: about ten times the entries for the same messages, and a message
+// held up in its batch a tenth as long. NATS has no client batching to
+// lower.
+const (
+	lowBatchingRate = 1000
+	lowBatching     = time.Millisecond
+)
 
 const (
 	// geoWindow is how long each rate's lag is measured, after the
@@ -44,10 +54,18 @@ const (
 
 // geoSystem is one system's figures.
 type geoSystem struct {
-	name    string
-	lags    map[int]e2e.Lag
-	cpu     map[int]windowCPU // the CPU over each rate's window
-	catchUp e2e.CatchUp
+	name string
+	lags map[int]e2e.Lag
+	cpu  map[int]windowCPU // the CPU over each rate's window
+	// lowBatching and lowBatchingCPU are the lowBatching run's, for the
+	// Meridian systems; lowBatching.Window is 0 for NATS.
+	lowBatching    e2e.Lag
+	lowBatchingCPU windowCPU
+	// profiles are CPU profiles of its server processes during a run at
+	// profileRate of its own, for the system with profile set.
+	profile  bool
+	profiles []cpuProfile
+	catchUp  e2e.CatchUp
 	// load is the machine's load average when the system's first lag
 	// measurement began, and after its catch-up.
 	load [2]string
@@ -59,8 +77,8 @@ type geoSystem struct {
 func runGeo(t *testing.T, e *env) section {
 	loadBefore := machineLoad()
 	var systems []*geoSystem
-	run := func(name string, start func(ctx context.Context, t *testing.T) geoTarget) {
-		s := &geoSystem{name: name, lags: map[int]e2e.Lag{}, cpu: map[int]windowCPU{}}
+	run := func(name string, profile bool, start func(ctx context.Context, t *testing.T) geoTarget) {
+		s := &geoSystem{name: name, lags: map[int]e2e.Lag{}, cpu: map[int]windowCPU{}, profile: profile}
 		systems = append(systems, s)
 		t.Run(strings.NewReplacer(" ", "-", ",", "").Replace(name), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Minute)
@@ -77,19 +95,28 @@ func runGeo(t *testing.T, e *env) section {
 					fmtMs(e2e.Percentile(lag.Lags, 0.5)), fmtMs(e2e.Percentile(lag.Lags, 0.99)),
 					fmtMs(e2e.Percentile(lag.Publish, 0.99)), s.cpu[rate].servers(), s.cpu[rate].machine)
 			}
+			if m, ok := target.(meridianTarget); ok {
+				s.lowBatching = m.MeasureLagBatched(ctx, t, lowBatchingRate, geoWindow, lowBatching)
+				s.lowBatchingCPU = cpu.between(s.lowBatching.Start, s.lowBatching.Start.Add(s.lowBatching.Window))
+				t.Logf("%s, %d msg/s batching %v: lag p99 %s; servers %.2f cores", name, lowBatchingRate, lowBatching,
+					fmtMs(e2e.Percentile(s.lowBatching.Lags, 0.99)), s.lowBatchingCPU.servers())
+			}
+			if s.profile {
+				s.profiles = profileRun(ctx, t, target)
+			}
 			s.catchUp = target.measureCatchUp(ctx, t, geoCatchUpRate, geoCut)
 			s.load[1] = machineLoad()
 			t.Logf("%s, catch-up after a %v cut at %d msg/s: backlog %d, first arrival %v after the heal, caught up %v after it",
 				name, geoCut, geoCatchUpRate, s.catchUp.Backlog, s.catchUp.Resumed.Round(time.Millisecond), s.catchUp.CaughtUp.Round(time.Millisecond))
 		})
 	}
-	run("NATS JetStream", func(ctx context.Context, t *testing.T) geoTarget {
+	run("NATS JetStream", false, func(ctx context.Context, t *testing.T) geoTarget {
 		return natsTarget{startNATSGeo(ctx, t, e)}
 	})
-	run("Meridian, disk bookies", func(ctx context.Context, t *testing.T) geoTarget {
+	run("Meridian, disk bookies", false, func(ctx context.Context, t *testing.T) geoTarget {
 		return meridianTarget{startMeridianGeo(ctx, t, e)}
 	})
-	run("Meridian, memory bookies", func(ctx context.Context, t *testing.T) geoTarget {
+	run("Meridian, memory bookies", true, func(ctx context.Context, t *testing.T) geoTarget {
 		return meridianTarget{startMeridianGeo(ctx, t, e, "--storage", "memory")}
 	})
 	if t.Failed() {
@@ -101,6 +128,30 @@ func runGeo(t *testing.T, e *env) section {
 		}
 	}
 	return geoSection(e, systems, loadBefore, machineLoad())
+}
+
+// profileRate is the rate of the profiled run.
+const profileRate = 1000
+
+// profileRun profiles, during a lag run at profileRate of its own (not
+// reported: perf's sampling costs CPU), the processes that handle a
+// message from r1 to r2: every server process of r1 and r2.
+func profileRun(ctx context.Context, t *testing.T, target geoTarget) []cpuProfile {
+	t.Helper()
+	var profs []*profiler
+	var names []string
+	for _, p := range target.procs() {
+		if strings.HasPrefix(p.name, "r1-") || strings.HasPrefix(p.name, "r2-") {
+			profs = append(profs, startProfile(t, p.pid, geoWindow))
+			names = append(names, p.name)
+		}
+	}
+	target.measureLag(ctx, t, profileRate, geoWindow)
+	var out []cpuProfile
+	for i, p := range profs {
+		out = append(out, p.wait(t, names[i]))
+	}
+	return out
 }
 
 // geoTarget is one system on its three regions.
@@ -207,16 +258,30 @@ other, not at once. Under contention Linux shares the CPUs among runnable thread
 systems, so the one with more processes (Meridian's 19 against NATS's 3) gets more of them; the
 whole machine's column says how busy the 2 cores were over each window.
 
-| system | asked msg/s | acked msg/s | lag p50 | lag p99 | lag p99.9 | r1 publish p99 | servers' CPU, cores | whole machine's CPU, cores | load average (start, end of the system's runs) |
-|---|---|---|---|---|---|---|---|---|---|
-`, e2e.GeoLinkLatency, geoWindow, e.cpus, loadBefore, loadAfter)
+**CPU per message** is the servers' CPU-seconds over the window per thousand of the window's messages,
+each delivered in both r2 and r3. The rows marked "1 ms batching" are Meridian's extra run at %s msg/s
+with r1's producer batching for %v instead of the client's default 10 ms.
+
+| system | asked msg/s | acked msg/s | lag p50 | lag p99 | lag p99.9 | r1 publish p99 | servers' CPU, cores | CPU-s per 1,000 messages | whole machine's CPU, cores | load average (start, end of the system's runs) |
+|---|---|---|---|---|---|---|---|---|---|---|
+`, e2e.GeoLinkLatency, geoWindow, e.cpus, loadBefore, loadAfter, thousands(lowBatchingRate), lowBatching)
+	row := func(name string, rate int, l e2e.Lag, cpu windowCPU, load [2]string) {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %.2f | %.3f | %.2f | %s, %s |\n", name, thousands(float64(rate)),
+			thousands(float64(len(l.Publish))/l.Window.Seconds()), fmtMs(e2e.Percentile(l.Lags, 0.5)),
+			fmtMs(e2e.Percentile(l.Lags, 0.99)), fmtMs(e2e.Percentile(l.Lags, 0.999)),
+			fmtMs(e2e.Percentile(l.Publish, 0.99)), cpu.servers(), perThousand(l, cpu), cpu.machine, load[0], load[1])
+	}
 	for _, rate := range geoRates {
 		for _, s := range systems {
-			l := s.lags[rate]
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %.2f | %.2f | %s, %s |\n", s.name, thousands(float64(rate)),
-				thousands(float64(len(l.Publish))/l.Window.Seconds()), fmtMs(e2e.Percentile(l.Lags, 0.5)),
-				fmtMs(e2e.Percentile(l.Lags, 0.99)), fmtMs(e2e.Percentile(l.Lags, 0.999)),
-				fmtMs(e2e.Percentile(l.Publish, 0.99)), s.cpu[rate].servers(), s.cpu[rate].machine, s.load[0], s.load[1])
+			row(s.name, rate, s.lags[rate], s.cpu[rate], s.load)
+		}
+		if rate != lowBatchingRate {
+			continue
+		}
+		for _, s := range systems {
+			if s.lowBatching.Window > 0 {
+				row(s.name+", 1 ms batching", lowBatchingRate, s.lowBatching, s.lowBatchingCPU, s.load)
+			}
 		}
 	}
 	fmt.Fprintf(&b, `
@@ -240,6 +305,16 @@ Meridian's replication task retries with a backoff capped at 5 s.
 			c.Resumed.Round(time.Millisecond), c.CaughtUp.Round(time.Millisecond), thousands(drain))
 	}
 	b.WriteString("\n" + geoVerdict(systems) + "\n")
+	for _, s := range systems {
+		if len(s.profiles) == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "\n**Where the CPU goes at %s msg/s, %s**, in a run of its own after the measured ones, each "+
+			"server process of r1 and r2:\n\n", thousands(profileRate), s.name)
+		for _, p := range s.profiles {
+			b.WriteString("- " + p.markdown())
+		}
+	}
 	charts := geoCharts(systems)
 	for _, c := range charts {
 		fmt.Fprintf(&b, "\n![%s](img/%s)\n", c.Title, c.File)
@@ -271,6 +346,19 @@ func geoVerdict(systems []*geoSystem) string {
 	}
 	fmt.Fprintf(&b, "**Target: replication lag with in-memory bookies below NATS's p99 at every rate measured: %s.** %s.\n",
 		verdict, strings.Join(rows, "; "))
+	var cpuRows []string
+	for _, rate := range []int{1000, 5000} {
+		m, n := perThousand(memory.lags[rate], memory.cpu[rate]), perThousand(nats.lags[rate], nats.cpu[rate])
+		cpuRows = append(cpuRows, fmt.Sprintf("at %s msg/s %.3f against NATS's %.3f CPU-seconds per 1,000 messages (%.2f×)",
+			thousands(float64(rate)), m, n, m/n))
+	}
+	fmt.Fprintf(&b, "\n**Target: CPU per replicated message, Meridian on memory bookies (E=Qw=2 per region) at most NATS's "+
+		"(JetStream R1 per region, file storage, default sync).** %s.\n", strings.Join(cpuRows, "; "))
+	low := memory.lowBatching
+	lp, np := e2e.Percentile(low.Lags, 0.99), e2e.Percentile(nats.lags[lowBatchingRate].Lags, 0.99)
+	fmt.Fprintf(&b, "\n**Target: lag p99 at %s msg/s with %v batching below NATS's, the servers under 1.5 cores.** "+
+		"Meridian on memory bookies: %s against NATS's %s, its servers %.2f cores.\n",
+		thousands(lowBatchingRate), lowBatching, fmtMs(lp), fmtMs(np), memory.lowBatchingCPU.servers())
 	for _, rate := range geoRates {
 		np, mp := e2e.Percentile(nats.lags[rate].Lags, 0.99), e2e.Percentile(memory.lags[rate].Lags, 0.99)
 		if mp < np {
@@ -281,6 +369,12 @@ func geoVerdict(systems []*geoSystem) string {
 			thousands(float64(rate)), topCPU(m.procs, 6), m.servers(), m.machine, topCPU(n.procs, 3), n.servers(), n.machine)
 	}
 	return b.String()
+}
+
+// perThousand is the servers' CPU-seconds over l's window per thousand
+// of its messages, each of which arrived in both destinations.
+func perThousand(l e2e.Lag, cpu windowCPU) float64 {
+	return cpu.servers() * l.Window.Seconds() / (float64(len(l.Publish)) / 1000)
 }
 
 // topCPU lists the n busiest processes of ps (sorted busiest first).

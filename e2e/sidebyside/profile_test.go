@@ -173,6 +173,10 @@ func summarise(report string) cpuProfile {
 // "github.com/x/y/z.(*T).m"), shortened for Meridian's own; a symbol
 // that is not Go's (a C library's, say) stands for itself.
 func goPackage(sym string) string {
+	// A generic's type arguments may hold dots and slashes of their own.
+	if i := strings.IndexByte(sym, '['); i >= 0 {
+		sym = sym[:i]
+	}
 	slash := strings.LastIndexByte(sym, '/')
 	dot := strings.IndexByte(sym[slash+1:], '.')
 	if dot < 0 {
@@ -243,6 +247,9 @@ func TestSummarise(t *testing.T) {
 	// The linker escapes the dots of a path's last element.
 	if got := goPackage("gopkg.in/yaml%2ev3.(*parser).parse"); got != "gopkg.in/yaml%2ev3" {
 		t.Fatalf("goPackage = %q", got)
+	}
+	if got := goPackage("google.golang.org/grpc.(*GenericClientStream[go.shape.struct { x.y/z.T }]).RecvMsg"); got != "google.golang.org/grpc" {
+		t.Fatalf("goPackage of a generic's method = %q", got)
 	}
 	if got := goPackage("memcpy"); got != "memcpy" {
 		t.Fatalf("goPackage of a C symbol = %q", got)
