@@ -120,7 +120,8 @@ func Start(ctx context.Context, cfg Config) (*Bookie, error) {
 		fs: fs, dir: journalDir, log: log, m: m, clock: clock, store: st,
 		maxBatchBytes: cfg.JournalMaxBatchBytes, maxWait: cfg.JournalMaxWait, fileSize: cfg.JournalFileSize,
 		queue: make(chan *op, cfg.JournalQueue), queueBytes: semaphore.NewWeighted(cfg.JournalQueueBytes),
-		maxQueued: cfg.JournalQueueBytes, applyq: make(chan applyItem, 4), rolled: make(chan uint64, 1),
+		maxQueued: cfg.JournalQueueBytes, syncq: make(chan []*op, 1), syncerIdle: make(chan struct{}, 1),
+		applyq: make(chan applyItem, 4), rolled: make(chan uint64, 1),
 		onFatal: b.fatal, onReadOnly: b.setReadOnly, readOnly: &b.readOnly,
 	}
 	if err := openJournal(b.journal); err != nil {
@@ -156,6 +157,7 @@ func Start(ctx context.Context, cfg Config) (*Bookie, error) {
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 
 	b.goroutine(func() { b.journal.run(b.ctx) })
+	b.goroutine(b.journal.syncLoop)
 	b.goroutine(b.journal.applyLoop)
 	b.goroutine(func() { b.journal.checkpointLoop(b.ctx) })
 	if cfg.CompactionInterval > 0 && cfg.CompactionThreshold > 0 {

@@ -29,7 +29,7 @@ func TestAddReadFenceLAC(t *testing.T) {
 	key := []byte("writer")
 
 	// Pipelined adds from many goroutines on one connection.
-	const n = 200
+	const n = 300
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
 	for e := range int64(n) {
@@ -411,8 +411,9 @@ func TestCorruptJournalRefusesToStart(t *testing.T) {
 	wantErr(t, "start on a corrupt journal", err, ErrJournalCorrupt)
 }
 
-// Damage in the last journal file with more than one batch of records after
-// it is corruption of synced, acknowledged data, not a torn write: the bookie
+// Damage in the last journal file with more after it than a crash can leave
+// unsynced (maxTornTail) is corruption of synced, acknowledged data, not a
+// torn write: the bookie
 // refuses to start instead of truncating those records away.
 func TestDamageBeforeSyncedRecordsIsNotATornTail(t *testing.T) {
 	ctx := testCtx(t)
@@ -422,9 +423,9 @@ func TestDamageBeforeSyncedRecordsIsNotATornTail(t *testing.T) {
 	cfg.JournalFileSize = 64 << 20 // one file for the whole test
 	b := startBookie(t, cfg)
 	c := dial(t, b.Addr())
-	// More than one batch and one largest record (maxTornTail) after the
-	// first record.
-	const n = 100
+	// More than the deferred LACs and unsyncedBatches batches of the
+	// largest record each (maxTornTail) after the first record.
+	const n = 300
 	for e := range int64(n) {
 		mustAdd(t, ctx, c, 1, e, 100<<10)
 	}
@@ -436,7 +437,7 @@ func TestDamageBeforeSyncedRecordsIsNotATornTail(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if int64(len(data)) <= recordHeaderSize+maxRecordBody {
+	if int64(len(data)) <= recordHeaderSize+20+maxTornTail(cfg.JournalMaxBatchBytes) {
 		t.Fatalf("last journal file holds %d bytes, too few for this test", len(data))
 	}
 	data[recordHeaderSize+20] ^= 1

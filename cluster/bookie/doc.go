@@ -11,7 +11,9 @@
 // write. Acks therefore never precede durability, and under load each sync
 // carries all that arrived during the previous one. When others are already
 // waiting for the disk, a second goroutine applies and answers instead, so
-// that the next sync starts at once. The one record acknowledged before it
+// that the next sync starts at once, and the fdatasync itself goes to a
+// syncer goroutine while the journal goroutine writes the next batch
+// (journal's doc says who does what, and why the order holds). The one record acknowledged before it
 // is durable is an explicit LAC sent alone: a hint for tailing readers,
 // whose loss in a crash only lowers the LAC (journal.syncDeferred).
 //

@@ -47,28 +47,38 @@ type op struct {
 //
 // One goroutine (run) owns the current journal file. It takes whatever is
 // queued (at least one op, at most JournalMaxBatchBytes, and it stops
-// collecting after JournalMaxWait if ops keep arriving), writes the batch with
-// one write(2) and fdatasyncs it. Only then is the batch applied to the store
-// and answered: an add is acknowledged only after its record is durable, and
-// a read after the acknowledgement finds it. (A batch of explicit LACs alone
-// is the one exception: it is not synced on its own; see syncDeferred.)
+// collecting after JournalMaxWait if ops keep arriving) and writes the batch
+// with one write(2). Then the batch is fdatasynced, and only then applied to
+// the store and answered: an add is acknowledged only after its record is
+// durable, and a read after the acknowledgement finds it. (A batch of
+// explicit LACs alone is the one exception: it is not synced on its own; see
+// syncDeferred.)
 //
-// Who applies a synced batch depends on whether anyone waits for the disk:
-//   - Nobody queued, and nothing ahead of it in the apply stage: run applies
-//     and answers it itself, at once. A hand-off to another goroutine costs
-//     a wake-up, tens of microseconds and hundreds under load, on every add
-//     at a modest rate.
-//   - Otherwise run hands it to a second goroutine (applyLoop) and starts
-//     the next sync at once, so that the memtable insert of one batch
-//     (hundreds of microseconds for a few MiB of small entries) is off the
-//     critical path of the next.
+// Who syncs a written batch depends on whether anyone waits for the disk:
+//   - Nobody queued, and no batch with the syncer: run syncs it itself. A
+//     hand-off to another goroutine costs a wake-up, tens of microseconds
+//     and hundreds under load, on every add at a modest rate.
+//   - Otherwise run passes it to the syncer (syncLoop) and goes back to
+//     collecting and writing the next batch while this one syncs, as
+//     BookKeeper's journal thread does beside its force-write thread. Under
+//     load the write(2), a copy into the page cache that takes as long as a
+//     fast fdatasync, is then off the critical path of the sync. The syncer
+//     takes one batch at a time, in journal order; syncq holds one more, so
+//     at most three batches are written and unsynced at once (unsyncedBatches).
 //
-// Either way batches are applied one at a time in journal order, which is
-// what decides whether an add raced with a fence: run applies only when
-// applying is 0, and applyq is FIFO. It never waits for more work once the
-// queue is empty, so a lone add costs one sync, and under load every sync
-// carries everything that arrived during the previous one: the batch size
-// adapts to the disk's latency instead of to a timer.
+// Who applies a synced batch depends on the same: nobody waiting and nothing
+// ahead of it in the apply stage, whoever synced it applies and answers it
+// at once; otherwise it goes to a third goroutine (applyLoop), so that the
+// memtable insert of one batch (hundreds of microseconds for a few MiB of
+// small entries) is off the critical path of the next sync.
+//
+// Either way batches are synced, applied and answered one at a time in
+// journal order, which is what decides whether an add raced with a fence:
+// run syncs only when the syncer holds nothing (outstanding is 0), anyone
+// applies only when applying is 0, and syncq and applyq are FIFO. run never
+// waits for more work once the queue is empty, so a lone add costs one sync,
+// and under load every batch carries everything that arrived during the one
+// before: the batch size adapts to the disk's latency instead of to a timer.
 //
 // Faults (DESIGN §4): ENOSPC on write truncates the partial batch away, fails
 // the batch with ReadOnly and turns the bookie read-only; any other write
@@ -98,13 +108,27 @@ type journal struct {
 	// done; enqueue waits for room.
 	queueBytes *semaphore.Weighted
 	maxQueued  int64
-	// applyq carries synced batches from run to applyLoop, in journal
-	// order. It is closed by run when it stops.
+	// syncq carries written batches from run to syncLoop, in journal
+	// order; it holds one. It is closed by run when it stops.
+	syncq chan []*op
+	// outstanding counts the batches sent on syncq that syncLoop has not
+	// yet applied or handed to applyLoop. While it is above 0, syncLoop
+	// alone syncs; at 0, run may (see commit). So the two never sync at
+	// once, and the sync state (unsynced, failed's cause) is owned by
+	// whichever of them syncs. syncerIdle holds a token once it drops to 0
+	// (see drainSyncer).
+	outstanding atomic.Int64
+	syncerIdle  chan struct{}
+	// failed is set after a failed sync: no later sync can say whether
+	// earlier acknowledged data is on disk, so every later batch fails.
+	failed atomic.Bool
+	// applyq carries synced batches from run and syncLoop to applyLoop, in
+	// journal order. It is closed by run when it stops.
 	applyq chan applyItem
 	// applying counts the items sent on applyq that applyLoop has not
 	// finished. While it is above 0, applyLoop alone applies and answers;
-	// at 0, run may (see commit). So the two never apply at once, and the
-	// fields below are owned by whichever of them applies.
+	// at 0, run or syncLoop may (see syncAndAnswer), never both at once
+	// (outstanding). The fields below are owned by whichever applies.
 	applying atomic.Int64
 	// applyErr is the store failure that ended applying: every batch
 	// after it fails with it.
@@ -125,9 +149,14 @@ type journal struct {
 	size    int64
 	buf     []byte
 	// unsynced is the bytes at the end of the file written since its last
-	// sync: batches of explicit LACs alone (see syncDeferred).
+	// sync and already answered: batches of explicit LACs alone (see
+	// syncDeferred). Owned by whichever syncs (outstanding).
 	unsynced int64
 }
+
+// unsyncedBatches is the most batches that may be written and not yet
+// synced at once: one syncing, one waiting in syncq, one being written.
+const unsyncedBatches = 3
 
 // applyItem is one synced batch for applyLoop, or (ops == nil) the news that
 // the journal rolled to file rolledTo, to pass on to the checkpointer once
@@ -152,8 +181,8 @@ func parseJournalFileName(name string) (uint64, bool) {
 
 // openJournal replays the journal into the store and opens a fresh file.
 // Replay applies every record from the checkpoint on, in order; a damaged
-// record at the very end of the last file, within one batch of its end, is a
-// write cut by a crash (it was never acknowledged, since acks follow the
+// record at the very end of the last file, within maxTornTail of its end, is
+// a write cut by a crash (it was never acknowledged, since acks follow the
 // sync) and is truncated away; damage anywhere else is ErrJournalCorrupt. The accounting of the replayed
 // files is then counted from the index, pebble is flushed, the checkpoint
 // moves past the replayed files, and the checkpointed files that hold no
@@ -319,10 +348,10 @@ func (j *journal) replayFile(n uint64, last bool, adds *[]record) (int, error) {
 			if !last {
 				return 0, fmt.Errorf("%w: %s at offset %d of %s, which is not the last file", ErrJournalCorrupt, torn, off, path)
 			}
-			// A crash can cut only the last write, which is one batch. More
-			// than a batch after the damage means synced, acknowledged
-			// records follow it: that is corruption, not a torn tail, and
-			// truncating would drop acknowledged entries.
+			// A crash can cut only what was written and not yet synced:
+			// at most maxTornTail. More after the damage means synced,
+			// acknowledged records follow it: that is corruption, not a
+			// torn tail, and truncating would drop acknowledged entries.
 			if after := fileSize - off; after > j.maxTornTail() {
 				return 0, fmt.Errorf("%w: %s at offset %d of %s with %d bytes after it, more than one write can leave unsynced",
 					ErrJournalCorrupt, torn, off, path, after)
@@ -359,10 +388,12 @@ func (j *journal) replayFile(n uint64, last bool, adds *[]record) (int, error) {
 
 // maxTornTail is the most a crash can leave unsynced at the end of the last
 // journal file: the explicit LACs whose sync was deferred (at most
-// maxBatchBytes, see syncDeferred), then one batch, which holds at most
-// maxBatchBytes or a single record larger than that.
-func (j *journal) maxTornTail() int64 {
-	return int64(j.maxBatchBytes + max(j.maxBatchBytes, recordHeaderSize+maxRecordBody))
+// maxBatchBytes, see syncDeferred), then unsyncedBatches batches, each of
+// which holds at most maxBatchBytes or a single record larger than that.
+func (j *journal) maxTornTail() int64 { return maxTornTail(j.maxBatchBytes) }
+
+func maxTornTail(maxBatchBytes int) int64 {
+	return int64(maxBatchBytes + unsyncedBatches*max(maxBatchBytes, recordHeaderSize+maxRecordBody))
 }
 
 func truncateFile(fs FS, path string, size int64) error {
@@ -476,6 +507,11 @@ func (j *journal) failAll(batch []*op, err error) {
 func (j *journal) run(ctx context.Context) {
 	defer func() {
 		j.drain(fmt.Errorf("%w: the bookie is stopping", bkproto.ErrInternal))
+		// What is written is synced and answered (durable, so acking it is
+		// right even when the bookie is stopping), and then nothing more
+		// reaches syncLoop or applyq.
+		j.drainSyncer()
+		close(j.syncq)
 		if j.file != nil {
 			j.file.Close()
 		}
@@ -525,9 +561,13 @@ func (j *journal) drain(err error) {
 	}
 }
 
-// commit writes and syncs one batch, then applies and answers it itself or
-// hands it to applyLoop (see journal). It returns false after a fatal error.
+// commit writes one batch, then syncs it itself or passes it to syncLoop
+// (see journal). It returns false after a fatal error.
 func (j *journal) commit(batch []*op) bool {
+	if j.failed.Load() {
+		j.failAll(batch, errAfterFailedSync)
+		return false
+	}
 	j.buf = j.buf[:0]
 	for _, o := range batch {
 		start := len(j.buf)
@@ -535,42 +575,26 @@ func (j *journal) commit(batch []*op) bool {
 		o.rec.loc = entryLoc{file: j.fileNum, off: j.size + int64(start), size: uint32(len(j.buf) - start)}
 	}
 	start := j.clock.Now()
-	deferSync := j.syncDeferred(batch)
-	j.m.bk.forceWriteQueue.Store(int64(len(batch)))
-	_, writeErr := j.file.Write(j.buf)
-	var syncErr error
-	if writeErr == nil && !deferSync {
-		syncErr = j.file.Sync()
-	}
-	j.m.bk.forceWriteQueue.Store(0)
-	switch {
-	case errors.Is(writeErr, syscall.ENOSPC):
-		return j.diskFull(batch, writeErr)
-	case writeErr != nil:
+	if _, err := j.file.Write(j.buf); err != nil {
+		// The batches written before it are answered first, in order.
+		j.drainSyncer()
+		if errors.Is(err, syscall.ENOSPC) {
+			return j.diskFull(batch, err)
+		}
 		j.m.bk.journalSync.observe(j.clock.Since(start), false)
-		return j.fatal(batch, fmt.Errorf("%w: write: %w", ErrJournalSync, writeErr))
-	case syncErr != nil:
-		j.m.bk.journalSync.observe(j.clock.Since(start), false)
-		return j.fatal(batch, fmt.Errorf("%w: %w", ErrJournalSync, syncErr))
+		return j.fatal(batch, fmt.Errorf("%w: write: %w", ErrJournalSync, err))
 	}
 	j.size += int64(len(j.buf))
-	if deferSync {
-		j.unsynced += int64(len(j.buf))
-	} else {
-		j.unsynced = 0
-		j.m.journalSync.Observe(j.clock.Now().Sub(start).Seconds())
-		j.m.bk.journalSync.observe(j.clock.Since(start), true)
-	}
-	j.m.journalBatch.Observe(float64(len(batch)))
 	if cap(j.buf) > 2*j.maxBatchBytes {
 		j.buf = nil // do not pin one oversized batch's buffer
 	}
-	if len(j.queue) == 0 && j.applying.Load() == 0 {
-		// Nobody waits for the disk, and every earlier batch is applied.
-		j.applyAndAnswer(batch)
+	if j.outstanding.Load() == 0 && len(j.queue) == 0 {
+		if !j.syncAndAnswer(batch) {
+			return false
+		}
 	} else {
-		j.m.bk.callbackQueue.Add(int64(len(batch)))
-		j.handOff(applyItem{ops: batch})
+		j.outstanding.Add(1)
+		j.syncq <- batch
 	}
 	if j.size >= j.fileSize {
 		return j.roll()
@@ -578,7 +602,71 @@ func (j *journal) commit(batch []*op) bool {
 	return true
 }
 
-// syncDeferred reports whether batch, just laid out in buf, may be answered
+// syncLoop syncs and answers the batches run passes it, one at a time, in
+// journal order (see journal). It ends when run closes syncq.
+func (j *journal) syncLoop() {
+	for batch := range j.syncq {
+		j.syncAndAnswer(batch)
+		if j.outstanding.Add(-1) == 0 {
+			select {
+			case j.syncerIdle <- struct{}{}:
+			default: // a token is there already
+			}
+		}
+	}
+}
+
+// drainSyncer waits until syncLoop has answered or handed on every batch
+// run passed it. Only run calls it, so no batch is passed meanwhile; a
+// token left from an earlier idle moment only costs one more look.
+func (j *journal) drainSyncer() {
+	for j.outstanding.Load() > 0 {
+		<-j.syncerIdle
+	}
+}
+
+// syncAndAnswer makes one written batch durable, then applies and answers
+// it at once when nothing waits, or hands it to applyLoop. It returns false
+// after a failed sync, which is fatal, and fails every batch after one: a
+// batch written behind a failed sync is never acknowledged, even if its own
+// sync would succeed.
+func (j *journal) syncAndAnswer(batch []*op) bool {
+	if j.failed.Load() {
+		j.failAll(batch, errAfterFailedSync)
+		return false
+	}
+	bytes := int64(0)
+	for _, o := range batch {
+		bytes += int64(o.rec.loc.size)
+	}
+	start := j.clock.Now()
+	deferSync := j.syncDeferred(batch, bytes)
+	if !deferSync {
+		j.m.bk.forceWriteQueue.Store(int64(len(batch)))
+		err := j.file.Sync()
+		j.m.bk.forceWriteQueue.Store(0)
+		if err != nil {
+			j.m.bk.journalSync.observe(j.clock.Since(start), false)
+			return j.fatal(batch, fmt.Errorf("%w: %w", ErrJournalSync, err))
+		}
+		j.unsynced = 0
+		j.m.journalSync.Observe(j.clock.Now().Sub(start).Seconds())
+		j.m.bk.journalSync.observe(j.clock.Since(start), true)
+	} else {
+		j.unsynced += bytes
+	}
+	j.m.journalBatch.Observe(float64(len(batch)))
+	if len(j.queue) == 0 && len(j.syncq) == 0 && j.applying.Load() == 0 {
+		// Nobody waits for the disk, and every earlier batch is applied.
+		j.applyAndAnswer(batch)
+	} else {
+		j.m.bk.callbackQueue.Add(int64(len(batch)))
+		j.handOff(applyItem{ops: batch})
+	}
+	return true
+}
+
+// syncDeferred reports whether batch, written as bytes, may be answered
 // without an fdatasync: when it holds explicit LACs alone, and the bytes
 // left unsynced stay within one batch's worth.
 //
@@ -596,13 +684,13 @@ func (j *journal) commit(batch []*op) bool {
 // syncs them first (see roll): replay takes damage at the end of the last
 // file as a torn write only within maxTornTail of its end, and anywhere
 // else as corruption.
-func (j *journal) syncDeferred(batch []*op) bool {
+func (j *journal) syncDeferred(batch []*op, bytes int64) bool {
 	for _, o := range batch {
 		if o.rec.kind != recLAC {
 			return false
 		}
 	}
-	return j.unsynced+int64(len(j.buf)) <= int64(j.maxBatchBytes)
+	return j.unsynced+bytes <= int64(j.maxBatchBytes)
 }
 
 // handOff passes an item to applyLoop. applyq is small: a store that cannot
@@ -612,8 +700,9 @@ func (j *journal) handOff(item applyItem) {
 	j.applyq <- item
 }
 
-// applyLoop is the apply stage for the batches run hands off (see journal).
-// It stops when run closes applyq, after answering every batch run synced:
+// applyLoop is the apply stage for the batches run and syncLoop hand off
+// (see journal). It stops when run closes applyq, after answering every
+// batch that was synced:
 // those are durable, so acking them is right even when the bookie is
 // stopping.
 func (j *journal) applyLoop() {
@@ -686,20 +775,29 @@ func (j *journal) diskFull(batch []*op, werr error) bool {
 	return true
 }
 
+// fatal fails batch and stops the bookie; every later batch fails too.
 func (j *journal) fatal(batch []*op, err error) bool {
+	j.failed.Store(true)
 	j.failAll(batch, fmt.Errorf("%w: %v", bkproto.ErrInternal, err))
 	j.onFatal(err)
 	return false
 }
 
+// errAfterFailedSync fails what reaches the journal after a fatal error.
+var errAfterFailedSync = fmt.Errorf("%w: %w: an earlier write or sync failed", bkproto.ErrInternal, ErrJournalSync)
+
 // roll starts a new journal file and asks the checkpointer to retire the
 // old ones. ENOSPC keeps the current file and turns the bookie read-only.
 func (j *journal) roll() bool {
+	// The old file is synced and answered before it is left.
+	j.drainSyncer()
+	if j.failed.Load() {
+		return false
+	}
 	if j.unsynced > 0 {
 		// Only the last file may end in a torn write.
 		if err := j.file.Sync(); err != nil {
-			j.onFatal(fmt.Errorf("%w: %w", ErrJournalSync, err))
-			return false
+			return j.fatal(nil, fmt.Errorf("%w: %w", ErrJournalSync, err))
 		}
 		j.unsynced = 0
 	}
