@@ -3,6 +3,7 @@ package topology
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 )
@@ -88,6 +89,20 @@ func (g Groups) Narrow(candidates []Bookie, need int, exclude []string) []Bookie
 		return primary
 	}
 	return append(primary, inGroup(candidates, g.Secondary)...)
+}
+
+// Capacity is the largest ensemble Place can choose in g out of
+// candidates, leaving out every id in exclude: the writable bookies of the
+// primary and secondary groups together (the secondary tops a short
+// primary up, as Pulsar's IsolatedBookieEnsemblePlacementPolicy lets it),
+// of the primary alone when g names no secondary, or of every candidate
+// when g is zero. It is Narrow's answer for an ensemble no group could
+// hold alone, so that it counts by placement's own rule: Place succeeds
+// for any size from 1 to Capacity, and for no larger one. A persistence
+// policy's E is checked against it, and so is a decommission, with the
+// leaving bookie excluded.
+func (g Groups) Capacity(candidates []Bookie, exclude []string) int {
+	return len(eligible(g.Narrow(candidates, math.MaxInt, exclude), exclude))
 }
 
 func inGroup(candidates []Bookie, group string) []Bookie {

@@ -115,16 +115,22 @@ func TestReplaceBookie(t *testing.T) {
 
 func bkg(id, rack, group string) Bookie { return Bookie{ID: id, Rack: rack, Group: group} }
 
+// groupedRegion is a region of two groups, g1 (two writable bookies and
+// one read-only) and g2 (two), and three bookies in no group.
+func groupedRegion() []Bookie {
+	return []Bookie{
+		bkg("p1", "ra", "g1"), bkg("p2", "rb", "g1"), {ID: "p3", Group: "g1", ReadOnly: true},
+		bkg("s1", "ra", "g2"), bkg("s2", "rb", "g2"),
+		bkg("d1", "ra", DefaultGroup), bkg("d2", "rb", DefaultGroup), bkg("d3", "rc", DefaultGroup),
+	}
+}
+
 // TestPlaceEnsembleInGroups checks bookie affinity as Pulsar's
 // IsolatedBookieEnsemblePlacementPolicy places: the primary group alone
 // when it has enough writable bookies, topped up from the secondary when
 // it has not, and not enough bookies when both together are short.
 func TestPlaceEnsembleInGroups(t *testing.T) {
-	region := []Bookie{
-		bkg("p1", "ra", "g1"), bkg("p2", "rb", "g1"), {ID: "p3", Group: "g1", ReadOnly: true},
-		bkg("s1", "ra", "g2"), bkg("s2", "rb", "g2"),
-		bkg("d1", "ra", DefaultGroup), bkg("d2", "rb", DefaultGroup), bkg("d3", "rc", DefaultGroup),
-	}
+	region := groupedRegion()
 	tests := []struct {
 		name    string
 		groups  Groups
@@ -149,6 +155,51 @@ func TestPlaceEnsembleInGroups(t *testing.T) {
 			slices.Sort(got)
 			if tt.wantErr == nil && !slices.Equal(got, tt.want) {
 				t.Fatalf("got %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestCapacityIsWhatPlaceGives checks Capacity against Place itself, over
+// groups that hold enough, are short, overlap, name no bookie or exclude
+// one: Place succeeds at Capacity and fails one above it.
+func TestCapacityIsWhatPlaceGives(t *testing.T) {
+	region := groupedRegion()
+	tests := []struct {
+		name    string
+		groups  Groups
+		exclude []string
+		want    int
+	}{
+		{name: "no groups counts every writable bookie", want: 7},
+		{name: "no groups, one excluded", exclude: []string{"d1"}, want: 6},
+		{name: "primary alone, read-only left out", groups: Groups{Primary: "g1"}, want: 2},
+		{name: "primary topped up by secondary", groups: Groups{Primary: "g1", Secondary: "g2"}, want: 4},
+		{name: "secondary bookie excluded", groups: Groups{Primary: "g1", Secondary: "g2"}, exclude: []string{"s2"}, want: 3},
+		{name: "primary bookie excluded", groups: Groups{Primary: "g1", Secondary: "g2"}, exclude: []string{"p1"}, want: 3},
+		{name: "empty primary, secondary only", groups: Groups{Primary: "none", Secondary: "g2"}, want: 2},
+		{name: "same group twice", groups: Groups{Primary: "g2", Secondary: "g2"}, want: 2},
+		{name: "unknown group", groups: Groups{Primary: "nope"}, want: 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := tt.groups.Capacity(region, tt.exclude)
+			if got != tt.want {
+				t.Fatalf("Capacity = %d, want %d", got, tt.want)
+			}
+			var left []Bookie
+			for _, b := range region {
+				if !slices.Contains(tt.exclude, b.ID) {
+					left = append(left, b)
+				}
+			}
+			if got > 0 {
+				if _, err := tt.groups.Place(left, got, nil); err != nil {
+					t.Fatalf("Place of Capacity %d: %v", got, err)
+				}
+			}
+			if _, err := tt.groups.Place(left, got+1, nil); !errors.Is(err, ErrNotEnoughBookies) {
+				t.Fatalf("Place of Capacity+1 (%d): %v, want ErrNotEnoughBookies", got+1, err)
 			}
 		})
 	}

@@ -271,8 +271,9 @@ func (sp storedPolicy) answer(w http.ResponseWriter, v json.RawMessage, topic bo
 	return ok(w, v)
 }
 
-// readStored reads and checks a required body for sp.
-func (h *handler) readStored(r *http.Request, sp storedPolicy) (json.RawMessage, error) {
+// readStored reads and checks a required body for sp, a policy of
+// namespace tenant/ns or of one of its topics.
+func (h *handler) readStored(r *http.Request, sp storedPolicy, tenant, ns string) (json.RawMessage, error) {
 	b, err := h.readBody(r)
 	if err != nil {
 		return nil, err
@@ -290,11 +291,37 @@ func (h *handler) readStored(r *http.Request, sp storedPolicy) (json.RawMessage,
 	if err := json.Unmarshal(v, &p); err != nil {
 		return nil, err
 	}
-	if n := h.svc.WritableBookies(); p.BookkeeperEnsemble > n {
+	n, groups, err := h.placeable(r, tenant, ns)
+	if err != nil {
+		return nil, err
+	}
+	if p.BookkeeperEnsemble <= n {
+		return v, nil
+	}
+	if groups.IsZero() {
 		return nil, fmt.Errorf("%w: Bookkeeper Ensemble (%d) is larger than the %d writable bookies of region %s",
 			global.ErrInvalidPolicies, p.BookkeeperEnsemble, n, h.svc.Region())
 	}
-	return v, nil
+	return nil, fmt.Errorf("%w: Bookkeeper Ensemble (%d) is larger than the %d writable bookies placement can give in %s (the bookie affinity of namespace %s/%s) of region %s",
+		global.ErrInvalidPolicies, p.BookkeeperEnsemble, n, groups, tenant, ns, h.svc.Region())
+}
+
+// placeable is the largest ensemble placement could give a new ledger of
+// namespace tenant/ns, and the bookie groups it counted in: the
+// namespace's, as the broker resolves them for its topics (Pulsar keeps
+// them per namespace only; none for a namespace not found, which the
+// update then reports), counted by the region's bookie administration
+// (autorecovery.Admin.Capacity). An admin API served without one
+// (Config.Bookies nil: tests) knows no bookie's group, and counts the
+// region's writable bookies.
+func (h *handler) placeable(r *http.Request, tenant, ns string) (int, topology.Groups, error) {
+	if h.cfg.Bookies == nil {
+		return h.svc.WritableBookies(), topology.Groups{}, nil
+	}
+	p, _ := h.svc.Policies().Namespace(tenant, ns)
+	groups := global.Resolve(global.BrokerDefaults{}, global.TenantInfo{}, p, nil).BookieGroups
+	n, err := h.cfg.Bookies.Capacity(r.Context(), groups)
+	return n, groups, err
 }
 
 // inRegion is the value of a per-region policy for region, from the
@@ -352,7 +379,7 @@ func (h *handler) routeStoredPolicies() {
 			return sp.answer(w, v, false)
 		})
 		set := func(w http.ResponseWriter, r *http.Request) error {
-			v, err := h.readStored(r, sp)
+			v, err := h.readStored(r, sp, r.PathValue("tenant"), r.PathValue("namespace"))
 			if err != nil {
 				return err
 			}
@@ -409,7 +436,7 @@ func (h *handler) routeStoredPolicies() {
 			if err != nil {
 				return err
 			}
-			v, err := h.readStored(r, sp)
+			v, err := h.readStored(r, sp, base.Tenant, base.Namespace)
 			if err != nil {
 				return err
 			}

@@ -2,11 +2,17 @@ package admin_test
 
 import (
 	"encoding/json"
+	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
+
+	"github.com/meridian-mq/meridian/cluster/admin"
+	"github.com/meridian-mq/meridian/cluster/autorecovery"
 )
 
 // TestStoredNamespacePolicies sets, reads and removes stored (unenforced)
@@ -224,5 +230,85 @@ func TestDynamicConfiguration(t *testing.T) {
 	}
 	if status, _ := call(t, "DELETE", p+"someSetting", ""); status != http.StatusPreconditionFailed {
 		t.Fatalf("delete of an unknown name: %d, want 412", status)
+	}
+}
+
+// TestPersistenceWithinBookieGroups: a namespace's (or its topic's)
+// persistence may not ask for an ensemble larger than placement can give
+// in the namespace's bookie affinity. Of the region's three bookies, one
+// is in group A and one in B: with affinity A alone E=2 is refused, naming
+// the group and its one bookie; with A topped up by B, E=2 is taken and
+// E=3 refused; without affinity E=3 is taken again. Setting an affinity
+// that cannot hold the current E is taken, as Pulsar takes it: its new
+// ledgers then fail to be created, with the groups named.
+func TestPersistenceWithinBookieGroups(t *testing.T) {
+	srv := bookiesAdminServer(t, admin.DefaultConfig())
+	code, body, _ := callAt(t, srv.URL, "GET", "/admin/v2/bookies/racks-info", "")
+	var racks map[string]map[string]autorecovery.BookieRack
+	if code != http.StatusOK || json.Unmarshal([]byte(body), &racks) != nil || len(racks["default"]) != 3 {
+		t.Fatalf("racks-info: %d %s; want three bookies in group default", code, body)
+	}
+	addresses := slices.Sorted(maps.Keys(racks["default"]))
+	a, b := "count-a-"+uniq(), "count-b-"+uniq()
+	for i, group := range []string{a, b} {
+		path := "/admin/v2/bookies/racks-info/" + addresses[i]
+		if code, body, _ := callAt(t, srv.URL, "POST", path+"?group="+group, `{"rack":""}`); code != http.StatusNoContent {
+			t.Fatalf("set-bookie-rack: %d %s", code, body)
+		}
+		t.Cleanup(func() { callAt(t, srv.URL, "DELETE", path, "") })
+	}
+
+	ns := newNamespace(t, "groupcount")
+	affinity := "/admin/v2/namespaces/" + ns + "/persistence/bookieAffinity"
+	nsPersistence := "/admin/v2/namespaces/" + ns + "/persistence"
+	topicPersistence := "/admin/v2/persistent/" + ns + "/t/persistence"
+	if code, body, _ := callAt(t, srv.URL, "PUT", "/admin/v2/persistent/"+ns+"/t", ""); code != http.StatusNoContent {
+		t.Fatalf("create topic: %d %s", code, body)
+	}
+	persistence := func(e int) string {
+		return fmt.Sprintf(`{"bookkeeperEnsemble":%d,"bookkeeperWriteQuorum":1,"bookkeeperAckQuorum":1}`, e)
+	}
+	refused := func(path string, e int, says ...string) {
+		t.Helper()
+		code, body, _ := callAt(t, srv.URL, "POST", path, persistence(e))
+		if code != http.StatusPreconditionFailed {
+			t.Errorf("E=%d at %s: %d %s, want 412", e, path, code, body)
+		}
+		for _, s := range says {
+			if !strings.Contains(body, s) {
+				t.Errorf("E=%d at %s: %s does not say %q", e, path, body, s)
+			}
+		}
+	}
+	taken := func(path string, e int) {
+		t.Helper()
+		if code, body, _ := callAt(t, srv.URL, "POST", path, persistence(e)); code != http.StatusNoContent {
+			t.Errorf("E=%d at %s: %d %s, want 204", e, path, code, body)
+		}
+	}
+
+	if code, body, _ := callAt(t, srv.URL, "POST", affinity, `{"bookkeeperAffinityGroupPrimary":"`+a+`"}`); code != http.StatusNoContent {
+		t.Fatalf("set affinity %s: %d %s", a, code, body)
+	}
+	for _, path := range []string{nsPersistence, topicPersistence} {
+		refused(path, 2, "Bookkeeper Ensemble (2)", "the 1 writable bookies", a)
+		taken(path, 1)
+	}
+	if code, body, _ := callAt(t, srv.URL, "POST", affinity, `{"bookkeeperAffinityGroupPrimary":"`+a+`","bookkeeperAffinityGroupSecondary":"`+b+`"}`); code != http.StatusNoContent {
+		t.Fatalf("set affinity %s and %s: %d %s", a, b, code, body)
+	}
+	for _, path := range []string{nsPersistence, topicPersistence} {
+		taken(path, 2)
+		refused(path, 3, "Bookkeeper Ensemble (3)", "the 2 writable bookies", a, b)
+	}
+	if code, body, _ := callAt(t, srv.URL, "DELETE", affinity, ""); code != http.StatusNoContent {
+		t.Fatalf("delete affinity: %d %s", code, body)
+	}
+	for _, path := range []string{nsPersistence, topicPersistence} {
+		taken(path, 3)
+	}
+	// The reverse is not checked, as Pulsar does not check it.
+	if code, body, _ := callAt(t, srv.URL, "POST", affinity, `{"bookkeeperAffinityGroupPrimary":"`+a+`"}`); code != http.StatusNoContent {
+		t.Fatalf("an affinity of one bookie under E=3: %d %s, want 204", code, body)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"net"
 	"net/url"
 	"slices"
@@ -68,18 +69,22 @@ type BookieInfo struct {
 type region struct {
 	registered map[string]bkproto.Registration
 	states     map[string]string
+	racks      map[string]bkproto.RackInfo // bookie address -> the operator's rack info
 	ledgers    []ledger.Snapshot
 	named      map[string]int // bookie -> ledgers naming it
 	marks      []storedMark
 	marked     map[string]int // bookie -> marks naming it
 }
 
-func (a *Admin) read(ctx context.Context) (*region, error) {
+// readBookies reads the region's bookies: their registrations, the
+// operators' states and rack infos. read adds the ledgers and the marks.
+func (a *Admin) readBookies(ctx context.Context) (*region, error) {
 	kvs, _, err := a.store.List(ctx, bkproto.BookiesPrefix(a.region))
 	if err != nil {
 		return nil, fmt.Errorf("list bookies: %w", err)
 	}
-	r := &region{registered: make(map[string]bkproto.Registration), named: make(map[string]int), marked: make(map[string]int)}
+	r := &region{registered: make(map[string]bkproto.Registration), racks: make(map[string]bkproto.RackInfo),
+		named: make(map[string]int), marked: make(map[string]int)}
 	for _, kv := range kvs {
 		reg, err := bkproto.ParseRegistration(kv.Value)
 		id, nerr := meta.Name(kv.Key)
@@ -89,6 +94,24 @@ func (a *Admin) read(ctx context.Context) (*region, error) {
 		}
 	}
 	if r.states, err = BookieStates(ctx, a.store, a.region); err != nil {
+		return nil, err
+	}
+	if kvs, _, err = a.store.List(ctx, bkproto.RackInfoPrefix(a.region)); err != nil {
+		return nil, fmt.Errorf("list bookie rack infos: %w", err)
+	}
+	for _, kv := range kvs {
+		address, err := url.PathUnescape(strings.TrimPrefix(kv.Key, bkproto.RackInfoPrefix(a.region)))
+		info, perr := bkproto.ParseRackInfo(kv.Value)
+		if err == nil && perr == nil { // the ledger client ignores a bad one too, and logs it
+			r.racks[address] = info
+		}
+	}
+	return r, nil
+}
+
+func (a *Admin) read(ctx context.Context) (*region, error) {
+	r, err := a.readBookies(ctx)
+	if err != nil {
 		return nil, err
 	}
 	if r.ledgers, _, err = a.lc.Ledgers(ctx); err != nil {
@@ -128,6 +151,23 @@ func (r *region) info(id string) BookieInfo {
 	return bi
 }
 
+// candidates are the registered bookies in placement's terms
+// (topology.Bookie), each in the group its rack info names, as the ledger
+// client's directory places them. A bookie an operator gave a state
+// (decommissioning, lost) takes no new ensemble member, so it counts as
+// read-only.
+func (r *region) candidates() []topology.Bookie {
+	out := make([]topology.Bookie, 0, len(r.registered))
+	for id, reg := range r.registered {
+		group := topology.DefaultGroup
+		if info, ok := r.racks[reg.Address]; ok {
+			group = info.Group
+		}
+		out = append(out, topology.Bookie{ID: id, Rack: reg.Rack, Group: group, ReadOnly: reg.ReadOnly || r.states[id] != ""})
+	}
+	return out
+}
+
 func (r *region) known(id string) bool {
 	_, ok := r.registered[id]
 	return ok || r.named[id] > 0 || r.states[id] != ""
@@ -155,6 +195,18 @@ func (a *Admin) Bookies(ctx context.Context) ([]BookieInfo, error) {
 		out = append(out, r.info(id))
 	}
 	return out, nil
+}
+
+// Capacity is the largest ensemble that placement could give a new ledger
+// in groups now (topology.Groups.Capacity over the registered bookies,
+// those an operator is decommissioning or marked lost left out): the
+// largest E a persistence policy may ask for.
+func (a *Admin) Capacity(ctx context.Context, groups topology.Groups) (int, error) {
+	r, err := a.readBookies(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return groups.Capacity(r.candidates(), nil), nil
 }
 
 // Registered returns the registered bookies, sorted by id: Pulsar's
@@ -201,9 +253,9 @@ func (r *region) progress(id string) Decommission {
 // Decommission starts draining bookie id: it turns read-only (writers move
 // their ensembles off it), and auto-recovery copies everything it holds to
 // other bookies. It is refused for a bookie unknown to the region
-// (ErrUnknownBookie) and for one whose leaving would leave fewer writable
-// bookies than the region's largest ensemble (ErrQuorumNeedsBookie). It
-// returns the progress; asking again is harmless.
+// (ErrUnknownBookie) and for one whose leaving would leave some ledgers
+// fewer writable bookies than their ensembles (ErrQuorumNeedsBookie,
+// shortfalls). It returns the progress; asking again is harmless.
 func (a *Admin) Decommission(ctx context.Context, id string) (Decommission, error) {
 	r, err := a.read(ctx)
 	if err != nil {
@@ -215,25 +267,65 @@ func (a *Admin) Decommission(ctx context.Context, id string) (Decommission, erro
 	if r.states[id] == StateDecommissioning {
 		return r.progress(id), nil
 	}
-	need := 1
-	for _, l := range r.ledgers {
-		need = max(need, l.Metadata.EnsembleSize)
-	}
-	writable := 0
-	for b, reg := range r.registered {
-		if b != id && !reg.ReadOnly && r.states[b] == "" {
-			writable++
-		}
-	}
-	if writable < need {
-		return Decommission{}, fmt.Errorf("%w: without %s the region has %d writable bookies, and its ledgers need ensembles of %d: start another bookie first",
-			ErrQuorumNeedsBookie, id, writable, need)
+	if short := r.shortfalls(id); len(short) > 0 {
+		return Decommission{}, fmt.Errorf("%w: without %s, %s: start another bookie first (in the groups named, through set-bookie-rack --group)",
+			ErrQuorumNeedsBookie, id, strings.Join(short, "; "))
 	}
 	if err := a.setState(ctx, id, bkproto.StateDecommissioning); err != nil {
 		return Decommission{}, err
 	}
 	r.states[id] = StateDecommissioning
 	return r.progress(id), nil
+}
+
+// shortfalls says, for each bookie affinity of the region's ledgers, where
+// the bookies placement could give its ledgers without bookie id
+// (topology.Groups.Capacity) would be fewer than their largest ensemble:
+// a ledger is re-replicated, and its ensemble changed, only within the
+// groups its metadata names. Ledgers without groups place on every bookie,
+// and the region keeps at least one writable bookie for new ledgers, even
+// with no ledger at all. A ledger in groups counts when id is in those
+// groups or in the ledger: the leaving of a bookie in another group takes
+// nothing from it.
+func (r *region) shortfalls(id string) []string {
+	type demand struct{ ledgers, need int }
+	candidates := r.candidates()
+	inGroups := func(g topology.Groups) bool {
+		return slices.ContainsFunc(g.Narrow(candidates, math.MaxInt, nil), func(b topology.Bookie) bool { return b.ID == id })
+	}
+	demands := map[topology.Groups]*demand{{}: {need: 1}}
+	for _, l := range r.ledgers {
+		g := l.Metadata.BookieGroups
+		if !g.IsZero() && !inGroups(g) && !slices.Contains(members(l.Metadata), id) {
+			continue
+		}
+		d := demands[g]
+		if d == nil {
+			d = &demand{}
+			demands[g] = d
+		}
+		d.ledgers++
+		d.need = max(d.need, l.Metadata.EnsembleSize)
+	}
+	var out []string
+	for _, g := range slices.SortedFunc(maps.Keys(demands), func(x, y topology.Groups) int {
+		return cmp.Or(cmp.Compare(x.Primary, y.Primary), cmp.Compare(x.Secondary, y.Secondary))
+	}) {
+		d := demands[g]
+		have := g.Capacity(candidates, []string{id})
+		switch {
+		case have >= d.need:
+		case g.IsZero() && d.ledgers == 0:
+			out = append(out, "the region has no writable bookie left for new ledgers")
+		case g.IsZero():
+			out = append(out, fmt.Sprintf("the region has %d writable bookies, and its %d ledgers without bookie groups need ensembles of %d",
+				have, d.ledgers, d.need))
+		default:
+			out = append(out, fmt.Sprintf("in %s: %d writable bookies, and %d ledgers placed there need ensembles of %d",
+				g, have, d.ledgers, d.need))
+		}
+	}
+	return out
 }
 
 // DecommissionStatus returns the progress of a bookie's decommissioning.
@@ -400,13 +492,9 @@ type BookieRack struct {
 // id. A rack info that names no rack shows the bookie's registered one, as
 // the ledger client places it (ledger.Directory.Snapshot).
 func (a *Admin) Racks(ctx context.Context) (map[string]map[string]BookieRack, error) {
-	regs, err := a.Registered(ctx)
+	r, err := a.readBookies(ctx)
 	if err != nil {
 		return nil, err
-	}
-	kvs, _, err := a.store.List(ctx, bkproto.RackInfoPrefix(a.region))
-	if err != nil {
-		return nil, fmt.Errorf("list bookie rack infos: %w", err)
 	}
 	out := map[string]map[string]BookieRack{}
 	put := func(group, address string, r BookieRack) {
@@ -415,18 +503,11 @@ func (a *Admin) Racks(ctx context.Context) (map[string]map[string]BookieRack, er
 		}
 		out[group][address] = r
 	}
-	set := make(map[string]bkproto.RackInfo, len(kvs))
-	for _, kv := range kvs {
-		address, err := url.PathUnescape(strings.TrimPrefix(kv.Key, bkproto.RackInfoPrefix(a.region)))
-		info, perr := bkproto.ParseRackInfo(kv.Value)
-		if err != nil || perr != nil {
-			continue // the ledger client ignores it too, and logs it
-		}
-		set[address] = info
+	for address, info := range r.racks {
 		put(info.Group, address, BookieRack{Rack: info.Rack, Hostname: info.Hostname})
 	}
-	for _, reg := range regs {
-		info, ok := set[reg.Address]
+	for _, reg := range r.registered {
+		info, ok := r.racks[reg.Address]
 		switch {
 		case !ok:
 			put(topology.DefaultGroup, reg.Address, BookieRack{Rack: reg.Rack, Hostname: reg.ID})

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -543,6 +544,61 @@ func TestDecommission(t *testing.T) {
 			if bi.ID == "b1" && (bi.State != autorecovery.StateDecommissioning || bi.Ledgers != 0) {
 				t.Fatalf("b1 in the list: %+v", bi)
 			}
+		}
+	})
+}
+
+// TestDecommissionInBookieGroups: a ledger is repaired only within the
+// bookie groups its metadata names, so a decommission counts, for each
+// ledger, the writable bookies its groups would still give. Ledger L1 is
+// in group g topped up by h, L2 in g alone; g is b1-b3, h is b4, and b5
+// and b6 are in no group. b4 may go (L1 keeps g's three), b1 may not (L2
+// would have two of g for an ensemble of three, though the region would
+// keep five), and once g is short (b3 marked lost) a bookie of neither
+// group still may go: its leaving takes nothing from L2.
+func TestDecommissionInBookieGroups(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, 6)
+		for group, ids := range map[string][]string{"g": {"b1", "b2", "b3"}, "h": {"b4"}} {
+			for _, id := range ids {
+				// ledgertest.Register registers bookie id at id:0.
+				if err := w.admin.SetRack(t.Context(), id+":0", group, autorecovery.BookieRack{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		synctest.Wait() // the clients' directories have the groups
+		c := w.client("writer")
+		for _, g := range []ledger.Groups{{Primary: "g", Secondary: "h"}, {Primary: "g"}} {
+			wr, err := c.Create(t.Context(), 3, 3, 2, g, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := wr.Close(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		adm := w.admin
+		if _, err := adm.Decommission(t.Context(), "b4"); err != nil {
+			t.Fatalf("decommission of b4, which L1 can do without: %v", err)
+		}
+		if err := adm.ClearState(t.Context(), "b4"); err != nil {
+			t.Fatal(err)
+		}
+		_, err := adm.Decommission(t.Context(), "b1")
+		if !errors.Is(err, autorecovery.ErrQuorumNeedsBookie) {
+			t.Fatalf("decommission of b1, which L2 needs: %v, want ErrQuorumNeedsBookie", err)
+		}
+		for _, want := range []string{`bookie group "g"`, "2 writable bookies", "1 ledgers", "ensembles of 3"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("decommission of b1: %q does not say %q", err, want)
+			}
+		}
+		if err := adm.MarkLost(t.Context(), "b3"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := adm.Decommission(t.Context(), "b5"); err != nil {
+			t.Fatalf("decommission of b5, in no group of a ledger, while g is short: %v", err)
 		}
 	})
 }
