@@ -49,5 +49,6 @@ func (s *Service) quorumsOf(eff global.Effective) mledger.Quorums {
 }
 
 // WritableBookies is how many of the region's live bookies take adds: the
-// largest ensemble a persistence policy may ask for.
+// largest ensemble a persistence policy may ask for when the namespace has
+// no bookie affinity (with one, the admin API counts the groups' bookies).
 func (s *Service) WritableBookies() int { return s.ledgers.WritableBookies() }
