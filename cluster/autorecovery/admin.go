@@ -357,15 +357,7 @@ func (a *Admin) MarkLost(ctx context.Context, id string) error {
 // adds again (if registered), and ledgers already repaired stay where they
 // are now.
 func (a *Admin) ClearState(ctx context.Context, id string) error {
-	key := bkproto.BookieStateKey(a.region, id)
-	kv, err := a.store.Get(ctx, key)
-	if errors.Is(err, meta.ErrNotFound) {
-		return fmt.Errorf("%w: bookie %q has no state set", ErrUnknownBookie, id)
-	}
-	if err != nil {
-		return err
-	}
-	return a.store.Delete(ctx, key, kv.ModRevision)
+	return a.remove(ctx, bkproto.BookieStateKey(a.region, id), fmt.Errorf("%w: bookie %q has no state set", ErrUnknownBookie, id))
 }
 
 func (a *Admin) setState(ctx context.Context, id, state string) error {
@@ -375,6 +367,18 @@ func (a *Admin) setState(ctx context.Context, id, state string) error {
 
 // put creates key with v, or replaces its value, by CAS: an operator's
 // setting, whose last writer wins.
+// remove deletes key, or returns missing when there is none.
+func (a *Admin) remove(ctx context.Context, key string, missing error) error {
+	kv, err := a.store.Get(ctx, key)
+	if errors.Is(err, meta.ErrNotFound) {
+		return missing
+	}
+	if err != nil {
+		return err
+	}
+	return a.store.Delete(ctx, key, kv.ModRevision)
+}
+
 func (a *Admin) put(ctx context.Context, key string, v []byte) error {
 	for {
 		kv, err := a.store.Get(ctx, key)
@@ -535,13 +539,5 @@ func (a *Admin) SetRack(ctx context.Context, address, group string, r BookieRack
 // DeleteRack removes what SetRack set for the bookie at address: it goes
 // back to topology.DefaultGroup and its registered rack.
 func (a *Admin) DeleteRack(ctx context.Context, address string) error {
-	key := bkproto.RackInfoKey(a.region, address)
-	kv, err := a.store.Get(ctx, key)
-	if errors.Is(err, meta.ErrNotFound) {
-		return fmt.Errorf("%w: Bookie address not found: %s", ErrUnknownBookie, address)
-	}
-	if err != nil {
-		return err
-	}
-	return a.store.Delete(ctx, key, kv.ModRevision)
+	return a.remove(ctx, bkproto.RackInfoKey(a.region, address), fmt.Errorf("%w: Bookie address not found: %s", ErrUnknownBookie, address))
 }
