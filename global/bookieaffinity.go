@@ -33,3 +33,13 @@ func (g BookieAffinityGroup) Validate() error {
 func (g BookieAffinityGroup) Groups() topology.Groups {
 	return topology.Groups{Primary: g.Primary, Secondary: g.Secondary}
 }
+
+// BookieGroups are the groups a namespace with policies p places its new
+// ledgers in: its BookieAffinityGroup, else none (the zero Groups). Pulsar
+// keeps them per namespace only, so its topics take them from it.
+func (p Policies) BookieGroups() topology.Groups {
+	if g := decodeExtra(p.Extra, ExtraBookieAffinityGroup, BookieAffinityGroup.Validate); g != nil {
+		return g.Groups()
+	}
+	return topology.Groups{}
+}

@@ -362,9 +362,7 @@ func Resolve(d BrokerDefaults, tenant TenantInfo, ns Policies, topic *TopicPolic
 	e.MaxMessageSize, _ = tp.Extra.limit(ExtraMaxMessageSize)
 	e.Persistence = first(decodeExtra(tp.Extra, ExtraPersistence, PersistencePolicies.Validate),
 		decodeExtra(ns.Extra, ExtraPersistence, PersistencePolicies.Validate))
-	if g := decodeExtra(ns.Extra, ExtraBookieAffinityGroup, BookieAffinityGroup.Validate); g != nil {
-		e.BookieGroups = g.Groups()
-	}
+	e.BookieGroups = ns.BookieGroups()
 	if n, ok := tp.Extra.limit(ExtraTopicDedupSnapshotInterval); ok {
 		e.DedupSnapshotIntervalSeconds = &n
 	}

@@ -319,7 +319,7 @@ func (h *handler) placeable(r *http.Request, tenant, ns string) (int, topology.G
 		return h.svc.WritableBookies(), topology.Groups{}, nil
 	}
 	p, _ := h.svc.Policies().Namespace(tenant, ns)
-	groups := global.Resolve(global.BrokerDefaults{}, global.TenantInfo{}, p, nil).BookieGroups
+	groups := p.BookieGroups()
 	n, err := h.cfg.Bookies.Capacity(r.Context(), groups)
 	return n, groups, err
 }
