@@ -40,13 +40,19 @@ func (s *cursorState) advance(v *view) {
 	s.readAfter = maxPos(s.readAfter, s.markDelete)
 }
 
+// consumedAlready reports whether p names an entry at or before the
+// mark-delete position, which an ack leaves as it is (see ack).
+func (s *cursorState) consumedAlready(p Position) bool {
+	return p.Entry >= 0 && !s.markDelete.Less(p)
+}
+
 // ack acknowledges one position. Acking an entry at or before the
 // mark-delete position is a no-op, whether or not its ledger is still held
 // (consumed ledgers are trimmed), as IsAcked counts it consumed; acking a
 // later position that holds no readable entry, or a negative entry id, is
 // ErrInvalidPosition.
 func (s *cursorState) ack(v *view, p Position) error {
-	if p.Entry >= 0 && !s.markDelete.Less(p) {
+	if s.consumedAlready(p) {
 		return nil
 	}
 	if !v.valid(p) {
@@ -60,8 +66,8 @@ func (s *cursorState) ack(v *view, p Position) error {
 
 // ackCumulative consumes every position up to and including p.
 func (s *cursorState) ackCumulative(v *view, p Position) error {
-	if p.Entry >= 0 && !s.markDelete.Less(p) {
-		return nil // consumed already (see ack)
+	if s.consumedAlready(p) {
+		return nil
 	}
 	if !v.valid(p) {
 		return fmt.Errorf("%w: cumulative ack of %v, which holds no confirmed entry (last %v)", ErrInvalidPosition, p, v.last())
