@@ -36,7 +36,8 @@ import (
 //     held, and not before the switch's DispatchWaitMillis has passed.
 //   - Detection. Every broker probes the active region of each opted-in
 //     namespace with a lookup through its broker service URL
-//     (Config.Probe), and writes what it sees under its session
+//     (Config.Probe), on a goroutine of its own (probeLoop), and its
+//     passes write what the probes see under its session
 //     (failover-views/...).
 //   - The switch. Any broker of another region of the set switches the
 //     namespace to its first fallback region that holds sessions, in one
@@ -115,20 +116,24 @@ type regionFailover struct {
 	now func() time.Time
 
 	// Pass state, owned by the loop goroutine.
-	lease            meta.Lease           // nil without a session
-	stopLease        context.CancelFunc   // ends the lease's keep-alive
-	unreachableSince map[string]time.Time // by watchKey: when probes of the namespace's active region began to fail
-	written          map[string]global.FailoverView
-	writtenLease     meta.LeaseID
-	sessionsGone     map[string]time.Time // by region: since when a pass has found none of its sessions
-	// Both are what this broker has watched without a break: a pass drops
-	// what it no longer watches (a namespace active here now, or active
-	// elsewhere than it was), so that a region made active again is
-	// judged afresh, not on a loss seen before.
+	lease        meta.Lease         // nil without a session
+	stopLease    context.CancelFunc // ends the lease's keep-alive
+	written      map[string]global.FailoverView
+	writtenLease meta.LeaseID
+	sessionsGone map[string]time.Time // by region: since when a pass has found none of its sessions
+	// sessionsGone and mu.unreachableSince are what this broker has
+	// watched without a break: a pass (a probe round, for
+	// unreachableSince) drops what it no longer watches (a namespace active
+	// here now, or active elsewhere than it was), so that a region made
+	// active again is judged afresh, not on a loss seen before.
 
 	mu struct {
 		sync.Mutex
-		validUntil time.Time
+		// unreachableSince is written by the probe rounds (probeLoop) and
+		// read by the passes: by watchKey, when the first failed probe of
+		// the namespace's active region was sent.
+		unreachableSince map[string]time.Time
+		validUntil       time.Time
 		// gates holds every opted-in namespace (tenant/ns) whose set
 		// includes this region; a namespace not in it is not gated.
 		gates map[string]failoverGate
@@ -153,9 +158,9 @@ type failoverGate struct {
 }
 
 func newRegionFailover(s *Service, cfg FailoverConfig) *regionFailover {
-	f := &regionFailover{svc: s, cfg: cfg, now: time.Now, unreachableSince: map[string]time.Time{},
-		written: map[string]global.FailoverView{}, sessionsGone: map[string]time.Time{}}
-	f.mu.gates = map[string]failoverGate{}
+	f := &regionFailover{svc: s, cfg: cfg, now: time.Now, written: map[string]global.FailoverView{},
+		sessionsGone: map[string]time.Time{}}
+	f.mu.gates, f.mu.unreachableSince = map[string]failoverGate{}, map[string]time.Time{}
 	opened := make(chan struct{})
 	f.opened.Store(&opened)
 	return f
@@ -210,6 +215,15 @@ func (f *regionFailover) loop() {
 	f.svc.policyPasses(f.cfg.Interval, f.pass)
 }
 
+// probeLoop runs the probe rounds, on the same beat as the passes but on
+// a goroutine of its own: a pass waits on the global store, which stalls
+// for an election when the region that held its leader is lost, and the
+// probes that time that loss must not wait with it.
+func (f *regionFailover) probeLoop() {
+	defer f.svc.wg.Done()
+	f.svc.policyPasses(f.cfg.Interval, f.probeRound)
+}
+
 // optedIn is one namespace with automatic failover whose set includes
 // this region.
 type optedIn struct {
@@ -247,17 +261,16 @@ func (f *regionFailover) pass() {
 	namespaces := f.optedInNamespaces()
 	f.keepSession(ctx, len(namespaces) > 0)
 	f.setGates(f.gates(ctx, namespaces))
-	probed, watched, regions := map[string]bool{}, map[string]bool{}, map[string]bool{}
+	probed, regions := map[string]bool{}, map[string]bool{}
 	sessions := sessionReads{f: f, read: map[string][]global.FailoverSession{}}
 	for _, o := range namespaces {
 		if o.policies.ActiveRegion != f.svc.cfg.Region {
-			probed[o.name()], watched[o.watchKey()], regions[o.policies.ActiveRegion] = true, true, true
-			f.probe(ctx, o)
+			probed[o.name()], regions[o.policies.ActiveRegion] = true, true
+			f.writeView(ctx, o.name(), f.view(o))
 			f.decide(ctx, o, &sessions)
 		}
 	}
 	f.unwatch(ctx, probed)
-	maps.DeleteFunc(f.unreachableSince, func(k string, _ time.Time) bool { return !watched[k] })
 	maps.DeleteFunc(f.sessionsGone, func(r string, _ time.Time) bool { return !regions[r] })
 }
 
@@ -302,6 +315,11 @@ func (f *regionFailover) keepSession(ctx context.Context, needed bool) {
 	case err != nil:
 		f.svc.log.Info("failover session: lease not checked; it lapses on its own timer", "err", err)
 	default:
+		// Never more than the TTL: etcd rounds the time left up to the
+		// next second, and a new leader extends every lease by an
+		// election timeout (lessor.Promote), while a decider that revokes
+		// this session waits only one TTL (decide).
+		left = min(left, f.cfg.SessionTTL)
 		f.mu.Lock()
 		f.mu.validUntil = sent.Add(left - f.cfg.Margin) // never zero: zero is "no session held yet"
 		f.mu.Unlock()
@@ -346,17 +364,18 @@ func (f *regionFailover) dropSession(warn func(string, ...any), why string) {
 	f.svc.metrics.failoverSession(false)
 }
 
-// endSession revokes the session, if any, as the Service closes.
+// endSession revokes the session, if any, as the Service closes. The
+// gate shuts first: no broker dispatches under a session that is gone.
 func (f *regionFailover) endSession() {
 	if f.lease == nil {
 		return
 	}
-	f.revoke(f.lease)
-	f.stopLease()
-	f.lease, f.stopLease = nil, nil
 	f.mu.Lock()
 	f.mu.validUntil = time.Time{}
 	f.mu.Unlock()
+	f.revoke(f.lease)
+	f.stopLease()
+	f.lease, f.stopLease = nil, nil
 	f.svc.metrics.failoverSession(false)
 }
 
@@ -431,33 +450,64 @@ func (f *regionFailover) setGates(gates map[string]failoverGate) {
 	}
 }
 
-// probe looks the namespace's probe topic up in its active region, and
-// writes the outcome as this broker's view when it changed.
-func (f *regionFailover) probe(ctx context.Context, o optedIn) {
+// probeRound probes the active region of every opted-in namespace that is
+// active elsewhere, all at once, and forgets what it no longer watches.
+func (f *regionFailover) probeRound() {
 	if f.cfg.Probe == nil {
 		return
 	}
-	active := o.policies.ActiveRegion
+	watched := map[string]bool{}
+	var wg sync.WaitGroup
+	for _, o := range f.optedInNamespaces() {
+		if o.policies.ActiveRegion != f.svc.cfg.Region {
+			watched[o.watchKey()] = true
+			wg.Go(func() { f.probe(f.svc.ctx, o) })
+		}
+	}
+	wg.Wait()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	maps.DeleteFunc(f.mu.unreachableSince, func(k string, _ time.Time) bool { return !watched[k] })
+}
+
+// probe looks the namespace's probe topic up in its active region. A
+// failure counts from when the probe was sent: a region that died does
+// not answer, and the probe's timeout is no part of the delay.
+func (f *regionFailover) probe(ctx context.Context, o optedIn) {
+	active, sent := o.policies.ActiveRegion, f.now()
 	err := fmt.Errorf("no cluster record")
 	if c, ok := f.svc.policies.Cluster(active); ok {
 		topic := topology.TopicName{Domain: topology.Persistent, Tenant: o.tenant, Namespace: o.ns, Local: probeTopic}
 		err = f.cfg.Probe(ctx, c, topic.String(), f.cfg.ProbeTimeout)
 	}
-	since, down := f.unreachableSince[o.watchKey()]
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_, down := f.mu.unreachableSince[o.watchKey()]
 	switch {
 	case err == nil:
-		delete(f.unreachableSince, o.watchKey())
-		since = time.Time{}
+		delete(f.mu.unreachableSince, o.watchKey())
 	case !down:
-		since = f.now()
-		f.unreachableSince[o.watchKey()] = since
+		f.mu.unreachableSince[o.watchKey()] = sent
 		f.svc.log.Warn("automatic failover: active region unreachable", "namespace", o.name(), "active_region", active, "err", err)
 	}
-	v := global.FailoverView{Region: f.svc.cfg.Region, Broker: f.svc.cfg.BrokerID, Active: active}
-	if !since.IsZero() {
+}
+
+// unreachableSince is when the probes of o's active region began to fail,
+// ok false while they succeed.
+func (f *regionFailover) unreachableSince(o optedIn) (since time.Time, ok bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	since, ok = f.mu.unreachableSince[o.watchKey()]
+	return since, ok
+}
+
+// view is this broker's view of o's active region, as its probes see it.
+func (f *regionFailover) view(o optedIn) global.FailoverView {
+	v := global.FailoverView{Region: f.svc.cfg.Region, Broker: f.svc.cfg.BrokerID, Active: o.policies.ActiveRegion}
+	if since, down := f.unreachableSince(o); down {
 		v.UnreachableSinceMillis = since.UnixMilli()
 	}
-	f.writeView(ctx, o.name(), v)
+	return v
 }
 
 // writeView stores v as this broker's view of namespace (tenant/ns), under
@@ -511,7 +561,7 @@ func (f *regionFailover) decide(ctx context.Context, o optedIn, reads *sessionRe
 		// is not what makes the switch safe, only what keeps a blip from
 		// causing one.
 		since := absent
-		if u, down := f.unreachableSince[o.watchKey()]; down && u.Before(since) {
+		if u, down := f.unreachableSince(o); down && u.Before(since) {
 			since = u
 		}
 		gone = now.Sub(since) >= delay

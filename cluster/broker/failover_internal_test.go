@@ -2,10 +2,14 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
+	"github.com/meridian-mq/meridian/cluster/meta"
 	"github.com/meridian-mq/meridian/cluster/meta/metatest"
 	"github.com/meridian-mq/meridian/global"
 	"github.com/meridian-mq/meridian/topology"
@@ -172,10 +176,16 @@ func mustParseTopic(t *testing.T, name string) topology.TopicName {
 // then r3), and a Service of region with a cache of it, loaded.
 func failoverFixture(t *testing.T, region string) (*global.Store, *global.Cache, *Service) {
 	t.Helper()
+	return failoverFixtureOn(t, region, metatest.Memory(t))
+}
+
+// failoverFixtureOn is failoverFixture on the metadata store st.
+func failoverFixtureOn(t *testing.T, region string, st meta.Store) (*global.Store, *global.Cache, *Service) {
+	t.Helper()
 	ctx := t.Context()
 	gcfg := global.DefaultConfig()
 	gcfg.Logger = slog.New(slog.DiscardHandler)
-	gstore, err := global.NewStore(metatest.Memory(t), gcfg)
+	gstore, err := global.NewStore(st, gcfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,5 +243,158 @@ func TestFailoverGateLeavesTopicsSwitchedByHand(t *testing.T) {
 	}
 	if f.mayDispatch(mustParseTopic(t, "persistent://t/ns/other")) {
 		t.Fatal("another topic of the namespace, active in r1, dispatches in r2")
+	}
+}
+
+// roundingUpStore answers TimeToLive as etcd does: the time left rounded
+// up to the next whole second, here one second more than the TTL.
+type roundingUpStore struct{ meta.Store }
+
+func (s roundingUpStore) TimeToLive(ctx context.Context, id meta.LeaseID) (remaining, granted time.Duration, err error) {
+	remaining, granted, err = s.Store.TimeToLive(ctx, id)
+	return remaining + time.Second, granted, err
+}
+
+// TestSessionNeverOutlivesItsTTL: a broker counts its session valid for
+// at most the TTL, less the margin, from when it asked, however much time
+// left the store reports (etcd rounds it up to the next second, and a new
+// leader extends every lease): a decider that revokes the session lets
+// another region dispatch one TTL after the revocation.
+func TestSessionNeverOutlivesItsTTL(t *testing.T) {
+	_, _, svc := failoverFixtureOn(t, "r1", roundingUpStore{metatest.Memory(t)})
+	cfg := DefaultFailoverConfig()
+	f := newRegionFailover(svc, cfg)
+	now := time.Now()
+	f.now = func() time.Time { return now }
+	f.keepSession(t.Context(), true)
+	defer f.endSession()
+	f.mu.Lock()
+	got := f.mu.validUntil
+	f.mu.Unlock()
+	if want := now.Add(cfg.SessionTTL - cfg.Margin); !got.Equal(want) {
+		t.Fatalf("session valid until %v after the check, want %v (the TTL less the margin)", got.Sub(now), want.Sub(now))
+	}
+}
+
+// stallingStore makes every call wait, once stalled, until its context
+// ends or the store is released: a global store electing a leader.
+type stallingStore struct {
+	meta.Store
+	mu       sync.Mutex
+	stalled  chan struct{} // nil while not stalled; closed on release
+	arrivals int
+}
+
+func (s *stallingStore) stall() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stalled = make(chan struct{})
+}
+
+func (s *stallingStore) release() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stalled != nil {
+		close(s.stalled)
+		s.stalled = nil
+	}
+}
+
+// calls is how many calls have waited on the stall.
+func (s *stallingStore) calls() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.arrivals
+}
+
+func (s *stallingStore) wait(ctx context.Context) error {
+	s.mu.Lock()
+	stalled := s.stalled
+	if stalled != nil {
+		s.arrivals++
+	}
+	s.mu.Unlock()
+	if stalled == nil {
+		return nil
+	}
+	select {
+	case <-stalled:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s *stallingStore) Grant(ctx context.Context, ttl time.Duration) (meta.Lease, error) {
+	if err := s.wait(ctx); err != nil {
+		return nil, err
+	}
+	return s.Store.Grant(ctx, ttl)
+}
+
+func (s *stallingStore) List(ctx context.Context, prefix string) ([]meta.KV, int64, error) {
+	if err := s.wait(ctx); err != nil {
+		return nil, 0, err
+	}
+	return s.Store.List(ctx, prefix)
+}
+
+// TestProbesGoOnWhileTheStoreStalls: while the global store does not
+// answer (the region that held its leader is lost, and the others elect
+// one), a broker's passes wait on it, but its probes go on: the failover
+// delay counts from the first failed probe, not from when the store
+// answered again. Each failure counts from when the probe was sent.
+func TestProbesGoOnWhileTheStoreStalls(t *testing.T) {
+	st := &stallingStore{Store: metatest.Memory(t)}
+	_, _, svc := failoverFixtureOn(t, "r2", st)
+	ctx, cancel := context.WithCancel(svc.ctx)
+	svc.ctx, svc.clock = ctx, clockwork.NewRealClock()
+	cfg := DefaultFailoverConfig()
+	cfg.Interval = 10 * time.Millisecond
+	// The probes succeed until the pass waits on the stalled store, and
+	// then time out.
+	clock := clockwork.NewFakeClock()
+	var (
+		mu    sync.Mutex
+		first time.Time // when the first failed probe was sent
+	)
+	cfg.Probe = func(context.Context, global.ClusterData, string, time.Duration) error {
+		if st.calls() == 0 {
+			return nil
+		}
+		mu.Lock()
+		if first.IsZero() {
+			first = clock.Now()
+		}
+		mu.Unlock()
+		clock.Advance(cfg.ProbeTimeout)
+		return errors.New("i/o timeout")
+	}
+	f := newRegionFailover(svc, cfg)
+	f.now = clock.Now
+	st.stall()
+	svc.wg.Add(2)
+	go f.loop()
+	go f.probeLoop()
+	defer func() {
+		st.release()
+		cancel()
+		svc.wg.Wait()
+	}()
+
+	o := f.optedInNamespaces()[0]
+	for deadline := time.Now().Add(time.Minute); ; {
+		if since, down := f.unreachableSince(o); down {
+			mu.Lock()
+			defer mu.Unlock()
+			if !since.Equal(first) {
+				t.Fatalf("unreachable since %v, want %v: when the first failed probe was sent", since, first)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no probe failed while the store stalled")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
