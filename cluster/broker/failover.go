@@ -166,15 +166,24 @@ func newRegionFailover(s *Service, cfg FailoverConfig) *regionFailover {
 	return f
 }
 
-// mayDispatch reports whether t's replicated subscriptions may dispatch
-// now. A namespace without automatic failover always may, and so may a
-// topic with an active region of its own, which is switched by hand
-// (global.TopicPolicies.ActiveRegion).
+// mayDispatchReplicated reports whether t's replicated subscriptions may
+// dispatch now. In a namespace with automatic failover, only where and
+// while failover.go allows, and only while their changes are being written
+// to the global store (replicatedSubs.writtenLately). A namespace without
+// automatic failover always may, and so may a topic with an active region
+// of its own, which is switched by hand (global.TopicPolicies.ActiveRegion).
+func (t *Topic) mayDispatchReplicated() bool {
+	f := t.svc.failover
+	return f.mayDispatch(t.name) && (t.rs == nil || !f.gated(t.name) || t.rs.writtenLately())
+}
+
+// mayDispatch reports whether the gate lets t's replicated subscriptions
+// dispatch now; a topic that is not gated always may.
 func (f *regionFailover) mayDispatch(t topology.TopicName) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	g, gated := f.mu.gates[t.Tenant+"/"+t.Namespace]
-	if !gated || g.ownActiveRegion[t.Base().String()] {
+	g, gated := f.gateLocked(t)
+	if !gated {
 		return true
 	}
 	if !f.allowedLocked(g, f.now()) {
@@ -182,6 +191,21 @@ func (f *regionFailover) mayDispatch(t topology.TopicName) bool {
 		return false
 	}
 	return true
+}
+
+// gated reports whether t's replicated subscriptions are behind a gate:
+// t's namespace has automatic failover, and t has no active region of its
+// own.
+func (f *regionFailover) gated(t topology.TopicName) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_, gated := f.gateLocked(t)
+	return gated
+}
+
+func (f *regionFailover) gateLocked(t topology.TopicName) (failoverGate, bool) {
+	g, gated := f.mu.gates[t.Tenant+"/"+t.Namespace]
+	return g, gated && !g.ownActiveRegion[t.Base().String()]
 }
 
 func (f *regionFailover) allowedLocked(g failoverGate, now time.Time) bool {

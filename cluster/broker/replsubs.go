@@ -71,7 +71,9 @@ type ReplicatedSubscriptionsConfig struct {
 	// the time a sync takes, to at most half of it: syncGap) (Pulsar's
 	// replicatedSubscriptionsSnapshotFrequencyMillis, 1000 ms). A failover
 	// redelivers at most what was acked in the last Interval (plus the
-	// global store's latency). Shorter costs more etcd writes: one per
+	// global store's latency); in a region cut off from the global store,
+	// two Intervals with automatic failover (writtenLately), and whatever
+	// was acked since the cut without. Shorter costs more etcd writes: one per
 	// replicated subscription per Interval while its consumers ack.
 	// 10ms..1h.
 	Interval time.Duration
@@ -138,6 +140,12 @@ type replicatedSubs struct {
 		// next sync expires what the replicated subscriptions hold (0:
 		// none); see expire.
 		expireBefore int64
+		// unwrittenSince is when the oldest change here (an ack, a seek,
+		// an expiry) that no sync has written yet was made; zero when
+		// every change is written. refused is set when writtenLately
+		// held a dispatch back since the last sync that wrote them.
+		unwrittenSince time.Time
+		refused        bool
 	}
 
 	// Owned by run (and by stop, once run has ended). The index and its
@@ -214,6 +222,69 @@ func (r *replicatedSubs) expire(cutoff time.Time) {
 	r.mu.expireBefore = max(r.mu.expireBefore, cutoff.UnixMilli())
 	r.mu.Unlock()
 	r.poke()
+}
+
+// changed records a change of a replicated subscription here and asks
+// run for a sync.
+func (r *replicatedSubs) changed() {
+	r.mu.Lock()
+	if r.mu.unwrittenSince.IsZero() {
+		r.mu.unwrittenSince = r.t.svc.clock.Now()
+	}
+	r.mu.Unlock()
+	r.poke()
+}
+
+// writtenLately reports whether every change made here more than two
+// Intervals ago has been written: what a sync starts within an Interval
+// of the change, and writes unless the global store does not answer. In a
+// namespace with automatic failover a replicated subscription dispatches
+// only while it holds (Topic.mayDispatchReplicated): a region cut off from
+// the global store dispatches for two Intervals, not until its failover
+// session lapses (SessionTTL - Margin), and a failover redelivers the
+// acks of those two Intervals at most, not of the whole session.
+func (r *replicatedSubs) writtenLately() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.mu.unwrittenSince.IsZero() || r.t.svc.clock.Since(r.mu.unwrittenSince) < 2*r.cfg.Interval {
+		return true
+	}
+	r.mu.refused = true
+	return false
+}
+
+// takeUnwritten returns when the oldest unwritten change was made, for the
+// sync about to start, which writes it.
+func (r *replicatedSubs) takeUnwritten() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	since := r.mu.unwrittenSince
+	r.mu.unwrittenSince = time.Time{}
+	return since
+}
+
+// synced records a sync's outcome: a failed one leaves the changes it took
+// (since) unwritten; one that wrote them wakes the replicated
+// subscriptions that writtenLately held back.
+func (r *replicatedSubs) synced(since time.Time, err error) {
+	r.mu.Lock()
+	if err != nil {
+		if !since.IsZero() && (r.mu.unwrittenSince.IsZero() || since.Before(r.mu.unwrittenSince)) {
+			r.mu.unwrittenSince = since
+		}
+		r.mu.Unlock()
+		return
+	}
+	refused := r.mu.refused
+	r.mu.refused = false
+	r.mu.Unlock()
+	if refused {
+		for _, s := range r.t.subscriptions() {
+			if s.replicated() {
+				s.poke()
+			}
+		}
+	}
 }
 
 // poke asks run for a sync.
@@ -379,8 +450,10 @@ func (r *replicatedSubs) run(ctx context.Context) {
 			}
 		}
 		last = clock.Now()
+		unwritten := r.takeUnwritten()
 		err := r.sync(ctx)
 		took = clock.Since(last)
+		r.synced(unwritten, err)
 		if flushed != nil {
 			flushed <- syncOutcome{behind: r.behind, err: err}
 		}
@@ -771,7 +844,7 @@ func (s *subscription) setReplicated(on bool) error {
 // one's consumed set may have changed.
 func (s *subscription) replicatedChanged() {
 	if rs := s.topic.rs; rs != nil && s.replicated() {
-		rs.poke()
+		rs.changed()
 	}
 }
 

@@ -362,9 +362,10 @@ func (s *subscription) run() {
 // plan starts a round, unless the subscription is paused or closed,
 // nobody can take anything, or the failover gate is shut: a replicated
 // subscription of a namespace with automatic failover dispatches only
-// where and while failover.go allows, and run waits for the gate to open.
+// where and while Topic.mayDispatchReplicated allows, and run waits for
+// the gate to open.
 func (s *subscription) plan() (roundPlan, bool) {
-	if s.isReplicated.Load() && !s.topic.svc.failover.mayDispatch(s.topic.name) {
+	if s.isReplicated.Load() && !s.topic.mayDispatchReplicated() {
 		return roundPlan{}, false
 	}
 	// Read before mu (the package doc's lock order); a stale value only
