@@ -291,21 +291,48 @@ func testRegionFailover(t *testing.T, globalMembers int) {
 	})
 	// Each delivery of a message after its first, counted in the phase it
 	// fell in: the duplicate window of each fault and each switch back.
-	seen, dups := map[Message]bool{}, make([]int, len(phases))
+	// Those first delivered (and acked) before the phase began are the
+	// ones the replicated subscription's last state should have carried.
+	type window struct {
+		dups, before int
+		oldest       time.Duration  // how long before the phase the oldest of those was first delivered
+		byRegions    map[string]int // "r1 then r2": the regions of the first delivery and of this one
+	}
+	first, windows := map[Message]foDelivery{}, make([]window, len(phases))
 	for _, d := range c.since(time.Time{}) {
-		if seen[d.msg] {
-			i := len(phases) - 1
-			for d.at.Before(phases[i].start) {
-				i--
-			}
-			dups[i]++
+		f, seen := first[d.msg]
+		if !seen {
+			first[d.msg] = d
+			continue
 		}
-		seen[d.msg] = true
+		at := f.at
+		i := len(phases) - 1
+		for d.at.Before(phases[i].start) {
+			i--
+		}
+		w := &windows[i]
+		w.dups++
+		if w.byRegions == nil {
+			w.byRegions = map[string]int{}
+		}
+		w.byRegions[f.region+" then "+d.region]++
+		if at.Before(phases[i].start) {
+			w.before++
+			w.oldest = max(w.oldest, phases[i].start.Sub(at))
+		}
 	}
 	total := 0
 	for i, ph := range phases {
-		report = append(report, fmt.Sprintf("delivered again during %s: %d (%.1f s of traffic)", ph.name, dups[i], float64(dups[i])/100))
-		total += dups[i]
+		w := windows[i]
+		line := fmt.Sprintf("delivered again during %s: %d (%.1f s of traffic)", ph.name, w.dups, float64(w.dups)/100)
+		if w.before > 0 {
+			line += fmt.Sprintf(", %d of them first delivered before it began, the oldest %v before", w.before, w.oldest.Round(time.Millisecond))
+		}
+		if w.dups > 0 {
+			line += fmt.Sprintf(", by region %v", w.byRegions)
+		}
+		report = append(report, line)
+		total += w.dups
 	}
 	t.Logf("automatic failover, 3 regions, %s, 20 ms links, delay %v, session %v, 100 msg/s, clients: %s:\n\t%s\n\t%d acknowledged messages, 0 lost, %d deliveries again in all",
 		layout, autoFoDelay, autoFoSessionTTL, clientSettings, strings.Join(report, "\n\t"), len(acked), total)

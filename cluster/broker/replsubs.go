@@ -72,8 +72,9 @@ type ReplicatedSubscriptionsConfig struct {
 	// replicatedSubscriptionsSnapshotFrequencyMillis, 1000 ms). A failover
 	// redelivers at most what was acked in the last Interval (plus the
 	// global store's latency); in a region cut off from the global store,
-	// two Intervals with automatic failover (writtenLately), and whatever
-	// was acked since the cut without. Shorter costs more etcd writes: one per
+	// up to two Intervals (at least a second) with automatic failover
+	// (writtenLately), and whatever was acked since the cut without.
+	// Shorter costs more etcd writes: one per
 	// replicated subscription per Interval while its consumers ack.
 	// 10ms..1h.
 	Interval time.Duration
@@ -141,11 +142,13 @@ type replicatedSubs struct {
 		// none); see expire.
 		expireBefore int64
 		// unwrittenSince is when the oldest change here (an ack, a seek,
-		// an expiry) that no sync has written yet was made; zero when
-		// every change is written. refused is set when writtenLately
-		// held a dispatch back since the last sync that wrote them.
-		unwrittenSince time.Time
-		refused        bool
+		// an expiry) that no sync has written yet was made, zero when
+		// every change is written; changedSince, the oldest made since the
+		// running sync began, which it may not have written. refused is
+		// set when writtenLately held a dispatch back since the last sync
+		// that wrote the changes.
+		unwrittenSince, changedSince time.Time
+		refused                      bool
 	}
 
 	// Owned by run (and by stop, once run has ended). The index and its
@@ -228,53 +231,59 @@ func (r *replicatedSubs) expire(cutoff time.Time) {
 // run for a sync.
 func (r *replicatedSubs) changed() {
 	r.mu.Lock()
+	now := r.t.svc.clock.Now()
 	if r.mu.unwrittenSince.IsZero() {
-		r.mu.unwrittenSince = r.t.svc.clock.Now()
+		r.mu.unwrittenSince = now
+	}
+	if r.mu.changedSince.IsZero() {
+		r.mu.changedSince = now
 	}
 	r.mu.Unlock()
 	r.poke()
 }
 
-// writtenLately reports whether every change made here more than two
-// Intervals ago has been written: what a sync starts within an Interval
-// of the change, and writes unless the global store does not answer. In a
-// namespace with automatic failover a replicated subscription dispatches
-// only while it holds (Topic.mayDispatchReplicated): a region cut off from
-// the global store dispatches for two Intervals, not until its failover
-// session lapses (SessionTTL - Margin), and a failover redelivers the
-// acks of those two Intervals at most, not of the whole session.
+// writtenLately reports whether every change made here more than
+// unwrittenBound ago has been written: a sync starts within an Interval
+// of a change, and writes it unless the global store does not answer. In
+// a namespace with automatic failover a replicated subscription
+// dispatches only while it holds (Topic.mayDispatchReplicated): a region
+// cut off from the global store stops that long after its oldest
+// unwritten change, not when its failover session lapses (SessionTTL -
+// Margin), and a failover redelivers no more acks than it made since.
 func (r *replicatedSubs) writtenLately() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.mu.unwrittenSince.IsZero() || r.t.svc.clock.Since(r.mu.unwrittenSince) < 2*r.cfg.Interval {
+	if r.mu.unwrittenSince.IsZero() || r.t.svc.clock.Since(r.mu.unwrittenSince) < r.unwrittenBound() {
 		return true
 	}
 	r.mu.refused = true
 	return false
 }
 
-// takeUnwritten returns when the oldest unwritten change was made, for the
-// sync about to start, which writes it.
-func (r *replicatedSubs) takeUnwritten() time.Time {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	since := r.mu.unwrittenSince
-	r.mu.unwrittenSince = time.Time{}
-	return since
+// unwrittenBound is two Intervals, and at least a second, so that a sync
+// slower than a short Interval (a global store across a WAN) does not
+// hold dispatch back.
+func (r *replicatedSubs) unwrittenBound() time.Duration {
+	return max(2*r.cfg.Interval, time.Second)
 }
 
-// synced records a sync's outcome: a failed one leaves the changes it took
-// (since) unwritten; one that wrote them wakes the replicated
-// subscriptions that writtenLately held back.
-func (r *replicatedSubs) synced(since time.Time, err error) {
+// syncing marks the start of a sync: the changes made from now on may not
+// be in what it writes.
+func (r *replicatedSubs) syncing() {
 	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.mu.changedSince = time.Time{}
+}
+
+// synced records a sync's outcome. One that failed leaves every change
+// unwritten; one that wrote leaves those made since it began, and wakes
+// the replicated subscriptions that writtenLately held back.
+func (r *replicatedSubs) synced(err error) {
 	if err != nil {
-		if !since.IsZero() && (r.mu.unwrittenSince.IsZero() || since.Before(r.mu.unwrittenSince)) {
-			r.mu.unwrittenSince = since
-		}
-		r.mu.Unlock()
 		return
 	}
+	r.mu.Lock()
+	r.mu.unwrittenSince = r.mu.changedSince
 	refused := r.mu.refused
 	r.mu.refused = false
 	r.mu.Unlock()
@@ -450,10 +459,10 @@ func (r *replicatedSubs) run(ctx context.Context) {
 			}
 		}
 		last = clock.Now()
-		unwritten := r.takeUnwritten()
+		r.syncing()
 		err := r.sync(ctx)
 		took = clock.Since(last)
-		r.synced(unwritten, err)
+		r.synced(err)
 		if flushed != nil {
 			flushed <- syncOutcome{behind: r.behind, err: err}
 		}

@@ -46,10 +46,11 @@ func (s *refusingStates) Update(ctx context.Context, key string, value []byte, m
 
 // TestReplicatedSubscriptionWaitsForItsStateToBeWritten: in a namespace
 // with automatic failover, a replicated subscription whose acks cannot be
-// written to the global store stops dispatching (two sync intervals on),
-// rather than until the broker's failover session lapses: every message
-// acked and not written is one a failover delivers again. Once the state
-// is written, dispatch resumes and every message arrives.
+// written to the global store stops dispatching (two sync intervals, at
+// least a second, after the oldest unwritten ack), rather than when the
+// broker's failover session lapses: every message acked and not written
+// is one a failover delivers again. Once the state is written, dispatch
+// resumes and every message arrives.
 func TestReplicatedSubscriptionWaitsForItsStateToBeWritten(t *testing.T) {
 	storage := newStorage(t)
 	states := &refusingStates{Store: storage.Store}
@@ -70,7 +71,7 @@ func TestReplicatedSubscriptionWaitsForItsStateToBeWritten(t *testing.T) {
 	c := newClient(t, r.ServiceURL())
 	cons := subscribe(t, c, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Type: pulsar.Shared,
 		ReplicateSubscriptionState: true, ReceiverQueueSize: 1})
-	const total = 200
+	const total = 400
 	produce(t, createProducer(t, c, pulsar.ProducerOptions{Topic: topic, DisableBatching: true}), "m", total)
 	ack := func(m pulsar.Message) {
 		t.Helper()
@@ -98,7 +99,7 @@ func TestReplicatedSubscriptionWaitsForItsStateToBeWritten(t *testing.T) {
 		if got++; got == total {
 			t.Fatal("every message was delivered while no ack could be written")
 		}
-		time.Sleep(5 * time.Millisecond) // a consumer's pace: the rest take a second at least
+		time.Sleep(10 * time.Millisecond) // a consumer's pace: the rest take almost 4 s, the bound 1 s
 	}
 	t.Logf("dispatch stopped after %d of %d messages, %d of them while no state could be written", got, total, got-10)
 
