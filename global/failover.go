@@ -19,6 +19,7 @@ import (
 //
 //	failover-sessions/<region>/<broker>                 one per broker of a region in an opted-in set, under the broker's session lease
 //	failover-views/<tenant>/<namespace>/<region>/<broker> what that broker's probes see of the namespace's active region, under the same lease
+//	failover-revocations/<region>                       written before a decider revokes the region's sessions: its revision tells a revocation from an expiry
 //	namespaces/<tenant>/<namespace>                     the policy; a takeover is one compare-and-swap of it
 //
 // A region may dispatch a namespace's replicated subscriptions only while
@@ -61,7 +62,8 @@ type FailoverSwitch struct {
 	// before it dispatches replicated subscriptions: the rest of a session
 	// TTL since the writer first saw no session of From (a whole TTL when
 	// it revoked them itself), since From, cut off, stops on its own timer
-	// at most a TTL after its last session ended.
+	// at most a TTL after its last session was revoked; 0 when they
+	// expired, since From stopped before they could.
 	DispatchWaitMillis int64 `json:"dispatchWaitMillis"`
 }
 
@@ -124,8 +126,9 @@ func (p Policies) validateAutoFailover() error {
 }
 
 const (
-	kindFailoverSessions = "failover-sessions"
-	kindFailoverViews    = "failover-views"
+	kindFailoverSessions    = "failover-sessions"
+	kindFailoverViews       = "failover-views"
+	kindFailoverRevocations = "failover-revocations"
 )
 
 // FailoverSessionsPrefix is the prefix of region's session keys: empty
@@ -142,8 +145,14 @@ type FailoverSession struct {
 	Broker string `json:"broker"`
 	// ServiceURL is the broker's Pulsar service URL, as its region's
 	// cluster record lists it.
-	ServiceURL string       `json:"serviceUrl"`
-	Lease      meta.LeaseID `json:"-"`
+	ServiceURL string `json:"serviceUrl"`
+	// RecordsRevocations says the broker writes the region's revocation
+	// record before it revokes another region's sessions
+	// (RevokeFailoverSessions); brokers that predate the record do not.
+	RecordsRevocations bool `json:"recordsRevocations,omitempty"`
+	// Lease and CreateRevision are the key's (from the store).
+	Lease          meta.LeaseID `json:"-"`
+	CreateRevision int64        `json:"-"`
 }
 
 // CreateFailoverSession creates the session key of ss.Broker in region
@@ -176,17 +185,91 @@ func (s *Store) FailoverSessions(ctx context.Context, region string) ([]Failover
 		if err := decodeRecord(kv.Value, &out[i]); err != nil {
 			return nil, fmt.Errorf("%s: %w", kv.Key, err)
 		}
-		out[i].Lease = kv.Lease
+		out[i].Lease, out[i].CreateRevision = kv.Lease, kv.CreateRevision
 	}
 	return out, nil
 }
 
+// EverySessionRecordsRevocations reports whether every broker that holds
+// a failover session, in any region, writes revocation records: only
+// then does a region's sessions' end without a newer record mean they
+// expired.
+func (s *Store) EverySessionRecordsRevocations(ctx context.Context) (bool, error) {
+	prefix := meta.Prefix(s.key(kindFailoverSessions))
+	recs, err := listRecords[FailoverSession](ctx, s, prefix)
+	if err != nil {
+		return false, err
+	}
+	for _, ss := range recs {
+		if !ss.RecordsRevocations {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// failoverRevocation is the record a decider writes before it revokes a
+// region's sessions. Its revision is what counts; the time is for people.
+type failoverRevocation struct {
+	AtMillis int64 `json:"atMillis"`
+}
+
+// FailoverRevocation returns the revision of region's revocation record,
+// 0 if no session of region has ever been revoked. A session created
+// before that revision may have been revoked; one created after it was
+// not, by that revocation.
+func (s *Store) FailoverRevocation(ctx context.Context, region string) (int64, error) {
+	key := s.key(kindFailoverRevocations, region)
+	ctx, cancel := s.opCtx(ctx)
+	defer cancel()
+	kv, err := s.st.Get(ctx, key)
+	switch {
+	case errors.Is(err, meta.ErrNotFound):
+		return 0, nil
+	case err != nil:
+		return 0, fail("get", key, err)
+	}
+	return kv.ModRevision, nil
+}
+
+// recordRevocation writes region's revocation record at a revision above
+// every session key listed before it. A conflict means another decider
+// wrote it meanwhile, which does as well.
+func (s *Store) recordRevocation(ctx context.Context, region string, at time.Time) error {
+	key := s.key(kindFailoverRevocations, region)
+	data, err := meta.EncodeJSON(recordVersion, failoverRevocation{AtMillis: at.UnixMilli()})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := s.opCtx(ctx)
+	defer cancel()
+	kv, err := s.st.Get(ctx, key)
+	switch {
+	case errors.Is(err, meta.ErrNotFound):
+		_, err = s.st.Create(ctx, key, data, meta.NoLease)
+	case err == nil:
+		_, err = s.st.Update(ctx, key, data, kv.ModRevision)
+	}
+	if errors.Is(err, meta.ErrExists) || errors.Is(err, meta.ErrConflict) {
+		return nil
+	}
+	if err != nil {
+		return fail("write", key, err)
+	}
+	return nil
+}
+
 // RevokeFailoverSessions ends every session of region, deleting its keys
 // and every view its brokers wrote. A broker learns of it at its next
-// check of its lease, or, cut off from the store, by its own timer.
-func (s *Store) RevokeFailoverSessions(ctx context.Context, region string) error {
+// check of its lease, or, cut off from the store, by its own timer. The
+// revocation record is written first, after the sessions are listed, so
+// its revision is above every session revoked.
+func (s *Store) RevokeFailoverSessions(ctx context.Context, region string, at time.Time) error {
 	sessions, err := s.FailoverSessions(ctx, region)
-	if err != nil {
+	if err != nil || len(sessions) == 0 {
+		return err
+	}
+	if err := s.recordRevocation(ctx, region, at); err != nil {
 		return err
 	}
 	var errs []error
@@ -311,17 +394,22 @@ func (s *Store) GrantLease(ctx context.Context, ttl time.Duration) (meta.Lease, 
 	return l, nil
 }
 
+// LeaseTimeLeftSlack is how much more than a lease has left LeaseTimeLeft
+// may report: etcd counts whole seconds.
+const LeaseTimeLeftSlack = time.Second
+
 // LeaseTimeLeft is at most how long lease id has left, as the store sees
-// it, or meta.ErrLeaseNotFound once it has ended.
-func (s *Store) LeaseTimeLeft(ctx context.Context, id meta.LeaseID) (time.Duration, error) {
+// it (and at least that less LeaseTimeLeftSlack), and the TTL it was
+// granted, or meta.ErrLeaseNotFound once it has ended.
+func (s *Store) LeaseTimeLeft(ctx context.Context, id meta.LeaseID) (left, granted time.Duration, err error) {
 	ctx, cancel := s.opCtx(ctx)
 	defer cancel()
-	left, _, err := s.st.TimeToLive(ctx, id)
+	left, granted, err = s.st.TimeToLive(ctx, id)
 	if errors.Is(err, meta.ErrLeaseNotFound) {
-		return 0, err
+		return 0, 0, err
 	}
 	if err != nil {
-		return 0, fail("time-to-live", "a lease", err)
+		return 0, 0, fail("time-to-live", "a lease", err)
 	}
-	return left, nil
+	return left, granted, nil
 }

@@ -62,9 +62,17 @@ func testFailoverSwitch(t *testing.T, e env) {
 	if err := e.a.CreateFailoverSession(ctx, "r1", FailoverSession{Broker: "b1", ServiceURL: "pulsar://b1:6650"}, lease.ID()); err != nil {
 		t.Fatal(err)
 	}
-	if ss, err := e.b.FailoverSessions(ctx, "r1"); err != nil || len(ss) != 1 ||
-		ss[0] != (FailoverSession{Broker: "b1", ServiceURL: "pulsar://b1:6650", Lease: lease.ID()}) {
+	ss, err := e.b.FailoverSessions(ctx, "r1")
+	if err != nil || len(ss) != 1 || ss[0].CreateRevision == 0 ||
+		ss[0] != (FailoverSession{Broker: "b1", ServiceURL: "pulsar://b1:6650", Lease: lease.ID(), CreateRevision: ss[0].CreateRevision}) {
 		t.Fatalf("FailoverSessions = %+v, %v", ss, err)
+	}
+	// b1 predates revocation records.
+	if all, err := e.b.EverySessionRecordsRevocations(ctx); err != nil || all {
+		t.Fatalf("EverySessionRecordsRevocations with b1's session = %v, %v; want false", all, err)
+	}
+	if rev, err := e.b.FailoverRevocation(ctx, "r1"); err != nil || rev != 0 {
+		t.Fatalf("FailoverRevocation before any = %d, %v; want 0", rev, err)
 	}
 	view := FailoverView{Region: "r1", Broker: "b1", Active: "r1"}
 	if err := e.a.WriteFailoverView(ctx, "acme", "ns", view, lease.ID()); err != nil {
@@ -81,11 +89,18 @@ func testFailoverSwitch(t *testing.T, e env) {
 		t.Fatalf("a refused switch moved the active region to %s", got.ActiveRegion)
 	}
 
-	if err := e.b.RevokeFailoverSessions(ctx, "r1"); err != nil {
+	if err := e.b.RevokeFailoverSessions(ctx, "r1", at); err != nil {
 		t.Fatal(err)
 	}
 	if ss, err := e.b.FailoverSessions(ctx, "r1"); err != nil || len(ss) != 0 {
 		t.Fatalf("sessions after the revocation: %v, %v", ss, err)
+	}
+	// The record's revision is above the revoked session's creation.
+	if rev, err := e.a.FailoverRevocation(ctx, "r1"); err != nil || rev <= ss[0].CreateRevision {
+		t.Fatalf("FailoverRevocation after revoking b1's session (created at %d) = %d, %v", ss[0].CreateRevision, rev, err)
+	}
+	if all, err := e.b.EverySessionRecordsRevocations(ctx); err != nil || !all {
+		t.Fatalf("EverySessionRecordsRevocations with no session = %v, %v; want true", all, err)
 	}
 	if got, err := e.b.FailoverViews(ctx, "acme", "ns"); err != nil || len(got) != 0 {
 		t.Fatalf("views after the revocation: %v, %v", got, err)

@@ -116,16 +116,18 @@ type regionFailover struct {
 	now func() time.Time
 
 	// Pass state, owned by the loop goroutine.
-	lease        meta.Lease         // nil without a session
-	stopLease    context.CancelFunc // ends the lease's keep-alive
-	written      map[string]global.FailoverView
-	writtenLease meta.LeaseID
-	sessionsGone map[string]time.Time // by region: since when a pass has found none of its sessions
-	// sessionsGone and mu.unreachableSince are what this broker has
-	// watched without a break: a pass (a probe round, for
-	// unreachableSince) drops what it no longer watches (a namespace active
-	// here now, or active elsewhere than it was), so that a region made
-	// active again is judged afresh, not on a loss seen before.
+	lease         meta.Lease         // nil without a session
+	stopLease     context.CancelFunc // ends the lease's keep-alive
+	written       map[string]global.FailoverView
+	writtenLease  meta.LeaseID
+	sessionsGone  map[string]time.Time // by region: since when a pass has found none of its sessions
+	renewed       map[string]time.Time // by region: when its sessions were last renewed, as a pass saw them
+	oldestSession map[string]int64     // by region: the creation revision of the oldest session a pass saw
+	// These and mu.unreachableSince are what this broker has watched
+	// without a break: a pass (a probe round, for unreachableSince) drops
+	// what it no longer watches (a namespace active here now, or active
+	// elsewhere than it was), so that a region made active again is
+	// judged afresh, not on a loss seen before.
 
 	mu struct {
 		sync.Mutex
@@ -159,7 +161,7 @@ type failoverGate struct {
 
 func newRegionFailover(s *Service, cfg FailoverConfig) *regionFailover {
 	f := &regionFailover{svc: s, cfg: cfg, now: time.Now, written: map[string]global.FailoverView{},
-		sessionsGone: map[string]time.Time{}}
+		sessionsGone: map[string]time.Time{}, renewed: map[string]time.Time{}, oldestSession: map[string]int64{}}
 	f.mu.gates, f.mu.unreachableSince = map[string]failoverGate{}, map[string]time.Time{}
 	opened := make(chan struct{})
 	f.opened.Store(&opened)
@@ -296,6 +298,8 @@ func (f *regionFailover) pass() {
 	}
 	f.unwatch(ctx, probed)
 	maps.DeleteFunc(f.sessionsGone, func(r string, _ time.Time) bool { return !regions[r] })
+	maps.DeleteFunc(f.renewed, func(r string, _ time.Time) bool { return !regions[r] })
+	maps.DeleteFunc(f.oldestSession, func(r string, _ int64) bool { return !regions[r] })
 }
 
 // keepSession grants the session when there is none and measures its time
@@ -321,7 +325,7 @@ func (f *regionFailover) keepSession(ctx context.Context, needed bool) {
 			warn("failover session: cannot grant a lease", "err", err)
 			return
 		}
-		ss := global.FailoverSession{Broker: f.svc.cfg.BrokerID, ServiceURL: f.svc.cfg.ServiceURL}
+		ss := global.FailoverSession{Broker: f.svc.cfg.BrokerID, ServiceURL: f.svc.cfg.ServiceURL, RecordsRevocations: true}
 		if err := f.svc.gstore.CreateFailoverSession(ctx, f.svc.cfg.Region, ss, l.ID()); err != nil {
 			warn("failover session: cannot create its key", "err", err)
 			f.revoke(l)
@@ -332,18 +336,20 @@ func (f *regionFailover) keepSession(ctx context.Context, needed bool) {
 		f.svc.log.Info("failover session started", "lease", fmt.Sprintf("%x", int64(l.ID())))
 	}
 	sent := f.now()
-	left, err := f.svc.gstore.LeaseTimeLeft(ctx, f.lease.ID())
+	left, _, err := f.svc.gstore.LeaseTimeLeft(ctx, f.lease.ID())
 	switch {
 	case errors.Is(err, meta.ErrLeaseNotFound):
 		f.dropSession(warn, "the session's lease was revoked or expired")
 	case err != nil:
 		f.svc.log.Info("failover session: lease not checked; it lapses on its own timer", "err", err)
 	default:
-		// Never more than the TTL: etcd rounds the time left up to the
-		// next second, and a new leader extends every lease by an
-		// election timeout (lessor.Promote), while a decider that revokes
-		// this session waits only one TTL (decide).
-		left = min(left, f.cfg.SessionTTL)
+		// What the lease has left at least, so that this broker stops
+		// before its lease can expire (a decider lets another region
+		// dispatch as soon as it sees the session expired: decide); and
+		// never more than the TTL, although a new leader extends every
+		// lease by an election timeout (etcd's lessor.Promote), since a
+		// decider that revokes the session waits only one TTL.
+		left = min(left-global.LeaseTimeLeftSlack, f.cfg.SessionTTL)
 		f.mu.Lock()
 		f.mu.validUntil = sent.Add(left - f.cfg.Margin) // never zero: zero is "no session held yet"
 		f.mu.Unlock()
@@ -579,18 +585,25 @@ func (f *regionFailover) decide(ctx context.Context, o optedIn, reads *sessionRe
 			absent = now
 			f.sessionsGone[active] = absent
 		}
-		// The delay counts from when this broker's probes began to fail,
-		// if they did first: a region that dies is unreachable at once,
-		// while its leases take up to a SessionTTL to expire. The delay
-		// is not what makes the switch safe, only what keeps a blip from
-		// causing one.
+		// The delay counts from when the region was lost, as first seen:
+		// its probes' failure, or the last renewal of its sessions, if
+		// before its sessions were seen gone. A region that dies is
+		// unreachable at once, while its leases take up to a SessionTTL
+		// to expire (more if a new leader of the store extended them);
+		// one cut off from the store only still answers probes, but
+		// renews nothing. The delay is not what makes the switch safe,
+		// only what keeps a blip from causing one.
 		since := absent
 		if u, down := f.unreachableSince(o); down && u.Before(since) {
 			since = u
 		}
+		if r, ok := f.renewed[active]; ok && r.Before(since) {
+			since = r
+		}
 		gone = now.Sub(since) >= delay
 	} else {
 		delete(f.sessionsGone, active)
+		f.sawSessions(ctx, active, sessions)
 	}
 	views, err := f.svc.gstore.FailoverViews(ctx, o.tenant, o.ns)
 	if err != nil {
@@ -608,7 +621,7 @@ func (f *regionFailover) decide(ctx context.Context, o optedIn, reads *sessionRe
 	}
 	if len(sessions) > 0 {
 		reads.forget(active)
-		if err := f.svc.gstore.RevokeFailoverSessions(ctx, active); err != nil {
+		if err := f.svc.gstore.RevokeFailoverSessions(ctx, active, now); err != nil {
 			f.svc.log.Warn("automatic failover: revoking the active region's sessions", "namespace", o.name(), "err", err)
 			return
 		}
@@ -617,10 +630,15 @@ func (f *regionFailover) decide(ctx context.Context, o optedIn, reads *sessionRe
 	// session of the old one has been seen for a whole SessionTTL, since
 	// whatever ended the last one, its expiry or a revocation (this
 	// broker's, just now, or another decider's), its broker stops by its
-	// own timer within that. at is read after the revocation.
+	// own timer within that; or at once, when the sessions expired, since
+	// their brokers stopped before their leases could end. at is read
+	// after the revocation.
 	at, wait := f.now(), f.cfg.SessionTTL
 	if absent, seen := f.sessionsGone[active]; seen && len(sessions) == 0 {
 		wait = max(0, wait-at.Sub(absent))
+		if wait > 0 && f.expired(ctx, active) {
+			wait = 0
+		}
 	}
 	_, err = f.svc.gstore.SwitchActiveRegion(ctx, o.tenant, o.ns, active, to, at, wait)
 	if err != nil {
@@ -630,6 +648,46 @@ func (f *regionFailover) decide(ctx context.Context, o optedIn, reads *sessionRe
 	f.svc.log.Warn("automatic failover: switched the active region", "namespace", o.name(), "from", active, "to", to,
 		"majority_saw_unreachable", votes >= majority, "sessions_gone", gone, "dispatch_wait", wait)
 	f.svc.metrics.failedOver(o.name(), active, to)
+}
+
+// sawSessions notes what a pass saw of region's sessions: the oldest of
+// them (by the store revision that created its key) and when the latest
+// was last renewed, as far as the lease's time left tells (later than it
+// was, if anything: the store rounds the time left up, and a new leader
+// extends every lease).
+func (f *regionFailover) sawSessions(ctx context.Context, region string, sessions []global.FailoverSession) {
+	for _, ss := range sessions {
+		if oldest, ok := f.oldestSession[region]; !ok || ss.CreateRevision < oldest {
+			f.oldestSession[region] = ss.CreateRevision
+		}
+		left, granted, err := f.svc.gstore.LeaseTimeLeft(ctx, ss.Lease)
+		if err != nil {
+			continue
+		}
+		if at := f.now().Add(left - granted); at.After(f.renewed[region]) {
+			f.renewed[region] = at
+		}
+	}
+}
+
+// expired reports whether region's sessions, gone now, ended by expiry
+// (or by their own brokers) rather than by a revocation: no revocation
+// record of region was written since the oldest of them that this broker
+// saw was created, and every broker that could have revoked them writes
+// one before it does. A broker stops dispatching before its lease can
+// expire (keepSession counts the least time left), so the new region
+// need not wait. Any doubt, an error included, is a revocation.
+func (f *regionFailover) expired(ctx context.Context, region string) bool {
+	oldest, seen := f.oldestSession[region]
+	if !seen {
+		return false
+	}
+	rev, err := f.svc.gstore.FailoverRevocation(ctx, region)
+	if err != nil || rev > oldest {
+		return false
+	}
+	all, err := f.svc.gstore.EverySessionRecordsRevocations(ctx)
+	return err == nil && all
 }
 
 // unreachableVotes counts the regions all of whose brokers' views have

@@ -246,33 +246,47 @@ func TestFailoverGateLeavesTopicsSwitchedByHand(t *testing.T) {
 	}
 }
 
-// roundingUpStore answers TimeToLive as etcd does: the time left rounded
-// up to the next whole second, here one second more than the TTL.
-type roundingUpStore struct{ meta.Store }
-
-func (s roundingUpStore) TimeToLive(ctx context.Context, id meta.LeaseID) (remaining, granted time.Duration, err error) {
-	remaining, granted, err = s.Store.TimeToLive(ctx, id)
-	return remaining + time.Second, granted, err
+// extendedStore answers TimeToLive with extra more than the lease has
+// left: etcd rounds up to the next second, and a new leader extends every
+// lease by an election timeout.
+type extendedStore struct {
+	meta.Store
+	extra time.Duration
 }
 
-// TestSessionNeverOutlivesItsTTL: a broker counts its session valid for
-// at most the TTL, less the margin, from when it asked, however much time
-// left the store reports (etcd rounds it up to the next second, and a new
-// leader extends every lease): a decider that revokes the session lets
-// another region dispatch one TTL after the revocation.
+func (s extendedStore) TimeToLive(ctx context.Context, id meta.LeaseID) (remaining, granted time.Duration, err error) {
+	remaining, granted, err = s.Store.TimeToLive(ctx, id)
+	return remaining + s.extra, granted, err
+}
+
+// TestSessionNeverOutlivesItsTTL: a broker counts its session valid from
+// when it asked for what its lease has left at least (the store's answer
+// less global.LeaseTimeLeftSlack), less the margin, and never for more
+// than the TTL less the margin, whatever the store reports: a decider
+// that sees the session expired lets another region dispatch at once, and
+// one that revokes it, one TTL after the revocation.
 func TestSessionNeverOutlivesItsTTL(t *testing.T) {
-	_, _, svc := failoverFixtureOn(t, "r1", roundingUpStore{metatest.Memory(t)})
 	cfg := DefaultFailoverConfig()
-	f := newRegionFailover(svc, cfg)
-	now := time.Now()
-	f.now = func() time.Time { return now }
-	f.keepSession(t.Context(), true)
-	defer f.endSession()
-	f.mu.Lock()
-	got := f.mu.validUntil
-	f.mu.Unlock()
-	if want := now.Add(cfg.SessionTTL - cfg.Margin); !got.Equal(want) {
-		t.Fatalf("session valid until %v after the check, want %v (the TTL less the margin)", got.Sub(now), want.Sub(now))
+	for _, tc := range []struct {
+		name  string
+		extra time.Duration
+		want  time.Duration
+	}{
+		{"exact", 0, cfg.SessionTTL - global.LeaseTimeLeftSlack - cfg.Margin},
+		{"rounded up and extended by an election", global.LeaseTimeLeftSlack + 2*time.Second, cfg.SessionTTL - cfg.Margin},
+	} {
+		_, _, svc := failoverFixtureOn(t, "r1", extendedStore{metatest.Memory(t), tc.extra})
+		f := newRegionFailover(svc, cfg)
+		now := time.Now()
+		f.now = func() time.Time { return now }
+		f.keepSession(t.Context(), true)
+		f.mu.Lock()
+		got := f.mu.validUntil.Sub(now)
+		f.mu.Unlock()
+		f.endSession()
+		if got != tc.want {
+			t.Errorf("%s: session valid for %v after the check, want %v", tc.name, got, tc.want)
+		}
 	}
 }
 
@@ -396,5 +410,74 @@ func TestProbesGoOnWhileTheStoreStalls(t *testing.T) {
 			t.Fatal("no probe failed while the store stalled")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestFailoverWaitsOnlyAfterARevocation: r2's broker sees r1's only
+// session, then sees it gone, and switches to r2 once the delay has passed
+// since the session's last renewal (r1 lost the store then). The new
+// region waits out a SessionTTL since the session went only when it may
+// have been revoked (r1's broker, cut off, stops by its own timer within
+// that); a session that expired had its broker stop before it ended, so
+// r2 dispatches at once. A revocation is assumed whenever the region's
+// revocation record is newer than the session, and whenever a broker
+// that predates the record holds a session (it revokes without one).
+func TestFailoverWaitsOnlyAfterARevocation(t *testing.T) {
+	cfg := DefaultFailoverConfig()
+	conservative := cfg.SessionTTL - 1500*time.Millisecond // a TTL since the session was seen gone
+	for _, tc := range []struct {
+		name string
+		end  func(ctx context.Context, gstore *global.Store, r1 meta.Lease) error
+		want time.Duration
+	}{
+		{"expired", func(ctx context.Context, _ *global.Store, r1 meta.Lease) error { return r1.Revoke(ctx) }, 0},
+		{"revoked", func(ctx context.Context, gstore *global.Store, _ meta.Lease) error {
+			return gstore.RevokeFailoverSessions(ctx, "r1", time.Now())
+		}, conservative},
+		{"expired, beside a broker that predates the record", func(ctx context.Context, gstore *global.Store, r1 meta.Lease) error {
+			old, err := gstore.GrantLease(ctx, time.Minute)
+			if err != nil {
+				return err
+			}
+			if err := gstore.CreateFailoverSession(ctx, "r3", global.FailoverSession{Broker: "old"}, old.ID()); err != nil {
+				return err
+			}
+			return r1.Revoke(ctx)
+		}, conservative},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := t.Context()
+			gstore, _, svc := failoverFixture(t, "r2")
+			r1, err := gstore.GrantLease(ctx, time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := gstore.CreateFailoverSession(ctx, "r1", global.FailoverSession{Broker: "b-r1", RecordsRevocations: true}, r1.ID()); err != nil {
+				t.Fatal(err)
+			}
+			f := newRegionFailover(svc, cfg)
+			defer f.endSession()
+			now := time.Now()
+			f.now = func() time.Time { return now }
+			f.pass() // sees r1's session
+			if err := tc.end(ctx, gstore, r1); err != nil {
+				t.Fatal(err)
+			}
+			now = now.Add(time.Second)
+			f.pass() // sees it gone
+			now = now.Add(1500 * time.Millisecond)
+			f.pass() // the delay (2 s) has passed since the session's last renewal
+			p, err := gstore.Namespace(ctx, "t", "ns")
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, _ := p.AutoFailover()
+			if p.ActiveRegion != "r2" || a.LastSwitch == nil {
+				t.Fatalf("active region %s, switch %+v: want a switch to r2", p.ActiveRegion, a.LastSwitch)
+			}
+			if got := time.Duration(a.LastSwitch.DispatchWaitMillis) * time.Millisecond; got != tc.want {
+				t.Fatalf("the new region waits %v, want %v", got, tc.want)
+			}
+		})
 	}
 }
