@@ -72,8 +72,8 @@ type geoSystem struct {
 }
 
 // runGeo measures NATS, then Meridian on disk bookies, then on memory
-// bookies, each on its own servers (stopped before the next starts), and
-// writes the section.
+// bookies, then NATS syncing every write, each on its own servers
+// (stopped before the next starts), and writes the section.
 func runGeo(t *testing.T, e *env) section {
 	loadBefore := machineLoad()
 	var systems []*geoSystem
@@ -110,14 +110,18 @@ func runGeo(t *testing.T, e *env) section {
 				name, geoCut, geoCatchUpRate, s.catchUp.Backlog, s.catchUp.Resumed.Round(time.Millisecond), s.catchUp.CaughtUp.Round(time.Millisecond))
 		})
 	}
+	// geoVerdict reads the systems in this order.
 	run("NATS JetStream", false, func(ctx context.Context, t *testing.T) geoTarget {
-		return natsTarget{startNATSGeo(ctx, t, e)}
+		return natsTarget{startNATSGeo(ctx, t, e, false)}
 	})
 	run("Meridian, disk bookies", false, func(ctx context.Context, t *testing.T) geoTarget {
 		return meridianTarget{startMeridianGeo(ctx, t, e)}
 	})
 	run("Meridian, memory bookies", true, func(ctx context.Context, t *testing.T) geoTarget {
 		return meridianTarget{startMeridianGeo(ctx, t, e, "--storage", "memory")}
+	})
+	run("NATS JetStream, sync always", false, func(ctx context.Context, t *testing.T) geoTarget {
+		return natsTarget{startNATSGeo(ctx, t, e, true)}
 	})
 	if t.Failed() {
 		return section{}
@@ -245,7 +249,9 @@ destination's link must have carried at least the replicated payload bytes.
   file storage with its default sync (every 2 minutes, not before the ack), joined by gateways.
   Each gateway listens behind its region's link and advertises the link's address, and each
   server names the others' gateways by their links. In r1 a stream; in r2 and r3 a stream that
-  sources it (NATS's own cross-region replication); an ordered consumer on each.
+  sources it (NATS's own cross-region replication); an ordered consumer on each. Once more with
+  `+"`sync_interval: always`"+` (an fsync after every write, before the ack): the peer of
+  Meridian on disk bookies.
 - **Meridian**: the e2e geo bed: in each region an etcd, two bookies (E=Qw=Qa=2), a broker and two
   replicator workers, and one global etcd (19 processes); the brokers' links carry the
   replicators' traffic. Once with bookies that fdatasync before they ack, once with
@@ -326,7 +332,7 @@ Meridian's replication task retries with a backoff capped at 5 s.
 // every rate) met or not, with the figures, and for a rate where it is
 // not met, the CPU profile of the servers during that window.
 func geoVerdict(systems []*geoSystem) string {
-	nats, memory := systems[0], systems[2]
+	nats, disk, memory, natsSync := systems[0], systems[1], systems[2], systems[3]
 	var b strings.Builder
 	met := true
 	var rows []string
@@ -346,14 +352,19 @@ func geoVerdict(systems []*geoSystem) string {
 	}
 	fmt.Fprintf(&b, "**Target: replication lag with in-memory bookies below NATS's p99 at every rate measured: %s.** %s.\n",
 		verdict, strings.Join(rows, "; "))
-	var cpuRows []string
-	for _, rate := range []int{1000, 5000} {
-		m, n := perThousand(memory.lags[rate], memory.cpu[rate]), perThousand(nats.lags[rate], nats.cpu[rate])
-		cpuRows = append(cpuRows, fmt.Sprintf("at %s msg/s %.3f against NATS's %.3f CPU-seconds per 1,000 messages (%.2f×)",
-			thousands(float64(rate)), m, n, m/n))
+	cpuRows := func(mer, peer *geoSystem) string {
+		var rows []string
+		for _, rate := range []int{1000, 5000} {
+			m, n := perThousand(mer.lags[rate], mer.cpu[rate]), perThousand(peer.lags[rate], peer.cpu[rate])
+			rows = append(rows, fmt.Sprintf("at %s msg/s %.3f against NATS's %.3f CPU-seconds per 1,000 messages (%.2f×)",
+				thousands(float64(rate)), m, n, m/n))
+		}
+		return strings.Join(rows, "; ")
 	}
 	fmt.Fprintf(&b, "\n**Target: CPU per replicated message, Meridian on memory bookies (E=Qw=2 per region) at most NATS's "+
-		"(JetStream R1 per region, file storage, default sync).** %s.\n", strings.Join(cpuRows, "; "))
+		"(JetStream R1 per region, file storage, default sync).** %s.\n", cpuRows(memory, nats))
+	fmt.Fprintf(&b, "\nThe same with every write on disk before its ack on both sides: Meridian on disk bookies (fdatasync "+
+		"before the ack, E=Qw=2 per region) against JetStream R1 per region with `sync_interval: always`: %s.\n", cpuRows(disk, natsSync))
 	low := memory.lowBatching
 	lp, np := e2e.Percentile(low.Lags, 0.99), e2e.Percentile(nats.lags[lowBatchingRate].Lags, 0.99)
 	fmt.Fprintf(&b, "\n**Target: lag p99 at %s msg/s with %v batching below NATS's, the servers under 1.5 cores.** "+

@@ -68,8 +68,10 @@ func freePort(t *testing.T) int {
 
 // startNATSGeo starts the three servers (pinned to the env's cores) and
 // their links, and returns once JetStream accepts a stream in every
-// region. Everything stops when the test ends.
-func startNATSGeo(ctx context.Context, t *testing.T, e *env) *natsGeo {
+// region; syncAlways sets `sync_interval: always` (an fsync after every
+// write, before the ack), otherwise the default applies (every 2
+// minutes). Everything stops when the test ends.
+func startNATSGeo(ctx context.Context, t *testing.T, e *env, syncAlways bool) *natsGeo {
 	t.Helper()
 	dir := t.TempDir()
 	g := &natsGeo{}
@@ -88,6 +90,10 @@ func startNATSGeo(ctx context.Context, t *testing.T, e *env) *natsGeo {
 		s.link = l
 		g.servers = append(g.servers, s)
 	}
+	sync := ""
+	if syncAlways {
+		sync = ", sync_interval: always"
+	}
 	for _, s := range g.servers {
 		clientPort, clusterPort := freePort(t), freePort(t)
 		s.clientURL = fmt.Sprintf("nats://127.0.0.1:%d", clientPort)
@@ -102,7 +108,7 @@ func startNATSGeo(ctx context.Context, t *testing.T, e *env) *natsGeo {
 		// one-server cluster.
 		conf := fmt.Sprintf(`server_name: %[1]s
 listen: 127.0.0.1:%[2]d
-jetstream { store_dir: %[3]q }
+jetstream { store_dir: %[3]q%[8]s }
 cluster { name: %[1]s, listen: 127.0.0.1:%[4]d, routes: ["nats-route://127.0.0.1:%[4]d"] }
 gateway {
   name: %[1]s
@@ -110,7 +116,7 @@ gateway {
   advertise: %[6]q
   gateways: [%[7]s]
 }
-`, s.region, clientPort, filepath.Join(dir, s.region), clusterPort, gatewayPorts[s.region], s.link.Addr(), strings.Join(remotes, ", "))
+`, s.region, clientPort, filepath.Join(dir, s.region), clusterPort, gatewayPorts[s.region], s.link.Addr(), strings.Join(remotes, ", "), sync)
 		path := filepath.Join(dir, s.region+".conf")
 		if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
 			t.Fatal(err)
