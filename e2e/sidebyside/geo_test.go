@@ -258,9 +258,9 @@ destination's link must have carried at least the replicated payload bytes.
   `+"`meridian bookie --storage memory`"+`. Clients with pulsar-client-go (default batching).
 
 Every server process of both systems is pinned to cores %s; the clients run in the test process,
-unpinned. Load average %s at the start and %s at the end: other helpers' builds and tests ran on
-the 2 vCPUs at the same time, so absolute figures are pessimistic; the systems ran one after the
-other, not at once. Under contention Linux shares the CPUs among runnable threads, not among
+unpinned. Load average %s at the start and %s at the end (the systems' own load, and
+whatever else ran on the 2 vCPUs: the figures are absolute only as far as the load allows); the
+systems ran one after the other, not at once. Under contention Linux shares the CPUs among runnable threads, not among
 systems, so the one with more processes (Meridian's 19 against NATS's 3) gets more of them; the
 whole machine's column says how busy the 2 cores were over each window.
 
