@@ -236,27 +236,11 @@ func (s *Store) FailoverRevocation(ctx context.Context, region string) (int64, e
 // every session key listed before it. A conflict means another decider
 // wrote it meanwhile, which does as well.
 func (s *Store) recordRevocation(ctx context.Context, region string, at time.Time) error {
-	key := s.key(kindFailoverRevocations, region)
-	data, err := meta.EncodeJSON(recordVersion, failoverRevocation{AtMillis: at.UnixMilli()})
-	if err != nil {
-		return err
-	}
-	ctx, cancel := s.opCtx(ctx)
-	defer cancel()
-	kv, err := s.st.Get(ctx, key)
-	switch {
-	case errors.Is(err, meta.ErrNotFound):
-		_, err = s.st.Create(ctx, key, data, meta.NoLease)
-	case err == nil:
-		_, err = s.st.Update(ctx, key, data, kv.ModRevision)
-	}
-	if errors.Is(err, meta.ErrExists) || errors.Is(err, meta.ErrConflict) {
+	err := s.writeRecord(ctx, s.key(kindFailoverRevocations, region), failoverRevocation{AtMillis: at.UnixMilli()}, meta.NoLease)
+	if errors.Is(err, ErrExists) || errors.Is(err, ErrConflict) {
 		return nil
 	}
-	if err != nil {
-		return fail("write", key, err)
-	}
-	return nil
+	return err
 }
 
 // RevokeFailoverSessions ends every session of region, deleting its keys
@@ -303,7 +287,14 @@ func (s *Store) failoverViewsPrefix(tenant, ns string) string {
 // WriteFailoverView stores v as broker's view of tenant/ns, under lease
 // (the broker's session), so that it goes when the broker does.
 func (s *Store) WriteFailoverView(ctx context.Context, tenant, ns string, v FailoverView, lease meta.LeaseID) error {
-	key := s.key(kindFailoverViews, tenant, ns, v.Region, v.Broker)
+	return s.writeRecord(ctx, s.key(kindFailoverViews, tenant, ns, v.Region, v.Broker), v, lease)
+}
+
+// writeRecord stores v at key, attached to lease (meta.NoLease: to none),
+// whether or not the key exists: a read, then a create or a
+// compare-and-swap at the revision read, which fails (ErrExists,
+// ErrConflict) if another writer came between.
+func (s *Store) writeRecord(ctx context.Context, key string, v any, lease meta.LeaseID) error {
 	data, err := meta.EncodeJSON(recordVersion, v)
 	if err != nil {
 		return err

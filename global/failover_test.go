@@ -102,6 +102,24 @@ func testFailoverSwitch(t *testing.T, e env) {
 	if all, err := e.b.EverySessionRecordsRevocations(ctx); err != nil || !all {
 		t.Fatalf("EverySessionRecordsRevocations with no session = %v, %v; want true", all, err)
 	}
+	// A later revocation moves the record above the sessions it revokes.
+	again, err := e.a.GrantLease(ctx, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.a.CreateFailoverSession(ctx, "r1", FailoverSession{Broker: "b2", RecordsRevocations: true}, again.ID()); err != nil {
+		t.Fatal(err)
+	}
+	b2, err := e.b.FailoverSessions(ctx, "r1")
+	if err != nil || len(b2) != 1 {
+		t.Fatalf("FailoverSessions = %+v, %v", b2, err)
+	}
+	if err := e.b.RevokeFailoverSessions(ctx, "r1", at); err != nil {
+		t.Fatal(err)
+	}
+	if rev, err := e.a.FailoverRevocation(ctx, "r1"); err != nil || rev <= b2[0].CreateRevision {
+		t.Fatalf("FailoverRevocation after revoking b2's session (created at %d) = %d, %v", b2[0].CreateRevision, rev, err)
+	}
 	if got, err := e.b.FailoverViews(ctx, "acme", "ns"); err != nil || len(got) != 0 {
 		t.Fatalf("views after the revocation: %v, %v", got, err)
 	}
