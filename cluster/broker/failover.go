@@ -120,6 +120,7 @@ type regionFailover struct {
 	stopLease     context.CancelFunc // ends the lease's keep-alive
 	written       map[string]global.FailoverView
 	writtenLease  meta.LeaseID
+	passes        int                  // passes made: which session's lease sawSessions reads
 	sessionsGone  map[string]time.Time // by region: since when a pass has found none of its sessions
 	renewed       map[string]time.Time // by region: when its sessions were last renewed, as a pass saw them
 	oldestSession map[string]int64     // by region: the creation revision of the oldest session a pass saw
@@ -284,6 +285,7 @@ func (f *regionFailover) optedInNamespaces() []optedIn {
 func (f *regionFailover) pass() {
 	ctx, cancel := context.WithTimeout(f.svc.ctx, f.cfg.SessionTTL)
 	defer cancel()
+	f.passes++
 	namespaces := f.optedInNamespaces()
 	f.keepSession(ctx, len(namespaces) > 0)
 	f.setGates(f.gates(ctx, namespaces))
@@ -651,22 +653,25 @@ func (f *regionFailover) decide(ctx context.Context, o optedIn, reads *sessionRe
 }
 
 // sawSessions notes what a pass saw of region's sessions: the oldest of
-// them (by the store revision that created its key) and when the latest
-// was last renewed, as far as the lease's time left tells (later than it
-// was, if anything: the store rounds the time left up, and a new leader
-// extends every lease).
+// them (by the store revision that created its key), and the latest
+// renewal seen of one of them, as far as its lease's time left tells
+// (later than it was, if anything: the store rounds the time left up, and
+// a new leader extends every lease). One lease a pass, in turn, keeps the
+// cost to one read per region: a region that loses the store stops
+// renewing every session at once.
 func (f *regionFailover) sawSessions(ctx context.Context, region string, sessions []global.FailoverSession) {
 	for _, ss := range sessions {
 		if oldest, ok := f.oldestSession[region]; !ok || ss.CreateRevision < oldest {
 			f.oldestSession[region] = ss.CreateRevision
 		}
-		left, granted, err := f.svc.gstore.LeaseTimeLeft(ctx, ss.Lease)
-		if err != nil {
-			continue
-		}
-		if at := f.now().Add(left - granted); at.After(f.renewed[region]) {
-			f.renewed[region] = at
-		}
+	}
+	ss := sessions[f.passes%len(sessions)]
+	left, granted, err := f.svc.gstore.LeaseTimeLeft(ctx, ss.Lease)
+	if err != nil {
+		return
+	}
+	if at := f.now().Add(left - granted); at.After(f.renewed[region]) {
+		f.renewed[region] = at
 	}
 }
 
