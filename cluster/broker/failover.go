@@ -298,6 +298,11 @@ func (f *regionFailover) pass() {
 			f.decide(ctx, o, &sessions)
 		}
 	}
+	for region := range regions {
+		if ss, err := sessions.of(ctx, region); err == nil && len(ss) > 0 {
+			f.sawSessions(ctx, region, ss)
+		}
+	}
 	f.unwatch(ctx, probed)
 	maps.DeleteFunc(f.sessionsGone, func(r string, _ time.Time) bool { return !regions[r] })
 	maps.DeleteFunc(f.renewed, func(r string, _ time.Time) bool { return !regions[r] })
@@ -605,7 +610,6 @@ func (f *regionFailover) decide(ctx context.Context, o optedIn, reads *sessionRe
 		gone = now.Sub(since) >= delay
 	} else {
 		delete(f.sessionsGone, active)
-		f.sawSessions(ctx, active, sessions)
 	}
 	views, err := f.svc.gstore.FailoverViews(ctx, o.tenant, o.ns)
 	if err != nil {
