@@ -553,25 +553,25 @@ func (d *dispatchState) plan(now time.Time, markDeleted mledger.Position) (p rou
 		d.addReplay(e.pos, e.hash)
 	}
 	d.throttledUntil = time.Time{}
-	allowed := int64(math.MaxInt64)
-	for _, r := range d.rates {
-		msgs, wait := r.allowance(now)
+	// The messages the round may read: taken from the rates now, each in
+	// one step, so that the subscriptions sharing the topic's limiter do
+	// not read the same tokens; a rate that holds fewer than the ones
+	// before it took has them give the difference back, and settle gives
+	// back what is not sent.
+	reserved := d.permits()
+	for i, r := range d.rates {
+		got, wait := r.reserve(now, reserved)
+		giveBack(now, d.rates[:i], reserved-got)
 		if wait > 0 {
 			d.throttledUntil = now.Add(wait)
 			return roundPlan{}, false
 		}
-		allowed = min(allowed, msgs)
+		reserved = got
 	}
-	// The messages the round may read: taken from the rates now, so that
-	// the subscriptions sharing the topic's limiter do not read the same
-	// tokens; settle gives back what is not sent.
-	reserved := min(d.permits(), allowed)
 	budget := d.readBudget(reserved)
 	if budget <= 0 {
+		giveBack(now, d.rates, reserved)
 		return roundPlan{}, false
-	}
-	for _, r := range d.rates {
-		r.take(now, reserved, 0)
 	}
 	p = roundPlan{now: now, budget: int(budget), reserved: reserved, hashes: map[mledger.Position]uint32{}, inOrder: !d.shared()}
 	p.replay = d.replayable(p.budget)
@@ -733,6 +733,13 @@ func (d *dispatchState) send(out []delivery) (sent []delivery) {
 		sent = append(sent, dl)
 	}
 	return sent
+}
+
+// giveBack returns n messages to each of rates at now.
+func giveBack(now time.Time, rates []*dispatchLimiter, n int64) {
+	for _, r := range rates {
+		r.take(now, -n, 0)
+	}
 }
 
 // settle ends round p's count against the dispatch rates at now: the

@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"math"
 	"sync"
 	"time"
 
@@ -16,14 +15,15 @@ import (
 //
 // A dispatch round takes, when it is planned, the messages it may read
 // from every limiter (the least any of them holds, and no more than the
-// consumers' permits), and none while one of them is spent: the
-// dispatcher then waits until it has refilled
-// (dispatchState.throttledUntil). When the round ends, it gives back what
-// it did not send and takes what it sent beyond that (the messages of a
-// batch beyond the estimate), and the bytes it sent. Taking before the
-// read keeps the subscriptions that share a topic's limiter from reading
-// the same tokens; a round may still overdraw a bucket (a batch, or bytes),
-// and the next round waits until the overdraft is paid back. So the rate
+// consumers' permits), each limiter's in one step (reserve), and none
+// while one of them is spent: the dispatcher then waits until it has
+// refilled (dispatchState.throttledUntil). When the round ends, it gives
+// back what it did not send and takes what it sent beyond that (the
+// messages of a batch beyond the estimate), and the bytes it sent. Taking
+// before the read, in one step, keeps the subscriptions that share a
+// topic's limiter from reading the same tokens; a round may still
+// overdraw a bucket (a batch, or bytes), and the next round waits until
+// the overdraft is paid back. So the rate
 // holds over any stretch longer than a period, and a burst of one period's
 // worth passes at once.
 //
@@ -84,13 +84,15 @@ func (l *dispatchLimiter) set(r global.DispatchRate, ok bool, now time.Time) {
 	l.bytes = limit(l.bytes, r.DispatchThrottlingRateInByte)
 }
 
-// allowance is how many messages may be dispatched at now (math.MaxInt64:
-// no limit), or, when a bucket is spent, how long until both hold a whole
-// token again.
-func (l *dispatchLimiter) allowance(now time.Time) (msgs int64, wait time.Duration) {
+// reserve takes up to want messages from the limiter at now (all it
+// holds, if fewer; want itself if it limits no messages), in one step
+// under its lock, so that the subscriptions sharing a topic's limiter never
+// take the same tokens. When a bucket is spent it takes nothing and says
+// how long until both hold a whole token again.
+func (l *dispatchLimiter) reserve(now time.Time, want int64) (got int64, wait time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	msgs = math.MaxInt64
+	got = want
 	for _, b := range []*bucket{l.msgs, l.bytes} {
 		if b == nil {
 			continue
@@ -101,13 +103,16 @@ func (l *dispatchLimiter) allowance(now time.Time) (msgs int64, wait time.Durati
 			continue
 		}
 		if b == l.msgs {
-			msgs = int64(b.tokens)
+			got = min(got, int64(b.tokens))
 		}
 	}
 	if wait > 0 {
 		return 0, wait
 	}
-	return msgs, 0
+	if l.msgs != nil {
+		l.msgs.tokens -= float64(got)
+	}
+	return got, 0
 }
 
 // take counts msgs messages and bytes bytes dispatched at now; a negative

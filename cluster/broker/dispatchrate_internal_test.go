@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -39,5 +41,35 @@ func TestRelativeDispatchRate(t *testing.T) {
 	absolute.RelativeToPublishRate = false
 	if got := published.raise(absolute); got != absolute {
 		t.Fatalf("an absolute rate became %+v", got)
+	}
+}
+
+// TestDispatchLimiterReservesEachTokenOnce: the subscriptions that share a
+// topic's limiter reserve from it at once; each token goes to one of them.
+// (Reading what the bucket holds and taking it in two steps let two
+// dispatchers take the same tokens, and the topic overshot its rate.)
+func TestDispatchLimiterReservesEachTokenOnce(t *testing.T) {
+	const tokens = 1000
+	now := time.Unix(1000, 0) // one instant: nothing refills
+	var l dispatchLimiter
+	l.set(global.DispatchRate{DispatchThrottlingRateInMsg: tokens, DispatchThrottlingRateInByte: -1, RatePeriodInSecond: 1}, true, now)
+	var (
+		wg    sync.WaitGroup
+		total atomic.Int64
+	)
+	for range 8 {
+		wg.Go(func() {
+			for {
+				got, wait := l.reserve(now, 3)
+				if wait > 0 || got == 0 {
+					return
+				}
+				total.Add(got)
+			}
+		})
+	}
+	wg.Wait()
+	if got := total.Load(); got != tokens {
+		t.Fatalf("the dispatchers reserved %d messages of a bucket of %d", got, tokens)
 	}
 }
