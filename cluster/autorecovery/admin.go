@@ -365,8 +365,6 @@ func (a *Admin) setState(ctx context.Context, id, state string) error {
 	return a.put(ctx, bkproto.BookieStateKey(a.region, id), v)
 }
 
-// put creates key with v, or replaces its value, by CAS: an operator's
-// setting, whose last writer wins.
 // remove deletes key, or returns missing when there is none.
 func (a *Admin) remove(ctx context.Context, key string, missing error) error {
 	kv, err := a.store.Get(ctx, key)
@@ -379,6 +377,8 @@ func (a *Admin) remove(ctx context.Context, key string, missing error) error {
 	return a.store.Delete(ctx, key, kv.ModRevision)
 }
 
+// put creates key with v, or replaces its value, by CAS: an operator's
+// setting, whose last writer wins.
 func (a *Admin) put(ctx context.Context, key string, v []byte) error {
 	for {
 		kv, err := a.store.Get(ctx, key)
