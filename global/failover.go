@@ -219,17 +219,11 @@ type failoverRevocation struct {
 // before that revision may have been revoked; one created after it was
 // not, by that revocation.
 func (s *Store) FailoverRevocation(ctx context.Context, region string) (int64, error) {
-	key := s.key(kindFailoverRevocations, region)
-	ctx, cancel := s.opCtx(ctx)
-	defer cancel()
-	kv, err := s.st.Get(ctx, key)
-	switch {
-	case errors.Is(err, meta.ErrNotFound):
+	_, rev, err := getRecord[failoverRevocation](ctx, s, s.key(kindFailoverRevocations, region))
+	if errors.Is(err, ErrNotFound) {
 		return 0, nil
-	case err != nil:
-		return 0, fail("get", key, err)
 	}
-	return kv.ModRevision, nil
+	return rev, err
 }
 
 // recordRevocation writes region's revocation record at a revision above
