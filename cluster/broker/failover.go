@@ -176,39 +176,25 @@ func newRegionFailover(s *Service, cfg FailoverConfig) *regionFailover {
 // automatic failover always may, and so may a topic with an active region
 // of its own, which is switched by hand (global.TopicPolicies.ActiveRegion).
 func (t *Topic) mayDispatchReplicated() bool {
-	f := t.svc.failover
-	return f.mayDispatch(t.name) && (t.rs == nil || !f.gated(t.name) || t.rs.writtenLately())
+	gated, allowed := t.svc.failover.gate(t.name)
+	return !gated || (allowed && (t.rs == nil || t.rs.writtenLately()))
 }
 
-// mayDispatch reports whether the gate lets t's replicated subscriptions
-// dispatch now; a topic that is not gated always may.
-func (f *regionFailover) mayDispatch(t topology.TopicName) bool {
+// gate reports whether t's replicated subscriptions are behind a gate (t's
+// namespace has automatic failover, and t has no active region of its
+// own), and if so whether it lets them dispatch now.
+func (f *regionFailover) gate(t topology.TopicName) (gated, allowed bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	g, gated := f.gateLocked(t)
-	if !gated {
-		return true
+	g, gated := f.mu.gates[t.Tenant+"/"+t.Namespace]
+	if !gated || g.ownActiveRegion[t.Base().String()] {
+		return false, true
 	}
 	if !f.allowedLocked(g, f.now()) {
 		f.mu.shut = true
-		return false
+		return true, false
 	}
-	return true
-}
-
-// gated reports whether t's replicated subscriptions are behind a gate:
-// t's namespace has automatic failover, and t has no active region of its
-// own.
-func (f *regionFailover) gated(t topology.TopicName) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	_, gated := f.gateLocked(t)
-	return gated
-}
-
-func (f *regionFailover) gateLocked(t topology.TopicName) (failoverGate, bool) {
-	g, gated := f.mu.gates[t.Tenant+"/"+t.Namespace]
-	return g, gated && !g.ownActiveRegion[t.Base().String()]
+	return true, true
 }
 
 func (f *regionFailover) allowedLocked(g failoverGate, now time.Time) bool {

@@ -162,6 +162,13 @@ func TestFailoverJudgesARegionMadeActiveAgainAfresh(t *testing.T) {
 	}
 }
 
+// mayDispatch reports whether the gate lets t's replicated subscriptions
+// dispatch now; a topic that is not gated always may.
+func (f *regionFailover) mayDispatch(t topology.TopicName) bool {
+	_, allowed := f.gate(t)
+	return allowed
+}
+
 func mustParseTopic(t *testing.T, name string) topology.TopicName {
 	t.Helper()
 	tn, err := topology.ParseTopicName(name)
