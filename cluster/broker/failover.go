@@ -231,7 +231,8 @@ func (f *regionFailover) loop() {
 // probeLoop runs the probe rounds, on the same beat as the passes but on
 // a goroutine of its own: a pass waits on the global store, which stalls
 // for an election when the region that held its leader is lost, and the
-// probes that time that loss must not wait with it.
+// probes that time that loss must not wait with it. It runs only with a
+// FailoverConfig.Probe.
 func (f *regionFailover) probeLoop() {
 	defer f.svc.wg.Done()
 	f.svc.policyPasses(f.cfg.Interval, f.probeRound)
@@ -476,9 +477,6 @@ func (f *regionFailover) setGates(gates map[string]failoverGate) {
 // probeRound probes the active region of every opted-in namespace that is
 // active elsewhere, all at once, and forgets what it no longer watches.
 func (f *regionFailover) probeRound() {
-	if f.cfg.Probe == nil {
-		return
-	}
 	watched := map[string]bool{}
 	var wg sync.WaitGroup
 	for _, o := range f.optedInNamespaces() {

@@ -406,7 +406,7 @@ func (s *Service) Start(ctx context.Context) error {
 	if err := s.lm.Start(ctx); err != nil {
 		return err
 	}
-	s.wg.Add(8)
+	s.wg.Add(7)
 	go s.eachLoadedTopic(s.cfg.BacklogQuotaCheckInterval, func(t *Topic) { t.enforceQuota(s.ctx) })
 	go s.eachLoadedTopic(s.cfg.DedupSnapshotCheckInterval, (*Topic).snapshotDedupIfOlder)
 	go s.eachLoadedTopic(s.cfg.MessageExpiryCheckInterval, func(t *Topic) { t.expireByTTL(s.ctx) })
@@ -414,7 +414,10 @@ func (s *Service) Start(ctx context.Context) error {
 	go s.replicationLoop()
 	go s.migrationLoop()
 	go s.failover.loop()
-	go s.failover.probeLoop()
+	if s.failover.cfg.Probe != nil {
+		s.wg.Add(1)
+		go s.failover.probeLoop()
+	}
 	if s.fences != nil {
 		s.wg.Add(1)
 		go s.fences.run()
